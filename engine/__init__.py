@@ -1,0 +1,6 @@
+"""attnlab's attention engine: pure torch, no web imports."""
+
+from engine.attention import AttentionOutput, AttentionWeights, attention, from_concatenated
+from engine.masks import MaskSpec, eligibility
+
+__all__ = ["AttentionOutput", "AttentionWeights", "MaskSpec", "attention", "eligibility", "from_concatenated"]

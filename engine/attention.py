@@ -1,0 +1,261 @@
+"""Multi-head self-attention, step by step, the way the maths writes it.
+
+    Q = X W_Q + b_Q          per head h: (S, d_head)
+    K = X W_K + b_K          per K/V group g: (S, d_head)
+    V = X W_V + b_V          per K/V group g: (S, d_v)
+    scores  = Q K^T / sqrt(d_head)          (scaling switchable)
+    weights = softmax over keys of scores, with ineligible keys removed
+    context = weights V
+    output  = concat_h(context_h) W_O + b_O  (the concatenation itself when there is no W_O)
+
+Grouped K/V: `n_kv_heads` divides `n_heads`, and query head h reads K/V group h // (n_heads / n_kv_heads).
+Every intermediate tensor is returned by name in `AttentionOutput`, so nothing is recomputed to show it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from engine.errors import AllMaskedRowsError, InputError, NonFiniteError
+from engine.masks import empty_rows
+
+AllMaskedPolicy = Literal["error", "zero"]
+
+
+@dataclass(frozen=True)
+class AttentionWeights:
+    """One layer's projections, per head. Shapes use D = d_model, H = n_heads, G = n_kv_heads."""
+
+    W_Q: Tensor  # (H, D, d_head)
+    W_K: Tensor  # (G, D, d_head)
+    W_V: Tensor  # (G, D, d_v)
+    W_O: Tensor | None = None  # (H, d_v, d_out); None: the output is the concatenation of contexts
+    b_Q: Tensor | None = None  # (H, d_head)
+    b_K: Tensor | None = None  # (G, d_head)
+    b_V: Tensor | None = None  # (G, d_v)
+    b_O: Tensor | None = None  # (d_out,)
+
+    @property
+    def n_heads(self) -> int:
+        return self.W_Q.shape[0]
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.W_K.shape[0]
+
+    @property
+    def d_model(self) -> int:
+        return self.W_Q.shape[1]
+
+    @property
+    def d_head(self) -> int:
+        return self.W_Q.shape[2]
+
+    @property
+    def d_v(self) -> int:
+        return self.W_V.shape[2]
+
+    @property
+    def d_out(self) -> int:
+        return self.W_O.shape[2] if self.W_O is not None else self.n_heads * self.d_v
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> AttentionWeights:
+        def move(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.to(device=device, dtype=dtype)
+
+        return AttentionWeights(
+            W_Q=self.W_Q.to(device=device, dtype=dtype),
+            W_K=self.W_K.to(device=device, dtype=dtype),
+            W_V=self.W_V.to(device=device, dtype=dtype),
+            W_O=move(self.W_O),
+            b_Q=move(self.b_Q),
+            b_K=move(self.b_K),
+            b_V=move(self.b_V),
+            b_O=move(self.b_O),
+        )
+
+
+@dataclass(frozen=True)
+class AttentionOutput:
+    """Every named step of one attention layer. B = batch, S = positions."""
+
+    q: Tensor  # (B, H, S, d_head)
+    k: Tensor  # (B, G, S, d_head)
+    v: Tensor  # (B, G, S, d_v)
+    scores: Tensor  # (B, H, S, S) scaled Q K^T for every cell, before masking
+    eligible: Tensor  # (S, S) or (B, S, S), True = the query may attend to the key
+    weights: Tensor  # (B, H, S, S) after mask and softmax; exactly 0 on ineligible keys
+    contexts: Tensor  # (B, H, S, d_v)
+    concat: Tensor  # (B, S, H * d_v)
+    output: Tensor  # (B, S, d_out)
+    scale_factor: float  # what Q K^T was multiplied by
+
+
+def from_concatenated(
+    w_q: Tensor,
+    w_k: Tensor,
+    w_v: Tensor,
+    w_o: Tensor | None,
+    n_heads: int,
+    n_kv_heads: int | None = None,
+) -> AttentionWeights:
+    """Split D x (heads * width) matrices into per-head weights, checking every shape.
+
+    w_q: (D, H * d_head), w_k: (D, G * d_head), w_v: (D, G * d_v), w_o: (H * d_v, d_out).
+    """
+    g = n_heads if n_kv_heads is None else n_kv_heads
+    if n_heads < 1:
+        raise InputError("heads", f"got {n_heads} heads: need at least 1")
+    if g < 1 or n_heads % g:
+        raise InputError("kv_heads", f"got {g} K/V heads for {n_heads} heads: heads must divide by kv_heads")
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
+        if w.dim() != 2:
+            raise InputError(f"weights.{name}", f"must be a matrix, got {w.dim()} dimensions")
+    d_model = w_q.shape[0]
+    for name, w in (("w_k", w_k), ("w_v", w_v)):
+        if w.shape[0] != d_model:
+            raise InputError(
+                f"weights.{name}", f"has {w.shape[0]} rows but w_q has {d_model}: all must have D = d_model rows"
+            )
+    if w_q.shape[1] % n_heads:
+        raise InputError("weights.w_q", f"got {w_q.shape[1]} columns for {n_heads} heads: columns must divide by heads")
+    d_head = w_q.shape[1] // n_heads
+    if w_k.shape[1] != g * d_head:
+        raise InputError(
+            "weights.w_k",
+            f"got {w_k.shape[1]} columns: need kv_heads x d_head = {g} x {d_head} = {g * d_head} to match w_q",
+        )
+    if w_v.shape[1] % g:
+        raise InputError("weights.w_v", f"got {w_v.shape[1]} columns for {g} K/V heads: must divide by kv_heads")
+    d_v = w_v.shape[1] // g
+    W_O = None
+    if w_o is not None:
+        if w_o.dim() != 2 or w_o.shape[0] != n_heads * d_v:
+            raise InputError(
+                "weights.w_o",
+                f"got shape {tuple(w_o.shape)}: need (heads x d_v, d_out) = ({n_heads * d_v}, d_out)",
+            )
+        W_O = w_o.reshape(n_heads, d_v, w_o.shape[1])
+    return AttentionWeights(
+        W_Q=w_q.reshape(d_model, n_heads, d_head).permute(1, 0, 2).contiguous(),
+        W_K=w_k.reshape(d_model, g, d_head).permute(1, 0, 2).contiguous(),
+        W_V=w_v.reshape(d_model, g, d_v).permute(1, 0, 2).contiguous(),
+        W_O=W_O,
+    )
+
+
+def project(x: Tensor, w: AttentionWeights) -> tuple[Tensor, Tensor, Tensor]:
+    """x (B, S, D) -> Q (B, H, S, d_head), K (B, G, S, d_head), V (B, G, S, d_v)."""
+    q = torch.einsum("bsd,hde->bhse", x, w.W_Q)
+    k = torch.einsum("bsd,gde->bgse", x, w.W_K)
+    v = torch.einsum("bsd,gde->bgse", x, w.W_V)
+    if w.b_Q is not None:
+        q = q + w.b_Q[None, :, None, :]
+    if w.b_K is not None:
+        k = k + w.b_K[None, :, None, :]
+    if w.b_V is not None:
+        v = v + w.b_V[None, :, None, :]
+    return q, k, v
+
+
+def expand_groups(t: Tensor, n_heads: int) -> Tensor:
+    """(B, G, S, e) -> (B, H, S, e): each K/V group serves n_heads / G consecutive query heads."""
+    groups = t.shape[1]
+    assert n_heads % groups == 0, (n_heads, groups)
+    return t.repeat_interleave(n_heads // groups, dim=1)
+
+
+def scale_factor(d_head: int, scale: bool) -> float:
+    return 1.0 / math.sqrt(d_head) if scale else 1.0
+
+
+def attention_scores(q: Tensor, k: Tensor, factor: float) -> Tensor:
+    """(B, H, S, d) x (B, H, S, d) -> (B, H, S, S): every query against every key, times `factor`."""
+    return torch.einsum("bhqe,bhke->bhqk", q, k) * factor
+
+
+def masked_softmax(scores: Tensor, eligible: Tensor) -> Tensor:
+    """Softmax over keys (last axis) among eligible keys only.
+
+    Ineligible keys get exactly 0. A row with no eligible key gets all zeros (never NaN,
+    never a uniform row); callers decide beforehand whether such rows are allowed.
+    Computed in float32 at least, so half-precision rows still sum to 1.
+    """
+    work = scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
+    allowed = _broadcast_eligible(eligible, work)
+    masked = work.masked_fill(~allowed, float("-inf"))
+    row_max = masked.amax(dim=-1, keepdim=True)
+    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
+    exp = torch.exp(masked - row_max)  # exp(-inf) = 0 on ineligible keys
+    total = exp.sum(dim=-1, keepdim=True)
+    weights = torch.where(total > 0, exp / total.clamp_min(torch.finfo(work.dtype).tiny), torch.zeros_like(exp))
+    return weights.to(scores.dtype)
+
+
+def merge_heads(contexts: Tensor, w: AttentionWeights) -> tuple[Tensor, Tensor]:
+    """contexts (B, H, S, d_v) -> concat (B, S, H * d_v) and output (B, S, d_out)."""
+    b, h, s, d_v = contexts.shape
+    concat = contexts.permute(0, 2, 1, 3).reshape(b, s, h * d_v)
+    output = concat if w.W_O is None else torch.einsum("bhse,heo->bso", contexts, w.W_O)
+    if w.b_O is not None:
+        output = output + w.b_O
+    return concat, output
+
+
+def attention(
+    x: Tensor,
+    w: AttentionWeights,
+    eligible: Tensor | None = None,
+    *,
+    scale: bool = True,
+    all_masked: AllMaskedPolicy = "error",
+) -> AttentionOutput:
+    """One multi-head attention layer on x of shape (S, D) or (B, S, D)."""
+    if x.dim() == 2:
+        x = x[None]
+    _b, s, d = x.shape
+    if d != w.d_model:
+        raise InputError("x", f"has width {d} but the weights expect d_model = {w.d_model}")
+    if eligible is None:
+        eligible = torch.ones(s, s, dtype=torch.bool, device=x.device)
+    check_policy(eligible, all_masked)
+
+    q, k, v = project(x, w)
+    factor = scale_factor(w.d_head, scale)
+    scores = attention_scores(q, expand_groups(k, w.n_heads), factor)
+    require_finite(scores, "scores")
+    weights = masked_softmax(scores, eligible)
+    contexts = weights @ expand_groups(v, w.n_heads)
+    concat, output = merge_heads(contexts, w)
+    require_finite(output, "output")
+    return AttentionOutput(q, k, v, scores, eligible, weights, contexts, concat, output, factor)
+
+
+def check_policy(eligible: Tensor, all_masked: str) -> None:
+    if all_masked not in ("error", "zero"):
+        raise InputError("all_masked", f"got {all_masked!r}: must be 'error' or 'zero'")
+    if all_masked == "error":
+        rows = empty_rows(eligible)
+        if rows:
+            raise AllMaskedRowsError(rows)
+
+
+def require_finite(t: Tensor, what: str) -> None:
+    if not bool(torch.isfinite(t).all()):
+        raise NonFiniteError(
+            "x",
+            f"the {what} overflowed {str(t.dtype).removeprefix('torch.')} (largest magnitude "
+            f"{torch.finfo(t.dtype).max:.3g}): reduce the magnitude of the inputs or weights",
+        )
+
+
+def _broadcast_eligible(eligible: Tensor, scores: Tensor) -> Tensor:
+    """(S, S) or (B, S, S) -> broadcastable to scores (B, H, S, S)."""
+    if eligible.dim() == 3:
+        return eligible[:, None]
+    return eligible

@@ -1,0 +1,50 @@
+"""Your own numbers: an S x D matrix X and the projection matrices, one layer."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.attention import from_concatenated
+from engine.errors import InputError
+from engine.models.base import AttentionModel, ModelInfo, ModelRun, RunInput, single_layer_run
+
+
+class CustomModel(AttentionModel):
+    info = ModelInfo(
+        name="custom",
+        description=(
+            "Your own X (S x D) and weights w_q, w_k (D x heads*d_k), w_v (D x heads*d_v), optional w_o; "
+            "`heads` says how many heads the columns hold, `kv_heads` how many K/V groups."
+        ),
+        n_layers=1,
+        n_heads=1,
+        n_kv_heads=1,
+        d_model=0,
+        d_head=0,
+        d_v=0,
+        tokenizer="labels for the rows of x (default x1..xS)",
+    )
+
+    def tokenize(self, inp: RunInput) -> list[str]:
+        if inp.x is None:
+            raise InputError("x", "the custom model needs x (S x D numbers) and weights")
+        if inp.tokens is not None:
+            return list(inp.tokens)
+        if inp.text is not None:
+            return inp.text.split()
+        return [f"x{i + 1}" for i in range(inp.x.shape[0])]
+
+    def run(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> ModelRun:
+        tokens = self.tokenize(inp)
+        assert inp.x is not None
+        if inp.weights is None:
+            raise InputError("weights", "x needs weights {w_q, w_k, w_v, optional w_o} to compute attention")
+        w = from_concatenated(
+            inp.weights["w_q"],
+            inp.weights["w_k"],
+            inp.weights["w_v"],
+            inp.weights.get("w_o"),
+            n_heads=inp.heads or 1,
+            n_kv_heads=inp.kv_heads,
+        )
+        return single_layer_run(self, inp, tokens, inp.x, w, device, dtype)
