@@ -34,7 +34,7 @@ def head_stats(scores: Tensor, weights: Tensor, eligible: Tensor) -> list[HeadSt
     live_rows = live.nonzero().flatten()
 
     plogp = torch.where(weights > 0, weights * weights.clamp_min(1e-300).log(), torch.zeros_like(weights))
-    entropy = -plogp.sum(dim=-1)  # (H, S)
+    entropy = 0.0 - plogp.sum(dim=-1)  # (H, S); 0.0 - so an all-zero row reads 0, not -0
     unmasked = masked_softmax(scores, torch.ones_like(eligible))
     masked_mass = (unmasked * (~eligible).double()).sum(dim=-1)  # (H, S)
     row_sum_err = (weights.sum(dim=-1) - 1).abs()  # (H, S)

@@ -1,0 +1,1 @@
+"""attnlab's web layer: FastAPI app, routes, schemas and settings."""

@@ -1,0 +1,31 @@
+"""`attnlab serve --host H --port P`: start uvicorn on create_app(Settings())."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+import uvicorn
+
+from server.app import create_app
+from server.config import Settings
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="attnlab", description="attnlab: an attention visualiser")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="start the web server")
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1, or ATTNLAB_HOST)")
+    serve.add_argument("--port", type=int, help="port to bind (default 8000, or ATTNLAB_PORT)")
+    serve.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where to compute (ATTNLAB_DEVICE)")
+    serve.add_argument("--models", help="comma-separated models to load, or 'all' (ATTNLAB_MODELS)")
+    args = parser.parse_args(argv)
+
+    overrides = {k: v for k, v in vars(args).items() if k != "command" and v is not None}
+    settings = Settings(**overrides)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""From a validated AttentionRequest to an engine run: pick the model, enforce the limits, build RunInput.
+
+Every analysis endpoint takes the same request body, so they all go through `prepare`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from engine.masks import MaskSpec
+from engine.models import AttentionModel, ModelRun, RunInput
+from server.config import Settings
+from server.deps import Runtime
+from server.errors import ApiError
+from server.schemas import AttentionRequest, Weights
+
+
+def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> AttentionModel:
+    name = req.model or ("custom" if req.x is not None else None)
+    if name is None:
+        raise ApiError(422, "invalid_request", "give a model name, or x with weights", "model")
+    if name not in models:
+        raise ApiError(
+            422, "unknown_model", f"unknown model {name!r}; this server has {', '.join(sorted(models))}", "model"
+        )
+    return models[name]
+
+
+def check_limits(req: AttentionRequest, settings: Settings, dtype: torch.dtype) -> None:
+    given = [f for f in ("text", "tokens", "x") if getattr(req, f) is not None]
+    if req.model not in (None, "textbook") and not given:
+        raise ApiError(422, "invalid_request", "give one of text, tokens or x", "text")
+    if req.text is not None and len(req.text) > settings.max_text_chars:
+        raise ApiError(
+            413,
+            "too_large",
+            f"got {len(req.text)} characters, limit {settings.max_text_chars} (ATTNLAB_MAX_TEXT_CHARS)",
+            "text",
+        )
+    for i, tok in enumerate(req.tokens or []):
+        if len(tok) > settings.max_text_chars:
+            raise ApiError(413, "too_large", f"longer than {settings.max_text_chars} characters", f"tokens[{i}]")
+    if req.x is not None:
+        _check_width(len(req.x[0]), "x", settings)
+        _check_tokens(len(req.x), "x", settings)
+        _check_magnitude(req.x, "x", dtype)
+    if req.weights is not None:
+        _check_weights(req.weights, settings, dtype)
+    for field, value in (("heads", req.heads), ("kv_heads", req.kv_heads)):
+        if value is not None and value > settings.max_heads:
+            raise ApiError(422, "too_large", f"got {value}, limit {settings.max_heads} (ATTNLAB_MAX_HEADS)", field)
+    if req.options is not None:
+        if req.options.d_model is not None:
+            _check_width(req.options.d_model, "options.d_model", settings)
+        for field, value in (("options.heads", req.options.heads), ("options.kv_heads", req.options.kv_heads)):
+            if value is not None and value > settings.max_heads:
+                raise ApiError(422, "too_large", f"got {value}, limit {settings.max_heads} (ATTNLAB_MAX_HEADS)", field)
+
+
+def _check_width(width: int, field: str, settings: Settings) -> None:
+    if width > settings.max_width:
+        raise ApiError(422, "too_large", f"got width {width}, limit {settings.max_width} (ATTNLAB_MAX_WIDTH)", field)
+
+
+def _check_tokens(n: int, field: str, settings: Settings) -> None:
+    if n > settings.max_tokens:
+        raise ApiError(422, "too_large", f"got {n} tokens, limit {settings.max_tokens} (ATTNLAB_MAX_TOKENS)", field)
+
+
+def _check_magnitude(m: list[list[float]], field: str, dtype: torch.dtype) -> None:
+    limit = torch.finfo(dtype).max
+    for i, row in enumerate(m):
+        for j, v in enumerate(row):
+            if abs(v) > limit:
+                raise ApiError(
+                    422,
+                    "out_of_range",
+                    f"{v:g} overflows {str(dtype).removeprefix('torch.')} (|value| <= {limit:.4g})",
+                    f"{field}[{i}][{j}]",
+                )
+
+
+def _check_weights(w: Weights, settings: Settings, dtype: torch.dtype) -> None:
+    for name in ("w_q", "w_k", "w_v", "w_o"):
+        m = getattr(w, name)
+        if m is None:
+            continue
+        _check_width(len(m), f"weights.{name}", settings)
+        _check_width(len(m[0]), f"weights.{name}", settings)
+        _check_magnitude(m, f"weights.{name}", dtype)
+
+
+def to_run_input(req: AttentionRequest) -> RunInput:
+    def tensor(m: list[list[float]]) -> torch.Tensor:
+        return torch.tensor(m, dtype=torch.float64)
+
+    weights = None
+    if req.weights is not None:
+        weights = {k: tensor(v) for k, v in req.weights.model_dump().items() if v is not None}
+    masks = None
+    if req.masks is not None:
+        m = req.masks
+        masks = MaskSpec(
+            causal=m.causal,
+            padding=tuple(m.padding) if m.padding is not None else None,
+            window=m.window,
+            blocked=tuple((int(q), int(k)) for q, k in m.blocked),
+        )
+    options = req.options.model_dump(exclude_none=True) if req.options is not None else {}
+    return RunInput(
+        text=req.text,
+        tokens=req.tokens,
+        x=tensor(req.x) if req.x is not None else None,
+        weights=weights,
+        heads=req.heads,
+        kv_heads=req.kv_heads,
+        options=options,
+        masks=masks,
+        scale=req.scale,
+        all_masked=req.all_masked,
+        last_layer=req.layer,
+    )
+
+
+def prepare(
+    req: AttentionRequest, settings: Settings, models: dict[str, AttentionModel], runtime: Runtime
+) -> tuple[AttentionModel, RunInput]:
+    """Pick the model and check every limit before any computation starts."""
+    model = choose_model(req, models)
+    check_limits(req, settings, runtime.dtype)
+    inp = to_run_input(req)
+    tokens = model.tokenize(inp)
+    _check_tokens(len(tokens), "tokens" if req.tokens is not None else "text", settings)
+    n_layers = model.n_layers(inp)
+    if req.layer is not None and req.layer >= n_layers:
+        raise ApiError(
+            422, "out_of_range", f"got layer {req.layer}, {model.info.name} has layers 0..{n_layers - 1}", "layer"
+        )
+    return model, inp
+
+
+def execute(model: AttentionModel, inp: RunInput, runtime: Runtime) -> ModelRun:
+    with runtime.slot(), torch.inference_mode():
+        return model.run(inp, runtime.device, runtime.dtype)

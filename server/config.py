@@ -1,0 +1,33 @@
+"""Settings, read from ATTNLAB_* environment variables. Build one per app; no module-level instance."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ATTNLAB_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: cuda when torch sees a GPU
+    dtype: Literal["float32", "float64", "bfloat16", "float16"] = "float32"
+    models: str = "all"  # comma-separated model names to load at start-up, or "all"
+
+    # Limits on what one request may ask for. Each is named in the 4xx that enforces it.
+    max_tokens: int = Field(256, ge=1)  # positions per sequence
+    max_width: int = Field(1024, ge=1)  # d_model of x, custom weights and the random model
+    max_heads: int = Field(64, ge=1)  # heads of custom weights and the random model
+    max_text_chars: int = Field(20_000, ge=1)  # characters of `text`, and of any one token
+    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)  # request body size
+    max_result_values: int = Field(4_000_000, ge=1)  # numbers in one response's matrices
+    max_concurrent: int = Field(2, ge=1)  # computations at once; later ones wait
+    queue_timeout_s: float = Field(30.0, gt=0)  # how long a request waits for a free slot before a 503
+
+    def model_names(self, known: list[str]) -> list[str]:
+        if self.models.strip() == "all":
+            return list(known)
+        return [m.strip() for m in self.models.split(",") if m.strip()]

@@ -1,0 +1,118 @@
+"""One error shape, one place that writes it.
+
+Under /api every error is JSON: {"error": {"status", "code", "field", "message", "details"}}.
+Elsewhere the same facts are rendered as a small HTML page.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from engine.errors import InputError
+
+log = logging.getLogger("attnlab")
+
+
+class ApiError(Exception):
+    """An error the API reports as it is: status, machine-readable code, field, plain message."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+def error_body(
+    status: int, code: str, message: str, field: str | None = None, details: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    return {"error": {"status": status, "code": code, "field": field, "message": message, "details": details or []}}
+
+
+def error_response(
+    request: Request,
+    status: int,
+    code: str,
+    message: str,
+    field: str | None = None,
+    details: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    if request.url.path.startswith("/api") or "text/html" not in request.headers.get("accept", ""):
+        return JSONResponse(error_body(status, code, message, field, details), status_code=status, headers=headers)
+    page = (
+        f"<!doctype html><html lang=en><meta charset=utf-8><title>attnlab: error {status}</title>"
+        f"<body><h1>Error {status}</h1><p>{html.escape(message)}</p>"
+        "<p><a href='/'>Back to attnlab</a></p></body></html>"
+    )
+    return HTMLResponse(page, status_code=status, headers=headers)
+
+
+def field_path(loc: tuple[Any, ...] | list[Any]) -> str:
+    """("body", "masks", "blocked", 2, 0) -> "masks.blocked[2][0]"."""
+    parts = list(loc)
+    if parts and parts[0] in ("body", "query", "path"):
+        parts = parts[1:]
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif p in ("function-after", "function-before", "list", "tuple"):
+            continue
+        else:
+            out += ("." if out else "") + str(p)
+    return out or "body"
+
+
+def _validation_message(err: dict[str, Any]) -> str:
+    msg = str(err.get("msg", "invalid"))
+    msg = msg.removeprefix("Value error, ")
+    ctx = err.get("ctx") or {}
+    if err.get("type") == "json_invalid":
+        return f"the body is not valid JSON ({ctx.get('error', msg)})"
+    return msg
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def on_validation(request: Request, exc: RequestValidationError) -> Response:
+        details = [
+            {"field": field_path(e.get("loc", ())), "message": _validation_message(e), "type": e.get("type")}
+            for e in exc.errors()
+        ]
+        first = details[0] if details else {"field": "body", "message": "invalid request"}
+        more = f" (and {len(details) - 1} more)" if len(details) > 1 else ""
+        message = f"{first['field']}: {first['message']}{more}"
+        return error_response(request, 422, "invalid_request", message, first["field"], details)
+
+    @app.exception_handler(InputError)
+    async def on_input(request: Request, exc: InputError) -> Response:
+        return error_response(request, 422, "invalid_input", f"{exc.field}: {exc.message}", exc.field)
+
+    @app.exception_handler(ApiError)
+    async def on_api(request: Request, exc: ApiError) -> Response:
+        message = f"{exc.field}: {exc.message}" if exc.field else exc.message
+        return error_response(request, exc.status, exc.code, message, exc.field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
+        codes = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+        message = str(exc.detail) if exc.detail else "error"
+        if exc.status_code == 404:
+            message = f"no such path: {request.url.path}"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        return error_response(request, exc.status_code, codes.get(exc.status_code, "http_error"), message)
+
+    @app.exception_handler(Exception)
+    async def on_unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_response(request, 500, "internal_error", "attnlab hit an unexpected error; it has been logged")

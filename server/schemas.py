@@ -1,0 +1,150 @@
+"""Request and response schemas of the REST API. Numbers must be finite; matrices must be rectangular."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+Include = Literal["scores", "weights", "contexts", "output", "stats", "qkv"]
+DEFAULT_INCLUDE: list[Include] = ["scores", "weights", "stats"]
+
+
+def _rectangular(m: list[list[float]]) -> list[list[float]]:
+    if not m:
+        raise ValueError("needs at least one row")
+    width = len(m[0])
+    if width == 0:
+        raise ValueError("needs at least one column")
+    for i, row in enumerate(m):
+        if len(row) != width:
+            raise ValueError(f"row {i} has {len(row)} numbers but row 0 has {width}: every row needs the same length")
+    return m
+
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+Matrix = Annotated[list[list[FiniteFloat]], AfterValidator(_rectangular)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Masks(Strict):
+    causal: bool = Field(False, description="a query sees itself and earlier keys only")
+    padding: list[bool] | None = Field(
+        None, description="one flag per position: true = real token, false = padding (no query attends to it)"
+    )
+    window: int | None = Field(None, ge=1, description="a query sees keys fewer than `window` positions away")
+    blocked: list[tuple[int, int]] = Field(
+        default_factory=list, description="single [query, key] cells switched off", max_length=100_000
+    )
+
+
+class Weights(Strict):
+    w_q: Matrix = Field(description="D x (heads * d_k)")
+    w_k: Matrix = Field(description="D x (kv_heads * d_k)")
+    w_v: Matrix = Field(description="D x (kv_heads * d_v)")
+    w_o: Matrix | None = Field(None, description="(heads * d_v) x d_out; without it the output is the concatenation")
+
+
+class ModelOptions(Strict):
+    d_model: int | None = Field(None, ge=1, description="random: width of the token vectors")
+    heads: int | None = Field(None, ge=1, description="random: number of heads")
+    kv_heads: int | None = Field(None, ge=1, description="random: K/V groups; must divide heads")
+    seed: int | None = Field(None, ge=0, le=2**63 - 1, description="random: seeds weights and embeddings")
+    positions: bool | None = Field(None, description="random: add sinusoidal position encodings")
+
+
+class AttentionRequest(Strict):
+    model: str | None = Field(None, description="a name from GET /api/models; optional when x is given")
+    text: str | None = Field(None, description="a sequence, tokenised by the model")
+    tokens: list[str] | None = Field(None, description="tokens given one by one (or labels for the rows of x)")
+    x: Matrix | None = Field(None, description="an S x D input matrix (needs weights unless the model has its own)")
+    weights: Weights | None = None
+    heads: int | None = Field(None, ge=1, description="how many heads the columns of the weights hold (default 1)")
+    kv_heads: int | None = Field(None, ge=1, description="how many K/V groups w_k and w_v hold (default: heads)")
+    options: ModelOptions | None = None
+    masks: Masks | None = Field(None, description="omit for the model's default masks")
+    all_masked: Literal["error", "zero"] = Field(
+        "error", description="a query row with no eligible key: a 422 naming the rows, or zero weights and context"
+    )
+    scale: bool = Field(True, description="divide scores by sqrt(d_k)")
+    layer: int | None = Field(None, ge=0, description="one layer's index; all layers when absent")
+    include: list[Include] = Field(default_factory=lambda: list(DEFAULT_INCLUDE))
+
+
+class HeadStatsOut(BaseModel):
+    entropy: list[float]
+    mean_entropy: float
+    masked_mass: list[float]
+    max_masked_weight: float
+    max_row_sum_error: float
+    zero_rows: list[int]
+    score_min: float
+    score_max: float
+    eligible_score_min: float | None
+    eligible_score_max: float | None
+    mean_distance: float
+
+
+class HeadResult(BaseModel):
+    index: int
+    kv_group: int
+    scores: list[list[float]] | None = None
+    weights: list[list[float]] | None = None
+    contexts: list[list[float]] | None = None
+    q: list[list[float]] | None = None
+    k: list[list[float]] | None = None
+    v: list[list[float]] | None = None
+    stats: HeadStatsOut | None = None
+
+
+class LayerResult(BaseModel):
+    index: int
+    heads: list[HeadResult]
+    output: list[list[float]] | None = None
+    head_similarity: list[list[float]] | None = None
+
+
+class AttentionResult(BaseModel):
+    model: str
+    tokens: list[str]
+    config: dict[str, Any]
+    masks: dict[str, Any]
+    all_masked: str
+    eligible: list[list[bool]]
+    layers: list[LayerResult]
+    shapes: dict[str, list[int]]
+    timings_ms: dict[str, float]
+
+
+class ModelEntry(BaseModel):
+    name: str
+    description: str
+    layers: int
+    heads: int
+    kv_heads: int
+    d_model: int
+    d_head: int
+    d_v: int
+    max_tokens: int | None
+    tokenizer: str
+    default_text: str | None
+    default_masks: dict[str, Any] | None
+    options: dict[str, Any]
+    vocab: list[str] | None = None
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelEntry]
+
+
+class HealthResponse(BaseModel):
+    status: str
+    version: str
+    device: str
+    dtype: str
+    torch: str
+    cuda_available: bool
+    models: list[str]

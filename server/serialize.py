@@ -1,0 +1,136 @@
+"""ModelRun -> the JSON the page and scripts read. Matrices go out as float32 via orjson (shortest repr)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import orjson
+import torch
+from fastapi.responses import Response
+
+from engine.models import ModelRun
+from engine.stats import head_similarity, head_stats
+from server.errors import ApiError
+
+
+class ORJSONResponse(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def as_numpy(t: torch.Tensor) -> np.ndarray:
+    """float32 numpy on the CPU (bfloat16 and float16 widen; float64 narrows for a compact, shortest repr)."""
+    return t.detach().to(device="cpu", dtype=torch.float32).numpy()
+
+
+def masks_dict(run: ModelRun) -> dict[str, Any]:
+    m = run.masks
+    return {
+        "causal": m.causal,
+        "padding": list(m.padding) if m.padding is not None else None,
+        "window": m.window,
+        "blocked": [list(c) for c in m.blocked],
+    }
+
+
+def result_size(run: ModelRun, layers: Sequence[int], include: Sequence[str]) -> int:
+    s = len(run.tokens)
+    total = 0
+    for i in layers:
+        a = run.layers[i].attn
+        h = a.scores.shape[1]
+        total += h * s * s * sum(k in include for k in ("scores", "weights"))
+        if "contexts" in include:
+            total += a.contexts[0].numel()
+        if "qkv" in include:
+            total += a.q[0].numel() + 2 * a.k[0].numel() * (h // a.k.shape[1])
+        if "output" in include:
+            total += a.output[0].numel()
+        if "stats" in include:
+            total += h * (2 * s + h)
+    return total + s * s
+
+
+def serialize_run(
+    run: ModelRun,
+    *,
+    layer: int | None,
+    include: Sequence[str],
+    scale: bool,
+    all_masked: str,
+    device: str,
+    dtype: str,
+    max_values: int,
+) -> dict[str, Any]:
+    layers = [layer] if layer is not None else list(range(len(run.layers)))
+    size = result_size(run, layers, include)
+    if size > max_values:
+        raise ApiError(
+            422,
+            "too_large",
+            f"the result would hold {size:,} numbers, limit {max_values:,} (ATTNLAB_MAX_RESULT_VALUES): "
+            "ask for one layer, fewer include items, or a shorter sequence",
+            "include",
+        )
+    eligible = run.eligible.cpu()
+    out_layers = [_layer(run, i, include, eligible) for i in layers]
+    a0 = run.layers[layers[0]].attn
+    s = len(run.tokens)
+    config = dict(run.config)
+    config.update(scale=scale, device=device, dtype=dtype, seq_len=s)
+    return {
+        "model": run.model,
+        "tokens": run.tokens,
+        "config": config,
+        "masks": masks_dict(run),
+        "all_masked": all_masked,
+        "eligible": eligible.numpy(),
+        "layers": out_layers,
+        "shapes": {
+            "x": list(run.layers[layers[0]].resid_in.shape[1:]),
+            "q": list(a0.q.shape[1:]),
+            "k": list(a0.k.shape[1:]),
+            "v": list(a0.v.shape[1:]),
+            "scores": list(a0.scores.shape[1:]),
+            "weights": list(a0.weights.shape[1:]),
+            "contexts": list(a0.contexts.shape[1:]),
+            "concat": list(a0.concat.shape[1:]),
+            "output": list(a0.output.shape[1:]),
+        },
+        "timings_ms": dict(run.timings_ms),
+    }
+
+
+def _layer(run: ModelRun, i: int, include: Sequence[str], eligible: torch.Tensor) -> dict[str, Any]:
+    a = run.layers[i].attn
+    n_heads, n_groups = a.scores.shape[1], a.k.shape[1]
+    per_group = n_heads // n_groups
+    stats = head_stats(a.scores[0].cpu(), a.weights[0].cpu(), eligible) if "stats" in include else None
+    heads = []
+    for h in range(n_heads):
+        g = h // per_group
+        head: dict[str, Any] = {"index": h, "kv_group": g}
+        if "scores" in include:
+            head["scores"] = as_numpy(a.scores[0, h])
+        if "weights" in include:
+            head["weights"] = as_numpy(a.weights[0, h])
+        if "contexts" in include:
+            head["contexts"] = as_numpy(a.contexts[0, h])
+        if "qkv" in include:
+            head["q"] = as_numpy(a.q[0, h])
+            head["k"] = as_numpy(a.k[0, g])
+            head["v"] = as_numpy(a.v[0, g])
+        if stats is not None:
+            head["stats"] = dataclasses.asdict(stats[h])
+        heads.append(head)
+    layer: dict[str, Any] = {"index": i, "heads": heads}
+    if "output" in include:
+        layer["output"] = as_numpy(a.output[0])
+    if "stats" in include:
+        layer["head_similarity"] = head_similarity(a.weights[0].cpu()).float().numpy()
+    return layer
