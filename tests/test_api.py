@@ -1,0 +1,192 @@
+"""The REST API against a real app (TestClient runs the lifespan), and one real `attnlab serve` process."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from engine.models.textbook import W_K, W_Q, W_V, X
+from tests.helpers import assert_error
+
+MakeClient = Callable[..., AbstractContextManager[TestClient]]
+
+
+def test_health_reports_device_and_versions(client: TestClient) -> None:
+    body = client.get("/api/health").json()
+    assert body["status"] == "ok" and body["device"] == "cpu" and body["dtype"] == "float32"
+    assert body["torch"].startswith("2.13.0")
+    assert set(body["models"]) == {"textbook", "random", "custom"}
+
+
+def test_models_lists_each_loaded_model(client: TestClient) -> None:
+    models = {m["name"]: m for m in client.get("/api/models").json()["models"]}
+    assert set(models) == {"textbook", "random", "custom"}
+    tb = models["textbook"]
+    assert (tb["layers"], tb["heads"], tb["d_model"], tb["d_head"], tb["d_v"]) == (1, 1, 4, 2, 3)
+    assert tb["default_masks"] == {
+        "causal": True,
+        "padding": [True, True, True, True, False],
+        "window": None,
+        "blocked": [],
+    }
+    assert models["random"]["options"]["heads"] == 4
+
+
+def test_textbook_response_can_be_checked_by_hand(client: TestClient) -> None:
+    body = client.post(
+        "/api/attention",
+        json={"model": "textbook", "include": ["scores", "weights", "output", "contexts", "qkv", "stats"]},
+    ).json()
+    assert body["tokens"] == ["x1", "x2", "x3", "x4", "x5"]
+    assert body["config"]["scale_factor"] == pytest.approx(1 / math.sqrt(2))
+    assert body["shapes"]["q"] == [1, 5, 2] and body["shapes"]["v"] == [1, 5, 3] and body["shapes"]["output"] == [5, 3]
+    head = body["layers"][0]["heads"][0]
+    # Q K^T / sqrt(2) for the cell (query 3, key 1), by hand from the chapter's numbers
+    q3 = [sum(X[2][t] * W_Q[t][j] for t in range(4)) for j in range(2)]
+    k1 = [sum(X[0][t] * W_K[t][j] for t in range(4)) for j in range(2)]
+    assert head["q"][2] == pytest.approx(q3, abs=1e-6) and head["k"][0] == pytest.approx(k1, abs=1e-6)
+    assert head["scores"][2][0] == pytest.approx((q3[0] * k1[0] + q3[1] * k1[1]) / math.sqrt(2), abs=1e-6)
+    # every cell's score is reported, masked or not; eligible says which are masked
+    assert body["eligible"][0] == [True, False, False, False, False]
+    assert all(isinstance(v, float) for row in head["scores"] for v in row)
+    assert head["weights"][0] == [1.0, 0.0, 0.0, 0.0, 0.0]
+    assert all(row[4] == 0.0 for row in head["weights"])  # position 5 is padding
+    assert all(abs(sum(row) - 1) < 1e-6 for row in head["weights"])
+    v = [[sum(X[i][t] * W_V[t][j] for t in range(4)) for j in range(3)] for i in range(5)]
+    ctx = [sum(head["weights"][1][j] * v[j][c] for j in range(5)) for c in range(3)]
+    assert head["contexts"][1] == pytest.approx(ctx, abs=1e-6)
+    assert body["layers"][0]["output"][1] == pytest.approx(ctx, abs=1e-6)
+    assert head["stats"]["max_masked_weight"] == 0.0 and head["stats"]["zero_rows"] == []
+
+
+def test_explicit_masks_replace_the_defaults(client: TestClient) -> None:
+    body = client.post("/api/attention", json={"model": "textbook", "masks": {}}).json()
+    assert all(all(row) for row in body["eligible"])
+    assert body["masks"] == {"causal": False, "padding": None, "window": None, "blocked": []}
+
+
+def test_random_model_heads_and_grouped_kv(client: TestClient) -> None:
+    req = {
+        "model": "random",
+        "text": "the cat sat on the mat",
+        "options": {"d_model": 32, "heads": 8, "kv_heads": 2},
+        "masks": {"causal": True, "window": 3, "blocked": [[5, 4]]},
+    }
+    body = client.post("/api/attention", json=req).json()
+    assert body["tokens"] == ["the", "cat", "sat", "on", "the", "mat"]
+    assert (body["config"]["n_heads"], body["config"]["n_kv_heads"], body["config"]["d_head"]) == (8, 2, 4)
+    heads = body["layers"][0]["heads"]
+    assert [h["kv_group"] for h in heads] == [0, 0, 0, 0, 1, 1, 1, 1]
+    for h in heads:
+        for q, row in enumerate(h["weights"]):
+            for k, w in enumerate(row):
+                if not body["eligible"][q][k]:
+                    assert w == 0.0
+    assert body["eligible"][5][4] is False and body["eligible"][5][3] is True and body["eligible"][5][2] is False
+    assert len(body["layers"][0]["head_similarity"]) == 8
+
+
+def test_custom_x_and_weights_without_a_model(client: TestClient) -> None:
+    req = {
+        "x": [[1, 0], [0, 1], [1, 1]],
+        "weights": {"w_q": [[1, 0, 0, 1], [0, 1, 1, 0]], "w_k": [[1, 0], [0, 1]], "w_v": [[1, 2], [3, 4]]},
+        "heads": 2,
+        "kv_heads": 1,
+        "scale": False,
+        "include": ["scores"],
+    }
+    body = client.post("/api/attention", json=req).json()
+    assert body["model"] == "custom" and body["config"]["n_heads"] == 2 and body["config"]["n_kv_heads"] == 1
+    # head 0: q = x[:, :2] @ [[1,0],[0,1]] = x, k = x @ [[1,0],[0,1]] = x: scores = x x^T
+    assert body["layers"][0]["heads"][0]["scores"] == [[1, 0, 1], [0, 1, 1], [1, 1, 2]]
+    assert "weights" not in body["layers"][0]["heads"][0]
+
+
+def test_all_masked_zero_policy_returns_zero_rows(client: TestClient) -> None:
+    req = {
+        "model": "random",
+        "text": "a b c",
+        "masks": {"blocked": [[1, 0], [1, 1], [1, 2]]},
+        "all_masked": "zero",
+        "include": ["weights", "contexts", "stats"],
+    }
+    body = client.post("/api/attention", json=req).json()
+    for h in body["layers"][0]["heads"]:
+        assert h["weights"][1] == [0.0, 0.0, 0.0] and all(v == 0.0 for v in h["contexts"][1])
+        assert h["stats"]["zero_rows"] == [1]
+
+
+def test_layer_index_selects_one_layer(client: TestClient) -> None:
+    body = client.post("/api/attention", json={"model": "random", "text": "a b", "layer": 0}).json()
+    assert [layer["index"] for layer in body["layers"]] == [0]
+    assert_error(
+        client.post("/api/attention", json={"model": "random", "text": "a b", "layer": 1}), 422, "layer", "layers 0..0"
+    )
+
+
+def test_limits_come_from_settings(make_client: MakeClient) -> None:
+    with make_client(max_tokens=4, max_heads=2, max_width=16, max_result_values=50) as c:
+        assert_error(
+            c.post("/api/attention", json={"model": "random", "text": "a b c d e"}),
+            422,
+            "text",
+            "got 5 tokens, limit 4",
+        )
+        assert_error(
+            c.post("/api/attention", json={"model": "random", "text": "a", "options": {"heads": 4}}),
+            422,
+            "options.heads",
+            "limit 2",
+        )
+        assert_error(
+            c.post("/api/attention", json={"model": "random", "text": "a", "options": {"d_model": 32}}),
+            422,
+            "options.d_model",
+            "limit 16",
+        )
+        assert_error(
+            c.post(
+                "/api/attention", json={"model": "random", "text": "a b c d", "options": {"d_model": 16, "heads": 2}}
+            ),
+            422,
+            "include",
+            "limit 50",
+        )
+
+
+def test_body_size_limit_is_a_413(make_client: MakeClient) -> None:
+    with make_client(max_body_bytes=2048) as c:
+        assert_error(c.post("/api/attention", json={"model": "random", "text": "a " * 2000}), 413, "body", "2048")
+
+
+def test_busy_server_answers_503_not_a_hang(make_client: MakeClient) -> None:
+    with make_client(max_concurrent=1, queue_timeout_s=0.05) as c:
+        runtime = c.app.state.runtime  # type: ignore[attr-defined]
+        with runtime.slot():
+            assert_error(c.post("/api/attention", json={"model": "random", "text": "a b"}), 503, None, "busy")
+        assert c.post("/api/attention", json={"model": "random", "text": "a b"}).status_code == 200
+
+
+def test_openapi_documents_the_attention_endpoint(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    assert "/api/attention" in spec["paths"] and "AttentionRequest" in spec["components"]["schemas"]
+    assert client.get("/docs").status_code == 200
+
+
+def test_real_server_process_answers_over_http(live_server: str) -> None:
+    """End to end: `attnlab serve` on a free loopback port, as a script would call it."""
+    assert httpx.get(f"{live_server}/api/health", timeout=10).json()["status"] == "ok"
+    r = httpx.post(f"{live_server}/api/attention", json={"model": "textbook"}, timeout=30)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+    assert r.json()["layers"][0]["heads"][0]["weights"][0][0] == 1.0
+    assert_error(
+        httpx.post(f"{live_server}/api/attention", json={"model": "nope", "text": "a"}, timeout=10),
+        422,
+        "model",
+        "unknown model 'nope'",
+    )

@@ -1,0 +1,144 @@
+"""Bad input: each gets a 4xx in the one error shape, naming the field (and the limit where there is one)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.helpers import assert_error
+
+R = {"model": "random", "text": "a b c"}
+X2 = [[1.0, 0.0], [0.0, 1.0]]
+W2 = {"w_q": [[1.0, 0.0], [0.0, 1.0]], "w_k": [[1.0, 0.0], [0.0, 1.0]], "w_v": [[1.0, 0.0], [0.0, 1.0]]}
+
+BAD: list[tuple[str, dict[str, Any], int, str, str]] = [
+    ("unknown model", {"model": "gpt9", "text": "a"}, 422, "model", "unknown model 'gpt9'"),
+    ("model of wrong type", {"model": 3, "text": "a"}, 422, "model", "string"),
+    ("no input at all", {"model": "random"}, 422, "text", "give one of text, tokens or x"),
+    ("blank text", {"model": "random", "text": "   "}, 422, "text", "no tokens"),
+    ("empty tokens", {"model": "random", "tokens": []}, 422, "tokens", "no tokens"),
+    ("token not a string", {"model": "random", "tokens": [1, "b"]}, 422, "tokens[0]", "string"),
+    ("too many tokens", {"model": "random", "text": "a " * 300}, 422, "text", "limit 256"),
+    ("text too long", {"model": "random", "text": "a" * 20_001}, 413, "text", "limit 20000"),
+    ("unknown field", {**R, "temperature": 2}, 422, "temperature", "Extra inputs"),
+    ("x ragged", {"x": [[1.0, 2.0], [3.0]], "weights": W2}, 422, "x", "row 1 has 1 numbers but row 0 has 2"),
+    ("x no rows", {"x": [], "weights": W2}, 422, "x", "at least one row"),
+    ("x no columns", {"x": [[]], "weights": W2}, 422, "x", "at least one column"),
+    ("x string", {"x": [["a", 1.0]], "weights": W2}, 422, "x[0][0]", "number"),
+    ("x overflows float32", {"x": [[1e39, 0.0], [0.0, 1.0]], "weights": W2}, 422, "x[0][0]", "overflows float32"),
+    ("x too wide", {"x": [[0.0] * 1025], "weights": W2}, 422, "x", "limit 1024"),
+    ("x without weights", {"x": X2}, 422, "weights", "needs weights"),
+    ("x width vs weights", {"x": [[1.0, 2.0, 3.0]], "weights": W2}, 422, "x", "d_model = 2"),
+    ("w_k rows", {"x": X2, "weights": {**W2, "w_k": [[1.0, 0.0]]}}, 422, "weights.w_k", "has 1 rows"),
+    ("w_q vs heads", {"x": X2, "weights": W2, "heads": 3}, 422, "weights.w_q", "columns must divide by heads"),
+    ("w_k vs w_q", {"x": X2, "weights": {**W2, "w_k": [[1.0], [0.0]]}}, 422, "weights.w_k", "need kv_heads x d_head"),
+    ("w_o shape", {"x": X2, "weights": {**W2, "w_o": [[1.0]]}}, 422, "weights.w_o", "need (heads x d_v, d_out)"),
+    ("heads zero", {"x": X2, "weights": W2, "heads": 0}, 422, "heads", "greater than or equal to 1"),
+    ("heads over limit", {"x": X2, "weights": W2, "heads": 65}, 422, "heads", "limit 64"),
+    ("kv_heads not dividing", {"x": X2, "weights": W2, "heads": 2, "kv_heads": 3}, 422, "kv_heads", "divide"),
+    ("padding length", {**R, "masks": {"padding": [True]}}, 422, "masks.padding", "1 padding flags for 3 positions"),
+    ("window zero", {**R, "masks": {"window": 0}}, 422, "masks.window", "greater than or equal to 1"),
+    ("window not int", {**R, "masks": {"window": "wide"}}, 422, "masks.window", "integer"),
+    ("blocked out of grid", {**R, "masks": {"blocked": [[0, 3]]}}, 422, "masks.blocked[0]", "0..2"),
+    ("blocked negative", {**R, "masks": {"blocked": [[-1, 0]]}}, 422, "masks.blocked[0]", "outside the 3 x 3 grid"),
+    ("blocked not a pair", {**R, "masks": {"blocked": [[1]]}}, 422, "masks.blocked[0][1]", "Field required"),
+    ("unknown mask", {**R, "masks": {"diagonal": True}}, 422, "masks.diagonal", "Extra inputs"),
+    ("all masked under error", {**R, "masks": {"padding": [False, False, False]}}, 422, "masks", "rows 0, 1, 2"),
+    ("policy unknown", {**R, "all_masked": "uniform"}, 422, "all_masked", "'error' or 'zero'"),
+    ("scale not bool", {**R, "scale": "maybe"}, 422, "scale", "boolean"),
+    ("layer negative", {**R, "layer": -1}, 422, "layer", "greater than or equal to 0"),
+    ("layer past the end", {**R, "layer": 3}, 422, "layer", "layers 0..0"),
+    ("include unknown", {**R, "include": ["attention"]}, 422, "include[0]", "'scores'"),
+    ("option unknown", {**R, "options": {"depth": 2}}, 422, "options.depth", "Extra inputs"),
+    ("option heads", {**R, "options": {"d_model": 10, "heads": 4}}, 422, "options.heads", "width must divide"),
+    ("option width", {**R, "options": {"d_model": 2048}}, 422, "options.d_model", "limit 1024"),
+    ("option seed", {**R, "options": {"seed": 2**70}}, 422, "options.seed", "less than or equal"),
+    ("random with weights", {**R, "weights": W2}, 422, "weights", "makes its own weights"),
+    ("textbook wrong count", {"model": "textbook", "text": "a b c"}, 422, "text", "3 tokens for 5"),
+    ("scores overflow", {"model": "textbook", "x": [[1e19] * 4] * 5}, 422, "x", "overflowed float32"),
+]
+
+
+@pytest.mark.parametrize(("name", "body", "status", "field", "words"), BAD, ids=[b[0] for b in BAD])
+def test_bad_input_gets_a_4xx_naming_the_field(
+    client: TestClient, name: str, body: dict[str, Any], status: int, field: str, words: str
+) -> None:
+    resp = client.post("/api/attention", json=body)
+    assert_error(resp, status, field, *([words] if words else []))
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b'{"model": "random", "text": "a", "x": [[NaN, 1]], "weights": null}', "finite number"),
+        (b'{"model": "random", "x": [[Infinity]]}', "finite number"),
+        (b"[1, 2, 3]", "dictionary"),
+        (b"", "body"),
+    ],
+)
+def test_malformed_bodies_are_422_not_500(client: TestClient, content: bytes, words: str) -> None:
+    resp = client.post("/api/attention", content=content, headers={"content-type": "application/json"})
+    err = assert_error(resp, 422)
+    assert words in err["message"] or words in str(err["details"])
+
+
+def test_unknown_path_and_method_use_the_same_shape(client: TestClient) -> None:
+    assert_error(client.get("/api/nowhere"), 404, None, "/api/nowhere")
+    assert_error(client.get("/api/attention"), 405, None, "GET")
+
+
+JSONish = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+small = st.integers(-2, 6)
+FIELDS = {
+    "model": st.sampled_from(["textbook", "random", "custom", "nope"]) | JSONish,
+    "text": st.text(max_size=30) | JSONish,
+    "tokens": st.lists(st.text(max_size=5), max_size=6) | JSONish,
+    "x": st.lists(st.lists(st.floats(-1e40, 1e40), min_size=1, max_size=4), max_size=5) | JSONish,
+    "weights": st.fixed_dictionaries(
+        {
+            k: st.lists(st.lists(st.floats(-3, 3), min_size=1, max_size=4), min_size=1, max_size=4)
+            for k in ("w_q", "w_k", "w_v")
+        }
+    )
+    | JSONish,
+    "heads": small | JSONish,
+    "kv_heads": small | JSONish,
+    "options": st.fixed_dictionaries(
+        {}, optional={"d_model": small, "heads": small, "kv_heads": small, "seed": small, "positions": st.booleans()}
+    )
+    | JSONish,
+    "masks": st.fixed_dictionaries(
+        {},
+        optional={
+            "causal": st.booleans(),
+            "padding": st.lists(st.booleans(), max_size=6),
+            "window": small,
+            "blocked": st.lists(st.lists(small, min_size=2, max_size=2), max_size=6),
+        },
+    )
+    | JSONish,
+    "all_masked": st.sampled_from(["error", "zero"]) | JSONish,
+    "scale": st.booleans() | JSONish,
+    "layer": small | JSONish,
+    "include": st.lists(st.sampled_from(["scores", "weights", "contexts", "output", "stats", "qkv"])) | JSONish,
+}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.fixed_dictionaries({}, optional=FIELDS))
+def test_no_request_body_produces_a_500_or_a_nan(client: TestClient, body: dict[str, Any]) -> None:
+    resp = client.post("/api/attention", json=body)
+    assert resp.status_code in (200, 413, 422), (resp.status_code, resp.text[:300])
+    if resp.status_code == 200:
+        assert "NaN" not in resp.text and "Infinity" not in resp.text
+    else:
+        assert_error(resp, resp.status_code)
