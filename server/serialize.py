@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,9 +24,39 @@ class ORJSONResponse(Response):
         return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
+NPZ_MEDIA_TYPE = "application/x-npz"
+
+
+class NPZResponse(Response):
+    """The same result as a NumPy .npz archive: every matrix as a float32/bool array, the rest in meta.json."""
+
+    media_type = NPZ_MEDIA_TYPE
+
+    def render(self, content: Any) -> bytes:
+        arrays: dict[str, np.ndarray] = {}
+        meta = _split_arrays(content, "", arrays)
+        arrays["meta.json"] = np.frombuffer(orjson.dumps(meta, option=orjson.OPT_SERIALIZE_NUMPY), dtype=np.uint8)
+        buf = io.BytesIO()
+        np.savez(buf, allow_pickle=False, **arrays)
+        return buf.getvalue()
+
+
+def _split_arrays(node: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
+    """Move every ndarray into `arrays` under a dotted path (layers.0.heads.3.weights); return what is left."""
+    if isinstance(node, np.ndarray):
+        arrays[path] = node
+        return {"$array": path}
+    if isinstance(node, dict):
+        return {k: _split_arrays(v, f"{path}.{k}" if path else str(k), arrays) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_split_arrays(v, f"{path}.{i}", arrays) for i, v in enumerate(node)]
+    return node
+
+
 def as_numpy(t: torch.Tensor) -> np.ndarray:
-    """float32 numpy on the CPU (bfloat16 and float16 widen; float64 narrows for a compact, shortest repr)."""
-    return t.detach().to(device="cpu", dtype=torch.float32).numpy()
+    """float64 stays float64; every other float goes out as float32 (bfloat16 and float16 widen)."""
+    dtype = torch.float64 if t.dtype == torch.float64 else torch.float32
+    return t.detach().to(device="cpu", dtype=dtype).numpy()
 
 
 def masks_dict(run: ModelRun) -> dict[str, Any]:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import io
+import json
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 import httpx
+import numpy as np
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
+from engine.device import resolve_device
 from engine.models.textbook import W_K, W_Q, W_V, X
 from tests.helpers import assert_error
 
@@ -190,3 +195,44 @@ def test_real_server_process_answers_over_http(live_server: str) -> None:
         "model",
         "unknown model 'nope'",
     )
+
+
+def test_npz_form_holds_the_same_numbers_as_json(client: TestClient) -> None:
+    req = {
+        "model": "random",
+        "text": "one two three two",
+        "options": {"heads": 2, "d_model": 8},
+        "masks": {"causal": True},
+        "include": ["scores", "weights", "output", "stats"],
+    }
+    as_json = client.post("/api/attention", json=req).json()
+    resp = client.post("/api/attention", json=req, headers={"accept": "application/x-npz"})
+    assert resp.status_code == 200 and resp.headers["content-type"] == "application/x-npz"
+    archive = np.load(io.BytesIO(resp.content), allow_pickle=False)
+    meta = json.loads(archive["meta.json"].tobytes())
+    assert meta["tokens"] == as_json["tokens"] and meta["config"] == as_json["config"]
+    assert archive["eligible"].dtype == np.bool_ and archive["eligible"].tolist() == as_json["eligible"]
+    w = archive["layers.0.heads.1.weights"]
+    assert w.dtype == np.float32 and meta["layers"][0]["heads"][1]["weights"] == {"$array": "layers.0.heads.1.weights"}
+    np.testing.assert_array_equal(w, np.array(as_json["layers"][0]["heads"][1]["weights"], dtype=np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "bfloat16", "float16"])
+def test_other_dtypes_keep_rows_summing_to_one(make_client: MakeClient, dtype: str) -> None:
+    with make_client(dtype=dtype) as c:
+        body = c.post("/api/attention", json={"model": "random", "text": "a b c d", "masks": {"causal": True}}).json()
+    assert body["config"]["dtype"] == dtype
+    tol = 1e-9 if dtype == "float64" else 1e-2
+    for h in body["layers"][0]["heads"]:
+        assert all(abs(sum(row) - 1) < tol for row in h["weights"])
+        assert h["weights"][0][1:] == [0.0, 0.0, 0.0]
+
+
+def test_device_choice_is_explicit() -> None:
+    assert resolve_device("cpu").type == "cpu"
+    if torch.cuda.is_available():
+        assert resolve_device("auto").type == "cuda"
+    else:
+        assert resolve_device("auto").type == "cpu"
+        with pytest.raises(RuntimeError, match="no CUDA GPU"):
+            resolve_device("cuda")

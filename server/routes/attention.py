@@ -1,12 +1,14 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Header
 from fastapi.responses import Response
 
 from server.compute import execute, prepare
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.schemas import AttentionRequest, AttentionResult
-from server.serialize import ORJSONResponse, serialize_run
+from server.serialize import NPZ_MEDIA_TYPE, NPZResponse, ORJSONResponse, serialize_run
 
 router = APIRouter(prefix="/api", tags=["attention"])
 
@@ -16,8 +18,16 @@ router = APIRouter(prefix="/api", tags=["attention"])
     response_model=AttentionResult,
     response_class=ORJSONResponse,
     summary="Every head's scores and weights for a sequence, with masks",
+    responses={200: {"content": {NPZ_MEDIA_TYPE: {}}, "description": "JSON, or .npz with Accept: application/x-npz"}},
 )
-def compute_attention(req: AttentionRequest, settings: SettingsDep, models: ModelsDep, runtime: RuntimeDep) -> Response:
+def compute_attention(
+    req: AttentionRequest,
+    settings: SettingsDep,
+    models: ModelsDep,
+    runtime: RuntimeDep,
+    accept: Annotated[str | None, Header()] = None,
+) -> Response:
+    """JSON by default; send `Accept: application/x-npz` for the compact binary form of large results."""
     model, inp = prepare(req, settings, models, runtime)
     run = execute(model, inp, runtime)
     body = serialize_run(
@@ -30,4 +40,6 @@ def compute_attention(req: AttentionRequest, settings: SettingsDep, models: Mode
         dtype=str(runtime.dtype).removeprefix("torch."),
         max_values=settings.max_result_values,
     )
+    if accept and NPZ_MEDIA_TYPE in accept:
+        return NPZResponse(body)
     return ORJSONResponse(body)
