@@ -1,0 +1,68 @@
+// The JSON API the page is built on: GET /api/models and POST /api/attention.
+// Errors come back as {"error": {status, code, field, message, details}}; `describeError` turns one into plain words.
+
+const HINTS = {
+  invalid_input: "Change the highlighted setting and the page runs again.",
+  invalid_request: "One of the settings is not valid.",
+  too_large: "Ask for less: a shorter sequence, fewer heads or a narrower width.",
+  unknown_model: "Pick a model from the list.",
+  out_of_range: "A number is outside what this model accepts.",
+  busy: "The server is busy; try again in a moment.",
+};
+
+export class ApiError extends Error {
+  constructor(status, code, field, message, details = []) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.field = field;
+    this.details = details;
+  }
+}
+
+// {message, hint} for an error body (or anything else a failed request produced).
+export function describeError(err) {
+  if (err instanceof ApiError) {
+    let message = err.message;
+    if (/no eligible key/.test(message)) {
+      return {
+        message,
+        hint: "Every query needs at least one key it may attend to: unmask one, or set “All-masked rows” to zero.",
+      };
+    }
+    if (!message) message = `The server answered ${err.status}.`;
+    return { message, hint: HINTS[err.code] || "" };
+  }
+  if (err && err.name === "TypeError") {
+    return { message: "Could not reach the attnlab server.", hint: "Is `attnlab serve` still running?" };
+  }
+  return { message: String((err && err.message) || err), hint: "" };
+}
+
+async function parse(resp) {
+  let body = null;
+  try {
+    body = await resp.json();
+  } catch {
+    body = null;
+  }
+  if (resp.ok && body) return body;
+  const e = body && body.error;
+  if (e) throw new ApiError(e.status ?? resp.status, e.code, e.field, e.message, e.details || []);
+  throw new ApiError(resp.status, "http_error", null, `The server answered ${resp.status} ${resp.statusText}.`);
+}
+
+export async function fetchModels() {
+  const body = await parse(await fetch("/api/models", { headers: { accept: "application/json" } }));
+  return body.models;
+}
+
+export async function fetchAttention(request, signal) {
+  const resp = await fetch("/api/attention", {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/json" },
+    body: JSON.stringify(request),
+    signal,
+  });
+  return parse(resp);
+}

@@ -1,0 +1,68 @@
+// The eligibility grid: which (query, key) pairs may attend, and which mask rules each one out.
+// Each cell is a button: activate it to block or unblock that pair.
+
+import { maskReasons } from "./masks.js";
+
+export const MAX_GRID_TOKENS = 32;
+export const REASON_CODE = { causal: "C", window: "W", padding: "P", blocked: "B" };
+
+// The short code a cell shows: "" when eligible, else the letters of the masks that exclude it.
+export function reasonCode(masks, q, k) {
+  return maskReasons(masks, q, k).map((r) => REASON_CODE[r]).join("");
+}
+
+export function renderEligibility(root, view, onCell) {
+  root.replaceChildren();
+  const S = view.tokens.length;
+  if (S > MAX_GRID_TOKENS) {
+    const p = document.createElement("p");
+    p.className = "muted";
+    p.textContent = `The grid is drawn for up to ${MAX_GRID_TOKENS} positions; this sequence has ${S}. The heatmaps hatch every masked cell.`;
+    root.append(p);
+    return;
+  }
+  const table = document.createElement("table");
+  table.className = "elig";
+  const cap = document.createElement("caption");
+  cap.textContent = "Rows: query position · columns: key position · ✓ eligible · C causal · W window · P padding · B blocked";
+  table.append(cap);
+  const head = document.createElement("tr");
+  head.append(document.createElement("th"));
+  view.tokens.forEach((t, k) => {
+    const th = document.createElement("th");
+    th.scope = "col";
+    th.textContent = `${k}`;
+    th.title = t;
+    head.append(th);
+  });
+  const thead = document.createElement("thead");
+  thead.append(head);
+  table.append(thead);
+  const body = document.createElement("tbody");
+  for (let q = 0; q < S; q++) {
+    const tr = document.createElement("tr");
+    const th = document.createElement("th");
+    th.scope = "row";
+    th.textContent = `${q} ${view.tokens[q].length > 10 ? `${view.tokens[q].slice(0, 9)}…` : view.tokens[q]}`;
+    tr.append(th);
+    for (let k = 0; k < S; k++) {
+      const td = document.createElement("td");
+      const b = document.createElement("button");
+      b.type = "button";
+      const code = reasonCode(view.masks, q, k);
+      const ok = view.eligible[q][k];
+      b.className = ok ? "ok" : "masked";
+      b.textContent = ok ? "✓" : code || "×";
+      b.setAttribute(
+        "aria-label",
+        `query ${q} key ${k}: ${ok ? "eligible" : `masked by ${maskReasons(view.masks, q, k).join(", ")}`}; press to ${code.includes("B") ? "unblock" : "block"}`,
+      );
+      b.addEventListener("click", () => onCell(q, k));
+      td.append(b);
+      tr.append(td);
+    }
+    body.append(tr);
+  }
+  table.append(body);
+  root.append(table);
+}

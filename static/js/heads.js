@@ -1,0 +1,122 @@
+// The grid of per-head heatmaps (small multiples), paged so that 72 heads stay fast and readable.
+// Hover a cell: tooltip and linked row/column in every head. Click or Enter on a head: it opens large.
+
+import { cellAt, drawHeatmap, layoutFor, maskedCells, sizeCanvas } from "./heatmap.js";
+
+export const PAGE_SIZE = 24;
+export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 heads on a page, and for more
+export const MAX_CELL = 34;
+
+// The heads on a page: [{layer, head}] in layer-major order.
+export function pageOf(all, page, size = PAGE_SIZE) {
+  const pages = Math.max(1, Math.ceil(all.length / size));
+  const p = Math.min(Math.max(0, page), pages - 1);
+  return { page: p, pages, items: all.slice(p * size, (p + 1) * size) };
+}
+
+export const CARD_CHROME_PX = 24; // card padding, border and the gap between cards
+
+// Cell size so that a page of heads fits the grid's width: up to 4 heads share one row, more get small multiples.
+export function cellSize(seqLen, headsOnPage, available = 900, labels = true) {
+  const target = headsOnPage <= 4 ? TARGET_PLOT_PX.few : TARGET_PLOT_PX.many;
+  let cell = Math.max(2, Math.min(MAX_CELL, Math.floor(target / seqLen)));
+  const perRow = Math.min(headsOnPage, 4);
+  while (cell > 4 && perRow * (layoutFor(seqLen, { cell, labels, maxLabel: 6 }).width + CARD_CHROME_PX) > available) {
+    cell -= 1;
+  }
+  return cell;
+}
+
+const cards = []; // {canvas, ctx, layout, item}
+
+export function renderHeads(root, pager, view, handlers) {
+  const { items, page, pages } = pageOf(view.heads, view.page);
+  root.replaceChildren();
+  cards.length = 0;
+  const S = view.tokens.length;
+  const wantLabels = items.length <= 12;
+  const cell = cellSize(S, items.length, root.clientWidth || 900, wantLabels);
+  const labels = wantLabels && cell >= 7;
+  const layout = layoutFor(S, { cell, labels, maxLabel: 6 });
+  const masked = maskedCells(view.eligible).join(",");
+  for (const item of items) {
+    const fig = document.createElement("figure");
+    fig.className = "head-card";
+    fig.dataset.testid = "head-heatmap";
+    fig.setAttribute("data-testid", "head-heatmap");
+    fig.dataset.layer = String(item.layer);
+    fig.dataset.head = String(item.head.index);
+    fig.dataset.view = view.view;
+    fig.dataset.maskedCells = masked;
+    fig.tabIndex = 0;
+    fig.setAttribute("role", "button");
+    const isFocus = view.focus && view.focus[0] === item.layer && view.focus[1] === item.head.index;
+    fig.setAttribute("aria-pressed", isFocus ? "true" : "false");
+    fig.setAttribute(
+      "aria-label",
+      `Layer ${item.layer} head ${item.head.index}: ${view.view}. Press Enter to open it large.`,
+    );
+    const cap = document.createElement("figcaption");
+    const name = document.createElement("strong");
+    name.textContent = view.multiLayer ? `L${item.layer} · H${item.head.index}` : `Head ${item.head.index}`;
+    const meta = document.createElement("span");
+    meta.className = "meta";
+    const st = item.head.stats;
+    meta.textContent = st ? `H̄ ${st.mean_entropy.toFixed(2)}` : "";
+    if (view.kvGroups < view.nHeads) meta.textContent += ` · kv ${item.head.kv_group}`;
+    cap.append(name, meta);
+    const canvas = document.createElement("canvas");
+    canvas.setAttribute("aria-hidden", "true");
+    fig.append(cap, canvas);
+    root.append(fig);
+    const ctx = sizeCanvas(canvas, layout);
+    const card = { canvas, ctx, layout, item };
+    cards.push(card);
+    canvas.addEventListener("mousemove", (e) => {
+      const r = canvas.getBoundingClientRect();
+      const at = cellAt(layout, e.clientX - r.left, e.clientY - r.top);
+      handlers.onHover(at ? { ...at, layer: item.layer, head: item.head.index } : null, e);
+    });
+    canvas.addEventListener("mouseleave", () => handlers.onHover(null));
+    fig.addEventListener("click", (e) => {
+      const r = canvas.getBoundingClientRect();
+      const at = cellAt(layout, e.clientX - r.left, e.clientY - r.top);
+      handlers.onOpen(item.layer, item.head.index, at ? at.q : null);
+    });
+    fig.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" || e.key === " ") {
+        e.preventDefault();
+        handlers.onOpen(item.layer, item.head.index, null);
+      }
+    });
+  }
+  paintHeads(view, view.highlight);
+  pager.hidden = pages <= 1;
+  pager.querySelector("[data-role=page-label]").textContent =
+    `Heads ${page * PAGE_SIZE + 1}–${page * PAGE_SIZE + items.length} of ${view.heads.length}`;
+  pager.querySelector("[data-role=prev]").disabled = page === 0;
+  pager.querySelector("[data-role=next]").disabled = page >= pages - 1;
+  return { page, pages };
+}
+
+// Redraw every visible head (after a hover moves the highlight).
+export function paintHeads(view, highlight) {
+  for (const card of cards) {
+    const m = view.view === "scores" ? card.item.head.scores : card.item.head.weights;
+    drawHeatmap(card.ctx, {
+      matrix: m,
+      eligible: view.eligible,
+      blocked: view.blocked,
+      tokens: view.tokens,
+      scale: view.scale,
+      layout: card.layout,
+      highlight: highlight || {},
+      changed: view.changed,
+    });
+  }
+}
+
+// The canvases of the visible heads, for the PNG export.
+export function visibleCanvases() {
+  return cards.map((c) => ({ canvas: c.canvas, item: c.item }));
+}

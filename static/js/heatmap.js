@@ -1,0 +1,185 @@
+// One attention matrix drawn on a canvas: rows = query positions, columns = key positions.
+// Eligible cells take the colour scale; masked cells are hatched grey, never a colour on the scale.
+// Geometry helpers are pure so tests can call them; `drawHeatmap` only paints.
+
+import { BLOCKED_MARK, MASK_FILL, MASK_HATCH, colorAt, normalise, rgbString } from "./colors.js";
+
+export const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
+export const MIN_LABEL_CELL = 9; // below this cell size tick labels are thinned to every n-th position
+export const HATCH_GAP = 5;
+
+export function truncate(token, n) {
+  const t = String(token);
+  return t.length > n ? `${t.slice(0, n - 1)}…` : t;
+}
+
+// Where everything goes for an S x S matrix with cells of `cell` px.
+export function layoutFor(seqLen, { cell, labels = true, maxLabel = 8 }) {
+  const font = Math.max(8, Math.min(12, Math.round(cell * 0.75)));
+  const labelWidth = labels ? Math.ceil(font * 0.62 * (maxLabel + 3)) : 0;
+  const titleBand = labels ? font + 8 : 0;
+  const left = titleBand + labelWidth + 4;
+  const top = 4;
+  const plot = seqLen * cell;
+  const bottom = labels ? Math.ceil(labelWidth * 0.75) + titleBand + 4 : 4;
+  return {
+    seqLen, cell, font, labels, maxLabel, left, top, plot, titleBand, labelWidth,
+    width: left + plot + 6,
+    height: top + plot + bottom,
+    step: cell >= MIN_LABEL_CELL ? 1 : Math.ceil(MIN_LABEL_CELL / Math.max(cell, 1)),
+  };
+}
+
+// The cell under canvas point (x, y), or null outside the matrix.
+export function cellAt(layout, x, y) {
+  const k = Math.floor((x - layout.left) / layout.cell);
+  const q = Math.floor((y - layout.top) / layout.cell);
+  if (k < 0 || q < 0 || k >= layout.seqLen || q >= layout.seqLen) return null;
+  return { q, k };
+}
+
+// Masked cells as "q-k" strings, row by row: what the canvas hatches (exposed on the element for tests).
+export function maskedCells(eligible) {
+  const out = [];
+  eligible.forEach((row, q) => row.forEach((ok, k) => ok || out.push(`${q}-${k}`)));
+  return out;
+}
+
+// The colour of each eligible cell and null for a masked one: the z a heatmap draws.
+export function drawnValues(matrix, eligible) {
+  return matrix.map((row, q) => row.map((v, k) => (eligible[q][k] ? v : null)));
+}
+
+function hatch(ctx, x, y, w, h) {
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(x, y, w, h);
+  ctx.clip();
+  ctx.strokeStyle = MASK_HATCH;
+  ctx.lineWidth = 1;
+  ctx.beginPath();
+  for (let d = -h; d < w; d += HATCH_GAP) {
+    ctx.moveTo(x + d, y + h);
+    ctx.lineTo(x + d + h, y);
+  }
+  ctx.stroke();
+  ctx.restore();
+}
+
+// Paint one heatmap. opts: {matrix, eligible, blocked, tokens, scale, layout, highlight: {q?, k?}, changed: [[q,k]]}
+export function drawHeatmap(ctx, opts) {
+  const { matrix, eligible, tokens, scale, layout: L } = opts;
+  const blocked = opts.blocked || [];
+  const c = L.cell;
+  ctx.save();
+  ctx.clearRect(0, 0, L.width, L.height);
+  ctx.fillStyle = "#fff";
+  ctx.fillRect(0, 0, L.width, L.height);
+  const values = drawnValues(matrix, eligible);
+  for (let q = 0; q < L.seqLen; q++) {
+    for (let k = 0; k < L.seqLen; k++) {
+      const x = L.left + k * c;
+      const y = L.top + q * c;
+      const v = values[q][k];
+      if (v === null) {
+        ctx.fillStyle = MASK_FILL;
+        ctx.fillRect(x, y, c, c);
+      } else {
+        ctx.fillStyle = rgbString(colorAt(scale.stops, normalise(v, scale)));
+        ctx.fillRect(x, y, c, c);
+      }
+    }
+  }
+  // hatch each masked run along a row at once, so the stripes line up
+  for (let q = 0; q < L.seqLen; q++) {
+    let start = -1;
+    for (let k = 0; k <= L.seqLen; k++) {
+      const masked = k < L.seqLen && values[q][k] === null;
+      if (masked && start < 0) start = k;
+      if (!masked && start >= 0) {
+        hatch(ctx, L.left + start * c, L.top + q * c, (k - start) * c, c);
+        start = -1;
+      }
+    }
+  }
+  if (c >= 6) {
+    ctx.strokeStyle = BLOCKED_MARK;
+    ctx.lineWidth = Math.max(1, c / 10);
+    for (const [q, k] of blocked) {
+      if (q >= L.seqLen || k >= L.seqLen) continue;
+      const x = L.left + k * c;
+      const y = L.top + q * c;
+      const m = c * 0.25;
+      ctx.beginPath();
+      ctx.moveTo(x + m, y + m);
+      ctx.lineTo(x + c - m, y + c - m);
+      ctx.moveTo(x + c - m, y + m);
+      ctx.lineTo(x + m, y + c - m);
+      ctx.stroke();
+    }
+  }
+  if (opts.changed && opts.changed.length && c >= 6) {
+    ctx.setLineDash([2, 2]);
+    ctx.lineWidth = 1.5;
+    ctx.strokeStyle = "#000";
+    for (const [q, k] of opts.changed) ctx.strokeRect(L.left + k * c + 1, L.top + q * c + 1, c - 2, c - 2);
+    ctx.setLineDash([]);
+  }
+  ctx.strokeStyle = "#9a9a9a";
+  ctx.lineWidth = 1;
+  ctx.strokeRect(L.left - 0.5, L.top - 0.5, L.plot + 1, L.plot + 1);
+  const hl = opts.highlight || {};
+  ctx.lineWidth = 2;
+  for (const [color, width] of [["#fff", 4], ["#000", 2]]) {
+    ctx.strokeStyle = color;
+    ctx.lineWidth = width;
+    if (hl.q != null) ctx.strokeRect(L.left, L.top + hl.q * c, L.plot, c);
+    if (hl.k != null) ctx.strokeRect(L.left + hl.k * c, L.top, c, L.plot);
+  }
+  if (L.labels) drawAxes(ctx, L, tokens, hl);
+  ctx.restore();
+}
+
+function drawAxes(ctx, L, tokens, hl) {
+  const c = L.cell;
+  ctx.font = `${L.font}px ${FONT}`;
+  ctx.fillStyle = "#333";
+  ctx.textBaseline = "middle";
+  for (let i = 0; i < L.seqLen; i += L.step) {
+    const label = `${truncate(tokens[i], L.maxLabel)} ${i}`;
+    ctx.font = `${i === hl.q ? "bold " : ""}${L.font}px ${FONT}`;
+    ctx.textAlign = "right";
+    ctx.fillText(label, L.left - 4, L.top + i * c + c / 2);
+  }
+  for (let i = 0; i < L.seqLen; i += L.step) {
+    const label = `${truncate(tokens[i], L.maxLabel)} ${i}`;
+    ctx.save();
+    ctx.font = `${i === hl.k ? "bold " : ""}${L.font}px ${FONT}`;
+    ctx.translate(L.left + i * c + c / 2, L.top + L.plot + 4);
+    ctx.rotate(-Math.PI / 4);
+    ctx.textAlign = "right";
+    ctx.fillText(label, 0, 0);
+    ctx.restore();
+  }
+  ctx.font = `600 ${L.font}px ${FONT}`;
+  ctx.fillStyle = "#555";
+  ctx.textAlign = "center";
+  ctx.save();
+  ctx.translate(L.font / 2 + 2, L.top + L.plot / 2);
+  ctx.rotate(-Math.PI / 2);
+  ctx.fillText("Query position", 0, 0);
+  ctx.restore();
+  ctx.fillText("Key position", L.left + L.plot / 2, L.height - L.font / 2 - 2);
+}
+
+// A canvas sized for the layout, sharp on high-density screens.
+export function sizeCanvas(canvas, L) {
+  const r = window.devicePixelRatio || 1;
+  canvas.width = Math.round(L.width * r);
+  canvas.height = Math.round(L.height * r);
+  canvas.style.width = `${L.width}px`;
+  canvas.style.height = `${L.height}px`;
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(r, 0, 0, r, 0, 0);
+  return ctx;
+}

@@ -1,0 +1,121 @@
+// Masks as the page holds them, and the pure helpers that edit them.
+// Rows are query positions, columns key positions; true = eligible, the same reading as the API.
+// The page keeps padding as a sorted list of padded positions, so it survives a change of text.
+
+export const REASONS = ["causal", "window", "padding", "blocked"];
+
+// Whitespace tokens, the way the textbook and random models split text.
+export function splitTokens(text) {
+  const t = (text || "").trim();
+  return t ? t.split(/\s+/) : [];
+}
+
+// Why query q may not attend to key k: a list drawn from REASONS (empty = eligible).
+export function maskReasons(masks, q, k) {
+  const out = [];
+  if (masks.causal && k > q) out.push("causal");
+  if (masks.window != null && Math.abs(q - k) >= masks.window) out.push("window");
+  if ((masks.padded || []).includes(k)) out.push("padding");
+  if ((masks.blocked || []).some(([bq, bk]) => bq === q && bk === k)) out.push("blocked");
+  return out;
+}
+
+// The (S, S) eligibility matrix these masks give.
+export function eligibility(masks, seqLen) {
+  const rows = [];
+  for (let q = 0; q < seqLen; q++) {
+    const row = [];
+    for (let k = 0; k < seqLen; k++) row.push(maskReasons(masks, q, k).length === 0);
+    rows.push(row);
+  }
+  return rows;
+}
+
+// Query rows with no eligible key.
+export function emptyRows(eligible) {
+  return eligible.flatMap((row, q) => (row.some(Boolean) ? [] : [q]));
+}
+
+export function isBlocked(blocked, q, k) {
+  return blocked.some(([bq, bk]) => bq === q && bk === k);
+}
+
+// Block the cell if it is open, unblock it if blocked; returns a new sorted list.
+export function toggleBlocked(blocked, q, k) {
+  const next = isBlocked(blocked, q, k)
+    ? blocked.filter(([bq, bk]) => !(bq === q && bk === k))
+    : [...blocked, [q, k]];
+  return next.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+}
+
+// Mark position i as padding, or as a real token again; returns a new sorted list.
+export function togglePadded(padded, i) {
+  const next = padded.includes(i) ? padded.filter((p) => p !== i) : [...padded, i];
+  return next.sort((a, b) => a - b);
+}
+
+// The API's padding field: one flag per position, true = real token; null when nothing is padded.
+export function paddingFlags(padded, seqLen) {
+  const inRange = padded.filter((p) => p >= 0 && p < seqLen);
+  if (inRange.length === 0) return null;
+  return Array.from({ length: seqLen }, (_, i) => !inRange.includes(i));
+}
+
+// The page's padded list from the API's padding flags.
+export function paddedFromFlags(flags) {
+  return (flags || []).flatMap((real, i) => (real ? [] : [i]));
+}
+
+// Drop padding and blocked cells that fall outside a sequence of seqLen positions.
+export function clampMasks(masks, seqLen) {
+  return {
+    ...masks,
+    padded: (masks.padded || []).filter((p) => p >= 0 && p < seqLen),
+    blocked: (masks.blocked || []).filter(([q, k]) => q >= 0 && k >= 0 && q < seqLen && k < seqLen),
+  };
+}
+
+// The API's masks object for the page's masks over seqLen positions.
+export function masksRequest(masks, seqLen) {
+  const m = clampMasks(masks, seqLen);
+  return {
+    causal: !!m.causal,
+    padding: paddingFlags(m.padded, seqLen),
+    window: m.window == null ? null : m.window,
+    blocked: m.blocked,
+  };
+}
+
+// What a recompute changed, for the status line and the outlines drawn on changed cells:
+// cells that became masked or eligible, and the largest weight change over all heads of one layer.
+export function diffResults(prev, next, layerIndex) {
+  const none = { comparable: false, newlyMasked: [], newlyEligible: [], maxDelta: 0, where: null };
+  if (!prev || !next || prev.model !== next.model) return none;
+  if (prev.tokens.length !== next.tokens.length || prev.tokens.some((t, i) => t !== next.tokens[i])) return none;
+  const out = { ...none, comparable: true };
+  const S = next.tokens.length;
+  for (let q = 0; q < S; q++) {
+    for (let k = 0; k < S; k++) {
+      if (prev.eligible[q][k] && !next.eligible[q][k]) out.newlyMasked.push([q, k]);
+      if (!prev.eligible[q][k] && next.eligible[q][k]) out.newlyEligible.push([q, k]);
+    }
+  }
+  const pl = prev.layers.find((l) => l.index === layerIndex);
+  const nl = next.layers.find((l) => l.index === layerIndex);
+  if (!pl || !nl || pl.heads.length !== nl.heads.length) return out;
+  nl.heads.forEach((h, hi) => {
+    const a = pl.heads[hi].weights;
+    const b = h.weights;
+    if (!a || !b) return;
+    for (let q = 0; q < S; q++) {
+      for (let k = 0; k < S; k++) {
+        const d = Math.abs(b[q][k] - a[q][k]);
+        if (d > out.maxDelta) {
+          out.maxDelta = d;
+          out.where = { head: h.index, q, k };
+        }
+      }
+    }
+  });
+  return out;
+}

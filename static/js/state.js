@@ -1,0 +1,160 @@
+// The page's one state object, its defaults, and its round trip through the URL.
+// Everything a person sets lives here, so a link reproduces the view. Pure: no DOM, no fetch.
+
+import { masksRequest, paddedFromFlags } from "./masks.js";
+
+export const VIEWS = ["weights", "scores"];
+export const PALETTE_NAMES = ["viridis", "cividis"];
+export const RANDOM_OPTIONS = ["d_model", "heads", "kv_heads", "seed", "positions"];
+export const MATRIX_NAMES = ["x", "w_q", "w_k", "w_v"];
+export const SMALL_MODEL_VALUES = 4096; // below this many S*D numbers the page also asks for Q, K, V and contexts
+
+export function defaultMasks() {
+  return { causal: false, window: null, padded: [], blocked: [] };
+}
+
+export function defaultState() {
+  return {
+    model: "textbook",
+    text: "",
+    options: {},
+    matrices: null, // textbook: {x, w_q, w_k, w_v} once a number is edited; null = the model's own
+    masks: defaultMasks(),
+    allMasked: "error",
+    scale: true,
+    view: "weights",
+    palette: "viridis",
+    layer: 0, // a layer index, or "all"
+    focus: null, // [layer, head] opened large
+    query: null, // the query the retrieval diagram shows; null = the last position
+    page: 0,
+  };
+}
+
+// The state a person gets on choosing a model: its example text, default masks and options.
+export function stateForModel(info, base = defaultState()) {
+  const s = { ...base, model: info.name, matrices: null, focus: null, query: null, page: 0, layer: 0 };
+  s.text = info.default_text || base.text || "the cat sat on the mat";
+  const dm = info.default_masks;
+  s.masks = dm
+    ? { causal: !!dm.causal, window: dm.window ?? null, padded: paddedFromFlags(dm.padding), blocked: dm.blocked || [] }
+    : defaultMasks();
+  s.options = {};
+  for (const k of RANDOM_OPTIONS) if (k in (info.options || {})) s.options[k] = info.options[k];
+  return s;
+}
+
+const int = (v) => {
+  const n = Number.parseInt(v, 10);
+  return Number.isFinite(n) ? n : null;
+};
+
+// State -> query string. Every field that differs from a fresh state is written; the model always is.
+export function encodeState(s) {
+  const p = new URLSearchParams();
+  p.set("m", s.model);
+  if (s.text) p.set("t", s.text);
+  for (const k of RANDOM_OPTIONS) {
+    const v = s.options?.[k];
+    if (v === undefined || v === null) continue;
+    p.set(k, typeof v === "boolean" ? (v ? "1" : "0") : String(v));
+  }
+  if (s.matrices) p.set("mx", JSON.stringify(s.matrices));
+  if (s.masks.causal) p.set("causal", "1");
+  if (s.masks.window != null) p.set("window", String(s.masks.window));
+  if (s.masks.padded.length) p.set("pad", s.masks.padded.join(","));
+  if (s.masks.blocked.length) p.set("block", s.masks.blocked.map(([q, k]) => `${q}-${k}`).join(","));
+  if (s.allMasked !== "error") p.set("all_masked", s.allMasked);
+  if (!s.scale) p.set("scale", "0");
+  if (s.view !== "weights") p.set("view", s.view);
+  if (s.palette !== "viridis") p.set("palette", s.palette);
+  if (s.layer !== 0) p.set("layer", String(s.layer));
+  if (s.focus) p.set("focus", `${s.focus[0]}.${s.focus[1]}`);
+  if (s.query != null) p.set("query", String(s.query));
+  if (s.page) p.set("page", String(s.page));
+  return p.toString();
+}
+
+function parseMatrices(raw) {
+  try {
+    const m = JSON.parse(raw);
+    const ok = MATRIX_NAMES.every(
+      (k) => Array.isArray(m[k]) && m[k].every((r) => Array.isArray(r) && r.every((v) => typeof v === "number")),
+    );
+    return ok ? Object.fromEntries(MATRIX_NAMES.map((k) => [k, m[k]])) : null;
+  } catch {
+    return null;
+  }
+}
+
+// Query string -> state, or null when the string names no model (the page then starts from defaults).
+// Values it cannot read fall back to a fresh state's, so a mangled link still opens a page.
+export function decodeState(search) {
+  const p = new URLSearchParams(search);
+  const model = p.get("m");
+  if (!model) return null;
+  const s = defaultState();
+  s.model = model;
+  s.text = p.get("t") ?? "";
+  for (const k of RANDOM_OPTIONS) {
+    if (!p.has(k)) continue;
+    s.options[k] = k === "positions" ? p.get(k) === "1" : int(p.get(k));
+  }
+  if (p.has("mx")) s.matrices = parseMatrices(p.get("mx"));
+  s.masks.causal = p.get("causal") === "1";
+  const w = int(p.get("window"));
+  s.masks.window = w != null && w >= 1 ? w : null;
+  s.masks.padded = (p.get("pad") || "")
+    .split(",")
+    .map(int)
+    .filter((v) => v != null && v >= 0)
+    .sort((a, b) => a - b);
+  s.masks.blocked = (p.get("block") || "")
+    .split(",")
+    .map((c) => c.split("-").map(int))
+    .filter((c) => c.length === 2 && c.every((v) => v != null && v >= 0));
+  if (p.get("all_masked") === "zero") s.allMasked = "zero";
+  s.scale = p.get("scale") !== "0";
+  if (VIEWS.includes(p.get("view"))) s.view = p.get("view");
+  if (PALETTE_NAMES.includes(p.get("palette"))) s.palette = p.get("palette");
+  const layer = p.get("layer");
+  s.layer = layer === "all" ? "all" : Math.max(0, int(layer) ?? 0);
+  const f = (p.get("focus") || "").split(".").map(int);
+  s.focus = f.length === 2 && f.every((v) => v != null && v >= 0) ? f : null;
+  const q = int(p.get("query"));
+  s.query = q != null && q >= 0 ? q : null;
+  s.page = Math.max(0, int(p.get("page")) ?? 0);
+  return s;
+}
+
+// The POST /api/attention body for this state over seqLen positions.
+export function buildRequest(s, info, seqLen) {
+  const req = {
+    model: s.model,
+    text: s.text,
+    masks: masksRequest(s.masks, seqLen),
+    all_masked: s.allMasked,
+    scale: s.scale,
+    include: ["scores", "weights", "stats", "output"],
+  };
+  const opts = Object.fromEntries(Object.entries(s.options || {}).filter(([, v]) => v !== null && v !== undefined));
+  if (Object.keys(opts).length) req.options = opts;
+  if (s.matrices) {
+    req.x = s.matrices.x;
+    req.weights = { w_q: s.matrices.w_q, w_k: s.matrices.w_k, w_v: s.matrices.w_v };
+  }
+  if (info && info.layers > 1 && s.layer !== "all") req.layer = s.layer;
+  const width = s.options?.d_model ?? info?.d_model ?? 0;
+  if (seqLen * width <= SMALL_MODEL_VALUES && (info?.layers ?? 1) === 1) {
+    req.include.push("contexts");
+    // Q, K, V for checking by hand: asked for single-head runs only (multi-head qkv is refused by the server today)
+    if ((s.options?.heads ?? info?.heads ?? 1) === 1) req.include.push("qkv");
+  }
+  return req;
+}
+
+// Resize a matrix to n rows: extra rows are zeros, missing rows are dropped.
+export function fitRows(m, n) {
+  const width = m[0]?.length ?? 1;
+  return Array.from({ length: n }, (_, i) => (m[i] ? [...m[i]] : new Array(width).fill(0)));
+}
