@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -93,7 +94,7 @@ def test_unknown_path_and_method_use_the_same_shape(client: TestClient) -> None:
 
 
 JSONish = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
     max_leaves=12,
 )
@@ -136,9 +137,58 @@ FIELDS = {
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.fixed_dictionaries({}, optional=FIELDS))
 def test_no_request_body_produces_a_500_or_a_nan(client: TestClient, body: dict[str, Any]) -> None:
-    resp = client.post("/api/attention", json=body)
+    # json.dumps writes NaN and Infinity literals, which Python's JSON parser on the server accepts
+    content = json.dumps(body)
+    resp = client.post("/api/attention", content=content, headers={"content-type": "application/json"})
     assert resp.status_code in (200, 413, 422), (resp.status_code, resp.text[:300])
     if resp.status_code == 200:
         assert "NaN" not in resp.text and "Infinity" not in resp.text
     else:
         assert_error(resp, resp.status_code)
+
+
+@st.composite
+def plausible_requests(draw: st.DrawFn) -> dict[str, Any]:
+    """Well-formed requests with every mask combination: these should mostly succeed."""
+    n = draw(st.integers(1, 8))
+    words = draw(st.lists(st.sampled_from(["a", "b", "the", "cat", "<b>", "é"]), min_size=n, max_size=n))
+    heads = draw(st.sampled_from([1, 2, 4]))
+    masks: dict[str, Any] = {"causal": draw(st.booleans())}
+    if draw(st.booleans()):
+        masks["padding"] = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    if draw(st.booleans()):
+        masks["window"] = draw(st.integers(1, n + 2))
+    masks["blocked"] = draw(st.lists(st.lists(st.integers(0, n - 1), min_size=2, max_size=2), max_size=n))
+    return {
+        "model": "random",
+        "tokens": words,
+        "options": {
+            "d_model": 8,
+            "heads": heads,
+            "kv_heads": draw(st.sampled_from([1, heads])),
+            "seed": draw(st.integers(0, 5)),
+            "positions": draw(st.booleans()),
+        },
+        "masks": masks,
+        "all_masked": draw(st.sampled_from(["error", "zero"])),
+        "scale": draw(st.booleans()),
+        "include": ["weights", "contexts", "stats"],
+    }
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plausible_requests())
+def test_every_mask_combination_gives_distributions_or_a_named_422(client: TestClient, body: dict[str, Any]) -> None:
+    resp = client.post("/api/attention", json=body)
+    if resp.status_code == 422:
+        assert body["all_masked"] == "error"
+        assert_error(resp, 422, "masks", "no eligible key")
+        return
+    assert resp.status_code == 200, resp.text[:300]
+    result = resp.json()
+    eligible = result["eligible"]
+    for head in result["layers"][0]["heads"]:
+        for q, row in enumerate(head["weights"]):
+            live = any(eligible[q])
+            assert abs(sum(row) - (1.0 if live else 0.0)) < 1e-5
+            assert all(w == 0.0 for w, ok in zip(row, eligible[q], strict=True) if not ok)
