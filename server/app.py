@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import orjson
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -21,7 +22,11 @@ log = logging.getLogger("attnlab")
 
 
 class BodyLimit:
-    """Refuse request bodies over max_bytes with a 413 before they are read whole."""
+    """Refuse request bodies over max_bytes with a 413, whether or not they declare a Content-Length.
+
+    The body is read here (never more than max_bytes of it) and replayed to the app, so a chunked
+    upload is cut off as soon as it passes the limit.
+    """
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
@@ -35,43 +40,39 @@ class BodyLimit:
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
             await self._refuse(send)
             return
+        chunks: list[bytes] = []
         seen = 0
-        refused = False
-
-        async def counted() -> Message:
-            nonlocal seen, refused
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    refused = True
-                    raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            if refused:
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_bytes:
                 await self._refuse(send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
-        import orjson
-
         body = orjson.dumps(
             error_body(413, "too_large", f"body: larger than {self.max_bytes} bytes (ATTNLAB_MAX_BODY_BYTES)", "body")
         )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-            }
-        )
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-
-class _TooLarge(Exception):
-    pass
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 
 import httpx
@@ -165,7 +165,25 @@ def test_limits_come_from_settings(make_client: MakeClient) -> None:
 
 
 def test_body_size_limit_is_a_413(make_client: MakeClient) -> None:
+    def chunked() -> Iterator[bytes]:  # no Content-Length: the limit must hold while streaming
+        yield b'{"model": "random", "text": "'
+        for _ in range(100):
+            yield b"a " * 50
+        yield b'"}'
+
     with make_client(max_body_bytes=2048) as c:
+        assert_error(
+            c.post("/api/attention", content=chunked(), headers={"content-type": "application/json"}),
+            413,
+            "body",
+            "2048",
+        )
+        small = c.post(
+            "/api/attention",
+            content=iter([b'{"model": "random", ', b'"text": "a b"}']),
+            headers={"content-type": "application/json"},
+        )
+        assert small.status_code == 200 and small.json()["tokens"] == ["a", "b"]
         assert_error(c.post("/api/attention", json={"model": "random", "text": "a " * 2000}), 413, "body", "2048")
 
 
