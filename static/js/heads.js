@@ -48,6 +48,7 @@ export function renderHeads(root, pager, view, handlers) {
     fig.dataset.head = String(item.head.index);
     fig.dataset.view = view.view;
     fig.dataset.maskedCells = masked;
+    fig.dataset.layout = JSON.stringify({ left: layout.left, top: layout.top, cell: layout.cell });
     fig.tabIndex = 0;
     fig.setAttribute("role", "button");
     const isFocus = view.focus && view.focus[0] === item.layer && view.focus[1] === item.head.index;
@@ -70,7 +71,7 @@ export function renderHeads(root, pager, view, handlers) {
     fig.append(cap, canvas);
     root.append(fig);
     const ctx = sizeCanvas(canvas, layout);
-    const card = { canvas, ctx, layout, item };
+    const card = { fig, canvas, ctx, layout, item };
     cards.push(card);
     canvas.addEventListener("mousemove", (e) => {
       const r = canvas.getBoundingClientRect();
@@ -102,6 +103,7 @@ export function renderHeads(root, pager, view, handlers) {
 // Redraw every visible head (after a hover moves the highlight).
 export function paintHeads(view, highlight) {
   for (const card of cards) {
+    card.fig.dataset.highlight = highlight ? `${highlight.q ?? ""},${highlight.k ?? ""}` : "";
     const m = view.view === "scores" ? card.item.head.scores : card.item.head.weights;
     drawHeatmap(card.ctx, {
       matrix: m,

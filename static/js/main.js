@@ -306,7 +306,6 @@ function onPad(i) {
   const tok = app.result ? app.result.tokens[i] : i;
   schedule(`position ${i} “${tok}” ${on ? "marked padding" : "is a real token again"}`);
   renderTokens($("tokens"), { tokens: app.result.tokens, masks: state.masks }, { onPad, onHover: onTokenHover });
-  document.querySelector(`[data-testid=token][data-index="${i}"]`)?.focus();
 }
 
 function onCellToggle(q, k) {
@@ -375,7 +374,6 @@ function writeControls() {
   $("mask-causal").checked = state.masks.causal;
   $("mask-window-on").checked = state.masks.window != null;
   if (state.masks.window != null) $("mask-window").value = String(state.masks.window);
-  $("mask-window").disabled = state.masks.window == null;
   $("all-masked").value = state.allMasked;
   $("scale").checked = state.scale;
   document.querySelectorAll("input[name=view]").forEach((r) => {
@@ -480,7 +478,10 @@ function bindControls() {
     schedule(on ? `window ${state.masks.window}` : "window off");
   };
   $("mask-window-on").addEventListener("change", windowChanged);
-  $("mask-window").addEventListener("change", windowChanged);
+  $("mask-window").addEventListener("change", () => {
+    $("mask-window-on").checked = true;
+    windowChanged();
+  });
   $("blocked-clear").addEventListener("click", () => {
     state.masks = { ...state.masks, blocked: [] };
     schedule("blocked cells cleared");

@@ -2,6 +2,7 @@
 // hovering one lights its row and column up in every head.
 
 export function renderTokens(root, view, handlers) {
+  const focused = root.contains(document.activeElement) ? document.activeElement.dataset.index : null;
   root.replaceChildren();
   view.tokens.forEach((token, i) => {
     const b = document.createElement("button");
@@ -26,5 +27,6 @@ export function renderTokens(root, view, handlers) {
     b.addEventListener("mouseleave", () => handlers.onHover(null));
     b.addEventListener("blur", () => handlers.onHover(null));
     root.append(b);
+    if (focused === String(i)) b.focus();
   });
 }

@@ -1,0 +1,121 @@
+"""Browser tests: the Debian chromium package driven by pytest-playwright against a real `attnlab serve`.
+
+They fail (never skip) when chromium is missing or cannot start: the page is only tested if it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from playwright.sync_api import Page, Request
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: install the Debian chromium package (.ci/run does)")
+    return {**browser_type_launch_args, "executable_path": str(CHROMIUM), "headless": True, "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]:
+    return {**browser_context_args, "viewport": {"width": 1400, "height": 900}, "accept_downloads": True}
+
+
+@dataclass
+class PageLog:
+    """What a page did: every request URL, console errors, uncaught exceptions, dialogs."""
+
+    requests: list[str] = field(default_factory=list)
+    api_bodies: list[dict[str, Any]] = field(default_factory=list)
+    console_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+
+    def external(self) -> list[str]:
+        return [
+            u
+            for u in self.requests
+            if urlparse(u).scheme not in ("data", "blob") and urlparse(u).hostname != "127.0.0.1"
+        ]
+
+    def attention_requests(self) -> list[dict[str, Any]]:
+        return [b for b in self.api_bodies if b.get("include")]
+
+
+def _record(page: Page, log: PageLog) -> None:
+    def on_request(req: Request) -> None:
+        log.requests.append(req.url)
+        if req.url.endswith("/api/attention") and req.method == "POST":
+            log.api_bodies.append(req.post_data_json)
+
+    page.on("request", on_request)
+    page.on("console", lambda m: log.console_errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: log.page_errors.append(str(e)))
+
+    def on_dialog(d: Any) -> None:
+        log.dialogs.append(d.message)
+        d.dismiss()
+
+    page.on("dialog", on_dialog)
+
+
+@pytest.fixture
+def page_log(page: Page) -> PageLog:
+    log = PageLog()
+    _record(page, log)
+    return log
+
+
+@pytest.fixture
+def open_page(page: Page, page_log: PageLog, live_server: str) -> Callable[..., Page]:
+    """Open attnlab at `query` (a query string, or "" for the defaults) and wait for the heads to draw."""
+
+    def open_(query: str = "", wait: bool = True) -> Page:
+        page.goto(f"{live_server}/{query}")
+        if wait:
+            wait_idle(page)
+        return page
+
+    return open_
+
+
+def wait_idle(page: Page) -> None:
+    """Wait until at least one head is drawn and no computation is in flight."""
+    page.wait_for_selector("[data-testid=head-heatmap]", timeout=20_000)
+    page.wait_for_function("document.getElementById('views').getAttribute('aria-busy') === 'false'", timeout=20_000)
+
+
+def masked_cells(page: Page, index: int = 0) -> set[tuple[int, int]]:
+    raw = page.locator("[data-testid=head-heatmap]").nth(index).get_attribute("data-masked-cells") or ""
+    return {(int(q), int(k)) for q, k in (c.split("-") for c in raw.split(",") if c)}
+
+
+@pytest.fixture
+def run_and_wait(page: Page) -> Iterator[Callable[[Callable[[], None]], dict[str, Any]]]:
+    """Do an action that triggers a computation; return the POST body it sent once the page has redrawn."""
+
+    def go(action: Callable[[], None]) -> dict[str, Any]:
+        with page.expect_response(lambda r: r.url.endswith("/api/attention")) as resp:
+            action()
+        body = resp.value.request.post_data_json
+        wait_idle(page)
+        return body  # type: ignore[no-any-return]
+
+    yield go

@@ -1,0 +1,216 @@
+"""The page's pure JS helpers, imported as ES modules in the real browser and called directly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Page
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def js(page: Page, live_server: str) -> Callable[[str], Any]:
+    """Evaluate an async JS body that may `await mod("state.js")` to load one of the page's modules."""
+    page.goto(f"{live_server}/api/health")
+
+    def run(body: str) -> Any:
+        return page.evaluate(f"async () => {{ const mod = (n) => import('/static/js/' + n); {body} }}")
+
+    return run
+
+
+def test_state_round_trips_through_the_url(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const S = await mod('state.js');
+        const s = S.defaultState();
+        Object.assign(s, {model: 'random', text: 'a b <c> & d',
+          options: {d_model: 32, heads: 8, seed: 7, positions: true},
+          allMasked: 'zero', scale: false, view: 'scores', palette: 'cividis', layer: 'all',
+          focus: [2, 5], query: 3, page: 1});
+        s.masks = {causal: true, window: 2, padded: [0, 4], blocked: [[1, 0], [3, 2]]};
+        const back = S.decodeState('?' + S.encodeState(s));
+        const tb = S.defaultState();
+        tb.matrices = {x: [[1, 2]], w_q: [[0.5]], w_k: [[1]], w_v: [[-1e-3]]};
+        return {s, back, tb: S.decodeState(S.encodeState(tb)).matrices, none: S.decodeState('?t=hello'),
+                junk: S.decodeState('?m=random&pad=x,-1,2&block=1-a,2-3&view=nope&layer=-4&focus=a.b&query=-2&mx=%7B')};
+        """
+    )
+    assert out["back"] == out["s"]
+    assert out["tb"] == {"x": [[1, 2]], "w_q": [[0.5]], "w_k": [[1]], "w_v": [[-0.001]]}
+    assert out["none"] is None
+    junk = out["junk"]
+    assert junk["masks"]["padded"] == [2] and junk["masks"]["blocked"] == [[2, 3]]
+    assert (junk["view"], junk["layer"], junk["focus"], junk["query"], junk["matrices"]) == (
+        "weights",
+        0,
+        None,
+        None,
+        None,
+    )
+
+
+def test_build_request_matches_the_api(js: Callable[[str], Any], live_server: str) -> None:
+    out = js(
+        """
+        const S = await mod('state.js');
+        const s = S.defaultState();
+        Object.assign(s, {model: 'random', text: 'w x y z', options: {d_model: 16, heads: 2, kv_heads: null, seed: 1}});
+        s.masks = {causal: true, window: null, padded: [1, 9], blocked: [[3, 0], [8, 8]]};
+        const multi = S.buildRequest({...s, layer: 2}, {layers: 6, heads: 12, d_model: 384}, 4);
+        const req = S.buildRequest(s, {layers: 1, heads: 4, d_model: 64}, 4);
+        return {req, multi, fit: S.fitRows([[1, 2], [3, 4]], 3)};
+        """
+    )
+    req = out["req"]
+    assert req["masks"] == {"causal": True, "padding": [True, False, True, True], "window": None, "blocked": [[3, 0]]}
+    assert req["options"] == {"d_model": 16, "heads": 2, "seed": 1}
+    assert "layer" not in req and "contexts" in req["include"] and "qkv" not in req["include"]
+    assert out["multi"]["layer"] == 2 and "contexts" not in out["multi"]["include"]
+    assert out["fit"] == [[1, 2], [3, 4], [0, 0]]
+    resp = httpx.post(f"{live_server}/api/attention", json=req, timeout=30)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["masks"]["padding"] == [True, False, True, True]
+
+
+@pytest.mark.parametrize(
+    "masks",
+    [
+        {"causal": True, "window": None, "padded": [], "blocked": []},
+        {"causal": False, "window": 2, "padded": [3], "blocked": [[0, 1]]},
+        {"causal": True, "window": 3, "padded": [0, 5], "blocked": [[4, 4], [5, 1]]},
+    ],
+)
+def test_page_eligibility_agrees_with_the_engine(
+    js: Callable[[str], Any], live_server: str, masks: dict[str, Any]
+) -> None:
+    import json
+
+    page_side = js(f"const M = await mod('masks.js'); return M.eligibility({json.dumps(masks)}, 6);")
+    req = js(f"const M = await mod('masks.js'); return M.masksRequest({json.dumps(masks)}, 6);")
+    resp = httpx.post(
+        f"{live_server}/api/attention",
+        json={"model": "random", "text": "a b c d e f", "masks": req, "all_masked": "zero", "include": []},
+        timeout=30,
+    )
+    assert resp.status_code == 200, resp.text
+    assert page_side == resp.json()["eligible"]
+
+
+def test_mask_edits_are_pure(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const M = await mod('masks.js');
+        const b0 = [[2, 1]];
+        const b1 = M.toggleBlocked(b0, 0, 3);
+        const prev = {model: 'r', tokens: ['a', 'b'], eligible: [[true, true], [true, true]],
+                      layers: [{index: 0, heads: [{index: 0, weights: [[0.5, 0.5], [0.5, 0.5]]}]}]};
+        const next = {model: 'r', tokens: ['a', 'b'], eligible: [[true, false], [true, true]],
+                      layers: [{index: 0, heads: [{index: 0, weights: [[1, 0], [0.5, 0.5]]}]}]};
+        return {b0, b1, b2: M.toggleBlocked(b1, 2, 1), p: M.togglePadded([4], 1), p2: M.togglePadded([1, 4], 4),
+                flags: M.paddingFlags([1, 7], 3), none: M.paddingFlags([], 3),
+                back: M.paddedFromFlags([true, false, false]),
+                clamp: M.clampMasks({causal: true, padded: [0, 3], blocked: [[0, 2], [1, 1]]}, 2),
+                reasons: M.maskReasons({causal: true, window: 1, padded: [2], blocked: [[0, 2]]}, 0, 2),
+                rows: M.emptyRows([[false, false], [true, false]]), split: M.splitTokens('  a\\tb  c\\n'),
+                diff: M.diffResults(prev, next, 0),
+                other: M.diffResults(prev, {...next, tokens: ['a', 'c']}, 0).comparable};
+        """
+    )
+    assert out["b0"] == [[2, 1]] and out["b1"] == [[0, 3], [2, 1]] and out["b2"] == [[0, 3]]
+    assert out["p"] == [1, 4] and out["p2"] == [1]
+    assert out["flags"] == [True, False, True] and out["none"] is None and out["back"] == [1, 2]
+    assert out["clamp"] == {"causal": True, "padded": [0], "blocked": [[1, 1]]}
+    assert out["reasons"] == ["causal", "window", "padding", "blocked"]
+    assert out["rows"] == [0] and out["split"] == ["a", "b", "c"]
+    d = out["diff"]
+    assert d["comparable"] and d["newlyMasked"] == [[0, 1]] and d["newlyEligible"] == []
+    assert d["maxDelta"] == 0.5 and d["where"] == {"head": 0, "q": 0, "k": 0}
+    assert out["other"] is False
+
+
+def test_colour_scales(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const C = await mod('colors.js');
+        return {lo: C.colorAt(C.VIRIDIS, 0), hi: C.colorAt(C.VIRIDIS, 1), clampLo: C.colorAt(C.VIRIDIS, -3),
+                nan: C.colorAt(C.VIRIDIS, NaN), mid: C.colorAt(C.RDBU, 0.5),
+                scores: C.scaleFor('scores', 'viridis', 2.5),
+                zero: C.scaleFor('scores', 'viridis', 0), weights: C.scaleFor('weights', 'cividis', 9),
+                maxAbs: C.maxAbsEligible([{scores: [[1, -7], [3, 2]]}], [[true, false], [true, true]]),
+                plotly: C.plotlyScale(['#000000', '#ffffff']), ink: [C.inkOn([253, 231, 37]), C.inkOn([68, 1, 84])],
+                maskIsOffScale: [...C.VIRIDIS, ...C.CIVIDIS, ...C.RDBU].includes(C.MASK_FILL)};
+        """
+    )
+    assert out["lo"] == [68, 1, 84] and out["hi"] == [253, 231, 37] and out["clampLo"] == out["lo"] == out["nan"]
+    assert out["mid"] == [247, 247, 247]
+    assert (out["scores"]["min"], out["scores"]["max"]) == (-2.5, 2.5) and out["zero"]["max"] == 1
+    assert (out["weights"]["min"], out["weights"]["max"]) == (0, 1) and out["weights"]["stops"][0] == "#00224e"
+    assert out["maxAbs"] == 3
+    assert out["plotly"] == [[0, "#000000"], [1, "#ffffff"]]
+    assert out["ink"] == ["#111", "#fff"] and out["maskIsOffScale"] is False
+
+
+def test_heatmap_geometry(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const H = await mod('heatmap.js');
+        const L = H.layoutFor(10, {cell: 12, labels: true});
+        const hits = [];
+        for (let q = 0; q < 10; q++) for (let k = 0; k < 10; k++) {
+          const c = H.cellAt(L, L.left + k * 12 + 6, L.top + q * 12 + 6);
+          hits.push(c.q === q && c.k === k);
+        }
+        return {all: hits.every(Boolean), outside: [H.cellAt(L, L.left - 1, L.top), H.cellAt(L, L.left, L.top + 120)],
+                masked: H.maskedCells([[true, false], [false, true]]),
+                drawn: H.drawnValues([[0.3, 0.7], [1, 0]], [[true, false], [true, true]]),
+                thin: H.layoutFor(200, {cell: 2, labels: false}).step, t: H.truncate('abcdefghij', 5)};
+        """
+    )
+    assert out["all"] and out["outside"] == [None, None]
+    assert out["masked"] == ["0-1", "1-0"]
+    assert out["drawn"] == [[0.3, None], [1, 0]]
+    assert out["thin"] > 1 and out["t"] == "abcd…"
+
+
+def test_view_helpers(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const heads = await mod('heads.js'), flow = await mod('flow.js'), focus = await mod('focus.js');
+        const rd = await mod('retrieval.js'), api = await mod('api.js'), ex = await mod('exporter.js');
+        const mx = await mod('matrices.js'), el = await mod('eligibility.js'), st = await mod('stats.js');
+        const all = Array.from({length: 72}, (_, i) => i);
+        const m = {x: [[1]], w_q: [[1]], w_k: [[1]], w_v: [[1]]};
+        return {
+          p0: heads.pageOf(all, 0), p9: heads.pageOf(all, 9), cells: [heads.cellSize(5, 1), heads.cellSize(200, 24)],
+          vis: [flow.visibleHeads(4), flow.visibleHeads(12)], shape: flow.shape([5, 3]),
+          esc: focus.plotlyText('<b>&x</b>'), path: focus.maskPath([[true, false], [false, false]]).x.length,
+          widths: [rd.lineWidth(0), rd.lineWidth(0.5), rd.lineWidth(1), rd.lineWidth(7)],
+          err: api.describeError(
+            new api.ApiError(422, 'invalid_input', 'masks', 'masks: query rows 0 have no eligible key')),
+          net: api.describeError(new TypeError('Failed to fetch')).message,
+          sheet: ex.sheetLayout([{w: 100, h: 80}, {w: 100, h: 80}, {w: 100, h: 80}], 2),
+          edit: mx.setEntry(m, 'w_q', 0, 0, '2.5').w_q, bad: mx.setEntry(m, 'x', 0, 0, 'abc'), same: m.w_q,
+          code: el.reasonCode({causal: true, window: null, padded: [1], blocked: []}, 0, 1),
+          row: st.statsRow('H0', {mean_entropy: 0.5, masked_mass: [0.2, 0.4], max_masked_weight: 0,
+            max_row_sum_error: 3e-8, eligible_score_min: -1, eligible_score_max: 2, score_min: -3, score_max: 4,
+            mean_distance: 1.234, zero_rows: [2]}),
+        };
+        """
+    )
+    assert (out["p0"]["pages"], len(out["p0"]["items"]), out["p9"]["page"], out["p9"]["items"][0]) == (3, 24, 2, 48)
+    assert out["cells"][0] <= 34 and out["cells"][1] >= 2
+    assert out["vis"][0] == [0, 1, 2, 3] and out["vis"][1] == [0, 1, 2, None, 10, 11]
+    assert out["shape"] == "5 × 3" and out["esc"] == "&lt;b&gt;&amp;x&lt;/b&gt;" and out["path"] == 18
+    w = out["widths"]
+    assert w[0] < w[1] < w[2] == w[3]
+    assert "All-masked rows" in out["err"]["hint"] and out["net"] == "Could not reach the attnlab server."
+    assert out["sheet"]["places"][2]["x"] == out["sheet"]["places"][0]["x"]
+    assert out["sheet"]["places"][2]["y"] > out["sheet"]["places"][0]["y"]
+    assert out["edit"] == [[2.5]] and out["bad"] is None and out["same"] == [[1]]
+    assert out["code"] == "CP"
+    assert out["row"] == ["H0", "0.500", "0.300", "0.000", "✓ 3.0e-8", "-1.000 … 2.000", "-3.000 … 4.000", "1.23", "2"]

@@ -1,0 +1,364 @@
+"""The page a person opens at /: it runs offline, draws one heatmap per head, and every toggle recomputes."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.browser.conftest import PageLog, masked_cells, wait_idle
+
+pytestmark = pytest.mark.browser
+
+RANDOM = "?m=random&t=the+cat+sat+on+the+mat"
+Action = Callable[[Callable[[], None]], dict[str, Any]]
+
+
+def upper_triangle(n: int) -> set[tuple[int, int]]:
+    return {(q, k) for q in range(n) for k in range(n) if k > q}
+
+
+def test_page_loads_offline_without_console_errors(open_page: Callable[..., Page], page_log: PageLog) -> None:
+    page = open_page()
+    expect(page.get_by_test_id("model-select")).to_have_value("textbook")
+    options = page.get_by_test_id("model-select").locator("option").all_inner_texts()
+    assert any(o.startswith("textbook") for o in options) and any(o.startswith("random") for o in options)
+    expect(page.get_by_test_id("token")).to_have_count(5)
+    expect(page.get_by_test_id("retrieval-diagram")).to_be_visible()
+    expect(page.get_by_test_id("error-banner")).to_be_hidden()
+    assert page.evaluate("typeof window.Plotly") == "object"
+    assert "/vendor/plotly.min.js" in " ".join(page_log.requests)
+    assert page_log.external() == []
+    assert page_log.console_errors == []
+    assert page_log.page_errors == []
+
+
+def test_textbook_defaults_are_causal_with_position_5_padding(open_page: Callable[..., Page]) -> None:
+    page = open_page()
+    expect(page.get_by_test_id("mask-causal")).to_be_checked()
+    expect(page.get_by_test_id("token").nth(4)).to_have_attribute("aria-pressed", "true")
+    assert masked_cells(page) == upper_triangle(5) | {(q, 4) for q in range(5)}
+
+
+def test_typing_a_sequence_and_running_draws_one_heatmap_per_head(
+    open_page: Callable[..., Page], run_and_wait: Action
+) -> None:
+    page = open_page()
+    body = run_and_wait(lambda: page.get_by_test_id("model-select").select_option("random"))
+    assert body["model"] == "random"
+    expect(page.get_by_test_id("head-heatmap")).to_have_count(4)
+    page.locator("#opt-heads").fill("8")
+    body = run_and_wait(lambda: page.locator("#opt-heads").dispatch_event("change"))
+    assert body["options"]["heads"] == 8
+    page.get_by_test_id("sequence-input").fill("one two three four five six seven")
+    body = run_and_wait(lambda: page.get_by_test_id("run-button").click())
+    assert body["text"] == "one two three four five six seven"
+    expect(page.get_by_test_id("head-heatmap")).to_have_count(8)
+    expect(page.get_by_test_id("token")).to_have_text(["0one", "1two", "2three", "3four", "4five", "5six", "6seven"])
+    assert page.locator("[data-testid=head-heatmap] canvas").count() == 8
+
+
+def test_causal_toggle_sends_a_causal_request_and_masks_the_upper_triangle(
+    open_page: Callable[..., Page], run_and_wait: Action
+) -> None:
+    page = open_page(RANDOM)
+    n = 6
+    expect(page.get_by_test_id("mask-causal")).not_to_be_checked()
+    assert all(masked_cells(page, i) == set() for i in range(4))
+    body = run_and_wait(lambda: page.get_by_test_id("mask-causal").check())
+    assert body["masks"]["causal"] is True
+    for i in range(4):
+        assert masked_cells(page, i) == upper_triangle(n)
+    # the large head's plotly z is null exactly on the masked cells: drawn as masked, not as a number
+    z = page.evaluate("document.getElementById('focus-plot').data[2].z")
+    assert {(q, k) for q in range(n) for k in range(n) if z[q][k] is None} == upper_triangle(n)
+    assert all(z[q][k] is not None for q in range(n) for k in range(q + 1))
+    expect(page.locator("#change-summary")).to_contain_text("15 cells became masked")
+    body = run_and_wait(lambda: page.get_by_test_id("mask-causal").uncheck())
+    assert body["masks"]["causal"] is False
+    assert masked_cells(page) == set()
+
+
+def test_masked_cells_are_painted_as_hatch_not_scale_colours(open_page: Callable[..., Page]) -> None:
+    page = open_page(RANDOM + "&causal=1")
+    pixels = page.evaluate(
+        """() => {
+          const fig = document.querySelector('[data-testid=head-heatmap]');
+          const ctx = fig.querySelector('canvas').getContext('2d');
+          const r = window.devicePixelRatio || 1;
+          const {left, top, cell} = JSON.parse(fig.dataset.layout);
+          const cellPixels = (q, k) => {
+            const side = (cell - 2) * r;
+            const d = ctx.getImageData((left + k * cell + 1) * r, (top + q * cell + 1) * r, side, side);
+            const out = [];
+            for (let i = 0; i < d.data.length; i += 4) out.push([d.data[i], d.data[i + 1], d.data[i + 2]]);
+            return out;
+          };
+          return {masked: cellPixels(0, 5), eligible: cellPixels(5, 0)};
+        }"""
+    )
+    grey = [p for p in pixels["masked"] if max(p) - min(p) <= 2]
+    assert len(grey) == len(pixels["masked"]), "a masked cell holds a non-grey pixel"
+    shades = {p[0] for p in grey}
+    assert 228 in shades and min(shades) < 200, shades  # the light ground and the dark hatch lines
+    assert all(max(p) - min(p) > 20 for p in pixels["eligible"]), "an eligible cell is drawn grey"
+
+
+def test_clicking_a_token_marks_it_padding_and_back(open_page: Callable[..., Page], run_and_wait: Action) -> None:
+    page = open_page(RANDOM)
+    token = page.get_by_test_id("token").nth(2)
+    body = run_and_wait(lambda: token.click())
+    assert body["masks"]["padding"] == [True, True, False, True, True, True]
+    token = page.get_by_test_id("token").nth(2)
+    expect(token).to_have_attribute("aria-pressed", "true")
+    expect(token).to_have_class(re.compile(r"\bpadded\b"))
+    assert masked_cells(page) == {(q, 2) for q in range(6)}
+    body = run_and_wait(lambda: page.get_by_test_id("token").nth(2).click())
+    assert body["masks"]["padding"] is None
+    expect(page.get_by_test_id("token").nth(2)).to_have_attribute("aria-pressed", "false")
+    assert masked_cells(page) == set()
+
+
+def test_a_token_toggles_padding_from_the_keyboard(open_page: Callable[..., Page], run_and_wait: Action) -> None:
+    page = open_page(RANDOM)
+    page.get_by_test_id("token").nth(1).focus()
+    body = run_and_wait(lambda: page.keyboard.press("Enter"))
+    assert body["masks"]["padding"] == [True, False, True, True, True, True]
+    focused = page.evaluate("document.activeElement.dataset.index")
+    assert focused == "1"
+    body = run_and_wait(lambda: page.keyboard.press("Space"))
+    assert body["masks"]["padding"] is None
+
+
+def test_an_eligibility_cell_blocks_and_unblocks_that_pair(
+    open_page: Callable[..., Page], run_and_wait: Action
+) -> None:
+    page = open_page(RANDOM)
+    cell = page.locator("#eligibility tbody tr").nth(3).locator("button").nth(1)
+    body = run_and_wait(lambda: cell.click())
+    assert body["masks"]["blocked"] == [[3, 1]]
+    assert masked_cells(page) == {(3, 1)}
+    expect(page.locator("#blocked-count")).to_have_text("1 cell blocked")
+    body = run_and_wait(lambda: page.locator("#eligibility tbody tr").nth(3).locator("button").nth(1).click())
+    assert body["masks"]["blocked"] == []
+
+
+def test_window_scale_and_policy_reach_the_request(open_page: Callable[..., Page], run_and_wait: Action) -> None:
+    page = open_page(RANDOM)
+    body = run_and_wait(lambda: page.locator("#mask-window-on").check())
+    assert body["masks"]["window"] == 3
+    page.locator("#mask-window").fill("2")
+    body = run_and_wait(lambda: page.locator("#mask-window").dispatch_event("change"))
+    assert body["masks"]["window"] == 2
+    assert masked_cells(page) == {(q, k) for q in range(6) for k in range(6) if abs(q - k) >= 2}
+    body = run_and_wait(lambda: page.locator("#scale").uncheck())
+    assert body["scale"] is False
+    body = run_and_wait(lambda: page.locator("#all-masked").select_option("zero"))
+    assert body["all_masked"] == "zero"
+
+
+def test_a_permalink_restores_the_same_view(
+    open_page: Callable[..., Page], run_and_wait: Action, page: Page, live_server: str
+) -> None:
+    open_page(RANDOM)
+    run_and_wait(lambda: page.get_by_test_id("mask-causal").check())
+    run_and_wait(lambda: page.get_by_test_id("token").nth(4).click())
+    last = run_and_wait(lambda: page.locator("#eligibility tbody tr").nth(5).locator("button").nth(0).click())
+    page.locator("input[name=view][value=scores]").check()
+    page.locator("[data-testid=head-heatmap]").nth(2).click()
+    page.locator("#retrieval g[data-query='3']").click()
+    link = page.url
+    before = {
+        "masked": masked_cells(page),
+        "views": page.locator("[data-testid=head-heatmap]").evaluate_all("els => els.map(e => e.dataset.view)"),
+        "focus": page.locator("#focus-plot").get_attribute("data-head"),
+        "query": page.get_by_test_id("retrieval-diagram").get_attribute("data-query"),
+        "z": page.evaluate("document.getElementById('focus-plot').data[2].z"),
+    }
+    assert before["views"] == ["scores"] * 4 and before["focus"] == "2" and before["query"] == "3"
+
+    other = page.context.new_page()
+    bodies: list[dict[str, Any]] = []
+    other.on("request", lambda r: bodies.append(r.post_data_json) if r.url.endswith("/api/attention") else None)
+    other.goto(link)
+    wait_idle(other)
+    assert bodies[-1]["masks"] == last["masks"]
+    assert bodies[-1]["text"] == "the cat sat on the mat"
+    expect(other.get_by_test_id("mask-causal")).to_be_checked()
+    expect(other.get_by_test_id("token").nth(4)).to_have_attribute("aria-pressed", "true")
+    after = {
+        "masked": masked_cells(other),
+        "views": other.locator("[data-testid=head-heatmap]").evaluate_all("els => els.map(e => e.dataset.view)"),
+        "focus": other.locator("#focus-plot").get_attribute("data-head"),
+        "query": other.get_by_test_id("retrieval-diagram").get_attribute("data-query"),
+        "z": other.evaluate("document.getElementById('focus-plot').data[2].z"),
+    }
+    assert after == before
+    other.close()
+
+
+def test_token_markup_is_shown_as_text_and_runs_nothing(
+    open_page: Callable[..., Page], page_log: PageLog, run_and_wait: Action
+) -> None:
+    page = open_page(RANDOM)
+    evil = (
+        "<img src=x onerror=window.__pwned=1> <svg/onload=window.__pwned=2> "
+        "<script>window.__pwned=3</script> <b>bold</b> &amp;"
+    )
+    page.get_by_test_id("sequence-input").fill(evil)
+    run_and_wait(lambda: page.get_by_test_id("run-button").click())
+    texts = page.get_by_test_id("token").locator(".text").all_text_contents()
+    assert " ".join(texts) == evil
+    assert texts[3] == "<svg/onload=window.__pwned=2>"
+    assert page.locator("#tokens img, #tokens svg, #tokens script, #tokens b").count() == 0
+    assert page.locator("img").count() == 0
+    assert page.locator("[onload], [onerror]").count() == 0
+    assert page.locator("script:not([src])").count() == 0
+    # the tooltip, the retrieval diagram and the plotly axis all carry the token as text
+    svg_text = page.get_by_test_id("retrieval-diagram").text_content() or ""
+    assert "<svg/onload" in svg_text
+    ticks = page.locator("#focus-plot .xtick text").all_text_contents()
+    assert any(t.startswith("<svg/onload") for t in ticks), ticks
+    assert any(t.startswith("<b>bold</b>") for t in ticks), ticks
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.__pwned") is None
+    assert page_log.dialogs == []
+    assert page_log.page_errors == []
+
+
+def test_an_api_error_shows_the_banner_in_plain_words(open_page: Callable[..., Page], run_and_wait: Action) -> None:
+    page = open_page(RANDOM)
+    page.locator("#opt-heads").fill("7")
+    run_and_wait(lambda: page.locator("#opt-heads").dispatch_event("change"))
+    banner = page.get_by_test_id("error-banner")
+    expect(banner).to_be_visible()
+    expect(banner).to_contain_text("width must divide by heads")
+    expect(banner).to_have_attribute("role", "alert")
+    page.locator("#opt-heads").fill("4")
+    run_and_wait(lambda: page.locator("#opt-heads").dispatch_event("change"))
+    expect(banner).to_be_hidden()
+
+
+def test_a_row_with_no_eligible_key_explains_the_policy(open_page: Callable[..., Page], run_and_wait: Action) -> None:
+    page = open_page()  # textbook: causal, so padding position 0 leaves query 0 with no key
+    run_and_wait(lambda: page.get_by_test_id("token").nth(0).click())
+    banner = page.get_by_test_id("error-banner")
+    expect(banner).to_be_visible()
+    expect(banner).to_contain_text("no eligible key")
+    expect(banner).to_contain_text("All-masked rows")
+    body = run_and_wait(lambda: page.locator("#all-masked").select_option("zero"))
+    assert body["all_masked"] == "zero"
+    expect(banner).to_be_hidden()
+    expect(page.locator("#stats tbody td").nth(7)).to_have_text("0")
+
+
+def test_hovering_a_cell_shows_query_key_score_and_weight(open_page: Callable[..., Page]) -> None:
+    page = open_page(RANDOM)
+    fig = page.locator("[data-testid=head-heatmap]").nth(1)
+    layout = fig.get_attribute("data-layout")
+    assert layout
+    box = fig.locator("canvas").bounding_box()
+    assert box
+    g = json.loads(layout)
+    page.mouse.move(box["x"] + g["left"] + g["cell"] * 1.5, box["y"] + g["top"] + g["cell"] * 3.5)
+    tip = page.locator("#tooltip")
+    expect(tip).to_be_visible()
+    expect(tip).to_contain_text("head 1")
+    expect(tip).to_contain_text("query 3 “on” → key 1 “cat”")
+    expect(tip).to_contain_text("score")
+    expect(tip).to_contain_text("weight")
+    lit = page.get_by_test_id("token").evaluate_all(
+        "els => els.filter(e => e.classList.contains('lit')).map(e => e.dataset.index)"
+    )
+    assert lit == ["1", "3"]
+
+
+def test_hovering_a_token_lights_its_row_and_column_in_every_head(open_page: Callable[..., Page]) -> None:
+    page = open_page(RANDOM)
+    page.get_by_test_id("token").nth(2).hover()
+    lit = page.locator("[data-testid=head-heatmap]").evaluate_all("els => els.map(e => e.dataset.highlight)")
+    assert lit == ["2,2"] * 4
+
+
+def test_clicking_a_head_opens_it_large(open_page: Callable[..., Page]) -> None:
+    page = open_page(RANDOM)
+    page.locator("[data-testid=head-heatmap]").nth(3).focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#focus-plot")).to_have_attribute("data-head", "3")
+    expect(page.locator("#focus-title")).to_have_text("Head 3, large")
+    expect(page.locator("[data-testid=head-heatmap]").nth(3)).to_have_attribute("aria-pressed", "true")
+    assert "focus=0.3" in page.url
+
+
+def test_retrieval_diagram_blocks_masked_keys_and_follows_arrow_keys(
+    open_page: Callable[..., Page], run_and_wait: Action
+) -> None:
+    page = open_page(RANDOM + "&causal=1&query=2")
+    svg = page.get_by_test_id("retrieval-diagram")
+    expect(svg).to_have_attribute("data-query", "2")
+    assert svg.locator(".rd-line").count() == 6
+    assert svg.locator(".rd-line.rd-blocked").count() == 3
+    widths = svg.locator(".rd-line:not(.rd-blocked)").evaluate_all(
+        "els => els.map(e => +e.getAttribute('stroke-width'))"
+    )
+    assert len(widths) == 3 and all(w > 0 for w in widths)
+    svg.focus()
+    page.keyboard.press("ArrowDown")
+    expect(svg).to_have_attribute("data-query", "3")
+    assert svg.locator(".rd-line.rd-blocked").count() == 2
+
+
+def test_scores_view_keeps_masked_cells_masked(open_page: Callable[..., Page]) -> None:
+    page = open_page(RANDOM + "&causal=1")
+    page.locator("input[name=view][value=scores]").check()
+    expect(page.locator("[data-testid=head-heatmap]").first).to_have_attribute("data-view", "scores")
+    z = page.evaluate("document.getElementById('focus-plot').data[2].z")
+    assert all(z[q][k] is None for q, k in upper_triangle(6))
+    assert all(abs(v) < 1e6 for row in z for v in row if v is not None)
+    expect(page.locator("#legend")).to_contain_text("score")
+
+
+def test_textbook_numbers_are_editable(open_page: Callable[..., Page], run_and_wait: Action) -> None:
+    page = open_page()
+    page.locator("#textbook-matrices summary").click()
+    cell = page.get_by_label("W_Q row 1 column 1")
+    cell.fill("2")
+    body = run_and_wait(lambda: cell.dispatch_event("change"))
+    assert body["weights"]["w_q"][0][0] == 2
+    assert body["x"][0] == [1.0, 0.0, 0.2, 0.1]
+    assert "mx=" in page.url
+
+
+def test_export_downloads_png_and_json(open_page: Callable[..., Page]) -> None:
+    page = open_page(RANDOM)
+    with page.expect_download() as png:
+        page.locator("#export-png").click()
+    path = png.value.path()
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with page.expect_download() as js:
+        page.locator("#export-json").click()
+    data = json.loads(js.value.path().read_text())
+    assert data["response"]["tokens"] == ["the", "cat", "sat", "on", "the", "mat"]
+    assert data["request"]["model"] == "random"
+    assert "m=random" in data["link"]
+
+
+def test_controls_are_reachable_by_keyboard_with_visible_focus(open_page: Callable[..., Page]) -> None:
+    page = open_page()
+    seen: list[str] = []
+    for _ in range(60):
+        page.keyboard.press("Tab")
+        info = page.evaluate(
+            """() => { const e = document.activeElement; const s = getComputedStyle(e);
+                 return {id: e.id || e.dataset.testid || e.tagName,
+                         outline: s.outlineStyle, width: s.outlineWidth}; }"""
+        )
+        seen.append(info["id"])
+        if info["id"] in ("model-select", "mask-causal", "run-button", "token"):
+            assert info["outline"] != "none" and info["width"] != "0px", info
+    for wanted in ("model-select", "sequence-input", "run-button", "mask-causal", "token", "retrieval"):
+        assert wanted in seen, (wanted, seen)
