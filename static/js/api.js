@@ -66,3 +66,14 @@ export async function fetchAttention(request, signal) {
   });
   return parse(resp);
 }
+
+// The same result as a NumPy .npz archive (one array per matrix, the rest in meta.json).
+export async function fetchAttentionNpz(request) {
+  const resp = await fetch("/api/attention", {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "application/x-npz" },
+    body: JSON.stringify(request),
+  });
+  if (!resp.ok) await parse(resp);
+  return resp.blob();
+}

@@ -1,9 +1,11 @@
 // The eligibility grid: which (query, key) pairs may attend, and which mask rules each one out.
 // Each cell is a button: activate it to block or unblock that pair.
 
+import { cellAt, drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 import { maskReasons } from "./masks.js";
 
-export const MAX_GRID_TOKENS = 32;
+export const MAX_GRID_TOKENS = 32; // beyond this the grid is drawn on a canvas instead of as buttons
+export const ELIGIBLE_FILL = "#a6d8b5";
 export const REASON_CODE = { causal: "C", window: "W", padding: "P", blocked: "B" };
 
 // The short code a cell shows: "" when eligible, else the letters of the masks that exclude it.
@@ -16,18 +18,33 @@ export function renderEligibility(root, view, onCell) {
   const S = view.tokens.length;
   if (S > MAX_GRID_TOKENS) {
     const p = document.createElement("p");
-    p.className = "muted";
-    p.textContent = `The grid is drawn for up to ${MAX_GRID_TOKENS} positions; this sequence has ${S}. The heatmaps hatch every masked cell.`;
-    root.append(p);
+    p.className = "muted small";
+    p.textContent = "green: eligible · hatched: masked · click a cell to block or unblock it";
+    const canvas = document.createElement("canvas");
+    canvas.setAttribute("aria-label", `eligibility of ${S} x ${S} query-key pairs`);
+    const L = layoutFor(S, { cell: Math.max(3, Math.min(10, Math.floor(360 / S))), labels: S <= 64, maxLabel: 6 });
+    drawHeatmap(sizeCanvas(canvas, L), {
+      matrix: view.eligible.map((row) => row.map(() => 1)), eligible: view.eligible, blocked: view.blocked,
+      tokens: view.tokens, scale: { stops: [ELIGIBLE_FILL, ELIGIBLE_FILL], min: 0, max: 1 }, layout: L,
+    });
+    canvas.addEventListener("click", (e) => {
+      const r = canvas.getBoundingClientRect();
+      const at = cellAt(L, e.clientX - r.left, e.clientY - r.top);
+      if (at) onCell(at.q, at.k);
+    });
+    root.append(p, canvas);
     return;
   }
   const table = document.createElement("table");
   table.className = "elig";
   const cap = document.createElement("caption");
-  cap.textContent = "Rows: query position · columns: key position · ✓ eligible · C causal · W window · P padding · B blocked";
+  cap.textContent = "✓ eligible · C causal · W window · P padding · B blocked by you";
   table.append(cap);
   const head = document.createElement("tr");
-  head.append(document.createElement("th"));
+  const corner = document.createElement("th");
+  corner.className = "corner";
+  corner.textContent = "query ↓ key →";
+  head.append(corner);
   view.tokens.forEach((t, k) => {
     const th = document.createElement("th");
     th.scope = "col";

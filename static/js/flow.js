@@ -85,7 +85,7 @@ export function renderFlow(root, caption, view, layer, onOpen) {
     col.append(b);
   }
   root.append(col, arrow());
-  root.append(box("flow-concat", "Concatenate", shape([S, H * c.d_v]), `${H} heads × d_v ${c.d_v}`));
+  root.append(box("flow-concat", "Concatenate", shape([S, H * c.d_v]), `${H} head${H === 1 ? "" : "s"} × d_v ${c.d_v}`));
   root.append(arrow());
   if (c.has_w_o) {
     root.append(box("flow-wo", "× W_O", shape([H * c.d_v, c.d_out])));

@@ -6,6 +6,7 @@ import { drawnValues } from "./heatmap.js";
 import { maskReasons } from "./masks.js";
 
 export const ANNOTATE_MAX_TOKENS = 12; // print the value in each cell up to this many positions
+export const MAX_TICKS = 24; // beyond this many positions every n-th one is labelled
 export const FOCUS_HEIGHT = 430;
 
 // Plotly reads a few HTML-like tags and entities in its strings; tokens are escaped so they stay text.
@@ -50,7 +51,9 @@ export function renderFocus(el, view, head, layer, onCell) {
   const z = drawnValues(matrix, view.eligible);
   const hover = matrix.map((row, q) => row.map((_, k) => hoverText(view, head, q, k)));
   const idx = view.tokens.map((_, i) => i);
-  const ticks = tickLabels(view.tokens);
+  const every = Math.ceil(S / MAX_TICKS);
+  const tickIdx = idx.filter((i) => i % every === 0);
+  const ticks = tickLabels(view.tokens).filter((_, i) => i % every === 0);
   const maskedZ = view.eligible.map((row) => row.map((ok) => (ok ? null : 1)));
   const path = maskPath(view.eligible);
   const traces = [
@@ -74,7 +77,7 @@ export function renderFocus(el, view, head, layer, onCell) {
     traces.push({
       type: "scatter", mode: "markers", hoverinfo: "skip", showlegend: false,
       x: view.blocked.map(([, k]) => k), y: view.blocked.map(([q]) => q),
-      marker: { symbol: "x-thin-open", size: Math.max(8, Math.min(22, 260 / S)), line: { width: 2, color: "#202020" } },
+      marker: { symbol: "x-thin-open", color: "#202020", size: Math.max(8, Math.min(22, 260 / S)), line: { width: 2, color: "#202020" } },
     });
   }
   const shapes = (view.changed || []).map(([q, k]) => ({
@@ -82,9 +85,9 @@ export function renderFocus(el, view, head, layer, onCell) {
     line: { color: "#000", width: 1.5, dash: "dot" },
   }));
   const axis = (title) => ({
-    title: { text: title, standoff: 6 }, tickmode: "array", tickvals: idx, ticktext: ticks,
+    title: { text: title, standoff: 6 }, tickmode: "array", tickvals: tickIdx, ticktext: ticks,
     showgrid: false, zeroline: false, fixedrange: false, automargin: true,
-    tickfont: { size: S > 40 ? 8 : 11 },
+    tickfont: { size: S > 16 ? 9 : 11 },
   });
   const layout = {
     height: FOCUS_HEIGHT,

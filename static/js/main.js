@@ -1,7 +1,7 @@
 // attnlab's page: one state object, one `run()` that asks the API, one `render()` that redraws every view.
 // Each view lives in its own module; this file wires controls to state and state to views.
 
-import { ApiError, describeError, fetchAttention, fetchModels } from "./api.js";
+import { ApiError, describeError, fetchAttention, fetchAttentionNpz, fetchModels } from "./api.js";
 import { PALETTES, RDBU, maxAbsEligible, scaleFor } from "./colors.js";
 import { renderEligibility } from "./eligibility.js";
 import { download, headsPng } from "./exporter.js";
@@ -565,6 +565,14 @@ function bindControls() {
     const stops = state.view === "scores" ? RDBU : PALETTES[state.palette];
     const blob = await headsPng(cards, title, stops);
     if (blob) download(`attnlab-${app.result.model}-heads.png`, blob);
+  });
+  $("export-npz").addEventListener("click", async () => {
+    if (!app.request) return;
+    try {
+      download(`attnlab-${app.result.model}.npz`, await fetchAttentionNpz(app.request));
+    } catch (err) {
+      showError(err);
+    }
   });
   $("export-json").addEventListener("click", () => {
     if (!app.result) return;

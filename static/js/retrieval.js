@@ -92,7 +92,8 @@ export function renderRetrieval(svg, view, head, q, onQuery) {
     const fill = r.eligible ? rgbString(colorAt(palette, r.weight ?? 0)) : "url(#rd-hatch)";
     const ink = r.eligible ? inkOn(colorAt(palette, r.weight ?? 0)) : "#333";
     g.append(el("rect", { x: COL.key, y: y(r.k) - rh / 2 + 2, width: COL.boxW, height: rh - 4, rx: 4, fill, stroke: r.eligible ? "none" : "#8c8c8c" }));
-    const label = el("text", { x: COL.key + 8, y: y(r.k) + font / 3, "font-size": font, fill: ink }, `${r.k}  ${clip(r.token, 12)}`);
+    const label = el("text", { x: COL.key + 8, y: y(r.k) + font / 3, "font-size": font }, `${r.k}  ${clip(r.token, 12)}`);
+    label.style.fill = ink;
     if (!r.eligible) label.setAttribute("text-decoration", "line-through");
     g.append(label);
     const s = r.score === null ? "–" : r.score.toFixed(3);

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
 from collections.abc import Callable
 from typing import Any
 
@@ -345,6 +346,10 @@ def test_export_downloads_png_and_json(open_page: Callable[..., Page]) -> None:
     assert data["response"]["tokens"] == ["the", "cat", "sat", "on", "the", "mat"]
     assert data["request"]["model"] == "random"
     assert "m=random" in data["link"]
+    with page.expect_download() as npz:
+        page.locator("#export-npz").click()
+    with zipfile.ZipFile(npz.value.path()) as z:
+        assert "layers.0.heads.3.weights.npy" in z.namelist()
 
 
 def test_controls_are_reachable_by_keyboard_with_visible_focus(open_page: Callable[..., Page]) -> None:
