@@ -1,7 +1,7 @@
 // The grid of per-head heatmaps (small multiples), paged so that 72 heads stay fast and readable.
 // Hover a cell: tooltip and linked row/column in every head. Click or Enter on a head: it opens large.
 
-import { cellAt, drawHeatmap, layoutFor, maskedCells, sizeCanvas } from "./heatmap.js";
+import { cellAt, drawHeatmap, drawHighlight, layoutFor, maskedCells, sizeCanvas } from "./heatmap.js";
 
 export const PAGE_SIZE = 24;
 export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 heads on a page, and for more
@@ -100,10 +100,9 @@ export function renderHeads(root, pager, view, handlers) {
   return { page, pages };
 }
 
-// Redraw every visible head (after a hover moves the highlight).
+// Draw every visible head once, keep a copy, then paint the highlight over it.
 export function paintHeads(view, highlight) {
   for (const card of cards) {
-    card.fig.dataset.highlight = highlight ? `${highlight.q ?? ""},${highlight.k ?? ""}` : "";
     const m = view.view === "scores" ? card.item.head.scores : card.item.head.weights;
     drawHeatmap(card.ctx, {
       matrix: m,
@@ -112,10 +111,37 @@ export function paintHeads(view, highlight) {
       tokens: view.tokens,
       scale: view.scale,
       layout: card.layout,
-      highlight: highlight || {},
       changed: view.changed,
     });
+    card.base = document.createElement("canvas");
+    card.base.width = card.canvas.width;
+    card.base.height = card.canvas.height;
+    card.base.getContext("2d").drawImage(card.canvas, 0, 0);
   }
+  highlightHeads(highlight);
+}
+
+let pending = null;
+
+// Move the linked row/column highlight: restore each head from its copy and outline; at most once a frame.
+export function highlightHeads(highlight) {
+  const first = pending === null;
+  pending = { highlight };
+  if (!first) return;
+  requestAnimationFrame(() => {
+    const hl = pending.highlight;
+    pending = null;
+    for (const card of cards) {
+      card.fig.dataset.highlight = hl ? `${hl.q ?? ""},${hl.k ?? ""}` : "";
+      if (!card.base) continue;
+      const ctx = card.ctx;
+      ctx.save();
+      ctx.setTransform(1, 0, 0, 1, 0, 0);
+      ctx.drawImage(card.base, 0, 0);
+      ctx.restore();
+      drawHighlight(ctx, card.layout, hl);
+    }
+  });
 }
 
 // The canvases of the visible heads, for the PNG export.

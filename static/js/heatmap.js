@@ -58,9 +58,10 @@ function hatch(ctx, x, y, w, h) {
   ctx.strokeStyle = MASK_HATCH;
   ctx.lineWidth = 1;
   ctx.beginPath();
-  for (let d = -h; d < w; d += HATCH_GAP) {
-    ctx.moveTo(x + d, y + h);
-    ctx.lineTo(x + d + h, y);
+  // lines x + y = C for C on a global grid, so the stripes of neighbouring runs line up
+  for (let C = Math.floor((x + y) / HATCH_GAP) * HATCH_GAP; C <= x + w + y + h; C += HATCH_GAP) {
+    ctx.moveTo(C - y - h, y + h);
+    ctx.lineTo(C - y, y);
   }
   ctx.stroke();
   ctx.restore();
@@ -90,7 +91,7 @@ export function drawHeatmap(ctx, opts) {
       }
     }
   }
-  // hatch each masked run along a row at once, so the stripes line up
+  // hatch each masked run along a row at once
   for (let q = 0; q < L.seqLen; q++) {
     let start = -1;
     for (let k = 0; k <= L.seqLen; k++) {
@@ -129,15 +130,21 @@ export function drawHeatmap(ctx, opts) {
   ctx.lineWidth = 1;
   ctx.strokeRect(L.left - 0.5, L.top - 0.5, L.plot + 1, L.plot + 1);
   const hl = opts.highlight || {};
-  ctx.lineWidth = 2;
+  if (L.labels) drawAxes(ctx, L, tokens, hl);
+  drawHighlight(ctx, L, hl);
+  ctx.restore();
+}
+
+// Outline query row hl.q and key column hl.k (white under black, visible on every colour).
+export function drawHighlight(ctx, L, hl) {
+  if (!hl) return;
+  const c = L.cell;
   for (const [color, width] of [["#fff", 4], ["#000", 2]]) {
     ctx.strokeStyle = color;
     ctx.lineWidth = width;
     if (hl.q != null) ctx.strokeRect(L.left, L.top + hl.q * c, L.plot, c);
     if (hl.k != null) ctx.strokeRect(L.left + hl.k * c, L.top, c, L.plot);
   }
-  if (L.labels) drawAxes(ctx, L, tokens, hl);
-  ctx.restore();
 }
 
 function drawAxes(ctx, L, tokens, hl) {

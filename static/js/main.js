@@ -7,7 +7,7 @@ import { renderEligibility } from "./eligibility.js";
 import { download, headsPng } from "./exporter.js";
 import { renderFlow } from "./flow.js";
 import { renderFocus } from "./focus.js";
-import { PAGE_SIZE, paintHeads, renderHeads, visibleCanvases } from "./heads.js";
+import { PAGE_SIZE, highlightHeads, renderHeads, visibleCanvases } from "./heads.js";
 import {
   clampMasks,
   diffResults,
@@ -328,7 +328,7 @@ function onQuery(q) {
 
 function setHighlight(h) {
   app.highlight = h;
-  if (app.view) paintHeads(app.view, h);
+  if (app.view) highlightHeads(h);
   document.querySelectorAll("[data-testid=token]").forEach((b) => {
     const i = Number(b.dataset.index);
     b.classList.toggle("lit", !!h && (h.q === i || h.k === i));
