@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 
 from engine.models.base import AttentionModel, ModelInfo, ModelRun, RunInput
 from engine.models.custom import CustomModel
+from engine.models.minilm import MiniLMModel
 from engine.models.random_layer import RandomModel
 from engine.models.textbook import TextbookModel
 
@@ -13,6 +14,7 @@ BUILDERS: dict[str, Callable[[], AttentionModel]] = {
     "textbook": TextbookModel,
     "random": RandomModel,
     "custom": CustomModel,
+    "minilm": MiniLMModel,
 }
 
 

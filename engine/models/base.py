@@ -89,6 +89,14 @@ class AttentionModel(ABC):
     def n_layers(self, inp: RunInput) -> int:
         return self.info.n_layers
 
+    def token_pool(self) -> list[str] | None:
+        """Tokens a random probe sequence may be drawn from; None: the model only runs its own fixed input."""
+        return self.info.vocab
+
+    def frame_tokens(self, words: list[str]) -> tuple[list[str], int]:
+        """The tokens a run needs around `words` (special tokens, say), and the position of words[0]."""
+        return words, 0
+
     def resolve_masks(self, inp: RunInput, seq_len: int) -> MaskSpec:
         if inp.masks is not None:
             return inp.masks

@@ -111,6 +111,10 @@ class RandomModel(AttentionModel):
         options={"d_model": 64, "heads": 4, "kv_heads": None, "seed": 0, "positions": False},
     )
 
+    def token_pool(self) -> list[str]:
+        """Any string is a token here; probe sequences draw from w0 .. w999."""
+        return [f"w{i}" for i in range(1000)]
+
     def tokenize(self, inp: RunInput) -> list[str]:
         if inp.x is not None and inp.text is None and inp.tokens is None:
             return [f"x{i + 1}" for i in range(inp.x.shape[0])]
