@@ -370,3 +370,16 @@ def test_controls_are_reachable_by_keyboard_with_visible_focus(open_page: Callab
             assert info["outline"] != "none" and info["width"] != "0px", info
     for wanted in ("model-select", "sequence-input", "run-button", "mask-causal", "token", "retrieval"):
         assert wanted in seen, (wanted, seen)
+
+
+def test_an_example_sets_model_text_and_options(open_page: Callable[..., Page], run_and_wait: Action) -> None:
+    page = open_page()
+    example = page.locator("#example-select option", has_text="8 heads").get_attribute("value")
+    assert example
+    body = run_and_wait(lambda: page.locator("#example-select").select_option(example))
+    assert body["model"] == "random" and body["options"]["heads"] == 8
+    expect(page.get_by_test_id("head-heatmap")).to_have_count(8)
+    expect(page.get_by_test_id("model-select")).to_have_value("random")
+    body = run_and_wait(lambda: page.locator("#opt-positions").check())
+    assert body["options"]["positions"] is True
+    assert "positions=1" in page.url
