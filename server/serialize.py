@@ -56,7 +56,7 @@ def _split_arrays(node: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
 def as_numpy(t: torch.Tensor) -> np.ndarray:
     """float64 stays float64; every other float goes out as float32 (bfloat16 and float16 widen)."""
     dtype = torch.float64 if t.dtype == torch.float64 else torch.float32
-    return t.detach().to(device="cpu", dtype=dtype).numpy()
+    return np.ascontiguousarray(t.detach().to(device="cpu", dtype=dtype).numpy())  # orjson needs C order
 
 
 def masks_dict(run: ModelRun) -> dict[str, Any]:

@@ -96,6 +96,23 @@ def test_random_model_heads_and_grouped_kv(client: TestClient) -> None:
     assert len(body["layers"][0]["head_similarity"]) == 8
 
 
+def test_qkv_of_every_head_and_its_kv_group(client: TestClient) -> None:
+    req = {
+        "model": "random",
+        "text": "a b c",
+        "options": {"d_model": 16, "heads": 4, "kv_heads": 2},
+        "include": ["qkv", "scores"],
+        "scale": False,
+    }
+    heads = client.post("/api/attention", json=req).json()["layers"][0]["heads"]
+    assert [len(h["q"][0]) for h in heads] == [4, 4, 4, 4]
+    assert heads[0]["k"] == heads[1]["k"] and heads[0]["k"] != heads[2]["k"]  # heads 0, 1 share K/V group 0
+    for h in heads:  # unscaled scores are exactly q . k
+        for i, qi in enumerate(h["q"]):
+            for j, kj in enumerate(h["k"]):
+                assert h["scores"][i][j] == pytest.approx(sum(a * b for a, b in zip(qi, kj, strict=True)), abs=1e-5)
+
+
 def test_custom_x_and_weights_without_a_model(client: TestClient) -> None:
     req = {
         "x": [[1, 0], [0, 1], [1, 1]],
