@@ -146,9 +146,8 @@ export function buildRequest(s, info, seqLen) {
   if (info && info.layers > 1 && s.layer !== "all") req.layer = s.layer;
   const width = s.options?.d_model ?? info?.d_model ?? 0;
   if (seqLen * width <= SMALL_MODEL_VALUES && (info?.layers ?? 1) === 1) {
-    req.include.push("contexts");
-    // Q, K, V for checking by hand: asked for single-head runs only (multi-head qkv is refused by the server today)
-    if ((s.options?.heads ?? info?.heads ?? 1) === 1) req.include.push("qkv");
+    // contexts and each head's Q, K, V, for checking by hand
+    req.include.push("contexts", "qkv");
   }
   return req;
 }

@@ -69,7 +69,7 @@ def test_build_request_matches_the_api(js: Callable[[str], Any], live_server: st
     req = out["req"]
     assert req["masks"] == {"causal": True, "padding": [True, False, True, True], "window": None, "blocked": [[3, 0]]}
     assert req["options"] == {"d_model": 16, "heads": 2, "seed": 1}
-    assert "layer" not in req and "contexts" in req["include"] and "qkv" not in req["include"]
+    assert "layer" not in req and "contexts" in req["include"] and "qkv" in req["include"]
     assert out["multi"]["layer"] == 2 and "contexts" not in out["multi"]["include"]
     assert out["fit"] == [[1, 2], [3, 4], [0, 0]]
     resp = httpx.post(f"{live_server}/api/attention", json=req, timeout=30)
