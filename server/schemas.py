@@ -148,3 +148,54 @@ class HealthResponse(BaseModel):
     torch: str
     cuda_available: bool
     models: list[str]
+
+
+class HeadTypesRequest(Strict):
+    model: str = Field(description="a name from GET /api/models")
+    text: str | None = Field(None, description="score previous-token, duplicate-token, distance, entropy on this")
+    tokens: list[str] | None = Field(None, description="or on these tokens")
+    masks: Masks | None = Field(None, description="masks for the scored sequence; omit for the model's defaults")
+    all_masked: Literal["error", "zero"] = "error"
+    segment_len: int = Field(24, ge=2, description="L: the induction probe is L random tokens, then the same L again")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="seeds the probe's random tokens")
+
+
+class HeadTypeRow(BaseModel):
+    layer: int
+    head: int
+    previous_token: float | None
+    duplicate_token: float | None
+    induction: float | None
+    mean_distance: float | None
+    entropy: float | None
+
+
+class HeadTypesResult(BaseModel):
+    model: str
+    scored_on: Literal["probe", "input"]
+    probe_tokens: list[str] | None
+    segment_len: int
+    seed: int
+    n_layers: int
+    n_heads: int
+    heads: list[HeadTypeRow]
+
+
+class TopHeadsRequest(AttentionRequest):
+    query: int = Field(ge=0, description="query position (a row)")
+    key: int = Field(ge=0, description="key position (a column)")
+    k: int = Field(10, ge=1, le=1000, description="how many heads to return")
+
+
+class TopHead(BaseModel):
+    layer: int
+    head: int
+    weight: float
+
+
+class TopHeadsResult(BaseModel):
+    model: str
+    tokens: list[str]
+    query: int
+    key: int
+    heads: list[TopHead]

@@ -1,0 +1,80 @@
+"""Head-type scores and top heads over the API, on the trained models."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from server.app import create_app
+from server.config import Settings
+from tests.helpers import assert_error
+
+SENTENCE = "The animal didn't cross the street because it was too tired"
+
+
+@pytest.fixture(scope="module")
+def trained() -> Iterator[TestClient]:
+    settings = Settings(device="cpu", models="textbook,random,induction,minilm")
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def test_induction_model_shows_its_previous_token_and_induction_heads(trained: TestClient) -> None:
+    body = trained.post("/api/heads", json={"model": "induction", "seed": 3}).json()
+    assert body["scored_on"] == "probe" and len(body["probe_tokens"]) == 2 * body["segment_len"]
+    rows = body["heads"]
+    assert len(rows) == body["n_layers"] * body["n_heads"]
+    best_induction = max(rows, key=lambda r: r["induction"])
+    best_previous = max(rows, key=lambda r: r["previous_token"])
+    assert best_induction["layer"] == 1 and best_induction["induction"] > 0.5
+    assert best_previous["layer"] == 0 and best_previous["previous_token"] > 0.5
+    # the probe really repeats: its second half is its first half
+    half = body["segment_len"]
+    assert body["probe_tokens"][:half] == body["probe_tokens"][half:]
+
+
+def test_textbook_has_no_induction_score(trained: TestClient) -> None:
+    body = trained.post("/api/heads", json={"model": "textbook"}).json()
+    assert body["scored_on"] == "input" and body["probe_tokens"] is None
+    assert body["heads"][0]["induction"] is None and body["heads"][0]["previous_token"] is not None
+
+
+def test_scores_on_the_callers_text_use_its_tokens(trained: TestClient) -> None:
+    body = trained.post("/api/heads", json={"model": "random", "text": "a b a b a b"}).json()
+    assert body["scored_on"] == "input" and body["n_heads"] == 4
+    assert all(r["duplicate_token"] is not None and 0 <= r["duplicate_token"] <= 1 for r in body["heads"])
+
+
+def test_top_heads_for_it_and_animal_match_the_attention_weights(trained: TestClient) -> None:
+    tokens = trained.post("/api/attention", json={"model": "minilm", "text": SENTENCE, "include": []}).json()["tokens"]
+    it, animal = tokens.index("it"), tokens.index("animal")
+    top = trained.post(
+        "/api/heads/top", json={"model": "minilm", "text": SENTENCE, "query": it, "key": animal, "k": 5}
+    ).json()
+    assert top["tokens"] == tokens and len(top["heads"]) == 5
+    weights = [h["weight"] for h in top["heads"]]
+    assert weights == sorted(weights, reverse=True)
+    full = trained.post("/api/attention", json={"model": "minilm", "text": SENTENCE, "include": ["weights"]}).json()
+    every = sorted((h["weights"][it][animal] for layer in full["layers"] for h in layer["heads"]), reverse=True)
+    assert weights == pytest.approx(every[:5], abs=1e-6)
+    for h in top["heads"]:
+        assert full["layers"][h["layer"]]["heads"][h["head"]]["weights"][it][animal] == pytest.approx(h["weight"])
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field", "words"),
+    [
+        ("/api/heads", {"model": "nope"}, "model", "unknown model"),
+        ("/api/heads", {"model": "minilm", "segment_len": 500}, "segment_len", "limit of 256"),
+        ("/api/heads", {"model": "minilm", "segment_len": 1}, "segment_len", "greater than or equal to 2"),
+        ("/api/heads", {"model": "random", "text": "a " * 300}, "text", "limit 256"),
+        ("/api/heads/top", {"model": "random", "text": "a b", "query": 2, "key": 0}, "query", "0..1"),
+        ("/api/heads/top", {"model": "random", "text": "a b", "query": 0, "key": 0, "k": 0}, "k", "greater than"),
+    ],
+)
+def test_head_endpoints_name_the_bad_field(
+    trained: TestClient, path: str, body: dict[str, object], field: str, words: str
+) -> None:
+    assert_error(trained.post(path, json=body), 422, field, words)
