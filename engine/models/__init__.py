@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 
 from engine.models.base import AttentionModel, ModelInfo, ModelRun, RunInput
 from engine.models.custom import CustomModel
+from engine.models.induction import InductionModel
 from engine.models.minilm import MiniLMModel
 from engine.models.random_layer import RandomModel
 from engine.models.textbook import TextbookModel
@@ -15,6 +16,7 @@ BUILDERS: dict[str, Callable[[], AttentionModel]] = {
     "random": RandomModel,
     "custom": CustomModel,
     "minilm": MiniLMModel,
+    "induction": InductionModel,
 }
 
 

@@ -1,0 +1,1 @@
+"""Analyses over a model's runs: pure torch, plain data out."""

@@ -1,0 +1,207 @@
+"""Head-type scores: what kind of head is this?
+
+For one head's weights W (S, S), rows = queries, columns = keys, and tokens t_0 .. t_S-1:
+
+    previous-token   mean over queries q >= 1 of W[q, q-1]
+    duplicate-token  mean over queries q whose token occurred before of sum_{k < q, t_k = t_q} W[q, k]
+    induction        on L random tokens followed by the same L tokens again (Olsson et al. 2022,
+                     "In-context learning and induction heads"): mean over the second copy's queries
+                     q of W[q, q-L+1], the key just after the previous occurrence of t_q
+    mean distance    mean over queries of sum_k W[q, k] |q - k|
+    entropy          mean over queries of -sum_k W[q, k] ln W[q, k], in nats
+
+A pure previous-token head scores 1.0 on the first; a head that attends only to itself scores 0 on
+the first three. Queries with no eligible key are left out of every mean, and a score with no query
+to average over is None (not 0).
+
+Where the numbers come from: each model with free token input (induction, minilm, random) is run on
+a probe: L words drawn without replacement from its own vocabulary (`token_pool`), then the same L
+words again, framed as the model needs ([CLS] ... [SEP] for minilm), with the model's default masks
+(causal for induction) unless the caller gives masks. All five scores come from the probe unless
+the caller gives text or tokens: then previous-token, duplicate-token, distance and entropy are
+measured on that input (with the caller's masks), and induction still on the probe (with the
+model's default masks), since it needs a repeat of known length.
+The textbook example has 5 fixed positions and no vocabulary: it is scored on its own input, and its
+induction score is None (there is no repeated segment to measure it on).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from engine.attention import AllMaskedPolicy
+from engine.errors import InputError
+from engine.masks import MaskSpec
+from engine.models.base import AttentionModel, ModelRun, RunInput
+
+DEFAULT_SEGMENT_LEN = 24  # L: the probe is 2L tokens (plus any special tokens the model adds)
+
+HeadScores = dict[str, float | int | None]
+
+
+@dataclass(frozen=True)
+class Probe:
+    tokens: list[str]  # the whole sequence the model runs on
+    start: int  # position of the first copy's first word
+    segment_len: int  # L; the second copy starts at start + L
+
+
+def probe_sequence(model: AttentionModel, segment_len: int = DEFAULT_SEGMENT_LEN, seed: int = 0) -> Probe | None:
+    """L random words from the model's own vocabulary, twice; None for a model without free token input."""
+    pool = model.token_pool()
+    if pool is None:
+        return None
+    if segment_len < 2:
+        raise InputError("segment_len", f"got segment length {segment_len}: need at least 2")
+    rng = random.Random(seed)
+    words = rng.sample(pool, segment_len) if segment_len <= len(pool) else rng.choices(pool, k=segment_len)
+    tokens, start = model.frame_tokens(words + words)
+    limit = model.info.max_tokens
+    if limit is not None and len(tokens) > limit:
+        longest = (limit - (len(tokens) - 2 * segment_len)) // 2
+        raise InputError(
+            "segment_len",
+            f"got segment length {segment_len}: the probe needs {len(tokens)} positions and "
+            f"{model.info.name} takes at most {limit}; use a segment length of at most {longest}",
+        )
+    return Probe(tokens, start, segment_len)
+
+
+def live_rows(weights: Tensor, eligible: Tensor | None) -> Tensor:
+    """(S,) True for the queries that have at least one eligible key."""
+    s = weights.shape[-1]
+    if eligible is None:
+        return torch.ones(s, dtype=torch.bool, device=weights.device)
+    return eligible.any(dim=-1)
+
+
+def previous_token_score(weights: Tensor, eligible: Tensor | None = None) -> Tensor | None:
+    """weights (H, S, S) -> (H,): mean over live queries q >= 1 of W[q, q-1]."""
+    q = torch.arange(1, weights.shape[-1], device=weights.device)
+    q = q[live_rows(weights, eligible)[q]]
+    if q.numel() == 0:
+        return None
+    return weights[:, q, q - 1].mean(dim=-1)
+
+
+def duplicate_token_score(weights: Tensor, tokens: list[str], eligible: Tensor | None = None) -> Tensor | None:
+    """weights (H, S, S) -> (H,): weight on earlier copies of the query's token, mean over queries that have one."""
+    s = weights.shape[-1]
+    assert len(tokens) == s, (len(tokens), s)
+    index: dict[str, int] = {}
+    ids = torch.tensor([index.setdefault(t, len(index)) for t in tokens], device=weights.device)
+    earlier = torch.ones(s, s, dtype=torch.bool, device=weights.device).tril(-1)  # k < q
+    same = (ids[:, None] == ids[None, :]) & earlier  # (S, S)
+    rows = same.any(dim=-1) & live_rows(weights, eligible)
+    if not bool(rows.any()):
+        return None
+    mass = (weights * same).sum(dim=-1)  # (H, S)
+    return mass[:, rows].mean(dim=-1)
+
+
+def induction_score(weights: Tensor, start: int, segment_len: int, eligible: Tensor | None = None) -> Tensor | None:
+    """weights (H, S, S) -> (H,): mean over second-copy queries q of W[q, q - L + 1]."""
+    q = torch.arange(start + segment_len, start + 2 * segment_len, device=weights.device)
+    assert int(q[-1]) < weights.shape[-1], (start, segment_len, weights.shape)
+    q = q[live_rows(weights, eligible)[q]]
+    if q.numel() == 0:
+        return None
+    return weights[:, q, q - segment_len + 1].mean(dim=-1)
+
+
+def mean_distance(weights: Tensor, eligible: Tensor | None = None) -> Tensor | None:
+    """weights (H, S, S) -> (H,): mean over live queries of sum_k W[q, k] |q - k|."""
+    rows = live_rows(weights, eligible)
+    if not bool(rows.any()):
+        return None
+    pos = torch.arange(weights.shape[-1], device=weights.device, dtype=weights.dtype)
+    distance = (weights * (pos[:, None] - pos[None, :]).abs()).sum(dim=-1)  # (H, S)
+    return distance[:, rows].mean(dim=-1)
+
+
+def mean_entropy(weights: Tensor, eligible: Tensor | None = None) -> Tensor | None:
+    """weights (H, S, S) -> (H,): mean over live queries of the row's entropy in nats."""
+    rows = live_rows(weights, eligible)
+    if not bool(rows.any()):
+        return None
+    plogp = torch.where(weights > 0, weights * weights.clamp_min(1e-300).log(), torch.zeros_like(weights))
+    return (-plogp.sum(dim=-1))[:, rows].mean(dim=-1)  # (H,)
+
+
+def head_type_scores(
+    model: AttentionModel,
+    device: torch.device,
+    dtype: torch.dtype,
+    *,
+    segment_len: int = DEFAULT_SEGMENT_LEN,
+    seed: int = 0,
+    text: str | None = None,
+    tokens: list[str] | None = None,
+    masks: MaskSpec | None = None,
+    all_masked: AllMaskedPolicy = "error",
+) -> list[list[HeadScores]]:
+    """Every layer's every head: previous_token, duplicate_token, induction, mean_distance, entropy.
+
+    Scores on the model's repeated random probe (seeded), or on `text` / `tokens` where given
+    (induction always on the probe). `masks` apply to the sequence scored: the probe when no text
+    is given (None: the model's default masks); with text, the probe keeps the model's defaults.
+    Returns layers x heads of plain dicts; a score that cannot be measured is None.
+    """
+    given = text is not None or tokens is not None
+    probe = probe_sequence(model, segment_len, seed)
+    probe_run = None
+    if probe is not None:
+        probe_masks = None if given else masks  # the caller's masks go with the sequence they were made for
+        probe_run = model.run(RunInput(tokens=probe.tokens, masks=probe_masks, all_masked=all_masked), device, dtype)
+    if probe_run is not None and not given:
+        run = probe_run
+    else:
+        run = model.run(RunInput(text=text, tokens=tokens, masks=masks, all_masked=all_masked), device, dtype)
+    table = []
+    for layer, trace in enumerate(run.layers):
+        w = trace.attn.weights[0].detach().double()  # (H, S, S)
+        scores = {
+            "previous_token": previous_token_score(w, run.eligible),
+            "duplicate_token": duplicate_token_score(w, run.tokens, run.eligible),
+            "mean_distance": mean_distance(w, run.eligible),
+            "entropy": mean_entropy(w, run.eligible),
+            "induction": None,
+        }
+        if probe is not None and probe_run is not None:
+            pw = probe_run.layers[layer].attn.weights[0].detach().double()
+            scores["induction"] = induction_score(pw, probe.start, probe.segment_len, probe_run.eligible)
+        table.append([head_row(layer, h, scores) for h in range(w.shape[0])])
+    return table
+
+
+def head_row(layer: int, head: int, scores: dict[str, Tensor | None]) -> HeadScores:
+    row: HeadScores = {"layer": layer, "head": head}
+    for name, values in scores.items():
+        row[name] = None if values is None else float(values[head])
+    return row
+
+
+def top_heads_for_pair(run: ModelRun, query: int, key: int, k: int = 10) -> list[HeadScores]:
+    """The (layer, head) pairs that put the most weight from `query` onto `key`, highest first.
+
+    For "does 'it' attend to 'animal'?": query = position of "it", key = position of "animal".
+    """
+    s = len(run.tokens)
+    for name, pos in (("query", query), ("key", key)):
+        if not 0 <= pos < s:
+            raise InputError(name, f"got position {pos}: the sequence has {s} positions, 0..{s - 1}")
+    if k < 1:
+        raise InputError("k", f"got k = {k}: ask for at least 1 head")
+    ranked = sorted(
+        (
+            (float(w), trace.index, h)
+            for trace in run.layers
+            for h, w in enumerate(trace.attn.weights[0, :, query, key].detach().double().tolist())
+        ),
+        key=lambda row: -row[0],
+    )
+    return [{"layer": layer, "head": h, "weight": w} for w, layer, h in ranked[:k]]

@@ -1,0 +1,148 @@
+"""induction: the trained checkpoint's heads, the engine forward against the training module, and training."""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from engine.analysis.heads import head_type_scores
+from engine.errors import InputError
+from engine.masks import MaskSpec
+from engine.models.base import RunInput
+from engine.models.induction import CHECKPOINT, InductionConfig, InductionModel
+from engine.train_induction import VOCAB, TrainConfig, TrainingTransformer, half_losses, next_token_losses, train
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def model() -> InductionModel:
+    return InductionModel()
+
+
+@pytest.fixture(scope="module")
+def trained(model: InductionModel) -> TrainingTransformer:
+    """The training module with the shipped weights loaded into it."""
+    module = TrainingTransformer(model.cfg)
+    module.load_state_dict(load_file(str(CHECKPOINT)))
+    return module.eval()
+
+
+def random_words(n: int, seed: int) -> list[str]:
+    gen = torch.Generator().manual_seed(seed)
+    return [VOCAB[int(i)] for i in torch.randint(len(VOCAB), (n,), generator=gen)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_engine_forward_equals_training_module_logits(model, trained, dtype, seed):
+    half = random_words(20, seed)
+    words = [*half, *half[:15]]
+    _, ours = model.run_with_logits(RunInput(tokens=words), CPU, dtype)
+    ids = torch.tensor([[model.word_ids[w] for w in words]])
+    with torch.no_grad():
+        theirs = copy.deepcopy(trained).to(dtype)(ids)[0]
+    assert ours.dtype == dtype
+    tol = 1e-4 if dtype == torch.float32 else 1e-10
+    assert float((ours - theirs).abs().max()) < tol
+
+
+def test_shipped_checkpoint_has_a_previous_token_head_and_an_induction_head(model):
+    table = head_type_scores(model, CPU, torch.float32, segment_len=30, seed=0)
+    layer0, layer1 = table
+    prev0 = [row["previous_token"] for row in layer0]
+    ind1 = [row["induction"] for row in layer1]
+    assert max(prev0) > 0.8  # type: ignore[type-var]
+    assert max(ind1) > 0.8  # type: ignore[type-var]
+    # the two mechanisms sit in their own layers: layer 0 does no induction, layer 1 no previous-token attention
+    assert all(row["induction"] < 0.1 for row in layer0)  # type: ignore[operator]
+    assert all(row["previous_token"] < 0.1 for row in layer1)  # type: ignore[operator]
+
+
+def test_shipped_checkpoint_predicts_the_repeat(model):
+    half = random_words(30, seed=7)
+    run, logits = model.run_with_logits(RunInput(tokens=half + half), CPU, torch.float32)
+    ids = torch.tensor([[model.word_ids[w] for w in run.tokens]])
+    losses = next_token_losses(logits[None], ids)[0]  # (59,): column t predicts token t + 1
+    chance = math.log(len(VOCAB))
+    assert float(losses[:29].mean()) > 0.9 * chance  # the first half is unpredictable
+    assert float(losses[30:].mean()) < 0.25 * chance  # the repeat is predicted
+    predicted = [row["word"] for row in run.config["next_word"][30:59]]
+    assert sum(p == w for p, w in zip(predicted, half[1:], strict=True)) >= 25
+
+
+def test_checkpoint_metadata_matches_the_vocabulary_and_info(model):
+    assert model.info.vocab == list(VOCAB)
+    assert model.info.default_masks == MaskSpec(causal=True)
+    assert model.info.max_tokens == model.cfg.n_ctx
+    assert model.info.n_layers == 2 and model.info.n_heads == model.cfg.n_heads
+    assert CHECKPOINT.stat().st_size < 4_000_000
+
+
+def test_induction_is_causal_by_default_and_the_mask_can_be_lifted(model):
+    words = random_words(12, seed=3)
+    causal = model.run(RunInput(tokens=words), CPU, torch.float32)
+    assert causal.masks == MaskSpec(causal=True)
+    for trace in causal.layers:
+        assert float(trace.attn.weights[0].triu(1).abs().max()) == 0.0
+    free = model.run(RunInput(tokens=words, masks=MaskSpec()), CPU, torch.float32)
+    assert float(free.layers[0].attn.weights[0].triu(1).abs().max()) > 1e-3
+
+
+def test_text_and_tokens_give_the_same_run(model):
+    words = random_words(10, seed=4)
+    a = model.run(RunInput(text="  ".join(words)), CPU, torch.float32)
+    b = model.run(RunInput(tokens=words), CPU, torch.float32)
+    assert a.tokens == b.tokens == words
+    assert torch.equal(a.layers[-1].attn.weights, b.layers[-1].attn.weights)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "needle"),
+    [
+        ({"text": "the cat sat on the sofa"}, "text", "unknown word 'sofa' at position 5"),
+        ({"tokens": ["The"]}, "tokens", "knows 128 words"),
+        ({"tokens": ["cat"] * 65}, "tokens", "got 65 tokens, the induction model takes at most 64"),
+        ({"text": " "}, "text", "got no words"),
+        ({"x": torch.zeros(2, 64)}, "x", "custom model"),
+        ({"text": "cat", "weights": {"w_q": torch.zeros(1, 1)}}, "weights", "trained weights"),
+        ({"text": "cat", "options": {"seed": 2}}, "options.seed", "no options"),
+        ({"text": "cat", "last_layer": 2}, "layer", "layers 0..1"),
+    ],
+)
+def test_induction_rejects_bad_input_naming_the_field(model, kwargs, field, needle):
+    with pytest.raises(InputError) as err:
+        model.run(RunInput(**kwargs), CPU, torch.float32)
+    assert err.value.field == field
+    assert needle in err.value.message
+
+
+def test_training_is_deterministic_from_the_seed():
+    cfg = InductionConfig(vocab_size=len(VOCAB))
+
+    def weights(seed: int) -> dict[str, torch.Tensor]:
+        return train(cfg, TrainConfig(steps=5, seed=seed)).state_dict()
+
+    a, b, c = weights(0), weights(0), weights(1)
+    assert all(torch.equal(a[name], b[name]) for name in a)
+    assert not all(torch.equal(a[name], c[name]) for name in a)
+
+
+@pytest.mark.slow
+def test_short_training_run_learns_to_predict_repeats():
+    cfg = InductionConfig(vocab_size=len(VOCAB))
+    start = time.perf_counter()
+    module = train(cfg, SHORT_RUN)
+    seconds = time.perf_counter() - start
+    halves = half_losses(module, cfg.n_ctx, cfg.vocab_size)
+    print(f"short run: {SHORT_RUN.steps} steps in {seconds:.1f} s, {halves}")
+    assert halves["first_half"] > 0.95 * halves["chance"]  # nothing to learn there
+    assert halves["repeated_half"] < 0.5 * halves["chance"]  # learnt to copy from earlier in the sequence
+
+
+SHORT_RUN = TrainConfig(steps=1250, schedule_steps=TrainConfig.steps, seed=0)  # the full run's first 1250 steps
