@@ -1,4 +1,4 @@
-// The JSON API the page is built on: GET /api/models and POST /api/attention.
+// The JSON API the page is built on: GET /api/models, POST /api/attention, /api/heads and /api/heads/top.
 // Errors come back as {"error": {status, code, field, message, details}}; `describeError` turns one into plain words.
 
 const HINTS = {
@@ -30,6 +30,13 @@ export function describeError(err) {
         hint: "Every query needs at least one key it may attend to: unmask one, or set “All-masked rows” to zero.",
       };
     }
+    const big = /would hold ([\d,]+) numbers, limit ([\d,]+)/.exec(message);
+    if (err.code === "too_large" && big) {
+      return {
+        message: `This view needs ${big[1]} numbers, more than the server sends in one response (${big[2]}).`,
+        hint: "Pick one layer in the Layer menu, or shorten the text.",
+      };
+    }
     if (!message) message = `The server answered ${err.status}.`;
     return { message, hint: HINTS[err.code] || "" };
   }
@@ -57,14 +64,33 @@ export async function fetchModels() {
   return body.models;
 }
 
-export async function fetchAttention(request, signal) {
-  const resp = await fetch("/api/attention", {
+async function post(path, request, signal) {
+  const resp = await fetch(path, {
     method: "POST",
     headers: { "content-type": "application/json", accept: "application/json" },
     body: JSON.stringify(request),
     signal,
   });
   return parse(resp);
+}
+
+// True for the 422 the server gives when a result would hold more numbers than it sends at once.
+export function isTooLarge(err) {
+  return err instanceof ApiError && err.code === "too_large" && err.field === "include";
+}
+
+// Head-type scores for every (layer, head): {scored_on, probe_tokens, segment_len, heads: [...]}.
+export function fetchHeadTypes(request, signal) {
+  return post("/api/heads", request, signal);
+}
+
+// The heads that put the most weight from one query on one key: {tokens, query, key, heads: [{layer, head, weight}]}.
+export function fetchTopHeads(request, signal) {
+  return post("/api/heads/top", request, signal);
+}
+
+export function fetchAttention(request, signal) {
+  return post("/api/attention", request, signal);
 }
 
 // The same result as a NumPy .npz archive (one array per matrix, the rest in meta.json).

@@ -28,12 +28,20 @@ export function defaultState() {
     focus: null, // [layer, head] opened large
     query: null, // the query the retrieval diagram shows; null = the last position
     page: 0,
+    pair: null, // [query, key] whose top heads are listed; null = none chosen
+    hsort: null, // head-types column sorted on; null = layer order
+    hdir: "desc",
+    hfind: "", // head-types text filter, e.g. "L1" or "L1H3"
+    hscore: "", // head-types score filter: a column key, with hmin its threshold
+    hmin: 0.5,
   };
 }
 
+export const HEAD_SORTS = ["head", "previous_token", "duplicate_token", "induction", "mean_distance", "entropy"];
+
 // The state a person gets on choosing a model: its example text, default masks and options.
 export function stateForModel(info, base = defaultState()) {
-  const s = { ...base, model: info.name, matrices: null, focus: null, query: null, page: 0, layer: 0 };
+  const s = { ...base, model: info.name, matrices: null, focus: null, query: null, page: 0, layer: 0, pair: null };
   s.text = info.default_text || base.text || "the cat sat on the mat";
   const dm = info.default_masks;
   s.masks = dm
@@ -72,6 +80,10 @@ export function encodeState(s) {
   if (s.focus) p.set("focus", `${s.focus[0]}.${s.focus[1]}`);
   if (s.query != null) p.set("query", String(s.query));
   if (s.page) p.set("page", String(s.page));
+  if (s.pair && s.pair.every((v) => v != null)) p.set("pair", `${s.pair[0]}-${s.pair[1]}`);
+  if (s.hsort) p.set("hsort", s.hdir === "asc" ? `${s.hsort}.asc` : s.hsort);
+  if (s.hfind) p.set("hfind", s.hfind);
+  if (s.hscore) p.set("hmin", `${s.hscore}:${s.hmin}`);
   return p.toString();
 }
 
@@ -124,6 +136,20 @@ export function decodeState(search) {
   const q = int(p.get("query"));
   s.query = q != null && q >= 0 ? q : null;
   s.page = Math.max(0, int(p.get("page")) ?? 0);
+  const pair = (p.get("pair") || "").split("-").map(int);
+  s.pair = pair.length === 2 && pair.every((v) => v != null && v >= 0) ? pair : null;
+  const [sortBy, dir] = (p.get("hsort") || "").split(".");
+  if (HEAD_SORTS.includes(sortBy)) {
+    s.hsort = sortBy;
+    s.hdir = dir === "asc" ? "asc" : "desc";
+  }
+  s.hfind = (p.get("hfind") || "").slice(0, 40);
+  const [score, min] = (p.get("hmin") || "").split(":");
+  const threshold = Number.parseFloat(min);
+  if (HEAD_SORTS.includes(score) && score !== "head" && Number.isFinite(threshold)) {
+    s.hscore = score;
+    s.hmin = threshold;
+  }
   return s;
 }
 
@@ -150,6 +176,31 @@ export function buildRequest(s, info, seqLen) {
     req.include.push("contexts", "qkv");
   }
   return req;
+}
+
+// The POST /api/heads body that scores the same sequence and masks as an attention request.
+export function headTypesRequest(attention) {
+  const req = { model: attention.model, text: attention.text, all_masked: attention.all_masked };
+  if (attention.masks) req.masks = attention.masks;
+  return req;
+}
+
+// Why head types cannot be scored for this state (a sentence for the page), or "" when they can:
+// /api/heads takes a model's own weights only, not edited textbook numbers or random-layer options.
+export function headTypesCaveat(s, info) {
+  if (s.matrices) return "Head types are scored with the chapter's own numbers; restore them to see the scores.";
+  const own = info?.options || {};
+  const changed = Object.entries(s.options || {}).filter(([k, v]) => v !== null && v !== undefined && own[k] !== v);
+  if (changed.length) {
+    return `Head types are scored with the model's default options; set ${changed.map(([k]) => k).join(", ")} back to see them.`;
+  }
+  return "";
+}
+
+// The POST /api/heads/top body: the attention request without what only shapes its answer, plus the pair.
+export function topHeadsRequest(attention, pair, k) {
+  const { include: _include, layer: _layer, ...rest } = attention;
+  return { ...rest, query: pair[0], key: pair[1], k };
 }
 
 // Resize a matrix to n rows: extra rows are zeros, missing rows are dropped.
