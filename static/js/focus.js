@@ -108,7 +108,7 @@ export function renderFocus(el, view, head, layer, onCell) {
     el.dataset.bound = "1";
     el.on("plotly_click", (ev) => {
       const p = ev.points && ev.points[0];
-      if (p && Number.isInteger(p.x) && Number.isInteger(p.y)) el._onCell?.(p.y, p.x);
+      if (p && Number.isInteger(p.x) && Number.isInteger(p.y)) el._onCell?.(p.y, p.x, ev.event);
     });
   }
   el._onCell = onCell;

@@ -1,13 +1,24 @@
 // attnlab's page: one state object, one `run()` that asks the API, one `render()` that redraws every view.
 // Each view lives in its own module; this file wires controls to state and state to views.
 
-import { ApiError, describeError, fetchAttention, fetchAttentionNpz, fetchModels } from "./api.js";
+import {
+  ApiError,
+  describeError,
+  fetchAttention,
+  fetchAttentionNpz,
+  fetchHeadTypes,
+  fetchModels,
+  fetchTopHeads,
+  isTooLarge,
+} from "./api.js";
 import { PALETTES, RDBU, maxAbsEligible, scaleFor } from "./colors.js";
 import { renderEligibility } from "./eligibility.js";
+import { EXAMPLES, exampleText, resolvePair } from "./examples.js";
 import { download, headsPng } from "./exporter.js";
 import { renderFlow } from "./flow.js";
 import { renderFocus } from "./focus.js";
 import { PAGE_SIZE, highlightHeads, renderHeads, visibleCanvases } from "./heads.js";
+import { COLUMNS, measuredOn, renderBest, renderHeadTypes } from "./headtypes.js";
 import {
   clampMasks,
   diffResults,
@@ -25,25 +36,17 @@ import {
   defaultState,
   encodeState,
   fitRows,
+  headTypesCaveat,
+  headTypesRequest,
   stateForModel,
+  topHeadsRequest,
 } from "./state.js";
 import { renderStats } from "./stats.js";
 import { renderTokens } from "./tokens.js";
+import { TOP_K, renderTopHeads } from "./tophead.js";
 
 const DEBOUNCE_MS = 80;
-const WHITESPACE_MODELS = ["textbook", "random", "custom"];
-const EXAMPLES = [
-  { model: "textbook", text: null, label: "Textbook: the chapter's worked example (causal, x5 padding)" },
-  { model: "random", text: "the cat sat on the mat", label: "Random: the cat sat on the mat" },
-  { model: "random", text: "the dog saw the dog", label: "Random: a repeated token gets the same vector" },
-  { model: "random", text: "A B C D A B C D", label: "Random: A B C D A B C D (toggle positions)" },
-  {
-    model: "random",
-    text: "attention lets every token look back at the tokens before it and mix their values",
-    options: { heads: 8 },
-    label: "Random: a longer sentence, 8 heads",
-  },
-];
+const WHITESPACE_MODELS = ["textbook", "random", "custom", "induction"];
 
 const state = defaultState();
 const app = {
@@ -57,6 +60,12 @@ const app = {
   seq: 0,
   timer: null,
   view: null,
+  skipDiff: false, // the next result shows another layer or input: no "what changed" for it
+  notice: "", // why the page shows one layer when all were asked for
+  pendingPair: null, // an example's {query, key} words, placed once its tokens come back
+  pendingOpen: false, // open the pair's top head once it is known
+  headTypes: { key: null, result: null, status: "idle", message: "", controller: null, seqLen: 0 },
+  top: { key: null, result: null, status: "idle", message: "", controller: null },
 };
 
 const $ = (id) => document.getElementById(id);
@@ -95,6 +104,7 @@ async function run() {
   app.controller = controller;
   const seq = ++app.seq;
   setBusy(true);
+  let retry = false;
   try {
     const S = await sequenceLength(controller.signal);
     if (S > 0) state.masks = clampMasks(state.masks, S);
@@ -107,22 +117,53 @@ async function run() {
     app.resultText = state.text;
     app.resultOptions = JSON.stringify(state.options);
     settle(result);
-    app.diff = diffResults(app.prev, result, currentLayerIndex());
+    app.diff = app.skipDiff ? null : diffResults(app.prev, result, currentLayerIndex());
+    app.skipDiff = false;
+    if (state.layer === "all") app.notice = "";
     hideError();
+    placePendingPair(result);
+    refreshHeadTypes();
+    refreshTopHeads();
   } catch (err) {
     if (err && err.name === "AbortError") return;
     if (seq !== app.seq) return;
-    showError(err);
+    if (isTooLarge(err) && state.layer === "all") {
+      // every layer at once is more than the server sends: show one layer and say why
+      const layer = state.focus ? state.focus[0] : 0;
+      app.notice =
+        `${describeError(err).message} The page shows layer ${layer}; pick another in the Layer menu. ` +
+        "The head-types table below still covers every layer.";
+      state.layer = layer;
+      state.page = 0;
+      app.skipDiff = true;
+      retry = true;
+    } else {
+      showError(err);
+    }
   } finally {
     if (seq === app.seq) setBusy(false);
   }
+  if (retry) return run();
   render();
+}
+
+// An example that names a pair by its words ("it" -> "animal") gets it placed on the model's own tokens.
+function placePendingPair(result) {
+  const want = app.pendingPair;
+  if (!want) return;
+  app.pendingPair = null;
+  if (want.model !== result.model) return;
+  const pair = resolvePair(result.tokens, want);
+  if (!pair) return;
+  state.pair = pair;
+  state.query = pair[0];
 }
 
 // Keep state inside what the new result allows (a query past the end, a head that no longer exists).
 function settle(result) {
   const S = result.tokens.length;
   if (state.query != null && state.query >= S) state.query = S - 1;
+  if (state.pair && state.pair.some((p) => p != null && p >= S)) state.pair = null;
   const nLayers = result.config.n_layers;
   if (state.layer !== "all" && state.layer >= nLayers) state.layer = 0;
   if (state.focus) {
@@ -177,6 +218,7 @@ function buildView() {
     focusHead: focusLayer.heads[focus[1]] || focusLayer.heads[0],
     layer: focusLayer,
     highlight: app.highlight,
+    pair: state.pair,
   };
 }
 
@@ -197,17 +239,226 @@ function render() {
   $("focus-title").textContent = view.multiLayer ? `Layer ${fl} · head ${fh}, large` : `Head ${fh}, large`;
   renderFocus($("focus-plot"), view, view.focusHead, fl, onCellToggle);
   $("retrieval-title").textContent = `Retrieval · ${view.multiLayer ? `L${fl} ` : ""}head ${fh} · query ${view.query} “${view.tokens[view.query]}”`;
-  renderRetrieval($("retrieval"), view, view.focusHead, view.query, onQuery);
+  renderRetrieval($("retrieval"), view, view.focusHead, view.query, onQuery, (k) => onPair(view.query, k));
   $("flow-title").textContent = view.multiLayer ? `Multi-head flow · layer ${view.layer.index}` : "Multi-head flow";
   renderFlow($("flow"), $("flow-caption"), view, view.layer, onOpen);
   renderNumbersPanel(view);
   renderEligibility($("eligibility"), view, onCellToggle);
   renderStats($("stats"), $("similarity"), view, view.heads);
   renderSummary(view);
+  renderNotice();
+  renderHeadTypesPanel();
+  renderTopPanel();
   const t = app.result.timings_ms;
   const total = Object.values(t).reduce((a, b) => a + b, 0);
   $("timing").textContent = `${app.result.config.device} · ${app.result.config.dtype} · ${total.toFixed(1)} ms`;
   $("server-info").textContent = `${app.result.model} · ${view.nHeads} head${view.nHeads === 1 ? "" : "s"} × ${app.result.config.n_layers} layer${app.result.config.n_layers === 1 ? "" : "s"}`;
+}
+
+function renderNotice() {
+  const n = $("heads-notice");
+  n.textContent = app.notice;
+  n.hidden = !app.notice;
+}
+
+// ---- head types and top heads: their own requests, redrawn on their own when they answer ----------------------
+
+function refreshHeadTypes() {
+  const ht = app.headTypes;
+  const caveat = headTypesCaveat(state, info());
+  const req = caveat ? null : headTypesRequest(app.request);
+  const key = req ? JSON.stringify(req) : `caveat ${caveat}`;
+  if (ht.key === key) return;
+  ht.key = key;
+  if (ht.controller) ht.controller.abort();
+  ht.controller = null;
+  if (!req) {
+    Object.assign(ht, { result: null, status: "caveat", message: caveat });
+    renderHeadTypesPanel();
+    return;
+  }
+  const controller = new AbortController();
+  ht.controller = controller;
+  const seqLen = app.result.tokens.length;
+  if (ht.result && ht.result.model !== req.model) ht.result = null;
+  ht.status = "loading";
+  renderHeadTypesPanel();
+  fetchHeadTypes(req, controller.signal)
+    .then((result) => {
+      if (ht.controller !== controller) return;
+      Object.assign(ht, { result, status: "ready", message: "", seqLen });
+    })
+    .catch((err) => {
+      if (ht.controller !== controller || (err && err.name === "AbortError")) return;
+      Object.assign(ht, { result: null, status: "error", message: describeError(err).message, key: null });
+    })
+    .finally(() => {
+      if (ht.controller !== controller) return;
+      ht.controller = null;
+      renderHeadTypesPanel();
+    });
+}
+
+function refreshTopHeads() {
+  const t = app.top;
+  const pair = state.pair;
+  const ready = app.request && app.result && pair && pair.every((v) => v != null);
+  const total = ready ? app.result.config.n_layers * app.result.config.n_heads : 0;
+  const req = ready ? topHeadsRequest(app.request, pair, Math.min(TOP_K, total)) : null;
+  const key = req ? JSON.stringify(req) : null;
+  if (t.key === key) return;
+  t.key = key;
+  if (t.controller) t.controller.abort();
+  t.controller = null;
+  if (!req) {
+    Object.assign(t, { result: null, status: "idle", message: "" });
+    renderTopPanel();
+    return;
+  }
+  const controller = new AbortController();
+  t.controller = controller;
+  t.status = "loading";
+  renderTopPanel();
+  fetchTopHeads(req, controller.signal)
+    .then((result) => {
+      if (t.controller !== controller) return;
+      Object.assign(t, { result, status: "ready", message: "" });
+      if (app.pendingOpen && result.heads.length) {
+        // an example that names a pair opens the head that links them most
+        app.pendingOpen = false;
+        const best = result.heads[0];
+        queueMicrotask(() => openHead(best.layer, best.head, result.query));
+      }
+    })
+    .catch((err) => {
+      if (t.controller !== controller || (err && err.name === "AbortError")) return;
+      Object.assign(t, { result: null, status: "error", message: describeError(err).message, key: null });
+    })
+    .finally(() => {
+      if (t.controller !== controller) return;
+      t.controller = null;
+      renderTopPanel();
+    });
+}
+
+function headTypesFilter() {
+  return { text: state.hfind, score: state.hscore, min: state.hmin };
+}
+
+function renderHeadTypesPanel() {
+  const ht = app.headTypes;
+  const panel = $("headtypes-panel");
+  panel.dataset.state = ht.status;
+  const result = ht.result;
+  const rows = result ? result.heads : [];
+  const multiLayer = result ? result.n_layers > 1 : false;
+  const focus = state.focus || (app.view ? app.view.focus : null);
+  const status = {
+    idle: "",
+    loading: "scoring every head…",
+    ready: result ? `${rows.length} head${rows.length === 1 ? "" : "s"} · ${result.n_layers} layer${result.n_layers === 1 ? "" : "s"}` : "",
+    error: "could not score the heads",
+    caveat: "",
+  }[ht.status];
+  $("headtypes-status").textContent = status;
+  const shown = renderHeadTypes(
+    $("headtypes"),
+    { rows, sort: state.hsort, dir: state.hdir, filter: headTypesFilter(), focus, multiLayer },
+    { sort: onHeadSort, open: (l, h) => openHead(l, h) },
+  );
+  $("ht-count").textContent = rows.length ? `${shown} of ${rows.length} shown` : "";
+  renderBest($("headtypes-best"), rows, multiLayer, (l, h) => openHead(l, h));
+  const measured = $("headtypes-measured");
+  measured.classList.toggle("bad", ht.status === "error" || ht.status === "caveat");
+  if (ht.status === "error" || ht.status === "caveat") measured.textContent = ht.message;
+  else measured.textContent = result ? measuredOn(result, ht.seqLen) : "";
+  const probe = $("headtypes-probe");
+  probe.hidden = !(result && result.probe_tokens);
+  if (result && result.probe_tokens) {
+    const key = result.probe_tokens.join(" ");
+    const box = $("headtypes-probe-tokens");
+    if (box.dataset.key !== key) {
+      box.dataset.key = key;
+      box.replaceChildren(
+        ...result.probe_tokens.map((t, i) => {
+          const chip = document.createElement("span");
+          chip.className = `probe-token${i >= result.probe_tokens.length / 2 ? " second" : ""}`;
+          chip.textContent = t;
+          return chip;
+        }),
+      );
+    }
+  }
+  const legend = $("headtypes-legend");
+  if (!legend.childElementCount) {
+    for (const c of COLUMNS) {
+      const dt = document.createElement("dt");
+      dt.textContent = c.label;
+      const dd = document.createElement("dd");
+      dd.textContent = c.help;
+      legend.append(dt, dd);
+    }
+  }
+}
+
+function onHeadSort(column) {
+  const current = state.hsort || "head";
+  const dir = state.hsort ? state.hdir : "asc";
+  if (column === current) {
+    state.hsort = column;
+    state.hdir = dir === "asc" ? "desc" : "asc";
+  } else {
+    state.hsort = column;
+    state.hdir = column === "head" ? "asc" : "desc";
+  }
+  if (state.hsort === "head" && state.hdir === "asc") state.hsort = null;
+  updateUrl();
+  renderHeadTypesPanel();
+}
+
+function renderTopPanel() {
+  if (!app.result) return;
+  const t = app.top;
+  renderTopHeads(
+    $("top-heads-panel"),
+    {
+      tokens: app.result.tokens,
+      pair: state.pair,
+      top: t.result,
+      status: t.status,
+      message: t.message,
+      multiLayer: app.result.config.n_layers > 1,
+      total: app.result.config.n_layers * app.result.config.n_heads,
+      focus: state.focus || (app.view ? app.view.focus : null),
+    },
+    { pair: onPair, open: openHead },
+  );
+}
+
+// Choose the query -> key pair whose top heads are listed; the retrieval diagram follows the query.
+function onPair(q, k) {
+  state.pair = q == null && k == null ? null : [q, k];
+  if (q != null) state.query = q;
+  render();
+  refreshTopHeads();
+}
+
+// Open a head from the head-types table or the top-heads list: its layer in the Layer menu, the head large.
+function openHead(layer, head, query) {
+  state.focus = [layer, head];
+  if (query != null) state.query = query;
+  const multi = app.result && app.result.config.n_layers > 1;
+  const scroll = () => $("focus-plot").scrollIntoView({ block: "nearest", behavior: "smooth" });
+  if (multi && state.layer !== layer) {
+    state.layer = layer;
+    state.page = 0;
+    app.skipDiff = true;
+    app.lastAction = "";
+    run().then(scroll);
+    return;
+  }
+  render();
+  scroll();
 }
 
 function renderLegend(view) {
@@ -308,7 +559,11 @@ function onPad(i) {
   renderTokens($("tokens"), { tokens: app.result.tokens, masks: state.masks }, { onPad, onHover: onTokenHover });
 }
 
-function onCellToggle(q, k) {
+function onCellToggle(q, k, event) {
+  if (event && event.shiftKey) {
+    onPair(q, k);
+    return;
+  }
   const was = state.masks.blocked.some(([a, b]) => a === q && b === k);
   state.masks = { ...state.masks, blocked: toggleBlocked(state.masks.blocked, q, k) };
   schedule(`cell query ${q} → key ${k} ${was ? "unblocked" : "blocked"}`);
@@ -380,6 +635,10 @@ function writeControls() {
     r.checked = r.value === state.view;
   });
   $("palette-select").value = state.palette;
+  if (document.activeElement !== $("ht-find")) $("ht-find").value = state.hfind;
+  $("ht-score").value = state.hscore;
+  $("ht-min").disabled = !state.hscore;
+  if (document.activeElement !== $("ht-min")) $("ht-min").value = String(state.hmin);
   const n = state.masks.blocked.length;
   $("blocked-count").textContent = n ? `${n} cell${n === 1 ? "" : "s"} blocked` : "no cells blocked";
   $("blocked-clear").disabled = n === 0;
@@ -427,12 +686,16 @@ function onMatrixEdit(name, i, j, raw) {
 function chooseModel(name, text, options) {
   const m = info(name);
   if (!m) return;
-  const keep = { view: state.view, palette: state.palette, scale: state.scale, allMasked: state.allMasked };
+  const keep = {
+    view: state.view, palette: state.palette, scale: state.scale, allMasked: state.allMasked,
+    hsort: state.hsort, hdir: state.hdir,
+  };
   Object.assign(state, stateForModel(m, defaultState()), keep);
   if (text) state.text = text;
   if (options) Object.assign(state.options, options);
   app.diff = null;
   app.lastAction = "";
+  app.notice = "";
   writeControls();
   schedule();
 }
@@ -465,7 +728,14 @@ function bindControls() {
   $("example-select").addEventListener("change", (e) => {
     const ex = EXAMPLES.concat(app.extraExamples || [])[Number(e.target.value)];
     e.target.value = "";
-    if (ex) chooseModel(ex.model, ex.text, ex.options);
+    if (!ex) return;
+    if (ex.sort) {
+      state.hsort = ex.sort;
+      state.hdir = "desc";
+    }
+    app.pendingPair = ex.pair ? { ...ex.pair, model: ex.model } : null;
+    app.pendingOpen = !!ex.pair;
+    chooseModel(ex.model, exampleText(ex, info(ex.model)), ex.options);
   });
   $("mask-causal").addEventListener("change", (e) => {
     state.masks = { ...state.masks, causal: e.target.checked };
@@ -508,6 +778,8 @@ function bindControls() {
     state.layer = e.target.value === "all" ? "all" : Number(e.target.value);
     state.page = 0;
     state.focus = null;
+    app.notice = "";
+    app.skipDiff = true;
     schedule();
   });
   for (const k of RANDOM_OPTIONS) {
@@ -546,6 +818,24 @@ function bindControls() {
     $("retrieval").focus();
   });
   $("error-banner").querySelector("[data-role=dismiss]").addEventListener("click", hideError);
+  $("ht-find").addEventListener("input", (e) => {
+    state.hfind = e.target.value.slice(0, 40);
+    updateUrl();
+    renderHeadTypesPanel();
+  });
+  $("ht-score").addEventListener("change", (e) => {
+    state.hscore = e.target.value;
+    $("ht-min").disabled = !state.hscore;
+    updateUrl();
+    renderHeadTypesPanel();
+  });
+  $("ht-min").addEventListener("input", (e) => {
+    const v = Number.parseFloat(e.target.value);
+    if (!Number.isFinite(v)) return;
+    state.hmin = v;
+    updateUrl();
+    renderHeadTypesPanel();
+  });
   $("copy-link").addEventListener("click", async () => {
     updateUrl();
     try {
@@ -601,6 +891,7 @@ function fillModels() {
   const ex = $("example-select");
   EXAMPLES.concat(app.extraExamples).forEach((e, i) => {
     if (!names.includes(e.model)) return;
+    if (e.repeat && !exampleText(e, info(e.model))) return;
     ex.append(Object.assign(document.createElement("option"), { value: String(i), textContent: e.label }));
   });
 }

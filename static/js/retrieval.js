@@ -42,7 +42,7 @@ function clip(s, n) {
   return s.length > n ? `${s.slice(0, n - 1)}…` : s;
 }
 
-export function renderRetrieval(svg, view, head, q, onQuery) {
+export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
   const S = view.tokens.length;
   const rh = rowHeight(S);
   const height = 34 + S * rh + 8;
@@ -88,7 +88,9 @@ export function renderRetrieval(svg, view, head, q, onQuery) {
     svg.append(g);
   }
   for (const r of rows) {
-    const g = el("g", { class: `rd-key${r.eligible ? "" : " rd-masked"}`, "data-key": r.k });
+    const chosen = view.pair && view.pair[0] === q && view.pair[1] === r.k;
+    const g = el("g", { class: `rd-key${r.eligible ? "" : " rd-masked"}${chosen ? " rd-pair" : ""}`, "data-key": r.k });
+    if (onKey) g.addEventListener("click", () => onKey(r.k));
     const fill = r.eligible ? rgbString(colorAt(palette, r.weight ?? 0)) : "url(#rd-hatch)";
     const ink = r.eligible ? inkOn(colorAt(palette, r.weight ?? 0)) : "#333";
     g.append(el("rect", { x: COL.key, y: y(r.k) - rh / 2 + 2, width: COL.boxW, height: rh - 4, rx: 4, fill, stroke: r.eligible ? "none" : "#8c8c8c" }));

@@ -1,0 +1,231 @@
+// Head types: every (layer, head) of the model with its previous-token, duplicate-token and induction scores,
+// mean attention distance and entropy (POST /api/heads). Sort by a column, filter, press a row to open that head;
+// one press opens the best head of a kind. The helpers on top are pure; `renderHeadTypes` only builds the DOM.
+
+export const COLUMNS = [
+  {
+    key: "previous_token", label: "Previous-token", short: "prev", max: 1,
+    help: "mean weight a query puts on the position just before it (1 = always the previous token)",
+  },
+  {
+    key: "duplicate_token", label: "Duplicate-token", short: "dup", max: 1,
+    help: "mean weight a repeated token puts on its earlier copies",
+  },
+  {
+    key: "induction", label: "Induction", short: "ind", max: 1,
+    help: "on L random tokens followed by the same L again: mean weight from each token of the second copy to " +
+      "the token that followed its first occurrence (Olsson et al. 2022)",
+  },
+  {
+    key: "mean_distance", label: "Mean distance", short: "dist", max: null,
+    help: "mean over queries of Σ weight · |query − key|, in positions (small = local)",
+  },
+  {
+    key: "entropy", label: "Entropy", short: "H", max: null,
+    help: "mean over queries of the weights' entropy in nats (0 = one key takes all the weight)",
+  },
+];
+export const BEST_KINDS = ["induction", "previous_token", "duplicate_token"];
+export const STRONG = 0.5; // a 0..1 score at or above this is drawn as a strong bar
+
+export function headLabel(row) {
+  return `L${row.layer} H${row.head}`;
+}
+
+function byPosition(a, b) {
+  return a.layer - b.layer || a.head - b.head;
+}
+
+// Rows sorted on a column ("head" or a score key; null = layer order). Missing scores go last either way.
+export function sortRows(rows, by, dir = "desc") {
+  const out = [...rows];
+  if (!by) return out.sort(byPosition);
+  const sign = dir === "asc" ? 1 : -1;
+  if (by === "head") return out.sort((a, b) => sign * byPosition(a, b));
+  return out.sort((a, b) => {
+    const x = a[by];
+    const y = b[by];
+    if (x == null && y == null) return byPosition(a, b);
+    if (x == null) return 1;
+    if (y == null) return -1;
+    return sign * (x - y) || byPosition(a, b);
+  });
+}
+
+// Does the head match a typed filter? "L1H3", "l1 h3", "L1", "H3" and "1.3" all work; "" matches every head.
+export function matchesText(row, text) {
+  const t = String(text || "").trim().toLowerCase().replace(/\s+/g, "");
+  if (!t) return true;
+  const dotted = /^(\d+)\.(\d+)$/.exec(t);
+  if (dotted) return row.layer === Number(dotted[1]) && row.head === Number(dotted[2]);
+  const m = /^(?:l(\d+))?(?:h(\d+))?$/.exec(t);
+  if (!m || (m[1] === undefined && m[2] === undefined)) return false;
+  return (m[1] === undefined || row.layer === Number(m[1])) && (m[2] === undefined || row.head === Number(m[2]));
+}
+
+// The rows a person asked to see: matching the text, and (with a score chosen) at or above its threshold.
+export function filterRows(rows, { text = "", score = "", min = 0 } = {}) {
+  return rows.filter((r) => matchesText(r, text) && (!score || (r[score] != null && r[score] >= min)));
+}
+
+// The head with the highest value of a score, or null when no head has one.
+export function bestHead(rows, key) {
+  let best = null;
+  for (const r of rows) if (r[key] != null && (best === null || r[key] > best[key])) best = r;
+  return best;
+}
+
+// What a bar's full width stands for in a column: 1 for the 0..1 scores, else the column's largest value.
+export function columnMax(rows, column) {
+  if (column.max != null) return column.max;
+  return Math.max(1e-9, ...rows.map((r) => r[column.key] ?? 0));
+}
+
+export function formatScore(v, key) {
+  if (v == null) return "–";
+  return key === "mean_distance" ? v.toFixed(2) : v.toFixed(3);
+}
+
+// One sentence on what the scores were measured on.
+export function measuredOn(result, seqLen) {
+  const probe = result.probe_tokens;
+  const L = result.segment_len;
+  const where =
+    result.scored_on === "input"
+      ? `Previous-token, duplicate-token, distance and entropy are measured on your text (${seqLen} tokens, with your masks).`
+      : "Every score is measured on the probe below.";
+  const ind = probe
+    ? ` Induction is measured on a probe: ${L} random tokens from the model's vocabulary, then the same ${L} again (seed ${result.seed}).`
+    : " Induction needs a vocabulary to draw a repeated sequence from; this model has none, so it has no induction score.";
+  return where + ind;
+}
+
+function node(tag, props = {}, text) {
+  const n = Object.assign(document.createElement(tag), props);
+  if (text !== undefined) n.textContent = text;
+  return n;
+}
+
+// Keep keyboard focus on the same control across a rebuild (it is found again by its data-focus key).
+function focusKey(root) {
+  const a = document.activeElement;
+  return a && root.contains(a) ? a.dataset.focus || null : null;
+}
+
+function refocus(root, key) {
+  if (!key) return;
+  const el = root.querySelector(`[data-focus="${CSS.escape(key)}"]`);
+  if (el) el.focus();
+}
+
+// Scroll the table's box to the opened head's row once each time another head is opened.
+function revealCurrent(table, focus) {
+  const box = table.parentElement;
+  const want = focus ? focus.join(".") : "";
+  if (!box || box.dataset.revealed === want) return;
+  const row = table.querySelector("tbody tr.current");
+  if (!row) return;
+  box.dataset.revealed = want;
+  const head = table.tHead ? table.tHead.offsetHeight : 0;
+  const top = row.offsetTop - head;
+  if (top < box.scrollTop || row.offsetTop + row.offsetHeight > box.scrollTop + box.clientHeight) {
+    box.scrollTop = Math.max(0, top - box.clientHeight / 3);
+  }
+}
+
+// view: {rows, result, seqLen, sort, dir, filter: {text, score, min}, focus: [layer, head] | null, multiLayer}
+// on: {sort(by), open(layer, head)}
+export function renderHeadTypes(table, view, on) {
+  const key = focusKey(table);
+  table.replaceChildren();
+  const cap = node("caption", { className: "sr-only" }, "Head-type scores for every head; press a column heading to sort, a row to open that head.");
+  const thead = node("thead");
+  const tr = node("tr");
+  const headings = [{ key: "head", label: "Head", help: "layer and head; press to sort by position" }, ...COLUMNS];
+  for (const c of headings) {
+    const th = node("th", { scope: "col" });
+    const sorted = view.sort === c.key || (!view.sort && c.key === "head");
+    const dir = view.sort ? view.dir : "asc";
+    th.setAttribute("aria-sort", sorted ? (dir === "asc" ? "ascending" : "descending") : "none");
+    const b = node("button", { type: "button", title: c.help }, c.label);
+    b.dataset.focus = `sort-${c.key}`;
+    b.dataset.sort = c.key;
+    const arrow = node("span", { className: "sort-arrow" }, sorted ? (dir === "asc" ? "▲" : "▼") : "↕");
+    arrow.setAttribute("aria-hidden", "true");
+    b.append(arrow);
+    b.addEventListener("click", () => on.sort(c.key));
+    th.append(b);
+    tr.append(th);
+  }
+  thead.append(tr);
+  const body = node("tbody");
+  const shown = filterRows(sortRows(view.rows, view.sort, view.dir), view.filter);
+  const maxes = Object.fromEntries(COLUMNS.map((c) => [c.key, columnMax(view.rows, c)]));
+  for (const r of shown) {
+    const row = node("tr");
+    row.dataset.layer = String(r.layer);
+    row.dataset.head = String(r.head);
+    row.setAttribute("data-testid", "head-type-row");
+    const current = view.focus && view.focus[0] === r.layer && view.focus[1] === r.head;
+    if (current) row.classList.add("current");
+    const th = node("th", { scope: "row" });
+    const open = node("button", { type: "button", className: "ht-open" }, view.multiLayer ? headLabel(r) : `H${r.head}`);
+    open.dataset.focus = `open-${r.layer}-${r.head}`;
+    open.setAttribute("aria-label", `Open layer ${r.layer} head ${r.head} large`);
+    if (current) open.setAttribute("aria-current", "true");
+    th.append(open);
+    row.append(th);
+    for (const c of COLUMNS) {
+      const v = r[c.key];
+      const td = node("td");
+      td.dataset.col = c.key;
+      if (v != null) {
+        td.dataset.value = String(v);
+        const frac = Math.max(0, Math.min(1, v / maxes[c.key]));
+        const bar = node("span", { className: `ht-bar${c.max === 1 && v >= STRONG ? " strong" : ""}` });
+        bar.style.width = `${(frac * 100).toFixed(1)}%`;
+        bar.setAttribute("aria-hidden", "true");
+        td.append(bar);
+      }
+      td.append(node("span", { className: "ht-val" }, formatScore(v, c.key)));
+      row.append(td);
+    }
+    row.addEventListener("click", () => on.open(r.layer, r.head));
+    body.append(row);
+  }
+  if (!shown.length) {
+    const row = node("tr");
+    const td = node("td", { colSpan: headings.length, className: "ht-empty" }, "No head matches the filter.");
+    row.append(td);
+    body.append(row);
+  }
+  table.append(cap, thead, body);
+  refocus(table, key);
+  revealCurrent(table, view.focus);
+  return shown.length;
+}
+
+// The quick buttons: "best induction head: L1 H3 (0.93)"; a kind no head has a score for is disabled.
+export function renderBest(root, rows, multiLayer, onOpen) {
+  const key = focusKey(root);
+  root.replaceChildren(node("span", { className: "ht-best-label" }, "Best head for"));
+  for (const kind of BEST_KINDS) {
+    const col = COLUMNS.find((c) => c.key === kind);
+    const best = bestHead(rows, kind);
+    const b = node("button", { type: "button", className: "secondary small-btn" });
+    b.dataset.best = kind;
+    b.dataset.focus = `best-${kind}`;
+    const name = col.label.toLowerCase();
+    if (best) {
+      const where = multiLayer ? headLabel(best) : `H${best.head}`;
+      b.append(node("span", { className: "ht-kind" }, name), node("span", { className: "ht-which" }, `${where} · ${formatScore(best[kind], kind)}`));
+      b.setAttribute("aria-label", `Open the best ${name} head, ${where}, score ${formatScore(best[kind], kind)}`);
+      b.addEventListener("click", () => onOpen(best.layer, best.head));
+    } else {
+      b.append(node("span", { className: "ht-kind" }, name), node("span", { className: "ht-which" }, "no score"));
+      b.disabled = true;
+    }
+    root.append(b);
+  }
+  refocus(root, key);
+}

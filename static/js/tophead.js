@@ -1,0 +1,95 @@
+// Top heads for one query -> key pair (POST /api/heads/top): which heads, in every layer, put the most weight from
+// this query on this key? Choose the pair here, by shift-clicking a cell of the large head, or by pressing a key in
+// the retrieval diagram; press a head in the list to open it.
+
+export const TOP_K = 10;
+
+function node(tag, props = {}, text) {
+  const n = Object.assign(document.createElement(tag), props);
+  if (text !== undefined) n.textContent = text;
+  return n;
+}
+
+export function positionLabel(tokens, i) {
+  const t = String(tokens[i] ?? "");
+  return `${i} ${t.length > 16 ? `${t.slice(0, 15)}…` : t}`;
+}
+
+function positionSelect(id, label, tokens, value, onChange) {
+  const wrap = node("label", { className: "th-pick", htmlFor: id });
+  wrap.append(node("span", {}, label));
+  const sel = node("select", { id });
+  sel.append(node("option", { value: "" }, "choose…"));
+  tokens.forEach((_, i) => sel.append(node("option", { value: String(i) }, positionLabel(tokens, i))));
+  sel.value = value == null ? "" : String(value);
+  sel.addEventListener("change", () => onChange(sel.value === "" ? null : Number(sel.value)));
+  wrap.append(sel);
+  return wrap;
+}
+
+// view: {tokens, pair: [q, k] | null, top: TopHeadsResult | null, status: "idle"|"loading"|"error"|"ready",
+//        message, multiLayer, focus: [layer, head] | null}
+// on: {pair(q, k), open(layer, head, query)}
+export function renderTopHeads(root, view, on) {
+  const active = root.contains(document.activeElement) ? document.activeElement.id || document.activeElement.dataset.focus : null;
+  root.replaceChildren();
+  const [q, k] = view.pair || [null, null];
+  const picks = node("div", { className: "th-picks" });
+  picks.append(
+    positionSelect("pair-query", "Query", view.tokens, q, (v) => on.pair(v, k)),
+    node("span", { className: "th-arrow" }, "→"),
+    positionSelect("pair-key", "Key", view.tokens, k, (v) => on.pair(q, v)),
+  );
+  root.append(picks);
+  const status = node("p", { className: "muted small th-status" });
+  status.setAttribute("aria-live", "polite");
+  root.append(status);
+  const top = view.top;
+  if (!view.pair || q == null || k == null) {
+    status.textContent =
+      "Choose a query and a key: here, by shift-clicking a cell of the large head, or by pressing a key in the retrieval diagram.";
+  } else if (view.status === "error") {
+    status.textContent = view.message;
+    status.classList.add("bad");
+  } else if (view.status === "loading" && !top) {
+    status.textContent = "ranking every head…";
+  }
+  if (top && view.pair && top.query === q && top.key === k) {
+    status.textContent =
+      `Weight from query ${q} “${view.tokens[q]}” to key ${k} “${view.tokens[k]}”, highest first, over all ` +
+      `${view.total} head${view.total === 1 ? "" : "s"}.`;
+    const list = node("ol", { className: "th-list" });
+    list.setAttribute("data-testid", "top-heads");
+    const max = Math.max(1e-9, ...top.heads.map((h) => h.weight));
+    top.heads.forEach((h, rank) => {
+      const li = node("li");
+      const b = node("button", { type: "button", className: "th-item" });
+      b.dataset.layer = String(h.layer);
+      b.dataset.head = String(h.head);
+      b.dataset.weight = String(h.weight);
+      b.dataset.focus = `top-${h.layer}-${h.head}`;
+      const current = view.focus && view.focus[0] === h.layer && view.focus[1] === h.head;
+      if (current) b.setAttribute("aria-current", "true");
+      b.setAttribute("aria-label", `Open layer ${h.layer} head ${h.head}: weight ${h.weight.toFixed(3)}`);
+      const bar = node("span", { className: "th-bar" });
+      bar.style.width = `${((h.weight / max) * 100).toFixed(1)}%`;
+      bar.setAttribute("aria-hidden", "true");
+      const track = node("span", { className: "th-track" });
+      track.append(bar);
+      b.append(
+        node("span", { className: "th-rank" }, `${rank + 1}`),
+        node("span", { className: "th-name" }, view.multiLayer ? `L${h.layer} H${h.head}` : `H${h.head}`),
+        track,
+        node("span", { className: "th-weight" }, h.weight.toFixed(3)),
+      );
+      b.addEventListener("click", () => on.open(h.layer, h.head, q));
+      li.append(b);
+      list.append(li);
+    });
+    root.append(list);
+  }
+  if (active) {
+    const el = root.querySelector(`#${CSS.escape(active)}`) || root.querySelector(`[data-focus="${CSS.escape(active)}"]`);
+    if (el) el.focus();
+  }
+}
