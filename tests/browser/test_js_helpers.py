@@ -214,3 +214,109 @@ def test_view_helpers(js: Callable[[str], Any]) -> None:
     assert out["edit"] == [[2.5]] and out["bad"] is None and out["same"] == [[1]]
     assert out["code"] == "CP"
     assert out["row"] == ["H0", "0.500", "0.300", "0.000", "✓ 3.0e-8", "-1.000 … 2.000", "-3.000 … 4.000", "1.23", "2"]
+
+
+def test_head_types_sort_filter_and_best(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const H = await mod('headtypes.js');
+        const rows = [
+          {layer: 0, head: 0, previous_token: 0.9, induction: 0.0, entropy: 0.2},
+          {layer: 0, head: 1, previous_token: 0.1, induction: null, entropy: 1.5},
+          {layer: 1, head: 0, previous_token: 0.2, induction: 0.8, entropy: 0.7},
+          {layer: 1, head: 3, previous_token: 0.3, induction: 0.6, entropy: 0.1},
+        ];
+        const ids = (rs) => rs.map(H.headLabel);
+        return {
+          byInduction: ids(H.sortRows(rows, 'induction', 'desc')),
+          byInductionAsc: ids(H.sortRows(rows, 'induction', 'asc')),
+          byHeadDesc: ids(H.sortRows(rows, 'head', 'desc')),
+          layerOrder: ids(H.sortRows([...rows].reverse(), null)),
+          find: ['L1H3', 'l1 h3', 'L1', 'H0', '1.3', 'x', ''].map((t) => ids(rows.filter((r) => H.matchesText(r, t)))),
+          threshold: ids(H.filterRows(rows, {score: 'induction', min: 0.5})),
+          both: ids(H.filterRows(rows, {text: 'L1', score: 'previous_token', min: 0.25})),
+          best: H.headLabel(H.bestHead(rows, 'induction')),
+          none: H.bestHead(rows, 'duplicate_token'),
+          maxEntropy: H.columnMax(rows, H.COLUMNS.find((c) => c.key === 'entropy')),
+        };
+        """
+    )
+    assert out["byInduction"] == ["L1 H0", "L1 H3", "L0 H0", "L0 H1"]  # a missing score goes last
+    assert out["byInductionAsc"] == ["L0 H0", "L1 H3", "L1 H0", "L0 H1"]
+    assert out["byHeadDesc"] == ["L1 H3", "L1 H0", "L0 H1", "L0 H0"]
+    assert out["layerOrder"] == ["L0 H0", "L0 H1", "L1 H0", "L1 H3"]
+    assert out["find"] == [
+        ["L1 H3"],
+        ["L1 H3"],
+        ["L1 H0", "L1 H3"],
+        ["L0 H0", "L1 H0"],
+        ["L1 H3"],
+        [],
+        ["L0 H0", "L0 H1", "L1 H0", "L1 H3"],
+    ]
+    assert out["threshold"] == ["L1 H0", "L1 H3"]
+    assert out["both"] == ["L1 H3"]
+    assert out["best"] == "L1 H0" and out["none"] is None
+    assert out["maxEntropy"] == 1.5
+
+
+def test_examples_build_repeats_from_a_vocabulary_and_place_pairs(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const E = await mod('examples.js');
+        const vocab = Array.from({length: 50}, (_, i) => `w${i}`);
+        const a = E.repeatedWords(vocab, 12, 7);
+        const tokens = ['[CLS]', 'the', 'animal', 'didn', "'", 't', 'cross', 'it', 'animal', 'it', '[SEP]'];
+        return {
+          a, again: E.repeatedWords(vocab, 12, 7), other: E.repeatedWords(vocab, 12, 8),
+          short: E.repeatedWords(['x', 'y'], 5, 1),
+          pair: E.resolvePair(tokens, {query: 'it', key: 'animal'}),
+          upper: E.resolvePair(['The', 'Cat', 'it'], {query: 'IT', key: 'cat'}),
+          missing: E.resolvePair(tokens, {query: 'it', key: 'street'}),
+          at: E.resolvePair(tokens, {at: [9, 2]}), outside: E.resolvePair(tokens, {at: [20, 2]}),
+          text: E.exampleText({repeat: {words: 3, seed: 1}}, {vocab}),
+          noVocab: E.exampleText({repeat: {words: 3, seed: 1}}, {vocab: null}),
+        };
+        """
+    )
+    a = out["a"]
+    assert len(a) == 24 and a[:12] == a[12:] and len(set(a[:12])) == 12
+    assert out["again"] == a and out["other"] != a
+    assert sorted(out["short"]) == ["x", "x", "y", "y"]  # no more distinct words than the vocabulary holds
+    assert out["pair"] == [7, 2] and out["upper"] == [2, 1] and out["missing"] is None
+    assert out["at"] == [9, 2] and out["outside"] is None
+    assert len(out["text"].split()) == 6 and out["noVocab"] is None
+
+
+def test_state_keeps_the_pair_and_head_table_in_the_url(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const S = await mod('state.js');
+        const s = S.defaultState();
+        Object.assign(s, {model: 'minilm', text: 'a b', pair: [10, 2], hsort: 'induction', hdir: 'asc',
+                          hfind: 'L1', hscore: 'previous_token', hmin: 0.25});
+        const att = {model: 'minilm', text: 'a b', masks: {causal: true}, all_masked: 'zero', scale: false,
+                     include: ['weights'], layer: 3};
+        return {
+          s, back: S.decodeState('?' + S.encodeState(s)),
+          half: S.encodeState({...S.defaultState(), pair: [3, null]}),
+          junk: S.decodeState('?m=minilm&pair=a-1&hsort=nope&hmin=head:1'),
+          heads: S.headTypesRequest(att),
+          top: S.topHeadsRequest(att, [10, 2], 5),
+          caveats: [
+            S.headTypesCaveat({options: {heads: 8}, matrices: null}, {options: {heads: 4}}),
+            S.headTypesCaveat({options: {heads: 4}, matrices: null}, {options: {heads: 4}}),
+            S.headTypesCaveat({options: {}, matrices: {x: [[1]]}}, {options: {}}),
+          ],
+        };
+        """
+    )
+    assert out["back"] == out["s"]
+    assert "pair" not in out["half"]
+    junk = out["junk"]
+    assert (junk["pair"], junk["hsort"], junk["hscore"]) == (None, None, "")
+    assert out["heads"] == {"model": "minilm", "text": "a b", "all_masked": "zero", "masks": {"causal": True}}
+    top = out["top"]
+    assert "include" not in top and "layer" not in top
+    assert (top["query"], top["key"], top["k"], top["scale"]) == (10, 2, 5, False)
+    assert "heads" in out["caveats"][0] and out["caveats"][1] == "" and "chapter" in out["caveats"][2]
