@@ -188,8 +188,9 @@ function buildView() {
   const heads = shown.flatMap((l) => l.heads.map((head) => ({ layer: l.index, head })));
   const allHeads = heads.map((h) => h.head);
   const maxAbs = maxAbsEligible(allHeads, r.eligible);
-  const focus = state.focus || [heads[0].layer, heads[0].head.index];
-  const focusLayer = r.layers.find((l) => l.index === focus[0]) || shown[0];
+  const wanted = state.focus && r.layers.find((l) => l.index === state.focus[0]);
+  const focus = wanted ? state.focus : [heads[0].layer, heads[0].head.index];
+  const focusLayer = wanted || shown[0];
   const diff = app.diff && app.diff.comparable ? app.diff : null;
   return {
     tokens: r.tokens,

@@ -118,7 +118,7 @@ def test_minilm_on_a_typed_sentence_shows_72_heads_over_six_layers(
     assert masked_cells(page) == {(q, k) for q in range(n) for k in range(n) if k > q}
 
 
-def test_head_types_table_sorts_filters_and_opens_the_induction_head(open_trained: Open) -> None:
+def test_head_types_table_sorts_filters_and_opens_the_induction_head(open_trained: Open, trained_server: str) -> None:
     page = open_trained("")
     with page.expect_response("**/api/attention"):
         page.get_by_test_id("model-select").select_option("induction")
@@ -161,6 +161,20 @@ def test_head_types_table_sorts_filters_and_opens_the_induction_head(open_traine
     expect(page.locator("#focus-plot")).to_have_attribute("data-layer", str(first[0]))
     expect(page.locator("#focus-plot")).to_have_attribute("data-head", str(first[1]))
     expect(page.locator("#focus-title")).to_have_text(f"Layer {first[0]} · head {first[1]}, large")
+    wait_idle(page)
+    weights = httpx.post(
+        f"{trained_server}/api/attention",
+        json={
+            "model": "induction",
+            "text": page.get_by_test_id("sequence-input").input_value(),
+            "masks": {"causal": True},
+            "layer": first[0],
+            "include": ["weights"],
+        },
+        timeout=30,
+    ).json()["layers"][0]["heads"][first[1]]["weights"]
+    z = page.evaluate("document.getElementById('focus-plot').data[2].z")
+    assert z[-1][0] == pytest.approx(weights[-1][0], abs=1e-6)  # the opened head's own numbers
     expect(page.locator(f"[data-testid=head-heatmap][data-head='{first[1]}']")).to_have_attribute(
         "aria-pressed", "true"
     )
@@ -212,8 +226,12 @@ def test_minilm_example_ranks_the_heads_that_link_it_to_animal(open_trained: Ope
     assert top["weight"] == pytest.approx(every[0][0])
     assert [s["weight"] for s in shown] == pytest.approx([w for w, _, _ in every[:10]], abs=1e-6)
     # the example opens the head that links them most, with "it" as the query
+    expect(page.locator("#layer-select")).to_have_value(str(top["layer"]))
     expect(page.locator("#focus-plot")).to_have_attribute("data-layer", str(top["layer"]))
     expect(page.locator("#focus-plot")).to_have_attribute("data-head", str(top["head"]))
+    wait_idle(page)
+    z = page.evaluate("document.getElementById('focus-plot').data[2].z")
+    assert z[it][animal] == pytest.approx(top["weight"], abs=1e-6)
     expect(page.get_by_test_id("retrieval-diagram")).to_have_attribute("data-query", str(it))
     assert f"pair={it}-{animal}" in page.url
 
