@@ -131,11 +131,7 @@ def prepare(
     inp = to_run_input(req)
     tokens = model.tokenize(inp)
     _check_tokens(len(tokens), "tokens" if req.tokens is not None else "text", settings)
-    n_layers = model.n_layers(inp)
-    if req.layer is not None and req.layer >= n_layers:
-        raise ApiError(
-            422, "out_of_range", f"got layer {req.layer}, {model.info.name} has layers 0..{n_layers - 1}", "layer"
-        )
+    model.last_layer(inp)  # a 422 naming `layer` when it is past the model's last
     return model, inp
 
 

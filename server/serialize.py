@@ -12,6 +12,7 @@ import orjson
 import torch
 from fastapi.responses import Response
 
+from engine.masks import MaskSpec
 from engine.models import ModelRun
 from engine.stats import head_similarity, head_stats
 from server.errors import ApiError
@@ -59,8 +60,7 @@ def as_numpy(t: torch.Tensor) -> np.ndarray:
     return np.ascontiguousarray(t.detach().to(device="cpu", dtype=dtype).numpy())  # orjson needs C order
 
 
-def masks_dict(run: ModelRun) -> dict[str, Any]:
-    m = run.masks
+def mask_spec_dict(m: MaskSpec) -> dict[str, Any]:
     return {
         "causal": m.causal,
         "padding": list(m.padding) if m.padding is not None else None,
@@ -118,7 +118,7 @@ def serialize_run(
         "model": run.model,
         "tokens": run.tokens,
         "config": config,
-        "masks": masks_dict(run),
+        "masks": mask_spec_dict(run.masks),
         "all_masked": all_masked,
         "eligible": eligible.numpy(),
         "layers": out_layers,

@@ -89,6 +89,15 @@ class AttentionModel(ABC):
     def n_layers(self, inp: RunInput) -> int:
         return self.info.n_layers
 
+    def last_layer(self, inp: RunInput) -> int:
+        """The last layer a run computes: inp.last_layer, checked, or the model's last."""
+        n = self.n_layers(inp)
+        if inp.last_layer is None:
+            return n - 1
+        if not 0 <= inp.last_layer < n:
+            raise InputError("layer", f"got layer {inp.last_layer}: {self.info.name} has layers 0..{n - 1}")
+        return inp.last_layer
+
     def token_pool(self) -> list[str] | None:
         """Tokens a random probe sequence may be drawn from; None: the model only runs its own fixed input."""
         return self.info.vocab

@@ -175,14 +175,6 @@ class InductionModel(AttentionModel):
             self._moved[key] = self.weights.to(device, dtype)
         return self._moved[key]
 
-    def last_layer(self, inp: RunInput) -> int:
-        n = self.cfg.n_layers
-        if inp.last_layer is None:
-            return n - 1
-        if not 0 <= inp.last_layer < n:
-            raise InputError("layer", f"got layer {inp.last_layer}: the induction model has layers 0..{n - 1}")
-        return inp.last_layer
-
     def forward(
         self, ids: Tensor, w: DecoderWeights, eligible: Tensor, inp: RunInput, timings: dict[str, float]
     ) -> tuple[list[LayerTrace], Tensor]:

@@ -258,14 +258,6 @@ class MiniLMModel(AttentionModel):
         y = F.layer_norm(a + feed_forward(a, lw), d, lw.ln_mlp_w, lw.ln_mlp_b, eps)  # (B, S, D)
         return LayerTrace(index, out, x, y)
 
-    def last_layer(self, inp: RunInput) -> int:
-        n = self.cfg.n_layers
-        if inp.last_layer is None:
-            return n - 1
-        if not 0 <= inp.last_layer < n:
-            raise InputError("layer", f"got layer {inp.last_layer}: minilm has layers 0..{n - 1}")
-        return inp.last_layer
-
     def run(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> ModelRun:
         ids, tokens, unknown = self.encode(inp)
         last = self.last_layer(inp)

@@ -1,25 +1,12 @@
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
-from engine.masks import MaskSpec
 from server.deps import ModelsDep
 from server.schemas import ModelEntry, ModelsResponse
+from server.serialize import mask_spec_dict
 
 router = APIRouter(prefix="/api", tags=["models"])
-
-
-def _masks(m: MaskSpec | None) -> dict[str, Any] | None:
-    if m is None:
-        return None
-    return {
-        "causal": m.causal,
-        "padding": list(m.padding) if m.padding is not None else None,
-        "window": m.window,
-        "blocked": [list(c) for c in m.blocked],
-    }
 
 
 @router.get("/models", response_model=ModelsResponse)
@@ -40,7 +27,7 @@ def list_models(models: ModelsDep) -> ModelsResponse:
                 max_tokens=i.max_tokens,
                 tokenizer=i.tokenizer,
                 default_text=i.default_text,
-                default_masks=_masks(i.default_masks),
+                default_masks=mask_spec_dict(i.default_masks) if i.default_masks else None,
                 options=i.options,
                 vocab=i.vocab,
             )
