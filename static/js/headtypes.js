@@ -27,6 +27,7 @@ export const COLUMNS = [
 ];
 export const BEST_KINDS = ["induction", "previous_token", "duplicate_token"];
 export const STRONG = 0.5; // a 0..1 score at or above this is drawn as a strong bar
+export const BAR_ROOM_PX = 58; // the right part of a cell, kept free of the bar for the number
 
 export function headLabel(row) {
   return `L${row.layer} H${row.head}`;
@@ -183,7 +184,7 @@ export function renderHeadTypes(table, view, on) {
         td.dataset.value = String(v);
         const frac = Math.max(0, Math.min(1, v / maxes[c.key]));
         const bar = node("span", { className: `ht-bar${c.max === 1 && v >= STRONG ? " strong" : ""}` });
-        bar.style.width = `${(frac * 100).toFixed(1)}%`;
+        bar.style.width = `calc((100% - ${BAR_ROOM_PX}px) * ${frac.toFixed(4)})`;
         bar.setAttribute("aria-hidden", "true");
         td.append(bar);
       }
@@ -208,7 +209,7 @@ export function renderHeadTypes(table, view, on) {
 // The quick buttons: "best induction head: L1 H3 (0.93)"; a kind no head has a score for is disabled.
 export function renderBest(root, rows, multiLayer, onOpen) {
   const key = focusKey(root);
-  root.replaceChildren(node("span", { className: "ht-best-label" }, "Best head for"));
+  root.replaceChildren(node("span", { className: "ht-best-label" }, "Best:"));
   for (const kind of BEST_KINDS) {
     const col = COLUMNS.find((c) => c.key === kind);
     const best = bestHead(rows, kind);

@@ -369,10 +369,14 @@ function renderHeadTypesPanel() {
   );
   $("ht-count").textContent = rows.length ? `${shown} of ${rows.length} shown` : "";
   renderBest($("headtypes-best"), rows, multiLayer, (l, h) => openHead(l, h));
-  const measured = $("headtypes-measured");
-  measured.classList.toggle("bad", ht.status === "error" || ht.status === "caveat");
-  if (ht.status === "error" || ht.status === "caveat") measured.textContent = ht.message;
-  else measured.textContent = result ? measuredOn(result, ht.seqLen) : "";
+  // no rows yet (or none to be had): say why instead of drawing an empty table
+  for (const sel of [".ht-best", ".ht-filter", ".ht-scroll", ".ht-legend"]) panel.querySelector(sel).hidden = !rows.length;
+  const empty = $("headtypes-empty");
+  const failed = ht.status === "error";
+  empty.hidden = rows.length > 0;
+  empty.classList.toggle("bad", failed);
+  empty.textContent = ht.status === "error" || ht.status === "caveat" ? ht.message : "Scoring every head…";
+  $("headtypes-measured").textContent = result ? measuredOn(result, ht.seqLen) : "";
   const probe = $("headtypes-probe");
   probe.hidden = !(result && result.probe_tokens);
   if (result && result.probe_tokens) {

@@ -192,7 +192,8 @@ export function headTypesCaveat(s, info) {
   const own = info?.options || {};
   const changed = Object.entries(s.options || {}).filter(([k, v]) => v !== null && v !== undefined && own[k] !== v);
   if (changed.length) {
-    return `Head types are scored with the model's default options; set ${changed.map(([k]) => k).join(", ")} back to see them.`;
+    const names = changed.map(([k]) => k).join(", ");
+    return `Head types are scored with the model's default options only: set ${names} back to the defaults to score these heads.`;
   }
   return "";
 }

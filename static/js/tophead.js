@@ -87,6 +87,13 @@ export function renderTopHeads(root, view, on) {
       list.append(li);
     });
     root.append(list);
+    root.append(
+      node(
+        "p",
+        { className: "muted small th-hint" },
+        "Press a head to open it large with this query: the retrieval diagram then shows where else the query looks.",
+      ),
+    );
   }
   if (active) {
     const el = root.querySelector(`#${CSS.escape(active)}`) || root.querySelector(`[data-focus="${CSS.escape(active)}"]`);
