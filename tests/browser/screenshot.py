@@ -1,6 +1,6 @@
-"""Take docs/screenshot.png (random, 4 heads) and docs/screenshot-textbook.png from a running attnlab.
+"""Take the README's screenshots from a running attnlab (minilm and induction loaded for the last one).
 
-.venv/bin/attnlab serve --port 8123 --models textbook,random,custom &
+.venv/bin/attnlab serve --port 8123 --models textbook,random,custom,minilm,induction &
 .venv/bin/python -m tests.browser.screenshot http://127.0.0.1:8123
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import Page, sync_playwright
 
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 
@@ -19,6 +19,35 @@ VIEWS = {
     "&positions=1&causal=1&pad=9&block=8-1&focus=0.1&query=8",
     "screenshot-textbook.png": "?m=textbook&t=x1+x2+x3+x4+x5&causal=1&pad=4&query=3",
 }
+# minilm on "it ... animal": the head-types table, the top heads for it -> animal, and the best of them large
+MINILM = (
+    "?m=minilm&t=The+animal+didn%27t+cross+the+street+because+it+was+too+tired"
+    "&layer=5&focus=5.11&query=10&pair=10-2&hsort=previous_token"
+)
+
+
+def settle(page: Page) -> None:
+    page.wait_for_selector("[data-testid=head-heatmap]")
+    page.wait_for_function("document.getElementById('views').getAttribute('aria-busy') === 'false'")
+    page.wait_for_timeout(500)
+
+
+def minilm(page: Page, base: str) -> None:
+    page.goto(f"{base}/{MINILM}")
+    settle(page)
+    page.wait_for_selector("#headtypes-panel[data-state=ready]")
+    page.wait_for_selector("[data-testid=top-heads]")
+    page.mouse.move(0, 0)
+    page.evaluate("document.querySelector('.ht-scroll').scrollTop = 0")
+    page.wait_for_timeout(300)
+    top = page.locator("#views > .two").first.bounding_box()
+    bottom = page.locator("#views > .two-types").bounding_box()
+    views = page.locator("#views").bounding_box()
+    assert top and bottom and views
+    y0 = top["y"] - 6
+    height = bottom["y"] + bottom["height"] - y0
+    clip = {"x": views["x"] - 6, "y": y0, "width": views["width"] + 12, "height": height}
+    page.screenshot(path=str(DOCS / "screenshot-minilm.png"), clip=clip, full_page=True)
 
 
 def main(base: str) -> None:
@@ -27,10 +56,9 @@ def main(base: str) -> None:
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         for name, query in VIEWS.items():
             page.goto(f"{base}/{query}")
-            page.wait_for_selector("[data-testid=head-heatmap]")
-            page.wait_for_function("document.getElementById('views').getAttribute('aria-busy') === 'false'")
-            page.wait_for_timeout(500)
+            settle(page)
             page.screenshot(path=str(DOCS / name))
+        minilm(page, base)
         browser.close()
 
 
