@@ -117,6 +117,17 @@ def test_minilm_on_a_typed_sentence_shows_72_heads_over_six_layers(
     n = len(tokens)
     assert masked_cells(page) == {(q, k) for q in range(n) for k in range(n) if k > q}
 
+    # padding a wordpiece recomputes attention, and the head types are scored again with that mask
+    with page.expect_request("**/api/heads") as heads_req, page.expect_response("**/api/attention") as resp:
+        page.get_by_test_id("token").nth(2).click()
+    padding = [i != 2 for i in range(n)]
+    body = resp.value.request.post_data_json
+    assert body is not None and body["masks"]["padding"] == padding
+    heads_body = heads_req.value.post_data_json
+    assert heads_body is not None and heads_body["masks"]["padding"] == padding
+    wait_idle(page)
+    assert {(q, 2) for q in range(n)} <= masked_cells(page)
+
 
 def test_head_types_table_sorts_filters_and_opens_the_induction_head(open_trained: Open, trained_server: str) -> None:
     page = open_trained("")
