@@ -27,9 +27,6 @@ def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> At
 
 
 def check_limits(req: AttentionRequest, settings: Settings, dtype: torch.dtype) -> None:
-    given = [f for f in ("text", "tokens", "x") if getattr(req, f) is not None]
-    if req.model not in (None, "textbook") and not given:
-        raise ApiError(422, "invalid_request", "give one of text, tokens or x", "text")
     if req.text is not None and len(req.text) > settings.max_text_chars:
         raise ApiError(
             413,
@@ -127,6 +124,9 @@ def prepare(
 ) -> tuple[AttentionModel, RunInput]:
     """Pick the model and check every limit before any computation starts."""
     model = choose_model(req, models)
+    given = [f for f in ("text", "tokens", "x") if getattr(req, f) is not None]
+    if req.model not in (None, "textbook") and not given:
+        raise ApiError(422, "invalid_request", "give one of text, tokens or x", "text")
     check_limits(req, settings, runtime.dtype)
     inp = to_run_input(req)
     tokens = model.tokenize(inp)

@@ -150,12 +150,10 @@ class HealthResponse(BaseModel):
     models: list[str]
 
 
-class HeadTypesRequest(Strict):
-    model: str = Field(description="a name from GET /api/models")
-    text: str | None = Field(None, description="score previous-token, duplicate-token, distance, entropy on this")
-    tokens: list[str] | None = Field(None, description="or on these tokens")
-    masks: Masks | None = Field(None, description="masks for the scored sequence; omit for the model's defaults")
-    all_masked: Literal["error", "zero"] = "error"
+class HeadTypesRequest(AttentionRequest):
+    """The /api/attention body (text, tokens or x are optional here) plus the induction probe's settings."""
+
+    model: str | None = Field(None, description="a name from GET /api/models")
     segment_len: int = Field(24, ge=2, description="L: the induction probe is L random tokens, then the same L again")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="seeds the probe's random tokens")
 

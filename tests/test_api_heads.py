@@ -78,3 +78,31 @@ def test_head_endpoints_name_the_bad_field(
     trained: TestClient, path: str, body: dict[str, object], field: str, words: str
 ) -> None:
     assert_error(trained.post(path, json=body), 422, field, words)
+
+
+def test_head_types_score_the_heads_the_options_describe(trained: TestClient) -> None:
+    body = trained.post(
+        "/api/heads", json={"model": "random", "options": {"d_model": 32, "heads": 8, "seed": 5}}
+    ).json()
+    assert body["n_heads"] == 8 and len(body["heads"]) == 8
+    default = trained.post("/api/heads", json={"model": "random"}).json()
+    assert default["n_heads"] == 4
+    # the caller's masks reach the probe when no text is given: causal leaves no weight on later keys, so
+    # mean distances shrink for every head against the unmasked probe
+    causal = trained.post("/api/heads", json={"model": "random", "masks": {"causal": True}}).json()
+    for free, masked in zip(default["heads"], causal["heads"], strict=True):
+        assert masked["mean_distance"] < free["mean_distance"]
+
+
+def test_head_types_of_edited_textbook_numbers(trained: TestClient) -> None:
+    identity = [[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]
+    x = [[10.0, 0.0, 0.0, 0.0], [0.0, 10.0, 0.0, 0.0], [10.0, 0.0, 0.0, 0.0]]
+    weights = {"w_q": identity, "w_k": identity, "w_v": [[1.0, 0.0, 0.0]] * 4}
+    req = {"model": "textbook", "tokens": ["a", "b", "a"], "x": x, "weights": weights, "masks": {}}
+    body = trained.post("/api/heads", json=req).json()
+    # q = k = x[:, :2] with large entries: each query attends only to keys equal to itself, so query 2 ("a")
+    # splits its weight between key 0 (the earlier "a") and itself, and no query looks at the key before it
+    row = body["heads"][0]
+    assert body["scored_on"] == "input"
+    assert row["previous_token"] < 0.01  # the chapter's own numbers score 0.34 here
+    assert row["duplicate_token"] == pytest.approx(0.5, abs=0.01)

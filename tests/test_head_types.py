@@ -169,7 +169,7 @@ def test_probe_sequence_is_seeded_framed_and_bounded(minilm):
 
 def test_minilm_head_scores_on_given_text_and_probe(minilm):
     text = "the cat sat on the mat and the cat sat on the mat"
-    table = head_type_scores(minilm, CPU, torch.float32, segment_len=12, text=text)
+    table = head_type_scores(minilm, CPU, torch.float32, segment_len=12, inp=RunInput(text=text))
     assert len(table) == 6 and all(len(layer) == 12 for layer in table)
     run = minilm.run(RunInput(text=text), CPU, torch.float32)
     w = run.layers[2].attn.weights[0, 5].double()
@@ -210,7 +210,7 @@ def induction() -> InductionModel:
 def test_given_text_scores_that_text_and_keeps_induction_on_the_probe(induction):
     text = "red ball king river frog red ball king river frog"
     on_probe = head_type_scores(induction, CPU, torch.float64, segment_len=16)
-    on_text = head_type_scores(induction, CPU, torch.float64, segment_len=16, text=text)
+    on_text = head_type_scores(induction, CPU, torch.float64, segment_len=16, inp=RunInput(text=text))
     run = induction.run(RunInput(text=text), CPU, torch.float64)
     tokens = text.split()
     for layer, trace in enumerate(run.layers):
@@ -227,8 +227,10 @@ def test_given_text_scores_that_text_and_keeps_induction_on_the_probe(induction)
 
 def test_masks_without_text_apply_to_the_probe(induction):
     causal = head_type_scores(induction, CPU, torch.float64, segment_len=10)
-    lifted = head_type_scores(induction, CPU, torch.float64, segment_len=10, masks=MaskSpec())
+    lifted = head_type_scores(induction, CPU, torch.float64, segment_len=10, inp=RunInput(masks=MaskSpec()))
     assert causal != lifted
     with pytest.raises(InputError) as err:
-        head_type_scores(induction, CPU, torch.float64, segment_len=10, masks=MaskSpec(padding=[True] * 3))
+        head_type_scores(
+            induction, CPU, torch.float64, segment_len=10, inp=RunInput(masks=MaskSpec(padding=[True] * 3))
+        )
     assert err.value.field == "masks.padding"

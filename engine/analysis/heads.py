@@ -28,14 +28,12 @@ induction score is None (there is no repeated segment to measure it on).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
-from engine.attention import AllMaskedPolicy
 from engine.errors import InputError
-from engine.masks import MaskSpec
 from engine.models.base import AttentionModel, ModelRun, RunInput
 
 DEFAULT_SEGMENT_LEN = 24  # L: the probe is 2L tokens (plus any special tokens the model adds)
@@ -139,28 +137,26 @@ def head_type_scores(
     *,
     segment_len: int = DEFAULT_SEGMENT_LEN,
     seed: int = 0,
-    text: str | None = None,
-    tokens: list[str] | None = None,
-    masks: MaskSpec | None = None,
-    all_masked: AllMaskedPolicy = "error",
+    inp: RunInput | None = None,
 ) -> list[list[HeadScores]]:
     """Every layer's every head: previous_token, duplicate_token, induction, mean_distance, entropy.
 
-    Scores on the model's repeated random probe (seeded), or on `text` / `tokens` where given
-    (induction always on the probe). `masks` apply to the sequence scored: the probe when no text
-    is given (None: the model's default masks); with text, the probe keeps the model's defaults.
-    Returns layers x heads of plain dicts; a score that cannot be measured is None.
+    `inp` is the caller's input: its options (random's width and heads, say), scale and all-masked
+    policy hold for every run. With text, tokens or x in it, previous-token, duplicate-token,
+    distance and entropy are scored on that input with its masks, and induction on the probe with
+    the model's default masks (the caller's masks were made for another length). Without, all five
+    are scored on the probe, with inp.masks (None: the model's defaults). A model with no probe
+    (textbook) is scored on its input alone. Returns layers x heads of plain dicts; a score that
+    cannot be measured is None.
     """
-    given = text is not None or tokens is not None
+    inp = inp or RunInput()
+    given = inp.text is not None or inp.tokens is not None or inp.x is not None
     probe = probe_sequence(model, segment_len, seed)
     probe_run = None
     if probe is not None:
-        probe_masks = None if given else masks  # the caller's masks go with the sequence they were made for
-        probe_run = model.run(RunInput(tokens=probe.tokens, masks=probe_masks, all_masked=all_masked), device, dtype)
-    if probe_run is not None and not given:
-        run = probe_run
-    else:
-        run = model.run(RunInput(text=text, tokens=tokens, masks=masks, all_masked=all_masked), device, dtype)
+        probe_inp = replace(inp, text=None, tokens=probe.tokens, x=None, masks=None if given else inp.masks)
+        probe_run = model.run(probe_inp, device, dtype)
+    run = probe_run if probe_run is not None and not given else model.run(inp, device, dtype)
     table = []
     for layer, trace in enumerate(run.layers):
         w = trace.attn.weights[0].detach().double()  # (H, S, S)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import torch
 from fastapi import APIRouter
 
 from engine.analysis.heads import head_type_scores, probe_sequence, top_heads_for_pair
-from server.compute import choose_model, execute, prepare, to_run_input
+from server.compute import check_limits, choose_model, execute, prepare, to_run_input
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
 from server.schemas import (
@@ -25,14 +26,10 @@ router = APIRouter(prefix="/api/heads", tags=["analysis"])
 def head_types(req: HeadTypesRequest, settings: SettingsDep, models: ModelsDep, runtime: RuntimeDep) -> HeadTypesResult:
     """Every layer's every head: previous-token, duplicate-token and induction scores, mean attention distance
     and entropy. Induction is measured on a seeded probe (L random tokens from the model's vocabulary, twice);
-    the others on `text`/`tokens` when given, else on the probe too."""
-    as_attention = AttentionRequest(
-        model=req.model, text=req.text, tokens=req.tokens, masks=req.masks, all_masked=req.all_masked
-    )
-    model = choose_model(as_attention, models)
-    given = req.text is not None or req.tokens is not None
-    if given:
-        prepare(as_attention, settings, models, runtime)  # the same limits as /api/attention
+    the others on `text`/`tokens`/`x` when given, else on the probe too. Options (random's width and heads),
+    custom weights and `scale` hold for every run, so the scores describe the heads the page shows."""
+    as_attention = AttentionRequest.model_validate(req.model_dump(exclude={"segment_len", "seed"}) | {"layer": None})
+    given = req.text is not None or req.tokens is not None or req.x is not None
     probe_len = 2 * req.segment_len + 2  # the probe twice, plus any [CLS]/[SEP] the model adds
     if probe_len > settings.max_tokens:
         raise ApiError(
@@ -42,19 +39,16 @@ def head_types(req: HeadTypesRequest, settings: SettingsDep, models: ModelsDep, 
             "(ATTNLAB_MAX_TOKENS): choose a smaller segment_len",
             "segment_len",
         )
-    inp = to_run_input(as_attention)
+    if given:
+        model, inp = prepare(as_attention, settings, models, runtime)  # the same limits as /api/attention
+    else:
+        model = choose_model(as_attention, models)
+        check_limits(as_attention, settings, runtime.dtype)
+        inp = to_run_input(as_attention)
     probe = probe_sequence(model, req.segment_len, req.seed)
-    with runtime.slot():
+    with runtime.slot(), torch.inference_mode():
         table = head_type_scores(
-            model,
-            runtime.device,
-            runtime.dtype,
-            segment_len=req.segment_len,
-            seed=req.seed,
-            text=inp.text,
-            tokens=inp.tokens,
-            masks=inp.masks,
-            all_masked=req.all_masked,
+            model, runtime.device, runtime.dtype, segment_len=req.segment_len, seed=req.seed, inp=inp
         )
     rows = [HeadTypeRow.model_validate(row) for layer in table for row in layer]
     return HeadTypesResult(

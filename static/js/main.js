@@ -36,7 +36,6 @@ import {
   defaultState,
   encodeState,
   fitRows,
-  headTypesCaveat,
   headTypesRequest,
   stateForModel,
   topHeadsRequest,
@@ -266,18 +265,11 @@ function renderNotice() {
 
 function refreshHeadTypes() {
   const ht = app.headTypes;
-  const caveat = headTypesCaveat(state, info());
-  const req = caveat ? null : headTypesRequest(app.request);
-  const key = req ? JSON.stringify(req) : `caveat ${caveat}`;
+  const req = headTypesRequest(app.request);
+  const key = JSON.stringify(req);
   if (ht.key === key) return;
   ht.key = key;
   if (ht.controller) ht.controller.abort();
-  ht.controller = null;
-  if (!req) {
-    Object.assign(ht, { result: null, status: "caveat", message: caveat });
-    renderHeadTypesPanel();
-    return;
-  }
   const controller = new AbortController();
   ht.controller = controller;
   const seqLen = app.result.tokens.length;
@@ -359,7 +351,6 @@ function renderHeadTypesPanel() {
     loading: "scoring every head…",
     ready: result ? `${rows.length} head${rows.length === 1 ? "" : "s"} · ${result.n_layers} layer${result.n_layers === 1 ? "" : "s"}` : "",
     error: "could not score the heads",
-    caveat: "",
   }[ht.status];
   $("headtypes-status").textContent = status;
   const shown = renderHeadTypes(
@@ -375,7 +366,7 @@ function renderHeadTypesPanel() {
   const failed = ht.status === "error";
   empty.hidden = rows.length > 0;
   empty.classList.toggle("bad", failed);
-  empty.textContent = ht.status === "error" || ht.status === "caveat" ? ht.message : "Scoring every head…";
+  empty.textContent = ht.status === "error" ? ht.message : "Scoring every head…";
   $("headtypes-measured").textContent = result ? measuredOn(result, ht.seqLen) : "";
   const probe = $("headtypes-probe");
   probe.hidden = !(result && result.probe_tokens);

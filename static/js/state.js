@@ -178,30 +178,16 @@ export function buildRequest(s, info, seqLen) {
   return req;
 }
 
-// The POST /api/heads body that scores the same sequence and masks as an attention request.
+// The POST /api/heads body: the attention request (sequence, masks, options, edited numbers, scale) without
+// what only shapes its answer, so the scores describe the heads the page shows.
 export function headTypesRequest(attention) {
-  const req = { model: attention.model, text: attention.text, all_masked: attention.all_masked };
-  if (attention.masks) req.masks = attention.masks;
-  return req;
-}
-
-// Why head types cannot be scored for this state (a sentence for the page), or "" when they can:
-// /api/heads takes a model's own weights only, not edited textbook numbers or random-layer options.
-export function headTypesCaveat(s, info) {
-  if (s.matrices) return "Head types are scored with the chapter's own numbers; restore them to see the scores.";
-  const own = info?.options || {};
-  const changed = Object.entries(s.options || {}).filter(([k, v]) => v !== null && v !== undefined && own[k] !== v);
-  if (changed.length) {
-    const names = changed.map(([k]) => k).join(", ");
-    return `Head types are scored with the model's default options only: set ${names} back to the defaults to score these heads.`;
-  }
-  return "";
-}
-
-// The POST /api/heads/top body: the attention request without what only shapes its answer, plus the pair.
-export function topHeadsRequest(attention, pair, k) {
   const { include: _include, layer: _layer, ...rest } = attention;
-  return { ...rest, query: pair[0], key: pair[1], k };
+  return rest;
+}
+
+// The POST /api/heads/top body: the same, plus the pair.
+export function topHeadsRequest(attention, pair, k) {
+  return { ...headTypesRequest(attention), query: pair[0], key: pair[1], k };
 }
 
 // Resize a matrix to n rows: extra rows are zeros, missing rows are dropped.

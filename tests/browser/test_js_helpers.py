@@ -303,11 +303,8 @@ def test_state_keeps_the_pair_and_head_table_in_the_url(js: Callable[[str], Any]
           junk: S.decodeState('?m=minilm&pair=a-1&hsort=nope&hmin=head:1'),
           heads: S.headTypesRequest(att),
           top: S.topHeadsRequest(att, [10, 2], 5),
-          caveats: [
-            S.headTypesCaveat({options: {heads: 8}, matrices: null}, {options: {heads: 4}}),
-            S.headTypesCaveat({options: {heads: 4}, matrices: null}, {options: {heads: 4}}),
-            S.headTypesCaveat({options: {}, matrices: {x: [[1]]}}, {options: {}}),
-          ],
+          custom: S.headTypesRequest({model: 'random', text: 'a', options: {heads: 8}, x: [[1]],
+                                      weights: {w_q: [[1]]}, include: [], layer: 0}),
         };
         """
     )
@@ -315,8 +312,20 @@ def test_state_keeps_the_pair_and_head_table_in_the_url(js: Callable[[str], Any]
     assert "pair" not in out["half"]
     junk = out["junk"]
     assert (junk["pair"], junk["hsort"], junk["hscore"]) == (None, None, "")
-    assert out["heads"] == {"model": "minilm", "text": "a b", "all_masked": "zero", "masks": {"causal": True}}
+    assert out["heads"] == {
+        "model": "minilm",
+        "text": "a b",
+        "all_masked": "zero",
+        "masks": {"causal": True},
+        "scale": False,
+    }
+    assert out["custom"] == {
+        "model": "random",
+        "text": "a",
+        "options": {"heads": 8},
+        "x": [[1]],
+        "weights": {"w_q": [[1]]},
+    }
     top = out["top"]
     assert "include" not in top and "layer" not in top
     assert (top["query"], top["key"], top["k"], top["scale"]) == (10, 2, 5, False)
-    assert "heads" in out["caveats"][0] and out["caveats"][1] == "" and "chapter" in out["caveats"][2]
