@@ -904,7 +904,10 @@ async function init() {
   const fromUrl = decodeState(location.search);
   if (fromUrl && info(fromUrl.model)) {
     const base = stateForModel(info(fromUrl.model));
-    Object.assign(state, fromUrl, { options: { ...base.options, ...fromUrl.options } });
+    Object.assign(state, fromUrl, {
+      options: { ...base.options, ...fromUrl.options },
+      masks: fromUrl.masks ?? base.masks,
+    });
     if (!state.text) state.text = base.text;
   } else {
     const first = info("textbook") || app.models[0];

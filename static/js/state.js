@@ -68,7 +68,7 @@ export function encodeState(s) {
     p.set(k, typeof v === "boolean" ? (v ? "1" : "0") : String(v));
   }
   if (s.matrices) p.set("mx", JSON.stringify(s.matrices));
-  if (s.masks.causal) p.set("causal", "1");
+  p.set("causal", s.masks.causal ? "1" : "0"); // always written: a link without it gets the model's default masks
   if (s.masks.window != null) p.set("window", String(s.masks.window));
   if (s.masks.padded.length) p.set("pad", s.masks.padded.join(","));
   if (s.masks.blocked.length) p.set("block", s.masks.blocked.map(([q, k]) => `${q}-${k}`).join(","));
@@ -100,7 +100,8 @@ function parseMatrices(raw) {
 }
 
 // Query string -> state, or null when the string names no model (the page then starts from defaults).
-// Values it cannot read fall back to a fresh state's, so a mangled link still opens a page.
+// Values it cannot read fall back to a fresh state's, so a mangled link still opens a page. A link that
+// sets no mask at all (a bare "?m=induction") gives masks = null: the model's default masks apply.
 export function decodeState(search) {
   const p = new URLSearchParams(search);
   const model = p.get("m");
@@ -113,18 +114,22 @@ export function decodeState(search) {
     s.options[k] = k === "positions" ? p.get(k) === "1" : int(p.get(k));
   }
   if (p.has("mx")) s.matrices = parseMatrices(p.get("mx"));
-  s.masks.causal = p.get("causal") === "1";
-  const w = int(p.get("window"));
-  s.masks.window = w != null && w >= 1 ? w : null;
-  s.masks.padded = (p.get("pad") || "")
-    .split(",")
-    .map(int)
-    .filter((v) => v != null && v >= 0)
-    .sort((a, b) => a - b);
-  s.masks.blocked = (p.get("block") || "")
-    .split(",")
-    .map((c) => c.split("-").map(int))
-    .filter((c) => c.length === 2 && c.every((v) => v != null && v >= 0));
+  if (["causal", "window", "pad", "block"].some((k) => p.has(k))) {
+    s.masks.causal = p.get("causal") === "1";
+    const w = int(p.get("window"));
+    s.masks.window = w != null && w >= 1 ? w : null;
+    s.masks.padded = (p.get("pad") || "")
+      .split(",")
+      .map(int)
+      .filter((v) => v != null && v >= 0)
+      .sort((a, b) => a - b);
+    s.masks.blocked = (p.get("block") || "")
+      .split(",")
+      .map((c) => c.split("-").map(int))
+      .filter((c) => c.length === 2 && c.every((v) => v != null && v >= 0));
+  } else {
+    s.masks = null; // no mask in the link: the model's defaults
+  }
   if (p.get("all_masked") === "zero") s.allMasked = "zero";
   s.scale = p.get("scale") !== "0";
   if (VIEWS.includes(p.get("view"))) s.view = p.get("view");

@@ -300,3 +300,13 @@ def test_all_layers_over_the_result_limit_fall_back_to_one_layer(open_trained: O
     expect(page.get_by_test_id("head-heatmap")).to_have_count(12)
     assert page_log.attention_requests()[-1]["layer"] == 0
     assert page_log.page_errors == []
+
+
+def test_a_bare_link_opens_with_the_models_default_masks(open_trained: Open, page_log: PageLog) -> None:
+    page = open_trained("?m=induction&t=dog+cat+dog+cat")
+    expect(page.get_by_test_id("mask-causal")).to_be_checked()
+    assert page_log.attention_requests()[-1]["masks"]["causal"] is True
+    # a link that turns causal off says so, and keeps it off
+    page = open_trained("?m=induction&t=dog+cat+dog+cat&causal=0")
+    expect(page.get_by_test_id("mask-causal")).not_to_be_checked()
+    assert page_log.attention_requests()[-1]["masks"]["causal"] is False
