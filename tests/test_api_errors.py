@@ -134,12 +134,22 @@ FIELDS = {
 }
 
 
+POSTS = ["/api/attention", "/api/heads", "/api/heads/top"]
+EXTRA = {
+    "segment_len": st.integers(-1, 8) | JSONish,
+    "seed": st.integers(-1, 5) | JSONish,
+    "query": st.integers(-1, 6) | JSONish,
+    "key": st.integers(-1, 6) | JSONish,
+    "k": st.integers(-1, 5) | JSONish,
+}
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.fixed_dictionaries({}, optional=FIELDS))
-def test_no_request_body_produces_a_500_or_a_nan(client: TestClient, body: dict[str, Any]) -> None:
+@given(st.sampled_from(POSTS), st.fixed_dictionaries({}, optional=FIELDS | EXTRA))
+def test_no_request_body_produces_a_500_or_a_nan(client: TestClient, path: str, body: dict[str, Any]) -> None:
     # json.dumps writes NaN and Infinity literals, which Python's JSON parser on the server accepts
     content = json.dumps(body)
-    resp = client.post("/api/attention", content=content, headers={"content-type": "application/json"})
+    resp = client.post(path, content=content, headers={"content-type": "application/json"})
     assert resp.status_code in (200, 413, 422), (resp.status_code, resp.text[:300])
     if resp.status_code == 200:
         assert "NaN" not in resp.text and "Infinity" not in resp.text
@@ -192,3 +202,25 @@ def test_every_mask_combination_gives_distributions_or_a_named_422(client: TestC
             live = any(eligible[q])
             assert abs(sum(row) - (1.0 if live else 0.0)) < 1e-5
             assert all(w == 0.0 for w, ok in zip(row, eligible[q], strict=True) if not ok)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plausible_requests(), st.integers(0, 7), st.integers(0, 7))
+def test_head_scores_for_every_mask_combination_are_fractions_or_a_named_422(
+    client: TestClient, body: dict[str, Any], query: int, key: int
+) -> None:
+    resp = client.post("/api/heads", json={**body, "segment_len": 4})
+    if resp.status_code == 422:
+        assert_error(resp, 422, "masks", "no eligible key")
+        return
+    assert resp.status_code == 200, resp.text[:300]
+    for row in resp.json()["heads"]:
+        for name in ("previous_token", "duplicate_token", "induction"):
+            assert row[name] is None or 0.0 <= row[name] <= 1.0 + 1e-9, row
+        assert row["entropy"] is None or row["entropy"] >= 0.0
+    n = len(body["tokens"])
+    top = client.post("/api/heads/top", json={**body, "query": query % n, "key": key % n, "k": 3})
+    assert top.status_code in (200, 422), top.text[:300]
+    if top.status_code == 200:
+        weights = [h["weight"] for h in top.json()["heads"]]
+        assert weights == sorted(weights, reverse=True) and all(0.0 <= w <= 1.0 for w in weights)
