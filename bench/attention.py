@@ -1,8 +1,9 @@
-"""The engine's attention against torch's scaled_dot_product_attention, side by side in one run.
+"""One attention layer by the engine against the same layer with torch's scaled_dot_product_attention.
 
-Prints, per sequence length: median time of each, their ratio, the score elements B*H*S^2 and their bytes.
-The engine computes and keeps every intermediate (scores, weights, contexts) for display, so it is expected
-to cost more than a fused kernel; this bench says how much.
+Both project Q, K, V, attend under a causal mask and merge through W_O; the engine also keeps every
+intermediate (scores, weights, contexts) for display and checks the all-masked policy and finiteness, so
+it is expected to cost more than the fused kernel. Prints, per sequence length: the median time of each,
+their ratio, the score elements B*H*S^2 and their float32 MiB.
 
     .venv/bin/python -m bench.attention [--device cpu|cuda] [--heads 12] [--d-model 384]
 """
@@ -17,7 +18,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from engine.attention import attention, from_concatenated
+from engine.attention import attention, from_concatenated, merge_heads, project
 from engine.masks import MaskSpec, eligibility
 
 
@@ -54,16 +55,16 @@ def main() -> None:
             x = torch.randn(1, s, d, generator=g).to(device)
             eligible = eligibility(MaskSpec(causal=True), s, device)
             out = attention(x, w, eligible)
-            q = out.q
-            k, v = out.k, out.v
 
-            def engine_call(x: torch.Tensor = x, eligible: torch.Tensor = eligible) -> object:
-                return attention(x, w, eligible)
+            def engine_call(x: torch.Tensor = x, eligible: torch.Tensor = eligible) -> torch.Tensor:
+                return attention(x, w, eligible).output
 
-            def sdpa_call(q: torch.Tensor = q, k: torch.Tensor = k, v: torch.Tensor = v) -> object:
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            def sdpa_call(x: torch.Tensor = x) -> torch.Tensor:
+                q, k, v = project(x, w)
+                contexts = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                return merge_heads(contexts, w)[1]
 
-            torch.testing.assert_close(out.contexts, sdpa_call(), rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(out.output, sdpa_call(), rtol=1e-4, atol=1e-5)
             e_ms = median_ms(engine_call, device, args.repeats)
             s_ms = median_ms(sdpa_call, device, args.repeats)
             cells = h * s * s
