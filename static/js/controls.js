@@ -1,0 +1,301 @@
+// Controls <-> state: writeControls() puts state into the form, bindControls() turns every input back into state
+// and a run or a redraw, fillModels() fills the model and example menus once /api/models answers. main.js hands in
+// the context ({state, app, actions}); this module never imports main.js.
+
+import { fetchAttentionNpz } from "./api.js";
+import { PALETTES, RDBU } from "./colors.js";
+import { EXAMPLES, exampleText } from "./examples.js";
+import { download, headsPng } from "./exporter.js";
+import { visibleCanvases } from "./heads.js";
+import { splitTokens } from "./masks.js";
+import { renderMatrices, setEntry } from "./matrices.js";
+import { hideError, showError } from "./panels.js";
+import { RANDOM_OPTIONS, defaultState, encodeState, fitRows, stateForModel } from "./state.js";
+
+const $ = (id) => document.getElementById(id);
+
+// ctx.actions needs: info, run, render, schedule, renderHeadTypesPanel.
+export function createControls({ state, app, actions }) {
+  const info = (...a) => actions.info(...a);
+  const run = (...a) => actions.run(...a);
+  const render = (...a) => actions.render(...a);
+  const schedule = (...a) => actions.schedule(...a);
+  const renderHeadTypesPanel = (...a) => actions.renderHeadTypesPanel(...a);
+
+  function writeControls() {
+    const m = info();
+    $("model-select").value = state.model;
+    $("model-description").textContent = m ? m.description : "";
+    if (document.activeElement !== $("sequence-input")) $("sequence-input").value = state.text;
+    $("mask-causal").checked = state.masks.causal;
+    $("mask-window-on").checked = state.masks.window != null;
+    if (state.masks.window != null) $("mask-window").value = String(state.masks.window);
+    $("all-masked").value = state.allMasked;
+    $("scale").checked = state.scale;
+    document.querySelectorAll("input[name=view]").forEach((r) => {
+      r.checked = r.value === state.view;
+    });
+    $("palette-select").value = state.palette;
+    if (document.activeElement !== $("ht-find")) $("ht-find").value = state.hfind;
+    $("ht-score").value = state.hscore;
+    $("ht-min").disabled = !state.hscore;
+    if (document.activeElement !== $("ht-min")) $("ht-min").value = String(state.hmin);
+    const n = state.masks.blocked.length;
+    $("blocked-count").textContent = n ? `${n} cell${n === 1 ? "" : "s"} blocked` : "no cells blocked";
+    $("blocked-clear").disabled = n === 0;
+    const hasOptions = RANDOM_OPTIONS.some((k) => k in state.options);
+    $("random-options").hidden = !hasOptions;
+    for (const k of RANDOM_OPTIONS) {
+      const el = $(`opt-${k}`);
+      if (!el) continue;
+      if (k === "positions") el.checked = !!state.options[k];
+      else el.value = state.options[k] ?? "";
+    }
+    const layers = m ? m.layers : 1;
+    const sel = $("layer-select");
+    const want = [...Array.from({ length: layers }, (_, i) => String(i)), ...(layers > 1 ? ["all"] : [])];
+    if ([...sel.options].map((o) => o.value).join() !== want.join()) {
+      sel.replaceChildren(
+        ...want.map((v) => Object.assign(document.createElement("option"), { value: v, textContent: v === "all" ? "all layers" : `layer ${v}` })),
+      );
+    }
+    sel.value = String(state.layer);
+    sel.disabled = layers <= 1;
+    const tb = $("textbook-matrices");
+    const isTextbook = state.model === "textbook" && m && m.options && m.options.x;
+    tb.hidden = !isTextbook;
+    if (isTextbook) {
+      const mats = state.matrices || { x: m.options.x, w_q: m.options.w_q, w_k: m.options.w_k, w_v: m.options.w_v };
+      const key = JSON.stringify([mats, state.text]);
+      if (tb.dataset.key !== key && !tb.contains(document.activeElement)) {
+        tb.dataset.key = key;
+        renderMatrices($("matrix-editors"), mats, splitTokens(state.text), onMatrixEdit);
+      }
+    }
+  }
+
+  function onMatrixEdit(name, i, j, raw) {
+    const m = info();
+    const base = state.matrices || { x: m.options.x, w_q: m.options.w_q, w_k: m.options.w_k, w_v: m.options.w_v };
+    const next = setEntry(base, name, i, j, raw);
+    if (!next) return false;
+    state.matrices = next;
+    schedule(`${name.toUpperCase().replace("_", "_")}[${i + 1}][${j + 1}] set to ${raw}`);
+    return true;
+  }
+
+  function chooseModel(name, text, options) {
+    const m = info(name);
+    if (!m) return;
+    const keep = {
+      view: state.view, palette: state.palette, scale: state.scale, allMasked: state.allMasked,
+      hsort: state.hsort, hdir: state.hdir,
+    };
+    Object.assign(state, stateForModel(m, defaultState()), keep);
+    if (text) state.text = text;
+    if (options) Object.assign(state.options, options);
+    app.diff = null;
+    app.lastAction = "";
+    app.notice = "";
+    writeControls();
+    schedule();
+  }
+
+  function updateUrl() {
+    const qs = encodeState(state);
+    if (location.search !== `?${qs}`) history.replaceState(null, "", `?${qs}`);
+  }
+
+  function bindControls() {
+    $("run-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      state.text = $("sequence-input").value;
+      if (state.model === "textbook" && state.matrices) {
+        state.matrices = { ...state.matrices, x: fitRows(state.matrices.x, splitTokens(state.text).length) };
+      }
+      app.lastAction = "new sequence";
+      run();
+    });
+    $("sequence-input").addEventListener("input", (e) => {
+      state.text = e.target.value;
+    });
+    $("sequence-input").addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+        e.preventDefault();
+        $("run-form").requestSubmit();
+      }
+    });
+    $("model-select").addEventListener("change", (e) => chooseModel(e.target.value));
+    $("example-select").addEventListener("change", (e) => {
+      const ex = EXAMPLES.concat(app.extraExamples || [])[Number(e.target.value)];
+      e.target.value = "";
+      if (!ex) return;
+      if (ex.sort) {
+        state.hsort = ex.sort;
+        state.hdir = "desc";
+      }
+      app.pendingPair = ex.pair ? { ...ex.pair, model: ex.model } : null;
+      app.pendingOpen = !!ex.pair;
+      chooseModel(ex.model, exampleText(ex, info(ex.model)), ex.options);
+    });
+    $("mask-causal").addEventListener("change", (e) => {
+      state.masks = { ...state.masks, causal: e.target.checked };
+      schedule(`causal ${e.target.checked ? "on" : "off"}`);
+    });
+    const windowChanged = () => {
+      const on = $("mask-window-on").checked;
+      const w = Number.parseInt($("mask-window").value, 10);
+      state.masks = { ...state.masks, window: on ? Math.max(1, Number.isFinite(w) ? w : 3) : null };
+      schedule(on ? `window ${state.masks.window}` : "window off");
+    };
+    $("mask-window-on").addEventListener("change", windowChanged);
+    $("mask-window").addEventListener("change", () => {
+      $("mask-window-on").checked = true;
+      windowChanged();
+    });
+    $("blocked-clear").addEventListener("click", () => {
+      state.masks = { ...state.masks, blocked: [] };
+      schedule("blocked cells cleared");
+    });
+    $("all-masked").addEventListener("change", (e) => {
+      state.allMasked = e.target.value;
+      schedule(`all-masked rows: ${e.target.value}`);
+    });
+    $("scale").addEventListener("change", (e) => {
+      state.scale = e.target.checked;
+      schedule(`scaling ${e.target.checked ? "on" : "off"}`);
+    });
+    document.querySelectorAll("input[name=view]").forEach((r) =>
+      r.addEventListener("change", () => {
+        state.view = r.value;
+        render();
+      }),
+    );
+    $("palette-select").addEventListener("change", (e) => {
+      state.palette = e.target.value;
+      render();
+    });
+    $("layer-select").addEventListener("change", (e) => {
+      state.layer = e.target.value === "all" ? "all" : Number(e.target.value);
+      state.page = 0;
+      state.focus = null;
+      app.notice = "";
+      app.skipDiff = true;
+      schedule();
+    });
+    for (const k of RANDOM_OPTIONS) {
+      const el = $(`opt-${k}`);
+      el?.addEventListener("change", () => {
+        if (k === "positions") state.options[k] = el.checked;
+        else {
+          const v = Number.parseInt(el.value, 10);
+          state.options[k] = Number.isFinite(v) ? v : k === "kv_heads" ? null : state.options[k];
+        }
+        state.focus = null;
+        schedule(`${k} = ${state.options[k]}`);
+      });
+    }
+    $("matrices-reset").addEventListener("click", () => {
+      state.matrices = null;
+      schedule("the chapter's numbers restored");
+    });
+    const pager = $("heads-pager");
+    pager.querySelector("[data-role=prev]").addEventListener("click", () => {
+      state.page = Math.max(0, state.page - 1);
+      render();
+    });
+    pager.querySelector("[data-role=next]").addEventListener("click", () => {
+      state.page += 1;
+      render();
+    });
+    $("retrieval").addEventListener("keydown", (e) => {
+      if (!app.result) return;
+      const S = app.result.tokens.length;
+      const step = { ArrowUp: -1, ArrowLeft: -1, ArrowDown: 1, ArrowRight: 1 }[e.key];
+      if (!step) return;
+      e.preventDefault();
+      state.query = ((state.query ?? S - 1) + step + S) % S;
+      render();
+      $("retrieval").focus();
+    });
+    $("error-banner").querySelector("[data-role=dismiss]").addEventListener("click", hideError);
+    $("ht-find").addEventListener("input", (e) => {
+      state.hfind = e.target.value.slice(0, 40);
+      updateUrl();
+      renderHeadTypesPanel();
+    });
+    $("ht-score").addEventListener("change", (e) => {
+      state.hscore = e.target.value;
+      $("ht-min").disabled = !state.hscore;
+      updateUrl();
+      renderHeadTypesPanel();
+    });
+    $("ht-min").addEventListener("input", (e) => {
+      const v = Number.parseFloat(e.target.value);
+      if (!Number.isFinite(v)) return;
+      state.hmin = v;
+      updateUrl();
+      renderHeadTypesPanel();
+    });
+    $("copy-link").addEventListener("click", async () => {
+      updateUrl();
+      try {
+        await navigator.clipboard.writeText(location.href);
+        $("share-status").textContent = "Link copied: it opens this exact view.";
+      } catch {
+        $("share-status").textContent = `Copy this link: ${location.href}`;
+      }
+    });
+    $("export-png").addEventListener("click", async () => {
+      if (!app.view) return;
+      const cards = visibleCanvases().map(({ canvas, item }) => ({
+        canvas,
+        label: app.view.multiLayer ? `L${item.layer} H${item.head.index}` : `Head ${item.head.index}`,
+      }));
+      const title = `attnlab · ${app.result.model} · ${state.view} · “${state.text.slice(0, 60)}”`;
+      const stops = state.view === "scores" ? RDBU : PALETTES[state.palette];
+      const blob = await headsPng(cards, title, stops);
+      if (blob) download(`attnlab-${app.result.model}-heads.png`, blob);
+    });
+    $("export-npz").addEventListener("click", async () => {
+      if (!app.request) return;
+      try {
+        download(`attnlab-${app.result.model}.npz`, await fetchAttentionNpz(app.request));
+      } catch (err) {
+        showError(err);
+      }
+    });
+    $("export-json").addEventListener("click", () => {
+      if (!app.result) return;
+      const data = { link: location.href, request: app.request, response: app.result };
+      download(`attnlab-${app.result.model}.json`, new Blob([JSON.stringify(data, null, 1)], { type: "application/json" }));
+    });
+  }
+
+  function fillModels() {
+    const sel = $("model-select");
+    sel.replaceChildren(
+      ...app.models.map((m) =>
+        Object.assign(document.createElement("option"), {
+          value: m.name,
+          textContent: `${m.name} · ${m.layers > 1 ? `${m.layers} layers × ` : ""}${m.heads} head${m.heads === 1 ? "" : "s"}`,
+        }),
+      ),
+    );
+    // custom needs numbers typed in as x; the page offers it through textbook's editors instead
+    for (const o of sel.options) if (o.value === "custom") o.remove();
+    const names = app.models.map((m) => m.name);
+    const listed = new Set(EXAMPLES.map((e) => e.model));
+    app.extraExamples = app.models
+      .filter((m) => !listed.has(m.name) && m.default_text && m.name !== "custom")
+      .map((m) => ({ model: m.name, text: m.default_text, label: `${m.name}: ${m.default_text.slice(0, 50)}` }));
+    const ex = $("example-select");
+    EXAMPLES.concat(app.extraExamples).forEach((e, i) => {
+      if (!names.includes(e.model)) return;
+      if (e.repeat && !exampleText(e, info(e.model))) return;
+      ex.append(Object.assign(document.createElement("option"), { value: String(i), textContent: e.label }));
+    });
+  }
+
+  return { writeControls, onMatrixEdit, chooseModel, updateUrl, bindControls, fillModels };
+}
