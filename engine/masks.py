@@ -34,7 +34,8 @@ def causal_mask(seq_len: int, device: torch.device | None = None) -> Tensor:
 def window_mask(seq_len: int, window: int, device: torch.device | None = None) -> Tensor:
     """(S, S): key k is eligible for query q when |q - k| < window."""
     pos = torch.arange(seq_len, device=device)
-    return (pos[:, None] - pos[None, :]).abs() < window
+    # |q - k| <= S - 1, so any window past S allows every pair; capping it keeps a huge int out of int64
+    return (pos[:, None] - pos[None, :]).abs() < min(window, seq_len)
 
 
 def padding_mask(padding: Sequence[bool], device: torch.device | None = None) -> Tensor:

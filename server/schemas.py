@@ -35,7 +35,9 @@ class Masks(Strict):
     padding: list[bool] | None = Field(
         None, description="one flag per position: true = real token, false = padding (no query attends to it)"
     )
-    window: int | None = Field(None, ge=1, description="a query sees keys fewer than `window` positions away")
+    window: int | None = Field(
+        None, ge=1, le=2**63 - 1, description="a query sees keys fewer than `window` positions away"
+    )
     blocked: list[tuple[int, int]] = Field(
         default_factory=list, description="single [query, key] cells switched off", max_length=100_000
     )

@@ -143,6 +143,14 @@ def test_all_masked_zero_policy_returns_zero_rows(client: TestClient) -> None:
         assert h["stats"]["zero_rows"] == [1]
 
 
+def test_window_wider_than_any_sequence_is_no_window(client: TestClient) -> None:
+    for window in (4, 2**62, 2**63 - 1):
+        resp = client.post("/api/attention", json={"model": "random", "text": "a b c", "masks": {"window": window}})
+        assert resp.status_code == 200, resp.text[:300]
+        body = resp.json()
+        assert body["masks"]["window"] == window and all(all(row) for row in body["eligible"])
+
+
 def test_layer_index_selects_one_layer(client: TestClient) -> None:
     body = client.post("/api/attention", json={"model": "random", "text": "a b", "layer": 0}).json()
     assert [layer["index"] for layer in body["layers"]] == [0]

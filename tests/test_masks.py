@@ -45,6 +45,15 @@ def test_bad_masks_name_field_and_limit(spec: MaskSpec, field: str, words: str) 
     assert err.value.field == field and words in err.value.message
 
 
+@pytest.mark.parametrize("window", [4, 5, 2**62, 2**63, 2**64 + 3, 10**30])
+def test_a_window_wider_than_the_sequence_allows_every_pair(window: int) -> None:
+    # |q - k| is at most S - 1: a huge window must read as "no window", never overflow int64 or mask everything
+    assert eligibility(MaskSpec(window=window), 4).all()
+    assert (
+        eligibility(MaskSpec(causal=True, window=window), 4).tolist() == eligibility(MaskSpec(causal=True), 4).tolist()
+    )
+
+
 def test_empty_rows_finds_rows_without_keys() -> None:
     e = torch.ones(3, 3, dtype=torch.bool)
     e[1] = False
