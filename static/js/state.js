@@ -90,8 +90,12 @@ export function encodeState(s) {
 function parseMatrices(raw) {
   try {
     const m = JSON.parse(raw);
+    // every matrix needs a row and every row a number: the editors and the request read m.x[0]
     const ok = MATRIX_NAMES.every(
-      (k) => Array.isArray(m[k]) && m[k].every((r) => Array.isArray(r) && r.every((v) => typeof v === "number")),
+      (k) =>
+        Array.isArray(m[k]) &&
+        m[k].length > 0 &&
+        m[k].every((r) => Array.isArray(r) && r.length > 0 && r.every((v) => typeof v === "number")),
     );
     return ok ? Object.fromEntries(MATRIX_NAMES.map((k) => [k, m[k]])) : null;
   } catch {

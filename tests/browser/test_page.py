@@ -7,6 +7,7 @@ import re
 import zipfile
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -200,6 +201,21 @@ def test_a_permalink_restores_the_same_view(
     }
     assert after == before
     other.close()
+
+
+@pytest.mark.parametrize(
+    "mx", ['{"x":[],"w_q":[],"w_k":[],"w_v":[]}', '{"x":[[]],"w_q":[[1]],"w_k":[[1]],"w_v":[[1]]}']
+)
+def test_a_link_with_empty_matrices_opens_the_chapters_numbers(
+    open_page: Callable[..., Page], page_log: PageLog, mx: str
+) -> None:
+    # a mangled link still opens a page: matrices with no rows (or an empty row) are ignored, not a blank page
+    page = open_page(f"?m=textbook&mx={quote(mx)}")
+    expect(page.get_by_test_id("token")).to_have_count(5)
+    expect(page.get_by_test_id("head-heatmap")).to_have_count(1)
+    expect(page.get_by_test_id("error-banner")).to_be_hidden()
+    assert "mx=" not in page.url
+    assert page_log.page_errors == []
 
 
 def test_token_markup_is_shown_as_text_and_runs_nothing(
