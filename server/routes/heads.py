@@ -6,7 +6,9 @@ import torch
 from fastapi import APIRouter
 
 from engine.analysis.heads import head_type_scores, probe_sequence, top_heads_for_pair
+from engine.models import AttentionModel
 from server.compute import check_limits, choose_model, execute, prepare, to_run_input
+from server.config import Settings
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
 from server.schemas import (
@@ -30,19 +32,11 @@ def head_types(req: HeadTypesRequest, settings: SettingsDep, models: ModelsDep, 
     custom weights and `scale` hold for every run, so the scores describe the heads the page shows."""
     as_attention = AttentionRequest.model_validate(req.model_dump(exclude={"segment_len", "seed"}) | {"layer": None})
     given = req.text is not None or req.tokens is not None or req.x is not None
-    probe_len = 2 * req.segment_len + 2  # the probe twice, plus any [CLS]/[SEP] the model adds
-    if probe_len > settings.max_tokens:
-        raise ApiError(
-            422,
-            "too_large",
-            f"a probe of 2 x {req.segment_len} tokens exceeds the limit of {settings.max_tokens} "
-            "(ATTNLAB_MAX_TOKENS): choose a smaller segment_len",
-            "segment_len",
-        )
+    model = choose_model(as_attention, models)
+    check_probe_length(model, req.segment_len, settings)
     if given:
         model, inp = prepare(as_attention, settings, models, runtime)  # the same limits as /api/attention
     else:
-        model = choose_model(as_attention, models)
         check_limits(as_attention, settings, runtime.dtype)
         inp = to_run_input(as_attention)
     probe = probe_sequence(model, req.segment_len, req.seed)
@@ -61,6 +55,28 @@ def head_types(req: HeadTypesRequest, settings: SettingsDep, models: ModelsDep, 
         n_heads=len(table[0]) if table else 0,
         heads=rows,
     )
+
+
+def check_probe_length(model: AttentionModel, segment_len: int, settings: Settings) -> None:
+    """The induction probe (segment_len words twice, plus the special tokens the model adds) within max_tokens.
+
+    Checked before the probe is drawn, so a huge segment_len never builds a huge list. A model without a
+    probe (textbook, custom) is scored on its own input and ignores segment_len.
+    """
+    if model.token_pool() is None:
+        return
+    extra = len(model.frame_tokens([])[0])  # [CLS] and [SEP] for minilm, none for the others
+    positions = 2 * segment_len + extra
+    if positions > settings.max_tokens:
+        framing = f" + {extra} special tokens" if extra else ""
+        raise ApiError(
+            422,
+            "too_large",
+            f"a probe of 2 x {segment_len} tokens{framing} = {positions} positions exceeds the limit of "
+            f"{settings.max_tokens} (ATTNLAB_MAX_TOKENS): use a segment_len of at most "
+            f"{(settings.max_tokens - extra) // 2}",
+            "segment_len",
+        )
 
 
 @router.post("/top", response_model=TopHeadsResult, summary="The heads that put the most weight from a query on a key")
