@@ -113,6 +113,8 @@ def test_text_and_tokens_give_the_same_run(model):
         ({"text": "cat", "weights": {"w_q": torch.zeros(1, 1)}}, "weights", "trained weights"),
         ({"text": "cat", "options": {"seed": 2}}, "options.seed", "no options"),
         ({"text": "cat", "last_layer": 2}, "layer", "layers 0..1"),
+        ({"text": "cat", "heads": 8}, "heads", "4 per layer"),
+        ({"text": "cat", "kv_heads": 2}, "kv_heads", "leave kv_heads out"),
     ],
 )
 def test_induction_rejects_bad_input_naming_the_field(model, kwargs, field, needle):

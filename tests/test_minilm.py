@@ -140,6 +140,8 @@ def test_minilm_tokens_round_trip_and_unknown_pieces_become_unk(minilm):
         ({"text": "hi", "weights": {"w_q": torch.zeros(2, 2)}}, "weights", "trained weights"),
         ({"text": "hi", "options": {"seed": 1}}, "options.seed", "no options"),
         ({"text": "hi", "last_layer": 6}, "layer", "layers 0..5"),
+        ({"text": "hi", "heads": 3}, "heads", "12 per layer"),
+        ({"text": "hi", "kv_heads": 4}, "kv_heads", "leave kv_heads out"),
     ],
 )
 def test_minilm_rejects_bad_input_naming_the_field(minilm, kwargs, field, needle):

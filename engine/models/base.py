@@ -115,6 +115,14 @@ class AttentionModel(ABC):
         return default
 
 
+def reject_head_counts(inp: RunInput, name: str, where: str) -> None:
+    """`heads` and `kv_heads` say how custom weights split into heads: a model with its own weights has no use
+    for them, and ignoring them would answer with another number of heads than the caller asked for."""
+    for field_name in ("heads", "kv_heads"):
+        if getattr(inp, field_name) is not None:
+            raise InputError(field_name, f"{name} has its own heads ({where}): leave {field_name} out")
+
+
 def whitespace_tokens(inp: RunInput) -> list[str]:
     if inp.tokens is not None:
         tokens = list(inp.tokens)

@@ -29,7 +29,16 @@ from torch import Tensor
 from engine.attention import AttentionWeights, attention, from_concatenated
 from engine.errors import InputError
 from engine.masks import MaskSpec, eligibility
-from engine.models.base import AttentionModel, LayerTrace, ModelInfo, ModelRun, RunInput, layer_config, timed
+from engine.models.base import (
+    AttentionModel,
+    LayerTrace,
+    ModelInfo,
+    ModelRun,
+    RunInput,
+    layer_config,
+    reject_head_counts,
+    timed,
+)
 
 CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "induction.safetensors"
 DEFAULT_TEXT = (
@@ -148,6 +157,7 @@ class InductionModel(AttentionModel):
             raise InputError("weights", "the induction model uses its trained weights: use the custom model for yours")
         if inp.options:
             raise InputError(f"options.{sorted(inp.options)[0]}", "the induction model takes no options")
+        reject_head_counts(inp, "the induction model", f"{self.cfg.n_heads} per layer")
         field_name = "tokens" if inp.tokens is not None else "text"
         words = list(inp.tokens) if inp.tokens is not None else (inp.text or "").split()
         if not words:

@@ -29,7 +29,16 @@ from torch import Tensor
 from engine.attention import AttentionWeights, attention, from_concatenated
 from engine.errors import InputError
 from engine.masks import eligibility
-from engine.models.base import AttentionModel, LayerTrace, ModelInfo, ModelRun, RunInput, layer_config, timed
+from engine.models.base import (
+    AttentionModel,
+    LayerTrace,
+    ModelInfo,
+    ModelRun,
+    RunInput,
+    layer_config,
+    reject_head_counts,
+    timed,
+)
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired"
 
@@ -230,6 +239,7 @@ class MiniLMModel(AttentionModel):
         if inp.options:
             name = sorted(inp.options)[0]
             raise InputError(f"options.{name}", "minilm takes no options")
+        reject_head_counts(inp, "minilm", f"{self.cfg.n_heads} per layer")
 
     def tokenize(self, inp: RunInput) -> list[str]:
         return self.encode(inp)[1]

@@ -22,6 +22,7 @@ from engine.models.base import (
     ModelInfo,
     ModelRun,
     RunInput,
+    reject_head_counts,
     single_layer_run,
     whitespace_tokens,
 )
@@ -131,5 +132,6 @@ class RandomModel(AttentionModel):
         tokens = self.tokenize(inp)
         if inp.weights is not None:
             raise InputError("weights", "the random model makes its own weights: use the textbook or custom model")
+        reject_head_counts(inp, "random", "set them with options.heads and options.kv_heads")
         x = inp.x if inp.x is not None else self.embed(tokens, cfg)
         return single_layer_run(self, inp, tokens, x, layer_weights(cfg), device, dtype)
