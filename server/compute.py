@@ -13,6 +13,7 @@ from server.config import Settings
 from server.deps import Runtime
 from server.errors import ApiError
 from server.schemas import AttentionRequest, Weights
+from server.serialize import check_result_size
 
 
 def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> AttentionModel:
@@ -127,11 +128,17 @@ def prepare(
     given = [f for f in ("text", "tokens", "x") if getattr(req, f) is not None]
     if req.model not in (None, "textbook") and not given:
         raise ApiError(422, "invalid_request", "give one of text, tokens or x", "text")
+    if req.text is not None and req.tokens is not None:
+        raise ApiError(422, "invalid_request", "give text or tokens, not both", "tokens")
     check_limits(req, settings, runtime.dtype)
     inp = to_run_input(req)
     tokens = model.tokenize(inp)
     _check_tokens(len(tokens), "tokens" if req.tokens is not None else "text", settings)
     model.last_layer(inp)  # a 422 naming `layer` when it is past the model's last
+    # refuse before computing what could not be sent: the S x S matrices alone are a lower bound
+    layers = 1 if req.layer is not None else model.n_layers(inp)
+    matrices = sum(k in req.include for k in ("scores", "weights"))
+    check_result_size(layers * model.n_heads(inp) * len(tokens) ** 2 * matrices, settings.max_result_values)
     return model, inp
 
 

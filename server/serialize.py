@@ -69,6 +69,17 @@ def mask_spec_dict(m: MaskSpec) -> dict[str, Any]:
     }
 
 
+def check_result_size(size: int, max_values: int) -> None:
+    if size > max_values:
+        raise ApiError(
+            422,
+            "too_large",
+            f"the result would hold {size:,} numbers, limit {max_values:,} (ATTNLAB_MAX_RESULT_VALUES): "
+            "ask for one layer, fewer include items, or a shorter sequence",
+            "include",
+        )
+
+
 def result_size(run: ModelRun, layers: Sequence[int], include: Sequence[str]) -> int:
     s = len(run.tokens)
     total = 0
@@ -100,14 +111,7 @@ def serialize_run(
 ) -> dict[str, Any]:
     layers = [layer] if layer is not None else list(range(len(run.layers)))
     size = result_size(run, layers, include)
-    if size > max_values:
-        raise ApiError(
-            422,
-            "too_large",
-            f"the result would hold {size:,} numbers, limit {max_values:,} (ATTNLAB_MAX_RESULT_VALUES): "
-            "ask for one layer, fewer include items, or a shorter sequence",
-            "include",
-        )
+    check_result_size(size, max_values)
     eligible = run.eligible.cpu()
     out_layers = [_layer(run, i, include, eligible) for i in layers]
     a0 = run.layers[layers[0]].attn

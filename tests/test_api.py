@@ -7,6 +7,7 @@ import json
 import math
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from typing import Any
 
 import httpx
 import numpy as np
@@ -187,6 +188,25 @@ def test_limits_come_from_settings(make_client: MakeClient) -> None:
             "include",
             "limit 50",
         )
+
+
+def test_a_result_over_the_limit_is_refused_before_the_model_runs(make_client: MakeClient) -> None:
+    with make_client(max_result_values=100) as c:
+        model = c.app.state.models["random"]  # type: ignore[attr-defined]
+        runs: list[int] = []
+        real_run = model.run
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            runs.append(1)
+            return real_run(*args, **kwargs)
+
+        model.run = counted
+        # 8 heads x 3 x 3 cells x (scores + weights) = 144 numbers before any stats: over 100
+        req = {"model": "random", "text": "a b c", "options": {"d_model": 16, "heads": 8}}
+        assert_error(c.post("/api/attention", json=req), 422, "include", "limit 100")
+        assert runs == []
+        ok = c.post("/api/attention", json={**req, "include": ["weights"]})  # 72 numbers (+ eligible) fit
+        assert ok.status_code == 200 and runs == [1]
 
 
 def test_body_size_limit_is_a_413(make_client: MakeClient) -> None:

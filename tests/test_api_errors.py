@@ -25,6 +25,7 @@ BAD: list[tuple[str, dict[str, Any], int, str, str]] = [
     ("token not a string", {"model": "random", "tokens": [1, "b"]}, 422, "tokens[0]", "string"),
     ("too many tokens", {"model": "random", "text": "a " * 300}, 422, "text", "limit 256"),
     ("text too long", {"model": "random", "text": "a" * 20_001}, 413, "text", "limit 20000"),
+    ("text and tokens", {**R, "tokens": ["a"]}, 422, "tokens", "not both"),
     ("unknown field", {**R, "temperature": 2}, 422, "temperature", "Extra inputs"),
     ("x ragged", {"x": [[1.0, 2.0], [3.0]], "weights": W2}, 422, "x", "row 1 has 1 numbers but row 0 has 2"),
     ("x no rows", {"x": [], "weights": W2}, 422, "x", "at least one row"),

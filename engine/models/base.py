@@ -89,6 +89,10 @@ class AttentionModel(ABC):
     def n_layers(self, inp: RunInput) -> int:
         return self.info.n_layers
 
+    def n_heads(self, inp: RunInput) -> int:
+        """Query heads per layer for this input (options or custom weights can set it)."""
+        return inp.heads or self.info.n_heads
+
     def last_layer(self, inp: RunInput) -> int:
         """The last layer a run computes: inp.last_layer, checked, or the model's last."""
         n = self.n_layers(inp)

@@ -116,6 +116,9 @@ class RandomModel(AttentionModel):
         """Any string is a token here; probe sequences draw from w0 .. w999."""
         return [f"w{i}" for i in range(1000)]
 
+    def n_heads(self, inp: RunInput) -> int:
+        return parse_config(inp.options).heads
+
     def tokenize(self, inp: RunInput) -> list[str]:
         if inp.x is not None and inp.text is None and inp.tokens is None:
             return [f"x{i + 1}" for i in range(inp.x.shape[0])]

@@ -30,7 +30,9 @@ def head_types(req: HeadTypesRequest, settings: SettingsDep, models: ModelsDep, 
     and entropy. Induction is measured on a seeded probe (L random tokens from the model's vocabulary, twice);
     the others on `text`/`tokens`/`x` when given, else on the probe too. Options (random's width and heads),
     custom weights and `scale` hold for every run, so the scores describe the heads the page shows."""
-    as_attention = AttentionRequest.model_validate(req.model_dump(exclude={"segment_len", "seed"}) | {"layer": None})
+    as_attention = AttentionRequest.model_validate(
+        req.model_dump(exclude={"segment_len", "seed"}) | {"layer": None, "include": []}
+    )
     given = req.text is not None or req.tokens is not None or req.x is not None
     model = choose_model(as_attention, models)
     check_probe_length(model, req.segment_len, settings)
@@ -83,7 +85,9 @@ def check_probe_length(model: AttentionModel, segment_len: int, settings: Settin
 def top_heads(req: TopHeadsRequest, settings: SettingsDep, models: ModelsDep, runtime: RuntimeDep) -> TopHeadsResult:
     """Rank every (layer, head) by weight[query, key] on your sequence and masks: "which heads make 'it' look at
     'animal'?". Positions count the model's own tokens (for minilm, [CLS] is position 0)."""
-    as_attention = AttentionRequest.model_validate(req.model_dump(exclude={"query", "key", "k"}) | {"layer": None})
+    as_attention = AttentionRequest.model_validate(
+        req.model_dump(exclude={"query", "key", "k"}) | {"layer": None, "include": []}
+    )
     model, inp = prepare(as_attention, settings, models, runtime)
     run = execute(model, inp, runtime)
     ranked = top_heads_for_pair(run, req.query, req.key, req.k)

@@ -12,7 +12,7 @@ router = APIRouter(prefix="/api", tags=["health"])
 
 
 @router.get("/health", response_model=HealthResponse)
-def health(runtime: RuntimeDep, models: ModelsDep) -> HealthResponse:
+async def health(runtime: RuntimeDep, models: ModelsDep) -> HealthResponse:
     return HealthResponse(
         status="ok",
         version=version("attnlab"),

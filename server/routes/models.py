@@ -10,7 +10,7 @@ router = APIRouter(prefix="/api", tags=["models"])
 
 
 @router.get("/models", response_model=ModelsResponse)
-def list_models(models: ModelsDep) -> ModelsResponse:
+async def list_models(models: ModelsDep) -> ModelsResponse:
     entries = []
     for model in models.values():
         i = model.info
