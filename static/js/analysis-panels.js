@@ -14,6 +14,31 @@ export function headTypesFilter(state) {
   return { text: state.hfind, score: state.hscore, min: state.hmin };
 }
 
+// One panel's request at a time: a newer request aborts the older one, and only the newest answer lands in
+// `slot` ({result, status, message, key, controller}); `render` redraws the panel at each step.
+function fetchLatest(slot, fetcher, req, render, onResult) {
+  if (slot.controller) slot.controller.abort();
+  const controller = new AbortController();
+  slot.controller = controller;
+  slot.status = "loading";
+  render();
+  fetcher(req, controller.signal)
+    .then((result) => {
+      if (slot.controller !== controller) return;
+      Object.assign(slot, { result, status: "ready", message: "" });
+      onResult(result);
+    })
+    .catch((err) => {
+      if (slot.controller !== controller || (err && err.name === "AbortError")) return;
+      Object.assign(slot, { result: null, status: "error", message: describeError(err).message, key: null });
+    })
+    .finally(() => {
+      if (slot.controller !== controller) return;
+      slot.controller = null;
+      render();
+    });
+}
+
 // ctx.actions needs: run, render, updateUrl.
 export function createAnalysisPanels({ state, app, actions }) {
   const run = (...a) => actions.run(...a);
@@ -26,27 +51,11 @@ export function createAnalysisPanels({ state, app, actions }) {
     const key = JSON.stringify(req);
     if (ht.key === key) return;
     ht.key = key;
-    if (ht.controller) ht.controller.abort();
-    const controller = new AbortController();
-    ht.controller = controller;
     const seqLen = app.result.tokens.length;
     if (ht.result && ht.result.model !== req.model) ht.result = null;
-    ht.status = "loading";
-    renderHeadTypesPanel();
-    fetchHeadTypes(req, controller.signal)
-      .then((result) => {
-        if (ht.controller !== controller) return;
-        Object.assign(ht, { result, status: "ready", message: "", seqLen });
-      })
-      .catch((err) => {
-        if (ht.controller !== controller || (err && err.name === "AbortError")) return;
-        Object.assign(ht, { result: null, status: "error", message: describeError(err).message, key: null });
-      })
-      .finally(() => {
-        if (ht.controller !== controller) return;
-        ht.controller = null;
-        renderHeadTypesPanel();
-      });
+    fetchLatest(ht, fetchHeadTypes, req, renderHeadTypesPanel, () => {
+      ht.seqLen = seqLen;
+    });
   }
 
   function refreshTopHeads() {
@@ -65,30 +74,14 @@ export function createAnalysisPanels({ state, app, actions }) {
       renderTopPanel();
       return;
     }
-    const controller = new AbortController();
-    t.controller = controller;
-    t.status = "loading";
-    renderTopPanel();
-    fetchTopHeads(req, controller.signal)
-      .then((result) => {
-        if (t.controller !== controller) return;
-        Object.assign(t, { result, status: "ready", message: "" });
-        if (app.pendingOpen && result.heads.length) {
-          // an example that names a pair opens the head that links them most
-          app.pendingOpen = false;
-          const best = result.heads[0];
-          queueMicrotask(() => openHead(best.layer, best.head, result.query));
-        }
-      })
-      .catch((err) => {
-        if (t.controller !== controller || (err && err.name === "AbortError")) return;
-        Object.assign(t, { result: null, status: "error", message: describeError(err).message, key: null });
-      })
-      .finally(() => {
-        if (t.controller !== controller) return;
-        t.controller = null;
-        renderTopPanel();
-      });
+    fetchLatest(t, fetchTopHeads, req, renderTopPanel, (result) => {
+      if (app.pendingOpen && result.heads.length) {
+        // an example that names a pair opens the head that links them most
+        app.pendingOpen = false;
+        const best = result.heads[0];
+        queueMicrotask(() => openHead(best.layer, best.head, result.query));
+      }
+    });
   }
 
   function renderHeadTypesPanel() {
