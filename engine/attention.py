@@ -5,6 +5,7 @@
     V = X W_V + b_V          per K/V group g: (S, d_v)
     scores  = Q K^T / sqrt(d_head)          (scaling switchable)
     weights = softmax over keys of scores, with ineligible keys removed
+    (interventions: edge edits change weights here, head ablations change contexts below)
     context = weights V
     output  = concat_h(context_h) W_O + b_O  (the concatenation itself when there is no W_O)
 
@@ -22,6 +23,7 @@ import torch
 from torch import Tensor
 
 from engine.errors import AllMaskedRowsError, InputError, NonFiniteError
+from engine.interventions import LayerInterventions, ablate_contexts, edit_weights
 from engine.masks import empty_rows
 
 AllMaskedPolicy = Literal["error", "zero"]
@@ -214,8 +216,9 @@ def attention(
     *,
     scale: bool = True,
     all_masked: AllMaskedPolicy = "error",
+    interventions: LayerInterventions | None = None,
 ) -> AttentionOutput:
-    """One multi-head attention layer on x of shape (S, D) or (B, S, D)."""
+    """One multi-head attention layer on x of shape (S, D) or (B, S, D), with this layer's interventions."""
     if x.dim() == 2:
         x = x[None]
     _b, s, d = x.shape
@@ -230,7 +233,11 @@ def attention(
     scores = attention_scores(q, expand_groups(k, w.n_heads), factor)
     require_finite(scores, "scores")
     weights = masked_softmax(scores, eligible)
+    if interventions is not None:
+        weights = edit_weights(weights, eligible, interventions.edits)
     contexts = weights @ expand_groups(v, w.n_heads)
+    if interventions is not None:
+        contexts = ablate_contexts(contexts, eligible, interventions.ablations)
     concat, output = merge_heads(contexts, w)
     require_finite(output, "output")
     return AttentionOutput(q, k, v, scores, eligible, weights, contexts, concat, output, factor)

@@ -5,10 +5,14 @@ Every analysis endpoint takes the same request body, so they all go through `pre
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
+from engine.interventions import NO_INTERVENTIONS, Interventions
 from engine.masks import MaskSpec
 from engine.models import AttentionModel, ModelRun, RunInput
+from engine.models.base import Encoded
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import ApiError
@@ -120,10 +124,24 @@ def to_run_input(req: AttentionRequest) -> RunInput:
     )
 
 
-def prepare(
-    req: AttentionRequest, settings: Settings, models: dict[str, AttentionModel], runtime: Runtime
-) -> tuple[AttentionModel, RunInput]:
-    """Pick the model and check every limit before any computation starts."""
+@dataclass(frozen=True)
+class Prepared:
+    """A request checked against every limit, with its input tokenised and embedded once."""
+
+    model: AttentionModel
+    inp: RunInput
+    encoded: Encoded
+
+    def run(self, runtime: Runtime, interventions: Interventions = NO_INTERVENTIONS) -> ModelRun:
+        """The forward pass in a compute slot."""
+        with runtime.slot(), torch.inference_mode():
+            return self.model.run(
+                self.inp, runtime.device, runtime.dtype, interventions=interventions, encoded=self.encoded
+            )
+
+
+def prepare(req: AttentionRequest, settings: Settings, models: dict[str, AttentionModel], runtime: Runtime) -> Prepared:
+    """Pick the model, tokenise once and check every limit before any computation starts."""
     model = choose_model(req, models)
     given = [f for f in ("text", "tokens", "x") if getattr(req, f) is not None]
     if req.model not in (None, "textbook") and not given:
@@ -132,16 +150,12 @@ def prepare(
         raise ApiError(422, "invalid_request", "give text or tokens, not both", "tokens")
     check_limits(req, settings, runtime.dtype)
     inp = to_run_input(req)
-    tokens = model.tokenize(inp)
+    encoded = model.encode(inp)
+    tokens = encoded.tokens
     _check_tokens(len(tokens), "tokens" if req.tokens is not None else "text", settings)
     model.last_layer(inp)  # a 422 naming `layer` when it is past the model's last
     # refuse before computing what could not be sent: the S x S matrices alone are a lower bound
     layers = 1 if req.layer is not None else model.n_layers(inp)
     matrices = sum(k in req.include for k in ("scores", "weights"))
     check_result_size(layers * model.n_heads(inp) * len(tokens) ** 2 * matrices, settings.max_result_values)
-    return model, inp
-
-
-def execute(model: AttentionModel, inp: RunInput, runtime: Runtime) -> ModelRun:
-    with runtime.slot(), torch.inference_mode():
-        return model.run(inp, runtime.device, runtime.dtype)
+    return Prepared(model, inp, encoded)

@@ -116,7 +116,7 @@ def serialize_run(
     out_layers = [_layer(run, i, include, eligible) for i in layers]
     a0 = run.layers[layers[0]].attn
     s = len(run.tokens)
-    config = dict(run.config)
+    config = dataclasses.asdict(run.config)
     config.update(scale=scale, device=device, dtype=dtype, seq_len=s)
     return {
         "model": run.model,

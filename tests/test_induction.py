@@ -43,7 +43,9 @@ def random_words(n: int, seed: int) -> list[str]:
 def test_engine_forward_equals_training_module_logits(model, trained, dtype, seed):
     half = random_words(20, seed)
     words = [*half, *half[:15]]
-    _, ours = model.run_with_logits(RunInput(tokens=words), CPU, dtype)
+    result = model.run(RunInput(tokens=words), CPU, dtype)
+    assert result.logits is not None
+    ours = result.logits[0]
     ids = torch.tensor([[model.word_ids[w] for w in words]])
     with torch.no_grad():
         theirs = copy.deepcopy(trained).to(dtype)(ids)[0]
@@ -66,13 +68,15 @@ def test_shipped_checkpoint_has_a_previous_token_head_and_an_induction_head(mode
 
 def test_shipped_checkpoint_predicts_the_repeat(model):
     half = random_words(30, seed=7)
-    run, logits = model.run_with_logits(RunInput(tokens=half + half), CPU, torch.float32)
+    run = model.run(RunInput(tokens=half + half), CPU, torch.float32)
+    assert run.logits is not None
+    logits = run.logits[0]
     ids = torch.tensor([[model.word_ids[w] for w in run.tokens]])
     losses = next_token_losses(logits[None], ids)[0]  # (59,): column t predicts token t + 1
     chance = math.log(len(VOCAB))
     assert float(losses[:29].mean()) > 0.9 * chance  # the first half is unpredictable
     assert float(losses[30:].mean()) < 0.25 * chance  # the repeat is predicted
-    predicted = [row["word"] for row in run.config["next_word"][30:59]]
+    predicted = [row["token"] for row in run.config.next_word[30:59]]
     assert sum(p == w for p, w in zip(predicted, half[1:], strict=True)) >= 25
 
 

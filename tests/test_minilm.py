@@ -124,7 +124,7 @@ def test_minilm_tokens_round_trip_and_unknown_pieces_become_unk(minilm):
     assert torch.equal(from_tokens.layers[-1].attn.weights, from_text.layers[-1].attn.weights)
     odd = run(minilm, tokens=["[CLS]", "the", "Qzxv", "[SEP]"])
     assert odd.tokens == ["[CLS]", "the", "[UNK]", "[SEP]"]
-    assert odd.config["unknown_tokens"] == [{"position": 2, "given": "Qzxv"}]
+    assert odd.config.unknown_tokens == ({"position": 2, "given": "Qzxv"},)
     unk = run(minilm, tokens=["[CLS]", "the", "[UNK]", "[SEP]"])
     assert torch.equal(odd.layers[-1].attn.weights, unk.layers[-1].attn.weights)
 

@@ -1,24 +1,26 @@
-"""What every attention source ("model") offers: a description, tokenisation, and a run.
+"""What every attention source ("model") offers: a description, an encoder and a network; one shared run.
 
-A run returns every layer's `AttentionOutput` by name, so the web layer, the analyses and the
-tests all read the same tensors the forward pass produced.
+A model only says how it reads an input (`encode`: tokens and x_0) and what its layers are (`network`);
+`AttentionModel.run` is the one run set-up every model shares (masks, device, the forward pass of
+engine.forward with any interventions), so the web layer, the analyses and the tests all read the same
+named tensors the forward pass produced.
 """
 
 from __future__ import annotations
 
-import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from engine.attention import AllMaskedPolicy, AttentionOutput, AttentionWeights, attention
+from engine.attention import AllMaskedPolicy, AttentionWeights
 from engine.errors import InputError
+from engine.forward import Block, ForwardResult, LayerTrace, Network, forward
+from engine.interventions import NO_INTERVENTIONS, Interventions
 from engine.masks import MaskSpec, eligibility
+from engine.timing import timed
 
 
 @dataclass(frozen=True)
@@ -56,12 +58,34 @@ class RunInput:
     last_layer: int | None = None  # compute layers 0..last_layer; None: all
 
 
-@dataclass
-class LayerTrace:
-    index: int
-    attn: AttentionOutput
-    resid_in: Tensor  # (B, S, D) what the layer read
-    resid_out: Tensor  # (B, S, D') what the layer passed on
+@dataclass(frozen=True)
+class Encoded:
+    """An input tokenised and embedded once: the request's tokens and the x_0 that layer 0 reads."""
+
+    tokens: list[str]
+    x: Tensor  # (S, D) on the CPU, before any intervention
+    from_tokens: bool  # x was computed from the token strings, so swapping a token means something
+    unknown: tuple[tuple[int, str], ...] = ()  # (position, given string) for tokens outside the vocabulary
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What a run computed, for the page and scripts to read."""
+
+    n_layers: int  # layers the model has
+    layers_computed: int  # layers this run computed (0..layer)
+    n_heads: int  # query heads per layer
+    n_kv_heads: int  # K/V groups per layer
+    d_model: int  # width of x_0
+    d_head: int  # query/key width per head
+    d_v: int  # value width per head
+    d_out: int  # width of the attention output (after W_O, or the concatenation)
+    has_w_o: bool
+    scale_factor: float  # what Q K^T was multiplied by
+    architecture: str  # the block's data flow, in words
+    d_mlp: int | None = None  # feed-forward width, for models with one
+    unknown_tokens: tuple[dict[str, Any], ...] = ()  # [{position, given}] mapped to [UNK]
+    next_word: tuple[dict[str, Any], ...] = ()  # per position, the most likely next token and its probability
 
 
 @dataclass
@@ -70,21 +94,108 @@ class ModelRun:
     tokens: list[str]
     masks: MaskSpec
     eligible: Tensor  # (S, S)
-    layers: list[LayerTrace]
-    config: dict[str, Any]
+    result: ForwardResult
+    config: RunConfig
+    interventions: Interventions = NO_INTERVENTIONS
     timings_ms: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def layers(self) -> list[LayerTrace]:
+        return self.result.layers
+
+    @property
+    def logits(self) -> Tensor | None:
+        return self.result.logits
+
+    def cache(self) -> dict[str, Tensor]:
+        """Every intermediate by hook name: hook_embed, blocks.0.attn.hook_pattern, ..., hook_logits."""
+        return self.result.cache()
 
 
 class AttentionModel(ABC):
+    """A model says how it reads an input (`encode`) and what its layers are (`network`); `run` is shared."""
+
     info: ModelInfo
+    architecture: str = "one multi-head attention layer: the output is the attention output itself"
 
     @abstractmethod
+    def encode(self, inp: RunInput) -> Encoded:
+        """Validate the input, tokenise it and build x_0 (S, D) on the CPU."""
+
+    @abstractmethod
+    def network(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> Network:
+        """The blocks (and unembedding) this input runs through, on `device` in `dtype`."""
+
     def tokenize(self, inp: RunInput) -> list[str]:
         """The token labels this input produces (without running anything)."""
+        return self.encode(inp).tokens
 
-    @abstractmethod
-    def run(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> ModelRun:
-        """Compute every layer up to inp.last_layer on `device` in `dtype`."""
+    def run(
+        self,
+        inp: RunInput,
+        device: torch.device,
+        dtype: torch.dtype,
+        *,
+        interventions: Interventions = NO_INTERVENTIONS,
+        encoded: Encoded | None = None,
+    ) -> ModelRun:
+        """Every layer up to inp.last_layer on `device` in `dtype`, with `interventions` applied.
+
+        `encoded` is this input's `encode(inp)` when the caller already has it, so a request is tokenised once.
+        """
+        enc = encoded if encoded is not None else self.encode(inp)
+        last = self.last_layer(inp)
+        s = len(enc.tokens)
+        masks = self.resolve_masks(inp, s)
+        eligible = eligibility(masks, s, device)
+        net = self.network(inp, device, dtype)
+        interventions.validate(len(net.blocks), net.blocks[0].attn.n_heads, s)
+        timings: dict[str, float] = {}
+        with timed(timings, "embed", device):
+            x = enc.x.to(device=device, dtype=dtype)[None]  # (1, S, D)
+        fwd = forward(
+            x,
+            net,
+            eligible,
+            scale=inp.scale,
+            all_masked=inp.all_masked,
+            interventions=interventions,
+            last_layer=last,
+            timings=timings,
+        )
+        return ModelRun(
+            model=self.info.name,
+            tokens=enc.tokens,
+            masks=masks,
+            eligible=eligible,
+            result=fwd,
+            config=self.run_config(net, fwd, enc),
+            interventions=interventions,
+            timings_ms=timings,
+        )
+
+    def run_config(self, net: Network, fwd: ForwardResult, enc: Encoded) -> RunConfig:
+        w = net.blocks[0].attn
+        mlp = net.blocks[0].mlp
+        next_word: tuple[dict[str, Any], ...] = ()
+        if fwd.logits is not None and self.info.vocab is not None:
+            next_word = tuple(row[0] for row in top_predictions(fwd.logits[0], self.info.vocab, 1))
+        return RunConfig(
+            n_layers=len(net.blocks),
+            layers_computed=len(fwd.layers),
+            n_heads=w.n_heads,
+            n_kv_heads=w.n_kv_heads,
+            d_model=w.d_model,
+            d_head=w.d_head,
+            d_v=w.d_v,
+            d_out=w.d_out,
+            has_w_o=w.W_O is not None,
+            scale_factor=fwd.layers[0].attn.scale_factor,
+            architecture=self.architecture,
+            d_mlp=None if mlp is None else mlp.d_mlp,
+            unknown_tokens=tuple({"position": i, "given": t} for i, t in enc.unknown),
+            next_word=next_word,
+        )
 
     def n_layers(self, inp: RunInput) -> int:
         return self.info.n_layers
@@ -102,6 +213,18 @@ class AttentionModel(ABC):
             raise InputError("layer", f"got layer {inp.last_layer}: {self.info.name} has layers 0..{n - 1}")
         return inp.last_layer
 
+    def swap_token(self, inp: RunInput, enc: Encoded, position: int, token: str) -> RunInput:
+        """The same input with the token at `position` replaced: a 422 naming `change.token` where the model
+        cannot embed it. Models whose x_0 does not come from token strings cannot swap at all."""
+        if not enc.from_tokens:
+            raise InputError(
+                "change.kind",
+                f"{self.info.name} reads x, not token strings: a token swap changes nothing; shift the input instead",
+            )
+        tokens = list(enc.tokens)
+        tokens[position] = token
+        return replace(inp, text=None, tokens=tokens)
+
     def token_pool(self) -> list[str] | None:
         """Tokens a random probe sequence may be drawn from; None: the model only runs its own fixed input."""
         return self.info.vocab
@@ -117,6 +240,35 @@ class AttentionModel(ABC):
         if default.padding is not None and len(default.padding) != seq_len:
             default = MaskSpec(causal=default.causal, window=default.window)
         return default
+
+
+def top_predictions(logits: Tensor, vocab: list[str], k: int) -> list[list[dict[str, Any]]]:
+    """logits (S, V) -> per position the k most likely next tokens, [{token, p}], most likely first."""
+    probs = logits.float().softmax(dim=-1)  # (S, V)
+    p, idx = probs.topk(min(k, probs.shape[-1]), dim=-1)
+    return [
+        [{"token": vocab[int(i)], "p": float(v)} for v, i in zip(pr, ir, strict=True)]
+        for pr, ir in zip(p.tolist(), idx.tolist(), strict=True)
+    ]
+
+
+class NetworkCache:
+    """A trained model's fixed network, converted once per (device, dtype) and kept; runs only read it."""
+
+    def __init__(self, net: Network) -> None:
+        self.net = net
+        self._moved: dict[tuple[str, torch.dtype], Network] = {}
+
+    def on(self, device: torch.device, dtype: torch.dtype) -> Network:
+        key = (str(device), dtype)
+        if key not in self._moved:
+            self._moved[key] = self.net.to(device, dtype)
+        return self._moved[key]
+
+
+def one_layer(w: AttentionWeights) -> Network:
+    """A network of one attention layer whose output is the attention output (textbook, random, custom)."""
+    return Network(blocks=(Block(attn=w, residual=False),))
 
 
 def reject_head_counts(inp: RunInput, name: str, where: str) -> None:
@@ -139,58 +291,3 @@ def whitespace_tokens(inp: RunInput) -> list[str]:
     if not tokens:
         raise InputError(field_name, "got no tokens: give at least one")
     return tokens
-
-
-@contextmanager
-def timed(timings: dict[str, float], name: str, device: torch.device) -> Iterator[None]:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    yield
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    timings[name] = (time.perf_counter() - start) * 1000.0
-
-
-def single_layer_run(
-    model: AttentionModel,
-    inp: RunInput,
-    tokens: list[str],
-    x: Tensor,
-    w: AttentionWeights,
-    device: torch.device,
-    dtype: torch.dtype,
-) -> ModelRun:
-    """Run one attention layer on x (S, D) with the input's masks: the common path of the toy models."""
-    timings: dict[str, float] = {}
-    if len(tokens) != x.shape[0]:
-        raise InputError("tokens", f"got {len(tokens)} token labels for {x.shape[0]} rows of x: give one per row")
-    masks = model.resolve_masks(inp, x.shape[0])
-    eligible = eligibility(masks, x.shape[0], device)
-    x = x.to(device=device, dtype=dtype)
-    w = w.to(device, dtype)
-    with timed(timings, "attention", device):
-        out = attention(x, w, eligible, scale=inp.scale, all_masked=inp.all_masked)
-    return ModelRun(
-        model=model.info.name,
-        tokens=tokens,
-        masks=masks,
-        eligible=eligible,
-        layers=[LayerTrace(0, out, x[None], out.output)],
-        config=layer_config(w, 1, out.scale_factor),
-        timings_ms=timings,
-    )
-
-
-def layer_config(w: AttentionWeights, n_layers: int, factor: float) -> dict[str, Any]:
-    return {
-        "n_layers": n_layers,
-        "n_heads": w.n_heads,
-        "n_kv_heads": w.n_kv_heads,
-        "d_model": w.d_model,
-        "d_head": w.d_head,
-        "d_v": w.d_v,
-        "d_out": w.d_out,
-        "has_w_o": w.W_O is not None,
-        "scale_factor": factor,
-    }

@@ -6,7 +6,8 @@ import torch
 
 from engine.attention import from_concatenated
 from engine.errors import InputError
-from engine.models.base import AttentionModel, ModelInfo, ModelRun, RunInput, single_layer_run
+from engine.forward import Network
+from engine.models.base import AttentionModel, Encoded, ModelInfo, RunInput, one_layer
 
 
 class CustomModel(AttentionModel):
@@ -25,18 +26,21 @@ class CustomModel(AttentionModel):
         tokenizer="labels for the rows of x (default x1..xS)",
     )
 
-    def tokenize(self, inp: RunInput) -> list[str]:
+    def encode(self, inp: RunInput) -> Encoded:
         if inp.x is None:
             raise InputError("x", "the custom model needs x (S x D numbers) and weights")
         if inp.tokens is not None:
-            return list(inp.tokens)
-        if inp.text is not None:
-            return inp.text.split()
-        return [f"x{i + 1}" for i in range(inp.x.shape[0])]
+            tokens = list(inp.tokens)
+        elif inp.text is not None:
+            tokens = inp.text.split()
+        else:
+            tokens = [f"x{i + 1}" for i in range(inp.x.shape[0])]
+        if len(tokens) != inp.x.shape[0]:
+            field = "tokens" if inp.tokens is not None else "text"
+            raise InputError(field, f"got {len(tokens)} token labels for {inp.x.shape[0]} rows of x: give one per row")
+        return Encoded(tokens, inp.x, from_tokens=False)
 
-    def run(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> ModelRun:
-        tokens = self.tokenize(inp)
-        assert inp.x is not None
+    def network(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> Network:
         if inp.weights is None:
             raise InputError("weights", "x needs weights {w_q, w_k, w_v, optional w_o} to compute attention")
         w = from_concatenated(
@@ -47,4 +51,4 @@ class CustomModel(AttentionModel):
             n_heads=inp.heads or 1,
             n_kv_heads=inp.kv_heads,
         )
-        return single_layer_run(self, inp, tokens, inp.x, w, device, dtype)
+        return one_layer(w.to(device, dtype))

@@ -11,7 +11,7 @@ next to this package. The forward pass here is attnlab's engine on the checkpoin
 
 Input: whitespace-separated words from the model's vocabulary (ModelInfo.vocab). On a repeat
 ("red ball king ... red ball") the induction head at the second "ball" attends to the word after
-the first "ball" ("king"), and the model predicts it: `next_word` in the run's config.
+the first "ball" ("king"), and the model predicts it: `next_word` in the run's config, from the logits.
 """
 
 from __future__ import annotations
@@ -19,26 +19,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
-import torch.nn.functional as F
 from safetensors import safe_open
 from torch import Tensor
 
-from engine.attention import AttentionWeights, attention, from_concatenated
+from engine.attention import from_concatenated
 from engine.errors import InputError
-from engine.masks import MaskSpec, eligibility
-from engine.models.base import (
-    AttentionModel,
-    LayerTrace,
-    ModelInfo,
-    ModelRun,
-    RunInput,
-    layer_config,
-    reject_head_counts,
-    timed,
-)
+from engine.forward import Block, LayerNorm, Network, Unembed
+from engine.masks import MaskSpec
+from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunInput, reject_head_counts
 
 CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "induction.safetensors"
 DEFAULT_TEXT = (
@@ -59,36 +49,12 @@ class InductionConfig:
 
 
 @dataclass(frozen=True)
-class BlockWeights:
-    ln_w: Tensor  # (D,) LayerNorm before attention
-    ln_b: Tensor  # (D,)
-    attn: AttentionWeights  # W_Q, W_K, W_V (H, D, d_head), W_O (H, d_head, D)
-
-    def to(self, device: torch.device, dtype: torch.dtype) -> BlockWeights:
-        return BlockWeights(self.ln_w.to(device, dtype), self.ln_b.to(device, dtype), self.attn.to(device, dtype))
-
-
-@dataclass(frozen=True)
-class DecoderWeights:
+class Embedding:
     W_E: Tensor  # (V, D)
     W_pos: Tensor  # (n_ctx, D)
-    blocks: list[BlockWeights]
-    ln_final_w: Tensor  # (D,)
-    ln_final_b: Tensor  # (D,)
-    W_U: Tensor  # (D, V)
-
-    def to(self, device: torch.device, dtype: torch.dtype) -> DecoderWeights:
-        return DecoderWeights(
-            W_E=self.W_E.to(device, dtype),
-            W_pos=self.W_pos.to(device, dtype),
-            blocks=[b.to(device, dtype) for b in self.blocks],
-            ln_final_w=self.ln_final_w.to(device, dtype),
-            ln_final_b=self.ln_final_b.to(device, dtype),
-            W_U=self.W_U.to(device, dtype),
-        )
 
 
-def load_checkpoint(path: Path) -> tuple[InductionConfig, list[str], DecoderWeights]:
+def load_checkpoint(path: Path) -> tuple[InductionConfig, list[str], Embedding, Network]:
     """The architecture and vocabulary (from the metadata) and the weights, split per head."""
     with safe_open(str(path), framework="pt") as f:
         meta = f.metadata() or {}
@@ -96,34 +62,30 @@ def load_checkpoint(path: Path) -> tuple[InductionConfig, list[str], DecoderWeig
     cfg = InductionConfig(**json.loads(meta["config"]))
     vocab = list(json.loads(meta["vocab"]))
     assert len(vocab) == cfg.vocab_size, (len(vocab), cfg.vocab_size)
-    blocks = [
-        BlockWeights(
-            ln_w=sd[f"blocks.{i}.ln.weight"],
-            ln_b=sd[f"blocks.{i}.ln.bias"],
+    eps = cfg.layer_norm_eps
+    blocks = tuple(
+        Block(
             attn=from_concatenated(
                 sd[f"blocks.{i}.W_Q"], sd[f"blocks.{i}.W_K"], sd[f"blocks.{i}.W_V"], sd[f"blocks.{i}.W_O"], cfg.n_heads
             ),
+            residual=True,
+            ln_pre=LayerNorm(sd[f"blocks.{i}.ln.weight"], sd[f"blocks.{i}.ln.bias"], eps),
         )
         for i in range(cfg.n_layers)
-    ]
-    weights = DecoderWeights(
-        W_E=sd["W_E"],
-        W_pos=sd["W_pos"],
-        blocks=blocks,
-        ln_final_w=sd["ln_final.weight"],
-        ln_final_b=sd["ln_final.bias"],
-        W_U=sd["W_U"],
     )
-    return cfg, vocab, weights
+    unembed = Unembed(LayerNorm(sd["ln_final.weight"], sd["ln_final.bias"], eps), sd["W_U"])
+    return cfg, vocab, Embedding(sd["W_E"], sd["W_pos"]), Network(blocks, unembed)
 
 
 class InductionModel(AttentionModel):
     """Built once: construction reads the checkpoint; runs only read the weights."""
 
+    architecture = "pre-LN attention-only decoder: x' = x + Attention(LayerNorm(x)); logits = LayerNorm(x) W_U"
+
     def __init__(self, path: Path = CHECKPOINT) -> None:
-        self.cfg, self.vocab, self.weights = load_checkpoint(path)
+        self.cfg, self.vocab, self.embedding, net = load_checkpoint(path)
+        self.net = NetworkCache(net)
         self.word_ids = {w: i for i, w in enumerate(self.vocab)}
-        self._moved: dict[tuple[str, torch.dtype], DecoderWeights] = {}
         c = self.cfg
         self.info = ModelInfo(
             name="induction",
@@ -146,11 +108,8 @@ class InductionModel(AttentionModel):
             vocab=list(self.vocab),
         )
 
-    def tokenize(self, inp: RunInput) -> list[str]:
-        return [self.vocab[i] for i in self.encode(inp)]
-
-    def encode(self, inp: RunInput) -> list[int]:
-        """Word ids for `text` or `tokens`, validated against the vocabulary and the context length."""
+    def encode(self, inp: RunInput) -> Encoded:
+        """Words of `text` or `tokens`, validated against the vocabulary and the context length, embedded."""
         if inp.x is not None:
             raise InputError("x", "the induction model embeds its own words: use the custom model for x")
         if inp.weights is not None:
@@ -174,63 +133,21 @@ class InductionModel(AttentionModel):
                     f"unknown word {w!r} at position {i}: the induction model knows {self.cfg.vocab_size} words "
                     "(listed in its vocab), lower-case, separated by spaces",
                 )
-        return [self.word_ids[w] for w in words]
+        ids = torch.tensor([self.word_ids[w] for w in words])
+        # (S, D) in float64, so a float64 run sums the embeddings at full precision
+        x = self.embedding.W_E[ids].double() + self.embedding.W_pos[: len(words)].double()
+        return Encoded(words, x, from_tokens=True)
 
     def token_pool(self) -> list[str]:
         return list(self.vocab)
 
-    def weights_on(self, device: torch.device, dtype: torch.dtype) -> DecoderWeights:
-        key = (str(device), dtype)
-        if key not in self._moved:
-            self._moved[key] = self.weights.to(device, dtype)
-        return self._moved[key]
+    def network(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> Network:
+        return self.net.on(device, dtype)
 
-    def forward(
-        self, ids: Tensor, w: DecoderWeights, eligible: Tensor, inp: RunInput, timings: dict[str, float]
-    ) -> tuple[list[LayerTrace], Tensor]:
-        """ids (B, S) -> every layer's trace and the logits (B, S, V) after the last computed layer."""
-        x = w.W_E[ids] + w.W_pos[: ids.shape[-1]]  # (B, S, D)
-        traces = []
-        for i, block in enumerate(w.blocks[: self.last_layer(inp) + 1]):
-            with timed(timings, f"layer_{i}", ids.device):
-                h = F.layer_norm(x, (self.cfg.d_model,), block.ln_w, block.ln_b, self.cfg.layer_norm_eps)
-                out = attention(h, block.attn, eligible, scale=inp.scale, all_masked=inp.all_masked)
-            traces.append(LayerTrace(i, out, x, x + out.output))
-            x = x + out.output  # (B, S, D)
-        return traces, self.unembed(x, w)
-
-    def unembed(self, x: Tensor, w: DecoderWeights) -> Tensor:
-        """(B, S, D) -> logits (B, S, V)."""
-        return F.layer_norm(x, (self.cfg.d_model,), w.ln_final_w, w.ln_final_b, self.cfg.layer_norm_eps) @ w.W_U
-
-    def run(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> ModelRun:
-        return self.run_with_logits(inp, device, dtype)[0]
-
-    def run_with_logits(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> tuple[ModelRun, Tensor]:
-        """The run and the logits (S, V) after the last computed layer."""
-        ids = self.encode(inp)
-        masks = self.resolve_masks(inp, len(ids))
-        eligible = eligibility(masks, len(ids), device)
-        timings: dict[str, float] = {}
-        w = self.weights_on(device, dtype)
-        traces, logits = self.forward(torch.tensor([ids], device=device), w, eligible, inp, timings)
-        config = layer_config(w.blocks[0].attn, self.cfg.n_layers, traces[0].attn.scale_factor)
-        config.update(layers_computed=len(traces), next_word=self.predictions(logits[0], len(traces)))
-        run = ModelRun(
-            model=self.info.name,
-            tokens=[self.vocab[i] for i in ids],
-            masks=masks,
-            eligible=eligible,
-            layers=traces,
-            config=config,
-            timings_ms=timings,
-        )
-        return run, logits[0]
-
-    def predictions(self, logits: Tensor, layers_computed: int) -> list[dict[str, Any]]:
-        """Per position, the most likely next word and its probability (after every layer only)."""
-        if layers_computed < self.cfg.n_layers:
-            return []
-        probs = logits.float().softmax(dim=-1)  # (S, V)
-        p, idx = probs.max(dim=-1)
-        return [{"word": self.vocab[int(i)], "p": float(v)} for v, i in zip(p, idx, strict=True)]
+    def swap_token(self, inp: RunInput, enc: Encoded, position: int, token: str) -> RunInput:
+        if token not in self.word_ids:
+            raise InputError(
+                "change.token",
+                f"unknown word {token!r}: the induction model knows {self.cfg.vocab_size} words (listed in its vocab)",
+            )
+        return super().swap_token(inp, enc, position, token)

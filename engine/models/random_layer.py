@@ -17,13 +17,14 @@ from torch import Tensor
 
 from engine.attention import AttentionWeights, from_concatenated
 from engine.errors import InputError
+from engine.forward import Network
 from engine.models.base import (
     AttentionModel,
+    Encoded,
     ModelInfo,
-    ModelRun,
     RunInput,
+    one_layer,
     reject_head_counts,
-    single_layer_run,
     whitespace_tokens,
 )
 
@@ -119,10 +120,25 @@ class RandomModel(AttentionModel):
     def n_heads(self, inp: RunInput) -> int:
         return parse_config(inp.options).heads
 
-    def tokenize(self, inp: RunInput) -> list[str]:
-        if inp.x is not None and inp.text is None and inp.tokens is None:
-            return [f"x{i + 1}" for i in range(inp.x.shape[0])]
-        return whitespace_tokens(inp)
+    def encode(self, inp: RunInput) -> Encoded:
+        cfg = parse_config(inp.options)
+        if inp.weights is not None:
+            raise InputError("weights", "the random model makes its own weights: use the textbook or custom model")
+        reject_head_counts(inp, "random", "set them with options.heads and options.kv_heads")
+        if inp.x is not None:
+            tokens = [f"x{i + 1}" for i in range(inp.x.shape[0])]
+            if inp.text is not None or inp.tokens is not None:
+                tokens = whitespace_tokens(inp)
+            if len(tokens) != inp.x.shape[0]:
+                field = "tokens" if inp.tokens is not None else "text"
+                raise InputError(
+                    field, f"got {len(tokens)} token labels for {inp.x.shape[0]} rows of x: give one per row"
+                )
+            if inp.x.shape[1] != cfg.d_model:
+                raise InputError("x", f"has width {inp.x.shape[1]} but the random layer has d_model = {cfg.d_model}")
+            return Encoded(tokens, inp.x, from_tokens=False)
+        tokens = whitespace_tokens(inp)
+        return Encoded(tokens, self.embed(tokens, cfg), from_tokens=True)
 
     def embed(self, tokens: list[str], cfg: RandomConfig) -> Tensor:
         x = torch.stack([token_embedding(t, cfg.d_model, cfg.seed) for t in tokens])
@@ -130,11 +146,5 @@ class RandomModel(AttentionModel):
             x = x + sinusoidal_positions(len(tokens), cfg.d_model)
         return x
 
-    def run(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> ModelRun:
-        cfg = parse_config(inp.options)
-        tokens = self.tokenize(inp)
-        if inp.weights is not None:
-            raise InputError("weights", "the random model makes its own weights: use the textbook or custom model")
-        reject_head_counts(inp, "random", "set them with options.heads and options.kv_heads")
-        x = inp.x if inp.x is not None else self.embed(tokens, cfg)
-        return single_layer_run(self, inp, tokens, x, layer_weights(cfg), device, dtype)
+    def network(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> Network:
+        return one_layer(layer_weights(parse_config(inp.options)).to(device, dtype))

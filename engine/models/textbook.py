@@ -6,8 +6,9 @@ import torch
 
 from engine.attention import from_concatenated
 from engine.errors import InputError
+from engine.forward import Network
 from engine.masks import MaskSpec
-from engine.models.base import AttentionModel, ModelInfo, ModelRun, RunInput, single_layer_run
+from engine.models.base import AttentionModel, Encoded, ModelInfo, RunInput, one_layer
 
 X = [
     [1.0, 0.0, 0.2, 0.1],
@@ -41,23 +42,22 @@ class TextbookModel(AttentionModel):
         options={"x": X, "w_q": W_Q, "w_k": W_K, "w_v": W_V},
     )
 
-    def tokenize(self, inp: RunInput) -> list[str]:
-        rows = inp.x.shape[0] if inp.x is not None else len(X)
+    def encode(self, inp: RunInput) -> Encoded:
+        x = inp.x if inp.x is not None else torch.tensor(X, dtype=torch.float64)
+        rows = x.shape[0]
         if inp.tokens is not None:
             tokens = list(inp.tokens)
         elif inp.text is not None:
             tokens = inp.text.split()
         else:
-            return TOKENS[:rows] if rows <= len(TOKENS) else [f"x{i + 1}" for i in range(rows)]
+            tokens = TOKENS[:rows] if rows <= len(TOKENS) else [f"x{i + 1}" for i in range(rows)]
         if len(tokens) != rows:
             where = "rows of x" if inp.x is not None else "positions in the textbook example"
             field = "tokens" if inp.tokens is not None else "text"
             raise InputError(field, f"got {len(tokens)} tokens for {rows} {where}: give one label per position")
-        return tokens
+        return Encoded(tokens, x, from_tokens=False)
 
-    def run(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> ModelRun:
-        tokens = self.tokenize(inp)
-        x = inp.x if inp.x is not None else torch.tensor(X, dtype=torch.float64)
+    def network(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> Network:
         given = inp.weights or {}
         w = from_concatenated(
             given.get("w_q", torch.tensor(W_Q, dtype=torch.float64)),
@@ -67,4 +67,4 @@ class TextbookModel(AttentionModel):
             n_heads=inp.heads or 1,
             n_kv_heads=inp.kv_heads,
         )
-        return single_layer_run(self, inp, tokens, x, w, device, dtype)
+        return one_layer(w.to(device, dtype))

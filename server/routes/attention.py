@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header
 from fastapi.responses import Response
 
-from server.compute import execute, prepare
+from server.compute import prepare
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.schemas import AttentionRequest, AttentionResult
 from server.serialize import NPZ_MEDIA_TYPE, NPZResponse, ORJSONResponse, serialize_run
@@ -28,8 +28,7 @@ def compute_attention(
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
     """JSON by default; send `Accept: application/x-npz` for the compact binary form of large results."""
-    model, inp = prepare(req, settings, models, runtime)
-    run = execute(model, inp, runtime)
+    run = prepare(req, settings, models, runtime).run(runtime)
     body = serialize_run(
         run,
         layer=req.layer,

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 
 from engine.analysis.heads import head_type_scores, probe_sequence, top_heads_for_pair
 from engine.models import AttentionModel
-from server.compute import check_limits, choose_model, execute, prepare, to_run_input
+from server.compute import check_limits, choose_model, prepare, to_run_input
 from server.config import Settings
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
@@ -37,7 +37,8 @@ def head_types(req: HeadTypesRequest, settings: SettingsDep, models: ModelsDep, 
     model = choose_model(as_attention, models)
     check_probe_length(model, req.segment_len, settings)
     if given:
-        model, inp = prepare(as_attention, settings, models, runtime)  # the same limits as /api/attention
+        prepared = prepare(as_attention, settings, models, runtime)  # the same limits as /api/attention
+        model, inp = prepared.model, prepared.inp
     else:
         check_limits(as_attention, settings, runtime.dtype)
         inp = to_run_input(as_attention)
@@ -88,8 +89,7 @@ def top_heads(req: TopHeadsRequest, settings: SettingsDep, models: ModelsDep, ru
     as_attention = AttentionRequest.model_validate(
         req.model_dump(exclude={"query", "key", "k"}) | {"layer": None, "include": []}
     )
-    model, inp = prepare(as_attention, settings, models, runtime)
-    run = execute(model, inp, runtime)
+    run = prepare(as_attention, settings, models, runtime).run(runtime)
     ranked = top_heads_for_pair(run, req.query, req.key, req.k)
     return TopHeadsResult(
         model=run.model,

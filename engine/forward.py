@@ -1,0 +1,233 @@
+"""One forward pass for every model, with named hook points and interventions passed in as data.
+
+A model is a stack of blocks over an input x_0 (B, S, D). Each block is one attention layer with the
+optional pieces that real architectures put around it:
+
+    resid_pre  = x
+    h          = LayerNorm_pre(x)           if ln_pre          (pre-LN decoders: induction)
+    attn       = Attention(h)               engine.attention.attention, with this layer's interventions
+    x          = x + attn.output            if residual, else attn.output (a single attention layer)
+    x          = LayerNorm_attn(x)          if ln_attn         (post-LN encoders: BERT, MiniLM)
+    resid_mid  = x
+    x          = x + MLP(x)                 if mlp
+    x          = LayerNorm_mlp(x)           if ln_mlp
+    resid_post = x
+    logits     = LayerNorm_final(x) W_U     if the model unembeds (after its last layer)
+
+Every intermediate has a name, the way TransformerLens names its hook points, without hooks registered
+on modules (global state that outlives a run): `ForwardResult.cache()` maps
+
+    hook_embed                     x_0 after any InputShift                         (B, S, D)
+    blocks.{l}.hook_resid_pre      what layer l reads                              (B, S, D)
+    blocks.{l}.attn.hook_q/k/v     projections                                     (B, H|G, S, d)
+    blocks.{l}.attn.hook_scores    scaled Q K^T, before masking                    (B, H, S, S)
+    blocks.{l}.attn.hook_pattern   weights after mask, softmax and edge edits      (B, H, S, S)
+    blocks.{l}.attn.hook_z         contexts after head ablations                   (B, H, S, d_v)
+    blocks.{l}.attn.hook_result    the attention output after W_O                  (B, S, d_out)
+    blocks.{l}.hook_resid_mid      after the attention residual (and its LayerNorm)
+    blocks.{l}.hook_mlp_out        the feed-forward's output (models with one)
+    blocks.{l}.hook_resid_post     what layer l passes on
+    hook_logits                    next-token logits (models that predict tokens)  (B, S, V)
+
+to the tensors the pass produced, so nothing is recomputed to show them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from engine.attention import AllMaskedPolicy, AttentionOutput, AttentionWeights, attention
+from engine.interventions import NO_INTERVENTIONS, Interventions, shift_input
+from engine.timing import timed
+
+
+@dataclass(frozen=True)
+class LayerNorm:
+    weight: Tensor  # (D,)
+    bias: Tensor  # (D,)
+    eps: float = 1e-5
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> LayerNorm:
+        return LayerNorm(self.weight.to(device=device, dtype=dtype), self.bias.to(device=device, dtype=dtype), self.eps)
+
+
+@dataclass(frozen=True)
+class FeedForward:
+    """gelu(x W_in + b_in) W_out + b_out, with the exact (erf) gelu."""
+
+    W_in: Tensor  # (D, d_mlp)
+    b_in: Tensor  # (d_mlp,)
+    W_out: Tensor  # (d_mlp, D)
+    b_out: Tensor  # (D,)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return F.gelu(x @ self.W_in + self.b_in) @ self.W_out + self.b_out
+
+    @property
+    def d_mlp(self) -> int:
+        return self.W_in.shape[1]
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> FeedForward:
+        return FeedForward(*(t.to(device=device, dtype=dtype) for t in (self.W_in, self.b_in, self.W_out, self.b_out)))
+
+
+@dataclass(frozen=True)
+class Block:
+    attn: AttentionWeights
+    residual: bool = True  # x + attention(x); False: the block's output is the attention output itself
+    ln_pre: LayerNorm | None = None  # before attention (pre-LN)
+    ln_attn: LayerNorm | None = None  # after the attention residual (post-LN)
+    mlp: FeedForward | None = None
+    ln_mlp: LayerNorm | None = None  # after the feed-forward residual (post-LN)
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> Block:
+        def move(m: LayerNorm | None) -> LayerNorm | None:
+            return None if m is None else m.to(device, dtype)
+
+        return Block(
+            attn=self.attn.to(device, dtype),
+            residual=self.residual,
+            ln_pre=move(self.ln_pre),
+            ln_attn=move(self.ln_attn),
+            mlp=None if self.mlp is None else self.mlp.to(device, dtype),
+            ln_mlp=move(self.ln_mlp),
+        )
+
+
+@dataclass(frozen=True)
+class Unembed:
+    ln_final: LayerNorm
+    W_U: Tensor  # (D, V)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return self.ln_final(x) @ self.W_U  # (B, S, V)
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> Unembed:
+        return Unembed(self.ln_final.to(device, dtype), self.W_U.to(device=device, dtype=dtype))
+
+
+@dataclass(frozen=True)
+class Network:
+    """Everything a forward pass reads besides the input: the blocks, and the unembedding if any."""
+
+    blocks: tuple[Block, ...]
+    unembed: Unembed | None = None
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> Network:
+        return Network(
+            tuple(b.to(device, dtype) for b in self.blocks),
+            None if self.unembed is None else self.unembed.to(device, dtype),
+        )
+
+
+@dataclass
+class LayerTrace:
+    index: int
+    attn: AttentionOutput
+    resid_in: Tensor  # (B, S, D) what the layer read
+    resid_mid: Tensor  # (B, S, D') after the attention residual (and its LayerNorm)
+    resid_out: Tensor  # (B, S, D') what the layer passed on
+    weights: AttentionWeights  # the projections this layer used
+    mlp_out: Tensor | None = None  # (B, S, D) the feed-forward's output, where there is one
+
+
+@dataclass
+class ForwardResult:
+    embed: Tensor  # (B, S, D) x_0 after any input intervention
+    layers: list[LayerTrace]
+    logits: Tensor | None = None  # (B, S, V) after the last layer, for models that unembed
+
+    @property
+    def final(self) -> Tensor:
+        """The model's last output: logits when it predicts tokens, else the last layer's output."""
+        return self.logits if self.logits is not None else self.layers[-1].resid_out
+
+    def cache(self) -> dict[str, Tensor]:
+        """Every intermediate by hook name (see the module docstring)."""
+        out = {"hook_embed": self.embed}
+        for t in self.layers:
+            p, a = f"blocks.{t.index}", t.attn
+            out.update(
+                {
+                    f"{p}.hook_resid_pre": t.resid_in,
+                    f"{p}.attn.hook_q": a.q,
+                    f"{p}.attn.hook_k": a.k,
+                    f"{p}.attn.hook_v": a.v,
+                    f"{p}.attn.hook_scores": a.scores,
+                    f"{p}.attn.hook_pattern": a.weights,
+                    f"{p}.attn.hook_z": a.contexts,
+                    f"{p}.attn.hook_result": a.output,
+                    f"{p}.hook_resid_mid": t.resid_mid,
+                    f"{p}.hook_resid_post": t.resid_out,
+                }
+            )
+            if t.mlp_out is not None:
+                out[f"{p}.hook_mlp_out"] = t.mlp_out
+        if self.logits is not None:
+            out["hook_logits"] = self.logits
+        return out
+
+
+def block_forward(
+    index: int,
+    x: Tensor,
+    block: Block,
+    eligible: Tensor,
+    *,
+    scale: bool,
+    all_masked: AllMaskedPolicy,
+    interventions: Interventions,
+) -> LayerTrace:
+    """One block on x (B, S, D): the data flow of the module docstring."""
+    h = block.ln_pre(x) if block.ln_pre is not None else x
+    out = attention(
+        h, block.attn, eligible, scale=scale, all_masked=all_masked, interventions=interventions.for_layer(index)
+    )
+    mid = x + out.output if block.residual else out.output
+    if block.ln_attn is not None:
+        mid = block.ln_attn(mid)
+    y, mlp_out = mid, None
+    if block.mlp is not None:
+        mlp_out = block.mlp(mid)
+        y = mid + mlp_out
+    if block.ln_mlp is not None:
+        y = block.ln_mlp(y)
+    return LayerTrace(index, out, x, mid, y, block.attn, mlp_out)
+
+
+def forward(
+    x: Tensor,
+    net: Network,
+    eligible: Tensor,
+    *,
+    scale: bool = True,
+    all_masked: AllMaskedPolicy = "error",
+    interventions: Interventions = NO_INTERVENTIONS,
+    last_layer: int | None = None,
+    timings: dict[str, float] | None = None,
+) -> ForwardResult:
+    """x_0 (B, S, D) through blocks 0..last_layer; logits only when every block ran and the model unembeds."""
+    timings = {} if timings is None else timings
+    last = len(net.blocks) - 1 if last_layer is None else last_layer
+    x = shift_input(x, interventions.shift)
+    embed = x
+    layers: list[LayerTrace] = []
+    for i, block in enumerate(net.blocks[: last + 1]):
+        with timed(timings, f"layer_{i}", x.device):
+            trace = block_forward(
+                i, x, block, eligible, scale=scale, all_masked=all_masked, interventions=interventions
+            )
+        layers.append(trace)
+        x = trace.resid_out
+    logits = None
+    if net.unembed is not None and len(layers) == len(net.blocks):
+        with timed(timings, "unembed", x.device):
+            logits = net.unembed(x)
+    return ForwardResult(embed, layers, logits)

@@ -1,0 +1,183 @@
+"""Interventions: changes to a forward pass, given as data.
+
+A claim about attention ("causal masking holds", "head 1.3 copies the next token") is tested by changing
+one thing and watching what moves. Each change here is a value that `engine.forward.forward` reads at a
+named hook point, so every model runs the same code with or without them:
+
+    InputShift    hook_embed            x_0[position] += amount (every feature)
+    EdgeEdit      blocks.l.attn.hook_pattern   W[head, query, key] = weight, the row's other eligible
+                                        weights rescaled by (1 - weight) / (their sum), so the row still sums to 1
+    HeadAblation  blocks.l.attn.hook_z  contexts of the head set to 0 ("zero") or to their mean over the
+                                        live query positions ("mean"), before W_O
+
+Zero-ablating head h therefore changes the layer's attention output by exactly -contexts_h W_O[h].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from engine.errors import InputError
+
+AblationMode = Literal["zero", "mean"]
+
+
+@dataclass(frozen=True)
+class HeadAblation:
+    layer: int
+    head: int
+    mode: AblationMode = "zero"
+
+
+@dataclass(frozen=True)
+class EdgeEdit:
+    layer: int
+    head: int
+    query: int  # row
+    key: int  # column
+    weight: float  # the new attention weight, in [0, 1]
+
+
+@dataclass(frozen=True)
+class InputShift:
+    position: int
+    amount: float  # added to every feature of the position's input vector
+
+
+@dataclass(frozen=True)
+class LayerInterventions:
+    """What one layer's attention changes: edits on its weights, ablations on its contexts."""
+
+    edits: tuple[EdgeEdit, ...] = ()
+    ablations: tuple[HeadAblation, ...] = ()
+
+
+@dataclass(frozen=True)
+class Interventions:
+    ablate: tuple[HeadAblation, ...] = ()
+    edit: tuple[EdgeEdit, ...] = ()
+    shift: tuple[InputShift, ...] = ()
+
+    def is_empty(self) -> bool:
+        return not (self.ablate or self.edit or self.shift)
+
+    def for_layer(self, layer: int) -> LayerInterventions | None:
+        edits = tuple(e for e in self.edit if e.layer == layer)
+        ablations = tuple(a for a in self.ablate if a.layer == layer)
+        return LayerInterventions(edits, ablations) if edits or ablations else None
+
+    def validate(self, n_layers: int, n_heads: int, seq_len: int) -> None:
+        """Every index inside the model and the sequence, each (layer, head) ablated once, each cell edited once."""
+        seen_heads: set[tuple[int, int]] = set()
+        for i, a in enumerate(self.ablate):
+            _check_layer_head(f"ablate[{i}]", a.layer, a.head, n_layers, n_heads)
+            if a.mode not in ("zero", "mean"):
+                raise InputError(f"ablate[{i}].mode", f"got {a.mode!r}: must be 'zero' or 'mean'")
+            if (a.layer, a.head) in seen_heads:
+                raise InputError(f"ablate[{i}]", f"layer {a.layer} head {a.head} is listed twice: ablate it once")
+            seen_heads.add((a.layer, a.head))
+        seen_cells: set[tuple[int, int, int, int]] = set()
+        for i, e in enumerate(self.edit):
+            _check_layer_head(f"edit[{i}]", e.layer, e.head, n_layers, n_heads)
+            for name, pos in (("query", e.query), ("key", e.key)):
+                if not 0 <= pos < seq_len:
+                    raise InputError(
+                        f"edit[{i}].{name}",
+                        f"got position {pos}: the sequence has {seq_len} positions, 0..{seq_len - 1}",
+                    )
+            if not 0.0 <= e.weight <= 1.0:
+                raise InputError(f"edit[{i}].weight", f"got {e.weight}: an attention weight is in [0, 1]")
+            cell = (e.layer, e.head, e.query, e.key)
+            if cell in seen_cells:
+                raise InputError(
+                    f"edit[{i}]", f"cell query {e.query} -> key {e.key} of L{e.layer}H{e.head} is edited twice"
+                )
+            seen_cells.add(cell)
+        for i, s in enumerate(self.shift):
+            if not 0 <= s.position < seq_len:
+                raise InputError(f"shift[{i}].position", f"got position {s.position}: {_positions(seq_len)}")
+
+
+def _positions(seq_len: int) -> str:
+    return f"the sequence has {seq_len} positions, 0..{seq_len - 1}"
+
+
+def _check_layer_head(field: str, layer: int, head: int, n_layers: int, n_heads: int) -> None:
+    if not 0 <= layer < n_layers:
+        raise InputError(f"{field}.layer", f"got layer {layer}: the model has layers 0..{n_layers - 1}")
+    if not 0 <= head < n_heads:
+        raise InputError(f"{field}.head", f"got head {head}: each layer has heads 0..{n_heads - 1}")
+
+
+NO_INTERVENTIONS = Interventions()
+
+
+def shift_input(x: Tensor, shifts: Sequence[InputShift]) -> Tensor:
+    """x (B, S, D) -> a copy with `amount` added to every feature of each shifted position."""
+    if not shifts:
+        return x
+    x = x.clone()
+    for s in shifts:
+        x[:, s.position, :] += s.amount
+    return x
+
+
+def edit_weights(weights: Tensor, eligible: Tensor, edits: Sequence[EdgeEdit]) -> Tensor:
+    """weights (B, H, S, S) -> a copy with each edited cell set, its row's other eligible weights rescaled.
+
+    The edited key must be eligible (an ineligible key holds exactly 0 by the mask's promise), and the row
+    must keep a way to sum to 1: a weight below 1 on a row whose other eligible keys all hold 0 cannot.
+    """
+    if not edits:
+        return weights
+    weights = weights.clone()
+    allowed = eligible if eligible.dim() == 2 else eligible[0]  # (S, S); edits name one sequence's cells
+    for i, e in enumerate(edits):
+        if not bool(allowed[e.query, e.key]):
+            raise InputError(
+                f"edit[{i}].key",
+                f"query {e.query} -> key {e.key} is masked: an edit may only move weight between eligible keys",
+            )
+        row = weights[:, e.head, e.query, :]  # (B, S), a view
+        others = allowed[e.query].clone()
+        others[e.key] = False
+        rest = (row * others).sum(dim=-1, keepdim=True)  # (B, 1)
+        if e.weight < 1.0 and bool((rest <= 0).any()):
+            raise InputError(
+                f"edit[{i}].weight",
+                f"the other eligible keys of query {e.query} hold no weight, so weight {e.weight} would leave the row "
+                "summing below 1: set it to 1, or edit a row with more than one eligible key",
+            )
+        factor = torch.where(rest > 0, (1.0 - e.weight) / rest.clamp_min(torch.finfo(row.dtype).tiny), 0.0)
+        new_row = torch.where(others, row * factor, torch.zeros_like(row))
+        new_row[:, e.key] = e.weight
+        weights[:, e.head, e.query, :] = new_row
+    return weights
+
+
+def ablate_contexts(contexts: Tensor, eligible: Tensor, ablations: Sequence[HeadAblation]) -> Tensor:
+    """contexts (B, H, S, d_v) -> a copy with each ablated head's contexts zeroed or replaced by their mean.
+
+    The mean is over live query positions (those with an eligible key): a padded-out or all-masked row
+    does not pull it toward 0.
+    """
+    if not ablations:
+        return contexts
+    contexts = contexts.clone()
+    live = eligible.any(dim=-1)  # (S,) or (B, S)
+    if live.dim() == 1:
+        live = live[None].expand(contexts.shape[0], -1)
+    live_f = live.to(contexts.dtype)[..., None]  # (B, S, 1)
+    for a in ablations:
+        if a.mode == "zero":
+            contexts[:, a.head] = 0
+        else:
+            z = contexts[:, a.head]  # (B, S, d_v)
+            mean = (z * live_f).sum(dim=1, keepdim=True) / live_f.sum(dim=1, keepdim=True).clamp_min(1)
+            contexts[:, a.head] = torch.where(live[..., None], mean.expand_as(z), torch.zeros_like(z))
+    return contexts
