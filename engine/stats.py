@@ -1,4 +1,17 @@
-"""Per-head statistics of one sequence's attention: the numbers a person checks a head by."""
+"""Per-head statistics of one sequence's attention: the numbers a person checks a head by.
+
+Two masked quantities that are easy to confuse, named apart:
+    masked_share[q]   share of the *unmasked* softmax of row q that falls on keys the masks remove: a property
+                      of the scores (how much the masks changed the row), anywhere in [0, 1]
+    masked_weight[q]  weight that row q still puts on masked keys after masking: the chapter's masked mass,
+                      exactly 0 when the mask works
+
+Head health:
+    kl_from_uniform   mean over rows with two or more eligible keys of KL(weights || uniform over eligible keys)
+                      = ln(n_q) - H(row q), in nats; near 0 for a head that does not choose ("dead")
+    identical_to      heads of the same layer whose weights have cosine similarity >= IDENTICAL_SIMILARITY
+    qk_rank           rank of W_Q^h (W_K^g)^T (D x D, at most d_head): the bilinear form the head scores with
+"""
 
 from __future__ import annotations
 
@@ -7,14 +20,19 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from engine.attention import masked_softmax
+from engine.attention import AttentionWeights, masked_softmax
+
+DEAD_KL = 0.01  # nats: a head whose rows are on average within this of uniform is flagged dead
+IDENTICAL_SIMILARITY = 0.999  # cosine similarity of two heads' flattened weights above which they are "identical"
+RANK_RTOL = 1e-6  # singular values below this fraction of the largest count as zero
 
 
 @dataclass(frozen=True)
 class HeadStats:
     entropy: list[float]  # per query, nats, over the weights row (0 for an all-masked row)
     mean_entropy: float
-    masked_mass: list[float]  # per query: share of the unmasked softmax that the masks removed
+    masked_share: list[float]  # per query: share of the unmasked softmax that the masks removed
+    masked_weight: list[float]  # per query: weight left on masked keys after masking (0)
     max_masked_weight: float  # largest weight on an ineligible key (0 by construction)
     max_row_sum_error: float  # max |row sum - 1| over rows with at least one eligible key
     zero_rows: list[int]  # rows with no eligible key (all weights 0 under the `zero` policy)
@@ -23,45 +41,34 @@ class HeadStats:
     eligible_score_min: float | None  # over eligible cells only; None when nothing is eligible
     eligible_score_max: float | None
     mean_distance: float  # mean over live queries of sum_k weight * |q - k|
+    kl_from_uniform: float | None  # nats; None when no row has two eligible keys to choose between
+    dead: bool  # kl_from_uniform < DEAD_KL
+    identical_to: list[int]  # other heads of the layer with (near) identical weights
+    qk_rank: int | None  # rank of W_Q W_K^T for this head; None when the weights are not known
+    qk_rank_max: int | None  # d_head: the most that rank can be
 
 
-def head_stats(scores: Tensor, weights: Tensor, eligible: Tensor) -> list[HeadStats]:
-    """scores, weights (H, S, S) for one sequence; eligible (S, S). One HeadStats per head."""
-    scores = scores.detach().double()
-    weights = weights.detach().double()
-    n_heads, s, _ = weights.shape
-    live = eligible.any(dim=-1)  # (S,)
-    live_rows = live.nonzero().flatten()
-
+def row_entropy(weights: Tensor) -> Tensor:
+    """(..., S, S) -> (..., S): -sum_k W[q, k] ln W[q, k] per row, in nats (0 for an all-zero row)."""
     plogp = torch.where(weights > 0, weights * weights.clamp_min(1e-300).log(), torch.zeros_like(weights))
-    entropy = 0.0 - plogp.sum(dim=-1)  # (H, S); 0.0 - so an all-zero row reads 0, not -0
-    unmasked = masked_softmax(scores, torch.ones_like(eligible))
-    masked_mass = (unmasked * (~eligible).double()).sum(dim=-1)  # (H, S)
-    row_sum_err = (weights.sum(dim=-1) - 1).abs()  # (H, S)
-    pos = torch.arange(s, device=weights.device, dtype=weights.dtype)
-    distance = (weights * (pos[:, None] - pos[None, :]).abs()).sum(dim=-1)  # (H, S)
-    zero_rows = [int(i) for i in (~live).nonzero().flatten().tolist()]
+    return 0.0 - plogp.sum(dim=-1)  # 0.0 - so an all-zero row reads 0, not -0
 
-    out = []
-    for h in range(n_heads):
-        eligible_scores = scores[h][eligible]
-        has_live = live_rows.numel() > 0
-        out.append(
-            HeadStats(
-                entropy=entropy[h].tolist(),
-                mean_entropy=float(entropy[h][live_rows].mean()) if has_live else 0.0,
-                masked_mass=masked_mass[h].tolist(),
-                max_masked_weight=float(weights[h][~eligible].abs().max()) if (~eligible).any() else 0.0,
-                max_row_sum_error=float(row_sum_err[h][live_rows].max()) if has_live else 0.0,
-                zero_rows=zero_rows,
-                score_min=float(scores[h].min()),
-                score_max=float(scores[h].max()),
-                eligible_score_min=float(eligible_scores.min()) if eligible_scores.numel() else None,
-                eligible_score_max=float(eligible_scores.max()) if eligible_scores.numel() else None,
-                mean_distance=float(distance[h][live_rows].mean()) if has_live else 0.0,
-            )
-        )
-    return out
+
+def row_distance(weights: Tensor) -> Tensor:
+    """(..., S, S) -> (..., S): sum_k W[q, k] |q - k| per row, the row's mean attention distance."""
+    s = weights.shape[-1]
+    pos = torch.arange(s, device=weights.device, dtype=weights.dtype)
+    return (weights * (pos[:, None] - pos[None, :]).abs()).sum(dim=-1)
+
+
+def kl_from_uniform(weights: Tensor, eligible: Tensor) -> Tensor | None:
+    """weights (H, S, S), eligible (S, S) -> (H,): mean over rows with >= 2 eligible keys of ln(n_q) - H(row)."""
+    n = eligible.sum(dim=-1)  # (S,)
+    rows = n >= 2
+    if not bool(rows.any()):
+        return None
+    kl = torch.log(n.to(weights.dtype).clamp_min(1)) - row_entropy(weights)  # (H, S)
+    return kl[:, rows].mean(dim=-1).clamp_min(0.0)
 
 
 def head_similarity(weights: Tensor) -> Tensor:
@@ -70,3 +77,66 @@ def head_similarity(weights: Tensor) -> Tensor:
     norms = flat.norm(dim=1).clamp_min(1e-12)
     unit = flat / norms[:, None]
     return unit @ unit.T
+
+
+def qk_ranks(w: AttentionWeights) -> list[int]:
+    """Per query head h: the rank of W_Q^h (W_K^g)^T, g its K/V group.
+
+    The product is D x D; its singular values are those of R_Q R_K^T (d_head x d_head), where W = Q R is a
+    reduced QR decomposition, so no D x D matrix is formed.
+    """
+    per_group = w.n_heads // w.n_kv_heads
+    r_q = torch.linalg.qr(w.W_Q.detach().double().cpu(), mode="r").R  # (H, d_head, d_head)
+    r_k = torch.linalg.qr(w.W_K.detach().double().cpu(), mode="r").R  # (G, d_head, d_head)
+    r_k = r_k.repeat_interleave(per_group, dim=0)  # (H, d_head, d_head)
+    sv = torch.linalg.svdvals(r_q @ r_k.transpose(-1, -2))  # (H, d_head)
+    top = sv[:, :1].clamp_min(1e-300)
+    return [int(n) for n in ((sv > RANK_RTOL * top) & (sv > 0)).sum(dim=-1).tolist()]
+
+
+def head_stats(scores: Tensor, weights: Tensor, eligible: Tensor, w: AttentionWeights | None = None) -> list[HeadStats]:
+    """scores, weights (H, S, S) for one sequence; eligible (S, S); w the layer's projections (for ranks)."""
+    scores = scores.detach().double()
+    weights = weights.detach().double()
+    n_heads, _s, _ = weights.shape
+    live = eligible.any(dim=-1)  # (S,)
+    live_rows = live.nonzero().flatten()
+    has_live = live_rows.numel() > 0
+
+    entropy = row_entropy(weights)  # (H, S)
+    unmasked = masked_softmax(scores, torch.ones_like(eligible))
+    masked_share = (unmasked * (~eligible).double()).sum(dim=-1)  # (H, S)
+    masked_weight = (weights.abs() * (~eligible).double()).sum(dim=-1)  # (H, S)
+    row_sum_err = (weights.sum(dim=-1) - 1).abs()  # (H, S)
+    distance = row_distance(weights)  # (H, S)
+    kl = kl_from_uniform(weights, eligible)
+    similar = head_similarity(weights) >= IDENTICAL_SIMILARITY  # (H, H)
+    ranks = qk_ranks(w) if w is not None else None
+    zero_rows = [int(i) for i in (~live).nonzero().flatten().tolist()]
+
+    out = []
+    for h in range(n_heads):
+        eligible_scores = scores[h][eligible]
+        kl_h = float(kl[h]) if kl is not None else None
+        out.append(
+            HeadStats(
+                entropy=entropy[h].tolist(),
+                mean_entropy=float(entropy[h][live_rows].mean()) if has_live else 0.0,
+                masked_share=masked_share[h].tolist(),
+                masked_weight=masked_weight[h].tolist(),
+                max_masked_weight=float(weights[h][~eligible].abs().max()) if (~eligible).any() else 0.0,
+                max_row_sum_error=float(row_sum_err[h][live_rows].max()) if has_live else 0.0,
+                zero_rows=zero_rows,
+                score_min=float(scores[h].min()),
+                score_max=float(scores[h].max()),
+                eligible_score_min=float(eligible_scores.min()) if eligible_scores.numel() else None,
+                eligible_score_max=float(eligible_scores.max()) if eligible_scores.numel() else None,
+                mean_distance=float(distance[h][live_rows].mean()) if has_live else 0.0,
+                kl_from_uniform=kl_h,
+                dead=kl_h is not None and kl_h < DEAD_KL,
+                identical_to=[int(o) for o in similar[h].nonzero().flatten().tolist() if o != h],
+                qk_rank=ranks[h] if ranks is not None else None,
+                qk_rank_max=w.d_head if w is not None else None,
+            )
+        )
+    return out

@@ -79,7 +79,10 @@ class AttentionRequest(Strict):
 class HeadStatsOut(BaseModel):
     entropy: list[float]
     mean_entropy: float
-    masked_mass: list[float]
+    masked_share: list[float] = Field(
+        description="per query: share of the unmasked softmax that the masks removed (a property of the scores)"
+    )
+    masked_weight: list[float] = Field(description="per query: weight left on masked keys after masking (0)")
     max_masked_weight: float
     max_row_sum_error: float
     zero_rows: list[int]
@@ -88,6 +91,11 @@ class HeadStatsOut(BaseModel):
     eligible_score_min: float | None
     eligible_score_max: float | None
     mean_distance: float
+    kl_from_uniform: float | None = Field(description="nats from uniform over eligible keys; ~0: a dead head")
+    dead: bool = Field(description="near-uniform over its eligible keys")
+    identical_to: list[int] = Field(description="heads of the same layer with (near) identical weights")
+    qk_rank: int | None = Field(description="rank of this head's W_Q W_K^T")
+    qk_rank_max: int | None = Field(description="d_head, the most the rank can be")
 
 
 class HeadResult(BaseModel):

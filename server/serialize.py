@@ -145,7 +145,9 @@ def _layer(run: ModelRun, i: int, include: Sequence[str], eligible: torch.Tensor
     a = run.layers[i].attn
     n_heads, n_groups = a.scores.shape[1], a.k.shape[1]
     per_group = n_heads // n_groups
-    stats = head_stats(a.scores[0].cpu(), a.weights[0].cpu(), eligible) if "stats" in include else None
+    stats = None
+    if "stats" in include:
+        stats = head_stats(a.scores[0].cpu(), a.weights[0].cpu(), eligible, run.layers[i].weights)
     heads = []
     for h in range(n_heads):
         g = h // per_group

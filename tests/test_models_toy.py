@@ -108,8 +108,9 @@ def test_stats_report_the_real_numbers() -> None:
     assert st.zero_rows == [2]
     assert st.max_row_sum_error == 0.0 and st.max_masked_weight == 0.0
     e = math.exp
-    assert st.masked_mass[0] == pytest.approx((e(1) + e(2)) / (1 + e(1) + e(2)))
-    assert st.masked_mass[1] == pytest.approx(1 / 3)
+    assert st.masked_share[0] == pytest.approx((e(1) + e(2)) / (1 + e(1) + e(2)))
+    assert st.masked_share[1] == pytest.approx(1 / 3)
+    assert st.masked_weight == [0.0, 0.0, 0.0]
     assert (st.score_min, st.score_max) == (0.0, 3.0)
     assert (st.eligible_score_min, st.eligible_score_max) == (0.0, 1.0)
     assert st.mean_distance == pytest.approx((0 + 0.5) / 2)

@@ -35,6 +35,7 @@ from torch import Tensor
 
 from engine.errors import InputError
 from engine.models.base import AttentionModel, ModelRun, RunInput
+from engine.stats import row_distance, row_entropy
 
 DEFAULT_SEGMENT_LEN = 24  # L: the probe is 2L tokens (plus any special tokens the model adds)
 
@@ -116,9 +117,7 @@ def mean_distance(weights: Tensor, eligible: Tensor | None = None) -> Tensor | N
     rows = live_rows(weights, eligible)
     if not bool(rows.any()):
         return None
-    pos = torch.arange(weights.shape[-1], device=weights.device, dtype=weights.dtype)
-    distance = (weights * (pos[:, None] - pos[None, :]).abs()).sum(dim=-1)  # (H, S)
-    return distance[:, rows].mean(dim=-1)
+    return row_distance(weights)[:, rows].mean(dim=-1)
 
 
 def mean_entropy(weights: Tensor, eligible: Tensor | None = None) -> Tensor | None:
@@ -126,8 +125,7 @@ def mean_entropy(weights: Tensor, eligible: Tensor | None = None) -> Tensor | No
     rows = live_rows(weights, eligible)
     if not bool(rows.any()):
         return None
-    plogp = torch.where(weights > 0, weights * weights.clamp_min(1e-300).log(), torch.zeros_like(weights))
-    return (-plogp.sum(dim=-1))[:, rows].mean(dim=-1)  # (H,)
+    return row_entropy(weights)[:, rows].mean(dim=-1)  # (H,)
 
 
 def head_type_scores(
