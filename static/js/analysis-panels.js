@@ -16,7 +16,7 @@ export function headTypesFilter(state) {
 
 // One panel's request at a time: a newer request aborts the older one, and only the newest answer lands in
 // `slot` ({result, status, message, key, controller}); `render` redraws the panel at each step.
-function fetchLatest(slot, fetcher, req, render, onResult) {
+export function fetchLatest(slot, fetcher, req, render, onResult = () => {}) {
   if (slot.controller) slot.controller.abort();
   const controller = new AbortController();
   slot.controller = controller;

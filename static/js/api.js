@@ -1,4 +1,5 @@
-// The JSON API the page is built on: GET /api/models, POST /api/attention, /api/heads and /api/heads/top.
+// The JSON API the page is built on: GET /api/models, POST /api/attention, /api/heads, /api/heads/top, /api/perturb,
+// /api/intervene and /api/compare.
 // Errors come back as {"error": {status, code, field, message, details}}; `describeError` turns one into plain words.
 
 const HINTS = {
@@ -87,6 +88,21 @@ export function fetchHeadTypes(request, signal) {
 // The heads that put the most weight from one query on one key: {tokens, query, key, heads: [{layer, head, weight}]}.
 export function fetchTopHeads(request, signal) {
   return post("/api/heads/top", request, signal);
+}
+
+// Change one position's input and check each mask's promise through every layer (see SPEC "Analyses").
+export function fetchPerturb(request, signal) {
+  return post("/api/perturb", request, signal);
+}
+
+// Ablate heads or set single weights; the model before and after.
+export function fetchIntervene(request, signal) {
+  return post("/api/intervene", request, signal);
+}
+
+// Two runs and, per head, B − A weights.
+export function fetchCompare(request, signal) {
+  return post("/api/compare", request, signal);
 }
 
 export function fetchAttention(request, signal) {

@@ -90,6 +90,9 @@ export function createControls({ state, app, actions }) {
     const keep = {
       view: state.view, palette: state.palette, scale: state.scale, allMasked: state.allMasked,
       hsort: state.hsort, hdir: state.hdir,
+      // a pinned A stays (compare two models or seeds); the perturbation settings stay; interventions name heads
+      // of the old model and go
+      pin: state.pin, perturbOn: state.perturbOn, perturb: { ...state.perturb, position: null }, ablMode: state.ablMode,
     };
     Object.assign(state, stateForModel(m, defaultState()), keep);
     if (text) state.text = text;

@@ -1,5 +1,7 @@
 // The grid of per-head heatmaps (small multiples), paged so that 72 heads stay fast and readable.
 // Hover a cell: tooltip and linked row/column in every head. Click or Enter on a head: it opens large.
+// Each card carries an "ablate" toggle (its own button: pressing it never opens the head) and the head's health
+// flags from its stats: dead (near-uniform), identical to another head, the rank of W_Q W_Kᵀ.
 
 import { cellAt, drawHeatmap, drawHighlight, layoutFor, maskedCells, sizeCanvas } from "./heatmap.js";
 
@@ -14,7 +16,55 @@ export function pageOf(all, page, size = PAGE_SIZE) {
   return { page: p, pages, items: all.slice(p * size, (p + 1) * size) };
 }
 
-export const CARD_CHROME_PX = 24; // card padding, border and the gap between cards
+export const CARD_CHROME_PX = 24;
+
+// A head's health from its stats: [{kind, text, help}] for dead, identical and a rank-deficient W_Q W_Kᵀ, and the
+// QK rank always (kind "rank"). `prefix` names a sibling head ("L1 H" or "H").
+export function healthFlags(st, prefix = "H") {
+  if (!st) return [];
+  const out = [];
+  if (st.dead) {
+    const kl = st.kl_from_uniform == null ? "" : ` (KL from uniform ${st.kl_from_uniform.toFixed(3)} nats)`;
+    out.push({ kind: "dead", text: "dead", help: `near-uniform over the keys it may see${kl}: it mixes, it does not pick` });
+  }
+  if (st.identical_to && st.identical_to.length) {
+    const names = st.identical_to.map((h) => `${prefix}${h}`).join(", ");
+    out.push({ kind: "identical", text: `= ${names}`, help: `weights identical (similarity ≈ 1) to ${names}` });
+  }
+  if (st.qk_rank != null) {
+    const low = st.qk_rank_max != null && st.qk_rank < st.qk_rank_max;
+    out.push({
+      kind: low ? "rank-low" : "rank",
+      text: `QK rank ${st.qk_rank}${st.qk_rank_max != null ? `/${st.qk_rank_max}` : ""}`,
+      help: `rank of W_Q W_Kᵀ for this head${low ? ": below full rank, the scores live in fewer dimensions" : ": full rank"}`,
+    });
+  }
+  return out;
+}
+
+// The ablate toggle on a card: its own button, so clicking or pressing it never opens the head.
+function ablateButton(fig, item, view, onAblate) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "ablate";
+  b.setAttribute("data-testid", "head-ablate");
+  b.dataset.layer = String(item.layer);
+  b.dataset.head = String(item.head.index);
+  const show = (entry) => {
+    b.setAttribute("aria-pressed", entry ? "true" : "false");
+    b.textContent = entry ? `ablated (${entry.mode})` : "ablate";
+    const name = view.multiLayer ? `layer ${item.layer} head ${item.head.index}` : `head ${item.head.index}`;
+    b.setAttribute("aria-label", entry ? `Restore ${name} (now ${entry.mode}-ablated)` : `Ablate ${name}`);
+    fig.classList.toggle("ablated", !!entry);
+  };
+  show((view.ablate || []).find((a) => a.layer === item.layer && a.head === item.head.index));
+  b.addEventListener("click", (e) => {
+    e.stopPropagation();
+    show(onAblate(item.layer, item.head.index));
+  });
+  b.addEventListener("keydown", (e) => e.stopPropagation());
+  return b;
+} // card padding, border and the gap between cards
 
 // Cell size so that a page of heads fits the grid's width: up to 4 heads share one row, more get small multiples.
 export function cellSize(seqLen, headsOnPage, available = 900, labels = true) {
@@ -68,7 +118,22 @@ export function renderHeads(root, pager, view, handlers) {
     cap.append(name, meta);
     const canvas = document.createElement("canvas");
     canvas.setAttribute("aria-hidden", "true");
-    fig.append(cap, canvas);
+    const flags = healthFlags(st, view.multiLayer ? `L${item.layer} H` : "H");
+    const foot = document.createElement("div");
+    foot.className = "card-foot";
+    const badges = document.createElement("span");
+    badges.className = "card-flags";
+    for (const f of flags) {
+      const b = document.createElement("span");
+      b.className = `flag flag-${f.kind}`;
+      b.textContent = f.text;
+      b.title = f.help;
+      badges.append(b);
+    }
+    foot.append(badges);
+    fig.dataset.flags = flags.map((f) => f.kind).join(",");
+    if (handlers.onAblate) foot.append(ablateButton(fig, item, view, handlers.onAblate));
+    fig.append(cap, canvas, foot);
     root.append(fig);
     const ctx = sizeCanvas(canvas, layout);
     const card = { fig, canvas, ctx, layout, item };

@@ -1,12 +1,13 @@
 // attnlab's page: one state object, one `run()` that asks the API, one `render()` that redraws every view.
 // Each view lives in its own module; this file wires controls to state and state to views. The modules that act on
-// state (controls.js, interactions.js, analysis-panels.js) get it as a context ({state, app, actions}) from here and
+// state (controls.js, interactions.js, analysis-panels.js, experiments.js) get it as a context ({state, app, actions}) from here and
 // never import this file; panels.js draws the small read-only panels from what it is given.
 
 import { describeError, fetchAttention, fetchModels, isTooLarge } from "./api.js";
 import { createAnalysisPanels } from "./analysis-panels.js";
 import { maxAbsEligible, scaleFor } from "./colors.js";
 import { createControls } from "./controls.js";
+import { createExperiments } from "./experiments.js";
 import { renderEligibility } from "./eligibility.js";
 import { resolvePair } from "./examples.js";
 import { renderFlow } from "./flow.js";
@@ -41,6 +42,11 @@ const app = {
   pendingOpen: false, // open the pair's top head once it is known
   headTypes: { key: null, result: null, status: "idle", message: "", controller: null, seqLen: 0 },
   top: { key: null, result: null, status: "idle", message: "", controller: null },
+  // the experiment panels: POST /api/perturb, /api/intervene and /api/compare
+  perturb: { key: null, result: null, status: "idle", message: "", controller: null },
+  intervene: { key: null, result: null, status: "idle", message: "", controller: null },
+  compare: { key: null, result: null, status: "idle", message: "", controller: null },
+  editPrefill: null, // the cell the weight-edit form was last filled from
 };
 
 const $ = (id) => document.getElementById(id);
@@ -51,6 +57,7 @@ const ctx = { state, app, actions };
 const { refreshHeadTypes, refreshTopHeads, renderHeadTypesPanel, renderTopPanel, onPair, openHead } = createAnalysisPanels(ctx);
 const { onPad, onCellToggle, onOpen, onQuery, onTokenHover, onCellHover } = createInteractions(ctx);
 const { writeControls, updateUrl, bindControls, fillModels } = createControls(ctx);
+const { bindExperiments, renderExperiments, onAblate } = createExperiments(ctx);
 Object.assign(actions, { updateUrl, renderHeadTypesPanel, onPair, openHead });
 
 // ---- state -> API -------------------------------------------------------------------------------------------
@@ -203,6 +210,7 @@ function buildView() {
     layer: focusLayer,
     highlight: app.highlight,
     pair: state.pair,
+    ablate: state.ablate,
   };
 }
 
@@ -214,7 +222,7 @@ function render() {
   app.view = view;
   renderTokens($("tokens"), { tokens: view.tokens, masks: state.masks }, { onPad, onHover: onTokenHover });
   renderLegend(view);
-  const hs = renderHeads($("heads-grid"), $("heads-pager"), view, { onOpen, onHover: onCellHover });
+  const hs = renderHeads($("heads-grid"), $("heads-pager"), view, { onOpen, onHover: onCellHover, onAblate });
   state.page = hs.page;
   $("heads-title").textContent =
     `Heads: ${state.view} · ${view.heads.length} head${view.heads.length === 1 ? "" : "s"}` +
@@ -233,6 +241,7 @@ function render() {
   renderNotice(app.notice);
   renderHeadTypesPanel();
   renderTopPanel();
+  renderExperiments();
   const t = app.result.timings_ms;
   const total = Object.values(t).reduce((a, b) => a + b, 0);
   $("timing").textContent = `${app.result.config.device} · ${app.result.config.dtype} · ${total.toFixed(1)} ms`;
@@ -241,6 +250,7 @@ function render() {
 
 async function init() {
   bindControls();
+  bindExperiments();
   try {
     app.models = await fetchModels();
   } catch (err) {

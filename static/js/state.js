@@ -34,8 +34,17 @@ export function defaultState() {
     hfind: "", // head-types text filter, e.g. "L1" or "L1H3"
     hscore: "", // head-types score filter: a column key, with hmin its threshold
     hmin: 0.5,
+    ablate: [], // [{layer, head, mode: "zero"|"mean"}]: heads knocked out in /api/intervene
+    ablMode: "zero", // the mode a newly ablated head gets
+    edits: [], // [{layer, head, query, key, weight}]: single attention weights set by hand
+    pin: null, // the /api/attention body pinned as A (no include, no layer); null = nothing pinned
+    perturbOn: false, // the "Test a claim" panel runs (and reruns after each change) once asked to
+    perturb: { position: null, kind: "shift", amount: 1, token: "" }, // position null = the retrieval query
   };
 }
+
+export const ABLATE_MODES = ["zero", "mean"];
+export const CHANGE_KINDS = ["shift", "token"];
 
 export const HEAD_SORTS = ["head", "previous_token", "duplicate_token", "induction", "mean_distance", "entropy"];
 
@@ -84,6 +93,14 @@ export function encodeState(s) {
   if (s.hsort) p.set("hsort", s.hdir === "asc" ? `${s.hsort}.asc` : s.hsort);
   if (s.hfind) p.set("hfind", s.hfind);
   if (s.hscore) p.set("hmin", `${s.hscore}:${s.hmin}`);
+  if (s.ablate?.length) p.set("abl", s.ablate.map((a) => `${a.layer}.${a.head}.${a.mode}`).join(","));
+  if (s.edits?.length) p.set("edit", s.edits.map((e) => `${e.layer}.${e.head}.${e.query}.${e.key}@${e.weight}`).join(","));
+  if (s.pin) p.set("pin", JSON.stringify(s.pin));
+  if (s.perturbOn) {
+    const pt = s.perturb;
+    const value = pt.kind === "token" ? pt.token : String(pt.amount);
+    p.set("pert", `${pt.position ?? "q"},${pt.kind},${value}`);
+  }
   return p.toString();
 }
 
@@ -101,6 +118,59 @@ function parseMatrices(raw) {
   } catch {
     return null;
   }
+}
+
+// "1.0.zero,1.3.mean" -> [{layer, head, mode}]; unreadable entries are dropped, a head appears once.
+export function parseAblations(raw) {
+  const out = [];
+  for (const part of (raw || "").split(",")) {
+    const [l, h, mode] = part.split(".");
+    const layer = int(l);
+    const head = int(h);
+    if (layer == null || head == null || layer < 0 || head < 0 || !ABLATE_MODES.includes(mode)) continue;
+    if (out.some((a) => a.layer === layer && a.head === head)) continue;
+    out.push({ layer, head, mode });
+  }
+  return out;
+}
+
+// "1.2.20.9@0.5,..." -> [{layer, head, query, key, weight}] with weight in [0, 1].
+export function parseEdits(raw) {
+  const out = [];
+  for (const part of (raw || "").split(",")) {
+    const [cell, w] = part.split("@");
+    const nums = (cell || "").split(".").map(int);
+    const weight = Number.parseFloat(w);
+    if (nums.length !== 4 || nums.some((v) => v == null || v < 0) || !(weight >= 0 && weight <= 1)) continue;
+    const [layer, head, query, key] = nums;
+    out.push({ layer, head, query, key, weight });
+  }
+  return out;
+}
+
+// The pinned A body from its JSON; null unless it is an object naming a model or carrying x.
+export function parsePin(raw) {
+  try {
+    const b = JSON.parse(raw);
+    if (!b || typeof b !== "object" || Array.isArray(b)) return null;
+    if (typeof b.model !== "string" && !Array.isArray(b.x)) return null;
+    const { include: _include, layer: _layer, ...rest } = b;
+    return rest;
+  } catch {
+    return null;
+  }
+}
+
+// "q,shift,1" / "3,token,dog" -> the perturbation the claims panel runs; null when unreadable.
+export function parsePerturb(raw) {
+  const m = /^(q|\d+),(shift|token),(.*)$/s.exec(raw || "");
+  if (!m) return null;
+  const position = m[1] === "q" ? null : int(m[1]);
+  if (m[2] === "shift") {
+    const amount = Number.parseFloat(m[3]);
+    return Number.isFinite(amount) ? { position, kind: "shift", amount, token: "" } : null;
+  }
+  return m[3] ? { position, kind: "token", amount: 1, token: m[3] } : null;
 }
 
 // Query string -> state, or null when the string names no model (the page then starts from defaults).
@@ -159,6 +229,14 @@ export function decodeState(search) {
     s.hscore = score;
     s.hmin = threshold;
   }
+  s.ablate = parseAblations(p.get("abl"));
+  s.edits = parseEdits(p.get("edit"));
+  s.pin = p.has("pin") ? parsePin(p.get("pin")) : null;
+  const pert = parsePerturb(p.get("pert"));
+  if (pert) {
+    s.perturbOn = true;
+    s.perturb = pert;
+  }
   return s;
 }
 
@@ -197,6 +275,39 @@ export function headTypesRequest(attention) {
 // The POST /api/heads/top body: the same, plus the pair.
 export function topHeadsRequest(attention, pair, k) {
   return { ...headTypesRequest(attention), query: pair[0], key: pair[1], k };
+}
+
+// The POST /api/perturb body: what to run (the attention request without include or layer, which it refuses),
+// the position, and the change.
+export function perturbRequest(attention, position, perturb) {
+  const change =
+    perturb.kind === "token" ? { kind: "token", token: perturb.token } : { kind: "shift", amount: perturb.amount };
+  return { ...headTypesRequest(attention), position, change };
+}
+
+// The POST /api/intervene body: the attention request (its include and layer shape before/after) plus the
+// interventions.
+export function interveneRequest(attention, ablate, edits, topK = 5) {
+  const req = { ...attention, top_k: topK };
+  if (ablate.length) req.ablate = ablate.map(({ layer, head, mode }) => ({ layer, head, mode }));
+  if (edits.length) req.edit = edits.map(({ layer, head, query, key, weight }) => ({ layer, head, query, key, weight }));
+  return req;
+}
+
+// The body pinned as A: what was run, without what only shapes the answer.
+export function pinRequest(attention) {
+  return headTypesRequest(attention);
+}
+
+// The POST /api/compare body: A (pinned) and B (now), both asked for weights only, over `layer` when one is shown.
+export function compareRequest(pin, attention, layer) {
+  const shape = (body) => {
+    const { include: _i, layer: _l, ...rest } = body;
+    const out = { ...rest, include: ["weights"] };
+    if (layer != null) out.layer = layer;
+    return out;
+  };
+  return { a: shape(pin), b: shape(attention) };
 }
 
 // Resize a matrix to n rows: extra rows are zeros, missing rows are dropped.

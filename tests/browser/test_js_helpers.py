@@ -213,7 +213,20 @@ def test_view_helpers(js: Callable[[str], Any]) -> None:
     assert out["sheet"]["places"][2]["y"] > out["sheet"]["places"][0]["y"]
     assert out["edit"] == [[2.5]] and out["bad"] is None and out["same"] == [[1]]
     assert out["code"] == "CP"
-    assert out["row"] == ["H0", "0.500", "0.300", "0.000", "✓ 3.0e-8", "-1.000 … 2.000", "-3.000 … 4.000", "1.23", "2"]
+    # a result from before the masked_mass split still reads; it has no health numbers
+    assert out["row"] == [
+        "H0",
+        "0.500",
+        "0.300",
+        "0.000",
+        "✓ 3.0e-8",
+        "-1.000 … 2.000",
+        "-3.000 … 4.000",
+        "1.23",
+        "2",
+        "–",
+        "–",
+    ]
 
 
 def test_head_types_sort_filter_and_best(js: Callable[[str], Any]) -> None:
@@ -329,3 +342,205 @@ def test_state_keeps_the_pair_and_head_table_in_the_url(js: Callable[[str], Any]
     top = out["top"]
     assert "include" not in top and "layer" not in top
     assert (top["query"], top["key"], top["k"], top["scale"]) == (10, 2, 5, False)
+
+
+def test_stats_name_masked_share_apart_from_masked_weight_and_flag_head_health(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const st = await mod('stats.js'), heads = await mod('heads.js');
+        const base = {mean_entropy: 0.5, max_masked_weight: 0, max_row_sum_error: 0, eligible_score_min: 0,
+          eligible_score_max: 1, score_min: 0, score_max: 1, mean_distance: 1, zero_rows: []};
+        const dead = {...base, masked_share: [0.5, 0.1], masked_weight: [0, 0], kl_from_uniform: 0.0004, dead: true,
+          identical_to: [2, 3], qk_rank: 3, qk_rank_max: 16};
+        const fine = {...base, masked_share: [0, 0], masked_weight: [0, 2e-7], kl_from_uniform: 1.2, dead: false,
+          identical_to: [], qk_rank: 16, qk_rank_max: 16};
+        return {
+          dead: st.statsRow('L1 H0', dead, 'L1 H'), fine: st.statsRow('H1', fine),
+          columns: st.STATS_COLUMNS.map((c) => c[0]),
+          flags: heads.healthFlags(dead, 'L1 H').map((f) => [f.kind, f.text]),
+          fineFlags: heads.healthFlags(fine).map((f) => f.kind), none: heads.healthFlags(null),
+          noRank: heads.healthFlags({...fine, qk_rank: null}).length,
+        };
+        """
+    )
+    cols = out["columns"]
+    assert "Masked share" in cols and "Weight on masked keys" in cols and "Masked mass" not in cols
+    assert cols[-2:] == ["KL from uniform", "Health"]
+    dead = dict(zip(cols, out["dead"], strict=True))
+    assert dead["Masked share"] == "0.300" and dead["Weight on masked keys"] == "0.000"
+    assert dead["KL from uniform"] == "4.0e-4"
+    assert dead["Health"] == "dead · = L1 H2, L1 H3 · QK rank 3/16"
+    fine = dict(zip(cols, out["fine"], strict=True))
+    assert fine["Weight on masked keys"] == "2.0e-7"  # not exactly 0: shown, so the page can flag it
+    assert fine["Health"] == "QK rank 16/16"
+    assert out["flags"] == [["dead", "dead"], ["identical", "= L1 H2, L1 H3"], ["rank-low", "QK rank 3/16"]]
+    assert out["fineFlags"] == ["rank"] and out["none"] == [] and out["noRank"] == 0
+
+
+def test_experiment_settings_round_trip_through_the_url(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const S = await mod('state.js');
+        const s = S.defaultState();
+        Object.assign(s, {model: 'induction', text: 'a b a b',
+          ablate: [{layer: 1, head: 0, mode: 'zero'}, {layer: 1, head: 3, mode: 'mean'}],
+          edits: [{layer: 1, head: 2, query: 3, key: 1, weight: 0.25}],
+          pin: {model: 'induction', text: 'a b c d', masks: {causal: true}, scale: true},
+          perturbOn: true, perturb: {position: 2, kind: 'token', amount: 1, token: 'x,y'}});
+        const follow = {...S.defaultState(), perturbOn: true,
+                        perturb: {position: null, kind: 'shift', amount: -2.5, token: ''}};
+        return {
+          s, back: S.decodeState('?' + S.encodeState(s)),
+          follow, followBack: S.decodeState('?' + S.encodeState(follow)),
+          plain: S.encodeState(S.defaultState()),
+          junk: S.decodeState('?m=random&abl=1.0.zero,1.0.mean,a.1.zero,1.2.half,-1.0.zero' +
+                              '&edit=1.2.3.1@2,1.2.3@0.5,0.0.1.0@0.5&pin=%5B1%5D&pert=x,shift,1'),
+          pinJunk: [S.parsePin('{"text": "no model"}'),
+                    S.parsePin('{"model": "m", "include": ["weights"], "layer": 2}'), S.parsePin('{bad')],
+          pert: [S.parsePerturb('q,shift,abc'), S.parsePerturb('3,token,'), S.parsePerturb('q,shift,2')],
+        };
+        """
+    )
+    assert out["back"] == out["s"]
+    assert out["followBack"] == out["follow"]
+    plain = out["plain"]
+    assert all(k not in plain for k in ("abl=", "edit=", "pin=", "pert="))
+    junk = out["junk"]
+    assert junk["ablate"] == [{"layer": 1, "head": 0, "mode": "zero"}]  # one entry per head, bad ones dropped
+    assert junk["edits"] == [{"layer": 0, "head": 0, "query": 1, "key": 0, "weight": 0.5}]
+    assert junk["pin"] is None and junk["perturbOn"] is False
+    assert out["pinJunk"] == [None, {"model": "m"}, None]
+    assert out["pert"] == [None, None, {"position": None, "kind": "shift", "amount": 2, "token": ""}]
+
+
+def test_experiment_requests_match_the_contract(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const S = await mod('state.js');
+        const att = {model: 'minilm', text: 'a b', masks: {causal: true}, scale: true,
+                     include: ['scores', 'weights'], layer: 3};
+        return {
+          shift: S.perturbRequest(att, 4, {position: null, kind: 'shift', amount: 1.5, token: 'zz'}),
+          token: S.perturbRequest(att, 0, {position: 0, kind: 'token', amount: 1, token: 'dog'}),
+          iv: S.interveneRequest({...att, include: ['weights']}, [{layer: 1, head: 2, mode: 'mean', extra: 1}],
+                                 [{layer: 0, head: 1, query: 3, key: 0, weight: 0.5}], 5),
+          ivAblateOnly: S.interveneRequest(att, [{layer: 0, head: 0, mode: 'zero'}], [], 3),
+          pin: S.pinRequest(att),
+          cmp: S.compareRequest(S.pinRequest(att), {...att, masks: {causal: false}}, 2),
+          cmpAll: S.compareRequest(S.pinRequest(att), att, null),
+        };
+        """
+    )
+    shift = out["shift"]
+    assert "include" not in shift and "layer" not in shift
+    assert shift["position"] == 4 and shift["change"] == {"kind": "shift", "amount": 1.5}
+    assert out["token"]["change"] == {"kind": "token", "token": "dog"}
+    iv = out["iv"]
+    assert iv["ablate"] == [{"layer": 1, "head": 2, "mode": "mean"}]
+    assert iv["edit"] == [{"layer": 0, "head": 1, "query": 3, "key": 0, "weight": 0.5}]
+    assert iv["top_k"] == 5 and iv["include"] == ["weights"]
+    assert "edit" not in out["ivAblateOnly"]
+    assert out["pin"] == {"model": "minilm", "text": "a b", "masks": {"causal": True}, "scale": True}
+    cmp = out["cmp"]
+    assert cmp["a"]["masks"] == {"causal": True} and cmp["b"]["masks"] == {"causal": False}
+    assert cmp["a"]["include"] == cmp["b"]["include"] == ["weights"]
+    assert cmp["a"]["layer"] == cmp["b"]["layer"] == 2
+    assert "layer" not in out["cmpAll"]["a"] and "layer" not in out["cmpAll"]["b"]
+
+
+def test_claim_chart_helpers(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const C = await mod('claims.js');
+        const checks = [
+          {name: 'causal', claim: 'c', holds: true, max_delta: 0, protected: [0, 1, 2]},
+          {name: 'padding', claim: 'p', holds: false, max_delta: 0.25, protected: [5, 1]},
+        ];
+        const prot = new Set(C.protectedPositions(checks));
+        const bars = C.barGeometry([0, 0.5, 1, 2], 2, C.CHART, new Set([0, 1]));
+        return {
+          prot: [...prot], summary: C.verdictSummary({checks}), empty: C.verdictSummary({checks: []}),
+          max: C.sharedMax([[0, -3], [2, NaN]]), bars,
+          fmt: [C.formatDelta(0), C.formatDelta(0.5), C.formatDelta(2e-9)],
+        };
+        """
+    )
+    assert out["prot"] == [0, 1, 2, 5]
+    s = out["summary"]
+    assert s["holds"] is False and s["names"] == ["causal", "padding"]
+    assert s["lines"][0]["text"].startswith("✓ holds · causal") and s["lines"][1]["text"].startswith("✗ leak")
+    assert out["empty"]["holds"] is True and out["empty"]["names"] == []
+    assert out["max"] == 3
+    bars = out["bars"]
+    assert bars[0]["height"] == 0 and bars[3]["height"] > bars[2]["height"] > bars[1]["height"] > 0
+    assert [b["leak"] for b in bars] == [False, True, False, False]  # protected and moved = a leak
+    assert all(bars[i + 1]["x"] > bars[i]["x"] for i in range(3))
+    assert out["fmt"] == ["0", "0.5000", "2.00e-9"]
+
+
+def test_intervention_helpers(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const I = await mod('interventions.js');
+        let abl = I.toggleAblation([], 1, 3, 'zero');
+        abl = I.toggleAblation(abl, 0, 2, 'mean');
+        const off = I.toggleAblation(abl, 1, 3, 'zero');
+        const edits = I.addEdit(I.addEdit([], {layer: 1, head: 0, query: 4, key: 1, weight: 0.2}),
+                                {layer: 1, head: 0, query: 4, key: 1, weight: 0.9});
+        const w = (v) => [[1, 0], [v, 1 - v]];
+        const before = {layers: [{index: 0, heads: [{index: 0, weights: w(0.5)}, {index: 1, weights: w(0.5)}]},
+                                 {index: 1, heads: [{index: 0, weights: w(0.5)}, {index: 1, weights: w(0.5)}]}]};
+        const after = {layers: [{index: 0, heads: [{index: 0, weights: w(0.5)}, {index: 1, weights: w(0.5)}]},
+                                {index: 1, heads: [{index: 0, weights: w(0.1)}, {index: 1, weights: w(0.7)}]}]};
+        const tokens = ['a', 'b', 'c'];
+        const g = (t, p) => [{token: t, p}];
+        const preds = {before: [g('b', 0.9), g('c', 0.8), g('a', 0.5)], after: [g('b', 0.7), g('a', 0.4), g('a', 0.5)]};
+        return {
+          abl, off, edits, valid: I.keepValid([{layer: 1, head: 3}, {layer: 2, head: 0}, {layer: 0, head: 4}], 2, 4),
+          affected: I.affectedHeads(abl, edits),
+          shown: I.shownHeads(before, after, [{layer: 0, head: 1}]),
+          rows: I.predictionRows(tokens, preds, [0.1, 0.2], [0.3, 2.5]),
+          flipped: I.flippedPositions(preds), none: I.predictionRows(tokens, null),
+          words: I.describeInterventions(abl, edits),
+        };
+        """
+    )
+    assert out["abl"] == [{"layer": 0, "head": 2, "mode": "mean"}, {"layer": 1, "head": 3, "mode": "zero"}]
+    assert out["off"] == [{"layer": 0, "head": 2, "mode": "mean"}]
+    assert out["edits"] == [{"layer": 1, "head": 0, "query": 4, "key": 1, "weight": 0.9}]
+    assert out["valid"] == [{"layer": 1, "head": 3}]
+    assert out["affected"] == [{"layer": 0, "head": 2}, {"layer": 1, "head": 0}, {"layer": 1, "head": 3}]
+    shown = [(h["layer"], h["head"], h["affected"], round(h["maxAbs"], 6)) for h in out["shown"]]
+    assert shown == [(0, 1, True, 0), (1, 0, False, 0.4), (1, 1, False, 0.2)]  # affected first, then most moved
+    rows = out["rows"]
+    assert [r["changed"] for r in rows] == [False, True, False]
+    assert rows[0]["rightBefore"] and rows[1]["rightBefore"] and not rows[1]["rightAfter"]
+    assert rows[1]["lossAfter"] == 2.5 and rows[2]["lossAfter"] is None and rows[2]["next"] is None
+    assert out["flipped"] == [1] and out["none"] == []
+    assert out["words"] == "L0 H2 mean-ablated · L1 H3 zeroed · L1 H0 weight 4→1 set to 0.9"
+
+
+def test_compare_helpers(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const C = await mod('compare.js');
+        const head = (i, m) => ({index: i, diff: [[0]], max_abs: m, where: [0, 0]});
+        const many = {layers: [0, 1, 2].map((l) => ({index: l, heads: [0, 1, 2, 3].map((h) => head(h, l * 10 + h))}))};
+        const big = C.diffMaps(many, 3);
+        return {
+          scale: C.diffScale(0.4), flat: C.diffScale(0),
+          either: C.eitherEligible([[true, false], [false, false]], [[false, true], [false, false]]),
+          big: big.maps.map((m) => [m.layer, m.head]), total: big.total,
+          all: C.diffMaps(many).maps.length,
+          body: C.describeBody({model: 'random', text: 'a b',
+                                masks: {causal: true, padding: [true, false], window: 2}}),
+          plain: C.describeBody({model: 'minilm', text: 'x'}),
+        };
+        """
+    )
+    assert (out["scale"]["min"], out["scale"]["max"]) == (-0.4, 0.4) and out["scale"]["stops"][5] == "#f7f7f7"
+    assert (out["flat"]["min"], out["flat"]["max"]) == (-1, 1)
+    assert out["either"] == [[True, True], [False, False]]
+    assert out["big"] == [[2, 1], [2, 2], [2, 3]] and out["total"] == 12 and out["all"] == 12
+    assert out["body"] == "random · “a b” · causal, window 2, 1 padded"
+    assert out["plain"] == "minilm · “x” · default masks"

@@ -1,0 +1,224 @@
+// "Test a claim": change one position's input (POST /api/perturb) and see how far the change travels, layer by
+// layer. A mask makes a promise (causal: nothing before the position may move); the server checks each promise on
+// the real code path and the chart shows it: one bar per position and layer, the changed position marked, and the
+// positions a mask protects drawn as protected — a protected bar above zero is a leak, drawn in red.
+// Pure helpers on top; `renderDeltaCharts` and `renderPerturb` only draw. The intervention panel reuses the charts.
+
+const SVG = "http://www.w3.org/2000/svg";
+export const CHART = { width: 560, height: 74, left: 64, right: 8, top: 6, labelBand: 16 };
+export const ZERO_TOLERANCE = 0; // "exactly 0": a protected bar above this is a leak
+export const MAX_TICK_LABELS = 24;
+
+function node(tag, props = {}, text) {
+  const n = Object.assign(document.createElement(tag), props);
+  if (text !== undefined) n.textContent = text;
+  return n;
+}
+
+function el(name, attrs = {}, text) {
+  const n = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
+  if (text !== undefined) n.textContent = text;
+  return n;
+}
+
+// Every position some check in force protects (must read exactly 0), sorted.
+export function protectedPositions(checks) {
+  const all = new Set();
+  for (const c of checks || []) for (const p of c.protected || []) all.add(p);
+  return [...all].sort((a, b) => a - b);
+}
+
+// {holds, names, lines}: whether every check holds, which masks were checked, one line per check.
+export function verdictSummary(result) {
+  const checks = result.checks || [];
+  return {
+    holds: checks.every((c) => c.holds),
+    names: checks.map((c) => c.name),
+    lines: checks.map((c) => ({
+      name: c.name,
+      holds: c.holds,
+      text: `${c.holds ? "✓ holds" : "✗ leak"} · ${c.name}: ${c.claim} (max |Δ| ${formatDelta(c.max_delta)})`,
+    })),
+  };
+}
+
+export function formatDelta(v) {
+  if (v === 0) return "0";
+  if (!Number.isFinite(v)) return String(v);
+  return Math.abs(v) < 1e-3 || Math.abs(v) >= 1e4 ? v.toExponential(2) : v.toFixed(4);
+}
+
+// The largest value over every row: one shared y scale, so layers compare by bar height.
+export function sharedMax(rows) {
+  let m = 0;
+  for (const r of rows) for (const v of r) if (Number.isFinite(v) && Math.abs(v) > m) m = Math.abs(v);
+  return m;
+}
+
+// Bars for one row of S deltas in a chart of the given geometry: [{position, x, width, height, value, leak}].
+export function barGeometry(deltas, max, geom = CHART, protectedSet = new Set()) {
+  const S = deltas.length;
+  const plotW = geom.width - geom.left - geom.right;
+  const plotH = geom.height - geom.top - geom.labelBand;
+  const slot = plotW / Math.max(S, 1);
+  const width = Math.max(1, slot * 0.72);
+  return deltas.map((value, position) => {
+    const frac = max > 0 ? Math.min(1, Math.abs(value) / max) : 0;
+    return {
+      position,
+      slot,
+      x: geom.left + position * slot + (slot - width) / 2,
+      width,
+      height: frac * plotH,
+      value,
+      leak: protectedSet.has(position) && Math.abs(value) > ZERO_TOLERANCE,
+    };
+  });
+}
+
+// One chart: a row label, a protected band behind every protected slot, the bars, the changed position marked.
+function chart(label, deltas, opts) {
+  const g = CHART;
+  const S = deltas.length;
+  const plotH = g.height - g.top - g.labelBand;
+  const base = g.top + plotH;
+  const prot = new Set(opts.protected || []);
+  const bars = barGeometry(deltas, opts.max, g, prot);
+  const svg = el("svg", {
+    viewBox: `0 0 ${g.width} ${g.height}`,
+    width: "100%",
+    class: "delta-chart",
+    role: "img",
+    "data-testid": opts.testid || "delta-chart",
+    "data-layer": opts.layer,
+  });
+  svg.style.maxWidth = `${g.width * 1.3}px`;
+  const leaks = bars.filter((b) => b.leak).map((b) => b.position);
+  const nonzero = bars.filter((b) => b.value !== 0).length;
+  svg.setAttribute(
+    "aria-label",
+    `${label}: largest |Δ| ${formatDelta(Math.max(0, ...deltas.map(Math.abs)))}; ${nonzero} of ${S} positions moved` +
+      (prot.size ? `; ${prot.size} protected, ${leaks.length ? `leaks at ${leaks.join(", ")}` : "all exactly 0"}` : ""),
+  );
+  svg.append(el("text", { x: 4, y: g.top + plotH / 2 + 4, class: "dc-label" }, label));
+  for (const b of bars) {
+    if (prot.has(b.position)) {
+      svg.append(el("rect", {
+        x: g.left + b.position * b.slot, y: g.top, width: b.slot, height: plotH,
+        class: "dc-protected", fill: `url(#${opts.hatch})`,
+      }));
+    }
+    if (b.position === opts.position) {
+      svg.append(el("rect", {
+        x: g.left + b.position * b.slot + 0.5, y: g.top, width: Math.max(1, b.slot - 1), height: plotH,
+        class: "dc-changed",
+      }));
+    }
+  }
+  svg.append(el("line", { x1: g.left, x2: g.width - g.right, y1: base + 0.5, y2: base + 0.5, class: "dc-axis" }));
+  for (const b of bars) {
+    const cls = ["bar", b.leak ? "leak" : "", prot.has(b.position) ? "protected" : "", b.position === opts.position ? "changed" : ""]
+      .filter(Boolean)
+      .join(" ");
+    const r = el("rect", {
+      x: b.x, y: base - b.height, width: b.width, height: Math.max(b.height, 0), class: cls,
+      "data-position": b.position, "data-delta": b.value,
+    });
+    r.append(el("title", {}, `position ${b.position} “${opts.tokens[b.position]}”: |Δ| ${formatDelta(b.value)}` +
+      (prot.has(b.position) ? (b.leak ? " — protected, but it moved: a leak" : " — protected: exactly 0") : "")));
+    svg.append(r);
+    if (b.leak) svg.append(el("text", { x: b.x + b.width / 2, y: g.top + 9, class: "dc-leak-mark", "text-anchor": "middle" }, "!"));
+  }
+  if (opts.ticks) {
+    const every = Math.ceil(S / MAX_TICK_LABELS);
+    for (const b of bars) {
+      if (b.position % every !== 0 && b.position !== opts.position) continue;
+      svg.append(el("text", {
+        x: g.left + b.position * b.slot + b.slot / 2, y: g.height - 4, "text-anchor": "middle",
+        class: `dc-tick${b.position === opts.position ? " dc-tick-changed" : ""}`,
+      }, b.position === opts.position ? `▲${b.position}` : String(b.position)));
+    }
+  }
+  return svg;
+}
+
+// The hatch every chart's protected band uses, defined once per root.
+function defs(id) {
+  const svg = el("svg", { width: 0, height: 0, class: "dc-defs", "aria-hidden": "true" });
+  const d = el("defs");
+  const pat = el("pattern", { id, width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" });
+  pat.append(el("rect", { width: 6, height: 6, fill: "#eeeeee" }), el("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#b0b0b0", "stroke-width": 1.5 }));
+  d.append(pat);
+  svg.append(d);
+  return svg;
+}
+
+// Per-layer and final |Δ| per position. data: {tokens, layers: [{index, delta}], final_delta, final, position?,
+// protected?}. One shared scale over every row.
+export function renderDeltaCharts(root, data, testid = "delta-chart") {
+  root.replaceChildren();
+  const rows = data.layers.map((l) => l.delta);
+  if (data.final_delta) rows.push(data.final_delta);
+  const max = sharedMax(rows);
+  const hatch = `${testid}-hatch`;
+  root.append(defs(hatch));
+  const legend = node("p", { className: "muted small dc-legend" });
+  legend.textContent =
+    `Bars: max |change| of each position's output, one shared scale (top = ${formatDelta(max)}).` +
+    (data.position != null ? ` ▲ marks the changed position ${data.position}.` : "") +
+    (data.protected && data.protected.length ? " Hatched slots are protected by a mask: their bar must be exactly 0; red with ! = a leak." : "");
+  root.append(legend);
+  const opts = { tokens: data.tokens, max, position: data.position, protected: data.protected, testid, hatch };
+  data.layers.forEach((l) => root.append(chart(`layer ${l.index}`, l.delta, { ...opts, layer: l.index })));
+  if (data.final_delta) {
+    const last = chart("final", data.final_delta, { ...opts, layer: "final", ticks: true });
+    root.append(last);
+    if (data.final) root.append(node("p", { className: "muted small" }, `final: ${data.final}`));
+  }
+}
+
+// The verdict line and the check list, then the charts. view: {result, status, message, tokens}
+export function renderPerturb(root, view) {
+  const verdict = root.querySelector("[data-testid=perturb-verdict]");
+  const checks = root.querySelector("[data-role=checks]");
+  const charts = root.querySelector("[data-role=charts]");
+  const status = root.querySelector("[data-role=status]");
+  status.textContent = { idle: "", loading: "perturbing…", ready: "", error: "" }[view.status] || "";
+  status.classList.toggle("bad", view.status === "error");
+  if (view.status === "error") status.textContent = view.message;
+  const r = view.result;
+  if (!r) {
+    verdict.hidden = true;
+    verdict.textContent = "";
+    verdict.dataset.holds = "";
+    verdict.dataset.checks = "";
+    checks.replaceChildren();
+    charts.replaceChildren();
+    return;
+  }
+  const sum = verdictSummary(r);
+  verdict.hidden = false;
+  verdict.dataset.holds = sum.names.length ? String(sum.holds) : "none";
+  verdict.dataset.checks = sum.names.join(",");
+  verdict.dataset.position = String(r.position);
+  verdict.classList.toggle("holds", sum.names.length > 0 && sum.holds);
+  verdict.classList.toggle("leak", !sum.holds);
+  const mark = !sum.names.length ? "·" : sum.holds ? "✓" : "✗";
+  verdict.textContent = `${mark} ${r.verdict}`;
+  checks.replaceChildren(
+    ...sum.lines.map((l) => {
+      const li = node("li", { className: l.holds ? "holds" : "leak" }, l.text);
+      li.dataset.check = l.name;
+      li.dataset.holds = String(l.holds);
+      return li;
+    }),
+  );
+  if (!sum.lines.length) checks.append(node("li", { className: "muted" }, "No mask in force makes a promise to check here."));
+  const what = r.change.kind === "token"
+    ? `position ${r.position} “${r.tokens[r.position]}” → “${r.tokens_after[r.position]}”`
+    : `position ${r.position} “${r.tokens[r.position]}” shifted by ${r.change.amount}`;
+  charts.dataset.position = String(r.position);
+  renderDeltaCharts(charts, { ...r, protected: protectedPositions(r.checks) }, "perturb-chart");
+  charts.prepend(node("p", { className: "small dc-what" }, `Changed: ${what}.`));
+}
