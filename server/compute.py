@@ -5,7 +5,7 @@ Every analysis endpoint takes the same request body, so they all go through `pre
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -139,9 +139,23 @@ class Prepared:
                 self.inp, runtime.device, runtime.dtype, interventions=interventions, encoded=self.encoded
             )
 
+    def every_layer(self) -> RunInput:
+        """The input with no last layer: analyses run the whole model, whatever layer the result shows."""
+        return replace(self.inp, last_layer=None)
 
-def prepare(req: AttentionRequest, settings: Settings, models: dict[str, AttentionModel], runtime: Runtime) -> Prepared:
-    """Pick the model, tokenise once and check every limit before any computation starts."""
+
+def prepare(
+    req: AttentionRequest,
+    settings: Settings,
+    models: dict[str, AttentionModel],
+    runtime: Runtime,
+    *,
+    results: int = 1,
+) -> Prepared:
+    """Pick the model, tokenise once and check every limit before any computation starts.
+
+    `results`: how many results of the request's shape the answer holds (an intervention sends before and after).
+    """
     model = choose_model(req, models)
     given = [f for f in ("text", "tokens", "x") if getattr(req, f) is not None]
     if req.model not in (None, "textbook") and not given:
@@ -157,5 +171,6 @@ def prepare(req: AttentionRequest, settings: Settings, models: dict[str, Attenti
     # refuse before computing what could not be sent: the S x S matrices alone are a lower bound
     layers = 1 if req.layer is not None else model.n_layers(inp)
     matrices = sum(k in req.include for k in ("scores", "weights"))
-    check_result_size(layers * model.n_heads(inp) * len(tokens) ** 2 * matrices, settings.max_result_values)
+    values = layers * model.n_heads(inp) * len(tokens) ** 2 * matrices * results
+    check_result_size(values, settings.max_result_values)
     return Prepared(model, inp, encoded)

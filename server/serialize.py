@@ -12,6 +12,10 @@ import orjson
 import torch
 from fastapi.responses import Response
 
+from engine.analysis.compare import Comparison
+from engine.analysis.intervene import InterventionResult
+from engine.analysis.perturb import PerturbResult
+from engine.interventions import Interventions
 from engine.masks import MaskSpec
 from engine.models import ModelRun
 from engine.stats import head_similarity, head_stats
@@ -171,3 +175,66 @@ def _layer(run: ModelRun, i: int, include: Sequence[str], eligible: torch.Tensor
     if "stats" in include:
         layer["head_similarity"] = head_similarity(a.weights[0].cpu()).float().numpy()
     return layer
+
+
+# ---- analyses ------------------------------------------------------------------------------------------------------
+
+
+def layer_delta_list(deltas: list[list[float]]) -> list[dict[str, Any]]:
+    return [{"index": i, "delta": d} for i, d in enumerate(deltas)]
+
+
+def perturb_body(model: str, result: PerturbResult, change: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "model": model,
+        "tokens": result.tokens,
+        "tokens_after": result.tokens_after,
+        "position": result.position,
+        "change": change,
+        "final": result.final,
+        "layers": layer_delta_list(result.layers),
+        "final_delta": result.final_delta,
+        "checks": [dataclasses.asdict(c) for c in result.checks],
+        "verdict": result.verdict,
+    }
+
+
+def intervention_body(
+    result: InterventionResult, before: dict[str, Any], after: dict[str, Any], interventions: Interventions
+) -> dict[str, Any]:
+    p = result.predictions
+    return {
+        "model": result.before.model,
+        "tokens": result.before.tokens,
+        "ablate": [dataclasses.asdict(a) for a in interventions.ablate],
+        "edit": [dataclasses.asdict(e) for e in interventions.edit],
+        "before": before,
+        "after": after,
+        "final": result.final,
+        "layers": layer_delta_list(result.layers),
+        "final_delta": result.final_delta,
+        "predictions": {"before": p.before, "after": p.after} if p is not None else None,
+        "loss_before": p.loss_before if p is not None else None,
+        "loss_after": p.loss_after if p is not None else None,
+        "losses_before": p.losses_before if p is not None else None,
+        "losses_after": p.losses_after if p is not None else None,
+    }
+
+
+def compare_body(comparison: Comparison, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "a": a,
+        "b": b,
+        "max_abs": comparison.max_abs,
+        "layers": [
+            {
+                "index": ld.index,
+                "heads": [
+                    {"index": hd.index, "diff": as_numpy(hd.diff), "max_abs": hd.max_abs, "where": list(hd.where)}
+                    for hd in ld.heads
+                ],
+            }
+            for ld in comparison.layers
+        ],
+        "largest": [dataclasses.asdict(c) for c in comparison.largest],
+    }

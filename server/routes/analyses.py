@@ -1,0 +1,238 @@
+"""Test claims about attention: perturb an input, intervene on heads and edges, compare two runs.
+
+Each takes the /api/attention body and runs through the same forward (engine.forward) as /api/attention,
+with the change passed in as data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import torch
+from fastapi import APIRouter, Body
+
+from engine.analysis.compare import compare
+from engine.analysis.intervene import intervene
+from engine.analysis.perturb import Change, perturb
+from engine.errors import InputError
+from engine.interventions import EdgeEdit, HeadAblation, Interventions
+from engine.models import ModelRun
+from server.compute import prepare
+from server.deps import ModelsDep, RuntimeDep, SettingsDep
+from server.errors import ApiError
+from server.schemas import (
+    AttentionRequest,
+    CompareRequest,
+    CompareResult,
+    InterveneRequest,
+    InterventionResult,
+    PerturbRequest,
+    PerturbResult,
+)
+from server.serialize import (
+    ORJSONResponse,
+    check_result_size,
+    compare_body,
+    intervention_body,
+    perturb_body,
+    result_size,
+    serialize_run,
+)
+
+router = APIRouter(prefix="/api", tags=["analysis"])
+
+SENTENCE = "The animal didn't cross the street because it was too tired"
+INDUCTION = "red ball king river frog clock red ball king river frog clock"
+
+
+def run_body(run: ModelRun, req: AttentionRequest, settings: SettingsDep, runtime: RuntimeDep) -> dict[str, Any]:
+    """A run as /api/attention answers it, for the request's layer and include."""
+    return serialize_run(
+        run,
+        layer=req.layer,
+        include=req.include,
+        scale=req.scale,
+        all_masked=req.all_masked,
+        device=str(runtime.device),
+        dtype=str(runtime.dtype).removeprefix("torch."),
+        max_values=settings.max_result_values,
+    )
+
+
+def refuse_fields(req: AttentionRequest, fields: tuple[str, ...], why: str) -> None:
+    """A field this endpoint cannot honour is a 422 that names it, never silently ignored."""
+    for name in fields:
+        if name in req.model_fields_set:
+            raise ApiError(422, "invalid_request", f"{why}: leave {name} out", name)
+
+
+@router.post(
+    "/perturb",
+    response_model=PerturbResult,
+    response_class=ORJSONResponse,
+    summary="Change one position's input and see which positions move, with a check per mask",
+)
+def perturb_route(
+    req: Annotated[
+        PerturbRequest,
+        Body(
+            openapi_examples={
+                "causal": {
+                    "summary": "Prove causal masking on minilm: shift “it” (position 10, after [CLS])",
+                    "value": {"model": "minilm", "text": SENTENCE, "masks": {"causal": True}, "position": 10},
+                },
+                "token": {
+                    "summary": "Swap a word in the induction model's repeat",
+                    "value": {
+                        "model": "induction",
+                        "text": INDUCTION,
+                        "position": 7,
+                        "change": {"kind": "token", "token": "moon"},
+                    },
+                },
+            }
+        ),
+    ],
+    settings: SettingsDep,
+    models: ModelsDep,
+    runtime: RuntimeDep,
+) -> ORJSONResponse:
+    """Runs the model twice through every layer, residual, norm and feed-forward: as given, and with `change` at
+    `position` (`shift`: add `amount` to every feature of its input vector; `token`: swap its token). Returns, per
+    layer and for the final output, how far each position moved, a check per mask in force (causal: positions
+    before the change read exactly 0) and a one-line verdict."""
+    refuse_fields(req, ("layer", "include"), "perturb runs every layer and returns changes per position, not matrices")
+    prepared = prepare(req.model_copy(update={"include": []}), settings, models, runtime)
+    c = req.change
+    change = Change("shift", amount=c.amount) if c.kind == "shift" else Change("token", token=c.token)
+    with runtime.slot(), torch.inference_mode():
+        result = perturb(
+            prepared.model, prepared.inp, prepared.encoded, req.position, change, runtime.device, runtime.dtype
+        )
+    return ORJSONResponse(perturb_body(prepared.model.info.name, result, c.model_dump()))
+
+
+@router.post(
+    "/intervene",
+    response_model=InterventionResult,
+    response_class=ORJSONResponse,
+    summary="Ablate heads and edit single attention weights; see the change in every layer and the predictions",
+)
+def intervene_route(
+    req: Annotated[
+        InterveneRequest,
+        Body(
+            openapi_examples={
+                "induction": {
+                    "summary": "Ablate the induction model's layer-1 heads: the repeat is no longer predicted",
+                    "value": {
+                        "model": "induction",
+                        "text": INDUCTION,
+                        "ablate": [{"layer": 1, "head": h, "mode": "zero"} for h in range(4)],
+                        "include": ["weights"],
+                        "layer": 1,
+                    },
+                },
+                "edit": {
+                    "summary": "Move head 0's weight for query 2 onto key 0 (textbook)",
+                    "value": {
+                        "model": "textbook",
+                        "edit": [{"layer": 0, "head": 0, "query": 2, "key": 0, "weight": 0.9}],
+                    },
+                },
+            }
+        ),
+    ],
+    settings: SettingsDep,
+    models: ModelsDep,
+    runtime: RuntimeDep,
+) -> ORJSONResponse:
+    """Runs every layer twice: as given (`before`) and with the heads in `ablate` zeroed or mean-ablated and the
+    weights in `edit` set (the row's other eligible weights rescaled to keep the sum 1) (`after`). `layer` and
+    `include` shape `before` and `after` as in /api/attention. `layers[i].delta` and `final_delta` are the largest
+    change per position; models that predict tokens (induction) also return top-k predictions and the mean
+    next-token loss before and after."""
+    prepared = prepare(req, settings, models, runtime, results=2)
+    interventions = Interventions(
+        ablate=tuple(HeadAblation(a.layer, a.head, a.mode) for a in req.ablate),
+        edit=tuple(EdgeEdit(e.layer, e.head, e.query, e.key, e.weight) for e in req.edit),
+    )
+    with runtime.slot(), torch.inference_mode():
+        result = intervene(
+            prepared.model,
+            prepared.every_layer(),
+            prepared.encoded,
+            interventions,
+            runtime.device,
+            runtime.dtype,
+            req.top_k,
+        )
+    before = run_body(result.before, req, settings, runtime)
+    after = run_body(result.after, req, settings, runtime)
+    return ORJSONResponse(intervention_body(result, before, after, interventions))
+
+
+@contextmanager
+def naming(prefix: str) -> Iterator[None]:
+    """Errors about one of compare's two bodies name it: `b.masks.window`, not `masks.window`."""
+    try:
+        yield
+    except InputError as err:
+        raise InputError(f"{prefix}.{err.field}", err.message) from err
+    except ApiError as err:
+        field = f"{prefix}.{err.field}" if err.field else prefix
+        raise ApiError(err.status, err.code, err.message, field) from err
+
+
+@router.post(
+    "/compare",
+    response_model=CompareResult,
+    response_class=ORJSONResponse,
+    summary="Two runs of the same length and, per layer and head, B - A weights",
+)
+def compare_route(
+    req: Annotated[
+        CompareRequest,
+        Body(
+            openapi_examples={
+                "causal": {
+                    "summary": "What causal masking does to minilm's heads",
+                    "value": {
+                        "a": {"model": "minilm", "text": SENTENCE, "layer": 0},
+                        "b": {"model": "minilm", "text": SENTENCE, "layer": 0, "masks": {"causal": True}},
+                    },
+                }
+            }
+        ),
+    ],
+    settings: SettingsDep,
+    models: ModelsDep,
+    runtime: RuntimeDep,
+) -> ORJSONResponse:
+    """Runs `a` and `b` (each an /api/attention body) and returns both results, B - A weights for every head of the
+    layers they show (`layer`: both the same), the largest |B - A| per head, and the largest changes overall.
+    Different token counts or head counts are a 422."""
+    if req.a.layer != req.b.layer:
+        raise ApiError(
+            422, "invalid_request", f"is {req.b.layer} but a.layer is {req.a.layer}: show one layer", "b.layer"
+        )
+    with naming("a"):
+        pa = prepare(req.a, settings, models, runtime, results=2)
+    with naming("b"):
+        pb = prepare(req.b, settings, models, runtime)
+    with naming("a"):
+        ra = pa.run(runtime)
+    with naming("b"):
+        rb = pb.run(runtime)
+    layers = [req.a.layer] if req.a.layer is not None else list(range(len(ra.layers)))
+    if req.a.layer is None and len(ra.layers) != len(rb.layers):
+        raise ApiError(422, "invalid_request", f"has {len(rb.layers)} layers but a has {len(ra.layers)}", "b.model")
+    comparison = compare(ra, rb, layers)
+    diff_values = sum(len(ld.heads) for ld in comparison.layers) * len(ra.tokens) ** 2
+    total = result_size(ra, layers, req.a.include) + result_size(rb, layers, req.b.include) + diff_values
+    check_result_size(total, settings.max_result_values)
+    return ORJSONResponse(
+        compare_body(comparison, run_body(ra, req.a, settings, runtime), run_body(rb, req.b, settings, runtime))
+    )
