@@ -151,13 +151,26 @@ FIELDS = {
 }
 
 
-POSTS = ["/api/attention", "/api/heads", "/api/heads/top"]
+POSTS = ["/api/attention", "/api/heads", "/api/heads/top", "/api/perturb", "/api/intervene"]
+CELL = {k: small for k in ("layer", "head", "query", "key")}
 EXTRA = {
     "segment_len": st.integers(-1, 8) | JSONish,
     "seed": st.integers(-1, 5) | JSONish,
     "query": st.integers(-1, 6) | JSONish,
     "key": st.integers(-1, 6) | JSONish,
     "k": st.integers(-1, 5) | JSONish,
+    "position": st.integers(-1, 6) | JSONish,
+    "change": st.fixed_dictionaries(
+        {"kind": st.sampled_from(["shift", "token", "melt"])},
+        optional={"amount": st.floats(allow_nan=True, allow_infinity=True), "token": st.text(max_size=4)},
+    )
+    | JSONish,
+    "ablate": st.lists(
+        st.fixed_dictionaries(CELL, optional={"mode": st.sampled_from(["zero", "mean", "x"])}), max_size=3
+    )
+    | JSONish,
+    "edit": st.lists(st.fixed_dictionaries({**CELL, "weight": st.floats(-0.5, 1.5) | JSONish}), max_size=3) | JSONish,
+    "top_k": st.integers(-1, 60) | JSONish,
 }
 
 
@@ -167,6 +180,19 @@ def test_no_request_body_produces_a_500_or_a_nan(client: TestClient, path: str, 
     # json.dumps writes NaN and Infinity literals, which Python's JSON parser on the server accepts
     content = json.dumps(body)
     resp = client.post(path, content=content, headers={"content-type": "application/json"})
+    assert resp.status_code in (200, 413, 422), (resp.status_code, resp.text[:300])
+    if resp.status_code == 200:
+        assert "NaN" not in resp.text and "Infinity" not in resp.text
+    else:
+        assert_error(resp, resp.status_code)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.fixed_dictionaries({}, optional=FIELDS), st.fixed_dictionaries({}, optional=FIELDS) | JSONish)
+def test_no_compare_body_produces_a_500_or_a_nan(client: TestClient, a: dict[str, Any], b: Any) -> None:
+    resp = client.post(
+        "/api/compare", content=json.dumps({"a": a, "b": b}), headers={"content-type": "application/json"}
+    )
     assert resp.status_code in (200, 413, 422), (resp.status_code, resp.text[:300])
     if resp.status_code == 200:
         assert "NaN" not in resp.text and "Infinity" not in resp.text

@@ -8,8 +8,8 @@ the mask matrix. For a change at position p, each mask in force makes a claim:
     window w  after layer l (0-based), every q with |q - p| > (l + 1)(w - 1) is exactly unchanged:
               a window lets a change travel w - 1 positions per layer, so L layers reach L(w - 1)
     padding   when p is padding, every other position is exactly unchanged (no query reads a padding key)
-    blocked   in layer 0, every query q whose cell (q, p) is blocked is exactly unchanged (later layers
-              may carry the change to q through other positions)
+    blocked   in layer 0, every query q != p whose cell (q, p) is blocked is exactly unchanged (later
+              layers may carry the change to q through other positions)
 
 "Exactly" means a difference of 0.0: a mask that holds gives 0 weight, not a small one.
 """
@@ -199,11 +199,16 @@ def mask_checks(run: ModelRun, p: int, deltas: list[list[float]], final: list[fl
                 "perturb a padding position to test it"
             )
             checks.append(_check("padding", claim, [[]] * n, deltas, final))
-    blocked_q = sorted({q for q, k in m.blocked if k == p})
+    blocked_q = sorted({q for q, k in m.blocked if k == p and q != p})  # p's own query changes with its input
     if blocked_q:
         by_layer = [blocked_q] + [[] for _ in range(n - 1)]
+        who = (
+            f"queries {_span(blocked_q)} have their cells"
+            if len(blocked_q) > 1
+            else f"query {blocked_q[0]} has its cell"
+        )
         claim = (
-            f"queries {_span(blocked_q)} have their cell to key {p} blocked, so layer 0 leaves them unchanged "
+            f"{who} to key {p} blocked, so layer 0 leaves {'them' if len(blocked_q) > 1 else 'it'} unchanged "
             "(later layers may carry the change through other positions)"
         )
         checks.append(_check("blocked", claim, by_layer, deltas, final))
