@@ -5,7 +5,7 @@
 // Pure helpers on top; `renderDeltaCharts` and `renderPerturb` only draw. The intervention panel reuses the charts.
 
 const SVG = "http://www.w3.org/2000/svg";
-export const CHART = { width: 560, height: 74, left: 64, right: 8, top: 6, labelBand: 16 };
+export const CHART = { width: 560, height: 58, left: 64, right: 8, top: 6, labelBand: 14 };
 export const ZERO_TOLERANCE = 0; // "exactly 0": a protected bar above this is a leak
 export const MAX_TICK_LABELS = 24;
 
@@ -30,16 +30,25 @@ export function protectedPositions(checks) {
 }
 
 // {holds, names, lines}: whether every check holds, which masks were checked, one line per check.
+// A check with tested: false put no position under its claim (causal, changing position 0): it neither holds
+// nor leaks, and says so.
 export function verdictSummary(result) {
   const checks = result.checks || [];
+  const where = (leak) =>
+    leak ? `, first at ${leak.layer == null ? "the final output" : `layer ${leak.layer}`}, position ${leak.position}` : "";
   return {
     holds: checks.every((c) => c.holds),
     names: checks.map((c) => c.name),
-    lines: checks.map((c) => ({
-      name: c.name,
-      holds: c.holds,
-      text: `${c.holds ? "✓ holds" : "✗ leak"} · ${c.name}: ${c.claim} (max |Δ| ${formatDelta(c.max_delta)})`,
-    })),
+    lines: checks.map((c) => {
+      const untested = c.tested === false;
+      const mark = untested ? "– not tested" : c.holds ? "✓ holds" : "✗ leak";
+      return {
+        name: c.name,
+        holds: c.holds,
+        tested: !untested,
+        text: `${mark} · ${c.name}: ${c.claim} (max |Δ| ${formatDelta(c.max_delta)}${c.holds ? "" : where(c.first_leak)})`,
+      };
+    }),
   };
 }
 
@@ -129,6 +138,9 @@ function chart(label, deltas, opts) {
       (prot.has(b.position) ? (b.leak ? " — protected, but it moved: a leak" : " — protected: exactly 0") : "")));
     svg.append(r);
     if (b.leak) svg.append(el("text", { x: b.x + b.width / 2, y: g.top + 9, class: "dc-leak-mark", "text-anchor": "middle" }, "!"));
+    else if (prot.has(b.position) && b.slot >= 10) {
+      svg.append(el("text", { x: b.x + b.width / 2, y: base - 3, class: "dc-zero", "text-anchor": "middle" }, "0"));
+    }
   }
   if (opts.ticks) {
     const every = Math.ceil(S / MAX_TICK_LABELS);
@@ -158,21 +170,22 @@ function defs(id) {
 // protected?}. One shared scale over every row.
 export function renderDeltaCharts(root, data, testid = "delta-chart") {
   root.replaceChildren();
-  const rows = data.layers.map((l) => l.delta);
-  if (data.final_delta) rows.push(data.final_delta);
-  const max = sharedMax(rows);
+  // the layers share one scale; the final row has its own (it may be logits, another unit than a layer's output)
+  const max = sharedMax(data.layers.map((l) => l.delta));
+  const finalMax = data.final_delta ? sharedMax([data.final_delta]) : 0;
   const hatch = `${testid}-hatch`;
   root.append(defs(hatch));
   const legend = node("p", { className: "muted small dc-legend" });
   legend.textContent =
-    `Bars: max |change| of each position's output, one shared scale (top = ${formatDelta(max)}).` +
+    `Bars: max |change| of each position's output; the layers share one scale (top = ${formatDelta(max)})` +
+    (data.final_delta ? `, the final row has its own (top = ${formatDelta(finalMax)}).` : ".") +
     (data.position != null ? ` ▲ marks the changed position ${data.position}.` : "") +
     (data.protected && data.protected.length ? " Hatched slots are protected by a mask: their bar must be exactly 0; red with ! = a leak." : "");
   root.append(legend);
   const opts = { tokens: data.tokens, max, position: data.position, protected: data.protected, testid, hatch };
   data.layers.forEach((l) => root.append(chart(`layer ${l.index}`, l.delta, { ...opts, layer: l.index })));
   if (data.final_delta) {
-    const last = chart("final", data.final_delta, { ...opts, layer: "final", ticks: true });
+    const last = chart("final", data.final_delta, { ...opts, max: finalMax, layer: "final", ticks: true });
     root.append(last);
     if (data.final) root.append(node("p", { className: "muted small" }, `final: ${data.final}`));
   }
@@ -208,9 +221,10 @@ export function renderPerturb(root, view) {
   verdict.textContent = `${mark} ${r.verdict}`;
   checks.replaceChildren(
     ...sum.lines.map((l) => {
-      const li = node("li", { className: l.holds ? "holds" : "leak" }, l.text);
+      const li = node("li", { className: !l.tested ? "untested" : l.holds ? "holds" : "leak" }, l.text);
       li.dataset.check = l.name;
       li.dataset.holds = String(l.holds);
+      li.dataset.tested = String(l.tested);
       return li;
     }),
   );

@@ -50,7 +50,7 @@ export function describeBody(b) {
   return bits.join(" · ");
 }
 
-// view: {pin, result, status, message, multiLayer}
+// view: {pin, current (the B body), result, status, message, multiLayer}
 export function renderCompare(root, view) {
   root.replaceChildren();
   const status = node("p", { className: "muted small cmp-status" });
@@ -61,6 +61,7 @@ export function renderCompare(root, view) {
     return;
   }
   root.append(node("p", { className: "small cmp-a" }, `A (pinned): ${describeBody(view.pin)}`));
+  if (view.current) root.append(node("p", { className: "small cmp-a" }, `B (now): ${describeBody(view.current)}`));
   if (view.status === "error") {
     status.textContent = view.message;
     status.classList.add("bad");
@@ -107,6 +108,7 @@ export function renderCompare(root, view) {
     fig.dataset.layer = String(m.layer);
     fig.dataset.head = String(m.head);
     fig.dataset.maxAbs = String(m.max_abs);
+    fig.dataset.layout = JSON.stringify({ left: L.left, top: L.top, cell: L.cell });
     const name = view.multiLayer ? `L${m.layer} · H${m.head}` : `Head ${m.head}`;
     const cap = node("figcaption");
     cap.append(node("strong", {}, name), node("span", { className: "meta" }, `max ${m.max_abs.toFixed(3)}`));

@@ -10,7 +10,6 @@ import { renderPerturb } from "./claims.js";
 import { renderCompare } from "./compare.js";
 import {
   addEdit,
-  describeInterventions,
   findAblation,
   headName,
   keepValid,
@@ -250,7 +249,7 @@ export function createExperiments({ state, app, actions }) {
         : slot.status === "loading"
           ? "running the model with the interventions…"
           : state.ablate.length + state.edits.length
-            ? describeInterventions(state.ablate, state.edits, multiLayer())
+            ? ""
             : "Press “ablate” on a head card, or set one weight under the large head.";
     renderIntervention($("intervene-body"), {
       result: slot.status === "error" ? null : slot.result,
@@ -263,6 +262,7 @@ export function createExperiments({ state, app, actions }) {
   function renderComparePanel() {
     renderCompare($("compare-body"), {
       pin: state.pin,
+      current: app.request ? pinRequest(app.request) : null,
       result: app.compare.result,
       status: app.compare.status,
       message: app.compare.message,
@@ -352,6 +352,7 @@ export function createExperiments({ state, app, actions }) {
       const key = Number($("edit-key").value);
       const bad = !focus || !(weight >= 0 && weight <= 1) || !Number.isInteger(query) || !Number.isInteger(key);
       $("edit-weight").setAttribute("aria-invalid", bad ? "true" : "false");
+      $("edit-error").textContent = bad ? "The weight must be a number from 0 to 1." : "";
       if (bad) return;
       state.edits = addEdit(state.edits, { layer: focus[0], head: focus[1], query, key, weight });
       changed();

@@ -191,6 +191,8 @@ export function renderIntervention(root, view) {
   box.dataset.lossAfter = r.loss_after == null ? "" : String(r.loss_after);
   const flipped = flippedPositions(r.predictions);
   box.dataset.flipped = flipped.join(",");
+  box.dataset.ablated = String((r.ablate || []).length);
+  box.dataset.edited = String((r.edit || []).length);
   root.append(box);
   box.append(node("p", { className: "iv-what" }, `Intervention: ${describeInterventions(r.ablate || [], r.edit || [], view.multiLayer)}.`));
   if (r.loss_before != null && r.loss_after != null) {
@@ -224,12 +226,21 @@ export function renderIntervention(root, view) {
       pair.dataset.maxAbs = String(h.maxAbs);
       const name = headName(h.layer, h.head, view.multiLayer);
       const ab = findAblation(r.ablate || [], h.layer, h.head);
-      pair.append(node("p", { className: "iv-pair-title" },
-        `${name}${ab ? ` · ${ab.mode}-ablated (its output is replaced; its weights still show what it would attend to)` : h.affected ? " · edited" : " · downstream"} · max |Δw| ${h.maxAbs.toFixed(3)}`));
-      pair.append(
+      const edited = (r.edit || []).some((e) => e.layer === h.layer && e.head === h.head);
+      const role = !h.affected
+        ? " · downstream"
+        : ab && edited
+          ? ` · ${ab.mode}-ablated and edited`
+          : ab
+            ? ` · ${ab.mode}-ablated: its context is replaced, so its own weights do not change`
+            : " · edited";
+      pair.append(node("p", { className: "iv-pair-title" }, `${name}${role} · max |Δw| ${h.maxAbs.toFixed(3)}`));
+      const maps = node("div", { className: "iv-maps" });
+      maps.append(
         heatmap(`${name} before`, lb.heads[h.head], r.before.eligible, r.tokens, cell),
         heatmap(`${name} after`, la.heads[h.head], r.after.eligible, r.tokens, cell),
       );
+      pair.append(maps);
       grid.append(pair);
     }
     box.append(grid);
