@@ -14,6 +14,8 @@ from urllib.parse import urlparse
 import pytest
 from playwright.sync_api import Page, Request
 
+from tests.helpers import serve
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -36,6 +38,16 @@ def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[s
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]:
     return {**browser_context_args, "viewport": {"width": 1400, "height": 900}, "accept_downloads": True}
+
+
+TRAINED_MODELS = "textbook,random,custom,minilm,induction"
+
+
+@pytest.fixture(scope="session")
+def trained_server() -> Iterator[str]:
+    """One `attnlab serve` with the trained models (minilm, induction) loaded, shared by every module that needs it."""
+    with serve(TRAINED_MODELS) as base:
+        yield base
 
 
 @dataclass
@@ -91,6 +103,18 @@ def open_page(page: Page, page_log: PageLog, live_server: str) -> Callable[..., 
         page.goto(f"{live_server}/{query}")
         if wait:
             wait_idle(page)
+        return page
+
+    return open_
+
+
+@pytest.fixture
+def open_trained(page: Page, page_log: PageLog, trained_server: str) -> Callable[..., Page]:
+    """Open attnlab on the server with the trained models at `query` and wait for the heads to draw."""
+
+    def open_(query: str = "") -> Page:
+        page.goto(f"{trained_server}/{query}")
+        wait_idle(page)
         return page
 
     return open_

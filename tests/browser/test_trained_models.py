@@ -4,7 +4,7 @@ induction example."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -12,11 +12,9 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import PageLog, masked_cells, wait_idle
-from tests.helpers import serve
 
 pytestmark = pytest.mark.browser
 
-TRAINED_MODELS = "textbook,random,custom,minilm,induction"
 SENTENCE = "The animal didn't cross the street because it was too tired"
 MINILM_EXAMPLE = "MiniLM: which heads make “it” look at “animal”?"
 INDUCTION_EXAMPLE = "Induction: 12 random words, twice — find the induction head"
@@ -24,25 +22,9 @@ Open = Callable[[str], Page]
 
 
 @pytest.fixture(scope="module")
-def trained_server() -> Iterator[str]:
-    with serve(TRAINED_MODELS) as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
 def models(trained_server: str) -> dict[str, dict[str, Any]]:
     body = httpx.get(f"{trained_server}/api/models", timeout=10).json()
     return {m["name"]: m for m in body["models"]}
-
-
-@pytest.fixture
-def open_trained(page: Page, page_log: PageLog, trained_server: str) -> Open:
-    def open_(query: str = "") -> Page:
-        page.goto(f"{trained_server}/{query}")
-        wait_idle(page)
-        return page
-
-    return open_
 
 
 def rows(page: Page) -> list[tuple[int, int]]:
