@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from engine.errors import AllMaskedRowsError, InputError, NonFiniteError
-from engine.interventions import LayerInterventions, ablate_contexts, edit_weights
+from engine.interventions import ClassicBug, LayerInterventions, ablate_contexts, edit_weights
 from engine.masks import empty_rows
 
 AllMaskedPolicy = Literal["error", "zero"]
@@ -87,11 +87,11 @@ class AttentionOutput:
     """Every named step of one attention layer. B = batch, S = positions."""
 
     q: Tensor  # (B, H, S, d_head)
-    k: Tensor  # (B, G, S, d_head)
-    v: Tensor  # (B, G, S, d_v)
-    scores: Tensor  # (B, H, S, S) scaled Q K^T for every cell, before masking
-    eligible: Tensor  # (S, S) or (B, S, S), True = the query may attend to the key
-    weights: Tensor  # (B, H, S, S) after mask and softmax; exactly 0 on ineligible keys
+    k: Tensor  # (B, G, S_k, d_head); S_k = S unless keys come from a source or a cache
+    v: Tensor  # (B, G, S_k, d_v)
+    scores: Tensor  # (B, H, S, S_k) scaled Q K^T for every cell, before masking
+    eligible: Tensor  # (S, S_k) or (B, S, S_k), True = the query may attend to the key
+    weights: Tensor  # (B, H, S, S_k) after mask and softmax; exactly 0 on ineligible keys
     contexts: Tensor  # (B, H, S, d_v)
     concat: Tensor  # (B, S, H * d_v)
     output: Tensor  # (B, S, d_out)
@@ -151,11 +151,13 @@ def from_concatenated(
     )
 
 
-def project(x: Tensor, w: AttentionWeights) -> tuple[Tensor, Tensor, Tensor]:
-    """x (B, S, D) -> Q (B, H, S, d_head), K (B, G, S, d_head), V (B, G, S, d_v)."""
+def project(x: Tensor, w: AttentionWeights, source: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """x (B, S, D) -> Q (B, H, S, d_head); source (B, S_k, D), x itself unless given -> K (B, G, S_k, d_head),
+    V (B, G, S_k, d_v)."""
+    kv_in = x if source is None else source
     q = torch.einsum("bsd,hde->bhse", x, w.W_Q)
-    k = torch.einsum("bsd,gde->bgse", x, w.W_K)
-    v = torch.einsum("bsd,gde->bgse", x, w.W_V)
+    k = torch.einsum("bsd,gde->bgse", kv_in, w.W_K)
+    v = torch.einsum("bsd,gde->bgse", kv_in, w.W_V)
     if w.b_Q is not None:
         q = q + w.b_Q[None, :, None, :]
     if w.b_K is not None:
@@ -217,22 +219,34 @@ def attention(
     scale: bool = True,
     all_masked: AllMaskedPolicy = "error",
     interventions: LayerInterventions | None = None,
+    source: Tensor | None = None,
+    past: tuple[Tensor, Tensor] | None = None,
 ) -> AttentionOutput:
-    """One multi-head attention layer on x of shape (S, D) or (B, S, D), with this layer's interventions."""
-    if x.dim() == 2:
-        x = x[None]
-    _b, s, d = x.shape
-    if d != w.d_model:
-        raise InputError("x", f"has width {d} but the weights expect d_model = {w.d_model}")
-    if eligible is None:
-        eligible = torch.ones(s, s, dtype=torch.bool, device=x.device)
-    check_policy(eligible, all_masked)
+    """One multi-head attention layer on x of shape (S, D) or (B, S, D), with this layer's interventions.
 
-    q, k, v = project(x, w)
+    source (S_k, D) or (B, S_k, D): keys and values come from it instead of x (cross-attention).
+    past (K, V) of shapes (B, G, S_past, d_head), (B, G, S_past, d_v): a KV cache; the new keys and values are
+    appended after it, so `AttentionOutput.k` and `.v` are the cache after this step. eligible is (S_q, S_k) or
+    (B, S_q, S_k), S_k counting the cached keys.
+    """
+    x = x[None] if x.dim() == 2 else x
+    if source is not None and source.dim() == 2:
+        source = source[None]
+    for name, t in (("x", x), ("source.x", source)):
+        if t is not None and t.shape[-1] != w.d_model:
+            raise InputError(name, f"has width {t.shape[-1]} but the weights expect d_model = {w.d_model}")
+
+    q, k, v = project(x, w, source)
+    if past is not None:
+        k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+    if eligible is None:
+        eligible = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=x.device)
+    bug = interventions.bug if interventions is not None else None
+    check_policy(~eligible if bug == "flipped_mask" else eligible, all_masked)
     factor = scale_factor(w.d_head, scale)
     scores = attention_scores(q, expand_groups(k, w.n_heads), factor)
     require_finite(scores, "scores")
-    weights = masked_softmax(scores, eligible)
+    weights = masked_softmax(scores, eligible) if bug is None else buggy_softmax(scores, eligible, bug)
     if interventions is not None:
         weights = edit_weights(weights, eligible, interventions.edits)
     contexts = weights @ expand_groups(v, w.n_heads)
@@ -241,6 +255,18 @@ def attention(
     concat, output = merge_heads(contexts, w)
     require_finite(output, "output")
     return AttentionOutput(q, k, v, scores, eligible, weights, contexts, concat, output, factor)
+
+
+def buggy_softmax(scores: Tensor, eligible: Tensor, bug: ClassicBug) -> Tensor:
+    """The chapter's two classic bugs, computed on purpose to show what they look like (never by default).
+
+    softmax_over_queries: normalised down each column (over queries) instead of along each row (over keys):
+    columns sum to 1, rows do not. flipped_mask: the mask read as True = blocked, so every eligible key is
+    removed and every masked one attended to.
+    """
+    if bug == "softmax_over_queries":
+        return masked_softmax(scores.transpose(-1, -2), eligible.transpose(-1, -2)).transpose(-1, -2)
+    return masked_softmax(scores, ~eligible)
 
 
 def check_policy(eligible: Tensor, all_masked: str) -> None:

@@ -127,6 +127,30 @@ class Network:
         )
 
 
+@dataclass(frozen=True)
+class KVCache:
+    """Per layer, the keys and values of every position decoded so far: what step t + 1 attends over.
+
+    K (B, G, S_past, d_head) and V (B, G, S_past, d_v) per layer; a forward given a cache appends the new
+    positions' K and V and returns the longer cache in ForwardResult.kv.
+    """
+
+    layers: tuple[tuple[Tensor, Tensor] | None, ...]
+
+    @classmethod
+    def empty(cls, n_layers: int) -> KVCache:
+        return cls((None,) * n_layers)
+
+    @property
+    def length(self) -> int:
+        first = self.layers[0]
+        return 0 if first is None else first[0].shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(k.nbytes + v.nbytes for kv in self.layers if kv is not None for k, v in [kv])
+
+
 @dataclass
 class LayerTrace:
     index: int
@@ -143,6 +167,7 @@ class ForwardResult:
     embed: Tensor  # (B, S, D) x_0 after any input intervention
     layers: list[LayerTrace]
     logits: Tensor | None = None  # (B, S, V) after the last layer, for models that unembed
+    kv: KVCache | None = None  # the cache after this pass, when the pass was given one
 
     @property
     def final(self) -> Tensor:
@@ -184,11 +209,21 @@ def block_forward(
     scale: bool,
     all_masked: AllMaskedPolicy,
     interventions: Interventions,
+    source: Tensor | None = None,
+    past: tuple[Tensor, Tensor] | None = None,
 ) -> LayerTrace:
-    """One block on x (B, S, D): the data flow of the module docstring."""
+    """One block on x (B, S, D): the data flow of the module docstring. Keys and values come from `source` when
+    given (cross-attention), after the cached `past` ones when given (decoding)."""
     h = block.ln_pre(x) if block.ln_pre is not None else x
     out = attention(
-        h, block.attn, eligible, scale=scale, all_masked=all_masked, interventions=interventions.for_layer(index)
+        h,
+        block.attn,
+        eligible,
+        scale=scale,
+        all_masked=all_masked,
+        interventions=interventions.for_layer(index),
+        source=source,
+        past=past,
     )
     mid = x + out.output if block.residual else out.output
     if block.ln_attn is not None:
@@ -212,22 +247,39 @@ def forward(
     interventions: Interventions = NO_INTERVENTIONS,
     last_layer: int | None = None,
     timings: dict[str, float] | None = None,
+    source: Tensor | None = None,
+    cache: KVCache | None = None,
 ) -> ForwardResult:
-    """x_0 (B, S, D) through blocks 0..last_layer; logits only when every block ran and the model unembeds."""
+    """x_0 (B, S, D) through blocks 0..last_layer; logits only when every block ran and the model unembeds.
+
+    source (B, S_k, D): every layer's keys and values come from it (cross-attention; single-layer models).
+    cache: the KV cache of the positions before x (decoding); eligible then has S_past + S key columns.
+    """
     timings = {} if timings is None else timings
     last = len(net.blocks) - 1 if last_layer is None else last_layer
     x = shift_input(x, interventions.shift)
     embed = x
     layers: list[LayerTrace] = []
+    kv: list[tuple[Tensor, Tensor] | None] = []
     for i, block in enumerate(net.blocks[: last + 1]):
+        past = cache.layers[i] if cache is not None else None
         with timed(timings, f"layer_{i}", x.device):
             trace = block_forward(
-                i, x, block, eligible, scale=scale, all_masked=all_masked, interventions=interventions
+                i,
+                x,
+                block,
+                eligible,
+                scale=scale,
+                all_masked=all_masked,
+                interventions=interventions,
+                source=source,
+                past=past,
             )
         layers.append(trace)
+        kv.append((trace.attn.k, trace.attn.v))
         x = trace.resid_out
     logits = None
     if net.unembed is not None and len(layers) == len(net.blocks):
         with timed(timings, "unembed", x.device):
             logits = net.unembed(x)
-    return ForwardResult(embed, layers, logits)
+    return ForwardResult(embed, layers, logits, KVCache(tuple(kv)) if cache is not None else None)

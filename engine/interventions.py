@@ -11,6 +11,8 @@ named hook point, so every model runs the same code with or without them:
                                         live query positions ("mean"), before W_O
 
 Zero-ablating head h therefore changes the layer's attention output by exactly -contexts_h W_O[h].
+A ClassicBug (softmax over queries, a flipped mask) computes one of the chapter's common bugs on purpose,
+so a page can show what it looks like.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from torch import Tensor
 from engine.errors import InputError
 
 AblationMode = Literal["zero", "mean"]
+ClassicBug = Literal["softmax_over_queries", "flipped_mask"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class LayerInterventions:
 
     edits: tuple[EdgeEdit, ...] = ()
     ablations: tuple[HeadAblation, ...] = ()
+    bug: ClassicBug | None = None  # a classic bug computed on purpose, as a labelled demonstration
 
 
 @dataclass(frozen=True)
@@ -62,14 +66,15 @@ class Interventions:
     ablate: tuple[HeadAblation, ...] = ()
     edit: tuple[EdgeEdit, ...] = ()
     shift: tuple[InputShift, ...] = ()
+    bug: ClassicBug | None = None  # every layer computes this classic bug (a demonstration, never a default)
 
     def is_empty(self) -> bool:
-        return not (self.ablate or self.edit or self.shift)
+        return not (self.ablate or self.edit or self.shift or self.bug)
 
     def for_layer(self, layer: int) -> LayerInterventions | None:
         edits = tuple(e for e in self.edit if e.layer == layer)
         ablations = tuple(a for a in self.ablate if a.layer == layer)
-        return LayerInterventions(edits, ablations) if edits or ablations else None
+        return LayerInterventions(edits, ablations, self.bug) if edits or ablations or self.bug else None
 
     def validate(self, n_layers: int, n_heads: int, seq_len: int) -> None:
         """Every index inside the model and the sequence, each (layer, head) ablated once, each cell edited once."""

@@ -54,11 +54,63 @@ def eligibility(spec: MaskSpec, seq_len: int, device: torch.device | None = None
         eligible &= window_mask(seq_len, spec.window, device)
     if spec.padding is not None:
         eligible &= padding_mask(spec.padding, device)
-    if spec.blocked:
-        q_idx = torch.tensor([q for q, _ in spec.blocked], dtype=torch.long, device=device)
-        k_idx = torch.tensor([k for _, k in spec.blocked], dtype=torch.long, device=device)
-        eligible[q_idx, k_idx] = False
+    _block(eligible, spec)
     return eligible
+
+
+def _block(eligible: Tensor, spec: MaskSpec) -> None:
+    if spec.blocked:
+        q_idx = torch.tensor([q for q, _ in spec.blocked], dtype=torch.long, device=eligible.device)
+        k_idx = torch.tensor([k for _, k in spec.blocked], dtype=torch.long, device=eligible.device)
+        eligible[q_idx, k_idx] = False
+
+
+def cross_eligibility(
+    spec: MaskSpec,
+    n_queries: int,
+    n_keys: int,
+    source_padding: Sequence[bool] | None = None,
+    device: torch.device | None = None,
+) -> Tensor:
+    """(S_q, S_k) for cross-attention: queries from one sequence, keys from another (the source).
+
+    Only masks that mean something across two sequences apply: the source's padding (key columns) and
+    single blocked cells. Causal order and a window compare positions within one sequence, so they are refused.
+    """
+    for name, on in (("causal", spec.causal), ("window", spec.window is not None)):
+        if on:
+            raise InputError(
+                f"masks.{name}",
+                f"queries and keys come from different sequences with a source, so {name} masking compares "
+                "positions that do not line up: leave it out (a decoder's cross-attention sees the whole source)",
+            )
+    if spec.padding is not None:
+        raise InputError("masks.padding", "with a source, padding marks key positions: give it as source.padding")
+    _check_blocked(spec, n_queries, n_keys)
+    eligible = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device)
+    if source_padding is not None:
+        eligible &= torch.tensor(list(source_padding), dtype=torch.bool, device=device)[None, :]
+    _block(eligible, spec)
+    return eligible
+
+
+def pair_counts(spec: MaskSpec, seq_len: int) -> dict[str, int]:
+    """How many (query, key) pairs each mask leaves eligible on its own, and all of them together.
+
+    Causal over S positions leaves S (S + 1) / 2 (21 for 6); a window w leaves the pairs with |q - k| < w.
+    """
+    s = seq_len
+    counts = {"total": s * s}
+    if spec.causal:
+        counts["causal"] = int(causal_mask(s).sum())
+    if spec.window is not None:
+        counts["window"] = int(window_mask(s, spec.window).sum())
+    if spec.padding is not None:
+        counts["padding"] = int(padding_mask(spec.padding).sum())
+    if spec.blocked:
+        counts["blocked"] = s * s - len(set(spec.blocked))
+    counts["eligible"] = int(eligibility(spec, s).sum())
+    return counts
 
 
 def validate_masks(spec: MaskSpec, seq_len: int) -> None:
@@ -69,11 +121,18 @@ def validate_masks(spec: MaskSpec, seq_len: int) -> None:
         )
     if spec.window is not None and spec.window < 1:
         raise InputError("masks.window", f"got window {spec.window}: window must be >= 1")
+    _check_blocked(spec, seq_len, seq_len)
+
+
+def _check_blocked(spec: MaskSpec, n_queries: int, n_keys: int) -> None:
     for i, (q, k) in enumerate(spec.blocked):
-        if not (0 <= q < seq_len and 0 <= k < seq_len):
+        if not (0 <= q < n_queries and 0 <= k < n_keys):
+            if n_queries == n_keys:
+                where = f"query and key must be in 0..{n_queries - 1}"
+            else:
+                where = f"query must be in 0..{n_queries - 1} and key in 0..{n_keys - 1}"
             raise InputError(
-                f"masks.blocked[{i}]",
-                f"cell ({q}, {k}) is outside the {seq_len} x {seq_len} grid: query and key must be in 0..{seq_len - 1}",
+                f"masks.blocked[{i}]", f"cell ({q}, {k}) is outside the {n_queries} x {n_keys} grid: {where}"
             )
 
 

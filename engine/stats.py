@@ -11,6 +11,7 @@ Head health:
                       = ln(n_q) - H(row q), in nats; near 0 for a head that does not choose ("dead")
     identical_to      heads of the same layer whose weights have cosine similarity >= IDENTICAL_SIMILARITY
     qk_rank           rank of W_Q^h (W_K^g)^T (D x D, at most d_head): the bilinear form the head scores with
+    qk_symmetric      W_Q = W_K for the head: q_i . k_j = q_j . k_i, so its scores are a symmetric matrix
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class HeadStats:
     identical_to: list[int]  # other heads of the layer with (near) identical weights
     qk_rank: int | None  # rank of W_Q W_K^T for this head; None when the weights are not known
     qk_rank_max: int | None  # d_head: the most that rank can be
+    qk_symmetric: bool | None  # W_Q = W_K for this head, so its scores are symmetric (before masking)
 
 
 def row_entropy(weights: Tensor) -> Tensor:
@@ -55,10 +57,10 @@ def row_entropy(weights: Tensor) -> Tensor:
 
 
 def row_distance(weights: Tensor) -> Tensor:
-    """(..., S, S) -> (..., S): sum_k W[q, k] |q - k| per row, the row's mean attention distance."""
-    s = weights.shape[-1]
-    pos = torch.arange(s, device=weights.device, dtype=weights.dtype)
-    return (weights * (pos[:, None] - pos[None, :]).abs()).sum(dim=-1)
+    """(..., S, S_k) -> (..., S): sum_k W[q, k] |q - k| per row, the row's mean attention distance."""
+    q = torch.arange(weights.shape[-2], device=weights.device, dtype=weights.dtype)
+    k = torch.arange(weights.shape[-1], device=weights.device, dtype=weights.dtype)
+    return (weights * (q[:, None] - k[None, :]).abs()).sum(dim=-1)
 
 
 def kl_from_uniform(weights: Tensor, eligible: Tensor) -> Tensor | None:
@@ -94,6 +96,19 @@ def qk_ranks(w: AttentionWeights) -> list[int]:
     return [int(n) for n in ((sv > RANK_RTOL * top) & (sv > 0)).sum(dim=-1).tolist()]
 
 
+def qk_symmetric(w: AttentionWeights) -> list[bool]:
+    """Per query head: W_Q^h = W_K^g and b_Q^h = b_K^g, so q_i . k_j = q_j . k_i and the scores are symmetric."""
+    per_group = w.n_heads // w.n_kv_heads
+    out = []
+    for h in range(w.n_heads):
+        g = h // per_group
+        same = torch.equal(w.W_Q[h], w.W_K[g])
+        if w.b_Q is not None or w.b_K is not None:
+            same = same and w.b_Q is not None and w.b_K is not None and torch.equal(w.b_Q[h], w.b_K[g])
+        out.append(same)
+    return out
+
+
 def head_stats(scores: Tensor, weights: Tensor, eligible: Tensor, w: AttentionWeights | None = None) -> list[HeadStats]:
     """scores, weights (H, S, S) for one sequence; eligible (S, S); w the layer's projections (for ranks)."""
     scores = scores.detach().double()
@@ -112,6 +127,7 @@ def head_stats(scores: Tensor, weights: Tensor, eligible: Tensor, w: AttentionWe
     kl = kl_from_uniform(weights, eligible)
     similar = head_similarity(weights) >= IDENTICAL_SIMILARITY  # (H, H)
     ranks = qk_ranks(w) if w is not None else None
+    symmetric = qk_symmetric(w) if w is not None else None
     zero_rows = [int(i) for i in (~live).nonzero().flatten().tolist()]
 
     out = []
@@ -137,6 +153,7 @@ def head_stats(scores: Tensor, weights: Tensor, eligible: Tensor, w: AttentionWe
                 identical_to=[int(o) for o in similar[h].nonzero().flatten().tolist() if o != h],
                 qk_rank=ranks[h] if ranks is not None else None,
                 qk_rank_max=w.d_head if w is not None else None,
+                qk_symmetric=symmetric[h] if symmetric is not None else None,
             )
         )
     return out

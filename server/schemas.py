@@ -96,6 +96,7 @@ class HeadStatsOut(BaseModel):
     identical_to: list[int] = Field(description="heads of the same layer with (near) identical weights")
     qk_rank: int | None = Field(description="rank of this head's W_Q W_K^T")
     qk_rank_max: int | None = Field(description="d_head, the most the rank can be")
+    qk_symmetric: bool | None = Field(description="W_Q = W_K for this head: its scores are symmetric")
 
 
 class HeadResult(BaseModel):

@@ -19,7 +19,7 @@ from engine.attention import AllMaskedPolicy, AttentionWeights
 from engine.errors import InputError
 from engine.forward import Block, ForwardResult, LayerTrace, Network, forward
 from engine.interventions import NO_INTERVENTIONS, Interventions
-from engine.masks import MaskSpec, eligibility
+from engine.masks import MaskSpec, cross_eligibility, eligibility
 from engine.timing import timed
 
 
@@ -41,6 +41,16 @@ class ModelInfo:
     vocab: list[str] | None = None
 
 
+@dataclass(frozen=True)
+class SourceInput:
+    """Cross-attention: the sequence keys and values come from (queries come from the run's own input)."""
+
+    text: str | None = None
+    tokens: list[str] | None = None
+    x: Tensor | None = None  # (S_k, D)
+    padding: tuple[bool, ...] | None = None  # one per source position: True = real, False = padding
+
+
 @dataclass
 class RunInput:
     """One request to a model, already parsed. Tensors are (S, D)."""
@@ -48,6 +58,8 @@ class RunInput:
     text: str | None = None
     tokens: list[str] | None = None
     x: Tensor | None = None
+    texts: list[str] | None = None  # a batch: each text tokenised, all padded to the longest
+    source: SourceInput | None = None  # cross-attention
     weights: dict[str, Tensor] | None = None  # w_q, w_k, w_v, optional w_o: D x (heads * width)
     heads: int | None = None
     kv_heads: int | None = None
@@ -62,10 +74,18 @@ class RunInput:
 class Encoded:
     """An input tokenised and embedded once: the request's tokens and the x_0 that layer 0 reads."""
 
-    tokens: list[str]
-    x: Tensor  # (S, D) on the CPU, before any intervention
+    tokens: list[str]  # for a batch: the first item's, padded
+    x: Tensor  # (S, D) on the CPU, before any intervention; (B, S, D) for a batch
     from_tokens: bool  # x was computed from the token strings, so swapping a token means something
     unknown: tuple[tuple[int, str], ...] = ()  # (position, given string) for tokens outside the vocabulary
+    batch_tokens: tuple[tuple[str, ...], ...] | None = None  # a batch: B x S labels, padded with [PAD]
+    real: tuple[tuple[bool, ...], ...] | None = None  # a batch: B x S, False where an item is padding
+    source: Encoded | None = None  # cross-attention: keys and values come from this sequence
+    source_padding: tuple[bool, ...] | None = None  # one per source position: False = padding
+
+    @property
+    def batch(self) -> int | None:
+        return None if self.batch_tokens is None else len(self.batch_tokens)
 
 
 @dataclass(frozen=True)
@@ -86,6 +106,8 @@ class RunConfig:
     d_mlp: int | None = None  # feed-forward width, for models with one
     unknown_tokens: tuple[dict[str, Any], ...] = ()  # [{position, given}] mapped to [UNK]
     next_word: tuple[dict[str, Any], ...] = ()  # per position, the most likely next token and its probability
+    batch: int | None = None  # B, for a batch of texts
+    source_len: int | None = None  # S_k, for cross-attention
 
 
 @dataclass
@@ -98,6 +120,9 @@ class ModelRun:
     config: RunConfig
     interventions: Interventions = NO_INTERVENTIONS
     timings_ms: dict[str, float] = field(default_factory=dict)
+    batch_tokens: tuple[tuple[str, ...], ...] | None = None  # a batch: every item's labels, padded
+    batch_padding: tuple[tuple[bool, ...], ...] | None = None  # a batch: B x S, False where an item is padding
+    source_tokens: list[str] | None = None  # cross-attention: the key/value sequence's labels
 
     @property
     def layers(self) -> list[LayerTrace]:
@@ -117,18 +142,108 @@ class AttentionModel(ABC):
 
     info: ModelInfo
     architecture: str = "one multi-head attention layer: the output is the attention output itself"
+    can_decode: bool = True  # False for encoders, which read the whole sequence at once
+    pad_token: str | None = "[PAD]"  # what a batch pads short items with; None: zero vectors
+    cross_attention: bool = True  # keys and values may come from a source sequence
+    batches: bool = True  # takes a batch of texts (models that read token strings)
 
     @abstractmethod
-    def encode(self, inp: RunInput) -> Encoded:
-        """Validate the input, tokenise it and build x_0 (S, D) on the CPU."""
+    def encode_sequence(self, inp: RunInput) -> Encoded:
+        """Validate one sequence's input, tokenise it and build x_0 (S, D) on the CPU."""
 
     @abstractmethod
     def network(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> Network:
         """The blocks (and unembedding) this input runs through, on `device` in `dtype`."""
 
+    def encode(self, inp: RunInput) -> Encoded:
+        """The input as a run reads it: one sequence, a batch of texts padded to the longest, or a sequence with
+        a cross-attention source."""
+        if inp.texts is not None:
+            if inp.source is not None:
+                raise InputError("source", "a batch of texts and a cross-attention source cannot be combined")
+            return self.encode_batch(inp)
+        enc = self.encode_sequence(inp)
+        if inp.source is None:
+            return enc
+        src = self.encode_source(inp)
+        padding = inp.source.padding
+        if padding is not None and len(padding) != len(src.tokens):
+            raise InputError(
+                "source.padding",
+                f"got {len(padding)} padding flags for {len(src.tokens)} source positions: give one per position",
+            )
+        return replace(enc, source=src, source_padding=padding)
+
+    def encode_source(self, inp: RunInput) -> Encoded:
+        """The cross-attention source, read the way this model reads its own input."""
+        assert inp.source is not None
+        if not self.cross_attention:
+            raise InputError(
+                "source",
+                f"{self.info.name} has no cross-attention weights: use random, custom or textbook with a source",
+            )
+        src = inp.source
+        given = [name for name in ("text", "tokens", "x") if getattr(src, name) is not None]
+        if not given:
+            raise InputError("source", "give the source as text, tokens or x")
+        try:
+            return self.encode_sequence(replace(inp, text=src.text, tokens=src.tokens, x=src.x, source=None))
+        except InputError as err:
+            raise InputError(f"source.{err.field}", err.message) from err
+
+    def encode_batch(self, inp: RunInput) -> Encoded:
+        """Each text tokenised alone, then padded to the longest with `pad_token` (or zero vectors)."""
+        assert inp.texts is not None
+        if not self.batches:
+            raise InputError("texts", f"{self.info.name} reads x, not text: a batch needs random, minilm or induction")
+        if not inp.texts:
+            raise InputError("texts", "got no texts: give at least one")
+        items = []
+        for i, text in enumerate(inp.texts):
+            try:
+                items.append(self.encode_sequence(replace(inp, text=text, tokens=None, texts=None)))
+            except InputError as err:
+                raise InputError(f"texts[{i}]", err.message) from err
+        s = max(len(item.tokens) for item in items)
+        xs, labels, real = [], [], []
+        for item in items:
+            n = len(item.tokens)
+            padded = item.tokens + ["[PAD]"] * (s - n)
+            if n == s:
+                x = item.x
+            elif self.pad_token is not None and item.from_tokens:
+                pad_tokens = item.tokens + [self.pad_token] * (s - n)
+                x = self.encode_sequence(replace(inp, text=None, tokens=pad_tokens, texts=None)).x
+            else:
+                x = torch.cat([item.x, item.x.new_zeros(s - n, item.x.shape[1])])
+            xs.append(x.to(items[0].x.dtype))
+            labels.append(tuple(padded))
+            real.append(tuple([True] * n + [False] * (s - n)))
+        return Encoded(
+            tokens=list(labels[0]),
+            x=torch.stack(xs),
+            from_tokens=items[0].from_tokens,
+            batch_tokens=tuple(labels),
+            real=tuple(real),
+        )
+
     def tokenize(self, inp: RunInput) -> list[str]:
         """The token labels this input produces (without running anything)."""
         return self.encode(inp).tokens
+
+    def eligibility(self, inp: RunInput, enc: Encoded, device: torch.device) -> tuple[MaskSpec, Tensor]:
+        """The masks in force and the eligibility matrix: (S, S), (B, S, S) for a batch, (S, S_k) with a source."""
+        s = len(enc.tokens)
+        masks = self.resolve_masks(inp, s)
+        if enc.real is not None:
+            if masks.padding is not None:
+                raise InputError(
+                    "masks.padding", "a batch fills each item's padding from its length: leave masks.padding out"
+                )
+            return masks, torch.stack([eligibility(replace(masks, padding=r), s, device) for r in enc.real])
+        if enc.source is not None:
+            return masks, cross_eligibility(masks, s, len(enc.source.tokens), enc.source_padding, device)
+        return masks, eligibility(masks, s, device)
 
     def run(
         self,
@@ -146,13 +261,14 @@ class AttentionModel(ABC):
         enc = encoded if encoded is not None else self.encode(inp)
         last = self.last_layer(inp)
         s = len(enc.tokens)
-        masks = self.resolve_masks(inp, s)
-        eligible = eligibility(masks, s, device)
+        masks, eligible = self.eligibility(inp, enc, device)
         net = self.network(inp, device, dtype)
         interventions.validate(len(net.blocks), net.blocks[0].attn.n_heads, s)
         timings: dict[str, float] = {}
         with timed(timings, "embed", device):
-            x = enc.x.to(device=device, dtype=dtype)[None]  # (1, S, D)
+            x = enc.x.to(device=device, dtype=dtype)
+            x = x[None] if x.dim() == 2 else x  # (B, S, D)
+            source = None if enc.source is None else enc.source.x.to(device=device, dtype=dtype)[None]
         fwd = forward(
             x,
             net,
@@ -162,6 +278,7 @@ class AttentionModel(ABC):
             interventions=interventions,
             last_layer=last,
             timings=timings,
+            source=source,
         )
         return ModelRun(
             model=self.info.name,
@@ -172,13 +289,16 @@ class AttentionModel(ABC):
             config=self.run_config(net, fwd, enc),
             interventions=interventions,
             timings_ms=timings,
+            batch_tokens=enc.batch_tokens,
+            batch_padding=enc.real,
+            source_tokens=None if enc.source is None else enc.source.tokens,
         )
 
     def run_config(self, net: Network, fwd: ForwardResult, enc: Encoded) -> RunConfig:
         w = net.blocks[0].attn
         mlp = net.blocks[0].mlp
         next_word: tuple[dict[str, Any], ...] = ()
-        if fwd.logits is not None and self.info.vocab is not None:
+        if fwd.logits is not None and self.info.vocab is not None and enc.batch is None:
             next_word = tuple(row[0] for row in top_predictions(fwd.logits[0], self.info.vocab, 1))
         return RunConfig(
             n_layers=len(net.blocks),
@@ -195,6 +315,8 @@ class AttentionModel(ABC):
             d_mlp=None if mlp is None else mlp.d_mlp,
             unknown_tokens=tuple({"position": i, "given": t} for i, t in enc.unknown),
             next_word=next_word,
+            batch=enc.batch,
+            source_len=None if enc.source is None else len(enc.source.tokens),
         )
 
     def n_layers(self, inp: RunInput) -> int:

@@ -11,6 +11,7 @@ from engine.models.base import AttentionModel, Encoded, ModelInfo, RunInput, one
 
 
 class CustomModel(AttentionModel):
+    batches = False
     info = ModelInfo(
         name="custom",
         description=(
@@ -26,7 +27,7 @@ class CustomModel(AttentionModel):
         tokenizer="labels for the rows of x (default x1..xS)",
     )
 
-    def encode(self, inp: RunInput) -> Encoded:
+    def encode_sequence(self, inp: RunInput) -> Encoded:
         if inp.x is None:
             raise InputError("x", "the custom model needs x (S x D numbers) and weights")
         if inp.tokens is not None:

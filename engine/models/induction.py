@@ -80,6 +80,9 @@ def load_checkpoint(path: Path) -> tuple[InductionConfig, list[str], Embedding, 
 class InductionModel(AttentionModel):
     """Built once: construction reads the checkpoint; runs only read the weights."""
 
+    pad_token = None  # no padding word in the vocabulary: a batch pads with zero vectors
+    cross_attention = False
+
     architecture = "pre-LN attention-only decoder: x' = x + Attention(LayerNorm(x)); logits = LayerNorm(x) W_U"
 
     def __init__(self, path: Path = CHECKPOINT) -> None:
@@ -108,7 +111,7 @@ class InductionModel(AttentionModel):
             vocab=list(self.vocab),
         )
 
-    def encode(self, inp: RunInput) -> Encoded:
+    def encode_sequence(self, inp: RunInput) -> Encoded:
         """Words of `text` or `tokens`, validated against the vocabulary and the context length, embedded."""
         if inp.x is not None:
             raise InputError("x", "the induction model embeds its own words: use the custom model for x")

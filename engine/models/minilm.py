@@ -127,6 +127,9 @@ def encoder_block(sd: dict[str, Tensor], index: int, n_heads: int, eps: float) -
 class MiniLMModel(AttentionModel):
     """Built once: construction loads the weights and the tokenizer; runs only read them."""
 
+    can_decode = False  # an encoder: every position reads the whole sequence
+    cross_attention = False
+
     architecture = (
         "post-LN encoder: a = LayerNorm(x + Attention(x)); x' = LayerNorm(a + FeedForward(a)), gelu (erf); "
         "bidirectional"
@@ -182,7 +185,7 @@ class MiniLMModel(AttentionModel):
     def frame_tokens(self, words: list[str]) -> tuple[list[str], int]:
         return ["[CLS]", *words, "[SEP]"], 1
 
-    def encode(self, inp: RunInput) -> Encoded:
+    def encode_sequence(self, inp: RunInput) -> Encoded:
         """WordPiece ids between [CLS] and [SEP] (or `tokens` as given), embedded; unknown `tokens` become [UNK]."""
         self.reject_unsupported(inp)
         unknown: list[tuple[int, str]] = []

@@ -120,7 +120,7 @@ class RandomModel(AttentionModel):
     def n_heads(self, inp: RunInput) -> int:
         return parse_config(inp.options).heads
 
-    def encode(self, inp: RunInput) -> Encoded:
+    def encode_sequence(self, inp: RunInput) -> Encoded:
         cfg = parse_config(inp.options)
         if inp.weights is not None:
             raise InputError("weights", "the random model makes its own weights: use the textbook or custom model")

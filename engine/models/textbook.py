@@ -24,6 +24,7 @@ TOKENS = ["x1", "x2", "x3", "x4", "x5"]
 
 
 class TextbookModel(AttentionModel):
+    batches = False
     info = ModelInfo(
         name="textbook",
         description=(
@@ -42,7 +43,7 @@ class TextbookModel(AttentionModel):
         options={"x": X, "w_q": W_Q, "w_k": W_K, "w_v": W_V},
     )
 
-    def encode(self, inp: RunInput) -> Encoded:
+    def encode_sequence(self, inp: RunInput) -> Encoded:
         x = inp.x if inp.x is not None else torch.tensor(X, dtype=torch.float64)
         rows = x.shape[0]
         if inp.tokens is not None:
