@@ -16,7 +16,7 @@ from engine.models import BUILDERS, load_models
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import error_body, install_error_handlers
-from server.routes import analyses, attention, heads, health, models, pages
+from server.routes import analyses, attention, heads, health, mechanics, models, pages
 
 log = logging.getLogger("attnlab")
 
@@ -101,6 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(attention.router)
     app.include_router(heads.router)
     app.include_router(analyses.router)
+    app.include_router(mechanics.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=str(pages.STATIC_DIR)), name="static")
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)

@@ -12,7 +12,7 @@ import torch
 from engine.interventions import NO_INTERVENTIONS, Interventions
 from engine.masks import MaskSpec
 from engine.models import AttentionModel, ModelRun, RunInput
-from engine.models.base import Encoded
+from engine.models.base import Encoded, SourceInput
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import ApiError
@@ -42,10 +42,26 @@ def check_limits(req: AttentionRequest, settings: Settings, dtype: torch.dtype) 
     for i, tok in enumerate(req.tokens or []):
         if len(tok) > settings.max_text_chars:
             raise ApiError(413, "too_large", f"longer than {settings.max_text_chars} characters", f"tokens[{i}]")
+    if req.texts is not None:
+        if len(req.texts) > settings.max_batch:
+            raise ApiError(
+                422, "too_large", f"got {len(req.texts)} texts, limit {settings.max_batch} (ATTNLAB_MAX_BATCH)", "texts"
+            )
+        for i, text in enumerate(req.texts):
+            if len(text) > settings.max_text_chars:
+                raise ApiError(413, "too_large", f"longer than {settings.max_text_chars} characters", f"texts[{i}]")
     if req.x is not None:
         _check_width(len(req.x[0]), "x", settings)
         _check_tokens(len(req.x), "x", settings)
         _check_magnitude(req.x, "x", dtype)
+    src = req.source
+    if src is not None:
+        if src.text is not None and len(src.text) > settings.max_text_chars:
+            raise ApiError(413, "too_large", f"longer than {settings.max_text_chars} characters", "source.text")
+        if src.x is not None:
+            _check_width(len(src.x[0]), "source.x", settings)
+            _check_tokens(len(src.x), "source.x", settings)
+            _check_magnitude(src.x, "source.x", dtype)
     if req.weights is not None:
         _check_weights(req.weights, settings, dtype)
     for field, value in (("heads", req.heads), ("kv_heads", req.kv_heads)):
@@ -109,10 +125,21 @@ def to_run_input(req: AttentionRequest) -> RunInput:
             blocked=tuple((int(q), int(k)) for q, k in m.blocked),
         )
     options = req.options.model_dump(exclude_none=True) if req.options is not None else {}
+    source = None
+    if req.source is not None:
+        src = req.source
+        source = SourceInput(
+            text=src.text,
+            tokens=src.tokens,
+            x=tensor(src.x) if src.x is not None else None,
+            padding=tuple(src.padding) if src.padding is not None else None,
+        )
     return RunInput(
         text=req.text,
         tokens=req.tokens,
         x=tensor(req.x) if req.x is not None else None,
+        texts=req.texts,
+        source=source,
         weights=weights,
         heads=req.heads,
         kv_heads=req.kv_heads,
@@ -157,20 +184,40 @@ def prepare(
     `results`: how many results of the request's shape the answer holds (an intervention sends before and after).
     """
     model = choose_model(req, models)
-    given = [f for f in ("text", "tokens", "x") if getattr(req, f) is not None]
+    given = [f for f in ("text", "tokens", "x", "texts") if getattr(req, f) is not None]
     if req.model not in (None, "textbook") and not given:
-        raise ApiError(422, "invalid_request", "give one of text, tokens or x", "text")
+        raise ApiError(422, "invalid_request", "give one of text, tokens, texts or x", "text")
     if req.text is not None and req.tokens is not None:
         raise ApiError(422, "invalid_request", "give text or tokens, not both", "tokens")
+    if req.texts is not None and len(given) > 1:
+        raise ApiError(422, "invalid_request", f"a batch of texts replaces {given[0]}: give one of them", "texts")
     check_limits(req, settings, runtime.dtype)
     inp = to_run_input(req)
     encoded = model.encode(inp)
     tokens = encoded.tokens
-    _check_tokens(len(tokens), "tokens" if req.tokens is not None else "text", settings)
+    field = "texts" if req.texts is not None else "tokens" if req.tokens is not None else "text"
+    _check_tokens(len(tokens), field, settings)
+    s_k = len(tokens)
+    if encoded.source is not None:
+        s_k = len(encoded.source.tokens)
+        _check_tokens(s_k, "source.tokens" if req.source and req.source.tokens is not None else "source.text", settings)
     model.last_layer(inp)  # a 422 naming `layer` when it is past the model's last
-    # refuse before computing what could not be sent: the S x S matrices alone are a lower bound
+    # refuse before computing what could not be sent: the S x S_k matrices alone are a lower bound
     layers = 1 if req.layer is not None else model.n_layers(inp)
     matrices = sum(k in req.include for k in ("scores", "weights"))
-    values = layers * model.n_heads(inp) * len(tokens) ** 2 * matrices * results
+    values = layers * model.n_heads(inp) * len(tokens) * s_k * matrices * results * (encoded.batch or 1)
     check_result_size(values, settings.max_result_values)
     return Prepared(model, inp, encoded)
+
+
+ONE_SEQUENCE = ("texts", "source", "demo_bug")
+
+
+def refuse_fields(req: AttentionRequest, fields: tuple[str, ...], why: str) -> None:
+    """A field an endpoint cannot honour is a 422 that names it, never silently ignored."""
+    for name in fields:
+        if name in req.model_fields_set and getattr(req, name) is not None:
+            raise ApiError(422, "invalid_request", f"{why}: leave {name} out", name)
+    if "include" in fields or "audit" not in req.include:
+        return
+    raise ApiError(422, "invalid_request", f"{why}: the audit comes with /api/attention only", "include")

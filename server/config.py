@@ -19,6 +19,7 @@ class Settings(BaseSettings):
 
     # Limits on what one request may ask for. Each is named in the 4xx that enforces it.
     max_tokens: int = Field(256, ge=1)  # positions per sequence
+    max_batch: int = Field(16, ge=1)  # texts in one batch
     max_width: int = Field(1024, ge=1)  # d_model of x, custom weights and the random model
     max_heads: int = Field(64, ge=1)  # heads of custom weights and the random model
     max_text_chars: int = Field(20_000, ge=1)  # characters of `text`, and of any one token

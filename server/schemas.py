@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-Include = Literal["scores", "weights", "contexts", "output", "stats", "qkv"]
+Include = Literal["scores", "weights", "contexts", "output", "stats", "qkv", "audit"]
 DEFAULT_INCLUDE: list[Include] = ["scores", "weights", "stats"]
 
 
@@ -58,9 +58,27 @@ class ModelOptions(Strict):
     positions: bool | None = Field(None, description="random: add sinusoidal position encodings")
 
 
+class SourceRequest(Strict):
+    """Cross-attention: keys and values come from this sequence; queries from the request's own input."""
+
+    text: str | None = Field(None, description="the source sequence, tokenised by the model")
+    tokens: list[str] | None = Field(None, description="the source tokens one by one (or labels for rows of x)")
+    x: Matrix | None = Field(None, description="an S_k x D source matrix (custom, textbook, random)")
+    padding: list[bool] | None = Field(None, description="one flag per source position: false = padding")
+
+
 class AttentionRequest(Strict):
     model: str | None = Field(None, description="a name from GET /api/models; optional when x is given")
     text: str | None = Field(None, description="a sequence, tokenised by the model")
+    texts: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="a batch: each text tokenised, padded to the longest, each item's padding mask filled in; "
+        "matrices gain a leading batch axis (random, minilm, induction)",
+    )
+    source: SourceRequest | None = Field(
+        None, description="cross-attention: keys and values from this sequence (random, custom, textbook)"
+    )
     tokens: list[str] | None = Field(None, description="tokens given one by one (or labels for the rows of x)")
     x: Matrix | None = Field(None, description="an S x D input matrix (needs weights unless the model has its own)")
     weights: Weights | None = None
@@ -73,7 +91,15 @@ class AttentionRequest(Strict):
     )
     scale: bool = Field(True, description="divide scores by sqrt(d_k)")
     layer: int | None = Field(None, ge=0, description="one layer's index; all layers when absent")
-    include: list[Include] = Field(default_factory=lambda: list(DEFAULT_INCLUDE))
+    include: list[Include] = Field(
+        default_factory=lambda: list(DEFAULT_INCLUDE),
+        description="what to return; `audit` adds the chapter's audit record (measured, so slower)",
+    )
+    demo_bug: Literal["softmax_over_queries", "flipped_mask"] | None = Field(
+        None,
+        description="compute one of the chapter's classic bugs on purpose, as a labelled demonstration: "
+        "softmax over queries (columns sum to 1) or a flipped mask (True read as blocked)",
+    )
 
 
 class HeadStatsOut(BaseModel):
@@ -99,35 +125,51 @@ class HeadStatsOut(BaseModel):
     qk_symmetric: bool | None = Field(description="W_Q = W_K for this head: its scores are symmetric")
 
 
+Matrix2 = list[list[float]]
+Matrices = Matrix2 | list[Matrix2]  # a batch adds a leading axis
+
+
 class HeadResult(BaseModel):
     index: int
     kv_group: int
-    scores: list[list[float]] | None = None
-    weights: list[list[float]] | None = None
-    contexts: list[list[float]] | None = None
-    q: list[list[float]] | None = None
-    k: list[list[float]] | None = None
-    v: list[list[float]] | None = None
-    stats: HeadStatsOut | None = None
+    scores: Matrices | None = None
+    weights: Matrices | None = None
+    contexts: Matrices | None = None
+    q: Matrices | None = None
+    k: Matrices | None = None
+    v: Matrices | None = None
+    stats: HeadStatsOut | list[HeadStatsOut] | None = Field(None, description="a list, one per item, for a batch")
 
 
 class LayerResult(BaseModel):
     index: int
     heads: list[HeadResult]
-    output: list[list[float]] | None = None
-    head_similarity: list[list[float]] | None = None
+    output: Matrices | None = None
+    head_similarity: Matrices | None = None
+
+
+class BugOut(BaseModel):
+    name: Literal["softmax_over_queries", "flipped_mask"]
+    wrong: Literal[True]
+    note: str
 
 
 class AttentionResult(BaseModel):
     model: str
-    tokens: list[str]
+    tokens: list[str] = Field(description="the queries' tokens (for a batch: the first item's, padded)")
     config: dict[str, Any]
     masks: dict[str, Any]
     all_masked: str
-    eligible: list[list[bool]]
+    eligible: list[list[bool]] | list[list[list[bool]]] = Field(description="S x S_k; B x S x S for a batch")
     layers: list[LayerResult]
     shapes: dict[str, list[int]]
     timings_ms: dict[str, float]
+    pairs: dict[str, int] | None = Field(None, description="eligible (query, key) pairs per mask, and in all")
+    batch_tokens: list[list[str]] | None = None
+    batch_padding: list[list[bool]] | None = None
+    source_tokens: list[str] | None = None
+    demo_bug: BugOut | None = None
+    audit: dict[str, Any] | None = None
 
 
 class ModelEntry(BaseModel):
@@ -350,3 +392,115 @@ class CompareResult(BaseModel):
     max_abs: float
     layers: list[LayerDiffOut]
     largest: list[ChangeOut]
+
+
+# ---- mechanics: decode, cost, scale sweep -------------------------------------------------------------------------
+
+
+class DecodeRequest(AttentionRequest):
+    """The /api/attention body for a causal model (random, induction, textbook, custom); every layer decodes."""
+
+
+class NextToken(BaseModel):
+    token: str
+    p: float
+
+
+class DecodeStepOut(BaseModel):
+    position: int
+    token: str
+    weights: list[list[list[float]]] = Field(description="per layer, per head: the new query's weights, t + 1 keys")
+    cache_length: int
+    cache_bytes: int = Field(description="bytes of every layer's K and V after this step")
+    next_token: NextToken | None = Field(description="the most likely next token (models that predict tokens)")
+
+
+class CacheOut(BaseModel):
+    bytes_per_token: int
+    formula: str
+
+
+class DecodeResult(BaseModel):
+    model: str
+    tokens: list[str]
+    layers: int
+    heads: int
+    kv_heads: int
+    d_head: int
+    d_v: int
+    dtype: str
+    steps: list[DecodeStepOut]
+    max_diff_vs_full: float = Field(description="largest |cached - full recomputation| of any weight or output")
+    cache: CacheOut
+
+
+class CostRequest(Strict):
+    batch: int = Field(1, ge=1, le=1_000_000)
+    heads: int = Field(12, ge=1, le=1_000_000)
+    kv_heads: int | None = Field(None, ge=1, le=1_000_000, description="K/V groups; omitted: one per head")
+    seq_len: int = Field(128, ge=1, le=10_000_000)
+    d_model: int = Field(384, ge=1, le=1_000_000)
+    layers: int = Field(6, ge=1, le=100_000)
+    dtype: Literal["float64", "float32", "bfloat16", "float16"] = "float32"
+    measure: bool = Field(False, description="also run one layer here and measure peak memory and time (bounded)")
+
+
+class CurvePointOut(BaseModel):
+    seq_len: int
+    score_bytes: int
+    kv_cache_bytes: int
+
+
+class MeasuredOut(BaseModel):
+    peak_bytes: int
+    ms: float
+    method: str
+
+
+class CostResult(BaseModel):
+    query: CostRequest
+    d_head: int
+    bytes_per_value: int
+    score_elements: int = Field(description="B x H x S^2 per layer")
+    score_bytes: int
+    score_bytes_all_layers: int
+    kv_cache_bytes: int = Field(description="2 x B x layers x kv_heads x S x d_head x bytes")
+    params_one_head: int = Field(description="attention projections of one head of width D, per layer: 4 D^2")
+    params_heads: int = Field(description="the same for H heads with kv_heads K/V groups, per layer")
+    params_all_layers: int
+    flops: dict[str, int]
+    curve: list[CurvePointOut]
+    measured: MeasuredOut | None
+    tokens_per_s: float | None
+    limits: dict[str, Any] = Field(description="this server's max_tokens, device and memory")
+    note: str
+
+
+class ScaleSweepRequest(Strict):
+    widths: list[Annotated[int, Field(ge=1, le=4096)]] = Field(
+        default_factory=lambda: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512], min_length=1, max_length=32
+    )
+    samples: int = Field(2000, ge=10, le=20_000, description="query rows per width")
+    keys: int = Field(16, ge=2, le=256, description="keys per row")
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+    variance: float = Field(1.0, gt=0, le=100, allow_inf_nan=False, description="per-coordinate variance of q and k")
+
+
+class SweepRowOut(BaseModel):
+    d_k: int
+    std_unscaled: float
+    std_scaled: float
+    expected_std_unscaled: float
+    expected_std_scaled: float
+    entropy_unscaled: float
+    entropy_scaled: float
+    max_weight_unscaled: float
+    max_weight_scaled: float
+
+
+class ScaleSweepResult(BaseModel):
+    variance: float
+    samples: int
+    keys: int
+    uniform_entropy: float = Field(description="ln(keys): the entropy of a uniform row")
+    widths: list[SweepRowOut]

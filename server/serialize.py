@@ -16,7 +16,7 @@ from engine.analysis.compare import Comparison
 from engine.analysis.intervene import InterventionResult
 from engine.analysis.perturb import PerturbResult
 from engine.interventions import Interventions
-from engine.masks import MaskSpec
+from engine.masks import MaskSpec, pair_counts
 from engine.models import ModelRun
 from engine.stats import head_similarity, head_stats
 from server.errors import ApiError
@@ -85,21 +85,30 @@ def check_result_size(size: int, max_values: int) -> None:
 
 
 def result_size(run: ModelRun, layers: Sequence[int], include: Sequence[str]) -> int:
+    """Numbers the result holds: B x S x S_k per matrix per head, and so on."""
     s = len(run.tokens)
     total = 0
     for i in layers:
         a = run.layers[i].attn
-        h = a.scores.shape[1]
-        total += h * s * s * sum(k in include for k in ("scores", "weights"))
+        b, h, _, s_k = a.scores.shape
+        total += b * h * s * s_k * sum(k in include for k in ("scores", "weights"))
         if "contexts" in include:
-            total += a.contexts[0].numel()
+            total += a.contexts.numel()
         if "qkv" in include:
-            total += a.q[0].numel() + 2 * a.k[0].numel() * (h // a.k.shape[1])
+            total += a.q.numel() + 2 * a.k.numel() * (h // a.k.shape[1])
         if "output" in include:
-            total += a.output[0].numel()
+            total += a.output.numel()
         if "stats" in include:
-            total += h * (2 * s + h)
-    return total + s * s
+            total += b * h * (2 * s + h)
+    return total + run.eligible.numel()
+
+
+BUG_NOTES = {
+    "softmax_over_queries": "WRONG ON PURPOSE: the softmax ran over queries (down each column), so columns sum to 1 "
+    "and rows do not; a query's weights no longer form a distribution over keys",
+    "flipped_mask": "WRONG ON PURPOSE: the mask was read as True = blocked, so every eligible key was removed and "
+    "every masked key attended to",
+}
 
 
 def serialize_run(
@@ -122,6 +131,10 @@ def serialize_run(
     s = len(run.tokens)
     config = dataclasses.asdict(run.config)
     config.update(scale=scale, device=device, dtype=dtype, seq_len=s)
+    batched = run.batch_tokens is not None
+    axis = 0 if batched else 1  # a batch keeps the leading axis in shapes
+    bug = run.interventions.bug
+    single = not batched and run.source_tokens is None
     return {
         "model": run.model,
         "tokens": run.tokens,
@@ -131,49 +144,66 @@ def serialize_run(
         "eligible": eligible.numpy(),
         "layers": out_layers,
         "shapes": {
-            "x": list(run.layers[layers[0]].resid_in.shape[1:]),
-            "q": list(a0.q.shape[1:]),
-            "k": list(a0.k.shape[1:]),
-            "v": list(a0.v.shape[1:]),
-            "scores": list(a0.scores.shape[1:]),
-            "weights": list(a0.weights.shape[1:]),
-            "contexts": list(a0.contexts.shape[1:]),
-            "concat": list(a0.concat.shape[1:]),
-            "output": list(a0.output.shape[1:]),
+            "x": list(run.layers[layers[0]].resid_in.shape[axis:]),
+            "q": list(a0.q.shape[axis:]),
+            "k": list(a0.k.shape[axis:]),
+            "v": list(a0.v.shape[axis:]),
+            "scores": list(a0.scores.shape[axis:]),
+            "weights": list(a0.weights.shape[axis:]),
+            "contexts": list(a0.contexts.shape[axis:]),
+            "concat": list(a0.concat.shape[axis:]),
+            "output": list(a0.output.shape[axis:]),
         },
         "timings_ms": dict(run.timings_ms),
+        "pairs": pair_counts(run.masks, s) if single else None,
+        "batch_tokens": [list(t) for t in run.batch_tokens] if run.batch_tokens is not None else None,
+        "batch_padding": [list(p) for p in run.batch_padding] if run.batch_padding is not None else None,
+        "source_tokens": run.source_tokens,
+        "demo_bug": {"name": bug, "wrong": True, "note": BUG_NOTES[bug]} if bug is not None else None,
     }
 
 
 def _layer(run: ModelRun, i: int, include: Sequence[str], eligible: torch.Tensor) -> dict[str, Any]:
+    """One layer's heads. For a batch every array keeps its leading batch axis and stats come per item."""
     a = run.layers[i].attn
-    n_heads, n_groups = a.scores.shape[1], a.k.shape[1]
+    batched = run.batch_tokens is not None
+    n_items, n_heads, n_groups = a.scores.shape[0], a.scores.shape[1], a.k.shape[1]
     per_group = n_heads // n_groups
+
+    def pick(t: torch.Tensor) -> np.ndarray:
+        return as_numpy(t if batched else t[0])
+
+    def item_eligible(b: int) -> torch.Tensor:
+        return eligible[b] if eligible.dim() == 3 else eligible
+
     stats = None
     if "stats" in include:
-        stats = head_stats(a.scores[0].cpu(), a.weights[0].cpu(), eligible, run.layers[i].weights)
+        w = run.layers[i].weights
+        stats = [head_stats(a.scores[b].cpu(), a.weights[b].cpu(), item_eligible(b), w) for b in range(n_items)]
     heads = []
     for h in range(n_heads):
         g = h // per_group
         head: dict[str, Any] = {"index": h, "kv_group": g}
         if "scores" in include:
-            head["scores"] = as_numpy(a.scores[0, h])
+            head["scores"] = pick(a.scores[:, h])
         if "weights" in include:
-            head["weights"] = as_numpy(a.weights[0, h])
+            head["weights"] = pick(a.weights[:, h])
         if "contexts" in include:
-            head["contexts"] = as_numpy(a.contexts[0, h])
+            head["contexts"] = pick(a.contexts[:, h])
         if "qkv" in include:
-            head["q"] = as_numpy(a.q[0, h])
-            head["k"] = as_numpy(a.k[0, g])
-            head["v"] = as_numpy(a.v[0, g])
+            head["q"] = pick(a.q[:, h])
+            head["k"] = pick(a.k[:, g])
+            head["v"] = pick(a.v[:, g])
         if stats is not None:
-            head["stats"] = dataclasses.asdict(stats[h])
+            per_item = [dataclasses.asdict(st[h]) for st in stats]
+            head["stats"] = per_item if batched else per_item[0]
         heads.append(head)
     layer: dict[str, Any] = {"index": i, "heads": heads}
     if "output" in include:
-        layer["output"] = as_numpy(a.output[0])
+        layer["output"] = pick(a.output)
     if "stats" in include:
-        layer["head_similarity"] = head_similarity(a.weights[0].cpu()).float().numpy()
+        sims = [head_similarity(a.weights[b].cpu()).float().numpy() for b in range(n_items)]
+        layer["head_similarity"] = np.stack(sims) if batched else sims[0]
     return layer
 
 

@@ -19,7 +19,7 @@ W2 = {"w_q": [[1.0, 0.0], [0.0, 1.0]], "w_k": [[1.0, 0.0], [0.0, 1.0]], "w_v": [
 BAD: list[tuple[str, dict[str, Any], int, str, str]] = [
     ("unknown model", {"model": "gpt9", "text": "a"}, 422, "model", "unknown model 'gpt9'"),
     ("model of wrong type", {"model": 3, "text": "a"}, 422, "model", "string"),
-    ("no input at all", {"model": "random"}, 422, "text", "give one of text, tokens or x"),
+    ("no input at all", {"model": "random"}, 422, "text", "give one of text, tokens, texts or x"),
     ("blank text", {"model": "random", "text": "   "}, 422, "text", "no tokens"),
     ("empty tokens", {"model": "random", "tokens": []}, 422, "tokens", "no tokens"),
     ("token not a string", {"model": "random", "tokens": [1, "b"]}, 422, "tokens[0]", "string"),
@@ -151,7 +151,7 @@ FIELDS = {
 }
 
 
-POSTS = ["/api/attention", "/api/heads", "/api/heads/top", "/api/perturb", "/api/intervene"]
+POSTS = ["/api/attention", "/api/heads", "/api/heads/top", "/api/perturb", "/api/intervene", "/api/decode"]
 CELL = {k: small for k in ("layer", "head", "query", "key")}
 EXTRA = {
     "segment_len": st.integers(-1, 8) | JSONish,
@@ -171,7 +171,51 @@ EXTRA = {
     | JSONish,
     "edit": st.lists(st.fixed_dictionaries({**CELL, "weight": st.floats(-0.5, 1.5) | JSONish}), max_size=3) | JSONish,
     "top_k": st.integers(-1, 60) | JSONish,
+    "texts": st.lists(st.text(max_size=12), max_size=4) | JSONish,
+    "source": st.fixed_dictionaries(
+        {},
+        optional={
+            "text": st.text(max_size=12),
+            "x": st.lists(st.lists(st.floats(-1e40, 1e40), min_size=1, max_size=3), max_size=4),
+            "padding": st.lists(st.booleans(), max_size=5),
+        },
+    )
+    | JSONish,
+    "demo_bug": st.sampled_from(["softmax_over_queries", "flipped_mask", "other"]) | JSONish,
 }
+
+MECHANICS = {
+    "/api/cost": {
+        name: st.integers(-2, 10**7) | JSONish
+        for name in ("batch", "heads", "kv_heads", "seq_len", "d_model", "layers")
+    }
+    | {"dtype": st.sampled_from(["float32", "float16", "int8"]) | JSONish, "measure": st.booleans() | JSONish},
+    "/api/scale-sweep": {
+        "widths": st.lists(st.integers(-1, 5000), max_size=4) | JSONish,
+        "samples": st.integers(0, 30000) | JSONish,
+        "keys": st.integers(0, 300) | JSONish,
+        "seed": st.integers(-1, 5) | JSONish,
+        "variance": st.floats(allow_nan=True, allow_infinity=True) | JSONish,
+    },
+}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.sampled_from(sorted(MECHANICS)).flatmap(
+        lambda p: st.tuples(st.just(p), st.fixed_dictionaries({}, optional=MECHANICS[p]))
+    )
+)
+def test_no_cost_or_sweep_body_produces_a_500_or_a_nan(client: TestClient, case: tuple[str, dict[str, Any]]) -> None:
+    path, body = case
+    if body.get("measure") is True:  # a measured layer is bounded by the limits, but keep the fuzz quick
+        body = {**body, "seq_len": 16, "d_model": 16, "heads": 2, "kv_heads": 1, "batch": 1}
+    resp = client.post(path, content=json.dumps(body), headers={"content-type": "application/json"})
+    assert resp.status_code in (200, 413, 422), (resp.status_code, resp.text[:300])
+    if resp.status_code == 200:
+        assert "NaN" not in resp.text and "Infinity" not in resp.text
+    else:
+        assert_error(resp, resp.status_code)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -19,7 +19,7 @@ from engine.analysis.perturb import Change, perturb
 from engine.errors import InputError
 from engine.interventions import EdgeEdit, HeadAblation, Interventions
 from engine.models import ModelRun
-from server.compute import prepare
+from server.compute import ONE_SEQUENCE, prepare, refuse_fields
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
 from server.schemas import (
@@ -61,13 +61,6 @@ def run_body(run: ModelRun, req: AttentionRequest, settings: SettingsDep, runtim
     )
 
 
-def refuse_fields(req: AttentionRequest, fields: tuple[str, ...], why: str) -> None:
-    """A field this endpoint cannot honour is a 422 that names it, never silently ignored."""
-    for name in fields:
-        if name in req.model_fields_set:
-            raise ApiError(422, "invalid_request", f"{why}: leave {name} out", name)
-
-
 @router.post(
     "/perturb",
     response_model=PerturbResult,
@@ -103,7 +96,9 @@ def perturb_route(
     `position` (`shift`: add `amount` to every feature of its input vector; `token`: swap its token). Returns, per
     layer and for the final output, how far each position moved, a check per mask in force (causal: positions
     before the change read exactly 0) and a one-line verdict."""
-    refuse_fields(req, ("layer", "include"), "perturb runs every layer and returns changes per position, not matrices")
+    refuse_fields(
+        req, ("layer", "include", *ONE_SEQUENCE), "perturb runs every layer of one sequence and returns changes"
+    )
     prepared = prepare(req.model_copy(update={"include": []}), settings, models, runtime)
     c = req.change
     change = Change("shift", amount=c.amount) if c.kind == "shift" else Change("token", token=c.token)
@@ -154,6 +149,7 @@ def intervene_route(
     `include` shape `before` and `after` as in /api/attention. `layers[i].delta` and `final_delta` are the largest
     change per position; models that predict tokens (induction) also return top-k predictions and the mean
     next-token loss before and after."""
+    refuse_fields(req, ONE_SEQUENCE, "intervene runs one sequence")
     prepared = prepare(req, settings, models, runtime, results=2)
     interventions = Interventions(
         ablate=tuple(HeadAblation(a.layer, a.head, a.mode) for a in req.ablate),
@@ -219,8 +215,10 @@ def compare_route(
             422, "invalid_request", f"is {req.b.layer} but a.layer is {req.a.layer}: show one layer", "b.layer"
         )
     with naming("a"):
+        refuse_fields(req.a, ONE_SEQUENCE, "compare runs one sequence per side")
         pa = prepare(req.a, settings, models, runtime, results=2)
     with naming("b"):
+        refuse_fields(req.b, ONE_SEQUENCE, "compare runs one sequence per side")
         pb = prepare(req.b, settings, models, runtime)
     with naming("a"):
         ra = pa.run(runtime)

@@ -2,9 +2,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import torch
 from fastapi import APIRouter, Header
 from fastapi.responses import Response
 
+from engine.analysis.audit import audit
+from engine.interventions import Interventions
 from server.compute import prepare
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.schemas import AttentionRequest, AttentionResult
@@ -27,8 +30,14 @@ def compute_attention(
     runtime: RuntimeDep,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """JSON by default; send `Accept: application/x-npz` for the compact binary form of large results."""
-    run = prepare(req, settings, models, runtime).run(runtime)
+    """JSON by default; send `Accept: application/x-npz` for the compact binary form of large results.
+
+    `texts` runs a batch (matrices gain a leading batch axis), `source` cross-attention (S x S_k matrices),
+    `demo_bug` one of the chapter's classic bugs on purpose (marked wrong in `demo_bug`), and `include: ["audit"]`
+    adds the audit record (measured peak memory and throughput, the engine against torch's SDPA, and the
+    perturbation verdicts of the masks in force)."""
+    prepared = prepare(req, settings, models, runtime)
+    run = prepared.run(runtime, Interventions(bug=req.demo_bug))
     body = serialize_run(
         run,
         layer=req.layer,
@@ -39,6 +48,9 @@ def compute_attention(
         dtype=str(runtime.dtype).removeprefix("torch."),
         max_values=settings.max_result_values,
     )
+    if "audit" in req.include:
+        with runtime.slot(), torch.inference_mode():
+            body["audit"] = audit(prepared.model, prepared.inp, prepared.encoded, run, runtime.device, runtime.dtype)
     if accept and NPZ_MEDIA_TYPE in accept:
         return NPZResponse(body)
     return ORJSONResponse(body)

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 
 from engine.analysis.heads import head_type_scores, probe_sequence, top_heads_for_pair
 from engine.models import AttentionModel
-from server.compute import check_limits, choose_model, prepare, to_run_input
+from server.compute import ONE_SEQUENCE, check_limits, choose_model, prepare, refuse_fields, to_run_input
 from server.config import Settings
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
@@ -30,6 +30,7 @@ def head_types(req: HeadTypesRequest, settings: SettingsDep, models: ModelsDep, 
     and entropy. Induction is measured on a seeded probe (L random tokens from the model's vocabulary, twice);
     the others on `text`/`tokens`/`x` when given, else on the probe too. Options (random's width and heads),
     custom weights and `scale` hold for every run, so the scores describe the heads the page shows."""
+    refuse_fields(req, ONE_SEQUENCE, "head types are scored on one sequence")
     as_attention = AttentionRequest.model_validate(
         req.model_dump(exclude={"segment_len", "seed"}) | {"layer": None, "include": []}
     )
@@ -86,6 +87,7 @@ def check_probe_length(model: AttentionModel, segment_len: int, settings: Settin
 def top_heads(req: TopHeadsRequest, settings: SettingsDep, models: ModelsDep, runtime: RuntimeDep) -> TopHeadsResult:
     """Rank every (layer, head) by weight[query, key] on your sequence and masks: "which heads make 'it' look at
     'animal'?". Positions count the model's own tokens (for minilm, [CLS] is position 0)."""
+    refuse_fields(req, ONE_SEQUENCE, "top heads are ranked on one sequence")
     as_attention = AttentionRequest.model_validate(
         req.model_dump(exclude={"query", "key", "k"}) | {"layer": None, "include": []}
     )
