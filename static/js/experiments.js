@@ -137,7 +137,8 @@ export function createExperiments({ state, app, actions }) {
     if (app.result) {
       const { n_layers: L, n_heads: H } = app.result.config;
       state.ablate = keepValid(state.ablate, L, H);
-      state.edits = keepValid(state.edits, L, H);
+      const S = app.result.tokens.length;
+      state.edits = keepValid(state.edits, L, H).filter((e) => e.query < S && e.key < S);
     }
     refreshPerturb();
     refreshIntervention();

@@ -246,6 +246,7 @@ function render() {
   const total = Object.values(t).reduce((a, b) => a + b, 0);
   $("timing").textContent = `${app.result.config.device} · ${app.result.config.dtype} · ${total.toFixed(1)} ms`;
   $("server-info").textContent = `${app.result.model} · ${view.nHeads} head${view.nHeads === 1 ? "" : "s"} × ${app.result.config.n_layers} layer${app.result.config.n_layers === 1 ? "" : "s"}`;
+  performance.mark("attnlab:drawn"); // every view of this result is painted (the claim panels follow on their own)
 }
 
 async function init() {

@@ -171,6 +171,19 @@ def test_a_weight_edit_from_the_large_head_reaches_the_api(open_page: Callable[.
     expect(page.locator("#edit-weight")).to_have_attribute("aria-invalid", "true")
     expect(page.locator("#edit-error")).to_contain_text("from 0 to 1")
     assert "edit=0.2.5.2@0.9" in unquote(page.url)  # the edit in force is unchanged
+    # an edit onto a masked key: the server's 422 in the panel, in its words, and no stale result
+    page.locator("#edit-query").select_option("1")
+    page.locator("#edit-key").select_option("4")
+    page.locator("#edit-weight").fill("0.5")
+    with page.expect_response("**/api/intervene") as resp:
+        page.locator("#edit-add").click()
+    assert resp.value.status == 422
+    status = page.locator("#intervene-status")
+    expect(status).to_have_text(resp.value.json()["error"]["message"])
+    expect(status).to_have_class("muted small bad")
+    expect(result).to_have_count(0)
+    page.get_by_role("button", name="Remove: H2 1→4 = 0.5").click()
+    expect(result).to_have_attribute("data-edited", "1")
 
 
 def test_compare_draws_b_minus_a_per_head_and_explains_a_length_change(
@@ -294,6 +307,7 @@ def test_stats_and_cards_show_head_health(open_page: Callable[..., Page], live_s
     assert float(cells["Masked share"]) == pytest.approx(share, abs=1e-3)
     assert cells["Weight on masked keys"] == "0.000"
     assert f"QK rank {st['qk_rank']}/{st['qk_rank_max']}" in cells["Health"]
+    assert page.evaluate("performance.getEntriesByName('attnlab:drawn').length") >= 1
     flags = page.get_by_test_id("head-heatmap").first.get_attribute("data-flags") or ""
     assert ("dead" in flags.split(",")) == st["dead"]
     assert ("dead" in cells["Health"]) == st["dead"]
