@@ -24,7 +24,16 @@ export const TOP_K = 5;
 
 function idle(slot) {
   if (slot.controller) slot.controller.abort();
-  Object.assign(slot, { key: null, result: null, status: "idle", message: "", controller: null });
+  Object.assign(slot, { key: null, asked: null, result: null, status: "idle", message: "", controller: null });
+}
+
+// Ask unless this exact request was the last one asked: an answer, or an error, stands until something changes
+// (fetchLatest forgets the key of a failed request; a redraw must not send it again).
+function askOnce(slot, fetcher, req, render) {
+  const key = JSON.stringify(req);
+  if (slot.asked === key) return;
+  slot.asked = key;
+  fetchLatest(slot, fetcher, req, render);
 }
 
 const tooLarge = (err) => err && err.code === "too_large";
@@ -65,11 +74,7 @@ export function createExperiments({ state, app, actions }) {
       }
       return;
     }
-    const req = perturbRequest(app.request, perturbPosition(), state.perturb);
-    const key = JSON.stringify(req);
-    if (slot.key === key) return;
-    slot.key = key;
-    fetchLatest(slot, fetchPerturb, req, renderPerturbPanel);
+    askOnce(slot, fetchPerturb, perturbRequest(app.request, perturbPosition(), state.perturb), renderPerturbPanel);
   }
 
   // Before/after with every layer's weights; when that is more than the server sends, only the deltas.
@@ -94,10 +99,7 @@ export function createExperiments({ state, app, actions }) {
     }
     const { layer: _layer, ...attention } = app.request;
     const req = interveneRequest({ ...attention, include: ["weights"] }, state.ablate, state.edits, TOP_K);
-    const key = JSON.stringify(req);
-    if (slot.key === key) return;
-    slot.key = key;
-    fetchLatest(slot, intervene, req, renderInterventionPanel);
+    askOnce(slot, intervene, req, renderInterventionPanel);
   }
 
   // The layer the page shows, when it shows one; a compare over every layer falls back to it when too large.
@@ -126,11 +128,7 @@ export function createExperiments({ state, app, actions }) {
       }
       return;
     }
-    const req = compareRequest(state.pin, app.request, shownLayer());
-    const key = JSON.stringify(req);
-    if (slot.key === key) return;
-    slot.key = key;
-    fetchLatest(slot, compare, req, renderComparePanel);
+    askOnce(slot, compare, compareRequest(state.pin, app.request, shownLayer()), renderComparePanel);
   }
 
   function refreshExperiments() {
@@ -321,7 +319,7 @@ export function createExperiments({ state, app, actions }) {
       e.preventDefault();
       perturbFromForm();
       state.perturbOn = true;
-      app.perturb.key = null; // the button always asks again
+      app.perturb.asked = null; // the button always asks again
       changed();
     });
     for (const id of ["perturb-position", "perturb-kind", "perturb-amount", "perturb-token"]) {

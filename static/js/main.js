@@ -43,9 +43,9 @@ const app = {
   headTypes: { key: null, result: null, status: "idle", message: "", controller: null, seqLen: 0 },
   top: { key: null, result: null, status: "idle", message: "", controller: null },
   // the experiment panels: POST /api/perturb, /api/intervene and /api/compare
-  perturb: { key: null, result: null, status: "idle", message: "", controller: null },
-  intervene: { key: null, result: null, status: "idle", message: "", controller: null },
-  compare: { key: null, result: null, status: "idle", message: "", controller: null },
+  perturb: { key: null, asked: null, result: null, status: "idle", message: "", controller: null },
+  intervene: { key: null, asked: null, result: null, status: "idle", message: "", controller: null },
+  compare: { key: null, asked: null, result: null, status: "idle", message: "", controller: null },
   editPrefill: null, // the cell the weight-edit form was last filled from
 };
 

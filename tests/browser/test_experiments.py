@@ -252,6 +252,12 @@ def test_compare_draws_b_minus_a_per_head_and_explains_a_length_change(
     expect(page.get_by_test_id("error-banner")).to_be_hidden()  # the run itself was fine
     expect(page.get_by_test_id("head-heatmap")).to_have_count(4)
     assert "pin=" in page.url
+    # a redraw does not send the refused request again
+    asked = sum(u.endswith("/api/compare") for u in page_log.requests)
+    page.locator("input[name=view][value=scores]").check()
+    expect(page.get_by_test_id("head-heatmap").first).to_have_attribute("data-view", "scores")
+    expect(error).to_have_text(message)
+    assert sum(u.endswith("/api/compare") for u in page_log.requests) == asked
 
     page.locator("#unpin").click()
     expect(error).to_have_count(0)
