@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,31 +44,41 @@ def free_port() -> int:
 
 @contextmanager
 def serve(models: str = "textbook,random,custom", **env: str) -> Iterator[str]:
-    """Start `attnlab serve` as its own process on a free loopback port; yield its base URL."""
+    """Start `attnlab serve` as its own process on a free loopback port; yield its base URL.
+
+    Its output goes to a file, not a pipe: uvicorn logs a line per request, and a pipe nobody reads until the
+    process ends fills at 64 KiB (about 800 requests) and then blocks the server. The file's tail goes into the
+    error when the server fails to start.
+    """
     port = free_port()
     environ = {**os.environ, "ATTNLAB_DEVICE": "cpu", **env}
     cmd = [sys.executable, "-m", "server", "serve", "--host", "127.0.0.1", "--port", str(port), "--models", models]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                out = proc.stdout.read().decode() if proc.stdout else ""
-                raise RuntimeError(f"attnlab serve exited with {proc.returncode}:\n{out}")
-            try:
-                if httpx.get(f"{base}/api/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("attnlab serve did not answer /api/health within 120 s")
-            time.sleep(0.2)
-        yield base
-    finally:
-        proc.terminate()
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+
+        def output() -> str:
+            log.seek(0)
+            return log.read().decode(errors="replace")[-4000:]
+
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            deadline = time.monotonic() + 120
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"attnlab serve exited with {proc.returncode}:\n{output()}")
+                try:
+                    if httpx.get(f"{base}/api/health", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"attnlab serve did not answer /api/health within 120 s:\n{output()}")
+                time.sleep(0.2)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

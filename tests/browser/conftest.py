@@ -5,23 +5,16 @@ They fail (never skip) when chromium is missing or cannot start: the page is onl
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import httpx
 import pytest
 from playwright.sync_api import Page, Request
 
-from tests.helpers import ROOT, free_port
+from tests.helpers import serve
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -51,59 +44,17 @@ FAST_MODELS = "textbook,random,custom"
 TRAINED_MODELS = "textbook,random,custom,minilm,induction"
 
 
-@contextmanager
-def serve_logged(models: str) -> Iterator[str]:
-    """`attnlab serve` as its own process, like tests.helpers.serve, with its output in a file instead of a pipe.
-
-    uvicorn logs one line per request and nobody reads the pipe until the process ends: once it holds 64 KiB
-    (about 800 requests, which the browser suite makes) the server blocks on its next log line and every page
-    after that waits forever. A file never fills up; its tail goes into the error when the server fails to start.
-    """
-    port = free_port()
-    environ = {**os.environ, "ATTNLAB_DEVICE": "cpu"}
-    cmd = [sys.executable, "-m", "server", "serve", "--host", "127.0.0.1", "--port", str(port), "--models", models]
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}"
-
-        def output() -> str:
-            log.seek(0)
-            return log.read().decode(errors="replace")[-4000:]
-
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"attnlab serve exited with {proc.returncode}:\n{output()}")
-                try:
-                    if httpx.get(f"{base}/api/health", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"attnlab serve did not answer /api/health within 120 s:\n{output()}")
-                time.sleep(0.2)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
 @pytest.fixture(scope="session")
 def live_server() -> Iterator[str]:
-    """The fast models, for the browser tests (overrides tests/conftest.py's, whose output goes to an unread pipe)."""
-    with serve_logged(FAST_MODELS) as base:
+    """The fast models, shared by every browser test module."""
+    with serve(FAST_MODELS) as base:
         yield base
 
 
 @pytest.fixture(scope="session")
 def trained_server() -> Iterator[str]:
     """One `attnlab serve` with the trained models (minilm, induction) loaded, shared by every module that needs it."""
-    with serve_logged(TRAINED_MODELS) as base:
+    with serve(TRAINED_MODELS) as base:
         yield base
 
 
