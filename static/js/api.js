@@ -1,5 +1,5 @@
 // The JSON API the page is built on: GET /api/models, POST /api/attention, /api/heads, /api/heads/top, /api/perturb,
-// /api/intervene and /api/compare.
+// /api/intervene, /api/compare, /api/decode, /api/cost and /api/scale-sweep.
 // Errors come back as {"error": {status, code, field, message, details}}; `describeError` turns one into plain words.
 
 const HINTS = {
@@ -103,6 +103,22 @@ export function fetchIntervene(request, signal) {
 // Two runs and, per head, B − A weights.
 export function fetchCompare(request, signal) {
   return post("/api/compare", request, signal);
+}
+
+// Causal decoding one position at a time with a KV cache: every step's new query row, the cache's size, the check
+// against the full pass.
+export function fetchDecode(request, signal) {
+  return post("/api/decode", request, signal);
+}
+
+// Score, KV-cache and parameter counts for a shape; with measure: true, one layer measured on this server.
+export function fetchCost(request, signal) {
+  return post("/api/cost", request, signal);
+}
+
+// Figure 21.5: the spread of q·k against d_k, unscaled and scaled.
+export function fetchScaleSweep(request, signal) {
+  return post("/api/scale-sweep", request, signal);
 }
 
 export function fetchAttention(request, signal) {

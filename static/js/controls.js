@@ -10,7 +10,7 @@ import { visibleCanvases } from "./heads.js";
 import { splitTokens } from "./masks.js";
 import { renderMatrices, setEntry } from "./matrices.js";
 import { hideError, showError } from "./panels.js";
-import { RANDOM_OPTIONS, defaultState, encodeState, fitRows, stateForModel } from "./state.js";
+import { BUGS, RANDOM_OPTIONS, defaultState, encodeState, fitRows, stateForModel } from "./state.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -32,6 +32,7 @@ export function createControls({ state, app, actions }) {
     if (state.masks.window != null) $("mask-window").value = String(state.masks.window);
     $("all-masked").value = state.allMasked;
     $("scale").checked = state.scale;
+    $("bug-select").value = state.bug || "";
     document.querySelectorAll("input[name=view]").forEach((r) => {
       r.checked = r.value === state.view;
     });
@@ -93,6 +94,8 @@ export function createControls({ state, app, actions }) {
       // a pinned A stays (compare two models or seeds); the perturbation settings stay; interventions name heads
       // of the old model and go
       pin: state.pin, perturbOn: state.perturbOn, perturb: { ...state.perturb, position: null }, ablMode: state.ablMode,
+      // a classic bug, decoding and the sweep are page settings; the cost overrides describe the old model and go
+      bug: state.bug, decodeOn: state.decodeOn, sweep: state.sweep,
     };
     Object.assign(state, stateForModel(m, defaultState()), keep);
     if (text) state.text = text;
@@ -167,6 +170,10 @@ export function createControls({ state, app, actions }) {
     $("scale").addEventListener("change", (e) => {
       state.scale = e.target.checked;
       schedule(`scaling ${e.target.checked ? "on" : "off"}`);
+    });
+    $("bug-select").addEventListener("change", (e) => {
+      state.bug = BUGS.includes(e.target.value) ? e.target.value : null;
+      schedule(state.bug ? `classic bug on: ${e.target.selectedOptions[0].textContent}` : "classic bug off");
     });
     document.querySelectorAll("input[name=view]").forEach((r) =>
       r.addEventListener("change", () => {

@@ -1,7 +1,8 @@
 // The grid of per-head heatmaps (small multiples), paged so that 72 heads stay fast and readable.
 // Hover a cell: tooltip and linked row/column in every head. Click or Enter on a head: it opens large.
 // Each card carries an "ablate" toggle (its own button: pressing it never opens the head) and the head's health
-// flags from its stats: dead (near-uniform), identical to another head, the rank of W_Q W_Kᵀ.
+// flags from its stats: dead (near-uniform), identical to another head, W_Q = W_K (symmetric scores), the rank of
+// W_Q W_Kᵀ.
 
 import { cellAt, drawHeatmap, drawHighlight, layoutFor, maskedCells, sizeCanvas } from "./heatmap.js";
 
@@ -18,7 +19,7 @@ export function pageOf(all, page, size = PAGE_SIZE) {
 
 export const CARD_CHROME_PX = 24;
 
-// A head's health from its stats: [{kind, text, help}] for dead, identical and a rank-deficient W_Q W_Kᵀ, and the
+// A head's health from its stats: [{kind, text, help}] for dead, identical, W_Q = W_K and a rank-deficient W_Q W_Kᵀ, and the
 // QK rank always (kind "rank"). `prefix` names a sibling head ("L1 H" or "H").
 export function healthFlags(st, prefix = "H") {
   if (!st) return [];
@@ -30,6 +31,13 @@ export function healthFlags(st, prefix = "H") {
   if (st.identical_to && st.identical_to.length) {
     const names = st.identical_to.map((h) => `${prefix}${h}`).join(", ");
     out.push({ kind: "identical", text: `= ${names}`, help: `weights identical (similarity ≈ 1) to ${names}` });
+  }
+  if (st.qk_symmetric) {
+    out.push({
+      kind: "symmetric",
+      text: "W_Q = W_K: scores are symmetric",
+      help: "this head's query and key projections are equal, so q_i·k_j = q_j·k_i: the score matrix is symmetric",
+    });
   }
   if (st.qk_rank != null) {
     const low = st.qk_rank_max != null && st.qk_rank < st.qk_rank_max;

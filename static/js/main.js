@@ -1,10 +1,12 @@
 // attnlab's page: one state object, one `run()` that asks the API, one `render()` that redraws every view.
 // Each view lives in its own module; this file wires controls to state and state to views. The modules that act on
 // state (controls.js, interactions.js, analysis-panels.js, experiments.js) get it as a context ({state, app, actions}) from here and
-// never import this file; panels.js draws the small read-only panels from what it is given.
+// never import this file; panels.js draws the small read-only panels from what it is given. mechanics.js holds the
+// chapter's mechanics panels (decoding with a KV cache, cost, audit, the scaling sweep) the same way.
 
 import { describeError, fetchAttention, fetchModels, isTooLarge } from "./api.js";
 import { createAnalysisPanels } from "./analysis-panels.js";
+import { drawnEligibility, renderBugBanner, renderSums } from "./bugs.js";
 import { maxAbsEligible, scaleFor } from "./colors.js";
 import { createControls } from "./controls.js";
 import { createExperiments } from "./experiments.js";
@@ -14,12 +16,22 @@ import { renderFlow } from "./flow.js";
 import { renderFocus } from "./focus.js";
 import { PAGE_SIZE, renderHeads } from "./heads.js";
 import { createInteractions } from "./interactions.js";
+import { createMechanics } from "./mechanics.js";
 import { clampMasks, diffResults, paddedFromFlags, splitTokens } from "./masks.js";
-import { hideError, renderLegend, renderNotice, renderNumbersPanel, renderSummary, setBusy, showError } from "./panels.js";
+import {
+  hideError,
+  renderLegend,
+  renderNotice,
+  renderNumbersPanel,
+  renderPairs,
+  renderSummary,
+  setBusy,
+  showError,
+} from "./panels.js";
 import { renderRetrieval } from "./retrieval.js";
 import { buildRequest, decodeState, defaultState, stateForModel } from "./state.js";
 import { renderStats } from "./stats.js";
-import { renderTokens } from "./tokens.js";
+import { renderNextWords, renderTokens } from "./tokens.js";
 
 const DEBOUNCE_MS = 80;
 const WHITESPACE_MODELS = ["textbook", "random", "custom", "induction"];
@@ -58,6 +70,7 @@ const { refreshHeadTypes, refreshTopHeads, renderHeadTypesPanel, renderTopPanel,
 const { onPad, onCellToggle, onOpen, onQuery, onTokenHover, onCellHover } = createInteractions(ctx);
 const { writeControls, updateUrl, bindControls, fillModels } = createControls(ctx);
 const { bindExperiments, renderExperiments, onAblate } = createExperiments(ctx);
+const { bindMechanics, renderMechanics } = createMechanics(ctx);
 Object.assign(actions, { updateUrl, renderHeadTypesPanel, onPair, openHead });
 
 // ---- state -> API -------------------------------------------------------------------------------------------
@@ -184,7 +197,7 @@ function buildView() {
   const diff = app.diff && app.diff.comparable ? app.diff : null;
   return {
     tokens: r.tokens,
-    eligible: r.eligible,
+    eligible: drawnEligibility(r.eligible, r.demo_bug?.name),
     masks: {
       causal: r.masks.causal,
       window: r.masks.window,
@@ -221,6 +234,9 @@ function render() {
   const view = buildView();
   app.view = view;
   renderTokens($("tokens"), { tokens: view.tokens, masks: state.masks }, { onPad, onHover: onTokenHover });
+  renderNextWords($("next-words"), view.tokens, app.result.config.next_word);
+  renderPairs($("pair-counts"), app.result.pairs);
+  renderBugBanner($("demo-bug"), app.result.demo_bug);
   renderLegend(view);
   const hs = renderHeads($("heads-grid"), $("heads-pager"), view, { onOpen, onHover: onCellHover, onAblate });
   state.page = hs.page;
@@ -230,6 +246,7 @@ function render() {
   const [fl, fh] = view.focus;
   $("focus-title").textContent = view.multiLayer ? `Layer ${fl} · head ${fh}, large` : `Head ${fh}, large`;
   renderFocus($("focus-plot"), view, view.focusHead, fl, onCellToggle);
+  renderSums($("sums"), { weights: view.focusHead.weights, tokens: view.tokens, bug: app.result.demo_bug?.name });
   $("retrieval-title").textContent = `Retrieval · ${view.multiLayer ? `L${fl} ` : ""}head ${fh} · query ${view.query} “${view.tokens[view.query]}”`;
   renderRetrieval($("retrieval"), view, view.focusHead, view.query, onQuery, (k) => onPair(view.query, k));
   $("flow-title").textContent = view.multiLayer ? `Multi-head flow · layer ${view.layer.index}` : "Multi-head flow";
@@ -242,6 +259,7 @@ function render() {
   renderHeadTypesPanel();
   renderTopPanel();
   renderExperiments();
+  renderMechanics();
   const t = app.result.timings_ms;
   const total = Object.values(t).reduce((a, b) => a + b, 0);
   $("timing").textContent = `${app.result.config.device} · ${app.result.config.dtype} · ${total.toFixed(1)} ms`;
@@ -252,6 +270,7 @@ function render() {
 async function init() {
   bindControls();
   bindExperiments();
+  bindMechanics();
   try {
     app.models = await fetchModels();
   } catch (err) {

@@ -119,3 +119,18 @@ export function diffResults(prev, next, layerIndex) {
   });
   return out;
 }
+
+// The result's `pairs` ({total, causal?, window?, padding?, blocked?, eligible}) as lines: how many (query, key)
+// pairs each mask in force leaves eligible on its own, then all of them together ("causal: 21 of 36 pairs").
+export const PAIR_NAMES = ["causal", "window", "padding", "blocked"];
+export function pairLines(pairs) {
+  if (!pairs) return [];
+  const lines = PAIR_NAMES.filter((n) => pairs[n] != null).map((n) => ({
+    name: n, count: pairs[n], total: pairs.total, text: `${n}: ${pairs[n]} of ${pairs.total} pairs`,
+  }));
+  lines.push({
+    name: "eligible", count: pairs.eligible, total: pairs.total,
+    text: `${lines.length ? "all together" : "no mask"}: ${pairs.eligible} of ${pairs.total} pairs eligible`,
+  });
+  return lines;
+}

@@ -2,6 +2,7 @@
 // the large head, the error banner and the busy state. Each draws from what it is given; none keeps state.
 
 import { ApiError, describeError } from "./api.js";
+import { pairLines } from "./masks.js";
 import { renderNumbers } from "./matrices.js";
 
 const $ = (id) => document.getElementById(id);
@@ -99,4 +100,20 @@ export function setBusy(busy) {
   $("views").setAttribute("aria-busy", busy ? "true" : "false");
   document.body.classList.toggle("busy", busy);
   $("run-status").textContent = busy ? "computing…" : "";
+}
+
+// The eligible-pair counts beside the mask controls; hidden when the result has none (a batch, a source).
+export function renderPairs(el, pairs) {
+  const lines = pairLines(pairs);
+  el.hidden = !lines.length;
+  el.replaceChildren(
+    ...lines.map((l) => {
+      const li = document.createElement("li");
+      li.dataset.mask = l.name;
+      li.dataset.count = String(l.count);
+      li.dataset.total = String(l.total);
+      li.textContent = l.text;
+      return li;
+    }),
+  );
 }

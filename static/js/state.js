@@ -40,11 +40,26 @@ export function defaultState() {
     pin: null, // the /api/attention body pinned as A (no include, no layer); null = nothing pinned
     perturbOn: false, // the "Test a claim" panel runs (and reruns after each change) once asked to
     perturb: { position: null, kind: "shift", amount: 1, token: "" }, // position null = the retrieval query
+    bug: null, // one of BUGS: a classic bug computed on purpose (never the default)
+    decodeOn: false, // the KV-cache decoding panel runs (and reruns after each change) once asked to
+    decodeStep: null, // the decoding step shown; null = the last
+    cost: {}, // the cost panel's fields that differ from the current run's: {seq_len: 8192, dtype: "bfloat16"}
+    sweep: null, // the scaling sweep once drawn: {variance}
+    source: "", // cross-attention: keys and values from this text ("" = self-attention)
+    batch: "", // a batch: one text per line ("" = one sequence)
+    item: 0, // the batch item the views show
   };
 }
 
 export const ABLATE_MODES = ["zero", "mean"];
 export const CHANGE_KINDS = ["shift", "token"];
+
+export const BUGS = ["softmax_over_queries", "flipped_mask"];
+export const COST_FIELDS = ["batch", "heads", "kv_heads", "seq_len", "d_model", "layers"];
+export const DTYPES = ["float32", "float64", "bfloat16", "float16"];
+export const SWEEP_VARIANCE = { min: 0.1, max: 4, fallback: 1 };
+// Fields the server takes on /api/attention only: every other endpoint runs one sequence and refuses them.
+export const ONE_SEQUENCE = ["texts", "source", "demo_bug"];
 
 export const HEAD_SORTS = ["head", "previous_token", "duplicate_token", "induction", "mean_distance", "entropy"];
 
@@ -101,6 +116,14 @@ export function encodeState(s) {
     const value = pt.kind === "token" ? pt.token : String(pt.amount);
     p.set("pert", `${pt.position ?? "q"},${pt.kind},${value}`);
   }
+  if (s.bug) p.set("bug", s.bug);
+  if (s.decodeOn) p.set("dec", s.decodeStep == null ? "last" : String(s.decodeStep));
+  const cost = encodeCost(s.cost);
+  if (cost) p.set("cost", cost);
+  if (s.sweep) p.set("sweep", String(s.sweep.variance));
+  if (s.source) p.set("src", s.source);
+  if (s.batch) p.set("batch", s.batch);
+  if (s.item) p.set("item", String(s.item));
   return p.toString();
 }
 
@@ -173,6 +196,27 @@ export function parsePerturb(raw) {
   return m[3] ? { position, kind: "token", amount: 1, token: m[3] } : null;
 }
 
+// {seq_len: 8192, dtype: "bfloat16"} -> "seq_len:8192,dtype:bfloat16"; "" when nothing differs from the run.
+export function encodeCost(cost) {
+  return Object.entries(cost || {})
+    .filter(([k, v]) => (COST_FIELDS.includes(k) && Number.isInteger(v) && v >= 1) || (k === "dtype" && DTYPES.includes(v)))
+    .map(([k, v]) => `${k}:${v}`)
+    .join(",");
+}
+
+// The cost overrides from their string; unreadable entries are dropped.
+export function parseCost(raw) {
+  const out = {};
+  for (const part of (raw || "").split(",")) {
+    const [k, v] = part.split(":");
+    if (COST_FIELDS.includes(k)) {
+      const n = int(v);
+      if (n != null && n >= 1) out[k] = n;
+    } else if (k === "dtype" && DTYPES.includes(v)) out.dtype = v;
+  }
+  return out;
+}
+
 // Query string -> state, or null when the string names no model (the page then starts from defaults).
 // Values it cannot read fall back to a fresh state's, so a mangled link still opens a page. A link that
 // sets no mask at all (a bare "?m=induction") gives masks = null: the model's default masks apply.
@@ -237,7 +281,32 @@ export function decodeState(search) {
     s.perturbOn = true;
     s.perturb = pert;
   }
+  if (BUGS.includes(p.get("bug"))) s.bug = p.get("bug");
+  if (p.has("dec")) {
+    s.decodeOn = true;
+    const step = int(p.get("dec"));
+    s.decodeStep = step != null && step >= 0 ? step : null;
+  }
+  s.cost = parseCost(p.get("cost"));
+  const variance = Number.parseFloat(p.get("sweep"));
+  if (p.has("sweep")) s.sweep = { variance: clampVariance(variance) };
+  s.source = (p.get("src") || "").slice(0, 20000);
+  s.batch = (p.get("batch") || "").slice(0, 20000);
+  s.item = Math.max(0, int(p.get("item")) ?? 0);
   return s;
+}
+
+export function clampVariance(v) {
+  if (!Number.isFinite(v)) return SWEEP_VARIANCE.fallback;
+  return Math.min(SWEEP_VARIANCE.max, Math.max(SWEEP_VARIANCE.min, v));
+}
+
+// The batch textarea's lines that hold text: one item each.
+export function batchTexts(raw) {
+  return (raw || "")
+    .split("\n")
+    .map((t) => t.trim())
+    .filter(Boolean);
 }
 
 // The POST /api/attention body for this state over seqLen positions.
@@ -262,14 +331,56 @@ export function buildRequest(s, info, seqLen) {
     // contexts and each head's Q, K, V, for checking by hand
     req.include.push("contexts", "qkv");
   }
+  if (s.bug) req.demo_bug = s.bug;
   return req;
+}
+
+// The attention request as one plain sequence: without a batch, a cross-attention source or a classic bug, which
+// only /api/attention takes (every analysis runs the correct code on one sequence).
+export function singleRequest(attention) {
+  const out = { ...attention };
+  for (const k of ONE_SEQUENCE) delete out[k];
+  return out;
 }
 
 // The POST /api/heads body: the attention request (sequence, masks, options, edited numbers, scale) without
 // what only shapes its answer, so the scores describe the heads the page shows.
 export function headTypesRequest(attention) {
-  const { include: _include, layer: _layer, ...rest } = attention;
+  const { include: _include, layer: _layer, ...rest } = singleRequest(attention);
   return rest;
+}
+
+// The POST /api/decode body: the sequence, masks and options, decoded one position at a time.
+export function decodeRequest(attention) {
+  return headTypesRequest(attention);
+}
+
+// The POST /api/attention body for the audit record: the run as it is (bug, batch and all), with the audit only.
+export function auditRequest(attention) {
+  const { layer: _layer, ...rest } = attention;
+  return { ...rest, include: ["audit"] };
+}
+
+// The POST /api/cost body: this run's shape (from its result's config) with the person's overrides on top.
+export function costRequest(config, seqLen, overrides = {}, measure = false) {
+  const base = {
+    batch: config.batch ?? 1,
+    heads: config.n_heads,
+    kv_heads: config.n_kv_heads,
+    seq_len: seqLen,
+    d_model: config.d_model,
+    layers: config.n_layers,
+    dtype: config.dtype,
+  };
+  const req = { ...base, ...overrides, measure };
+  if (req.kv_heads > req.heads) req.kv_heads = req.heads;
+  return req;
+}
+
+// The POST /api/scale-sweep body.
+export const SWEEP_SAMPLES = 500; // query rows per width: the figure's spread to about 3%, in well under a second
+export function sweepRequest(sweep) {
+  return { variance: sweep.variance, samples: SWEEP_SAMPLES };
 }
 
 // The POST /api/heads/top body: the same, plus the pair.
@@ -288,7 +399,7 @@ export function perturbRequest(attention, position, perturb) {
 // The POST /api/intervene body: the attention request (its include and layer shape before/after) plus the
 // interventions.
 export function interveneRequest(attention, ablate, edits, topK = 5) {
-  const req = { ...attention, top_k: topK };
+  const req = { ...singleRequest(attention), top_k: topK };
   if (ablate.length) req.ablate = ablate.map(({ layer, head, mode }) => ({ layer, head, mode }));
   if (edits.length) req.edit = edits.map(({ layer, head, query, key, weight }) => ({ layer, head, query, key, weight }));
   return req;
@@ -302,7 +413,7 @@ export function pinRequest(attention) {
 // The POST /api/compare body: A (pinned) and B (now), both asked for weights only, over `layer` when one is shown.
 export function compareRequest(pin, attention, layer) {
   const shape = (body) => {
-    const { include: _i, layer: _l, ...rest } = body;
+    const { include: _i, layer: _l, ...rest } = singleRequest(body);
     const out = { ...rest, include: ["weights"] };
     if (layer != null) out.layer = layer;
     return out;

@@ -30,3 +30,46 @@ export function renderTokens(root, view, handlers) {
     if (focused === String(i)) b.focus();
   });
 }
+
+// What a model that predicts tokens (induction) expects next at each position: the result's `config.next_word`
+// ({token, p} per position), one chip per position under the tokens, ✓ when it is the token that does come next.
+export function nextWordRows(tokens, nextWord) {
+  if (!nextWord || !nextWord.length) return [];
+  return nextWord.map((w, i) => {
+    const next = i + 1 < tokens.length ? tokens[i + 1] : null;
+    return { position: i, token: tokens[i], predicted: w.token, p: w.p, right: next != null && w.token === next };
+  });
+}
+
+export function renderNextWords(root, tokens, nextWord) {
+  const rows = nextWordRows(tokens, nextWord);
+  root.hidden = !rows.length;
+  root.replaceChildren();
+  if (!rows.length) return;
+  const right = rows.filter((r) => r.right).length;
+  const head = document.createElement("p");
+  head.className = "muted small nw-head";
+  head.textContent = `The model's next-word prediction after each position (top-1, probability); ✓ = the word that comes next: ${right} of ${rows.length - 1}.`;
+  const list = document.createElement("ol");
+  list.className = "next-words";
+  for (const r of rows) {
+    const li = document.createElement("li");
+    li.className = `nw${r.right ? " right" : ""}`;
+    li.dataset.position = String(r.position);
+    li.dataset.predicted = r.predicted;
+    li.dataset.p = String(r.p);
+    li.title = `after position ${r.position} “${r.token}” the model predicts “${r.predicted}” with p = ${r.p.toFixed(3)}`;
+    const idx = document.createElement("span");
+    idx.className = "idx";
+    idx.textContent = String(r.position);
+    const word = document.createElement("span");
+    word.className = "word";
+    word.textContent = `${r.right ? "✓ " : ""}${r.predicted}`;
+    const p = document.createElement("span");
+    p.className = "p";
+    p.textContent = r.p.toFixed(2);
+    li.append(idx, word, p);
+    list.append(li);
+  }
+  root.append(head, list);
+}

@@ -1,0 +1,69 @@
+// The audit record (`include: ["audit"]` on /api/attention): one record of everything the chapter says to check
+// about an attention run — widths, heads, projection shapes, scale, softmax axis, masks, dtype, device, lengths,
+// score range, entropy, masked weight, row sums, cache policy, measured memory and speed, the engine against torch's
+// scaled_dot_product_attention, and a perturbation verdict per mask. The page downloads it as JSON and lists the
+// headline numbers. Pure helpers on top (a test imports them); `renderAudit` only draws.
+
+import { formatBytes } from "./decode.js";
+
+export const SDPA_TOLERANCE = 1e-5; // the engine agrees with torch's SDPA below this
+
+function node(tag, props = {}, text) {
+  const n = Object.assign(document.createElement(tag), props);
+  if (text !== undefined) n.textContent = text;
+  return n;
+}
+
+export function auditFilename(model) {
+  return `attnlab-audit-${String(model || "custom").replace(/[^A-Za-z0-9_.-]+/g, "_")}.json`;
+}
+
+const sci = (v) => (v === 0 ? "0" : Math.abs(v) < 1e-3 || Math.abs(v) >= 1e5 ? v.toExponential(2) : v.toFixed(4));
+
+// The headline lines: [{key, text, ok?}]; ok true/false for a check, undefined for a fact.
+export function auditLines(a) {
+  const lines = [
+    {
+      key: "sdpa_max_diff",
+      text: `engine vs torch scaled_dot_product_attention: max |Δ| ${sci(a.sdpa_max_diff)}` +
+        (a.sdpa_max_diff < SDPA_TOLERANCE ? " — they agree" : " — they disagree"),
+      ok: a.sdpa_max_diff < SDPA_TOLERANCE,
+    },
+    { key: "max_masked_weight", text: `largest weight on a masked key: ${sci(a.max_masked_weight)}`, ok: a.max_masked_weight === 0 },
+    { key: "max_row_sum_error", text: `largest |row sum − 1|: ${sci(a.max_row_sum_error)}`, ok: a.max_row_sum_error < 1e-4 },
+    { key: "peak_bytes", text: `peak memory ${formatBytes(a.peak_bytes)}, ${a.ms.toFixed(1)} ms, ${Math.round(a.tokens_per_s).toLocaleString("en-US")} tokens/s (${a.device}, ${a.dtype})` },
+    { key: "shape", text: `d_model ${a.d_model}, ${a.heads} heads on ${a.kv_heads} K/V groups, d_k ${a.d_k}, d_v ${a.d_v}, ${a.layers} layer${a.layers === 1 ? "" : "s"}; ${a.valid_tokens} of ${a.seq_len * a.batch} positions real` },
+    { key: "scale", text: `scale ${a.scale.on ? `on: × ${a.scale.factor.toFixed(4)} (1/√d_k)` : "off"}; softmax over ${a.softmax_axis}` },
+  ];
+  for (const p of a.perturbation || []) {
+    lines.push({ key: `perturbation.${p.mask}`, text: `${p.mask}: ${p.verdict}`, ok: p.holds });
+  }
+  return lines;
+}
+
+// view: {audit, status, message, model}
+export function renderAudit(el, view) {
+  el.replaceChildren();
+  el.classList.toggle("bad", view.status === "error");
+  if (view.status === "loading") {
+    el.append(node("p", { className: "muted small" }, "auditing the run (measured, and one perturbation per mask)…"));
+    return;
+  }
+  if (view.status === "error") {
+    el.append(node("p", { className: "bad" }, view.message));
+    return;
+  }
+  const a = view.audit;
+  if (!a) return;
+  el.dataset.sdpaMaxDiff = String(a.sdpa_max_diff);
+  el.dataset.peakBytes = String(a.peak_bytes);
+  el.dataset.tokensPerS = String(a.tokens_per_s);
+  el.append(node("p", { className: "small" }, `Downloaded ${auditFilename(view.model)} (${Object.keys(a).length} fields). In short:`));
+  const ul = node("ul", { className: "audit-lines" });
+  for (const l of auditLines(a)) {
+    const li = node("li", { className: l.ok === true ? "holds" : l.ok === false ? "leak" : "" }, `${l.ok === true ? "✓ " : l.ok === false ? "✗ " : ""}${l.text}`);
+    li.dataset.key = l.key;
+    ul.append(li);
+  }
+  el.append(ul);
+}

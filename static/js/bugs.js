@@ -1,0 +1,112 @@
+// The chapter's classic bugs, computed on purpose (the request's `demo_bug`), and the sums that give one away.
+// When a bug is on, the heads panel carries a red WRONG banner with the server's own note, and the large head shows
+// its row and column sums: softmax over the keys makes every row sum to 1; softmax over the queries makes the
+// columns sum to 1 instead. Pure helpers on top (a test imports them); the render functions only draw.
+
+export const BUG_LABELS = {
+  softmax_over_queries: "softmax over queries",
+  flipped_mask: "flipped mask (True read as blocked)",
+};
+export const SUM_TOLERANCE = 1e-3; // a sum within this of 1 reads as 1
+export const MAX_SUMS_SHOWN = 24; // beyond this many positions only the extremes are listed
+
+function node(tag, props = {}, text) {
+  const n = Object.assign(document.createElement(tag), props);
+  if (text !== undefined) n.textContent = text;
+  return n;
+}
+
+// Σ over keys of each query row.
+export function rowSums(m) {
+  return m.map((row) => row.reduce((a, b) => a + b, 0));
+}
+
+// Σ over queries of each key column.
+export function columnSums(m) {
+  const out = new Array(m[0]?.length ?? 0).fill(0);
+  for (const row of m) row.forEach((v, k) => (out[k] += v));
+  return out;
+}
+
+// How many of these sums are 1 (within SUM_TOLERANCE), and the largest |sum − 1|.
+export function sumsReport(sums) {
+  let ones = 0;
+  let worst = 0;
+  for (const s of sums) {
+    const d = Math.abs(s - 1);
+    if (d <= SUM_TOLERANCE) ones += 1;
+    if (d > worst) worst = d;
+  }
+  return { ones, total: sums.length, worst };
+}
+
+// Eligibility as drawn: a flipped mask put its weight on the masked cells, so under that bug every cell is drawn
+// coloured (hatching would hide exactly the weight that leaked).
+export function drawnEligibility(eligible, bug) {
+  return bug === "flipped_mask" ? eligible.map((row) => row.map(() => true)) : eligible;
+}
+
+// The red banner: shown only with a bug, carrying the server's note.
+export function renderBugBanner(el, demoBug) {
+  el.hidden = !demoBug;
+  document.body.classList.toggle("wrong", !!demoBug);
+  if (!demoBug) {
+    el.replaceChildren();
+    el.dataset.bug = "";
+    return;
+  }
+  el.dataset.bug = demoBug.name;
+  const extra =
+    demoBug.name === "flipped_mask"
+      ? " Masked cells are drawn coloured here, to show the weight that went onto them."
+      : " The large head lists its row and column sums.";
+  el.replaceChildren(
+    node("strong", {}, `WRONG: ${BUG_LABELS[demoBug.name] || demoBug.name}. `),
+    node("span", {}, demoBug.note),
+    node("span", { className: "bug-extra" }, `${extra} The analysis panels below run the correct code.`),
+  );
+}
+
+function sumLine(label, sums, tokens, what) {
+  const rep = sumsReport(sums);
+  const p = node("p", { className: `sums-line${rep.ones === rep.total ? " all-one" : " not-one"}` });
+  p.append(node("strong", {}, `${label}: `));
+  p.append(
+    node(
+      "span",
+      {},
+      rep.ones === rep.total
+        ? `every ${what} sums to 1 `
+        : `${rep.ones} of ${rep.total} ${what}s sum to 1 (largest |Σ − 1| ${rep.worst.toFixed(3)}) `,
+    ),
+  );
+  if (sums.length <= MAX_SUMS_SHOWN) {
+    const list = node("span", { className: "sums-values" });
+    sums.forEach((s, i) => {
+      const v = node("span", { className: Math.abs(s - 1) <= SUM_TOLERANCE ? "one" : "off" }, s.toFixed(3));
+      v.title = `${what} ${i} “${tokens[i] ?? ""}”`;
+      list.append(v);
+    });
+    p.append(list);
+  }
+  return p;
+}
+
+// Row and column sums of the large head's weights. view: {weights, tokens, keyTokens, bug}
+export function renderSums(el, view) {
+  if (!view.weights) {
+    el.replaceChildren();
+    el.hidden = true;
+    return;
+  }
+  el.hidden = false;
+  const rows = rowSums(view.weights);
+  const cols = columnSums(view.weights);
+  el.dataset.rowSums = JSON.stringify(rows);
+  el.dataset.columnSums = JSON.stringify(cols);
+  el.classList.toggle("bug", !!view.bug);
+  el.replaceChildren(
+    sumLine("Row sums (over keys)", rows, view.tokens, "row"),
+    sumLine("Column sums (over queries)", cols, view.keyTokens || view.tokens, "column"),
+  );
+}

@@ -1,0 +1,177 @@
+// Cost and memory (POST /api/cost): what attention costs for a shape — the score matrices (B·H·S² per layer, the part
+// that grows with the square of the length), the KV cache, the projection parameters of one wide head against H
+// heads, the FLOPs — and a log-log plot of memory against S from the server's `curve`, with this run's length, the
+// server's token limit and this machine's memory marked. "Measure here" runs one layer on the server and reports the
+// peak memory and time it measured, and how. Pure helpers on top (a test imports them); render functions only draw.
+
+import { formatBytes } from "./decode.js";
+import { plotlyText } from "./focus.js";
+
+// Okabe–Ito colours (colour-blind safe), with a dash pattern each so the lines part without colour too.
+export const COST_COLORS = { scores: "#d55e00", kv: "#0072b2", now: "#009e73", limit: "#cc79a7", memory: "#000000" };
+export const COST_PLOT_HEIGHT = 340;
+
+function node(tag, props = {}, text) {
+  const n = Object.assign(document.createElement(tag), props);
+  if (text !== undefined) n.textContent = text;
+  return n;
+}
+
+export function formatCount(n) {
+  if (n == null || !Number.isFinite(n)) return "–";
+  return Math.round(n).toLocaleString("en-US");
+}
+
+// Large counts in words: 2,147,483,648 -> "2.15 G".
+export function shortCount(n) {
+  const units = ["", " k", " M", " G", " T", " P", " E"];
+  let v = n;
+  let i = 0;
+  while (Math.abs(v) >= 1000 && i < units.length - 1) {
+    v /= 1000;
+    i += 1;
+  }
+  return i === 0 ? String(n) : `${v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)}${units[i]}`;
+}
+
+// The rows the panel lists: [{key, label, value, text}], `key` naming the API's field (dots for nested ones).
+export function costRows(r) {
+  const q = r.query;
+  const L = q.layers;
+  const bytes = (v) => `${formatCount(v)} bytes (${formatBytes(v)})`;
+  const count = (v) => `${formatCount(v)} (${shortCount(v)})`;
+  return [
+    { key: "score_elements", label: `Score elements per layer (B·H·S² = ${q.batch}·${q.heads}·${q.seq_len}²)`, value: r.score_elements, text: count(r.score_elements) },
+    { key: "score_bytes", label: `Score bytes per layer (× ${r.bytes_per_value} bytes, ${q.dtype})`, value: r.score_bytes, text: bytes(r.score_bytes) },
+    { key: "score_bytes_all_layers", label: `Score bytes, all ${L} layer${L === 1 ? "" : "s"}`, value: r.score_bytes_all_layers, text: bytes(r.score_bytes_all_layers) },
+    {
+      key: "kv_cache_bytes",
+      label: `KV cache (2·B·layers·kv_heads·S·d_head·bytes, d_head = ${r.d_head}, kv_heads = ${q.kv_heads ?? q.heads})`,
+      value: r.kv_cache_bytes,
+      text: bytes(r.kv_cache_bytes),
+    },
+    { key: "params_one_head", label: `Projection parameters, one head of width ${q.d_model} (4·D²)`, value: r.params_one_head, text: count(r.params_one_head) },
+    { key: "params_heads", label: `Projection parameters, ${q.heads} heads on ${q.kv_heads ?? q.heads} K/V group${(q.kv_heads ?? q.heads) === 1 ? "" : "s"}`, value: r.params_heads, text: count(r.params_heads) },
+    { key: "params_all_layers", label: `Projection parameters, all ${L} layer${L === 1 ? "" : "s"}`, value: r.params_all_layers, text: count(r.params_all_layers) },
+    { key: "flops.total", label: "FLOPs per layer (projections + scores + weights·V + output)", value: r.flops.total, text: count(r.flops.total) },
+    { key: "flops.all_layers", label: `FLOPs, all ${L} layer${L === 1 ? "" : "s"}`, value: r.flops.all_layers, text: count(r.flops.all_layers) },
+  ];
+}
+
+// The plotly figure: memory against S on log-log axes, this run's S, the server's token limit and this machine's
+// memory marked.
+export function costFigure(r) {
+  const xs = r.curve.map((c) => c.seq_len);
+  const S = r.query.seq_len;
+  const lim = r.limits || {};
+  const allX = [...xs, S, ...(lim.max_tokens ? [lim.max_tokens] : [])];
+  const allY = [...r.curve.map((c) => c.score_bytes), ...r.curve.map((c) => c.kv_cache_bytes), ...(lim.memory_bytes ? [lim.memory_bytes] : [])];
+  const log = (v) => Math.log10(Math.max(v, 1));
+  const xRange = [log(Math.min(...allX)) - 0.1, log(Math.max(...allX)) + 0.1];
+  const yRange = [log(Math.min(...allY.filter((v) => v > 0))) - 0.3, log(Math.max(...allY)) + 0.3];
+  const traces = [
+    {
+      type: "scatter", mode: "lines+markers", name: `scores, all ${r.query.layers} layers`, x: xs,
+      y: r.curve.map((c) => c.score_bytes), line: { color: COST_COLORS.scores, width: 2.5 }, marker: { symbol: "circle", size: 6 },
+      hovertemplate: "S = %{x}: scores %{y:.3s}B<extra></extra>",
+    },
+    {
+      type: "scatter", mode: "lines+markers", name: "KV cache", x: xs, y: r.curve.map((c) => c.kv_cache_bytes),
+      line: { color: COST_COLORS.kv, width: 2.5, dash: "dash" }, marker: { symbol: "square", size: 6 },
+      hovertemplate: "S = %{x}: KV cache %{y:.3s}B<extra></extra>",
+    },
+  ];
+  const vline = (x, color, dash, text) => ({
+    shape: { type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1, line: { color, width: 2, dash } },
+    note: { x: log(x), xref: "x", y: 1, yref: "paper", yanchor: "bottom", text, showarrow: false, font: { size: 11, color } },
+  });
+  const marks = [vline(S, COST_COLORS.now, "solid", plotlyText(`this run: S = ${S}`))];
+  if (lim.max_tokens) marks.push(vline(lim.max_tokens, COST_COLORS.limit, "dot", plotlyText(`server limit ${lim.max_tokens}`)));
+  const shapes = marks.map((m) => m.shape);
+  const annotations = marks.map((m) => m.note);
+  if (lim.memory_bytes) {
+    shapes.push({
+      type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: lim.memory_bytes, y1: lim.memory_bytes,
+      line: { color: COST_COLORS.memory, width: 1.5, dash: "dashdot" },
+    });
+    annotations.push({
+      x: 1, xref: "paper", xanchor: "right", y: log(lim.memory_bytes), yref: "y", yanchor: "top", showarrow: false,
+      text: plotlyText(`this machine's ${lim.device || ""} memory: ${formatBytes(lim.memory_bytes)}`), font: { size: 11 },
+    });
+  }
+  // the annotations that mark two vertical lines share a row when those lines are far apart; else the second drops
+  if (annotations.length > 1 && lim.max_tokens && Math.abs(log(lim.max_tokens) - log(S)) < 0.6) annotations[1].y = 0.9;
+  const layout = {
+    height: COST_PLOT_HEIGHT,
+    margin: { l: 70, r: 20, t: 28, b: 48 },
+    xaxis: { type: "log", title: { text: "sequence length S (tokens)" }, range: xRange },
+    yaxis: { type: "log", title: { text: "bytes" }, range: yRange, exponentformat: "SI" },
+    legend: { orientation: "h", x: 0, y: -0.22 },
+    shapes,
+    annotations,
+    plot_bgcolor: "#fff",
+    paper_bgcolor: "#fff",
+    font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: "#222" },
+  };
+  return { traces, layout };
+}
+
+// view: {result, status, message}
+export function renderCost(els, view) {
+  const r = view.result;
+  els.status.textContent = view.status === "loading" ? "computing…" : view.status === "error" ? view.message : "";
+  els.status.classList.toggle("bad", view.status === "error");
+  if (!r) {
+    els.table.replaceChildren();
+    els.note.textContent = "";
+    if (window.Plotly && els.plot.dataset.drawn) window.Plotly.purge(els.plot);
+    els.plot.dataset.drawn = "";
+    return;
+  }
+  els.table.dataset.query = JSON.stringify(r.query);
+  const body = node("tbody");
+  for (const row of costRows(r)) {
+    const tr = node("tr");
+    tr.dataset.key = row.key;
+    tr.dataset.value = String(row.value);
+    tr.append(node("th", { scope: "row" }, row.label), node("td", {}, row.text));
+    body.append(tr);
+  }
+  els.table.replaceChildren(body);
+  els.note.textContent = r.note;
+  if (window.Plotly) {
+    const { traces, layout } = costFigure(r);
+    window.Plotly.react(els.plot, traces, layout, { displaylogo: false, responsive: true });
+    els.plot.dataset.drawn = "1";
+    els.plot.dataset.points = String(r.curve.length);
+    els.plot.setAttribute("aria-label", `Memory against sequence length, log-log: ${r.note}`);
+  }
+}
+
+// view: {result, status, message}: the measured run, or why it was refused.
+export function renderMeasured(el, view) {
+  el.replaceChildren();
+  el.classList.toggle("bad", view.status === "error");
+  if (view.status === "loading") {
+    el.textContent = "running one layer on the server…";
+    return;
+  }
+  if (view.status === "error") {
+    el.textContent = view.message;
+    return;
+  }
+  const r = view.result;
+  if (!r || !r.measured) return;
+  const m = r.measured;
+  el.dataset.peakBytes = String(m.peak_bytes);
+  el.dataset.ms = String(m.ms);
+  el.dataset.tokensPerS = String(r.tokens_per_s);
+  const q = r.query;
+  el.append(
+    node("p", { className: "cost-measured-line" },
+      `Measured on this server (${r.limits?.device ?? "?"}), one layer of ${q.heads} heads over ${q.seq_len} tokens × batch ${q.batch}: ` +
+        `peak ${formatBytes(m.peak_bytes)} (${formatCount(m.peak_bytes)} bytes), ${m.ms.toFixed(1)} ms, ` +
+        `${formatCount(r.tokens_per_s)} tokens/s.`),
+    node("p", { className: "muted small cost-method" }, `How peak memory is measured: ${m.method}.`),
+  );
+}

@@ -1,0 +1,107 @@
+// The scaling sweep (POST /api/scale-sweep), the chapter's Figure 21.5 measured: for random q and k with a given
+// per-coordinate variance, the spread (std) of q·k grows like variance·√d_k unscaled and stays at the variance once
+// divided by √d_k; unscaled, a softmax over the keys collapses (its entropy falls, its largest weight goes to 1),
+// scaled it does not. Pure helpers on top (a test imports them); `renderSweep` only draws.
+
+import { plotlyText } from "./focus.js";
+
+export const SWEEP_COLORS = { unscaled: "#d55e00", scaled: "#0072b2", expected: "#555555" }; // Okabe–Ito
+export const SWEEP_PLOT_HEIGHT = 330;
+
+// The series the figure draws, from the server's `widths`.
+export function sweepSeries(r) {
+  const w = r.widths;
+  const pick = (k) => w.map((x) => x[k]);
+  return {
+    d_k: pick("d_k"),
+    std: { unscaled: pick("std_unscaled"), scaled: pick("std_scaled") },
+    expected: { unscaled: pick("expected_std_unscaled"), scaled: pick("expected_std_scaled") },
+    entropy: { unscaled: pick("entropy_unscaled"), scaled: pick("entropy_scaled") },
+    maxWeight: { unscaled: pick("max_weight_unscaled"), scaled: pick("max_weight_scaled") },
+  };
+}
+
+export function sweepFigure(r) {
+  const s = sweepSeries(r);
+  const line = (name, x, y, kind, axis, extra = {}) => ({
+    type: "scatter", mode: "lines+markers", name, x, y, xaxis: `x${axis}`, yaxis: `y${axis}`,
+    line: { color: SWEEP_COLORS[kind], width: 2.5, dash: kind === "scaled" ? "solid" : "dash" },
+    marker: { symbol: kind === "scaled" ? "circle" : "diamond", size: 7 },
+    legendgroup: kind, ...extra,
+  });
+  const expected = (name, y, axis, show) => ({
+    type: "scatter", mode: "lines", name, x: s.d_k, y, xaxis: `x${axis}`, yaxis: `y${axis}`,
+    line: { color: SWEEP_COLORS.expected, width: 1.5, dash: "dot" }, legendgroup: "expected", showlegend: show,
+    hovertemplate: `d_k = %{x}: expected %{y:.3f}<extra>${plotlyText(name)}</extra>`,
+  });
+  const hov = (what) => `d_k = %{x}: ${what} %{y:.3f}<extra>%{fullData.name}</extra>`;
+  const traces = [
+    line("unscaled q·k", s.d_k, s.std.unscaled, "unscaled", "", { hovertemplate: hov("std") }),
+    line("scaled q·k / √d_k", s.d_k, s.std.scaled, "scaled", "", { hovertemplate: hov("std") }),
+    expected("expected: σ²·√d_k and σ²", s.expected.unscaled, "", true),
+    expected("expected (scaled)", s.expected.scaled, "", false),
+    line("unscaled", s.d_k, s.entropy.unscaled, "unscaled", "2", { showlegend: false, hovertemplate: hov("entropy") }),
+    line("scaled", s.d_k, s.entropy.scaled, "scaled", "2", { showlegend: false, hovertemplate: hov("entropy") }),
+    {
+      type: "scatter", mode: "lines", name: `uniform over ${r.keys} keys`, x: [s.d_k[0], s.d_k[s.d_k.length - 1]],
+      y: [r.uniform_entropy, r.uniform_entropy], xaxis: "x2", yaxis: "y2", showlegend: false,
+      line: { color: SWEEP_COLORS.expected, width: 1, dash: "dot" }, hovertemplate: `uniform: ln ${r.keys} = %{y:.3f}<extra></extra>`,
+    },
+    line("unscaled", s.d_k, s.maxWeight.unscaled, "unscaled", "3", { showlegend: false, hovertemplate: hov("largest weight") }),
+    line("scaled", s.d_k, s.maxWeight.scaled, "scaled", "3", { showlegend: false, hovertemplate: hov("largest weight") }),
+  ];
+  const x = (domain, title) => ({ type: "log", domain, title: { text: title } });
+  const layout = {
+    height: SWEEP_PLOT_HEIGHT,
+    margin: { l: 56, r: 16, t: 34, b: 52 },
+    xaxis: x([0, 0.3], "d_k (log scale)"),
+    yaxis: { title: { text: "std of the score q·k" }, rangemode: "tozero" },
+    xaxis2: { ...x([0.37, 0.66], "d_k (log scale)"), anchor: "y2" },
+    yaxis2: { title: { text: "softmax entropy (nats)" }, anchor: "x2", rangemode: "tozero" },
+    xaxis3: { ...x([0.73, 1], "d_k (log scale)"), anchor: "y3" },
+    yaxis3: { title: { text: "largest weight" }, anchor: "x3", range: [0, 1.02] },
+    annotations: [
+      ["x", "spread of q·k"], ["x2", `entropy over ${r.keys} keys`], ["x3", "largest weight in a row"],
+    ].map(([ax, text]) => ({
+      text, xref: `${ax} domain`, yref: "paper", x: 0.5, y: 1.02, yanchor: "bottom", showarrow: false, font: { size: 12 },
+    })),
+    legend: { orientation: "h", x: 0, y: -0.25 },
+    plot_bgcolor: "#fff",
+    paper_bgcolor: "#fff",
+    font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: "#222" },
+  };
+  return { traces, layout };
+}
+
+// A one-line reading of the figure, with the numbers at the widest d_k.
+export function sweepSummary(r) {
+  const w = r.widths[r.widths.length - 1];
+  const f = r.widths[0];
+  return (
+    `Variance ${r.variance}: from d_k = ${f.d_k} to ${w.d_k} the unscaled std goes ${f.std_unscaled.toFixed(2)} → ` +
+    `${w.std_unscaled.toFixed(2)} (expected ${w.expected_std_unscaled.toFixed(2)}), the scaled one stays at ` +
+    `${w.std_scaled.toFixed(2)}. Unscaled, the entropy over ${r.keys} keys falls to ${w.entropy_unscaled.toFixed(2)} nats ` +
+    `and the largest weight rises to ${w.max_weight_unscaled.toFixed(2)}; scaled: ${w.entropy_scaled.toFixed(2)} nats and ` +
+    `${w.max_weight_scaled.toFixed(2)} (uniform: ${r.uniform_entropy.toFixed(2)} nats). ${r.samples} rows per width.`
+  );
+}
+
+// view: {result, status, message}
+export function renderSweep(els, view) {
+  els.status.textContent = view.status === "loading" ? "sampling…" : view.status === "error" ? view.message : "";
+  els.status.classList.toggle("bad", view.status === "error");
+  const r = view.result;
+  if (!r) {
+    if (window.Plotly && els.plot.dataset.drawn) window.Plotly.purge(els.plot);
+    els.plot.dataset.drawn = "";
+    els.summary.textContent = "";
+    return;
+  }
+  els.summary.textContent = sweepSummary(r);
+  if (!window.Plotly) return;
+  const { traces, layout } = sweepFigure(r);
+  window.Plotly.react(els.plot, traces, layout, { displaylogo: false, responsive: true });
+  els.plot.dataset.drawn = "1";
+  els.plot.dataset.variance = String(r.variance);
+  els.plot.setAttribute("aria-label", `Figure 21.5, measured. ${sweepSummary(r)}`);
+}
