@@ -75,6 +75,76 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
+# The page loads only its own files and needs no inline script; plotly adds <style> elements, hence the inline
+# styles. Swagger UI and ReDoc (/docs, /redoc) start from one inline script and ReDoc searches in a blob worker.
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+DOCS_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "worker-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+
+class Hardening:
+    """Refuse Host headers outside the allow-list (DNS rebinding) and give every response its security headers:
+    a Content-Security-Policy, nosniff, no referrer, and no caching of the page and the API."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: list[str]) -> None:
+        self.app = app
+        self.any_host = "*" in allowed_hosts
+        self.exact = {h.lower() for h in allowed_hosts if not h.startswith("*.")}
+        self.suffixes = tuple(h[1:].lower() for h in allowed_hosts if h.startswith("*."))
+
+    def host_allowed(self, host: str) -> bool:
+        if self.any_host:
+            return True
+        name = host.lower()
+        if name.startswith("["):  # [::1]:8000
+            name = name[: name.find("]") + 1]
+        elif name.count(":") == 1:
+            name = name.split(":")[0]
+        return name in self.exact or (bool(self.suffixes) and name.endswith(self.suffixes))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+        if not self.host_allowed(host):
+            body = orjson.dumps(
+                error_body(
+                    400,
+                    "bad_host",
+                    f"host: {host[:100]!r} is not a name this server answers to; add it to ATTNLAB_ALLOWED_HOSTS",
+                    "host",
+                )
+            )
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+            await send({"type": "http.response.start", "status": 400, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        path: str = scope["path"]
+        csp = DOCS_CSP if path in ("/docs", "/redoc") else PAGE_CSP
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                names = {k.lower() for k, _ in headers}
+                headers += [
+                    (b"content-security-policy", csp.encode()),
+                    (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer"),
+                ]
+                if b"cache-control" not in names and (path == "/" or path.startswith("/api")):
+                    headers.append((b"cache-control", b"no-store"))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
 
@@ -93,6 +163,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Multi-head attention with masks you toggle: every head's scores and weights.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served by routes/pages.py from local files, so the docs work offline
+        redoc_url=None,
     )
     app.state.settings = settings
     install_error_handlers(app)
@@ -105,4 +177,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=str(pages.STATIC_DIR)), name="static")
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(Hardening, allowed_hosts=settings.host_names())
     return app

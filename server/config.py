@@ -16,6 +16,9 @@ class Settings(BaseSettings):
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: cuda when torch sees a GPU
     dtype: Literal["float32", "float64", "bfloat16", "float16"] = "float32"
     models: str = "all"  # comma-separated model names to load at start-up, or "all"
+    # Host headers the server answers (against DNS rebinding): comma-separated names, "*." prefixes, or "*" for any.
+    # The loopback names by default, since `make run` serves a person's own machine; set the names a deployment uses.
+    allowed_hosts: str = "localhost,127.0.0.1,::1,[::1]"
 
     # Limits on what one request may ask for. Each is named in the 4xx that enforces it.
     max_tokens: int = Field(256, ge=1)  # positions per sequence
@@ -27,6 +30,9 @@ class Settings(BaseSettings):
     max_result_values: int = Field(4_000_000, ge=1)  # numbers in one response's matrices
     max_concurrent: int = Field(2, ge=1)  # computations at once; later ones wait
     queue_timeout_s: float = Field(30.0, gt=0)  # how long a request waits for a free slot before a 503
+
+    def host_names(self) -> list[str]:
+        return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]
 
     def model_names(self, known: list[str]) -> list[str]:
         if self.models.strip() == "all":

@@ -36,6 +36,7 @@ class Runtime:
                 "busy",
                 f"all {self.max_concurrent} compute slots stayed busy for {self.queue_timeout_s:g} s "
                 "(ATTNLAB_MAX_CONCURRENT, ATTNLAB_QUEUE_TIMEOUT_S); try again shortly",
+                headers={"Retry-After": str(max(1, round(self.queue_timeout_s)))},
             )
         try:
             yield

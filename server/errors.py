@@ -23,12 +23,15 @@ log = logging.getLogger("attnlab")
 class ApiError(Exception):
     """An error the API reports as it is: status, machine-readable code, field, plain message."""
 
-    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, field: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.field = field
+        self.headers = headers
 
 
 def error_body(
@@ -100,7 +103,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def on_api(request: Request, exc: ApiError) -> Response:
         message = f"{exc.field}: {exc.message}" if exc.field else exc.message
-        return error_response(request, exc.status, exc.code, message, exc.field)
+        return error_response(request, exc.status, exc.code, message, exc.field, headers=exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, exc: StarletteHTTPException) -> Response:

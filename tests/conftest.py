@@ -19,7 +19,8 @@ def make_settings() -> Callable[..., Settings]:
     """Settings for a test app: CPU, the quick models, any limit overridden by keyword."""
 
     def make(**overrides: Any) -> Settings:
-        values: dict[str, Any] = {"device": "cpu", "models": FAST_MODELS, **overrides}
+        # TestClient sends Host: testserver, which a real deployment's allow-list would not hold
+        values: dict[str, Any] = {"device": "cpu", "models": FAST_MODELS, "allowed_hosts": "testserver", **overrides}
         return Settings(**values)
 
     return make

@@ -236,7 +236,9 @@ def test_busy_server_answers_503_not_a_hang(make_client: MakeClient) -> None:
     with make_client(max_concurrent=1, queue_timeout_s=0.05) as c:
         runtime = c.app.state.runtime  # type: ignore[attr-defined]
         with runtime.slot():
-            assert_error(c.post("/api/attention", json={"model": "random", "text": "a b"}), 503, None, "busy")
+            busy = c.post("/api/attention", json={"model": "random", "text": "a b"})
+            assert_error(busy, 503, None, "busy")
+            assert busy.headers["retry-after"] == "1"
         assert c.post("/api/attention", json={"model": "random", "text": "a b"}).status_code == 200
 
 
@@ -299,3 +301,31 @@ def test_device_choice_is_explicit() -> None:
         assert resolve_device("auto").type == "cpu"
         with pytest.raises(RuntimeError, match="no CUDA GPU"):
             resolve_device("cuda")
+
+
+def test_hosts_outside_the_allow_list_are_refused(
+    make_client: Callable[..., AbstractContextManager[TestClient]],
+) -> None:
+    with make_client(allowed_hosts="localhost,127.0.0.1,*.example.org") as c:
+        assert c.get("/api/health", headers={"host": "localhost:8000"}).status_code == 200
+        assert c.get("/api/health", headers={"host": "class.example.org"}).status_code == 200
+        err = assert_error(c.get("/api/health", headers={"host": "evil.test"}), 400, "host", "ATTNLAB_ALLOWED_HOSTS")
+        assert err["code"] == "bad_host"
+        assert c.get("/", headers={"host": "attacker.example.com"}).status_code == 400
+    with make_client(allowed_hosts="*") as c:
+        assert c.get("/api/health", headers={"host": "anything.test"}).status_code == 200
+
+
+def test_every_response_carries_the_security_headers(client: TestClient) -> None:
+    page = client.get("/", headers={"accept": "text/html"})
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self';" in csp and "frame-ancestors 'none'" in csp and "unsafe-eval" not in csp
+    assert page.headers["x-content-type-options"] == "nosniff" and page.headers["referrer-policy"] == "no-referrer"
+    assert page.headers["cache-control"] == "no-store"
+    assert client.post("/api/attention", json={"model": "textbook"}).headers["cache-control"] == "no-store"
+    assert "max-age" in client.get("/vendor/plotly.min.js").headers["cache-control"]
+    docs = client.get("/docs")
+    assert "/vendor/docs/swagger-ui-bundle.js" in docs.text and "cdn" not in docs.text
+    assert "'unsafe-inline'" in docs.headers["content-security-policy"]
+    assert "cdn" not in client.get("/redoc").text and client.get("/vendor/docs/redoc.standalone.js").status_code == 200
+    assert client.get("/vendor/docs/../app.py").status_code == 404

@@ -22,7 +22,7 @@ R = {"model": "random", "text": "the cat sat on the mat"}
 
 @pytest.fixture(scope="module")
 def trained() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings(device="cpu", models="minilm,induction"))) as c:
+    with TestClient(create_app(Settings(device="cpu", models="minilm,induction", allowed_hosts="testserver"))) as c:
         yield c
 
 

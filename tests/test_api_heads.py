@@ -16,7 +16,7 @@ SENTENCE = "The animal didn't cross the street because it was too tired"
 
 @pytest.fixture(scope="module")
 def trained() -> Iterator[TestClient]:
-    settings = Settings(device="cpu", models="textbook,random,induction,minilm")
+    settings = Settings(device="cpu", models="textbook,random,induction,minilm", allowed_hosts="testserver")
     with TestClient(create_app(settings)) as client:
         yield client
 

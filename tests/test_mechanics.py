@@ -34,7 +34,9 @@ def models() -> dict[str, AttentionModel]:
 
 @pytest.fixture(scope="module")
 def trained() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings(device="cpu", models="random,textbook,custom,minilm,induction"))) as c:
+    with TestClient(
+        create_app(Settings(device="cpu", models="random,textbook,custom,minilm,induction", allowed_hosts="testserver"))
+    ) as c:
         yield c
 
 
