@@ -7,7 +7,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     HF_HUB_OFFLINE=1 \
     ATTNLAB_HOST=0.0.0.0 \
-    ATTNLAB_PORT=8000
+    ATTNLAB_PORT=8000 \
+    ATTNLAB_ALLOWED_HOSTS=*
+# A container is reached by whatever name its host gives it, so it answers any Host header; set
+# ATTNLAB_ALLOWED_HOSTS=attnlab.example.org (docker run -e) to the names a deployment uses.
 
 WORKDIR /app
 RUN useradd --create-home --uid 10001 attnlab
