@@ -31,7 +31,7 @@ import {
 import { renderRetrieval } from "./retrieval.js";
 import { buildRequest, decodeState, defaultState, stateForModel } from "./state.js";
 import { renderStats } from "./stats.js";
-import { renderNextWords, renderTokens } from "./tokens.js";
+import { renderTokens } from "./tokens.js";
 
 const DEBOUNCE_MS = 80;
 const WHITESPACE_MODELS = ["textbook", "random", "custom", "induction"];
@@ -234,7 +234,6 @@ function render() {
   const view = buildView();
   app.view = view;
   renderTokens($("tokens"), { tokens: view.tokens, masks: state.masks }, { onPad, onHover: onTokenHover });
-  renderNextWords($("next-words"), view.tokens, app.result.config.next_word);
   renderPairs($("pair-counts"), app.result.pairs);
   renderBugBanner($("demo-bug"), app.result.demo_bug);
   renderLegend(view);

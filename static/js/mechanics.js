@@ -12,6 +12,7 @@ import { PLAY_MS, clampStep, decodeHead, renderDecodeStep, renderKvCache } from 
 import { download } from "./exporter.js";
 import { COST_FIELDS, DTYPES, auditRequest, clampVariance, costRequest, decodeRequest, sweepRequest } from "./state.js";
 import { renderSweep } from "./sweep.js";
+import { renderNextWords } from "./tokens.js";
 
 const $ = (id) => document.getElementById(id);
 export const SWEEP_DEBOUNCE_MS = 250;
@@ -33,10 +34,12 @@ function askOnce(slot, fetcher, req, render) {
   fetchLatest(slot, fetcher, req, render);
 }
 
-// ctx.actions needs: render, updateUrl, openHead.
+// ctx.actions needs: info, render, updateUrl, openHead.
 export function createMechanics({ state, app, actions }) {
   const updateUrl = (...a) => actions.updateUrl(...a);
-  Object.assign(app, { decode: newSlot(), cost: newSlot(), measure: newSlot(), audit: newSlot(), sweep: newSlot() });
+  Object.assign(app, {
+    decode: newSlot(), cost: newSlot(), measure: newSlot(), audit: newSlot(), sweep: newSlot(), nextWords: newSlot(),
+  });
   let playTimer = null;
   let sweepTimer = null;
 
@@ -280,9 +283,38 @@ export function createMechanics({ state, app, actions }) {
     else sweepTimer = setTimeout(go, SWEEP_DEBOUNCE_MS);
   }
 
+  // ---- next-word predictions under the tokens --------------------------------------------------------------------
+
+  // A model that predicts tokens (one with a vocabulary: induction) says what comes next in `config.next_word`, but
+  // only when the run went through its last layer; a run that stopped early (one layer shown) asks for them once
+  // more, without the matrices.
+  function refreshNextWords() {
+    const r = app.result;
+    const slot = app.nextWords;
+    const m = actions.info();
+    const c = r ? r.config : null;
+    if (!r || c.next_word?.length || !m?.vocab || c.layers_computed >= c.n_layers) {
+      if (slot.status !== "idle") idle(slot);
+      return;
+    }
+    const { layer: _layer, ...rest } = app.request;
+    askOnce(slot, fetchAttention, { ...rest, include: [] }, renderNextWordsPanel);
+  }
+
+  function renderNextWordsPanel() {
+    const r = app.result;
+    if (!r) return;
+    const slot = app.nextWords;
+    const late = slot.status === "ready" && JSON.stringify(slot.result?.tokens) === JSON.stringify(r.tokens);
+    const words = r.config.next_word?.length ? r.config.next_word : late ? slot.result.config.next_word : [];
+    renderNextWords($("next-words"), r.tokens, words);
+  }
+
   // ---- all panels ----------------------------------------------------------------------------------------------
 
   function renderMechanics() {
+    refreshNextWords();
+    renderNextWordsPanel();
     refreshDecode();
     refreshCost();
     refreshAudit();
