@@ -129,9 +129,15 @@ def open_trained(page: Page, page_log: PageLog, trained_server: str) -> Callable
 
 
 def wait_idle(page: Page) -> None:
-    """Wait until at least one head is drawn and no computation is in flight."""
+    """Wait until at least one head is drawn and no computation is in flight.
+
+    Predicates for wait_for_function are written as functions ("() => ..."): Playwright evaluates a bare expression
+    with eval when it has to poll, which a Content-Security-Policy without 'unsafe-eval' refuses.
+    """
     page.wait_for_selector("[data-testid=head-heatmap]", timeout=20_000)
-    page.wait_for_function("document.getElementById('views').getAttribute('aria-busy') === 'false'", timeout=20_000)
+    page.wait_for_function(
+        "() => document.getElementById('views').getAttribute('aria-busy') === 'false'", timeout=20_000
+    )
 
 
 def masked_cells(page: Page, index: int = 0) -> set[tuple[int, int]]:

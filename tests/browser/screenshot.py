@@ -28,7 +28,7 @@ MINILM = (
 
 def settle(page: Page) -> None:
     page.wait_for_selector("[data-testid=head-heatmap]")
-    page.wait_for_function("document.getElementById('views').getAttribute('aria-busy') === 'false'")
+    page.wait_for_function("() => document.getElementById('views').getAttribute('aria-busy') === 'false'")
     page.wait_for_timeout(500)
 
 

@@ -202,7 +202,7 @@ def test_compare_draws_b_minus_a_per_head_and_explains_a_length_change(
     body = resp.value.request.post_data_json
     assert body["a"]["masks"]["causal"] is False and body["b"]["masks"]["causal"] is True
     page.wait_for_function(
-        "[...document.querySelectorAll('[data-testid=compare-diff]')].some(e => +e.dataset.maxAbs > 0)"
+        "() => [...document.querySelectorAll('[data-testid=compare-diff]')].some(e => +e.dataset.maxAbs > 0)"
     )
     expect(diffs).to_have_count(4)
     maxes = diffs.evaluate_all("els => els.map(e => +e.dataset.maxAbs)")

@@ -128,7 +128,7 @@ def test_a_deep_model_shows_one_layer_of_heads_and_a_layer_selector(
     assert options == [f"layer {i}" for i in range(LAYERS)] + ["all layers"]
     assert page_log.attention_requests()[-1]["layer"] == 0
     page.locator("#layer-select").select_option("3")
-    page.wait_for_function("document.querySelector('[data-testid=head-heatmap]').dataset.layer === '3'")
+    page.wait_for_function("() => document.querySelector('[data-testid=head-heatmap]').dataset.layer === '3'")
     wait_idle(page)
     assert page_log.attention_requests()[-1]["layer"] == 3
     expect(page.locator("#flow .flow-ellipsis")).to_contain_text("7 more heads")

@@ -234,7 +234,7 @@ def test_minilm_example_ranks_the_heads_that_link_it_to_animal(open_trained: Ope
     expect(page.locator("#pair-key")).to_have_value(str(street))
     expect(page.get_by_test_id("top-heads")).to_have_count(1)
     page.wait_for_function(
-        f"document.querySelector('[data-testid=top-heads]') && "
+        f"() => document.querySelector('[data-testid=top-heads]') && "
         f"document.querySelector('.th-status').textContent.includes('key {street}')"
     )
     # and a head in the list opens it
