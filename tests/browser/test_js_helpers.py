@@ -584,3 +584,70 @@ def test_a_leak_is_drawn_as_a_leak(js: Callable[[str], Any]) -> None:
     assert out["l1"][0] == "bar leak protected" and out["l1"][1] == "bar protected"
     assert out["charts"] == 3  # two layers and the final output
     assert out["cleared"] == [True, 0, "nope"]
+
+
+def test_the_chapter_settings_round_trip_and_stay_out_of_other_endpoints(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const S = await mod('state.js');
+        const s = S.defaultState();
+        Object.assign(s, {model: 'random', text: 'a b c', bug: 'flipped_mask', decodeOn: true, decodeStep: 3,
+          cost: {seq_len: 8192, dtype: 'bfloat16'}, sweep: {variance: 2.5}});
+        const back = S.decodeState('?' + S.encodeState(s));
+        const fresh = S.decodeState('?' + S.encodeState({...S.defaultState(), model: 'random'}));
+        const att = {...S.buildRequest(s, {layers: 2, heads: 4, d_model: 64}, 3), layer: 1};
+        const junk = S.decodeState('?m=random&bug=typo&cost=seq_len:-1,heads:x,dtype:int8,layers:3&sweep=99&dec=x');
+        return {s, back, fresh, att, heads: S.headTypesRequest(att), decode: S.decodeRequest(att),
+                audit: S.auditRequest(att), junk,
+                cost: S.costRequest({n_heads: 8, n_kv_heads: 2, d_model: 32, n_layers: 1, dtype: 'float32',
+                                     batch: null}, 6, {heads: 2, kv_heads: 2}, true)};
+        """
+    )
+    assert out["back"] == out["s"]
+    fresh = out["fresh"]
+    assert (fresh["bug"], fresh["decodeOn"], fresh["cost"], fresh["sweep"]) == (None, False, {}, None)
+    assert out["att"]["demo_bug"] == "flipped_mask"
+    for key in ("heads", "decode"):
+        assert "demo_bug" not in out[key] and "include" not in out[key] and "layer" not in out[key]
+    assert out["audit"]["include"] == ["audit"] and out["audit"]["demo_bug"] == "flipped_mask"
+    assert "layer" not in out["audit"]
+    junk = out["junk"]
+    assert junk["bug"] is None and junk["cost"] == {"layers": 3} and junk["sweep"] == {"variance": 4}
+    assert junk["decodeOn"] is True and junk["decodeStep"] is None
+    assert out["cost"] == {
+        "batch": 1, "heads": 2, "kv_heads": 2, "seq_len": 6, "d_model": 32, "layers": 1, "dtype": "float32",
+        "measure": True,
+    }  # fmt: skip
+
+
+def test_sums_pairs_and_steps(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const B = await mod('bugs.js');
+        const M = await mod('masks.js');
+        const D = await mod('decode.js');
+        const m = [[0.5, 0.5, 0], [0.25, 0.25, 0.5]];
+        return {rows: B.rowSums(m), cols: B.columnSums(m), report: B.sumsReport([1, 0.9995, 0.5]),
+                drawn: B.drawnEligibility([[true, false]], 'flipped_mask'),
+                kept: B.drawnEligibility([[true, false]], 'softmax_over_queries'),
+                pairs: M.pairLines({total: 36, causal: 21, window: 24, eligible: 15}).map(l => l.text),
+                none: M.pairLines({total: 25, eligible: 25}).map(l => l.text), missing: M.pairLines(null),
+                steps: [D.clampStep(null, 5), D.clampStep(9, 5), D.clampStep(-2, 5), D.clampStep(2, 5)],
+                match: [D.matchText(2.7e-5), D.matchText(0.01)], bytes: [D.formatBytes(64), D.formatBytes(1073741824)],
+                geo: [D.cacheGeometry({kv_heads: 2, d_head: 4, d_v: 4}, 3, 6).kWidth,
+                      D.cacheGeometry({kv_heads: 8, d_head: 4, d_v: 4}, 3, 6).kWidth]};
+        """
+    )
+    assert out["rows"] == [1, 1] and out["cols"] == [0.75, 0.75, 0.5]
+    assert out["report"] == {"ones": 2, "total": 3, "worst": 0.5}
+    assert out["drawn"] == [[True, True]] and out["kept"] == [[True, False]]
+    assert out["pairs"] == [
+        "causal: 21 of 36 pairs",
+        "window: 24 of 36 pairs",
+        "all together: 15 of 36 pairs eligible",
+    ]
+    assert out["none"] == ["no mask: 25 of 25 pairs eligible"] and out["missing"] == []
+    assert out["steps"] == [4, 4, 0, 2]
+    assert out["match"][0].endswith("matches the full pass") and out["match"][1].endswith("differs from the full pass")
+    assert out["bytes"] == ["64 bytes", "1.07 GB"]
+    assert out["geo"][1] == 4 * out["geo"][0]  # four times the K/V groups, a four times wider cache
