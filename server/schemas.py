@@ -27,7 +27,10 @@ Matrix = Annotated[list[list[FiniteFloat]], AfterValidator(_rectangular)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Request bodies: unknown fields are a 422, and so is every coercion ("scale": "no", "heads": "2", a string
+    in x): a value must already be of its field's JSON type. Integers are accepted where numbers are."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Masks(Strict):
@@ -38,7 +41,7 @@ class Masks(Strict):
     window: int | None = Field(
         None, ge=1, le=2**63 - 1, description="a query sees keys fewer than `window` positions away"
     )
-    blocked: list[tuple[int, int]] = Field(
+    blocked: list[Annotated[list[int], Field(min_length=2, max_length=2)]] = Field(
         default_factory=list, description="single [query, key] cells switched off", max_length=100_000
     )
 
