@@ -59,16 +59,27 @@ def error_response(
     return HTMLResponse(page, status_code=status, headers=headers)
 
 
+# Fields holding a union told apart by its `kind`: pydantic puts the kind in the error's location
+# (change.token.token), which is not a path a client can send, so it is dropped (change.token).
+TAGGED_UNIONS = {"change": ("shift", "token")}
+
+
+def _is_tag(parts: list[Any], i: int) -> bool:
+    return i > 0 and parts[i] in TAGGED_UNIONS.get(str(parts[i - 1]), ())
+
+
 def field_path(loc: tuple[Any, ...] | list[Any]) -> str:
     """("body", "masks", "blocked", 2, 0) -> "masks.blocked[2][0]"."""
     parts = list(loc)
     if parts and parts[0] in ("body", "query", "path"):
         parts = parts[1:]
     out = ""
-    for p in parts:
+    for i, p in enumerate(parts):
         if isinstance(p, int):
             out += f"[{p}]"
-        elif p in ("function-after", "function-before", "list", "tuple"):
+        elif p in ("function-after", "function-before", "list", "tuple") or (
+            i > 0 and p in TAGGED_UNIONS.get(str(parts[i - 1]), ())
+        ):
             continue
         else:
             out += ("." if out else "") + str(p)

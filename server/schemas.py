@@ -22,6 +22,15 @@ def _rectangular(m: list[list[float]]) -> list[list[float]]:
     return m
 
 
+def _unicode(text: str) -> str:
+    """JSON can spell a lone UTF-16 surrogate (\\ud800), which is not text: no tokenizer or encoder can read it."""
+    for i, ch in enumerate(text):
+        if "\ud800" <= ch <= "\udfff":
+            raise ValueError(f"holds a lone UTF-16 surrogate (U+{ord(ch):04X}) at character {i}: not valid Unicode")
+    return text
+
+
+Text = Annotated[str, AfterValidator(_unicode)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 Matrix = Annotated[list[list[FiniteFloat]], AfterValidator(_rectangular)]
 
@@ -64,16 +73,16 @@ class ModelOptions(Strict):
 class SourceRequest(Strict):
     """Cross-attention: keys and values come from this sequence; queries from the request's own input."""
 
-    text: str | None = Field(None, description="the source sequence, tokenised by the model")
-    tokens: list[str] | None = Field(None, description="the source tokens one by one (or labels for rows of x)")
+    text: Text | None = Field(None, description="the source sequence, tokenised by the model")
+    tokens: list[Text] | None = Field(None, description="the source tokens one by one (or labels for rows of x)")
     x: Matrix | None = Field(None, description="an S_k x D source matrix (custom, textbook, random)")
     padding: list[bool] | None = Field(None, description="one flag per source position: false = padding")
 
 
 class AttentionRequest(Strict):
-    model: str | None = Field(None, description="a name from GET /api/models; optional when x is given")
-    text: str | None = Field(None, description="a sequence, tokenised by the model")
-    texts: list[str] | None = Field(
+    model: Text | None = Field(None, description="a name from GET /api/models; optional when x is given")
+    text: Text | None = Field(None, description="a sequence, tokenised by the model")
+    texts: list[Text] | None = Field(
         None,
         min_length=1,
         description="a batch: each text tokenised, padded to the longest, each item's padding mask filled in; "
@@ -82,7 +91,7 @@ class AttentionRequest(Strict):
     source: SourceRequest | None = Field(
         None, description="cross-attention: keys and values from this sequence (random, custom, textbook)"
     )
-    tokens: list[str] | None = Field(None, description="tokens given one by one (or labels for the rows of x)")
+    tokens: list[Text] | None = Field(None, description="tokens given one by one (or labels for the rows of x)")
     x: Matrix | None = Field(None, description="an S x D input matrix (needs weights unless the model has its own)")
     weights: Weights | None = None
     heads: int | None = Field(None, ge=1, description="how many heads the columns of the weights hold (default 1)")
@@ -209,7 +218,7 @@ class HealthResponse(BaseModel):
 class HeadTypesRequest(AttentionRequest):
     """The /api/attention body (text, tokens or x are optional here) plus the induction probe's settings."""
 
-    model: str | None = Field(None, description="a name from GET /api/models")
+    model: Text | None = Field(None, description="a name from GET /api/models")
     segment_len: int = Field(24, ge=2, description="L: the induction probe is L random tokens, then the same L again")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="seeds the probe's random tokens")
 
@@ -267,7 +276,7 @@ class ShiftChange(Strict):
 
 class TokenChange(Strict):
     kind: Literal["token"]
-    token: str = Field(min_length=1, max_length=200, description="the replacement token (a model that embeds tokens)")
+    token: Text = Field(min_length=1, max_length=200, description="the replacement token (a model that embeds tokens)")
 
 
 class PerturbRequest(AttentionRequest):

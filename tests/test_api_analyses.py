@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -69,7 +70,7 @@ def test_perturb_swaps_a_token(trained: TestClient) -> None:
         ({**R, "position": 1, "layer": 0}, "layer", "leave layer out"),
         ({**R, "position": 1, "include": ["weights"]}, "include", "leave include out"),
         ({"model": "textbook", "position": 1, "change": {"kind": "token", "token": "x"}}, "change.kind", "shift"),
-        ({**R, "position": 1, "change": {"kind": "shift", "amount": 1e9}}, "change.shift.amount", "1000"),
+        ({**R, "position": 1, "change": {"kind": "shift", "amount": 1e9}}, "change.amount", "1000"),
         ({**R, "position": 1, "change": {"kind": "melt"}}, "change", "shift"),
         ({**R, "change": {"kind": "shift"}}, "position", "Field required"),
     ],
@@ -228,3 +229,9 @@ def test_every_mask_claim_holds_on_the_engine(client: TestClient, body: dict[str
     assert {c["name"] for c in r["checks"]} == expected
     assert all(c["holds"] for c in r["checks"]), r["checks"]
     assert "Leak" not in r["verdict"]
+
+
+def test_a_lone_surrogate_as_the_replacement_token_is_named(client: TestClient) -> None:
+    body = {**R, "position": 1, "change": {"kind": "token", "token": "\ud800"}}
+    resp = client.post("/api/perturb", content=json.dumps(body), headers={"content-type": "application/json"})
+    assert_error(resp, 422, "change.token", "string")

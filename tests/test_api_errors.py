@@ -63,6 +63,9 @@ BAD: list[tuple[str, dict[str, Any], int, str, str]] = [
     ("blocked negative", {**R, "masks": {"blocked": [[-1, 0]]}}, 422, "masks.blocked[0]", "outside the 3 x 3 grid"),
     ("blocked not a pair", {**R, "masks": {"blocked": [[1]]}}, 422, "masks.blocked[0]", "at least 2 items"),
     ("scale as a word", {**R, "scale": "no"}, 422, "scale", "valid boolean"),
+    ("lone surrogate in text", {**R, "text": "a \ud800 b"}, 422, "text", "(U+D800) at character 2"),
+    ("lone surrogate in tokens", {**R, "text": None, "tokens": ["a", "\udfff"]}, 422, "tokens[1]", "surrogate"),
+    ("lone surrogate in texts", {**R, "text": None, "texts": ["\ud83d"]}, 422, "texts[0]", "surrogate"),
     ("causal as a word", {**R, "masks": {"causal": "yes"}}, 422, "masks.causal", "valid boolean"),
     ("heads as a string", {"x": X2, "weights": W2, "heads": "2"}, 422, "heads", "valid integer"),
     ("x number as a string", {"x": [["1.0", 0.0], [0.0, 1.0]], "weights": W2}, 422, "x[0][0]", "valid number"),
@@ -90,7 +93,8 @@ BAD: list[tuple[str, dict[str, Any], int, str, str]] = [
 def test_bad_input_gets_a_4xx_naming_the_field(
     client: TestClient, name: str, body: dict[str, Any], status: int, field: str, words: str
 ) -> None:
-    resp = client.post("/api/attention", json=body)
+    # json.dumps escapes a lone surrogate as \\udxxx, as a browser's JSON.stringify does (httpx would not encode it)
+    resp = client.post("/api/attention", content=json.dumps(body), headers={"content-type": "application/json"})
     assert_error(resp, status, field, *([words] if words else []))
 
 
