@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -89,7 +90,7 @@ def test_a_probe_as_long_as_the_token_limit_is_scored(trained: TestClient) -> No
     body = trained.post("/api/heads", json={"model": "random", "segment_len": 128}).json()
     assert len(body["probe_tokens"]) == 256 and body["heads"][0]["induction"] is not None
     # minilm adds [CLS] and [SEP]: 2 x 127 + 2 = 256
-    body = trained.post("/api/heads", json={"model": "minilm", "segment_len": 127, "layer": 0}).json()
+    body = trained.post("/api/heads", json={"model": "minilm", "segment_len": 127}).json()
     assert len(body["probe_tokens"]) == 256
     # textbook has no probe: segment_len does not apply to it
     body = trained.post("/api/heads", json={"model": "textbook", "segment_len": 200}).json()
@@ -122,3 +123,12 @@ def test_head_types_of_edited_textbook_numbers(trained: TestClient) -> None:
     assert body["scored_on"] == "input"
     assert row["previous_token"] < 0.01  # the chapter's own numbers score 0.34 here
     assert row["duplicate_token"] == pytest.approx(0.5, abs=0.01)
+
+
+@pytest.mark.parametrize("path", ["/api/heads", "/api/heads/top"])
+@pytest.mark.parametrize(("extra", "field"), [({"layer": 0}, "layer"), ({"include": ["weights"]}, "include")])
+def test_head_endpoints_refuse_fields_they_cannot_honour(
+    trained: TestClient, path: str, extra: dict[str, Any], field: str
+) -> None:
+    body = {"model": "random", "text": "a b c", "query": 1, "key": 0} if path.endswith("top") else {"model": "random"}
+    assert_error(trained.post(path, json={**body, **extra}), 422, field, f"leave {field} out")

@@ -169,3 +169,9 @@ def test_minilm_float64_agrees_with_float32(minilm):
     b = minilm.run(RunInput(text=SENTENCES[0]), CPU, torch.float64)
     assert b.layers[-1].attn.weights.dtype == torch.float64
     assert float((a.layers[-1].attn.weights.double() - b.layers[-1].attn.weights).abs().max()) < 1e-5
+
+
+def test_minilm_text_with_no_word_is_refused(minilm: MiniLMModel) -> None:
+    with pytest.raises(InputError) as err:
+        minilm.encode(RunInput(text="\u200b\u200b \u200c"))
+    assert err.value.field == "text" and "no word" in err.value.message

@@ -202,6 +202,12 @@ class MiniLMModel(AttentionModel):
             field_name = "text"
             enc = self.tokenizer.encode(inp.text)
             ids, labels = list(enc.ids), list(enc.tokens)
+            if len(ids) <= 2:  # [CLS] [SEP] alone: the text held only characters the tokenizer drops
+                raise InputError(
+                    "text",
+                    f"got {len(inp.text)} characters but no word: the tokenizer drops them all (zero-width or control "
+                    "characters, say); give at least one word",
+                )
         else:
             raise InputError("text", "got no text: give at least one word (or a list of WordPiece `tokens`)")
         if not ids:
