@@ -16,16 +16,18 @@ export function reasonCode(masks, q, k) {
 export function renderEligibility(root, view, onCell) {
   root.replaceChildren();
   const S = view.tokens.length;
-  if (S > MAX_GRID_TOKENS) {
+  const keys = view.keyTokens || view.tokens;
+  if (Math.max(S, keys.length) > MAX_GRID_TOKENS) {
     const p = document.createElement("p");
     p.className = "muted small";
     p.textContent = "green: eligible · hatched: masked · click a cell to block or unblock it";
     const canvas = document.createElement("canvas");
-    canvas.setAttribute("aria-label", `eligibility of ${S} x ${S} query-key pairs`);
-    const L = layoutFor(S, { cell: Math.max(3, Math.min(10, Math.floor(360 / S))), labels: S <= 64, maxLabel: 6 });
+    canvas.setAttribute("aria-label", `eligibility of ${S} x ${keys.length} query-key pairs`);
+    const n = Math.max(S, keys.length);
+    const L = layoutFor(S, { cell: Math.max(3, Math.min(10, Math.floor(360 / n))), labels: n <= 64, maxLabel: 6, cols: keys.length });
     drawHeatmap(sizeCanvas(canvas, L), {
       matrix: view.eligible.map((row) => row.map(() => 1)), eligible: view.eligible, blocked: view.blocked,
-      tokens: view.tokens, scale: { stops: [ELIGIBLE_FILL, ELIGIBLE_FILL], min: 0, max: 1 }, layout: L,
+      tokens: view.tokens, keyTokens: view.keyTokens, scale: { stops: [ELIGIBLE_FILL, ELIGIBLE_FILL], min: 0, max: 1 }, layout: L,
     });
     canvas.addEventListener("click", (e) => {
       const r = canvas.getBoundingClientRect();
@@ -45,7 +47,7 @@ export function renderEligibility(root, view, onCell) {
   corner.className = "corner";
   corner.textContent = "query ↓ key →";
   head.append(corner);
-  view.tokens.forEach((t, k) => {
+  keys.forEach((t, k) => {
     const th = document.createElement("th");
     th.scope = "col";
     th.textContent = `${k}`;
@@ -62,7 +64,7 @@ export function renderEligibility(root, view, onCell) {
     th.scope = "row";
     th.textContent = `${q} ${view.tokens[q].length > 10 ? `${view.tokens[q].slice(0, 9)}…` : view.tokens[q]}`;
     tr.append(th);
-    for (let k = 0; k < S; k++) {
+    for (let k = 0; k < keys.length; k++) {
       const td = document.createElement("td");
       const b = document.createElement("button");
       b.type = "button";

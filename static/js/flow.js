@@ -1,5 +1,6 @@
 // The multi-head flow for one layer: input -> per-head Q, K, V and weights -> contexts -> concatenate -> W_O -> output,
-// with the shape of every tensor. Many heads are elided in the middle so 12 or 64 heads still fit.
+// with the shape of every tensor. Many heads are elided in the middle so 12 or 64 heads still fit. A batch adds its
+// leading B to every shape (B x H x S x S weights); cross-attention takes K and V from the source's S_k positions.
 
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 
@@ -44,14 +45,33 @@ function arrow() {
   return a;
 }
 
+// Shapes with the batch's leading B when there is one: [S, D] -> "B × S × D".
+export function batched(dims, batch) {
+  return shape(batch ? [batch, ...dims] : dims);
+}
+
 export function renderFlow(root, caption, view, layer, onOpen) {
   root.replaceChildren();
   const c = view.config;
   const S = view.tokens.length;
+  const Sk = (view.keyTokens || view.tokens).length;
   const H = layer.heads.length;
+  const B = c.batch || null;
+  const dims = (d) => batched(d, B);
   const scaleNote = c.scale ? `÷ √d_k (× ${c.scale_factor.toFixed(3)})` : "unscaled";
-  caption.textContent = `Each head: A = softmax(Q·Kᵀ ${scaleNote} + mask), context = A·V. Click a head to open it large.`;
-  root.append(box("flow-input", view.multiLayer ? `Layer ${layer.index} input` : "Input X", shape([S, c.d_model])));
+  caption.textContent =
+    `Each head: A = softmax(Q·Kᵀ ${scaleNote} + mask), context = A·V. Click a head to open it large.` +
+    (B ? ` A batch of ${B}: every tensor has a leading B; weights are ${shape([B, H, S, S])} over the layer's heads; the heads below show item ${view.item ?? 0}.` : "") +
+    (view.keyTokens ? ` Cross-attention: Q from the text (${S} positions), K and V from the source (${Sk}).` : "");
+  const input = box("flow-input", view.multiLayer ? `Layer ${layer.index} input` : "Input X", dims([S, c.d_model]));
+  if (view.keyTokens) {
+    const col = document.createElement("div");
+    col.className = "flow-inputs";
+    col.append(input, box("flow-input", "Source (keys, values)", dims([Sk, c.d_model])));
+    root.append(col);
+  } else {
+    root.append(input);
+  }
   root.append(arrow());
   const col = document.createElement("div");
   col.className = "flow-heads";
@@ -73,19 +93,22 @@ export function renderFlow(root, caption, view, layer, onOpen) {
     label.textContent = `head ${h}${c.n_kv_heads < c.n_heads ? ` (kv ${head.kv_group})` : ""}`;
     const parts = document.createElement("div");
     parts.className = "flow-shape";
-    parts.textContent = `Q, K ${shape([S, c.d_head])} · V ${shape([S, c.d_v])} → A ${shape([S, S])} → A·V ${shape([S, c.d_v])}`;
+    parts.textContent = view.keyTokens
+      ? `Q ${dims([S, c.d_head])} · K ${dims([Sk, c.d_head])} · V ${dims([Sk, c.d_v])} → A ${dims([S, Sk])} → A·V ${dims([S, c.d_v])}`
+      : `Q, K ${dims([S, c.d_head])} · V ${dims([S, c.d_v])} → A ${dims([S, S])} → A·V ${dims([S, c.d_v])}`;
     const canvas = document.createElement("canvas");
     canvas.setAttribute("aria-hidden", "true");
-    const L = layoutFor(S, { cell: Math.max(1, Math.min(6, Math.floor(36 / S))), labels: false });
+    const L = layoutFor(S, { cell: Math.max(1, Math.min(6, Math.floor(36 / Math.max(S, Sk)))), labels: false, cols: Sk });
     drawHeatmap(sizeCanvas(canvas, L), {
-      matrix: head.weights, eligible: view.eligible, tokens: view.tokens, scale: view.weightScale, layout: L,
+      matrix: head.weights, eligible: view.eligible, tokens: view.tokens, keyTokens: view.keyTokens,
+      scale: view.weightScale, layout: L,
     });
     b.append(canvas, label, parts);
     b.addEventListener("click", () => onOpen(layer.index, h));
     col.append(b);
   }
   root.append(col, arrow());
-  root.append(box("flow-concat", "Concatenate", shape([S, H * c.d_v]), `${H} head${H === 1 ? "" : "s"} × d_v ${c.d_v}`));
+  root.append(box("flow-concat", "Concatenate", dims([S, H * c.d_v]), `${H} head${H === 1 ? "" : "s"} × d_v ${c.d_v}`));
   root.append(arrow());
   if (c.has_w_o) {
     root.append(box("flow-wo", "× W_O", shape([H * c.d_v, c.d_out])));
@@ -94,5 +117,5 @@ export function renderFlow(root, caption, view, layer, onOpen) {
     root.append(box("flow-wo flow-none", "no W_O", "identity", "output = concatenation"));
     root.append(arrow());
   }
-  root.append(box("flow-output", "Output", shape([S, c.d_out])));
+  root.append(box("flow-output", "Output", dims([S, c.d_out])));
 }

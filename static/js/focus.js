@@ -36,8 +36,9 @@ export function hoverText(view, head, q, k) {
   const reasons = maskReasons(view.masks, q, k);
   const s = head.scores ? head.scores[q][k] : null;
   const w = head.weights ? head.weights[q][k] : null;
+  const keys = view.keyTokens || view.tokens;
   return [
-    `Query ${q} “${plotlyText(view.tokens[q])}” → key ${k} “${plotlyText(view.tokens[k])}”`,
+    `Query ${q} “${plotlyText(view.tokens[q])}” → key ${k} “${plotlyText(keys[k])}”`,
     reasons.length ? `masked (${reasons.join(", ")})` : "eligible",
     `score ${s === null ? "–" : s.toFixed(4)}${reasons.length ? " (before masking)" : ""}`,
     `weight ${w === null ? "–" : w.toFixed(4)}`,
@@ -50,15 +51,19 @@ export function renderFocus(el, view, head, layer, onCell) {
   const matrix = view.view === "scores" ? head.scores : head.weights;
   const z = drawnValues(matrix, view.eligible);
   const hover = matrix.map((row, q) => row.map((_, k) => hoverText(view, head, q, k)));
+  const keys = view.keyTokens || view.tokens;
   const idx = view.tokens.map((_, i) => i);
-  const every = Math.ceil(S / MAX_TICKS);
+  const kidx = keys.map((_, i) => i);
+  const every = Math.ceil(Math.max(S, keys.length) / MAX_TICKS);
   const tickIdx = idx.filter((i) => i % every === 0);
   const ticks = tickLabels(view.tokens).filter((_, i) => i % every === 0);
+  const kTickIdx = kidx.filter((i) => i % every === 0);
+  const kTicks = tickLabels(keys).filter((_, i) => i % every === 0);
   const maskedZ = view.eligible.map((row) => row.map((ok) => (ok ? null : 1)));
   const path = maskPath(view.eligible);
   const traces = [
     {
-      type: "heatmap", z: maskedZ, x: idx, y: idx, text: hover, hovertemplate: "%{text}<extra></extra>",
+      type: "heatmap", z: maskedZ, x: kidx, y: idx, text: hover, hovertemplate: "%{text}<extra></extra>",
       colorscale: [[0, MASK_FILL], [1, MASK_FILL]], showscale: false, zmin: 0, zmax: 1, xgap: 0, ygap: 0,
     },
     {
@@ -67,10 +72,10 @@ export function renderFocus(el, view, head, layer, onCell) {
       fillpattern: { shape: "/", fgcolor: MASK_HATCH, bgcolor: MASK_FILL, size: 7, solidity: 0.15 },
     },
     {
-      type: "heatmap", z, x: idx, y: idx, text: hover, hovertemplate: "%{text}<extra></extra>",
+      type: "heatmap", z, x: kidx, y: idx, text: hover, hovertemplate: "%{text}<extra></extra>",
       colorscale: plotlyScale(view.scale.stops), zmin: view.scale.min, zmax: view.scale.max,
       colorbar: { title: { text: view.scale.label, side: "right" }, thickness: 14, len: 0.9 },
-      texttemplate: S <= ANNOTATE_MAX_TOKENS ? "%{z:.2f}" : "", textfont: { size: 11 },
+      texttemplate: Math.max(S, keys.length) <= ANNOTATE_MAX_TOKENS ? "%{z:.2f}" : "", textfont: { size: 11 },
     },
   ];
   if (view.blocked.length) {
@@ -84,15 +89,18 @@ export function renderFocus(el, view, head, layer, onCell) {
     type: "rect", x0: k - 0.45, x1: k + 0.45, y0: q - 0.45, y1: q + 0.45,
     line: { color: "#000", width: 1.5, dash: "dot" },
   }));
-  const axis = (title) => ({
-    title: { text: title, standoff: 6 }, tickmode: "array", tickvals: tickIdx, ticktext: ticks,
+  const axis = (title, vals = tickIdx, text = ticks) => ({
+    title: { text: title, standoff: 6 }, tickmode: "array", tickvals: vals, ticktext: text,
     showgrid: false, zeroline: false, fixedrange: false, automargin: true,
     tickfont: { size: S > 16 ? 9 : 11 },
   });
   const layout = {
     height: FOCUS_HEIGHT,
     margin: { l: 10, r: 10, t: 8, b: 10 },
-    xaxis: { ...axis("Key position"), side: "bottom", tickangle: -45, constrain: "domain" },
+    xaxis: {
+      ...axis(view.keyTokens ? "Key position (source)" : "Key position", kTickIdx, kTicks),
+      side: "bottom", tickangle: -45, constrain: "domain",
+    },
     yaxis: { ...axis("Query position"), autorange: "reversed", scaleanchor: "x", constrain: "domain" },
     shapes,
     plot_bgcolor: "#fff",

@@ -92,10 +92,11 @@ export function renderHeads(root, pager, view, handlers) {
   root.replaceChildren();
   cards.length = 0;
   const S = view.tokens.length;
+  const keys = view.keyTokens || view.tokens;
   const wantLabels = items.length <= 12;
-  const cell = cellSize(S, items.length, root.clientWidth || 900, wantLabels);
+  const cell = cellSize(Math.max(S, keys.length), items.length, root.clientWidth || 900, wantLabels);
   const labels = wantLabels && cell >= 7;
-  const layout = layoutFor(S, { cell, labels, maxLabel: 6 });
+  const layout = layoutFor(S, { cell, labels, maxLabel: 6, cols: keys.length });
   const masked = maskedCells(view.eligible).join(",");
   for (const item of items) {
     const fig = document.createElement("figure");
@@ -182,6 +183,7 @@ export function paintHeads(view, highlight) {
       eligible: view.eligible,
       blocked: view.blocked,
       tokens: view.tokens,
+      keyTokens: view.keyTokens,
       scale: view.scale,
       layout: card.layout,
       changed: view.changed,

@@ -1,4 +1,5 @@
-// One attention matrix drawn on a canvas: rows = query positions, columns = key positions.
+// One attention matrix drawn on a canvas: rows = query positions, columns = key positions (S x S, or S_q x S_k with
+// cross-attention, where the keys come from another sequence).
 // Eligible cells take the colour scale; masked cells are hatched grey, never a colour on the scale.
 // Geometry helpers are pure so tests can call them; `drawHeatmap` only paints.
 
@@ -13,18 +14,20 @@ export function truncate(token, n) {
   return t.length > n ? `${t.slice(0, n - 1)}…` : t;
 }
 
-// Where everything goes for an S x S matrix with cells of `cell` px.
-export function layoutFor(seqLen, { cell, labels = true, maxLabel = 8 }) {
+// Where everything goes for a matrix of `seqLen` query rows and `cols` key columns (default: square) with cells of
+// `cell` px. `plot` is the height of the matrix, `plotW` its width.
+export function layoutFor(seqLen, { cell, labels = true, maxLabel = 8, cols = seqLen }) {
   const font = Math.max(8, Math.min(12, Math.round(cell * 0.75)));
   const labelWidth = labels ? Math.ceil(font * 0.62 * (maxLabel + 3)) : 0;
   const titleBand = labels ? font + 8 : 0;
   const left = titleBand + labelWidth + 4;
   const top = 4;
   const plot = seqLen * cell;
+  const plotW = cols * cell;
   const bottom = labels ? Math.ceil(labelWidth * 0.75) + titleBand + 4 : 4;
   return {
-    seqLen, cell, font, labels, maxLabel, left, top, plot, titleBand, labelWidth,
-    width: left + plot + 6,
+    seqLen, cols, cell, font, labels, maxLabel, left, top, plot, plotW, titleBand, labelWidth,
+    width: left + plotW + 6,
     height: top + plot + bottom,
     step: cell >= MIN_LABEL_CELL ? 1 : Math.ceil(MIN_LABEL_CELL / Math.max(cell, 1)),
   };
@@ -34,7 +37,7 @@ export function layoutFor(seqLen, { cell, labels = true, maxLabel = 8 }) {
 export function cellAt(layout, x, y) {
   const k = Math.floor((x - layout.left) / layout.cell);
   const q = Math.floor((y - layout.top) / layout.cell);
-  if (k < 0 || q < 0 || k >= layout.seqLen || q >= layout.seqLen) return null;
+  if (k < 0 || q < 0 || k >= (layout.cols ?? layout.seqLen) || q >= layout.seqLen) return null;
   return { q, k };
 }
 
@@ -67,18 +70,22 @@ function hatch(ctx, x, y, w, h) {
   ctx.restore();
 }
 
-// Paint one heatmap. opts: {matrix, eligible, blocked, tokens, scale, layout, highlight: {q?, k?}, changed: [[q,k]]}
+// Paint one heatmap. opts: {matrix, eligible, blocked, tokens, keyTokens (default tokens), scale, layout,
+// highlight: {q?, k?}, changed: [[q,k]]}
 export function drawHeatmap(ctx, opts) {
   const { matrix, eligible, tokens, scale, layout: L } = opts;
+  const keyTokens = opts.keyTokens || tokens;
   const blocked = opts.blocked || [];
   const c = L.cell;
+  const cols = L.cols ?? L.seqLen;
+  const plotW = L.plotW ?? L.plot;
   ctx.save();
   ctx.clearRect(0, 0, L.width, L.height);
   ctx.fillStyle = "#fff";
   ctx.fillRect(0, 0, L.width, L.height);
   const values = drawnValues(matrix, eligible);
   for (let q = 0; q < L.seqLen; q++) {
-    for (let k = 0; k < L.seqLen; k++) {
+    for (let k = 0; k < cols; k++) {
       const x = L.left + k * c;
       const y = L.top + q * c;
       const v = values[q][k];
@@ -94,8 +101,8 @@ export function drawHeatmap(ctx, opts) {
   // hatch each masked run along a row at once
   for (let q = 0; q < L.seqLen; q++) {
     let start = -1;
-    for (let k = 0; k <= L.seqLen; k++) {
-      const masked = k < L.seqLen && values[q][k] === null;
+    for (let k = 0; k <= cols; k++) {
+      const masked = k < cols && values[q][k] === null;
       if (masked && start < 0) start = k;
       if (!masked && start >= 0) {
         hatch(ctx, L.left + start * c, L.top + q * c, (k - start) * c, c);
@@ -107,7 +114,7 @@ export function drawHeatmap(ctx, opts) {
     ctx.strokeStyle = BLOCKED_MARK;
     ctx.lineWidth = Math.max(1, c / 10);
     for (const [q, k] of blocked) {
-      if (q >= L.seqLen || k >= L.seqLen) continue;
+      if (q >= L.seqLen || k >= cols) continue;
       const x = L.left + k * c;
       const y = L.top + q * c;
       const m = c * 0.25;
@@ -128,9 +135,9 @@ export function drawHeatmap(ctx, opts) {
   }
   ctx.strokeStyle = "#9a9a9a";
   ctx.lineWidth = 1;
-  ctx.strokeRect(L.left - 0.5, L.top - 0.5, L.plot + 1, L.plot + 1);
+  ctx.strokeRect(L.left - 0.5, L.top - 0.5, plotW + 1, L.plot + 1);
   const hl = opts.highlight || {};
-  if (L.labels) drawAxes(ctx, L, tokens, hl);
+  if (L.labels) drawAxes(ctx, L, tokens, keyTokens, hl);
   drawHighlight(ctx, L, hl);
   ctx.restore();
 }
@@ -139,16 +146,19 @@ export function drawHeatmap(ctx, opts) {
 export function drawHighlight(ctx, L, hl) {
   if (!hl) return;
   const c = L.cell;
+  const cols = L.cols ?? L.seqLen;
   for (const [color, width] of [["#fff", 4], ["#000", 2]]) {
     ctx.strokeStyle = color;
     ctx.lineWidth = width;
-    if (hl.q != null) ctx.strokeRect(L.left, L.top + hl.q * c, L.plot, c);
-    if (hl.k != null) ctx.strokeRect(L.left + hl.k * c, L.top, c, L.plot);
+    if (hl.q != null && hl.q < L.seqLen) ctx.strokeRect(L.left, L.top + hl.q * c, L.plotW ?? L.plot, c);
+    if (hl.k != null && hl.k < cols) ctx.strokeRect(L.left + hl.k * c, L.top, c, L.plot);
   }
 }
 
-function drawAxes(ctx, L, tokens, hl) {
+function drawAxes(ctx, L, tokens, keyTokens, hl) {
   const c = L.cell;
+  const cols = L.cols ?? L.seqLen;
+  const plotW = L.plotW ?? L.plot;
   ctx.font = `${L.font}px ${FONT}`;
   ctx.fillStyle = "#333";
   ctx.textBaseline = "middle";
@@ -158,8 +168,8 @@ function drawAxes(ctx, L, tokens, hl) {
     ctx.textAlign = "right";
     ctx.fillText(label, L.left - 4, L.top + i * c + c / 2);
   }
-  for (let i = 0; i < L.seqLen; i += L.step) {
-    const label = `${truncate(tokens[i], L.maxLabel)} ${i}`;
+  for (let i = 0; i < cols; i += L.step) {
+    const label = `${truncate(keyTokens[i], L.maxLabel)} ${i}`;
     ctx.save();
     ctx.font = `${i === hl.k ? "bold " : ""}${L.font}px ${FONT}`;
     ctx.translate(L.left + i * c + c / 2, L.top + L.plot + 4);
@@ -176,7 +186,7 @@ function drawAxes(ctx, L, tokens, hl) {
   ctx.rotate(-Math.PI / 2);
   ctx.fillText("Query position", 0, 0);
   ctx.restore();
-  ctx.fillText("Key position", L.left + L.plot / 2, L.height - L.font / 2 - 2);
+  ctx.fillText(keyTokens === tokens ? "Key position" : "Key position (source)", L.left + plotW / 2, L.height - L.font / 2 - 2);
 }
 
 // A canvas sized for the layout, sharp on high-density screens.

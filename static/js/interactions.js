@@ -21,6 +21,13 @@ export function createInteractions({ state, app, actions }) {
     renderTokens($("tokens"), { tokens: app.result.tokens, masks: state.masks }, { onPad, onHover: onTokenHover });
   }
 
+  // Cross-attention: mark a source position padding (no query attends to it) and back.
+  function onSourcePad(i) {
+    state.sourcePadded = togglePadded(state.sourcePadded || [], i);
+    const on = state.sourcePadded.includes(i);
+    schedule(`source position ${i} ${on ? "marked padding" : "is a real key again"}`);
+  }
+
   function onCellToggle(q, k, event) {
     if (event && event.shiftKey) {
       onPair(q, k);
@@ -69,7 +76,7 @@ export function createInteractions({ state, app, actions }) {
     const ok = v.eligible[cell.q][cell.k];
     const lines = [
       `${v.multiLayer ? `Layer ${cell.layer} · ` : ""}head ${cell.head}`,
-      `query ${cell.q} “${v.tokens[cell.q]}” → key ${cell.k} “${v.tokens[cell.k]}”`,
+      `query ${cell.q} “${v.tokens[cell.q]}” → key ${cell.k} “${(v.keyTokens || v.tokens)[cell.k]}”`,
       `score ${head.scores[cell.q][cell.k].toFixed(4)}${ok ? "" : " (before masking)"}`,
       ok ? `weight ${head.weights[cell.q][cell.k].toFixed(4)}` : `masked · weight ${head.weights[cell.q][cell.k].toFixed(4)}`,
     ];
@@ -81,5 +88,5 @@ export function createInteractions({ state, app, actions }) {
     setHighlight({ q: cell.q, k: cell.k });
   }
 
-  return { onPad, onCellToggle, onOpen, onQuery, setHighlight, onTokenHover, onCellHover };
+  return { onPad, onSourcePad, onCellToggle, onOpen, onQuery, setHighlight, onTokenHover, onCellHover };
 }

@@ -66,12 +66,13 @@ export function paddedFromFlags(flags) {
   return (flags || []).flatMap((real, i) => (real ? [] : [i]));
 }
 
-// Drop padding and blocked cells that fall outside a sequence of seqLen positions.
-export function clampMasks(masks, seqLen) {
+// Drop padding and blocked cells that fall outside a sequence of seqLen positions (keyLen key columns: a
+// cross-attention source can be longer or shorter than the queries).
+export function clampMasks(masks, seqLen, keyLen = seqLen) {
   return {
     ...masks,
     padded: (masks.padded || []).filter((p) => p >= 0 && p < seqLen),
-    blocked: (masks.blocked || []).filter(([q, k]) => q >= 0 && k >= 0 && q < seqLen && k < seqLen),
+    blocked: (masks.blocked || []).filter(([q, k]) => q >= 0 && k >= 0 && q < seqLen && k < keyLen),
   };
 }
 
@@ -92,10 +93,12 @@ export function diffResults(prev, next, layerIndex) {
   const none = { comparable: false, newlyMasked: [], newlyEligible: [], maxDelta: 0, where: null };
   if (!prev || !next || prev.model !== next.model) return none;
   if (prev.tokens.length !== next.tokens.length || prev.tokens.some((t, i) => t !== next.tokens[i])) return none;
+  if (JSON.stringify(prev.source_tokens ?? null) !== JSON.stringify(next.source_tokens ?? null)) return none;
   const out = { ...none, comparable: true };
   const S = next.tokens.length;
+  const K = next.eligible[0]?.length ?? S; // key columns: S, or S_k with cross-attention
   for (let q = 0; q < S; q++) {
-    for (let k = 0; k < S; k++) {
+    for (let k = 0; k < K; k++) {
       if (prev.eligible[q][k] && !next.eligible[q][k]) out.newlyMasked.push([q, k]);
       if (!prev.eligible[q][k] && next.eligible[q][k]) out.newlyEligible.push([q, k]);
     }
@@ -108,7 +111,7 @@ export function diffResults(prev, next, layerIndex) {
     const b = h.weights;
     if (!a || !b) return;
     for (let q = 0; q < S; q++) {
-      for (let k = 0; k < S; k++) {
+      for (let k = 0; k < K; k++) {
         const d = Math.abs(b[q][k] - a[q][k]);
         if (d > out.maxDelta) {
           out.maxDelta = d;

@@ -21,7 +21,7 @@ export function lineWidth(weight) {
 
 // What the diagram says about each key for query q: eligible or why not, score and weight.
 export function retrievalRows(view, head, q) {
-  return view.tokens.map((token, k) => {
+  return (view.keyTokens || view.tokens).map((token, k) => {
     const reasons = maskReasons(view.masks, q, k);
     return {
       k, token, eligible: view.eligible[q][k], reasons,
@@ -44,8 +44,9 @@ function clip(s, n) {
 
 export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
   const S = view.tokens.length;
-  const rh = rowHeight(S);
-  const height = 34 + S * rh + 8;
+  const keys = view.keyTokens || view.tokens;
+  const rh = rowHeight(Math.max(S, keys.length));
+  const height = 34 + Math.max(S, keys.length) * rh + 8;
   svg.replaceChildren();
   svg.setAttribute("viewBox", `0 0 ${WIDTH} ${height}`);
   svg.setAttribute("width", "100%");
@@ -59,7 +60,7 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
   svg.append(defs);
   svg.append(
     el("text", { x: COL.query, y: 16, class: "rd-head" }, "Query (pick one)"),
-    el("text", { x: COL.key, y: 16, class: "rd-head" }, "Keys"),
+    el("text", { x: COL.key, y: 16, class: "rd-head" }, view.keyTokens ? "Keys (source)" : "Keys"),
     el("text", { x: COL.labels, y: 16, class: "rd-head" }, "score · weight"),
   );
   const y = (i) => 30 + i * rh + rh / 2;
@@ -105,7 +106,7 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
   }
   svg.setAttribute(
     "aria-label",
-    `Retrieval for query ${q} “${view.tokens[q]}”: ${rows.filter((r) => r.eligible).length} of ${S} keys eligible. ` +
+    `Retrieval for query ${q} “${view.tokens[q]}”: ${rows.filter((r) => r.eligible).length} of ${keys.length} keys eligible. ` +
       "Up and down arrows choose another query.",
   );
 }
