@@ -47,7 +47,7 @@ export function createAnalysisPanels({ state, app, actions }) {
 
   function refreshHeadTypes() {
     const ht = app.headTypes;
-    const req = headTypesRequest(app.request);
+    const req = headTypesRequest(app.single);
     const key = JSON.stringify(req);
     if (ht.key === key) return;
     ht.key = key;
@@ -61,9 +61,9 @@ export function createAnalysisPanels({ state, app, actions }) {
   function refreshTopHeads() {
     const t = app.top;
     const pair = state.pair;
-    const ready = app.request && app.result && pair && pair.every((v) => v != null);
+    const ready = app.single && app.result && pair && pair.every((v) => v != null);
     const total = ready ? app.result.config.n_layers * app.result.config.n_heads : 0;
-    const req = ready ? topHeadsRequest(app.request, pair, Math.min(TOP_K, total)) : null;
+    const req = ready ? topHeadsRequest(app.single, pair, Math.min(TOP_K, total)) : null;
     const key = req ? JSON.stringify(req) : null;
     if (t.key === key) return;
     t.key = key;

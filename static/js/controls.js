@@ -10,11 +10,24 @@ import { visibleCanvases } from "./heads.js";
 import { splitTokens } from "./masks.js";
 import { renderMatrices, setEntry } from "./matrices.js";
 import { hideError, showError } from "./panels.js";
-import { BUGS, RANDOM_OPTIONS, defaultState, encodeState, fitRows, stateForModel } from "./state.js";
+import { itemResult } from "./batch.js";
+import {
+  BATCH_MODELS,
+  BUGS,
+  RANDOM_OPTIONS,
+  SOURCE_MODELS,
+  batchOf,
+  defaultState,
+  encodeState,
+  fitRows,
+  singleRequest,
+  sourceOf,
+  stateForModel,
+} from "./state.js";
 
 const $ = (id) => document.getElementById(id);
 
-// ctx.actions needs: info, run, render, schedule, renderHeadTypesPanel.
+// ctx.actions needs: info, run, render, schedule, renderHeadTypesPanel, refreshHeadTypes, refreshTopHeads.
 export function createControls({ state, app, actions }) {
   const info = (...a) => actions.info(...a);
   const run = (...a) => actions.run(...a);
@@ -33,6 +46,7 @@ export function createControls({ state, app, actions }) {
     $("all-masked").value = state.allMasked;
     $("scale").checked = state.scale;
     $("bug-select").value = state.bug || "";
+    writeMoreInputs();
     document.querySelectorAll("input[name=view]").forEach((r) => {
       r.checked = r.value === state.view;
     });
@@ -75,6 +89,40 @@ export function createControls({ state, app, actions }) {
     }
   }
 
+  // The source and batch boxes: their text, whether this model takes them, and what they do to the masks.
+  function writeMoreInputs() {
+    if (document.activeElement !== $("source-input")) $("source-input").value = state.source;
+    if (document.activeElement !== $("batch-input")) $("batch-input").value = state.batch;
+    const canSource = SOURCE_MODELS.includes(state.model);
+    const canBatch = BATCH_MODELS.includes(state.model) && !state.matrices;
+    const batch = batchOf(state);
+    const source = sourceOf(state);
+    $("source-help").textContent = !canSource
+      ? `Cross-attention takes its keys and values from a second sequence: on ${SOURCE_MODELS.join(", ")} here.`
+      : batch
+        ? "The batch below wins while it has text."
+        : source
+          ? "Queries come from the sequence above, keys and values from this one: every head is S_q × S_k."
+          : "Keys and values from this text instead of the sequence: cross-attention.";
+    $("batch-help").textContent = !canBatch
+      ? `A batch runs on ${BATCH_MODELS.join(", ")}.`
+      : batch
+        ? `${batch.length} text${batch.length === 1 ? "" : "s"}, padded to the longest; the sequence above is not used.`
+        : "Each line one text; they are padded to the longest and run together.";
+    $("source-input").setAttribute("aria-disabled", canSource ? "false" : "true");
+    $("batch-input").setAttribute("aria-disabled", canBatch ? "false" : "true");
+    if (batch || source) $("more-inputs").open = true;
+    // causal, a window and padding compare positions of one sequence: a source leaves them out; a batch pads itself
+    const note = $("mask-note");
+    note.hidden = !(batch || source);
+    note.textContent = source
+      ? "With a source, only blocked cells and the source's padding apply: causal and window compare positions of one sequence."
+      : batch
+        ? "In a batch each item's padding comes from its length; causal, window and blocked cells apply to every item."
+        : "";
+    for (const id of ["mask-causal", "mask-window-on", "mask-window"]) $(id).disabled = !!source;
+  }
+
   function onMatrixEdit(name, i, j, raw) {
     const m = info();
     const base = state.matrices || { x: m.options.x, w_q: m.options.w_q, w_k: m.options.w_k, w_v: m.options.w_v };
@@ -96,6 +144,8 @@ export function createControls({ state, app, actions }) {
       pin: state.pin, perturbOn: state.perturbOn, perturb: { ...state.perturb, position: null }, ablMode: state.ablMode,
       // a classic bug, decoding and the sweep are page settings; the cost overrides describe the old model and go
       bug: state.bug, decodeOn: state.decodeOn, sweep: state.sweep,
+      // a source and a batch stay while the new model takes them
+      source: state.source, sourcePadded: state.sourcePadded, batch: state.batch,
     };
     Object.assign(state, stateForModel(m, defaultState()), keep);
     if (text) state.text = text;
@@ -116,6 +166,8 @@ export function createControls({ state, app, actions }) {
     $("run-form").addEventListener("submit", (e) => {
       e.preventDefault();
       state.text = $("sequence-input").value;
+      state.source = $("source-input").value;
+      state.batch = $("batch-input").value;
       if (state.model === "textbook" && state.matrices) {
         state.matrices = { ...state.matrices, x: fitRows(state.matrices.x, splitTokens(state.text).length) };
       }
@@ -125,11 +177,37 @@ export function createControls({ state, app, actions }) {
     $("sequence-input").addEventListener("input", (e) => {
       state.text = e.target.value;
     });
-    $("sequence-input").addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
-        e.preventDefault();
-        $("run-form").requestSubmit();
-      }
+    for (const id of ["sequence-input", "source-input", "batch-input"]) {
+      $(id).addEventListener("keydown", (e) => {
+        if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+          e.preventDefault();
+          $("run-form").requestSubmit();
+        }
+      });
+    }
+    $("source-input").addEventListener("input", (e) => {
+      state.source = e.target.value;
+    });
+    $("batch-input").addEventListener("input", (e) => {
+      state.batch = e.target.value;
+    });
+    for (const id of ["source-input", "batch-input"]) {
+      $(id).addEventListener("change", () => {
+        app.skipDiff = true;
+        schedule(id === "source-input" ? "new source" : "new batch");
+      });
+    }
+    $("batch-item").addEventListener("change", (e) => {
+      if (!app.full || !app.full.config.batch) return;
+      state.item = Number(e.target.value) || 0;
+      app.prev = null;
+      app.diff = null;
+      app.result = itemResult(app.full, state.item);
+      app.single = singleRequest(app.request, state.item);
+      render();
+      // the one-sequence panels now describe this item
+      actions.refreshHeadTypes();
+      actions.refreshTopHeads();
     });
     $("model-select").addEventListener("change", (e) => chooseModel(e.target.value));
     $("example-select").addEventListener("change", (e) => {
@@ -277,7 +355,7 @@ export function createControls({ state, app, actions }) {
     });
     $("export-json").addEventListener("click", () => {
       if (!app.result) return;
-      const data = { link: location.href, request: app.request, response: app.result };
+      const data = { link: location.href, request: app.request, response: app.full || app.result };
       download(`attnlab-${app.result.model}.json`, new Blob([JSON.stringify(data, null, 1)], { type: "application/json" }));
     });
   }

@@ -67,14 +67,14 @@ export function createExperiments({ state, app, actions }) {
 
   function refreshPerturb() {
     const slot = app.perturb;
-    if (!state.perturbOn || !app.request || !app.result) {
+    if (!state.perturbOn || !app.single || !app.result) {
       if (slot.status !== "idle") {
         idle(slot);
         renderPerturbPanel();
       }
       return;
     }
-    askOnce(slot, fetchPerturb, perturbRequest(app.request, perturbPosition(), state.perturb), renderPerturbPanel);
+    askOnce(slot, fetchPerturb, perturbRequest(app.single, perturbPosition(), state.perturb), renderPerturbPanel);
   }
 
   // Before/after with every layer's weights; when that is more than the server sends, only the deltas.
@@ -90,14 +90,14 @@ export function createExperiments({ state, app, actions }) {
 
   function refreshIntervention() {
     const slot = app.intervene;
-    if (!app.request || !app.result || (!state.ablate.length && !state.edits.length)) {
+    if (!app.single || !app.result || (!state.ablate.length && !state.edits.length)) {
       if (slot.status !== "idle") {
         idle(slot);
         renderInterventionPanel();
       }
       return;
     }
-    const { layer: _layer, ...attention } = app.request;
+    const { layer: _layer, ...attention } = app.single;
     const req = interveneRequest({ ...attention, include: ["weights"] }, state.ablate, state.edits, TOP_K);
     askOnce(slot, intervene, req, renderInterventionPanel);
   }
@@ -121,14 +121,14 @@ export function createExperiments({ state, app, actions }) {
 
   function refreshCompare() {
     const slot = app.compare;
-    if (!state.pin || !app.request) {
+    if (!state.pin || !app.single) {
       if (slot.status !== "idle") {
         idle(slot);
         renderComparePanel();
       }
       return;
     }
-    askOnce(slot, compare, compareRequest(state.pin, app.request, shownLayer()), renderComparePanel);
+    askOnce(slot, compare, compareRequest(state.pin, app.single, shownLayer()), renderComparePanel);
   }
 
   function refreshExperiments() {
@@ -185,7 +185,7 @@ export function createExperiments({ state, app, actions }) {
     const any = state.ablate.length + state.edits.length > 0;
     $("iv-clear").disabled = !any;
     renderInterventionList();
-    $("pin-a").disabled = !app.request;
+    $("pin-a").disabled = !app.single;
     $("unpin").disabled = !state.pin;
     $("pin-a").textContent = state.pin ? "Pin this run as A instead" : "Pin as A";
     const focus = app.view ? app.view.focus : null;
@@ -261,7 +261,7 @@ export function createExperiments({ state, app, actions }) {
   function renderComparePanel() {
     renderCompare($("compare-body"), {
       pin: state.pin,
-      current: app.request ? pinRequest(app.request) : null,
+      current: app.single ? pinRequest(app.single) : null,
       result: app.compare.result,
       status: app.compare.status,
       message: app.compare.message,
@@ -357,8 +357,8 @@ export function createExperiments({ state, app, actions }) {
       changed();
     });
     $("pin-a").addEventListener("click", () => {
-      if (!app.request) return;
-      state.pin = pinRequest(app.request);
+      if (!app.single) return;
+      state.pin = pinRequest(app.single);
       changed();
       renderComparePanel();
     });

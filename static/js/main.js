@@ -29,7 +29,8 @@ import {
   showError,
 } from "./panels.js";
 import { renderRetrieval } from "./retrieval.js";
-import { buildRequest, decodeState, defaultState, stateForModel } from "./state.js";
+import { itemResult, renderBatchBar } from "./batch.js";
+import { batchOf, buildRequest, decodeState, defaultState, singleRequest, sourceOf, stateForModel } from "./state.js";
 import { renderStats } from "./stats.js";
 import { renderTokens } from "./tokens.js";
 
@@ -39,7 +40,10 @@ const WHITESPACE_MODELS = ["textbook", "random", "custom", "induction"];
 const state = defaultState();
 const app = {
   models: [],
-  result: null, // the last good response
+  result: null, // the last good response, as the views show it (one item of a batch)
+  full: null, // the last good response as it came (a batch keeps its leading axis)
+  request: null, // the /api/attention body that gave it
+  single: null, // that body as one sequence (the batch's item, no source, no bug): what every other endpoint runs
   prev: null, // the one before, for "what changed"
   diff: null,
   lastAction: "",
@@ -67,11 +71,11 @@ const $ = (id) => document.getElementById(id);
 const actions = { info, run, render, schedule };
 const ctx = { state, app, actions };
 const { refreshHeadTypes, refreshTopHeads, renderHeadTypesPanel, renderTopPanel, onPair, openHead } = createAnalysisPanels(ctx);
-const { onPad, onCellToggle, onOpen, onQuery, onTokenHover, onCellHover } = createInteractions(ctx);
+const { onPad, onSourcePad, onCellToggle, onOpen, onQuery, onTokenHover, onCellHover } = createInteractions(ctx);
 const { writeControls, updateUrl, bindControls, fillModels } = createControls(ctx);
 const { bindExperiments, renderExperiments, onAblate } = createExperiments(ctx);
 const { bindMechanics, renderMechanics } = createMechanics(ctx);
-Object.assign(actions, { updateUrl, renderHeadTypesPanel, onPair, openHead });
+Object.assign(actions, { updateUrl, renderHeadTypesPanel, refreshHeadTypes, refreshTopHeads, onPair, openHead });
 
 // ---- state -> API -------------------------------------------------------------------------------------------
 
@@ -80,13 +84,23 @@ function info(name = state.model) {
 }
 
 function sameInput(result) {
-  return result && result.model === state.model && app.resultText === state.text && app.resultOptions === JSON.stringify(state.options);
+  return (
+    result &&
+    result.model === state.model &&
+    app.resultText === state.text &&
+    app.resultBatch === JSON.stringify(batchOf(state)) &&
+    app.resultOptions === JSON.stringify(state.options)
+  );
 }
 
-// How many positions the request will have: whitespace models split the text here; others ask the server once.
+// How many positions the request will have: whitespace models split the text here (a batch: its longest text);
+// others ask the server once.
 async function sequenceLength(signal) {
   if (state.matrices) return state.matrices.x.length;
-  if (WHITESPACE_MODELS.includes(state.model)) return splitTokens(state.text).length;
+  const texts = batchOf(state);
+  if (WHITESPACE_MODELS.includes(state.model)) {
+    return texts ? Math.max(...texts.map((t) => splitTokens(t).length)) : splitTokens(state.text).length;
+  }
   if (sameInput(app.result)) return app.result.tokens.length;
   if (!state.masks.padded.length && !state.masks.blocked.length) return 0;
   const probe = { ...buildRequest({ ...state, masks: { ...state.masks, padded: [], blocked: [] } }, info(), 0), include: [] };
@@ -110,14 +124,19 @@ async function run() {
   let retry = false;
   try {
     const S = await sequenceLength(controller.signal);
-    if (S > 0) state.masks = clampMasks(state.masks, S);
+    const source = sourceOf(state);
+    if (S > 0) state.masks = clampMasks(state.masks, S, source ? splitTokens(source).length : S);
     const req = buildRequest(state, info(), S);
     const result = await fetchAttention(req, controller.signal);
     if (seq !== app.seq) return;
     app.prev = app.result;
-    app.result = result;
+    app.full = result;
+    state.item = Math.min(state.item, (result.config.batch || 1) - 1);
+    app.result = itemResult(result, state.item);
     app.request = req;
+    app.single = singleRequest(req, state.item);
     app.resultText = state.text;
+    app.resultBatch = JSON.stringify(batchOf(state));
     app.resultOptions = JSON.stringify(state.options);
     settle(result);
     app.diff = app.skipDiff ? null : diffResults(app.prev, result, currentLayerIndex());
@@ -166,7 +185,8 @@ function placePendingPair(result) {
 function settle(result) {
   const S = result.tokens.length;
   if (state.query != null && state.query >= S) state.query = S - 1;
-  if (state.pair && state.pair.some((p) => p != null && p >= S)) state.pair = null;
+  const K = result.source_tokens ? result.source_tokens.length : S;
+  if (state.pair && (state.pair[0] >= S || state.pair[1] >= K)) state.pair = null;
   const nLayers = result.config.n_layers;
   if (state.layer !== "all" && state.layer >= nLayers) state.layer = 0;
   if (state.focus) {
@@ -195,15 +215,20 @@ function buildView() {
   const focus = wanted ? state.focus : [heads[0].layer, heads[0].head.index];
   const focusLayer = wanted || shown[0];
   const diff = app.diff && app.diff.comparable ? app.diff : null;
+  const cross = !!r.source_tokens;
   return {
     tokens: r.tokens,
+    keyTokens: cross ? r.source_tokens : null, // cross-attention: the columns are the source's positions
+    item: r.item ?? 0,
     eligible: drawnEligibility(r.eligible, r.demo_bug?.name),
-    masks: {
-      causal: r.masks.causal,
-      window: r.masks.window,
-      padded: paddedFromFlags(r.masks.padding),
-      blocked: r.masks.blocked,
-    },
+    masks: cross
+      ? { causal: false, window: null, padded: paddedFromFlags(app.request.source?.padding), blocked: r.masks.blocked }
+      : {
+          causal: r.masks.causal,
+          window: r.masks.window,
+          padded: paddedFromFlags(r.masks.padding),
+          blocked: r.masks.blocked,
+        },
     blocked: r.masks.blocked,
     view: state.view,
     palette: state.palette,
@@ -233,7 +258,24 @@ function render() {
   if (!app.result) return;
   const view = buildView();
   app.view = view;
-  renderTokens($("tokens"), { tokens: view.tokens, masks: state.masks }, { onPad, onHover: onTokenHover });
+  const batched = !!app.result.config.batch;
+  renderTokens(
+    $("tokens"),
+    // a batch item's padding comes from its length; with a source, padding applies to the source's positions
+    {
+      tokens: view.tokens,
+      masks: batched ? view.masks : view.keyTokens ? { padded: [] } : state.masks,
+      locked: batched || !!view.keyTokens,
+    },
+    { onPad, onHover: onTokenHover },
+  );
+  renderBatchBar($("batch-bar"), {
+    full: app.full,
+    item: view.item,
+    sourceTokens: view.keyTokens,
+    sourcePadded: view.masks.padded,
+    onSourcePad,
+  });
   renderPairs($("pair-counts"), app.result.pairs);
   renderBugBanner($("demo-bug"), app.result.demo_bug);
   renderLegend(view);
@@ -245,7 +287,12 @@ function render() {
   const [fl, fh] = view.focus;
   $("focus-title").textContent = view.multiLayer ? `Layer ${fl} · head ${fh}, large` : `Head ${fh}, large`;
   renderFocus($("focus-plot"), view, view.focusHead, fl, onCellToggle);
-  renderSums($("sums"), { weights: view.focusHead.weights, tokens: view.tokens, bug: app.result.demo_bug?.name });
+  renderSums($("sums"), {
+    weights: view.focusHead.weights,
+    tokens: view.tokens,
+    keyTokens: view.keyTokens,
+    bug: app.result.demo_bug?.name,
+  });
   $("retrieval-title").textContent = `Retrieval · ${view.multiLayer ? `L${fl} ` : ""}head ${fh} · query ${view.query} “${view.tokens[view.query]}”`;
   renderRetrieval($("retrieval"), view, view.focusHead, view.query, onQuery, (k) => onPair(view.query, k));
   $("flow-title").textContent = view.multiLayer ? `Multi-head flow · layer ${view.layer.index}` : "Multi-head flow";

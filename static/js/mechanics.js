@@ -47,7 +47,7 @@ export function createMechanics({ state, app, actions }) {
 
   function refreshDecode() {
     const slot = app.decode;
-    if (!state.decodeOn || !app.request) {
+    if (!state.decodeOn || !app.single) {
       stopPlay();
       if (slot.status !== "idle") {
         idle(slot);
@@ -55,7 +55,7 @@ export function createMechanics({ state, app, actions }) {
       }
       return;
     }
-    askOnce(slot, fetchDecode, decodeRequest(app.request), renderDecodePanel);
+    askOnce(slot, fetchDecode, decodeRequest(app.single), renderDecodePanel);
   }
 
   function decodeResult() {

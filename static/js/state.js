@@ -1,7 +1,7 @@
 // The page's one state object, its defaults, and its round trip through the URL.
 // Everything a person sets lives here, so a link reproduces the view. Pure: no DOM, no fetch.
 
-import { masksRequest, paddedFromFlags } from "./masks.js";
+import { masksRequest, paddedFromFlags, paddingFlags, splitTokens } from "./masks.js";
 
 export const VIEWS = ["weights", "scores"];
 export const PALETTE_NAMES = ["viridis", "cividis"];
@@ -46,6 +46,7 @@ export function defaultState() {
     cost: {}, // the cost panel's fields that differ from the current run's: {seq_len: 8192, dtype: "bfloat16"}
     sweep: null, // the scaling sweep once drawn: {variance}
     source: "", // cross-attention: keys and values from this text ("" = self-attention)
+    sourcePadded: [], // source positions marked padding
     batch: "", // a batch: one text per line ("" = one sequence)
     item: 0, // the batch item the views show
   };
@@ -58,6 +59,11 @@ export const BUGS = ["softmax_over_queries", "flipped_mask"];
 export const COST_FIELDS = ["batch", "heads", "kv_heads", "seq_len", "d_model", "layers"];
 export const DTYPES = ["float32", "float64", "bfloat16", "float16"];
 export const SWEEP_VARIANCE = { min: 0.1, max: 4, fallback: 1 };
+// Which models take a batch of texts, and which a cross-attention source text (README "The chapter's mechanics";
+// textbook's source must be five labels for its own five rows, so the page offers a source text on random only).
+export const BATCH_MODELS = ["random", "minilm", "induction"];
+export const SOURCE_MODELS = ["random"];
+
 // Fields the server takes on /api/attention only: every other endpoint runs one sequence and refuses them.
 export const ONE_SEQUENCE = ["texts", "source", "demo_bug"];
 
@@ -122,6 +128,7 @@ export function encodeState(s) {
   if (cost) p.set("cost", cost);
   if (s.sweep) p.set("sweep", String(s.sweep.variance));
   if (s.source) p.set("src", s.source);
+  if (s.source && s.sourcePadded?.length) p.set("spad", s.sourcePadded.join(","));
   if (s.batch) p.set("batch", s.batch);
   if (s.item) p.set("item", String(s.item));
   return p.toString();
@@ -291,6 +298,11 @@ export function decodeState(search) {
   const variance = Number.parseFloat(p.get("sweep"));
   if (p.has("sweep")) s.sweep = { variance: clampVariance(variance) };
   s.source = (p.get("src") || "").slice(0, 20000);
+  s.sourcePadded = (p.get("spad") || "")
+    .split(",")
+    .map(int)
+    .filter((v) => v != null && v >= 0)
+    .sort((a, b) => a - b);
   s.batch = (p.get("batch") || "").slice(0, 20000);
   s.item = Math.max(0, int(p.get("item")) ?? 0);
   return s;
@@ -332,14 +344,48 @@ export function buildRequest(s, info, seqLen) {
     req.include.push("contexts", "qkv");
   }
   if (s.bug) req.demo_bug = s.bug;
+  const texts = batchOf(s);
+  const source = sourceOf(s);
+  if (texts) {
+    // a batch replaces the text; each item's padding comes from its length
+    delete req.text;
+    req.texts = texts;
+    req.masks = { ...req.masks, padding: null };
+  } else if (source) {
+    // keys and values from the source: only blocked cells and the source's own padding apply
+    const keys = splitTokens(source).length;
+    req.source = { text: source };
+    const flags = paddingFlags(s.sourcePadded || [], keys);
+    if (flags) req.source.padding = flags;
+    req.masks = { blocked: (s.masks.blocked || []).filter(([q, k]) => q < seqLen && k < keys) };
+  }
   return req;
 }
 
+// The batch's texts when this state runs one (two or more lines on a model that takes batches), else null.
+export function batchOf(s) {
+  const texts = batchTexts(s.batch);
+  return texts.length && BATCH_MODELS.includes(s.model) && !s.matrices ? texts : null;
+}
+
+// The cross-attention source text when this state runs one, else null. A batch wins over a source.
+export function sourceOf(s) {
+  const t = (s.source || "").trim();
+  return t && SOURCE_MODELS.includes(s.model) && !batchOf(s) ? t : null;
+}
+
 // The attention request as one plain sequence: without a batch, a cross-attention source or a classic bug, which
-// only /api/attention takes (every analysis runs the correct code on one sequence).
-export function singleRequest(attention) {
+// only /api/attention takes (every analysis runs the correct code on one sequence). A batch becomes its item
+// `item` on its own; a cross-attention run becomes self-attention over its text.
+export function singleRequest(attention, item = 0) {
   const out = { ...attention };
   for (const k of ONE_SEQUENCE) delete out[k];
+  if (attention.texts) out.text = attention.texts[Math.min(item, attention.texts.length - 1)];
+  if (attention.source || attention.texts) {
+    const { padding: _p, ...masks } = attention.masks || {};
+    out.masks = { causal: false, window: null, blocked: [], ...masks, padding: null };
+    if (attention.source) out.masks.blocked = [];
+  }
   return out;
 }
 

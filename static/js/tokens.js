@@ -14,6 +14,11 @@ export function renderTokens(root, view, handlers) {
     b.classList.toggle("padded", padded);
     b.setAttribute("aria-pressed", padded ? "true" : "false");
     b.title = padded ? `Position ${i} is padding: click to make it a real token` : `Click to mark position ${i} as padding`;
+    if (view.locked) {
+      // a batch item's padding comes from its length, not from a click
+      b.setAttribute("aria-disabled", "true");
+      b.title = padded ? `Position ${i} pads this item to the batch's longest text` : `Position ${i}`;
+    }
     const idx = document.createElement("span");
     idx.className = "idx";
     idx.textContent = String(i);
@@ -21,7 +26,7 @@ export function renderTokens(root, view, handlers) {
     text.className = "text";
     text.textContent = token;
     b.append(idx, text);
-    b.addEventListener("click", () => handlers.onPad(i));
+    if (!view.locked) b.addEventListener("click", () => handlers.onPad(i));
     b.addEventListener("mouseenter", () => handlers.onHover(i));
     b.addEventListener("focus", () => handlers.onHover(i));
     b.addEventListener("mouseleave", () => handlers.onHover(null));
