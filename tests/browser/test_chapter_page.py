@@ -15,6 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import PageLog, wait_idle
+from tests.browser.test_experiments import tab_to
 
 pytestmark = pytest.mark.browser
 
@@ -336,3 +337,120 @@ def test_a_head_with_w_q_equal_to_w_k_says_its_scores_are_symmetric(open_page: C
     expect(page.locator("#stats tbody tr").first).to_contain_text("W_Q = W_K: scores are symmetric")
     page = open_page("?m=textbook")
     expect(page.get_by_test_id("head-heatmap").first.locator(".flag-symmetric")).to_have_count(0)
+
+
+def focus_z(page: Page) -> list[list[float | None]]:
+    return page.evaluate("document.getElementById('focus-plot').data[2].z")  # type: ignore[no-any-return]
+
+
+def test_cross_attention_draws_queries_against_the_sources_keys(
+    open_page: Callable[..., Page], live_server: str, page_log: PageLog
+) -> None:
+    page = open_page("?m=random&t=the+cat+sat")
+    page.locator("#more-inputs summary").click()
+    page.get_by_test_id("source-input").fill("le chat est assis ici")
+    with page.expect_response(lambda r: r.url.endswith("/api/attention") and "source" in (r.request.post_data or "")):
+        page.get_by_test_id("source-input").press("Control+Enter")
+    wait_idle(page)
+    body = page_log.attention_requests()[-1]
+    assert body["source"] == {"text": "le chat est assis ici"} and body["text"] == "the cat sat"
+    assert body["masks"] == {"blocked": []}  # causal, window and padding belong to one sequence
+    expect(page.get_by_test_id("mask-causal")).to_be_disabled()
+    # mark the source's last position padding: no query attends to it
+    with page.expect_response("**/api/attention") as resp:
+        page.get_by_test_id("source-token").nth(4).click()
+    wait_idle(page)
+    body = resp.value.request.post_data_json
+    assert body["source"]["padding"] == [True, True, True, True, False]
+    api = resp.value.json()
+    assert api["source_tokens"] == ["le", "chat", "est", "assis", "ici"] and len(api["tokens"]) == 3
+    card = page.get_by_test_id("head-heatmap").first
+    assert card.get_attribute("data-masked-cells") == "0-4,1-4,2-4"
+    layout = json.loads(card.get_attribute("data-layout") or "{}")
+    box = card.locator("canvas").bounding_box()
+    assert box and box["width"] > box["height"]  # 3 rows, 5 columns: wider than tall
+    assert layout["cell"] > 0
+    want = api["layers"][0]["heads"][0]["weights"]
+    z = focus_z(page)
+    assert len(z) == 3 and all(len(row) == 5 for row in z)
+    for q in range(3):
+        assert z[q][4] is None
+        assert z[q][:4] == pytest.approx(want[q][:4], abs=1e-6)
+    keys = page.locator("#retrieval g.rd-key")
+    expect(keys).to_have_count(5)
+    expect(page.locator("#retrieval g.rd-key.rd-masked")).to_have_count(1)
+    expect(page.locator("#eligibility thead th")).to_have_count(6)  # the corner and five source keys
+    expect(page.locator("#flow-caption")).to_contain_text("K and V from the source (5)")
+    assert "src=le+chat+est+assis+ici" in page.url and "spad=4" in page.url
+    assert page_log.page_errors == []
+
+
+def test_a_batch_shows_each_item_through_the_same_views(
+    open_trained: Open, trained_server: str, page_log: PageLog
+) -> None:
+    page = open_trained("?m=minilm&t=The+cat+sat&layer=0")
+    texts = ["The animal was tired", "it ran", "The street was too wide to cross"]
+    page.locator("#more-inputs summary").click()
+    page.get_by_test_id("batch-input").fill("\n".join(texts))
+    with page.expect_response(lambda r: r.url.endswith("/api/attention") and "texts" in (r.request.post_data or "")):
+        page.get_by_test_id("run-button").click()
+    wait_idle(page)
+    body = page_log.attention_requests()[-1]
+    assert body["texts"] == texts and "text" not in body and body["masks"]["padding"] is None
+    api = httpx.post(f"{trained_server}/api/attention", json=body, timeout=60).json()
+    assert api["config"]["batch"] == 3
+    tokens = page.get_by_test_id("token").locator(".text")
+    expect(tokens).to_have_text(api["batch_tokens"][0])
+    expect(page.get_by_test_id("batch-item").locator("option")).to_have_count(3)
+    expect(page.locator("#flow-caption")).to_contain_text("3 × 12 × 9 × 9")
+
+    asked = len(page_log.attention_requests())
+    with page.expect_response("**/api/heads") as heads:
+        page.get_by_test_id("batch-item").select_option("1")  # "it ran": four real tokens, five [PAD]
+    assert heads.value.request.post_data_json["text"] == "it ran"  # head types run this item on its own
+    expect(tokens).to_have_text(api["batch_tokens"][1])
+    assert len(page_log.attention_requests()) == asked  # the item comes from the batch already here
+    real = api["batch_padding"][1]
+    masked = {f"{q}-{k}" for q in range(9) for k in range(9) if not real[k]}
+    card = page.get_by_test_id("head-heatmap").first
+    assert set((card.get_attribute("data-masked-cells") or "").split(",")) == masked
+    want = api["layers"][0]["heads"][0]["weights"][1]
+    z = focus_z(page)
+    for q in range(9):
+        for k in range(9):
+            if real[k]:
+                assert z[q][k] == pytest.approx(want[q][k], abs=1e-6)
+            else:
+                assert z[q][k] is None
+    stats = api["layers"][0]["heads"][0]["stats"][1]
+    row = page.locator("#stats tbody tr").first.locator("td").first
+    expect(row).to_have_text(f"{stats['mean_entropy']:.3f}")
+    assert "item=1" in page.url and "batch=" in page.url
+    assert page_log.page_errors == []
+
+
+def test_the_mechanics_panels_work_from_the_keyboard(open_page: Callable[..., Page]) -> None:
+    page = open_page(RANDOM + "&causal=1")
+    tab_to(page, "decode-run")
+    with page.expect_response("**/api/decode"):
+        page.keyboard.press("Enter")
+    step = page.get_by_test_id("decode-step")
+    expect(step).to_have_attribute("data-step", "0")
+    page.keyboard.press("Tab")  # Prev is disabled on the first step: the next stop is Play, then Next
+    assert page.evaluate("document.activeElement.id") == "decode-play"
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "decode-next"
+    page.keyboard.press("Enter")
+    expect(step).to_have_attribute("data-step", "1")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "decode-slider"
+    page.keyboard.press("ArrowRight")
+    expect(step).to_have_attribute("data-step", "2")
+    tab_to(page, "cost-measure")
+    with page.expect_response("**/api/cost"):
+        page.keyboard.press("Enter")
+    expect(page.get_by_test_id("cost-measured")).to_contain_text("How peak memory is measured")
+    tab_to(page, "audit-export")
+    with page.expect_download():
+        page.keyboard.press("Enter")
+    expect(page.get_by_test_id("audit-summary").locator("li").first).to_contain_text("they agree")

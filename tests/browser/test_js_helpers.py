@@ -651,3 +651,29 @@ def test_sums_pairs_and_steps(js: Callable[[str], Any]) -> None:
     assert out["match"][0].endswith("matches the full pass") and out["match"][1].endswith("differs from the full pass")
     assert out["bytes"] == ["64 bytes", "1.07 GB"]
     assert out["geo"][1] == 4 * out["geo"][0]  # four times the K/V groups, a four times wider cache
+
+
+def test_a_batch_and_a_source_become_one_sequence_for_the_other_endpoints(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const S = await mod('state.js');
+        const s = {...S.defaultState(), model: 'random', text: 'a b c'};
+        s.masks = {causal: true, window: 2, padded: [1], blocked: [[0, 0], [2, 4]]};
+        const src = S.buildRequest({...s, source: 'x y z w v', sourcePadded: [4]}, {layers: 1}, 3);
+        const batch = S.buildRequest({...s, batch: 'p q\\n\\n r s t ', source: 'x y'}, {layers: 1}, 3);
+        const textbook = S.buildRequest({...s, model: 'textbook', source: 'x y', batch: 'p q'}, {layers: 1}, 3);
+        return {src, batch, textbook, srcOne: S.singleRequest(src), item1: S.singleRequest(batch, 1),
+                item9: S.singleRequest(batch, 9)};
+        """
+    )
+    src = out["src"]
+    assert src["text"] == "a b c" and src["source"] == {"text": "x y z w v", "padding": [True] * 4 + [False]}
+    assert src["masks"] == {"blocked": [[0, 0], [2, 4]]}
+    batch = out["batch"]
+    assert batch["texts"] == ["p q", "r s t"] and "text" not in batch and "source" not in batch
+    assert batch["masks"]["padding"] is None and batch["masks"]["causal"] is True
+    assert "texts" not in out["textbook"] and "source" not in out["textbook"]
+    one = out["srcOne"]
+    assert "source" not in one and one["text"] == "a b c" and one["masks"]["blocked"] == []
+    assert out["item1"]["text"] == "r s t" and "texts" not in out["item1"] and out["item1"]["masks"]["causal"]
+    assert out["item9"]["text"] == "r s t"
