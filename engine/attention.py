@@ -105,10 +105,12 @@ def from_concatenated(
     w_o: Tensor | None,
     n_heads: int,
     n_kv_heads: int | None = None,
+    d_model: int | None = None,
 ) -> AttentionWeights:
     """Split D x (heads * width) matrices into per-head weights, checking every shape.
 
-    w_q: (D, H * d_head), w_k: (D, G * d_head), w_v: (D, G * d_v), w_o: (H * d_v, d_out).
+    w_q: (D, H * d_head), w_k: (D, G * d_head), w_v: (D, G * d_v), w_o: (H * d_v, d_out). `d_model`, the width
+    of the input when the caller knows it, decides which matrix has the wrong number of rows.
     """
     g = n_heads if n_kv_heads is None else n_kv_heads
     if n_heads < 1:
@@ -118,6 +120,15 @@ def from_concatenated(
     for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
         if w.dim() != 2:
             raise InputError(f"weights.{name}", f"must be a matrix, got {w.dim()} dimensions")
+    rows = {w_q.shape[0], w_k.shape[0], w_v.shape[0]}
+    if d_model is not None and len(rows) == 1 and d_model not in rows:
+        raise InputError("x", f"has width {d_model} but the weights expect d_model = {rows.pop()} (their rows)")
+    if d_model is not None:  # the weights disagree: name the one that does not fit x
+        for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
+            if w.shape[0] != d_model:
+                raise InputError(
+                    f"weights.{name}", f"has {w.shape[0]} rows but x has width {d_model}: it needs D = {d_model} rows"
+                )
     d_model = w_q.shape[0]
     for name, w in (("w_k", w_k), ("w_v", w_v)):
         if w.shape[0] != d_model:
@@ -237,6 +248,8 @@ def attention(
             raise InputError(name, f"has width {t.shape[-1]} but the weights expect d_model = {w.d_model}")
 
     q, k, v = project(x, w, source)
+    for t, name in ((q, "weights.w_q"), (k, "weights.w_k"), (v, "weights.w_v")):
+        require_finite(t, name.removeprefix("weights.").replace("w_", "").upper(), name)
     if past is not None:
         k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
     if eligible is None:
@@ -245,7 +258,7 @@ def attention(
     check_policy(~eligible if bug == "flipped_mask" else eligible, all_masked)
     factor = scale_factor(w.d_head, scale)
     scores = attention_scores(q, expand_groups(k, w.n_heads), factor)
-    require_finite(scores, "scores")
+    require_finite(scores, "scores", "x")
     weights = masked_softmax(scores, eligible) if bug is None else buggy_softmax(scores, eligible, bug)
     if interventions is not None:
         weights = edit_weights(weights, eligible, interventions.edits)
@@ -253,7 +266,7 @@ def attention(
     if interventions is not None:
         contexts = ablate_contexts(contexts, eligible, interventions.ablations)
     concat, output = merge_heads(contexts, w)
-    require_finite(output, "output")
+    require_finite(output, "output", "weights.w_o" if w.W_O is not None else "weights.w_v")
     return AttentionOutput(q, k, v, scores, eligible, weights, contexts, concat, output, factor)
 
 
@@ -278,10 +291,11 @@ def check_policy(eligible: Tensor, all_masked: str) -> None:
             raise AllMaskedRowsError(rows)
 
 
-def require_finite(t: Tensor, what: str) -> None:
+def require_finite(t: Tensor, what: str, field: str = "x") -> None:
+    """A 422 naming `field` (the input or weight that feeds this step) when `t` overflowed its dtype."""
     if not bool(torch.isfinite(t).all()):
         raise NonFiniteError(
-            "x",
+            field,
             f"the {what} overflowed {str(t.dtype).removeprefix('torch.')} (largest magnitude "
             f"{torch.finfo(t.dtype).max:.3g}): reduce the magnitude of the inputs or weights",
         )

@@ -140,6 +140,7 @@ def test_training_is_deterministic_from_the_seed():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # about 25 s alone on 2 cores; minutes when the machine is shared
 def test_short_training_run_learns_to_predict_repeats():
     cfg = InductionConfig(vocab_size=len(VOCAB))
     start = time.perf_counter()

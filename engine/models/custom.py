@@ -51,5 +51,6 @@ class CustomModel(AttentionModel):
             inp.weights.get("w_o"),
             n_heads=inp.heads or 1,
             n_kv_heads=inp.kv_heads,
+            d_model=inp.x.shape[1] if inp.x is not None else None,
         )
         return one_layer(w.to(device, dtype))

@@ -67,5 +67,6 @@ class TextbookModel(AttentionModel):
             given.get("w_o"),
             n_heads=inp.heads or 1,
             n_kv_heads=inp.kv_heads,
+            d_model=inp.x.shape[1] if inp.x is not None else None,
         )
         return one_layer(w.to(device, dtype))
