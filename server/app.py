@@ -12,7 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.device import resolve_device, resolve_dtype
-from engine.models import BUILDERS, load_models
+from engine.models import BUILDERS, load_available
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import error_body, install_error_handlers
@@ -153,9 +153,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         device = resolve_device(settings.device)
         dtype = resolve_dtype(settings.dtype)
         names = settings.model_names(list(BUILDERS))
-        app.state.models = load_models(names)
+        app.state.models = load_available(names)
+        for name, why in app.state.models.unavailable.items():
+            log.warning("model %s is unavailable: %s", name, why)
         app.state.runtime = Runtime(device, dtype, settings.max_concurrent, settings.queue_timeout_s)
-        log.info("attnlab ready on %s (%s) with models %s", device, settings.dtype, ", ".join(names))
+        log.info("attnlab ready on %s (%s) with models %s", device, settings.dtype, ", ".join(app.state.models))
         yield
 
     app = FastAPI(

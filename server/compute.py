@@ -24,6 +24,9 @@ def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> At
     name = req.model or ("custom" if req.x is not None else None)
     if name is None:
         raise ApiError(422, "invalid_request", "give a model name, or x with weights", "model")
+    unavailable: dict[str, str] = getattr(models, "unavailable", {})
+    if name in unavailable:
+        raise ApiError(422, "model_unavailable", f"{name} is not loaded on this server: {unavailable[name]}", "model")
     if name not in models:
         raise ApiError(
             422, "unknown_model", f"unknown model {name!r}; this server has {', '.join(sorted(models))}", "model"

@@ -201,8 +201,14 @@ class ModelEntry(BaseModel):
     vocab: list[str] | None = None
 
 
+class UnavailableModel(BaseModel):
+    name: str
+    reason: str = Field(description="why it is not loaded, with the command that installs it")
+
+
 class ModelsResponse(BaseModel):
     models: list[ModelEntry]
+    unavailable: list[UnavailableModel] = Field(default_factory=list)
 
 
 class HealthResponse(BaseModel):

@@ -3,7 +3,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from server.deps import ModelsDep
-from server.schemas import ModelEntry, ModelsResponse
+from server.schemas import ModelEntry, ModelsResponse, UnavailableModel
 from server.serialize import mask_spec_dict
 
 router = APIRouter(prefix="/api", tags=["models"])
@@ -32,4 +32,7 @@ async def list_models(models: ModelsDep) -> ModelsResponse:
                 vocab=i.vocab,
             )
         )
-    return ModelsResponse(models=entries)
+    unavailable = getattr(models, "unavailable", {})
+    return ModelsResponse(
+        models=entries, unavailable=[UnavailableModel(name=n, reason=r) for n, r in unavailable.items()]
+    )

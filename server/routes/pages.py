@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 from pathlib import Path
 
 import fastapi_offline
@@ -11,9 +12,10 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES_DIR = ROOT / "templates"
-STATIC_DIR = ROOT / "static"
+# templates/ and static/ sit beside the server package: in the checkout, and in site-packages once installed
+WEB_ROOT = Path(str(importlib.resources.files("server"))).parent
+TEMPLATES_DIR = WEB_ROOT / "templates"
+STATIC_DIR = WEB_ROOT / "static"
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 # Swagger UI and ReDoc as files of the installed fastapi-offline package: /docs and /redoc work with no internet
 DOCS_ASSETS = Path(fastapi_offline.__file__).parent / "static"
