@@ -95,15 +95,19 @@ def _validation_message(err: dict[str, Any]) -> str:
     return msg
 
 
+MAX_DETAILS = 20  # an error body lists at most this many problems, however many the request had
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def on_validation(request: Request, exc: RequestValidationError) -> Response:
+        errors = exc.errors()
         details = [
             {"field": field_path(e.get("loc", ())), "message": _validation_message(e), "type": e.get("type")}
-            for e in exc.errors()
+            for e in errors[:MAX_DETAILS]
         ]
         first = details[0] if details else {"field": "body", "message": "invalid request"}
-        more = f" (and {len(details) - 1} more)" if len(details) > 1 else ""
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         message = f"{first['field']}: {first['message']}{more}"
         return error_response(request, 422, "invalid_request", message, first["field"], details)
 

@@ -32,7 +32,14 @@ def _unicode(text: str) -> str:
 
 Text = Annotated[str, AfterValidator(_unicode)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
-Matrix = Annotated[list[list[FiniteFloat]], AfterValidator(_rectangular)]
+# Length caps far above any limit a server sets, checked before the items are: a body of a million items in one
+# list gets one error at once instead of a million (the real limits come after, with their settings' names).
+MAX_ITEMS = 65_536
+Matrix = Annotated[
+    list[Annotated[list[FiniteFloat], Field(max_length=MAX_ITEMS)]],
+    Field(max_length=MAX_ITEMS),
+    AfterValidator(_rectangular),
+]
 
 
 class Strict(BaseModel):
@@ -45,7 +52,9 @@ class Strict(BaseModel):
 class Masks(Strict):
     causal: bool = Field(False, description="a query sees itself and earlier keys only")
     padding: list[bool] | None = Field(
-        None, description="one flag per position: true = real token, false = padding (no query attends to it)"
+        None,
+        max_length=MAX_ITEMS,
+        description="one flag per position: true = real token, false = padding (no query attends to it)",
     )
     window: int | None = Field(
         None, ge=1, le=2**63 - 1, description="a query sees keys fewer than `window` positions away"
@@ -74,9 +83,13 @@ class SourceRequest(Strict):
     """Cross-attention: keys and values come from this sequence; queries from the request's own input."""
 
     text: Text | None = Field(None, description="the source sequence, tokenised by the model")
-    tokens: list[Text] | None = Field(None, description="the source tokens one by one (or labels for rows of x)")
+    tokens: list[Text] | None = Field(
+        None, max_length=MAX_ITEMS, description="the source tokens one by one (or labels for rows of x)"
+    )
     x: Matrix | None = Field(None, description="an S_k x D source matrix (custom, textbook, random)")
-    padding: list[bool] | None = Field(None, description="one flag per source position: false = padding")
+    padding: list[bool] | None = Field(
+        None, max_length=MAX_ITEMS, description="one flag per source position: false = padding"
+    )
 
 
 class AttentionRequest(Strict):
@@ -85,13 +98,16 @@ class AttentionRequest(Strict):
     texts: list[Text] | None = Field(
         None,
         min_length=1,
+        max_length=1024,
         description="a batch: each text tokenised, padded to the longest, each item's padding mask filled in; "
         "matrices gain a leading batch axis (random, minilm, induction)",
     )
     source: SourceRequest | None = Field(
         None, description="cross-attention: keys and values from this sequence (random, custom, textbook)"
     )
-    tokens: list[Text] | None = Field(None, description="tokens given one by one (or labels for the rows of x)")
+    tokens: list[Text] | None = Field(
+        None, max_length=MAX_ITEMS, description="tokens given one by one (or labels for the rows of x)"
+    )
     x: Matrix | None = Field(None, description="an S x D input matrix (needs weights unless the model has its own)")
     weights: Weights | None = None
     heads: int | None = Field(None, ge=1, description="how many heads the columns of the weights hold (default 1)")

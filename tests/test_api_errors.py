@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -342,3 +343,16 @@ def test_head_scores_for_every_mask_combination_are_fractions_or_a_named_422(
     if top.status_code == 200:
         weights = [h["weight"] for h in top.json()["heads"]]
         assert weights == sorted(weights, reverse=True) and all(0.0 <= w <= 1.0 for w in weights)
+
+
+def test_a_million_wrong_items_get_one_short_error_at_once(client: TestClient) -> None:
+    body = json.dumps({"model": "random", "tokens": list(range(1_000_000))})
+    start = time.perf_counter()
+    resp = client.post("/api/attention", content=body, headers={"content-type": "application/json"})
+    err = assert_error(resp, 422, "tokens", "at most 65536 items")
+    assert len(resp.content) < 5_000 and len(err["details"]) == 1
+    assert time.perf_counter() - start < 30  # was 10-12 s and a 91 MB answer; generous for a shared machine
+    many = json.dumps({"x": [["a"] * 300] * 300, "weights": {"w_q": [[1.0]], "w_k": [[1.0]], "w_v": [[1.0]]}})
+    resp = client.post("/api/attention", content=many, headers={"content-type": "application/json"})
+    err = assert_error(resp, 422, "x[0][0]", "and 89999 more")
+    assert len(err["details"]) == 20
