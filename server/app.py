@@ -36,10 +36,16 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
             await self._refuse(send)
             return
+        if scope["method"] == "POST" and scope["path"].startswith("/api/"):
+            refusal = json_only(headers)
+            if refusal is not None:
+                await send_error(send, 415, "unsupported_media_type", *refusal)
+                return
         chunks: list[bytes] = []
         seen = 0
         while True:
@@ -67,12 +73,27 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
-        body = orjson.dumps(
-            error_body(413, "too_large", f"body: larger than {self.max_bytes} bytes (ATTNLAB_MAX_BODY_BYTES)", "body")
-        )
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        message = f"body: larger than {self.max_bytes} bytes (ATTNLAB_MAX_BODY_BYTES)"
+        await send_error(send, 413, "too_large", message, "body")
+
+
+def json_only(headers: dict[bytes, bytes]) -> tuple[str, str] | None:
+    """(message, field) when a POST to the API is not plain JSON: the API reads application/json, uncompressed."""
+    encoding = headers.get(b"content-encoding", b"identity").decode("latin-1").strip().lower()
+    if encoding not in ("", "identity"):
+        return f"content-encoding: got {encoding!r}; send the JSON body uncompressed", "content-encoding"
+    kind = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+    if kind and kind != "application/json" and not kind.endswith("+json"):
+        return f"content-type: got {kind!r}; the API reads application/json", "content-type"
+    return None
+
+
+async def send_error(send: Send, status: int, code: str, message: str, field: str | None) -> None:
+    """The one error shape, sent by a middleware (before the app and its handlers)."""
+    body = orjson.dumps(error_body(status, code, message, field))
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 # The page loads only its own files and needs no inline script; plotly adds <style> elements, hence the inline
@@ -113,17 +134,8 @@ class Hardening:
             return
         host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
         if not self.host_allowed(host):
-            body = orjson.dumps(
-                error_body(
-                    400,
-                    "bad_host",
-                    f"host: {host[:100]!r} is not a name this server answers to; add it to ATTNLAB_ALLOWED_HOSTS",
-                    "host",
-                )
-            )
-            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-            await send({"type": "http.response.start", "status": 400, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            message = f"host: {host[:100]!r} is not a name this server answers to; add it to ATTNLAB_ALLOWED_HOSTS"
+            await send_error(send, 400, "bad_host", message, "host")
             return
         path: str = scope["path"]
         csp = DOCS_CSP if path in ("/docs", "/redoc") else PAGE_CSP

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 import uvicorn
+from pydantic import ValidationError
 
 from server.app import create_app
 from server.config import Settings
@@ -22,7 +24,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     overrides = {k: v for k, v in vars(args).items() if k != "command" and v is not None}
-    settings = Settings(**overrides)
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as err:
+        # one line per bad setting, named as the person set it, instead of a traceback
+        for e in err.errors():
+            name = str(e["loc"][0]) if e["loc"] else "settings"
+            where = f"--{name.replace('_', '-')}" if name in overrides else f"ATTNLAB_{name.upper()}"
+            sys.stderr.write(f"attnlab: {where}: {e['msg']} (got {e.get('input')!r})\n")
+        raise SystemExit(2) from None
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
 

@@ -205,10 +205,16 @@ def prepare(
         s_k = len(encoded.source.tokens)
         _check_tokens(s_k, "source.tokens" if req.source and req.source.tokens is not None else "source.text", settings)
     model.last_layer(inp)  # a 422 naming `layer` when it is past the model's last
-    # refuse before computing what could not be sent: the S x S_k matrices alone are a lower bound
+    # refuse before computing what could not be sent: the S x S_k matrices, and the per-position vectors asked for
     layers = 1 if req.layer is not None else model.n_layers(inp)
+    heads, s = model.n_heads(inp), len(tokens)
+    width = encoded.x.shape[-1]
+    d_head = model.info.d_head or max(1, width // heads)
     matrices = sum(k in req.include for k in ("scores", "weights"))
-    values = layers * model.n_heads(inp) * len(tokens) * s_k * matrices * results * (encoded.batch or 1)
+    per_layer = heads * s * s_k * matrices
+    per_layer += ("contexts" in req.include) * heads * s * d_head + ("output" in req.include) * s * width
+    per_layer += ("qkv" in req.include) * 3 * heads * s * d_head
+    values = layers * per_layer * results * (encoded.batch or 1)
     check_result_size(values, settings.max_result_values)
     return Prepared(model, inp, encoded)
 

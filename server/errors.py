@@ -86,12 +86,19 @@ def field_path(loc: tuple[Any, ...] | list[Any]) -> str:
     return out or "body"
 
 
+def _error_field(err: dict[str, Any]) -> str:
+    # invalid JSON has no field: its location holds the character offset, not an index into a list
+    return "body" if err.get("type") == "json_invalid" else field_path(err.get("loc", ()))
+
+
 def _validation_message(err: dict[str, Any]) -> str:
     msg = str(err.get("msg", "invalid"))
     msg = msg.removeprefix("Value error, ")
     ctx = err.get("ctx") or {}
     if err.get("type") == "json_invalid":
-        return f"the body is not valid JSON ({ctx.get('error', msg)})"
+        loc = err.get("loc", ())
+        at = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+        return f"the body is not valid JSON{at} ({ctx.get('error', msg)})"
     return msg
 
 
@@ -103,7 +110,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_validation(request: Request, exc: RequestValidationError) -> Response:
         errors = exc.errors()
         details = [
-            {"field": field_path(e.get("loc", ())), "message": _validation_message(e), "type": e.get("type")}
+            {"field": _error_field(e), "message": _validation_message(e), "type": e.get("type")}
             for e in errors[:MAX_DETAILS]
         ]
         first = details[0] if details else {"field": "body", "message": "invalid request"}

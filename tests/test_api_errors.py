@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 from typing import Any
@@ -356,3 +357,40 @@ def test_a_million_wrong_items_get_one_short_error_at_once(client: TestClient) -
     resp = client.post("/api/attention", content=many, headers={"content-type": "application/json"})
     err = assert_error(resp, 422, "x[0][0]", "and 89999 more")
     assert len(err["details"]) == 20
+
+
+@pytest.mark.parametrize(
+    ("headers", "content", "status", "field", "words"),
+    [
+        ({"content-type": "application/json"}, b'{"model": "random", "text": "a b"', 422, "body", "at character 33"),
+        (
+            {"content-type": "text/plain"},
+            b'{"model": "random", "text": "a b"}',
+            415,
+            "content-type",
+            "application/json",
+        ),
+        (
+            {"content-type": "application/json", "content-encoding": "gzip"},
+            gzip.compress(b'{"model": "random", "text": "a b"}'),
+            415,
+            "content-encoding",
+            "uncompressed",
+        ),
+    ],
+)
+def test_bodies_that_are_not_plain_json_are_named(
+    client: TestClient, headers: dict[str, str], content: bytes, status: int, field: str, words: str
+) -> None:
+    assert_error(client.post("/api/attention", content=content, headers=headers), status, field, words)
+
+
+def test_an_over_large_result_is_refused_before_any_layer_runs(make_client: Any) -> None:
+    with make_client(models="minilm", max_result_values=200_000) as c:
+        runs: list[int] = []
+        model = c.app.state.models["minilm"]
+        real = model.run
+        model.run = lambda *a, **k: runs.append(1) or real(*a, **k)
+        body = {"model": "minilm", "text": "word " * 120, "include": ["qkv"]}
+        assert_error(c.post("/api/attention", json=body), 422, "include", "limit 200,000")
+        assert runs == []

@@ -116,7 +116,7 @@ def test_head_type_scores_random_model_shapes_and_ranges():
         assert set(row) == {"layer", "head", *SCORE_NAMES}
         for name in ("previous_token", "duplicate_token", "induction"):
             assert 0.0 <= row[name] <= 1.0  # type: ignore[operator]
-        assert row["entropy"] <= math.log(22) + 1e-9  # type: ignore[operator]
+        assert row["entropy"] <= math.log(20) + 1e-9  # type: ignore[operator]  # 2 x 10 probe tokens
 
 
 @pytest.mark.parametrize("segment_len", [10, 20])
@@ -212,7 +212,6 @@ def test_given_text_scores_that_text_and_keeps_induction_on_the_probe(induction)
     on_probe = head_type_scores(induction, CPU, torch.float64, segment_len=16)
     on_text = head_type_scores(induction, CPU, torch.float64, segment_len=16, inp=RunInput(text=text))
     run = induction.run(RunInput(text=text), CPU, torch.float64)
-    tokens = text.split()
     for layer, trace in enumerate(run.layers):
         w = trace.attn.weights[0]  # (H, S, S)
         for h in range(w.shape[0]):
@@ -222,13 +221,17 @@ def test_given_text_scores_that_text_and_keeps_induction_on_the_probe(induction)
             dup = float(sum(w[h, q, q - 5] for q in range(5, 10)) / 5)  # each word's one earlier copy
             assert row["previous_token"] == pytest.approx(prev, abs=1e-12)
             assert row["duplicate_token"] == pytest.approx(dup, abs=1e-12)
-    assert len(set(tokens)) == 5
 
 
 def test_masks_without_text_apply_to_the_probe(induction):
     causal = head_type_scores(induction, CPU, torch.float64, segment_len=10)
     lifted = head_type_scores(induction, CPU, torch.float64, segment_len=10, inp=RunInput(masks=MaskSpec()))
-    assert causal != lifted
+    # lifting the causal mask on the probe moves some head's previous-token score by more than 0.01 (was: any change)
+    assert any(
+        abs(lift["previous_token"] - c["previous_token"]) > 0.01  # type: ignore[operator]
+        for layer_c, layer_l in zip(causal, lifted, strict=True)
+        for c, lift in zip(layer_c, layer_l, strict=True)
+    )
     with pytest.raises(InputError) as err:
         head_type_scores(
             induction, CPU, torch.float64, segment_len=10, inp=RunInput(masks=MaskSpec(padding=[True] * 3))
