@@ -16,6 +16,7 @@ from engine.models import BUILDERS, load_available
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import error_body, install_error_handlers
+from server.observability import Metrics, Observe
 from server.routes import analyses, attention, heads, health, mechanics, models, pages
 
 log = logging.getLogger("attnlab")
@@ -168,7 +169,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.models = load_available(names)
         for name, why in app.state.models.unavailable.items():
             log.warning("model %s is unavailable: %s", name, why)
-        app.state.runtime = Runtime(device, dtype, settings.max_concurrent, settings.queue_timeout_s)
+        app.state.runtime = Runtime(device, dtype, settings.max_concurrent, settings.queue_timeout_s, metrics)
         log.info("attnlab ready on %s (%s) with models %s", device, settings.dtype, ", ".join(app.state.models))
         yield
 
@@ -181,6 +182,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    metrics = Metrics()
+    app.state.metrics = metrics
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(models.router)
@@ -192,4 +195,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(pages.STATIC_DIR)), name="static")
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(Hardening, allowed_hosts=settings.host_names())
+    app.add_middleware(Observe, metrics=metrics)
     return app

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from server.app import create_app
 from server.config import Settings
+from server.observability import json_logging
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -33,8 +34,9 @@ def main(argv: list[str] | None = None) -> None:
             where = f"--{name.replace('_', '-')}" if name in overrides else f"ATTNLAB_{name.upper()}"
             sys.stderr.write(f"attnlab: {where}: {e['msg']} (got {e.get('input')!r})\n")
         raise SystemExit(2) from None
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="info")
+    json_logging(logging.INFO)
+    # attnlab logs one JSON line per request itself (with its request id), so uvicorn's access log is off
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None, access_log=False)
 
 
 if __name__ == "__main__":

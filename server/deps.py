@@ -14,6 +14,7 @@ from fastapi import Depends, Request
 from engine.models import AttentionModel
 from server.config import Settings
 from server.errors import ApiError
+from server.observability import Metrics
 
 
 @dataclass
@@ -22,6 +23,7 @@ class Runtime:
     dtype: torch.dtype
     max_concurrent: int
     queue_timeout_s: float
+    metrics: Metrics | None = None  # queue depth and busy slots, when the app keeps metrics
     _slots: threading.BoundedSemaphore = field(init=False)
 
     def __post_init__(self) -> None:
@@ -30,7 +32,15 @@ class Runtime:
     @contextmanager
     def slot(self) -> Iterator[None]:
         """Hold one of the max_concurrent compute slots; a 503 after queue_timeout_s of waiting."""
-        if not self._slots.acquire(timeout=self.queue_timeout_s):
+        m = self.metrics
+        if m is not None:
+            m.queue_depth.inc()
+        try:
+            got = self._slots.acquire(timeout=self.queue_timeout_s)
+        finally:
+            if m is not None:
+                m.queue_depth.dec()
+        if not got:
             raise ApiError(
                 503,
                 "busy",
@@ -38,10 +48,14 @@ class Runtime:
                 "(ATTNLAB_MAX_CONCURRENT, ATTNLAB_QUEUE_TIMEOUT_S); try again shortly",
                 headers={"Retry-After": str(max(1, round(self.queue_timeout_s)))},
             )
+        if m is not None:
+            m.busy_slots.inc()
         try:
             yield
         finally:
             self._slots.release()
+            if m is not None:
+                m.busy_slots.dec()
 
 
 def get_settings(request: Request) -> Settings:

@@ -3,15 +3,16 @@ from __future__ import annotations
 from importlib.metadata import version
 
 import torch
-from fastapi import APIRouter
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from server.deps import ModelsDep, RuntimeDep
 from server.schemas import HealthResponse
 
-router = APIRouter(prefix="/api", tags=["health"])
+router = APIRouter(tags=["health"])
 
 
-@router.get("/health", response_model=HealthResponse)
+@router.get("/api/health", response_model=HealthResponse)
 async def health(runtime: RuntimeDep, models: ModelsDep) -> HealthResponse:
     return HealthResponse(
         status="ok",
@@ -22,3 +23,10 @@ async def health(runtime: RuntimeDep, models: ModelsDep) -> HealthResponse:
         cuda_available=torch.cuda.is_available(),
         models=sorted(models),
     )
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    """Prometheus text format: requests, latency, errors, queue depth and busy slots of this server."""
+    registry = request.app.state.metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
