@@ -6,6 +6,7 @@ Every analysis endpoint takes the same request body, so they all go through `pre
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
@@ -17,7 +18,7 @@ from server.config import Settings
 from server.deps import Runtime
 from server.errors import ApiError
 from server.schemas import AttentionRequest, Weights
-from server.serialize import check_result_size
+from server.serialize import check_result_size, serialize_run
 
 
 def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> AttentionModel:
@@ -230,3 +231,17 @@ def refuse_fields(req: AttentionRequest, fields: tuple[str, ...], why: str) -> N
     if "include" in fields or "audit" not in req.include:
         return
     raise ApiError(422, "invalid_request", f"{why}: the audit comes with /api/attention only", "include")
+
+
+def run_body(run: ModelRun, req: AttentionRequest, settings: Settings, runtime: Runtime) -> dict[str, Any]:
+    """A run as /api/attention answers it, for the request's layer and include."""
+    return serialize_run(
+        run,
+        layer=req.layer,
+        include=req.include,
+        scale=req.scale,
+        all_masked=req.all_masked,
+        device=str(runtime.device),
+        dtype=str(runtime.dtype).removeprefix("torch."),
+        max_values=settings.max_result_values,
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated
 
 import torch
 from fastapi import APIRouter, Body
@@ -18,12 +18,10 @@ from engine.analysis.intervene import intervene
 from engine.analysis.perturb import Change, perturb
 from engine.errors import InputError
 from engine.interventions import EdgeEdit, HeadAblation, Interventions
-from engine.models import ModelRun
-from server.compute import ONE_SEQUENCE, prepare, refuse_fields
+from server.compute import ONE_SEQUENCE, prepare, refuse_fields, run_body
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
 from server.schemas import (
-    AttentionRequest,
     CompareRequest,
     CompareResult,
     InterveneRequest,
@@ -38,27 +36,12 @@ from server.serialize import (
     intervention_body,
     perturb_body,
     result_size,
-    serialize_run,
 )
 
 router = APIRouter(prefix="/api", tags=["analysis"])
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 INDUCTION = "red ball king river frog clock red ball king river frog clock"
-
-
-def run_body(run: ModelRun, req: AttentionRequest, settings: SettingsDep, runtime: RuntimeDep) -> dict[str, Any]:
-    """A run as /api/attention answers it, for the request's layer and include."""
-    return serialize_run(
-        run,
-        layer=req.layer,
-        include=req.include,
-        scale=req.scale,
-        all_masked=req.all_masked,
-        device=str(runtime.device),
-        dtype=str(runtime.dtype).removeprefix("torch."),
-        max_values=settings.max_result_values,
-    )
 
 
 @router.post(

@@ -8,10 +8,10 @@ from fastapi.responses import Response
 
 from engine.analysis.audit import audit
 from engine.interventions import Interventions
-from server.compute import prepare
+from server.compute import prepare, run_body
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.schemas import AttentionRequest, AttentionResult
-from server.serialize import NPZ_MEDIA_TYPE, NPZResponse, ORJSONResponse, serialize_run
+from server.serialize import NPZ_MEDIA_TYPE, NPZResponse, ORJSONResponse
 
 router = APIRouter(prefix="/api", tags=["attention"])
 
@@ -38,16 +38,7 @@ def compute_attention(
     perturbation verdicts of the masks in force)."""
     prepared = prepare(req, settings, models, runtime)
     run = prepared.run(runtime, Interventions(bug=req.demo_bug))
-    body = serialize_run(
-        run,
-        layer=req.layer,
-        include=req.include,
-        scale=req.scale,
-        all_masked=req.all_masked,
-        device=str(runtime.device),
-        dtype=str(runtime.dtype).removeprefix("torch."),
-        max_values=settings.max_result_values,
-    )
+    body = run_body(run, req, settings, runtime)
     if "audit" in req.include:
         with runtime.slot(), torch.inference_mode():
             body["audit"] = audit(prepared.model, prepared.inp, prepared.encoded, run, runtime.device, runtime.dtype)
