@@ -5,14 +5,9 @@
 // headline numbers. Pure helpers on top (a test imports them); `renderAudit` only draws.
 
 import { formatBytes } from "./decode.js";
+import { node } from "./dom.js";
 
 export const SDPA_TOLERANCE = 1e-5; // the engine agrees with torch's SDPA below this
-
-function node(tag, props = {}, text) {
-  const n = Object.assign(document.createElement(tag), props);
-  if (text !== undefined) n.textContent = text;
-  return n;
-}
 
 export function auditFilename(model) {
   return `attnlab-audit-${String(model || "custom").replace(/[^A-Za-z0-9_.-]+/g, "_")}.json`;

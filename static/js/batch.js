@@ -4,11 +4,7 @@
 // S_q x S_k with `source_tokens` naming the key axis; the views take those as `keyTokens`. Pure helpers on top;
 // the render functions only draw.
 
-function node(tag, props = {}, text) {
-  const n = Object.assign(document.createElement(tag), props);
-  if (text !== undefined) n.textContent = text;
-  return n;
-}
+import { node } from "./dom.js";
 
 // Item b of a batched result, shaped like a one-sequence result (a result without a batch comes back as it is).
 export function itemResult(r, b) {

@@ -3,18 +3,14 @@
 // its row and column sums: softmax over the keys makes every row sum to 1; softmax over the queries makes the
 // columns sum to 1 instead. Pure helpers on top (a test imports them); the render functions only draw.
 
+import { node } from "./dom.js";
+
 export const BUG_LABELS = {
   softmax_over_queries: "softmax over queries",
   flipped_mask: "flipped mask (True read as blocked)",
 };
 export const SUM_TOLERANCE = 1e-3; // a sum within this of 1 reads as 1
 export const MAX_SUMS_SHOWN = 24; // beyond this many positions only the extremes are listed
-
-function node(tag, props = {}, text) {
-  const n = Object.assign(document.createElement(tag), props);
-  if (text !== undefined) n.textContent = text;
-  return n;
-}
 
 // Σ over keys of each query row.
 export function rowSums(m) {

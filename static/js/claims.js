@@ -4,23 +4,11 @@
 // positions a mask protects drawn as protected — a protected bar above zero is a leak, drawn in red.
 // Pure helpers on top; `renderDeltaCharts` and `renderPerturb` only draw. The intervention panel reuses the charts.
 
-const SVG = "http://www.w3.org/2000/svg";
+import { node, el } from "./dom.js";
+
 export const CHART = { width: 560, height: 58, left: 64, right: 8, top: 6, labelBand: 14 };
 export const ZERO_TOLERANCE = 0; // "exactly 0": a protected bar above this is a leak
 export const MAX_TICK_LABELS = 24;
-
-function node(tag, props = {}, text) {
-  const n = Object.assign(document.createElement(tag), props);
-  if (text !== undefined) n.textContent = text;
-  return n;
-}
-
-function el(name, attrs = {}, text) {
-  const n = document.createElementNS(SVG, name);
-  for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
-  if (text !== undefined) n.textContent = text;
-  return n;
-}
 
 // Every position some check in force protects (must read exactly 0), sorted.
 export function protectedPositions(checks) {

@@ -4,14 +4,9 @@
 
 import { RDBU } from "./colors.js";
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
+import { node } from "./dom.js";
 
 export const MAX_DIFF_MAPS = 24; // beyond this many heads the ones that changed most are drawn
-
-function node(tag, props = {}, text) {
-  const n = Object.assign(document.createElement(tag), props);
-  if (text !== undefined) n.textContent = text;
-  return n;
-}
 
 // A symmetric diverging scale over ±maxAbs (±1 when nothing changed, so zero stays white).
 export function diffScale(maxAbs) {

@@ -6,16 +6,11 @@
 
 import { formatBytes } from "./decode.js";
 import { plotlyText } from "./focus.js";
+import { node } from "./dom.js";
 
 // Okabe–Ito colours (colour-blind safe), with a dash pattern each so the lines part without colour too.
 export const COST_COLORS = { scores: "#d55e00", kv: "#0072b2", now: "#009e73", limit: "#cc79a7", memory: "#000000" };
 export const COST_PLOT_HEIGHT = 340;
-
-function node(tag, props = {}, text) {
-  const n = Object.assign(document.createElement(tag), props);
-  if (text !== undefined) n.textContent = text;
-  return n;
-}
 
 export function formatCount(n) {
   if (n == null || !Number.isFinite(n)) return "–";

@@ -6,26 +6,13 @@
 
 import { VIRIDIS, colorAt, rgbString } from "./colors.js";
 import { truncate } from "./heatmap.js";
+import { node, el } from "./dom.js";
 
-const SVG = "http://www.w3.org/2000/svg";
 export const MATCH_TOLERANCE = 1e-4; // max |cached − full| below this reads "matches the full pass"
 export const STRIP = { width: 640, height: 120, left: 8, right: 8, top: 16, bottom: 34 };
 export const MINI = { cell: 10, height: 12, maxWidth: 320 };
 export const CACHE = { feature: 4, maxWidth: 260, maxRow: 10, maxHeight: 200 };
 export const PLAY_MS = 650;
-
-function node(tag, props = {}, text) {
-  const n = Object.assign(document.createElement(tag), props);
-  if (text !== undefined) n.textContent = text;
-  return n;
-}
-
-function el(name, attrs = {}, text) {
-  const n = document.createElementNS(SVG, name);
-  for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
-  if (text !== undefined) n.textContent = text;
-  return n;
-}
 
 // The step shown: `step` clamped into the result's steps; null means the last.
 export function clampStep(step, nSteps) {

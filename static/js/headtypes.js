@@ -2,6 +2,8 @@
 // mean attention distance and entropy (POST /api/heads). Sort by a column, filter, press a row to open that head;
 // one press opens the best head of a kind. The helpers on top are pure; `renderHeadTypes` only builds the DOM.
 
+import { node } from "./dom.js";
+
 export const COLUMNS = [
   {
     key: "previous_token", label: "Previous-token", short: "prev", max: 1,
@@ -99,12 +101,6 @@ export function measuredOn(result, seqLen) {
     ? ` Induction is measured on a probe: ${L} random tokens from the model's vocabulary, then the same ${L} again (seed ${result.seed}).`
     : " Induction needs a vocabulary to draw a repeated sequence from; this model has none, so it has no induction score.";
   return where + ind;
-}
-
-function node(tag, props = {}, text) {
-  const n = Object.assign(document.createElement(tag), props);
-  if (text !== undefined) n.textContent = text;
-  return n;
 }
 
 // Keep keyboard focus on the same control across a rebuild (it is found again by its data-focus key).

@@ -6,15 +6,10 @@
 import { renderDeltaCharts } from "./claims.js";
 import { VIRIDIS } from "./colors.js";
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
+import { node } from "./dom.js";
 
 export const EXTRA_HEADS = 4; // heads shown besides the affected ones: those whose weights moved most
 export const MOVED = 1e-6; // a weight change below this is "did not move"
-
-function node(tag, props = {}, text) {
-  const n = Object.assign(document.createElement(tag), props);
-  if (text !== undefined) n.textContent = text;
-  return n;
-}
 
 export function headName(layer, head, multiLayer = true) {
   return multiLayer ? `L${layer} H${head}` : `H${head}`;

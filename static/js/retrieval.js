@@ -3,8 +3,8 @@
 
 import { colorAt, inkOn, rgbString, PALETTES } from "./colors.js";
 import { maskReasons } from "./masks.js";
+import { el } from "./dom.js";
 
-const SVG = "http://www.w3.org/2000/svg";
 export const ROW_PX = { max: 30, min: 16 };
 export const MAX_LINE_PX = 16;
 export const WIDTH = 470;
@@ -29,13 +29,6 @@ export function retrievalRows(view, head, q) {
       weight: head.weights ? head.weights[q][k] : null,
     };
   });
-}
-
-function el(name, attrs = {}, text) {
-  const n = document.createElementNS(SVG, name);
-  for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
-  if (text !== undefined) n.textContent = text;
-  return n;
 }
 
 function clip(s, n) {

@@ -2,13 +2,9 @@
 // this query on this key? Choose the pair here, by shift-clicking a cell of the large head, or by pressing a key in
 // the retrieval diagram; press a head in the list to open it.
 
-export const TOP_K = 10;
+import { node } from "./dom.js";
 
-function node(tag, props = {}, text) {
-  const n = Object.assign(document.createElement(tag), props);
-  if (text !== undefined) n.textContent = text;
-  return n;
-}
+export const TOP_K = 10;
 
 export function positionLabel(tokens, i) {
   const t = String(tokens[i] ?? "");
