@@ -20,7 +20,7 @@ import torch
 T = TypeVar("T")
 
 CPU_METHOD = (
-    "torch.profiler (profile_memory): the largest running total of CPU tensor allocations minus frees, in time order"
+    "torch's profiler (profile_memory): the largest running total of CPU tensor allocations minus frees, in time order"
 )
 CUDA_METHOD = "torch.cuda.max_memory_allocated after reset_peak_memory_stats, minus the bytes allocated before"
 

@@ -209,11 +209,12 @@ def prepare(
     # refuse before computing what could not be sent: the S x S_k matrices, and the per-position vectors asked for
     layers = 1 if req.layer is not None else model.n_layers(inp)
     heads, s = model.n_heads(inp), len(tokens)
-    width = encoded.x.shape[-1]
-    d_head = model.info.d_head or max(1, width // heads)
+    # a lower bound: head widths are the model's own unless options or custom weights set them (then 1)
+    info = model.info
+    d_head = 1 if inp.options or inp.weights or not info.d_head else min(info.d_head, info.d_v)
     matrices = sum(k in req.include for k in ("scores", "weights"))
     per_layer = heads * s * s_k * matrices
-    per_layer += ("contexts" in req.include) * heads * s * d_head + ("output" in req.include) * s * width
+    per_layer += ("contexts" in req.include) * heads * s * d_head + ("output" in req.include) * heads * s * d_head
     per_layer += ("qkv" in req.include) * 3 * heads * s * d_head
     values = layers * per_layer * results * (encoded.batch or 1)
     check_result_size(values, settings.max_result_values)

