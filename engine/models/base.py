@@ -9,132 +9,43 @@ named tensors the forward pass produced.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from engine.attention import AllMaskedPolicy, AttentionWeights
+from engine.attention import AttentionWeights
 from engine.errors import InputError
-from engine.forward import Block, ForwardResult, LayerTrace, Network, forward
+from engine.forward import Block, ForwardResult, Network, forward
 from engine.interventions import NO_INTERVENTIONS, Interventions
 from engine.masks import MaskSpec, cross_eligibility, eligibility
+from engine.models.run import (
+    Encoded,
+    ModelInfo,
+    ModelRun,
+    RunConfig,
+    RunInput,
+    SourceInput,
+    top_predictions,
+)
 from engine.timing import timed
 
-
-@dataclass(frozen=True)
-class ModelInfo:
-    name: str
-    description: str
-    n_layers: int
-    n_heads: int  # per layer (for models with options, at the default options)
-    n_kv_heads: int
-    d_model: int
-    d_head: int  # key/query width per head
-    d_v: int  # value width per head
-    max_tokens: int | None = None  # the model's own limit (positions it has embeddings for)
-    tokenizer: str = "whitespace"
-    default_text: str | None = None
-    default_masks: MaskSpec | None = None
-    options: dict[str, Any] = field(default_factory=dict)  # option -> default value
-    vocab: list[str] | None = None
-
-
-@dataclass(frozen=True)
-class SourceInput:
-    """Cross-attention: the sequence keys and values come from (queries come from the run's own input)."""
-
-    text: str | None = None
-    tokens: list[str] | None = None
-    x: Tensor | None = None  # (S_k, D)
-    padding: tuple[bool, ...] | None = None  # one per source position: True = real, False = padding
-
-
-@dataclass
-class RunInput:
-    """One request to a model, already parsed. Tensors are (S, D)."""
-
-    text: str | None = None
-    tokens: list[str] | None = None
-    x: Tensor | None = None
-    texts: list[str] | None = None  # a batch: each text tokenised, all padded to the longest
-    source: SourceInput | None = None  # cross-attention
-    weights: dict[str, Tensor] | None = None  # w_q, w_k, w_v, optional w_o: D x (heads * width)
-    heads: int | None = None
-    kv_heads: int | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    masks: MaskSpec | None = None  # None: the model's default masks
-    scale: bool = True
-    all_masked: AllMaskedPolicy = "error"
-    last_layer: int | None = None  # compute layers 0..last_layer; None: all
-
-
-@dataclass(frozen=True)
-class Encoded:
-    """An input tokenised and embedded once: the request's tokens and the x_0 that layer 0 reads."""
-
-    tokens: list[str]  # for a batch: the first item's, padded
-    x: Tensor  # (S, D) on the CPU, before any intervention; (B, S, D) for a batch
-    from_tokens: bool  # x was computed from the token strings, so swapping a token means something
-    unknown: tuple[tuple[int, str], ...] = ()  # (position, given string) for tokens outside the vocabulary
-    batch_tokens: tuple[tuple[str, ...], ...] | None = None  # a batch: B x S labels, padded with [PAD]
-    real: tuple[tuple[bool, ...], ...] | None = None  # a batch: B x S, False where an item is padding
-    source: Encoded | None = None  # cross-attention: keys and values come from this sequence
-    source_padding: tuple[bool, ...] | None = None  # one per source position: False = padding
-
-    @property
-    def batch(self) -> int | None:
-        return None if self.batch_tokens is None else len(self.batch_tokens)
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """What a run computed, for the page and scripts to read."""
-
-    n_layers: int  # layers the model has
-    layers_computed: int  # layers this run computed (0..layer)
-    n_heads: int  # query heads per layer
-    n_kv_heads: int  # K/V groups per layer
-    d_model: int  # width of x_0
-    d_head: int  # query/key width per head
-    d_v: int  # value width per head
-    d_out: int  # width of the attention output (after W_O, or the concatenation)
-    has_w_o: bool
-    scale_factor: float  # what Q K^T was multiplied by
-    architecture: str  # the block's data flow, in words
-    d_mlp: int | None = None  # feed-forward width, for models with one
-    unknown_tokens: tuple[dict[str, Any], ...] = ()  # [{position, given}] mapped to [UNK]
-    next_word: tuple[dict[str, Any], ...] = ()  # per position, the most likely next token and its probability
-    batch: int | None = None  # B, for a batch of texts
-    source_len: int | None = None  # S_k, for cross-attention
-
-
-@dataclass
-class ModelRun:
-    model: str
-    tokens: list[str]
-    masks: MaskSpec
-    eligible: Tensor  # (S, S)
-    result: ForwardResult
-    config: RunConfig
-    interventions: Interventions = NO_INTERVENTIONS
-    timings_ms: dict[str, float] = field(default_factory=dict)
-    batch_tokens: tuple[tuple[str, ...], ...] | None = None  # a batch: every item's labels, padded
-    batch_padding: tuple[tuple[bool, ...], ...] | None = None  # a batch: B x S, False where an item is padding
-    source_tokens: list[str] | None = None  # cross-attention: the key/value sequence's labels
-
-    @property
-    def layers(self) -> list[LayerTrace]:
-        return self.result.layers
-
-    @property
-    def logits(self) -> Tensor | None:
-        return self.result.logits
-
-    def cache(self) -> dict[str, Tensor]:
-        """Every intermediate by hook name: hook_embed, blocks.0.attn.hook_pattern, ..., hook_logits."""
-        return self.result.cache()
+# the run's data types live in run.py; they stay importable from here
+__all__ = [
+    "AttentionModel",
+    "Encoded",
+    "ModelInfo",
+    "ModelRun",
+    "NetworkCache",
+    "RunConfig",
+    "RunInput",
+    "SourceInput",
+    "one_layer",
+    "reject_head_counts",
+    "top_predictions",
+    "whitespace_tokens",
+]
 
 
 class AttentionModel(ABC):
@@ -362,16 +273,6 @@ class AttentionModel(ABC):
         if default.padding is not None and len(default.padding) != seq_len:
             default = MaskSpec(causal=default.causal, window=default.window)
         return default
-
-
-def top_predictions(logits: Tensor, vocab: list[str], k: int) -> list[list[dict[str, Any]]]:
-    """logits (S, V) -> per position the k most likely next tokens, [{token, p}], most likely first."""
-    probs = logits.float().softmax(dim=-1)  # (S, V)
-    p, idx = probs.topk(min(k, probs.shape[-1]), dim=-1)
-    return [
-        [{"token": vocab[int(i)], "p": float(v)} for v, i in zip(pr, ir, strict=True)]
-        for pr, ir in zip(p.tolist(), idx.tolist(), strict=True)
-    ]
 
 
 class NetworkCache:
