@@ -4,7 +4,7 @@
 
 import { describeError, fetchHeadTypes, fetchTopHeads } from "./api.js";
 import { COLUMNS, measuredOn, renderBest, renderHeadTypes } from "./headtypes.js";
-import { headTypesRequest, topHeadsRequest } from "./state.js";
+import { headTypesRequest, topHeadsRequest } from "./requests.js";
 import { TOP_K, renderTopHeads } from "./tophead.js";
 
 const $ = (id) => document.getElementById(id);

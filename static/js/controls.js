@@ -11,19 +11,8 @@ import { splitTokens } from "./masks.js";
 import { renderMatrices, setEntry } from "./matrices.js";
 import { hideError, showError } from "./panels.js";
 import { itemResult } from "./batch.js";
-import {
-  BATCH_MODELS,
-  BUGS,
-  RANDOM_OPTIONS,
-  SOURCE_MODELS,
-  batchOf,
-  defaultState,
-  encodeState,
-  fitRows,
-  singleRequest,
-  sourceOf,
-  stateForModel,
-} from "./state.js";
+import { BATCH_MODELS, BUGS, RANDOM_OPTIONS, SOURCE_MODELS, defaultState, encodeState, fitRows, stateForModel } from "./state.js";
+import { batchOf, singleRequest, sourceOf } from "./requests.js";
 
 const $ = (id) => document.getElementById(id);
 

@@ -16,7 +16,7 @@ import {
   renderIntervention,
   toggleAblation,
 } from "./interventions.js";
-import { compareRequest, interveneRequest, perturbRequest, pinRequest } from "./state.js";
+import { compareRequest, interveneRequest, perturbRequest, pinRequest } from "./requests.js";
 import { positionLabel } from "./tophead.js";
 
 const $ = (id) => document.getElementById(id);

@@ -30,7 +30,8 @@ import {
 } from "./panels.js";
 import { renderRetrieval } from "./retrieval.js";
 import { itemResult, renderBatchBar } from "./batch.js";
-import { batchOf, buildRequest, decodeState, defaultState, singleRequest, sourceOf, stateForModel } from "./state.js";
+import { decodeState, defaultState, stateForModel } from "./state.js";
+import { batchOf, buildRequest, singleRequest, sourceOf } from "./requests.js";
 import { renderStats } from "./stats.js";
 import { renderTokens } from "./tokens.js";
 

@@ -10,7 +10,8 @@ import { auditFilename, renderAudit } from "./audit.js";
 import { renderCost, renderMeasured } from "./cost.js";
 import { PLAY_MS, clampStep, decodeHead, renderDecodeStep, renderKvCache } from "./decode.js";
 import { download } from "./exporter.js";
-import { COST_FIELDS, DTYPES, auditRequest, clampVariance, costRequest, decodeRequest, sweepRequest } from "./state.js";
+import { COST_FIELDS, DTYPES, clampVariance } from "./state.js";
+import { auditRequest, costRequest, decodeRequest, sweepRequest } from "./requests.js";
 import { renderSweep } from "./sweep.js";
 import { renderNextWords } from "./tokens.js";
 

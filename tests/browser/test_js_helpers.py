@@ -26,7 +26,7 @@ def js(page: Page, live_server: str) -> Callable[[str], Any]:
 def test_state_round_trips_through_the_url(js: Callable[[str], Any]) -> None:
     out = js(
         """
-        const S = await mod('state.js');
+        const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
         const s = S.defaultState();
         Object.assign(s, {model: 'random', text: 'a b <c> & d',
           options: {d_model: 32, heads: 8, seed: 7, positions: true},
@@ -57,7 +57,7 @@ def test_state_round_trips_through_the_url(js: Callable[[str], Any]) -> None:
 def test_build_request_matches_the_api(js: Callable[[str], Any], live_server: str) -> None:
     out = js(
         """
-        const S = await mod('state.js');
+        const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
         const s = S.defaultState();
         Object.assign(s, {model: 'random', text: 'w x y z', options: {d_model: 16, heads: 2, kv_heads: null, seed: 1}});
         s.masks = {causal: true, window: null, padded: [1, 9], blocked: [[3, 0], [8, 8]]};
@@ -304,7 +304,7 @@ def test_examples_build_repeats_from_a_vocabulary_and_place_pairs(js: Callable[[
 def test_state_keeps_the_pair_and_head_table_in_the_url(js: Callable[[str], Any]) -> None:
     out = js(
         """
-        const S = await mod('state.js');
+        const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
         const s = S.defaultState();
         Object.assign(s, {model: 'minilm', text: 'a b', pair: [10, 2], hsort: 'induction', hdir: 'asc',
                           hfind: 'L1', hscore: 'previous_token', hmin: 0.25});
@@ -380,7 +380,7 @@ def test_stats_name_masked_share_apart_from_masked_weight_and_flag_head_health(j
 def test_experiment_settings_round_trip_through_the_url(js: Callable[[str], Any]) -> None:
     out = js(
         """
-        const S = await mod('state.js');
+        const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
         const s = S.defaultState();
         Object.assign(s, {model: 'induction', text: 'a b a b',
           ablate: [{layer: 1, head: 0, mode: 'zero'}, {layer: 1, head: 3, mode: 'mean'}],
@@ -416,7 +416,7 @@ def test_experiment_settings_round_trip_through_the_url(js: Callable[[str], Any]
 def test_experiment_requests_match_the_contract(js: Callable[[str], Any]) -> None:
     out = js(
         """
-        const S = await mod('state.js');
+        const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
         const att = {model: 'minilm', text: 'a b', masks: {causal: true}, scale: true,
                      include: ['scores', 'weights'], layer: 3};
         return {
@@ -589,7 +589,7 @@ def test_a_leak_is_drawn_as_a_leak(js: Callable[[str], Any]) -> None:
 def test_the_chapter_settings_round_trip_and_stay_out_of_other_endpoints(js: Callable[[str], Any]) -> None:
     out = js(
         """
-        const S = await mod('state.js');
+        const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
         const s = S.defaultState();
         Object.assign(s, {model: 'random', text: 'a b c', bug: 'flipped_mask', decodeOn: true, decodeStep: 3,
           cost: {seq_len: 8192, dtype: 'bfloat16'}, sweep: {variance: 2.5}});
@@ -656,7 +656,7 @@ def test_sums_pairs_and_steps(js: Callable[[str], Any]) -> None:
 def test_a_batch_and_a_source_become_one_sequence_for_the_other_endpoints(js: Callable[[str], Any]) -> None:
     out = js(
         """
-        const S = await mod('state.js');
+        const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
         const s = {...S.defaultState(), model: 'random', text: 'a b c'};
         s.masks = {causal: true, window: 2, padded: [1], blocked: [[0, 0], [2, 4]]};
         const src = S.buildRequest({...s, source: 'x y z w v', sourcePadded: [4]}, {layers: 1}, 3);

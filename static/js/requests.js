@@ -1,0 +1,159 @@
+// The request bodies the page sends, built from its state: /api/attention, and the one-sequence bodies of every
+// analysis (head types, top heads, perturb, intervene, compare, decode, cost, audit, the sweep). Pure: no DOM, no fetch.
+
+import { masksRequest, paddingFlags, splitTokens } from "./masks.js";
+import { BATCH_MODELS, ONE_SEQUENCE, SMALL_MODEL_VALUES, SOURCE_MODELS } from "./state.js";
+
+// The batch textarea's lines that hold text: one item each.
+export function batchTexts(raw) {
+  return (raw || "")
+    .split("\n")
+    .map((t) => t.trim())
+    .filter(Boolean);
+}
+
+// The POST /api/attention body for this state over seqLen positions.
+export function buildRequest(s, info, seqLen) {
+  const req = {
+    model: s.model,
+    text: s.text,
+    masks: masksRequest(s.masks, seqLen),
+    all_masked: s.allMasked,
+    scale: s.scale,
+    include: ["scores", "weights", "stats", "output"],
+  };
+  const opts = Object.fromEntries(Object.entries(s.options || {}).filter(([, v]) => v !== null && v !== undefined));
+  if (Object.keys(opts).length) req.options = opts;
+  if (s.matrices) {
+    req.x = s.matrices.x;
+    req.weights = { w_q: s.matrices.w_q, w_k: s.matrices.w_k, w_v: s.matrices.w_v };
+  }
+  if (info && info.layers > 1 && s.layer !== "all") req.layer = s.layer;
+  const width = s.options?.d_model ?? info?.d_model ?? 0;
+  if (seqLen * width <= SMALL_MODEL_VALUES && (info?.layers ?? 1) === 1) {
+    // contexts and each head's Q, K, V, for checking by hand
+    req.include.push("contexts", "qkv");
+  }
+  if (s.bug) req.demo_bug = s.bug;
+  const texts = batchOf(s);
+  const source = sourceOf(s);
+  if (texts) {
+    // a batch replaces the text; each item's padding comes from its length
+    delete req.text;
+    req.texts = texts;
+    req.masks = { ...req.masks, padding: null };
+  } else if (source) {
+    // keys and values from the source: only blocked cells and the source's own padding apply
+    const keys = splitTokens(source).length;
+    req.source = { text: source };
+    const flags = paddingFlags(s.sourcePadded || [], keys);
+    if (flags) req.source.padding = flags;
+    req.masks = { blocked: (s.masks.blocked || []).filter(([q, k]) => q < seqLen && k < keys) };
+  }
+  return req;
+}
+
+// The batch's texts when this state runs one (two or more lines on a model that takes batches), else null.
+export function batchOf(s) {
+  const texts = batchTexts(s.batch);
+  return texts.length && BATCH_MODELS.includes(s.model) && !s.matrices ? texts : null;
+}
+
+// The cross-attention source text when this state runs one, else null. A batch wins over a source.
+export function sourceOf(s) {
+  const t = (s.source || "").trim();
+  return t && SOURCE_MODELS.includes(s.model) && !batchOf(s) ? t : null;
+}
+
+// The attention request as one plain sequence: without a batch, a cross-attention source or a classic bug, which
+// only /api/attention takes (every analysis runs the correct code on one sequence). A batch becomes its item
+// `item` on its own; a cross-attention run becomes self-attention over its text.
+export function singleRequest(attention, item = 0) {
+  const out = { ...attention };
+  for (const k of ONE_SEQUENCE) delete out[k];
+  if (attention.texts) out.text = attention.texts[Math.min(item, attention.texts.length - 1)];
+  if (attention.source || attention.texts) {
+    const { padding: _p, ...masks } = attention.masks || {};
+    out.masks = { causal: false, window: null, blocked: [], ...masks, padding: null };
+    if (attention.source) out.masks.blocked = [];
+  }
+  return out;
+}
+
+// The POST /api/heads body: the attention request (sequence, masks, options, edited numbers, scale) without
+// what only shapes its answer, so the scores describe the heads the page shows.
+export function headTypesRequest(attention) {
+  const { include: _include, layer: _layer, ...rest } = singleRequest(attention);
+  return rest;
+}
+
+// The POST /api/decode body: the sequence, masks and options, decoded one position at a time.
+export function decodeRequest(attention) {
+  return headTypesRequest(attention);
+}
+
+// The POST /api/attention body for the audit record: the run as it is (bug, batch and all), with the audit only.
+export function auditRequest(attention) {
+  const { layer: _layer, ...rest } = attention;
+  return { ...rest, include: ["audit"] };
+}
+
+// The POST /api/cost body: this run's shape (from its result's config) with the person's overrides on top.
+export function costRequest(config, seqLen, overrides = {}, measure = false) {
+  const base = {
+    batch: config.batch ?? 1,
+    heads: config.n_heads,
+    kv_heads: config.n_kv_heads,
+    seq_len: seqLen,
+    d_model: config.d_model,
+    layers: config.n_layers,
+    dtype: config.dtype,
+  };
+  const req = { ...base, ...overrides, measure };
+  if (req.kv_heads > req.heads) req.kv_heads = req.heads;
+  return req;
+}
+
+// The POST /api/scale-sweep body.
+export const SWEEP_SAMPLES = 500; // query rows per width: the figure's spread to about 3%, in well under a second
+export function sweepRequest(sweep) {
+  return { variance: sweep.variance, samples: SWEEP_SAMPLES };
+}
+
+// The POST /api/heads/top body: the same, plus the pair.
+export function topHeadsRequest(attention, pair, k) {
+  return { ...headTypesRequest(attention), query: pair[0], key: pair[1], k };
+}
+
+// The POST /api/perturb body: what to run (the attention request without include or layer, which it refuses),
+// the position, and the change.
+export function perturbRequest(attention, position, perturb) {
+  const change =
+    perturb.kind === "token" ? { kind: "token", token: perturb.token } : { kind: "shift", amount: perturb.amount };
+  return { ...headTypesRequest(attention), position, change };
+}
+
+// The POST /api/intervene body: the attention request (its include and layer shape before/after) plus the
+// interventions.
+export function interveneRequest(attention, ablate, edits, topK = 5) {
+  const req = { ...singleRequest(attention), top_k: topK };
+  if (ablate.length) req.ablate = ablate.map(({ layer, head, mode }) => ({ layer, head, mode }));
+  if (edits.length) req.edit = edits.map(({ layer, head, query, key, weight }) => ({ layer, head, query, key, weight }));
+  return req;
+}
+
+// The body pinned as A: what was run, without what only shapes the answer.
+export function pinRequest(attention) {
+  return headTypesRequest(attention);
+}
+
+// The POST /api/compare body: A (pinned) and B (now), both asked for weights only, over `layer` when one is shown.
+export function compareRequest(pin, attention, layer) {
+  const shape = (body) => {
+    const { include: _i, layer: _l, ...rest } = singleRequest(body);
+    const out = { ...rest, include: ["weights"] };
+    if (layer != null) out.layer = layer;
+    return out;
+  };
+  return { a: shape(pin), b: shape(attention) };
+}
