@@ -148,7 +148,7 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        return sum(k.nbytes + v.nbytes for kv in self.layers if kv is not None for k, v in [kv])
+        return sum(kv[0].nbytes + kv[1].nbytes for kv in self.layers if kv is not None)
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -24,6 +25,15 @@ class MaskSpec:
 
     def is_empty(self) -> bool:
         return not self.causal and self.padding is None and self.window is None and not self.blocked
+
+    def to_dict(self) -> dict[str, Any]:
+        """The masks as plain JSON values: {causal, padding, window, blocked}."""
+        return {
+            "causal": self.causal,
+            "padding": list(self.padding) if self.padding is not None else None,
+            "window": self.window,
+            "blocked": [list(c) for c in self.blocked],
+        }
 
 
 def causal_mask(seq_len: int, device: torch.device | None = None) -> Tensor:

@@ -16,7 +16,7 @@ from engine.analysis.compare import Comparison
 from engine.analysis.intervene import InterventionResult
 from engine.analysis.perturb import PerturbResult
 from engine.interventions import Interventions
-from engine.masks import MaskSpec, pair_counts
+from engine.masks import pair_counts
 from engine.models import ModelRun
 from engine.stats import head_similarity, head_stats
 from server.errors import ApiError
@@ -62,15 +62,6 @@ def as_numpy(t: torch.Tensor) -> np.ndarray:
     """float64 stays float64; every other float goes out as float32 (bfloat16 and float16 widen)."""
     dtype = torch.float64 if t.dtype == torch.float64 else torch.float32
     return np.ascontiguousarray(t.detach().to(device="cpu", dtype=dtype).numpy())  # orjson needs C order
-
-
-def mask_spec_dict(m: MaskSpec) -> dict[str, Any]:
-    return {
-        "causal": m.causal,
-        "padding": list(m.padding) if m.padding is not None else None,
-        "window": m.window,
-        "blocked": [list(c) for c in m.blocked],
-    }
 
 
 def check_result_size(size: int, max_values: int) -> None:
@@ -139,7 +130,7 @@ def serialize_run(
         "model": run.model,
         "tokens": run.tokens,
         "config": config,
-        "masks": mask_spec_dict(run.masks),
+        "masks": run.masks.to_dict(),
         "all_masked": all_masked,
         "eligible": eligible.numpy(),
         "layers": out_layers,

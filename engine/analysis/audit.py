@@ -100,12 +100,7 @@ def audit(
         },
         "scale": {"on": inp.scale, "factor": run.layers[0].attn.scale_factor},
         "softmax_axis": "keys: the last axis, so each query row sums to 1",
-        "masks": {
-            "causal": run.masks.causal,
-            "window": run.masks.window,
-            "padding": None if run.masks.padding is None else list(run.masks.padding),
-            "blocked": [list(c) for c in run.masks.blocked],
-        },
+        "masks": run.masks.to_dict(),
         "all_masked": inp.all_masked,
         "dropout": 0.0,
         "dtype": str(dtype).removeprefix("torch."),

@@ -4,7 +4,6 @@ from fastapi import APIRouter
 
 from server.deps import ModelsDep
 from server.schemas import ModelEntry, ModelsResponse, UnavailableModel
-from server.serialize import mask_spec_dict
 
 router = APIRouter(prefix="/api", tags=["models"])
 
@@ -27,7 +26,7 @@ async def list_models(models: ModelsDep) -> ModelsResponse:
                 max_tokens=i.max_tokens,
                 tokenizer=i.tokenizer,
                 default_text=i.default_text,
-                default_masks=mask_spec_dict(i.default_masks) if i.default_masks else None,
+                default_masks=i.default_masks.to_dict() if i.default_masks else None,
                 options=i.options,
                 vocab=i.vocab,
             )
