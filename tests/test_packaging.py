@@ -8,6 +8,7 @@ nothing can come from the checkout.
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -31,6 +32,14 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     work = tmp_path_factory.mktemp("wheel")
+    # build from a copy of the tracked files: setuptools leaves build/ beside the sources, and a stale build/ of
+    # an older checkout would put files in the wheel that the checkout no longer has
+    source = work / "source"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in tracked.decode().split("\0"):
+        if name and (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
     subprocess.run(
         [
             sys.executable,
@@ -42,7 +51,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             "-q",
             "-w",
             str(work / "dist"),
-            str(ROOT),
+            str(source),
         ],
         check=True,
         capture_output=True,
