@@ -7,7 +7,7 @@ a (query, key) pair is eligible only if every mask allows it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -22,9 +22,34 @@ class MaskSpec:
     padding: Sequence[bool] | None = None  # one per position: True = real token, False = padding
     window: int | None = None  # query q sees keys with |q - k| < window
     blocked: Sequence[tuple[int, int]] = field(default_factory=tuple)  # single (query, key) cells off
+    # the padding mask given by position (a client that has not tokenised yet cannot count flags); `with_length`
+    # turns it into `padding` once the sequence is known
+    padded: Sequence[int] | None = None
 
     def is_empty(self) -> bool:
-        return not self.causal and self.padding is None and self.window is None and not self.blocked
+        return (
+            not self.causal
+            and self.padding is None
+            and self.padded is None
+            and self.window is None
+            and not self.blocked
+        )
+
+    def with_length(self, seq_len: int) -> MaskSpec:
+        """`padded` positions as one padding flag per position, now that the sequence has `seq_len` positions."""
+        if self.padded is None:
+            return self
+        if self.padding is not None:
+            raise InputError("masks.padded", "padding and padded are the same mask: give one of them")
+        flags = [True] * seq_len
+        for i, p in enumerate(self.padded):
+            if not 0 <= p < seq_len:
+                raise InputError(
+                    f"masks.padded[{i}]",
+                    f"position {p} is outside the sequence of {seq_len} tokens: positions run 0..{seq_len - 1}",
+                )
+            flags[p] = False
+        return replace(self, padding=tuple(flags), padded=None)
 
     def to_dict(self) -> dict[str, Any]:
         """The masks as plain JSON values: {causal, padding, window, blocked}."""
@@ -102,6 +127,30 @@ def cross_eligibility(
         eligible &= torch.tensor(list(source_padding), dtype=torch.bool, device=device)[None, :]
     _block(eligible, spec)
     return eligible
+
+
+REASONS = ("causal", "window", "padding", "blocked")
+
+
+def reason_grids(spec: MaskSpec, seq_len: int) -> dict[str, Tensor]:
+    """Why each (query, key) cell is masked: one (S, S) grid per mask in force, True = this mask excludes the cell.
+
+    A cell is eligible exactly when no grid marks it, so a client can name every reason without knowing what
+    causal, window, padding or blocked mean.
+    """
+    validate_masks(spec, seq_len)
+    grids: dict[str, Tensor] = {}
+    if spec.causal:
+        grids["causal"] = ~causal_mask(seq_len)
+    if spec.window is not None:
+        grids["window"] = ~window_mask(seq_len, spec.window)
+    if spec.padding is not None:
+        grids["padding"] = ~padding_mask(spec.padding)
+    if spec.blocked:
+        blocked = torch.ones(seq_len, seq_len, dtype=torch.bool)
+        _block(blocked, spec)
+        grids["blocked"] = ~blocked
+    return grids
 
 
 def pair_counts(spec: MaskSpec, seq_len: int) -> dict[str, int]:

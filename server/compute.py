@@ -125,6 +125,7 @@ def to_run_input(req: AttentionRequest) -> RunInput:
         masks = MaskSpec(
             causal=m.causal,
             padding=tuple(m.padding) if m.padding is not None else None,
+            padded=tuple(m.padded) if m.padded is not None else None,
             window=m.window,
             blocked=tuple((int(q), int(k)) for q, k in m.blocked),
         )

@@ -79,6 +79,45 @@ def test_explicit_masks_replace_the_defaults(client: TestClient) -> None:
     assert body["masks"] == {"causal": False, "padding": None, "window": None, "blocked": []}
 
 
+def test_reasons_name_the_mask_behind_every_masked_cell(client: TestClient) -> None:
+    masks = {"causal": True, "window": 2, "padding": [True, True, False, True, True], "blocked": [[4, 3]]}
+    body = client.post("/api/attention", json={"model": "textbook", "masks": masks}).json()
+    reasons = body["reasons"]
+    assert set(reasons) == {"causal", "window", "padding", "blocked"}
+    for q in range(5):
+        for k in range(5):
+            why = {name for name, grid in reasons.items() if grid[q][k]}
+            expected = {"causal"} if k > q else set()
+            expected |= {"window"} if abs(q - k) >= 2 else set()
+            expected |= {"padding"} if k == 2 else set()
+            expected |= {"blocked"} if (q, k) == (4, 3) else set()
+            assert why == expected, (q, k)
+            assert body["eligible"][q][k] == (not why)
+    none = client.post("/api/attention", json={"model": "textbook", "masks": {}}).json()
+    assert none["reasons"] == {}
+    batch = client.post("/api/attention", json={"model": "random", "texts": ["a b", "c"]}).json()
+    assert batch["reasons"] is None
+
+
+def test_padding_by_position_needs_no_token_count(client: TestClient) -> None:
+    text = "the cat sat on the mat"
+    flags = [True, True, False, True, False, True]
+    by_flags = client.post("/api/attention", json={"model": "random", "text": text, "masks": {"padding": flags}})
+    by_position = client.post("/api/attention", json={"model": "random", "text": text, "masks": {"padded": [4, 2]}})
+    assert by_position.status_code == 200, by_position.text
+    a, b = by_flags.json(), by_position.json()
+    assert b["masks"]["padding"] == flags and b["eligible"] == a["eligible"]
+    assert b["layers"][0]["heads"][0]["weights"] == a["layers"][0]["heads"][0]["weights"]
+    both = {"padding": flags, "padded": [2]}
+    assert_error(
+        client.post("/api/attention", json={"model": "random", "text": text, "masks": both}), 422, "masks.padded"
+    )
+    outside = client.post("/api/attention", json={"model": "random", "text": text, "masks": {"padded": [1, 6]}})
+    assert_error(outside, 422, "masks.padded[1]", "0..5")
+    batch = client.post("/api/attention", json={"model": "random", "texts": ["a b", "c"], "masks": {"padded": [0]}})
+    assert_error(batch, 422, "masks.padded", "batch")
+
+
 def test_random_model_heads_and_grouped_kv(client: TestClient) -> None:
     req = {
         "model": "random",

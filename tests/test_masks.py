@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from engine.errors import InputError
-from engine.masks import MaskSpec, eligibility, empty_rows
+from engine.masks import MaskSpec, eligibility, empty_rows, reason_grids
 
 T, F = True, False
 
@@ -59,3 +59,43 @@ def test_empty_rows_finds_rows_without_keys() -> None:
     e[1] = False
     assert empty_rows(e) == [1]
     assert empty_rows(eligibility(MaskSpec(causal=True), 5)) == []
+
+
+def _specs(seq_len: int) -> list[MaskSpec]:
+    """Every combination of the four masks on `seq_len` positions."""
+    padding = tuple(i % 3 != 1 for i in range(seq_len))
+    blocked = ((0, 0), (seq_len - 1, 1), (2, 2))
+    out = []
+    for causal in (False, True):
+        for window in (None, 2):
+            for pad in (None, padding):
+                for cells in ((), blocked):
+                    out.append(MaskSpec(causal=causal, window=window, padding=pad, blocked=cells))
+    return out
+
+
+@pytest.mark.parametrize("spec", _specs(5))
+def test_reason_grids_explain_every_masked_cell(spec: MaskSpec) -> None:
+    grids = reason_grids(spec, 5)
+    in_force = {"causal": spec.causal, "window": spec.window is not None, "padding": spec.padding is not None}
+    in_force["blocked"] = bool(spec.blocked)
+    assert set(grids) == {name for name, on in in_force.items() if on}
+    any_reason = torch.zeros(5, 5, dtype=torch.bool)
+    for name, grid in grids.items():
+        assert grid.shape == (5, 5) and grid.dtype == torch.bool
+        alone = MaskSpec(**{f: getattr(spec, f) for f in ("causal", "window", "padding", "blocked") if f == name})
+        assert torch.equal(grid, ~eligibility(alone, 5)), name  # each grid is its own mask and nothing else
+        any_reason |= grid
+    assert torch.equal(~any_reason, eligibility(spec, 5))
+
+
+def test_padded_positions_are_the_padding_mask_by_position() -> None:
+    by_position = MaskSpec(causal=True, padded=(1, 3)).with_length(5)
+    assert by_position == MaskSpec(causal=True, padding=(T, F, T, F, T))
+    assert MaskSpec(padded=()).with_length(3).padding == (T, T, T)
+    with pytest.raises(InputError) as e:
+        MaskSpec(padded=(0, 5)).with_length(5)
+    assert e.value.field == "masks.padded[1]" and "0..4" in str(e.value)
+    with pytest.raises(InputError) as e:
+        MaskSpec(padded=(0,), padding=(T, T)).with_length(2)
+    assert e.value.field == "masks.padded"

@@ -145,12 +145,18 @@ class AttentionModel(ABC):
     def eligibility(self, inp: RunInput, enc: Encoded, device: torch.device) -> tuple[MaskSpec, Tensor]:
         """The masks in force and the eligibility matrix: (S, S), (B, S, S) for a batch, (S, S_k) with a source."""
         s = len(enc.tokens)
+        given = inp.masks
+        if given is not None and (enc.real is not None or enc.source is not None):
+            for name, value in (("padding", given.padding), ("padded", given.padded)):
+                if value is None:
+                    continue
+                if enc.real is not None:
+                    why = f"a batch fills each item's padding from its length: leave masks.{name} out"
+                else:
+                    why = "with a source, padding marks key positions: give it as source.padding"
+                raise InputError(f"masks.{name}", why)
         masks = self.resolve_masks(inp, s)
         if enc.real is not None:
-            if masks.padding is not None:
-                raise InputError(
-                    "masks.padding", "a batch fills each item's padding from its length: leave masks.padding out"
-                )
             return masks, torch.stack([eligibility(replace(masks, padding=r), s, device) for r in enc.real])
         if enc.source is not None:
             return masks, cross_eligibility(masks, s, len(enc.source.tokens), enc.source_padding, device)
@@ -268,7 +274,7 @@ class AttentionModel(ABC):
 
     def resolve_masks(self, inp: RunInput, seq_len: int) -> MaskSpec:
         if inp.masks is not None:
-            return inp.masks
+            return inp.masks.with_length(seq_len)
         default = self.info.default_masks or MaskSpec()
         if default.padding is not None and len(default.padding) != seq_len:
             default = MaskSpec(causal=default.causal, window=default.window)

@@ -59,6 +59,12 @@ class Masks(Strict):
         max_length=MAX_ITEMS,
         description="one flag per position: true = real token, false = padding (no query attends to it)",
     )
+    padded: list[int] | None = Field(
+        None,
+        max_length=MAX_ITEMS,
+        description="the padding mask by position: these positions are padding (instead of `padding`'s flags, "
+        "for a client that has not counted the tokens yet)",
+    )
     window: int | None = Field(
         None, ge=1, le=2**63 - 1, description="a query sees keys fewer than `window` positions away"
     )
@@ -196,6 +202,12 @@ class AttentionResult(BaseModel):
     shapes: dict[str, list[int]]
     timings_ms: dict[str, float]
     pairs: dict[str, int] | None = Field(None, description="eligible (query, key) pairs per mask, and in all")
+    reasons: dict[str, list[list[bool]]] | None = Field(
+        None,
+        description="why each cell is masked: one S x S grid per mask in force (causal, window, padding, blocked), "
+        "true = that mask excludes the (query, key) cell; a cell is eligible when no grid marks it. "
+        "One sequence only (null for a batch or a source)",
+    )
     batch_tokens: list[list[str]] | None = None
     batch_padding: list[list[bool]] | None = None
     source_tokens: list[str] | None = None
