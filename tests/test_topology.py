@@ -1,0 +1,295 @@
+"""The deployment topology without Docker: docker-compose.yml checked as data, and its nginx config run for real.
+
+Debian's nginx runs the shipped deploy/nginx.conf (rewritten only in its upstream and listen addresses, see
+tests/topology.py) in front of two `attnlab serve` processes on loopback. Requests must spread over both; a
+replica killed while requests are inside it must cost no failed request (nginx retries them on the other); and
+the replica, started again, must get traffic again. nginx missing is a failure, not a skip: `make test` installs
+it as root.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from server.config import Settings
+from tests.helpers import ROOT, assert_error, free_port
+from tests.topology import (
+    NGINX_CONF,
+    UPSTREAM_SERVER,
+    Nginx,
+    Replica,
+    loopback_config,
+    nginx,
+    nginx_binary,
+    replicas,
+)
+
+COMPOSE = ROOT / "docker-compose.yml"
+pytestmark = pytest.mark.timeout(120)
+
+
+def body(i: int) -> dict[str, Any]:
+    """A small random-model request whose first token names it, so an answer can be matched to its request."""
+    return {"model": "random", "text": f"w{i} the cat sat", "options": {"d_model": 16, "heads": 2}}
+
+
+def check_answer(resp: httpx.Response, i: int) -> None:
+    assert resp.status_code == 200, (resp.status_code, resp.text[:300])
+    result = resp.json()
+    assert result["tokens"] == [f"w{i}", "the", "cat", "sat"]
+    heads = result["layers"][0]["heads"]
+    assert len(heads) == 2 and all(len(h["weights"]) == 4 and len(h["weights"][0]) == 4 for h in heads)
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.05)
+
+
+def interpolate(value: Any) -> str:
+    """Compose's ${VAR:-default} with nothing set: the defaults."""
+    return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(value))
+
+
+# --- the compose file and the config, as data ---
+
+
+def test_compose_runs_replicas_of_the_dockerfile_image_behind_the_shipped_nginx_config() -> None:
+    compose = yaml.safe_load(COMPOSE.read_text())
+    services = compose["services"]
+    assert set(services) == {"attnlab", "nginx"}, set(services)
+
+    app = services["attnlab"]
+    build = app["build"]
+    assert (ROOT / build["context"] / build["dockerfile"]).resolve() == ROOT / "Dockerfile"
+    assert int(interpolate(app["deploy"]["replicas"])) >= 2
+    assert "ports" not in app, "replicas publish no host port (they would clash); nginx is the way in"
+    assert "container_name" not in app, "a fixed container name stops the service from scaling"
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "ATTNLAB_PORT=8000" in dockerfile and "EXPOSE 8000" in dockerfile
+    assert [str(p) for p in app["expose"]] == ["8000"]
+    assert "HEALTHCHECK" in dockerfile and "healthcheck" not in app, "the replicas use the image's healthcheck"
+
+    proxy = services["nginx"]
+    mounts = [v.split(":") for v in proxy["volumes"]]
+    assert ["./deploy/nginx.conf", "/etc/nginx/nginx.conf", "ro"] in mounts
+    assert (ROOT / "deploy" / "nginx.conf").is_file()
+    published = [interpolate(p).rsplit(":", 1) for p in proxy["ports"]]
+    assert [container for _, container in published] == ["80"], published
+    assert "listen 80;" in NGINX_CONF.read_text()
+    assert proxy["depends_on"]["attnlab"]["condition"] == "service_healthy"
+    assert proxy["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL")
+    command = proxy["command"]
+    assert command[:3] == ["nginx", "-p", "/var/cache/nginx/"] and "daemon off;" in command
+
+
+def test_nginx_body_limit_is_attnlabs() -> None:
+    text = NGINX_CONF.read_text()
+    size = re.search(r"client_max_body_size (\d+)m;", text)
+    assert size, "client_max_body_size in megabytes"
+    limit = Settings().max_body_bytes
+    assert int(size.group(1)) * 1024 * 1024 == limit
+    assert f"larger than {limit} bytes" in text
+
+
+def test_loopback_config_differs_from_the_shipped_one_only_in_addresses() -> None:
+    shipped = NGINX_CONF.read_text().splitlines()
+    rendered = loopback_config([1111, 2222], 3333).splitlines()
+    removed = [line.strip() for line in shipped if line not in rendered]
+    added = [line.strip() for line in rendered if line not in shipped]
+    (_, params), *_ = UPSTREAM_SERVER.findall(NGINX_CONF.read_text())
+    assert "max_fails" in params, "the shipped server line's parameters are kept"
+    assert removed == [f"server attnlab:8000{params};", "listen 80;"]
+    assert added == [f"server 127.0.0.1:{p}{params};" for p in (1111, 2222)] + ["listen 127.0.0.1:3333;"]
+    with pytest.raises(AssertionError, match="one 'server attnlab:8000"):
+        loopback_config([1111], 3333, text="upstream attnlab { server other:8000; }")
+
+
+# --- the topology, run ---
+
+
+def require_nginx() -> None:
+    """A missing nginx fails the topology tests: skipped, they would pass on any machine without it."""
+    if nginx_binary() is None:
+        pytest.fail("nginx is not installed: run 'sudo apt-get install nginx' (make test installs it as root)")
+
+
+def test_no_replica_answering_is_a_503_in_attnlabs_shape(tmp_path: Path) -> None:
+    require_nginx()
+    with nginx(tmp_path / "nginx", [free_port(), free_port()]) as proxy:  # nothing listens on either
+        resp = httpx.post(
+            f"{proxy.base}/api/attention", json=body(0), headers={"X-Request-ID": "nobody-home"}, timeout=30
+        )
+    assert_error(resp, 503, None, "no attnlab replica answered")
+    assert resp.headers["retry-after"] == "5"
+    assert resp.headers["x-request-id"] == "nobody-home"
+
+
+@pytest.fixture(scope="module")
+def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[Replica], Nginx]]:
+    require_nginx()
+    workdir = tmp_path_factory.mktemp("topology")
+    with replicas(workdir, 2, models="random") as pair, nginx(workdir / "nginx", [r.port for r in pair]) as proxy:
+        yield pair, proxy
+
+
+def access_log(proxy: Nginx) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in proxy.access_log.read_text().splitlines() if line.strip()]
+
+
+def test_requests_spread_over_both_replicas(topology: tuple[list[Replica], Nginx]) -> None:
+    pair, proxy = topology
+    before = [r.requests_served() for r in pair]
+    with httpx.Client(base_url=proxy.base, timeout=30) as client:
+        for i in range(20):
+            check_answer(client.post("/api/attention", json=body(i)), i)
+    served = [r.requests_served() - b for r, b in zip(pair, before, strict=True)]
+    assert sum(served) == 20, served
+    assert min(served) >= 5, f"20 requests one at a time should spread over both replicas: {served}"
+
+
+def test_request_id_passes_through_and_json_is_gzipped(topology: tuple[list[Replica], Nginx]) -> None:
+    pair, proxy = topology
+    with httpx.Client(base_url=proxy.base, timeout=30) as client:
+        given = client.post("/api/attention", json=body(1), headers={"X-Request-ID": "topology-given-1"})
+        check_answer(given, 1)
+        assert given.headers["x-request-id"] == "topology-given-1"
+        assert given.headers["content-encoding"] == "gzip"
+        made = client.post("/api/attention", json=body(2))
+        check_answer(made, 2)
+    # without one, nginx makes the id, attnlab answers with it, and both log it
+    rid = made.headers["x-request-id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", rid), rid
+    # both log a request after answering it, so the lines may come a moment after the answers
+    wait_until(
+        lambda: {"topology-given-1", rid} <= {entry["request_id"] for entry in access_log(proxy)},
+        "nginx logs both request ids",
+        10,
+    )
+    wait_until(lambda: any(rid in r.log.read_text() for r in pair), "the replica that answered logs nginx's id", 10)
+
+
+def test_nginx_answers_its_own_errors_in_attnlabs_shape(topology: tuple[list[Replica], Nginx]) -> None:
+    _, proxy = topology
+    limit = Settings().max_body_bytes
+    with httpx.Client(base_url=proxy.base, timeout=30) as client:
+        headers = {"content-type": "application/json"}
+        too_large = client.post("/api/attention", content=b" " * (limit + 1), headers=headers)
+        assert_error(too_large, 413, "body", str(limit))
+        # at the limit nginx lets it through, and attnlab judges it (here: not JSON)
+        assert_error(client.post("/api/attention", content=b"{" * limit, headers=headers), 422, "body")
+        assert client.get("/metrics").status_code == 404, "each replica's metrics are scraped from the replica"
+
+
+@dataclass
+class Stream:
+    """Requests through nginx from a few threads, each answer checked, until stopped."""
+
+    url: str
+    threads: int = 4
+    limit: int = 2000  # a bound on the traffic whatever happens
+    done: list[tuple[int, str]] = field(default_factory=list)  # (request number, "ok" or what went wrong)
+    stop: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    counter: int = 0
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=60) as client:
+            while not self.stop.is_set():
+                with self.lock:
+                    if self.counter >= self.limit:
+                        return
+                    i = self.counter = self.counter + 1
+                try:
+                    check_answer(client.post("/api/attention", json=body(i)), i)
+                    outcome = "ok"
+                except (AssertionError, httpx.HTTPError, ValueError) as err:
+                    outcome = f"{type(err).__name__}: {err}"[:300]
+                with self.lock:
+                    self.done.append((i, outcome))
+                self.stop.wait(0.05)  # pace each thread: the machine is shared, the traffic bounded
+
+    def __enter__(self) -> Stream:
+        self.workers = [threading.Thread(target=self.run, daemon=True) for _ in range(self.threads)]
+        for w in self.workers:
+            w.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for w in self.workers:
+            w.join(timeout=90)
+
+    def wait_for(self, count: int, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.done) < count:
+            assert time.monotonic() < deadline, f"only {len(self.done)} of {count} requests answered in {timeout} s"
+            time.sleep(0.02)
+
+    def failures(self) -> list[tuple[int, str]]:
+        with self.lock:
+            return [d for d in self.done if d[1] != "ok"]
+
+
+def unread_bytes(port: int) -> int:
+    """Bytes waiting unread in the receive queues of TCP connections to a local port (Linux /proc/net/tcp)."""
+    total = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        lines = Path(table).read_text().splitlines()[1:] if Path(table).exists() else []
+        for line in lines:
+            cols = line.split()
+            local_port = int(cols[1].rsplit(":", 1)[1], 16)
+            if local_port == port and cols[3] == "01":  # ESTABLISHED
+                total += int(cols[4].split(":")[1], 16)
+    return total
+
+
+def test_a_replica_killed_mid_run_costs_no_request_and_recovers(topology: tuple[list[Replica], Nginx]) -> None:
+    pair, proxy = topology
+    victim, survivor = pair
+    log_start = len(access_log(proxy))
+    with Stream(proxy.base) as stream:
+        stream.wait_for(20)
+        # Stop the victim first so that requests are provably inside it when it dies: nginx has sent them, they
+        # sit unread in its sockets. SIGKILL then resets those connections, as when a container dies mid-request.
+        victim.signal(signal.SIGSTOP)
+        wait_until(lambda: unread_bytes(victim.port) > 0, "a request sent to the stopped replica", 20)
+        victim.kill()
+        answered_at_kill = len(stream.done)
+        stream.wait_for(answered_at_kill + 40)
+        assert stream.failures() == [], stream.failures()[:5]
+
+        # started again on its port: healthy on its own, and back in nginx's rotation (after fail_timeout)
+        victim.start()
+        victim.wait_healthy(timeout=60)
+        wait_until(lambda: victim.requests_served() > 0, "the restarted replica gets requests through nginx", 30)
+    sent = len(stream.done)
+    failures = stream.failures()
+    assert failures == [], f"{len(failures)} of {sent} requests failed: {failures[:5]}"
+    assert survivor.requests_served() > 0
+
+    # nginx's log: requests the victim had received were retried on the survivor and answered 200
+    entries = access_log(proxy)[log_start:]
+    victim_addr, survivor_addr = f"127.0.0.1:{victim.port}", f"127.0.0.1:{survivor.port}"
+    retried = [e for e in entries if e["upstream"] == f"{victim_addr}, {survivor_addr}"]
+    inside = [e for e in retried if int(e["upstream_bytes_sent"].split(",")[0]) > 0]
+    assert inside, f"no request sent to the killed replica was retried: {retried[:3]}"
+    assert all(e["status"] == 200 for e in retried), retried
+    print(
+        f"\n{sent} requests through nginx, 0 failed; {len(retried)} retried after the kill, {len(inside)} of them "
+        "had been sent to the killed replica"
+    )
