@@ -2,13 +2,26 @@
 // /api/intervene, /api/compare, /api/decode, /api/cost and /api/scale-sweep.
 // Errors come back as {"error": {status, code, field, message, details}}; `describeError` turns one into plain words.
 
+// What to do about an error, by its code and field (never by its English text). The message itself is the
+// server's, which names the field and the numbers.
 const HINTS = {
-  invalid_input: "Change the highlighted setting and the page runs again.",
-  invalid_request: "One of the settings is not valid.",
+  invalid_input: "Change the marked setting and the page runs again.",
+  invalid_request: "Change the marked setting and the page runs again.",
   too_large: "Ask for less: a shorter sequence, fewer heads or a narrower width.",
   unknown_model: "Pick a model from the list.",
+  model_unavailable: "Pick a model from the list.",
   out_of_range: "A number is outside what this model accepts.",
   busy: "The server is busy; try again in a moment.",
+  network: "Is `attnlab serve` still running?",
+};
+
+// Fields whose limits a person running the server can raise, and the setting that does it.
+const SETTINGS = {
+  text: "ATTNLAB_MAX_TOKENS",
+  texts: "ATTNLAB_MAX_TOKENS",
+  tokens: "ATTNLAB_MAX_TOKENS",
+  source: "ATTNLAB_MAX_TOKENS",
+  include: "ATTNLAB_MAX_RESULT_VALUES",
 };
 
 export class ApiError extends Error {
@@ -21,30 +34,27 @@ export class ApiError extends Error {
   }
 }
 
-// {message, hint} for an error body (or anything else a failed request produced).
+// {code, field, message, hint} for an error body (or anything else a failed request produced).
 export function describeError(err) {
   if (err instanceof ApiError) {
-    let message = err.message;
-    if (/no eligible key/.test(message)) {
-      return {
-        message,
-        hint: "Every query needs at least one key it may attend to: unmask one, or set “All-masked rows” to zero.",
-      };
+    const message = err.message || `The server answered ${err.status}.`;
+    const root = (err.field || "").split(/[.[]/)[0];
+    let hint = HINTS[err.code] || "";
+    if (err.code === "invalid_input" && root === "masks") {
+      hint = "Every query needs at least one key it may attend to: unmask one, or set “All-masked rows” to zero.";
+    } else if (err.code === "too_large" && root === "include") {
+      hint = `Pick one layer in the Layer menu, or shorten the text. Whoever runs the server can raise the limit with ${SETTINGS.include}.`;
+    } else if (err.code === "too_large" && SETTINGS[root]) {
+      hint =
+        `Shorten the text. Whoever runs the server can raise this limit with the ${SETTINGS[root]} setting ` +
+        `(for example ${SETTINGS[root]}=1024 attnlab serve); a trained model's own limit cannot be raised.`;
     }
-    const big = /would hold ([\d,]+) numbers, limit ([\d,]+)/.exec(message);
-    if (err.code === "too_large" && big) {
-      return {
-        message: `This view needs ${big[1]} numbers, more than the server sends in one response (${big[2]}).`,
-        hint: "Pick one layer in the Layer menu, or shorten the text.",
-      };
-    }
-    if (!message) message = `The server answered ${err.status}.`;
-    return { message, hint: HINTS[err.code] || "" };
+    return { code: err.code || "http_error", field: err.field || null, message, hint };
   }
   if (err && err.name === "TypeError") {
-    return { message: "Could not reach the attnlab server.", hint: "Is `attnlab serve` still running?" };
+    return { code: "network", field: null, message: "Could not reach the attnlab server.", hint: HINTS.network };
   }
-  return { message: String((err && err.message) || err), hint: "" };
+  return { code: "page", field: null, message: String((err && err.message) || err), hint: "" };
 }
 
 async function parse(resp) {
@@ -134,4 +144,27 @@ export async function fetchAttentionNpz(request) {
   });
   if (!resp.ok) await parse(resp);
   return resp.blob();
+}
+
+// Before/after with every layer's weights; when that is more than the server sends, only the deltas, with a note.
+export async function fetchInterveneOrDeltas(request, signal) {
+  try {
+    return await fetchIntervene(request, signal);
+  } catch (err) {
+    if (!(err instanceof ApiError && err.code === "too_large")) throw err;
+    const result = await fetchIntervene({ ...request, include: [] }, signal);
+    return { ...result, note: `${describeError(err).message} The before/after heatmaps are left out; the rest is complete.` };
+  }
+}
+
+// A compare over every layer; when that is more than the server sends, over `fallbackLayer` alone.
+export async function fetchCompareOrLayer(request, signal) {
+  const { fallbackLayer, ...body } = request;
+  try {
+    return await fetchCompare(body, signal);
+  } catch (err) {
+    if (!(err instanceof ApiError && err.code === "too_large") || body.a.layer != null) throw err;
+    const layer = fallbackLayer ?? 0;
+    return fetchCompare({ a: { ...body.a, layer }, b: { ...body.b, layer } }, signal);
+  }
 }

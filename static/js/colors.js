@@ -17,10 +17,13 @@ export const RDBU = [
 ];
 export const PALETTES = { viridis: VIRIDIS, cividis: CIVIDIS };
 
-// A masked cell: a light grey ground with dark grey diagonal hatching; neither colour is on any scale above.
-export const MASK_FILL = "#e4e4e4";
-export const MASK_HATCH = "#8c8c8c";
-export const BLOCKED_MARK = "#202020";
+// A masked cell: a dark neutral ground with light diagonal hatching. No value colour is a dark unsaturated grey
+// (viridis and cividis start at navy and purple, RdBu's dark ends are navy and maroon, its light centre is near
+// white), so a masked cell cannot be read as a value, hatched or, in a small thumbnail, flat.
+export const MASK_FILL = "#3a3a3a";
+export const MASK_HATCH = "#bdbdbd";
+export const BLOCKED_MARK = "#ffffff";
+export const CLIP_PERCENTILE = 0.98; // the clipped scores scale ends at this quantile of |eligible score|
 
 export function hexToRgb(hex) {
   const h = hex.replace("#", "");
@@ -59,6 +62,38 @@ export function scaleFor(view, palette, maxAbsScore) {
 
 export function normalise(value, scale) {
   return (value - scale.min) / (scale.max - scale.min);
+}
+
+// The scale one head's matrix is drawn on. Weights: 0..1. Scores: `mode` "head" (its own symmetric range),
+// "clip" (one range over every head, clipped at CLIP_PERCENTILE of |score|: `clipAbs`) or "shared" (`maxAbs`).
+export function headScale(view, head) {
+  if (view.view !== "scores") return view.scale;
+  if (view.scoreScale === "head") {
+    return { ...scaleFor("scores", view.palette, maxAbsEligible([head], view.eligible)), label: "score (this head's range)" };
+  }
+  if (view.scoreScale === "clip") {
+    return { ...scaleFor("scores", view.palette, view.clipAbs), label: `score (clipped at ±${view.clipAbs.toFixed(2)})`, clipped: true };
+  }
+  return view.scale;
+}
+
+// The q-quantile of |score| over the eligible cells of the given heads (0 when nothing is eligible).
+export function quantileAbsEligible(heads, eligible, q = CLIP_PERCENTILE) {
+  const values = [];
+  for (const head of heads) {
+    const s = head.scores;
+    if (!s) continue;
+    for (let i = 0; i < s.length; i++) for (let k = 0; k < s[i].length; k++) if (eligible[i][k]) values.push(Math.abs(s[i][k]));
+  }
+  if (!values.length) return 0;
+  values.sort((a, b) => a - b);
+  return values[Math.min(values.length - 1, Math.floor(q * (values.length - 1)))];
+}
+
+// Numbers along a legend: min, the middle and max (five ticks for a diverging scale).
+export function legendTicks(scale) {
+  const n = scale.min < 0 ? 5 : 3;
+  return Array.from({ length: n }, (_, i) => scale.min + ((scale.max - scale.min) * i) / (n - 1));
 }
 
 // The largest |score| over eligible cells of the given heads (0 when nothing is eligible).

@@ -1,30 +1,51 @@
-// The eligibility grid: which (query, key) pairs may attend, and which mask rules each one out.
-// Each cell is a button: activate it to block or unblock that pair.
+// The eligibility grid (data-view="eligibility"): which (query, key) pairs may attend, and which mask rules each
+// one out (the result's `reasons`). Up to MAX_GRID_TOKENS positions it is one composite widget: a single tab stop
+// (the active cell), arrow keys, Home/End and PageUp/PageDown move, Enter or Space blocks or unblocks the pair.
+// Longer sequences are drawn on a canvas of a fixed size.
 
 import { cellAt, drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
-import { maskReasons } from "./masks.js";
+import { cellReasons } from "./masks.js";
+import { act, selectView } from "./store.js";
 
 export const MAX_GRID_TOKENS = 32; // beyond this the grid is drawn on a canvas instead of as buttons
+export const CANVAS_PX = 280; // the canvas grid's plot side, whatever the length
 export const ELIGIBLE_FILL = "#a6d8b5";
-export const REASON_CODE = { causal: "C", window: "W", padding: "P", blocked: "B" };
+export const REASON_CODE = { causal: "C", window: "W", padding: "P", blocked: "B", masked: "×" };
 
 // The short code a cell shows: "" when eligible, else the letters of the masks that exclude it.
-export function reasonCode(masks, q, k) {
-  return maskReasons(masks, q, k).map((r) => REASON_CODE[r]).join("");
+export function reasonCode(reasons) {
+  return reasons.map((r) => REASON_CODE[r] ?? "×").join("");
 }
 
-export function renderEligibility(root, view, onCell) {
+// The cell an arrow key moves to from [q, k] in an S x K grid (null: not a key the grid takes).
+export function moveCursor([q, k], key, S, K, page = 8) {
+  const clamp = (v, n) => Math.max(0, Math.min(n - 1, v));
+  const moves = {
+    ArrowUp: [q - 1, k], ArrowDown: [q + 1, k], ArrowLeft: [q, k - 1], ArrowRight: [q, k + 1],
+    Home: [q, 0], End: [q, K - 1], PageUp: [q - page, k], PageDown: [q + page, k],
+  };
+  const to = moves[key];
+  return to ? [clamp(to[0], S), clamp(to[1], K)] : null;
+}
+
+export function deps(s) {
+  return [s.run.result, s.cursor];
+}
+
+export function render(root, s, dispatch) {
+  const view = selectView(s);
+  if (!view) return;
   root.replaceChildren();
   const S = view.tokens.length;
   const keys = view.keyTokens || view.tokens;
   if (Math.max(S, keys.length) > MAX_GRID_TOKENS) {
     const p = document.createElement("p");
     p.className = "muted small";
-    p.textContent = "green: eligible · hatched: masked · click a cell to block or unblock it";
+    p.textContent = "green: eligible · dark hatched: masked · click a cell to block or unblock it";
     const canvas = document.createElement("canvas");
     canvas.setAttribute("aria-label", `eligibility of ${S} x ${keys.length} query-key pairs`);
     const n = Math.max(S, keys.length);
-    const L = layoutFor(S, { cell: Math.max(3, Math.min(10, Math.floor(360 / n))), labels: n <= 64, maxLabel: 6, cols: keys.length });
+    const L = layoutFor(S, { cell: Math.min(10, CANVAS_PX / n), labels: false, cols: keys.length });
     drawHeatmap(sizeCanvas(canvas, L), {
       matrix: view.eligible.map((row) => row.map(() => 1)), eligible: view.eligible, blocked: view.blocked,
       tokens: view.tokens, keyTokens: view.keyTokens, scale: { stops: [ELIGIBLE_FILL, ELIGIBLE_FILL], min: 0, max: 1 }, layout: L,
@@ -32,13 +53,16 @@ export function renderEligibility(root, view, onCell) {
     canvas.addEventListener("click", (e) => {
       const r = canvas.getBoundingClientRect();
       const at = cellAt(L, e.clientX - r.left, e.clientY - r.top);
-      if (at) onCell(at.q, at.k);
+      if (at) dispatch(act.cellToggled(at.q, at.k, "eligibility"));
     });
     root.append(p, canvas);
     return;
   }
+  const [cq, ck] = s.cursor && s.cursor[0] < S && s.cursor[1] < keys.length ? s.cursor : [0, 0];
   const table = document.createElement("table");
   table.className = "elig";
+  table.setAttribute("role", "grid");
+  table.setAttribute("aria-label", "Eligibility: arrow keys move, Enter or Space blocks or unblocks the pair");
   const cap = document.createElement("caption");
   cap.textContent = "✓ eligible · C causal · W window · P padding · B blocked by you";
   table.append(cap);
@@ -66,17 +90,21 @@ export function renderEligibility(root, view, onCell) {
     tr.append(th);
     for (let k = 0; k < keys.length; k++) {
       const td = document.createElement("td");
+      td.setAttribute("role", "gridcell");
       const b = document.createElement("button");
       b.type = "button";
-      const code = reasonCode(view.masks, q, k);
+      const reasons = cellReasons(view, q, k);
+      const code = reasonCode(reasons);
       const ok = view.eligible[q][k];
       b.className = ok ? "ok" : "masked";
       b.textContent = ok ? "✓" : code || "×";
+      b.dataset.q = String(q);
+      b.dataset.k = String(k);
+      b.tabIndex = q === cq && k === ck ? 0 : -1;
       b.setAttribute(
         "aria-label",
-        `query ${q} key ${k}: ${ok ? "eligible" : `masked by ${maskReasons(view.masks, q, k).join(", ")}`}; press to ${code.includes("B") ? "unblock" : "block"}`,
+        `query ${q} key ${k}: ${ok ? "eligible" : `masked by ${reasons.join(", ")}`}; press to ${reasons.includes("blocked") ? "unblock" : "block"}`,
       );
-      b.addEventListener("click", () => onCell(q, k));
       td.append(b);
       tr.append(td);
     }
@@ -84,4 +112,21 @@ export function renderEligibility(root, view, onCell) {
   }
   table.append(body);
   root.append(table);
+}
+
+export function bind(root, store) {
+  root.addEventListener("click", (e) => {
+    const b = e.target.closest("button[data-q]");
+    if (b) store.dispatch(act.cellToggled(Number(b.dataset.q), Number(b.dataset.k), "eligibility"));
+  });
+  root.addEventListener("keydown", (e) => {
+    const b = e.target.closest("button[data-q]");
+    if (!b) return;
+    const view = selectView(store.getState());
+    const to = moveCursor([Number(b.dataset.q), Number(b.dataset.k)], e.key, view.tokens.length, (view.keyTokens || view.tokens).length);
+    if (!to) return;
+    e.preventDefault();
+    store.dispatch(act.cursorSet(to));
+    root.querySelector(`button[data-q="${to[0]}"][data-k="${to[1]}"]`)?.focus();
+  });
 }

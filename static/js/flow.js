@@ -2,6 +2,8 @@
 // with the shape of every tensor. Many heads are elided in the middle so 12 or 64 heads still fit. A batch adds its
 // leading B to every shape (B x H x S x S weights); cross-attention takes K and V from the source's S_k positions.
 
+import { act, selectView } from "./store.js";
+import { renderNumbers } from "./matrices.js";
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 
 export const SHOWN_HEADS = 6; // beyond this many heads the middle ones collapse into "…"
@@ -118,4 +120,37 @@ export function renderFlow(root, caption, view, layer, onOpen) {
     root.append(arrow());
   }
   root.append(box("flow-output", "Output", dims([S, c.d_out])));
+}
+
+// ---- the view (data-view="flow"): the flow of the large head's layer, and the numbers behind the large head ----
+
+export function deps(s) {
+  return [s.run.result, s.ui.focus, s.ui.layer, s.ui.palette];
+}
+
+export function render(root, s, dispatch) {
+  const view = selectView(s);
+  if (!view) return;
+  document.getElementById("flow-title").textContent = view.multiLayer ? `Multi-head flow · layer ${view.layer.index}` : "Multi-head flow";
+  renderFlow(document.getElementById("flow"), document.getElementById("flow-caption"), view, view.layer, (layer, head) =>
+    dispatch(act.headOpened(layer, head, null, "flow")),
+  );
+  renderNumbersPanel(view);
+}
+
+function renderNumbersPanel(view) {
+  const d = document.getElementById("numbers");
+  const h = view.focusHead;
+  if (!h.q && !h.contexts) {
+    d.hidden = true;
+    return;
+  }
+  d.hidden = false;
+  renderNumbers(document.getElementById("numbers-body"), view.tokens, [
+    [`Q (head ${h.index})`, h.q],
+    [`K (kv group ${h.kv_group})`, h.k],
+    [`V (kv group ${h.kv_group})`, h.v],
+    [`context = weights · V (head ${h.index})`, h.contexts],
+    ["output", view.layer.output],
+  ]);
 }

@@ -1,13 +1,23 @@
-// The head opened large: a plotly heatmap with a colour bar, zoom and hover, cell values when they fit.
-// Masked cells are hatched grey under a null z (never a huge negative number). Click a cell to block or unblock it.
+// The large head (data-view="focus"): a plotly heatmap with a colour bar, zoom and hover, cell values when they
+// fit, the chosen query row and query -> key pair outlined. Masked cells are hatched under a null z (never a huge
+// negative number). Click a cell to block or unblock it; shift-click picks the pair. Under it: the row and column
+// sums, and the form that sets one weight (an intervention).
 
-import { MASK_FILL, MASK_HATCH, plotlyScale } from "./colors.js";
-import { drawnValues } from "./heatmap.js";
-import { maskReasons } from "./masks.js";
+import { renderSums } from "./bugs.js";
+import { MASK_FILL, MASK_HATCH, headScale, plotlyScale } from "./colors.js";
+import { drawnValues, themeInk } from "./heatmap.js";
+import { headName } from "./interventions.js";
+import { cellReasons } from "./masks.js";
+import { act, selectView } from "./store.js";
+import { positionLabel } from "./tophead.js";
+
+const $ = (id) => document.getElementById(id);
+const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
 
 export const ANNOTATE_MAX_TOKENS = 12; // print the value in each cell up to this many positions
 export const MAX_TICKS = 24; // beyond this many positions every n-th one is labelled
-export const FOCUS_HEIGHT = 430;
+export const FOCUS_HEIGHT = { min: 280, max: 560 }; // the plot is about as tall as it is wide, within these
+export const TOOLBAR_BAND = 30; // px above the cells for plotly's toolbar
 
 // Plotly reads a few HTML-like tags and entities in its strings; tokens are escaped so they stay text.
 export function plotlyText(s) {
@@ -33,7 +43,7 @@ export function maskPath(eligible) {
 }
 
 export function hoverText(view, head, q, k) {
-  const reasons = maskReasons(view.masks, q, k);
+  const reasons = cellReasons(view, q, k);
   const s = head.scores ? head.scores[q][k] : null;
   const w = head.weights ? head.weights[q][k] : null;
   const keys = view.keyTokens || view.tokens;
@@ -45,8 +55,9 @@ export function hoverText(view, head, q, k) {
   ].join("<br>");
 }
 
-export function renderFocus(el, view, head, layer, onCell) {
+export function renderFocus(el, view, head, layer) {
   if (!window.Plotly || !head) return;
+  const scale = headScale(view, head);
   const S = view.tokens.length;
   const matrix = view.view === "scores" ? head.scores : head.weights;
   const z = drawnValues(matrix, view.eligible);
@@ -73,8 +84,8 @@ export function renderFocus(el, view, head, layer, onCell) {
     },
     {
       type: "heatmap", z, x: kidx, y: idx, text: hover, hovertemplate: "%{text}<extra></extra>",
-      colorscale: plotlyScale(view.scale.stops), zmin: view.scale.min, zmax: view.scale.max,
-      colorbar: { title: { text: view.scale.label, side: "right" }, thickness: 14, len: 0.9 },
+      colorscale: plotlyScale(scale.stops), zmin: scale.min, zmax: scale.max,
+      colorbar: { title: { text: scale.label, side: "right" }, thickness: 14, len: 0.9 },
       texttemplate: Math.max(S, keys.length) <= ANNOTATE_MAX_TOKENS ? "%{z:.2f}" : "", textfont: { size: 11 },
     },
   ];
@@ -85,39 +96,92 @@ export function renderFocus(el, view, head, layer, onCell) {
       marker: { symbol: "x-thin-open", color: "#202020", size: Math.max(8, Math.min(22, 260 / S)), line: { width: 2, color: "#202020" } },
     });
   }
+  const ink = themeInk();
   const shapes = (view.changed || []).map(([q, k]) => ({
     type: "rect", x0: k - 0.45, x1: k + 0.45, y0: q - 0.45, y1: q + 0.45,
-    line: { color: "#000", width: 1.5, dash: "dot" },
+    line: { color: ink.text, width: 1.5, dash: "dot" },
   }));
+  // the retrieval diagram's query row, and the chosen query -> key pair
+  const q = view.query;
+  if (q != null && q < S) {
+    shapes.push({ type: "rect", x0: -0.5, x1: keys.length - 0.5, y0: q - 0.5, y1: q + 0.5, line: { color: ink.text, width: 2 }, name: "query" });
+  }
+  if (view.pair && view.pair.every((v) => v != null)) {
+    const [pq, pk] = view.pair;
+    shapes.push({ type: "rect", x0: pk - 0.5, x1: pk + 0.5, y0: pq - 0.5, y1: pq + 0.5, line: { color: "#e8590c", width: 3 }, name: "pair" });
+  }
+  const width = el.clientWidth || 480;
+  const height = Math.round(Math.min(FOCUS_HEIGHT.max, Math.max(FOCUS_HEIGHT.min, width * 0.9)));
   const axis = (title, vals = tickIdx, text = ticks) => ({
     title: { text: title, standoff: 6 }, tickmode: "array", tickvals: vals, ticktext: text,
     showgrid: false, zeroline: false, fixedrange: false, automargin: true,
     tickfont: { size: S > 16 ? 9 : 11 },
   });
+  const bg = getComputedStyle(el).getPropertyValue("--panel").trim() || "#fff";
   const layout = {
-    height: FOCUS_HEIGHT,
-    margin: { l: 10, r: 10, t: 8, b: 10 },
+    height,
+    margin: { l: 10, r: 10, t: TOOLBAR_BAND, b: 10 },
     xaxis: {
       ...axis(view.keyTokens ? "Key position (source)" : "Key position", kTickIdx, kTicks),
       side: "bottom", tickangle: -45, constrain: "domain",
     },
     yaxis: { ...axis("Query position"), autorange: "reversed", scaleanchor: "x", constrain: "domain" },
     shapes,
-    plot_bgcolor: "#fff",
-    paper_bgcolor: "#fff",
-    font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: "#222" },
+    plot_bgcolor: bg,
+    paper_bgcolor: bg,
+    font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: ink.text },
     hoverlabel: { bgcolor: "#fff", bordercolor: "#555", font: { color: "#111" } },
+    modebar: { orientation: "h", bgcolor: "rgba(0,0,0,0)", color: ink.muted, activecolor: ink.text },
   };
-  const config = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
   el.dataset.layer = String(layer);
   el.dataset.head = String(head.index);
-  window.Plotly.react(el, traces, layout, config);
-  if (!el.dataset.bound) {
-    el.dataset.bound = "1";
-    el.on("plotly_click", (ev) => {
-      const p = ev.points && ev.points[0];
-      if (p && Number.isInteger(p.x) && Number.isInteger(p.y)) el._onCell?.(p.y, p.x, ev.event);
-    });
+  el.dataset.height = String(height);
+  window.Plotly.react(el, traces, layout, PLOT_CONFIG);
+}
+
+export function deps(s) {
+  return [s.run.result, s.run.diff, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.focus, s.ui.query, s.ui.pair];
+}
+
+export function render(root, s) {
+  const view = selectView(s);
+  if (!view) return;
+  const [fl, fh] = view.focus;
+  $("focus-title").textContent = view.multiLayer ? `Layer ${fl} · head ${fh}, large` : `Head ${fh}, large`;
+  renderFocus($("focus-plot"), view, view.focusHead, fl);
+  renderSums($("sums"), { weights: view.focusHead.weights, tokens: view.tokens, keyTokens: view.keyTokens, bug: view.bug });
+  // the weight-edit form: this head, the pair (or the query) as its cell
+  $("edit-head").textContent = headName(fl, fh, view.multiLayer);
+  const S = view.tokens.length;
+  for (const id of ["edit-query", "edit-key"]) {
+    const sel = $(id);
+    sel.replaceChildren(...view.tokens.map((_, i) => Object.assign(document.createElement("option"), { value: String(i), textContent: positionLabel(view.tokens, i) })));
   }
-  el._onCell = onCell;
+  const pair = view.pair && view.pair.every((v) => v != null) ? view.pair : [Math.min(view.query, S - 1), 0];
+  $("edit-query").value = String(pair[0]);
+  $("edit-key").value = String(pair[1]);
+}
+
+export function bind(root, store) {
+  const el = $("focus-plot");
+  if (!window.Plotly) return;
+  window.Plotly.newPlot(el, [], { height: FOCUS_HEIGHT.min }, PLOT_CONFIG);
+  el.on("plotly_click", (ev) => {
+    const p = ev.points && ev.points[0];
+    if (!p || !Number.isInteger(p.x) || !Number.isInteger(p.y)) return;
+    if (ev.event && ev.event.shiftKey) store.dispatch(act.pairSet(p.y, p.x));
+    else store.dispatch(act.cellToggled(p.y, p.x, "focus-plot"));
+  });
+  $("edit-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const view = selectView(store.getState());
+    const weight = Number.parseFloat($("edit-weight").value);
+    const query = Number($("edit-query").value);
+    const key = Number($("edit-key").value);
+    const bad = !view || !(weight >= 0 && weight <= 1) || !Number.isInteger(query) || !Number.isInteger(key);
+    $("edit-weight").setAttribute("aria-invalid", bad ? "true" : "false");
+    $("edit-error").textContent = bad ? "The weight must be a number from 0 to 1." : "";
+    if (bad) return;
+    store.dispatch(act.editAdded({ layer: view.focus[0], head: view.focus[1], query, key, weight }));
+  });
 }

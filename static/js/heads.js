@@ -1,14 +1,22 @@
-// The grid of per-head heatmaps (small multiples), paged so that 72 heads stay fast and readable.
+// The heads panel (data-view="heads"): a grid of per-head heatmaps (small multiples) of a fixed size, paged so that
+// 72 heads stay fast and readable; a long sequence is downsampled into the same thumbnail instead of growing it.
 // Hover a cell: tooltip and linked row/column in every head. Click or Enter on a head: it opens large.
 // Each card carries an "ablate" toggle (its own button: pressing it never opens the head) and the head's health
 // flags from its stats: dead (near-uniform), identical to another head, W_Q = W_K (symmetric scores), the rank of
 // W_Q W_Kᵀ.
 
+import { renderBugBanner } from "./bugs.js";
+import { headScale, legendTicks } from "./colors.js";
+import { node } from "./dom.js";
 import { cellAt, drawHeatmap, drawHighlight, layoutFor, maskedCells, sizeCanvas } from "./heatmap.js";
+import { act, selectView } from "./store.js";
 
 export const PAGE_SIZE = 24;
 export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 heads on a page, and for more
+export const THUMB_PX = 150; // at most this many px a side, whatever the length: a long sequence is downsampled
 export const MAX_CELL = 34;
+
+const $ = (id) => document.getElementById(id);
 
 // The heads on a page: [{layer, head}] in layer-major order.
 export function pageOf(all, page, size = PAGE_SIZE) {
@@ -68,16 +76,18 @@ function ablateButton(fig, item, view, onAblate) {
   show((view.ablate || []).find((a) => a.layer === item.layer && a.head === item.head.index));
   b.addEventListener("click", (e) => {
     e.stopPropagation();
-    show(onAblate(item.layer, item.head.index));
+    onAblate(item.layer, item.head.index);
   });
   b.addEventListener("keydown", (e) => e.stopPropagation());
   return b;
 } // card padding, border and the gap between cards
 
-// Cell size so that a page of heads fits the grid's width: up to 4 heads share one row, more get small multiples.
+// Cell size (px, fractional below 1 for a long sequence) so that a page of heads fits the grid's width: up to 4
+// heads share one row, more get small multiples; no thumbnail's plot grows past THUMB_PX.
 export function cellSize(seqLen, headsOnPage, available = 900, labels = true) {
   const target = headsOnPage <= 4 ? TARGET_PLOT_PX.few : TARGET_PLOT_PX.many;
-  let cell = Math.max(2, Math.min(MAX_CELL, Math.floor(target / seqLen)));
+  let cell = Math.min(MAX_CELL, Math.max(1, Math.floor(target / seqLen)));
+  if (seqLen * cell > THUMB_PX) cell = THUMB_PX / seqLen;
   const perRow = Math.min(headsOnPage, 4);
   while (cell > 4 && perRow * (layoutFor(seqLen, { cell, labels, maxLabel: 6 }).width + CARD_CHROME_PX) > available) {
     cell -= 1;
@@ -85,12 +95,115 @@ export function cellSize(seqLen, headsOnPage, available = 900, labels = true) {
   return cell;
 }
 
-const cards = []; // {canvas, ctx, layout, item}
+const drawn = new WeakMap(); // grid element -> {key, cards}: what this view last painted, to repaint only the highlight
 
+export function deps(s) {
+  return [s.run.result, s.run.diff, s.run.notice, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.page, s.ui.focus, s.ui.ablate, s.highlight];
+}
+
+export function render(root, s, dispatch) {
+  const view = selectView(s);
+  if (!view) return;
+  const r = s.run.result;
+  renderBugBanner($("demo-bug"), r.demo_bug);
+  const notice = $("heads-notice");
+  notice.textContent = s.run.notice;
+  notice.hidden = !s.run.notice;
+  renderLegend($("legend"), view);
+  $("heads-title").textContent =
+    `Heads: ${view.view} · ${view.heads.length} head${view.heads.length === 1 ? "" : "s"}` +
+    (view.multiLayer ? (s.ui.layer === "all" ? " · all layers" : ` · layer ${s.ui.layer}`) : "");
+  const grid = $("heads-grid");
+  const key = [r, s.run.diff, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.page, s.ui.focus, s.ui.ablate];
+  const last = drawn.get(grid);
+  if (last && last.key.every((x, i) => x === key[i])) {
+    highlightHeads(last.cards, s.highlight);
+    return;
+  }
+  const handlers = {
+    onOpen: (layer, head, query) => dispatch(act.headOpened(layer, head, query, `head-${layer}-${head}`)),
+    onHover: (cell, event) => hover(view, cell, event, dispatch),
+    onAblate: (layer, head) => dispatch(act.ablationToggled(layer, head)),
+  };
+  const cards = renderHeads(grid, $("heads-pager"), view, handlers);
+  drawn.set(grid, { key, cards });
+  highlightHeads(cards, s.highlight);
+}
+
+export function bind(root, store) {
+  const pager = $("heads-pager");
+  pager.querySelector("[data-role=prev]").addEventListener("click", () => store.dispatch(act.pageSet(store.getState().ui.page - 1)));
+  pager.querySelector("[data-role=next]").addEventListener("click", () => store.dispatch(act.pageSet(store.getState().ui.page + 1)));
+}
+
+// The tooltip on a cell, and the row and column it lights up in every head.
+function hover(view, cell, event, dispatch) {
+  const tip = $("tooltip");
+  if (!cell) {
+    tip.hidden = true;
+    dispatch(act.highlightSet(null));
+    return;
+  }
+  const layer = view.heads.find((h) => h.layer === cell.layer && h.head.index === cell.head);
+  const head = layer.head;
+  const ok = view.eligible[cell.q][cell.k];
+  const lines = [
+    `${view.multiLayer ? `Layer ${cell.layer} · ` : ""}head ${cell.head}`,
+    `query ${cell.q} “${view.tokens[cell.q]}” → key ${cell.k} “${(view.keyTokens || view.tokens)[cell.k]}”`,
+    `score ${head.scores[cell.q][cell.k].toFixed(4)}${ok ? "" : " (before masking)"}`,
+    ok ? `weight ${head.weights[cell.q][cell.k].toFixed(4)}` : `masked · weight ${head.weights[cell.q][cell.k].toFixed(4)}`,
+  ];
+  tip.replaceChildren(...lines.map((l) => node("div", {}, l)));
+  tip.hidden = false;
+  const x = Math.min(window.innerWidth - 300, event.clientX + 14);
+  tip.style.left = `${Math.max(0, x) + window.scrollX}px`;
+  tip.style.top = `${event.clientY + window.scrollY + 14}px`;
+  dispatch(act.highlightSet({ q: cell.q, k: cell.k }));
+}
+
+// The legend: the scale's colours with numbers under them, the masked and blocked keys.
+export function renderLegend(root, view) {
+  root.replaceChildren();
+  const s = view.scale;
+  const perHead = view.view === "scores" && view.scoreScale === "head";
+  const shown = view.view === "scores" && view.scoreScale === "clip" ? { ...s, min: -view.clipAbs, max: view.clipAbs } : s;
+  const digits = view.view === "scores" ? 2 : 1;
+  const scale = node("span", { className: "legend-scale" });
+  const bar = node("span", { className: "legend-bar" });
+  bar.style.background = `linear-gradient(to right, ${s.stops.join(", ")})`;
+  const ticks = node("span", { className: "legend-ticks" });
+  if (perHead) {
+    ticks.append(node("span", {}, "−max"), node("span", {}, "0"), node("span", {}, "+max"));
+  } else {
+    for (const t of legendTicks(shown)) ticks.append(node("span", {}, (Math.abs(t) < 1e-9 ? 0 : t).toFixed(digits)));
+  }
+  scale.append(bar, ticks);
+  const name = node(
+    "span",
+    { className: "legend-name" },
+    view.view !== "scores"
+      ? "attention weight"
+      : perHead
+        ? "score: each head on its own range (± under each head)"
+        : view.scoreScale === "clip"
+          ? `score, clipped at ±${view.clipAbs.toFixed(2)} (98% of scores inside)`
+          : "score, one range over every head",
+  );
+  const item = (cls, text) => {
+    const w = node("span", { className: "legend-item" });
+    w.append(node("span", { className: `swatch ${cls}` }), node("span", {}, text));
+    return w;
+  };
+  root.dataset.min = String(shown.min);
+  root.dataset.max = String(shown.max);
+  root.append(name, scale, item("sw-masked", "masked"), item("sw-blocked", "blocked by you"), item("sw-changed", "changed by the last toggle"));
+}
+
+// Returns the cards drawn: [{fig, canvas, ctx, layout, item, base}].
 export function renderHeads(root, pager, view, handlers) {
   const { items, page, pages } = pageOf(view.heads, view.page);
   root.replaceChildren();
-  cards.length = 0;
+  const cards = [];
   const S = view.tokens.length;
   const keys = view.keyTokens || view.tokens;
   const wantLabels = items.length <= 12;
@@ -101,8 +214,8 @@ export function renderHeads(root, pager, view, handlers) {
   for (const item of items) {
     const fig = document.createElement("figure");
     fig.className = "head-card";
-    fig.dataset.testid = "head-heatmap";
     fig.setAttribute("data-testid", "head-heatmap");
+    fig.id = `head-${item.layer}-${item.head.index}`;
     fig.dataset.layer = String(item.layer);
     fig.dataset.head = String(item.head.index);
     fig.dataset.view = view.view;
@@ -112,15 +225,11 @@ export function renderHeads(root, pager, view, handlers) {
     fig.setAttribute("role", "button");
     const isFocus = view.focus && view.focus[0] === item.layer && view.focus[1] === item.head.index;
     fig.setAttribute("aria-pressed", isFocus ? "true" : "false");
-    fig.setAttribute(
-      "aria-label",
-      `Layer ${item.layer} head ${item.head.index}: ${view.view}. Press Enter to open it large.`,
-    );
+    fig.setAttribute("aria-label", `Layer ${item.layer} head ${item.head.index}: ${view.view}. Press Enter to open it large.`);
+    const scale = headScale(view, item.head);
     const cap = document.createElement("figcaption");
-    const name = document.createElement("strong");
-    name.textContent = view.multiLayer ? `L${item.layer} · H${item.head.index}` : `Head ${item.head.index}`;
-    const meta = document.createElement("span");
-    meta.className = "meta";
+    const name = node("strong", {}, view.multiLayer ? `L${item.layer} · H${item.head.index}` : `Head ${item.head.index}`);
+    const meta = node("span", { className: "meta" });
     const st = item.head.stats;
     meta.textContent = st ? `H̄ ${st.mean_entropy.toFixed(2)}` : "";
     if (view.kvGroups < view.nHeads) meta.textContent += ` · kv ${item.head.kv_group}`;
@@ -128,24 +237,26 @@ export function renderHeads(root, pager, view, handlers) {
     const canvas = document.createElement("canvas");
     canvas.setAttribute("aria-hidden", "true");
     const flags = healthFlags(st, view.multiLayer ? `L${item.layer} H` : "H");
-    const foot = document.createElement("div");
-    foot.className = "card-foot";
-    const badges = document.createElement("span");
-    badges.className = "card-flags";
+    const foot = node("div", { className: "card-foot" });
+    const badges = node("span", { className: "card-flags" });
+    if (view.view === "scores" && view.scoreScale === "head") {
+      const range = node("span", { className: "flag flag-range" }, `±${scale.max.toFixed(2)}`);
+      range.title = "this head's colour range: its largest |score| over eligible cells";
+      badges.append(range);
+    }
     for (const f of flags) {
-      const b = document.createElement("span");
-      b.className = `flag flag-${f.kind}`;
-      b.textContent = f.text;
+      const b = node("span", { className: `flag flag-${f.kind}` }, f.text);
       b.title = f.help;
       badges.append(b);
     }
     foot.append(badges);
     fig.dataset.flags = flags.map((f) => f.kind).join(",");
+    fig.dataset.scaleMax = String(scale.max);
     if (handlers.onAblate) foot.append(ablateButton(fig, item, view, handlers.onAblate));
     fig.append(cap, canvas, foot);
     root.append(fig);
     const ctx = sizeCanvas(canvas, layout);
-    const card = { fig, canvas, ctx, layout, item };
+    const card = { fig, canvas, ctx, layout, item, scale };
     cards.push(card);
     canvas.addEventListener("mousemove", (e) => {
       const r = canvas.getBoundingClientRect();
@@ -165,17 +276,17 @@ export function renderHeads(root, pager, view, handlers) {
       }
     });
   }
-  paintHeads(view, view.highlight);
+  paintHeads(cards, view);
   pager.hidden = pages <= 1;
   pager.querySelector("[data-role=page-label]").textContent =
     `Heads ${page * PAGE_SIZE + 1}–${page * PAGE_SIZE + items.length} of ${view.heads.length}`;
   pager.querySelector("[data-role=prev]").disabled = page === 0;
   pager.querySelector("[data-role=next]").disabled = page >= pages - 1;
-  return { page, pages };
+  return cards;
 }
 
-// Draw every visible head once, keep a copy, then paint the highlight over it.
-export function paintHeads(view, highlight) {
+// Draw every visible head once and keep a copy, so that a highlight repaints from it.
+export function paintHeads(cards, view) {
   for (const card of cards) {
     const m = view.view === "scores" ? card.item.head.scores : card.item.head.weights;
     drawHeatmap(card.ctx, {
@@ -184,7 +295,7 @@ export function paintHeads(view, highlight) {
       blocked: view.blocked,
       tokens: view.tokens,
       keyTokens: view.keyTokens,
-      scale: view.scale,
+      scale: card.scale,
       layout: card.layout,
       changed: view.changed,
     });
@@ -193,33 +304,43 @@ export function paintHeads(view, highlight) {
     card.base.height = card.canvas.height;
     card.base.getContext("2d").drawImage(card.canvas, 0, 0);
   }
-  highlightHeads(highlight);
 }
 
-let pending = null;
+// Move the linked row/column highlight: restore each head from its copy and outline it.
+export function highlightHeads(cards, hl) {
+  for (const card of cards) {
+    card.fig.dataset.highlight = hl ? `${hl.q ?? ""},${hl.k ?? ""}` : "";
+    if (!card.base) continue;
+    const ctx = card.ctx;
+    ctx.save();
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, card.canvas.width, card.canvas.height);
+    ctx.drawImage(card.base, 0, 0);
+    ctx.restore();
+    drawHighlight(ctx, card.layout, hl);
+  }
+}
 
-// Move the linked row/column highlight: restore each head from its copy and outline; at most once a frame.
-export function highlightHeads(highlight) {
-  const first = pending === null;
-  pending = { highlight };
-  if (!first) return;
-  requestAnimationFrame(() => {
-    const hl = pending.highlight;
-    pending = null;
-    for (const card of cards) {
-      card.fig.dataset.highlight = hl ? `${hl.q ?? ""},${hl.k ?? ""}` : "";
-      if (!card.base) continue;
-      const ctx = card.ctx;
-      ctx.save();
-      ctx.setTransform(1, 0, 0, 1, 0, 0);
-      ctx.drawImage(card.base, 0, 0);
-      ctx.restore();
-      drawHighlight(ctx, card.layout, hl);
-    }
+// Every head shown (every page), drawn afresh with tick labels for the PNG export: [{canvas, label}].
+export function exportCards(view) {
+  const S = view.tokens.length;
+  const keys = view.keyTokens || view.tokens;
+  const cell = Math.max(2, Math.min(24, Math.floor(220 / Math.max(S, keys.length))));
+  const layout = layoutFor(S, { cell, labels: cell >= 6, maxLabel: 8, cols: keys.length });
+  return view.heads.map((item) => {
+    const canvas = document.createElement("canvas");
+    drawHeatmap(sizeCanvas(canvas, layout), {
+      matrix: view.view === "scores" ? item.head.scores : item.head.weights,
+      eligible: view.eligible,
+      blocked: view.blocked,
+      tokens: view.tokens,
+      keyTokens: view.keyTokens,
+      scale: headScale(view, item.head),
+      layout,
+      background: "#ffffff",
+    });
+    const scale = headScale(view, item.head);
+    const range = view.view === "scores" && view.scoreScale === "head" ? ` (±${scale.max.toFixed(2)})` : "";
+    return { canvas, label: `${view.multiLayer ? `L${item.layer} H${item.head.index}` : `Head ${item.head.index}`}${range}` };
   });
-}
-
-// The canvases of the visible heads, for the PNG export.
-export function visibleCanvases() {
-  return cards.map((c) => ({ canvas: c.canvas, item: c.item }));
 }

@@ -3,6 +3,7 @@
 // one press opens the best head of a kind. The helpers on top are pure; `renderHeadTypes` only builds the DOM.
 
 import { node } from "./dom.js";
+import { act, selectView } from "./store.js";
 
 export const COLUMNS = [
   {
@@ -225,4 +226,70 @@ export function renderBest(root, rows, multiLayer, onOpen) {
     root.append(b);
   }
   refocus(root, key);
+}
+
+// ---- the view (data-view="headtypes") ------------------------------------------------------------------------
+
+const $ = (id) => document.getElementById(id);
+
+// What the head-types filter row asks for, read from ui.
+export function headTypesFilter(ui) {
+  return { text: ui.hfind, score: ui.hscore, min: ui.hmin };
+}
+
+export function deps(s) {
+  return [s.panels.headTypes, s.ui.hsort, s.ui.hdir, s.ui.hfind, s.ui.hscore, s.ui.hmin, s.ui.focus, s.run.result];
+}
+
+export function render(root, s, dispatch) {
+  const ht = s.panels.headTypes;
+  const view = selectView(s);
+  root.dataset.state = ht.status;
+  const result = ht.result;
+  const rows = result ? result.heads : [];
+  const multiLayer = result ? result.n_layers > 1 : false;
+  const focus = s.ui.focus || (view ? view.focus : null);
+  const open = (l, h) => dispatch(act.headOpened(l, h, null, "headtypes"));
+  $("headtypes-status").textContent = {
+    idle: "",
+    loading: "scoring every head…",
+    ready: result ? `${rows.length} head${rows.length === 1 ? "" : "s"} · ${result.n_layers} layer${result.n_layers === 1 ? "" : "s"}` : "",
+    error: "could not score the heads",
+  }[ht.status];
+  if (document.activeElement !== $("ht-find")) $("ht-find").value = s.ui.hfind;
+  $("ht-score").value = s.ui.hscore;
+  $("ht-min").disabled = !s.ui.hscore;
+  if (document.activeElement !== $("ht-min")) $("ht-min").value = String(s.ui.hmin);
+  const shown = renderHeadTypes(
+    $("headtypes"),
+    { rows, sort: s.ui.hsort, dir: s.ui.hdir, filter: headTypesFilter(s.ui), focus, multiLayer },
+    { sort: (column) => dispatch(act.headSorted(column)), open },
+  );
+  $("ht-count").textContent = rows.length ? `${shown} of ${rows.length} shown` : "";
+  renderBest($("headtypes-best"), rows, multiLayer, open);
+  // no rows yet (or none to be had): say why instead of drawing an empty table
+  for (const sel of [".ht-best", ".ht-filter", ".ht-scroll", ".ht-legend"]) root.querySelector(sel).hidden = !rows.length;
+  const empty = $("headtypes-empty");
+  empty.hidden = rows.length > 0;
+  empty.classList.toggle("bad", ht.status === "error");
+  empty.textContent = ht.status === "error" ? ht.message : "Scoring every head…";
+  $("headtypes-measured").textContent = result && s.run.result ? measuredOn(result, s.run.result.tokens.length) : "";
+  const probe = $("headtypes-probe");
+  probe.hidden = !(result && result.probe_tokens);
+  const box = $("headtypes-probe-tokens");
+  box.replaceChildren(
+    ...(result?.probe_tokens || []).map((t, i) => node("span", { className: `probe-token${i >= result.probe_tokens.length / 2 ? " second" : ""}` }, t)),
+  );
+  const legend = $("headtypes-legend");
+  legend.replaceChildren(...COLUMNS.flatMap((c) => [node("dt", {}, c.label), node("dd", {}, c.help)]));
+}
+
+export function bind(root, store) {
+  const { dispatch } = store;
+  $("ht-find").addEventListener("input", (e) => dispatch(act.headFilterSet({ hfind: e.target.value.slice(0, 40) })));
+  $("ht-score").addEventListener("change", (e) => dispatch(act.headFilterSet({ hscore: e.target.value })));
+  $("ht-min").addEventListener("input", (e) => {
+    const v = Number.parseFloat(e.target.value);
+    if (Number.isFinite(v)) dispatch(act.headFilterSet({ hmin: v }));
+  });
 }

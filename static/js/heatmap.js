@@ -3,11 +3,20 @@
 // Eligible cells take the colour scale; masked cells are hatched grey, never a colour on the scale.
 // Geometry helpers are pure so tests can call them; `drawHeatmap` only paints.
 
-import { BLOCKED_MARK, MASK_FILL, MASK_HATCH, colorAt, normalise, rgbString } from "./colors.js";
+import { BLOCKED_MARK, MASK_FILL, MASK_HATCH, colorAt, hexToRgb, normalise, rgbString } from "./colors.js";
 
 export const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
 export const MIN_LABEL_CELL = 9; // below this cell size tick labels are thinned to every n-th position
 export const HATCH_GAP = 5;
+export const DOWNSAMPLE_BELOW = 3; // cells smaller than this (px) are painted one pixel each, then scaled down
+export const HATCH_FROM = 4; // cells at least this big (px) are hatched; smaller masked cells are a flat MASK_FILL
+
+// The page's ink colours from its CSS (they follow the light or dark theme); fallbacks for a bare document.
+export function themeInk() {
+  const css = typeof document !== "undefined" ? getComputedStyle(document.documentElement) : null;
+  const v = (name, fallback) => (css && css.getPropertyValue(name).trim()) || fallback;
+  return { text: v("--ink", "#222"), muted: v("--muted", "#555"), frame: v("--frame", "#9a9a9a") };
+}
 
 export function truncate(token, n) {
   const t = String(token);
@@ -81,9 +90,38 @@ export function drawHeatmap(ctx, opts) {
   const plotW = L.plotW ?? L.plot;
   ctx.save();
   ctx.clearRect(0, 0, L.width, L.height);
-  ctx.fillStyle = "#fff";
-  ctx.fillRect(0, 0, L.width, L.height);
+  if (opts.background) {
+    ctx.fillStyle = opts.background;
+    ctx.fillRect(0, 0, L.width, L.height);
+  }
   const values = drawnValues(matrix, eligible);
+  const ink = themeInk();
+  if (c < DOWNSAMPLE_BELOW) {
+    // one pixel per cell on a canvas of its own, scaled down into the plot: the thumbnail averages the cells it
+    // covers instead of dropping rows, and costs S² pixels, not S² rectangles
+    const src = document.createElement("canvas");
+    src.width = cols;
+    src.height = L.seqLen;
+    const img = src.getContext("2d").createImageData(cols, L.seqLen);
+    const mask = hexToRgb(MASK_FILL);
+    for (let q = 0; q < L.seqLen; q++) {
+      for (let k = 0; k < cols; k++) {
+        const v = values[q][k];
+        const rgb = v === null ? mask : colorAt(scale.stops, normalise(v, scale));
+        const o = (q * cols + k) * 4;
+        img.data[o] = rgb[0];
+        img.data[o + 1] = rgb[1];
+        img.data[o + 2] = rgb[2];
+        img.data[o + 3] = 255;
+      }
+    }
+    src.getContext("2d").putImageData(img, 0, 0);
+    ctx.imageSmoothingEnabled = true;
+    ctx.imageSmoothingQuality = "high";
+    ctx.drawImage(src, L.left, L.top, plotW, L.plot);
+    finish(ctx, L, opts, tokens, keyTokens, ink);
+    return;
+  }
   for (let q = 0; q < L.seqLen; q++) {
     for (let k = 0; k < cols; k++) {
       const x = L.left + k * c;
@@ -99,7 +137,7 @@ export function drawHeatmap(ctx, opts) {
     }
   }
   // hatch each masked run along a row at once
-  for (let q = 0; q < L.seqLen; q++) {
+  for (let q = 0; q < (c >= HATCH_FROM ? L.seqLen : 0); q++) {
     let start = -1;
     for (let k = 0; k <= cols; k++) {
       const masked = k < cols && values[q][k] === null;
@@ -133,11 +171,15 @@ export function drawHeatmap(ctx, opts) {
     for (const [q, k] of opts.changed) ctx.strokeRect(L.left + k * c + 1, L.top + q * c + 1, c - 2, c - 2);
     ctx.setLineDash([]);
   }
-  ctx.strokeStyle = "#9a9a9a";
+  finish(ctx, L, opts, tokens, keyTokens, ink);
+}
+
+function finish(ctx, L, opts, tokens, keyTokens, ink) {
+  ctx.strokeStyle = ink.frame;
   ctx.lineWidth = 1;
-  ctx.strokeRect(L.left - 0.5, L.top - 0.5, plotW + 1, L.plot + 1);
+  ctx.strokeRect(L.left - 0.5, L.top - 0.5, (L.plotW ?? L.plot) + 1, L.plot + 1);
   const hl = opts.highlight || {};
-  if (L.labels) drawAxes(ctx, L, tokens, keyTokens, hl);
+  if (L.labels) drawAxes(ctx, L, tokens, keyTokens, hl, ink);
   drawHighlight(ctx, L, hl);
   ctx.restore();
 }
@@ -155,12 +197,12 @@ export function drawHighlight(ctx, L, hl) {
   }
 }
 
-function drawAxes(ctx, L, tokens, keyTokens, hl) {
+function drawAxes(ctx, L, tokens, keyTokens, hl, ink) {
   const c = L.cell;
   const cols = L.cols ?? L.seqLen;
   const plotW = L.plotW ?? L.plot;
   ctx.font = `${L.font}px ${FONT}`;
-  ctx.fillStyle = "#333";
+  ctx.fillStyle = ink.text;
   ctx.textBaseline = "middle";
   for (let i = 0; i < L.seqLen; i += L.step) {
     const label = `${truncate(tokens[i], L.maxLabel)} ${i}`;
@@ -179,7 +221,7 @@ function drawAxes(ctx, L, tokens, keyTokens, hl) {
     ctx.restore();
   }
   ctx.font = `600 ${L.font}px ${FONT}`;
-  ctx.fillStyle = "#555";
+  ctx.fillStyle = ink.muted;
   ctx.textAlign = "center";
   ctx.save();
   ctx.translate(L.font / 2 + 2, L.top + L.plot / 2);

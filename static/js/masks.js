@@ -1,6 +1,8 @@
-// Masks as the page holds them, and the pure helpers that edit them.
+// Masks as the page holds them, and the pure helpers that edit them. What a mask means (which cells it excludes) is
+// the server's alone: a result carries `eligible` and, per mask, `reasons`; the page never works it out.
 // Rows are query positions, columns key positions; true = eligible, the same reading as the API.
-// The page keeps padding as a sorted list of padded positions, so it survives a change of text.
+// The page keeps padding as a sorted list of padded positions (the API's `masks.padded`), so it survives a change
+// of text and needs no token count.
 
 export const REASONS = ["causal", "window", "padding", "blocked"];
 
@@ -10,25 +12,11 @@ export function splitTokens(text) {
   return t ? t.split(/\s+/) : [];
 }
 
-// Why query q may not attend to key k: a list drawn from REASONS (empty = eligible).
-export function maskReasons(masks, q, k) {
-  const out = [];
-  if (masks.causal && k > q) out.push("causal");
-  if (masks.window != null && Math.abs(q - k) >= masks.window) out.push("window");
-  if ((masks.padded || []).includes(k)) out.push("padding");
-  if ((masks.blocked || []).some(([bq, bk]) => bq === q && bk === k)) out.push("blocked");
-  return out;
-}
-
-// The (S, S) eligibility matrix these masks give.
-export function eligibility(masks, seqLen) {
-  const rows = [];
-  for (let q = 0; q < seqLen; q++) {
-    const row = [];
-    for (let k = 0; k < seqLen; k++) row.push(maskReasons(masks, q, k).length === 0);
-    rows.push(row);
-  }
-  return rows;
+// Which masks exclude query q from key k, read from a result's `reasons` (one S x S grid per mask in force);
+// ["masked"] for a masked cell of a result without them (a batch, a source). Empty = eligible.
+export function cellReasons(view, q, k) {
+  if (view.reasons) return REASONS.filter((name) => view.reasons[name]?.[q]?.[k]);
+  return view.eligible[q][k] ? [] : ["masked"];
 }
 
 // Query rows with no eligible key.
@@ -76,15 +64,14 @@ export function clampMasks(masks, seqLen, keyLen = seqLen) {
   };
 }
 
-// The API's masks object for the page's masks over seqLen positions.
+// The API's masks object for the page's masks, clamped to seqLen positions when the page knows it (0: it does not,
+// and the server checks the positions).
 export function masksRequest(masks, seqLen) {
-  const m = clampMasks(masks, seqLen);
-  return {
-    causal: !!m.causal,
-    padding: paddingFlags(m.padded, seqLen),
-    window: m.window == null ? null : m.window,
-    blocked: m.blocked,
-  };
+  const m = seqLen > 0 ? clampMasks(masks, seqLen) : masks;
+  const out = { causal: !!m.causal, window: m.window == null ? null : m.window, blocked: m.blocked || [] };
+  // an empty list would still put a padding mask in force (the checks would name it): none is sent instead
+  if (m.padded && m.padded.length) out.padded = [...m.padded];
+  return out;
 }
 
 // What a recompute changed, for the status line and the outlines drawn on changed cells:

@@ -41,7 +41,8 @@ export function buildRequest(s, info, seqLen) {
     // a batch replaces the text; each item's padding comes from its length
     delete req.text;
     req.texts = texts;
-    req.masks = { ...req.masks, padding: null };
+    const { padded: _padded, ...rest } = req.masks;
+    req.masks = rest;
   } else if (source) {
     // keys and values from the source: only blocked cells and the source's own padding apply
     const keys = splitTokens(source).length;
@@ -73,8 +74,8 @@ export function singleRequest(attention, item = 0) {
   for (const k of ONE_SEQUENCE) delete out[k];
   if (attention.texts) out.text = attention.texts[Math.min(item, attention.texts.length - 1)];
   if (attention.source || attention.texts) {
-    const { padding: _p, ...masks } = attention.masks || {};
-    out.masks = { causal: false, window: null, blocked: [], ...masks, padding: null };
+    const { padding: _p, padded: _d, ...masks } = attention.masks || {};
+    out.masks = { causal: false, window: null, blocked: [], ...masks };
     if (attention.source) out.masks.blocked = [];
   }
   return out;

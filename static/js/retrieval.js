@@ -1,14 +1,20 @@
-// The retrieval diagram: one query linked to every key, line width by weight, blocked keys shown blocked,
-// each key labelled with its score and weight. SVG built node by node; token text goes in as text only.
+// The retrieval diagram (data-view="retrieval"): one query linked to every key, line width by weight, a zero
+// weight drawn as a grey hairline, masked keys struck through with the reason; the diagram scrolls to follow the
+// query. Under it, the chapter's second half for this query: weights times values give the context.
+// SVG built node by node; token text goes in as text only.
 
 import { colorAt, inkOn, rgbString, PALETTES } from "./colors.js";
-import { maskReasons } from "./masks.js";
-import { el } from "./dom.js";
+import { cellReasons } from "./masks.js";
+import { el, node } from "./dom.js";
+import { act, selectView } from "./store.js";
 
 export const ROW_PX = { max: 30, min: 16 };
 export const MAX_LINE_PX = 16;
-export const WIDTH = 470;
+export const ZERO_WEIGHT = 1e-4; // a line for a weight below this is a grey hairline: nothing is retrieved
+export const WIDTH = 520;
 const COL = { query: 4, key: 196, boxW: 104, labels: 308 };
+
+const $ = (id) => document.getElementById(id);
 
 export function rowHeight(seqLen) {
   return Math.max(ROW_PX.min, Math.min(ROW_PX.max, Math.floor(520 / Math.max(seqLen, 1))));
@@ -22,7 +28,7 @@ export function lineWidth(weight) {
 // What the diagram says about each key for query q: eligible or why not, score and weight.
 export function retrievalRows(view, head, q) {
   return (view.keyTokens || view.tokens).map((token, k) => {
-    const reasons = maskReasons(view.masks, q, k);
+    const reasons = cellReasons(view, q, k);
     return {
       k, token, eligible: view.eligible[q][k], reasons,
       score: head.scores ? head.scores[q][k] : null,
@@ -41,9 +47,12 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
   const rh = rowHeight(Math.max(S, keys.length));
   const height = 34 + Math.max(S, keys.length) * rh + 8;
   svg.replaceChildren();
-  svg.setAttribute("viewBox", `0 0 ${WIDTH} ${height}`);
+  // wide enough for the longest "score · ✕ reasons" label: the reason text is never cut off
+  const longest = Math.max(0, ...retrievalRows(view, head, q).map((r) => (r.eligible ? 13 : 11 + r.reasons.join("+").length)));
+  const width = Math.max(WIDTH, Math.ceil(COL.labels + longest * 7.2 + 8));
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.setAttribute("width", "100%");
-  svg.style.maxWidth = `${WIDTH * 1.25}px`;
+  svg.style.maxWidth = `${width * 1.25}px`;
   svg.dataset.query = String(q);
   const font = Math.min(13, rh - 4);
   const defs = el("defs");
@@ -65,7 +74,9 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
     const x1 = COL.query + COL.boxW;
     const x2 = COL.key;
     const d = `M ${x1} ${y(q)} C ${(x1 + x2) / 2} ${y(q)}, ${(x1 + x2) / 2} ${y(r.k)}, ${x2} ${y(r.k)}`;
-    if (r.eligible) {
+    if (r.eligible && (r.weight ?? 0) < ZERO_WEIGHT) {
+      lines.append(el("path", { d, fill: "none", stroke: "#9a9a9a", "stroke-width": 0.75, "stroke-opacity": 0.6, "data-key": r.k, class: "rd-line rd-zero" }));
+    } else if (r.eligible) {
       const w = r.weight ?? 0;
       const color = rgbString(colorAt(palette, 0.15 + 0.85 * w));
       lines.append(el("path", { d, fill: "none", stroke: color, "stroke-width": lineWidth(w), "stroke-linecap": "round", "stroke-opacity": 0.85, "data-key": r.k, class: "rd-line" }));
@@ -102,4 +113,67 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
     `Retrieval for query ${q} “${view.tokens[q]}”: ${rows.filter((r) => r.eligible).length} of ${keys.length} keys eligible. ` +
       "Up and down arrows choose another query.",
   );
+}
+
+// The context for query q: Σ_k weight_k · v_k, as rows a person can add up (only the keys with weight).
+export function contextRows(head, q) {
+  if (!head.v || !head.weights || !head.contexts) return null;
+  const w = head.weights[q];
+  const rows = w
+    .map((weight, k) => ({ k, weight, v: head.v[k] }))
+    .filter((r) => r.weight >= ZERO_WEIGHT && r.v);
+  return { rows, context: head.contexts[q] };
+}
+
+function renderContext(root, view, head, q) {
+  root.replaceChildren();
+  const c = contextRows(head, q);
+  root.hidden = !c;
+  if (!c) return;
+  const vec = (xs) => `[${xs.map((x) => x.toFixed(3)).join(", ")}]`;
+  root.append(node("p", { className: "small" }, `Then the values: context of query ${q} = Σ weight × v (head ${head.index}).`));
+  const table = node("table", { className: "stats ctx-table" });
+  for (const r of c.rows) {
+    const tr = node("tr");
+    tr.append(node("th", {}, `${r.k} ${view.tokens[r.k] ?? ""}`), node("td", {}, `${r.weight.toFixed(3)} × ${vec(r.v)}`));
+    table.append(tr);
+  }
+  const total = node("tr", { className: "ctx-total" });
+  total.append(node("th", {}, "context"), node("td", {}, `= ${vec(c.context)}`));
+  table.append(total);
+  root.append(table);
+}
+
+export function deps(s) {
+  return [s.run.result, s.ui.focus, s.ui.query, s.ui.pair, s.ui.palette, s.ui.layer];
+}
+
+export function render(root, s, dispatch) {
+  const view = selectView(s);
+  if (!view) return;
+  const [fl, fh] = view.focus;
+  $("retrieval-title").textContent = `Retrieval · ${view.multiLayer ? `L${fl} ` : ""}head ${fh} · query ${view.query} “${view.tokens[view.query]}”`;
+  const svg = $("retrieval");
+  renderRetrieval(svg, view, view.focusHead, view.query, (q) => dispatch(act.querySet(q)), (k) => dispatch(act.pairSet(view.query, k)));
+  renderContext($("retrieval-context"), view, view.focusHead, view.query);
+  // follow the chosen query in the scroll box, without scrolling the page
+  const box = svg.parentElement;
+  const chosen = svg.querySelector(".rd-chosen rect");
+  if (box && chosen) {
+    const b = box.getBoundingClientRect();
+    const r = chosen.getBoundingClientRect();
+    if (r.top < b.top || r.bottom > b.bottom) box.scrollTop += r.top - b.top - b.height / 2 + r.height / 2;
+  }
+}
+
+export function bind(root, store) {
+  $("retrieval").addEventListener("keydown", (e) => {
+    const s = store.getState();
+    if (!s.run.result) return;
+    const S = s.run.result.tokens.length;
+    const step = { ArrowUp: -1, ArrowLeft: -1, ArrowDown: 1, ArrowRight: 1 }[e.key];
+    if (!step) return;
+    e.preventDefault();
+    store.dispatch(act.querySet(((s.ui.query ?? S - 1) + step + S) % S));
+  });
 }

@@ -2,9 +2,10 @@
 // left on masked keys, which must be 0 and has its own column), the row-sum check, score ranges, mean distance,
 // and head health (KL from uniform, dead, identical heads, QK rank); and head similarity.
 
-import { VIRIDIS } from "./colors.js";
-import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
+import { VIRIDIS, plotlyScale } from "./colors.js";
+import { themeInk } from "./heatmap.js";
 import { healthFlags } from "./heads.js";
+import { selectView } from "./store.js";
 
 export const ROW_SUM_TOLERANCE = 1e-4;
 
@@ -80,21 +81,60 @@ export function renderStats(table, simRoot, view, heads) {
     body.append(row);
   }
   table.append(thead, body);
-  simRoot.replaceChildren();
+  renderSimilarity(simRoot, view);
+}
+
+// Head similarity as a small plotly heatmap: heads on both axes, a colour bar with numbers, the value on hover.
+export function renderSimilarity(root, view) {
   const sim = view.layer?.head_similarity;
-  if (sim && sim.length > 1) {
-    const cap = document.createElement("p");
-    cap.className = "muted";
-    cap.textContent = `Head similarity (layer ${view.layer.index}): cosine of the flattened weight matrices, rows and columns are heads.`;
-    const canvas = document.createElement("canvas");
-    const n = sim.length;
-    const L = layoutFor(n, { cell: Math.max(6, Math.min(24, Math.floor(200 / n))), labels: false });
-    const all = sim.map((r) => r.map(() => true));
-    drawHeatmap(sizeCanvas(canvas, L), {
-      matrix: sim, eligible: all, tokens: sim.map((_, i) => `H${i}`),
-      scale: { stops: VIRIDIS, min: 0, max: 1 }, layout: L,
-    });
-    canvas.setAttribute("aria-label", "head similarity matrix");
-    simRoot.append(cap, canvas);
+  if (!sim || sim.length <= 1 || !window.Plotly) {
+    if (window.Plotly && root.querySelector(".sim-plot")) window.Plotly.purge(root.querySelector(".sim-plot"));
+    root.replaceChildren();
+    return;
   }
+  let plot = root.querySelector(".sim-plot");
+  if (!plot) {
+    const cap = document.createElement("p");
+    cap.className = "muted sim-cap";
+    plot = document.createElement("div");
+    plot.className = "sim-plot";
+    plot.setAttribute("data-testid", "head-similarity");
+    root.replaceChildren(cap, plot);
+  }
+  root.querySelector(".sim-cap").textContent =
+    `Head similarity (layer ${view.layer.index}): cosine of the flattened weight matrices; rows and columns are heads.`;
+  const names = sim.map((_, i) => `H${i}`);
+  const ink = themeInk();
+  const bg = getComputedStyle(root).getPropertyValue("--panel").trim() || "#fff";
+  const side = Math.min(360, 120 + sim.length * 18);
+  window.Plotly.react(
+    plot,
+    [{
+      type: "heatmap", z: sim, x: names, y: names, zmin: 0, zmax: 1, colorscale: plotlyScale(VIRIDIS),
+      colorbar: { title: { text: "cosine", side: "right" }, thickness: 12 },
+      hovertemplate: "%{y} · %{x}: %{z:.3f}<extra></extra>",
+    }],
+    {
+      height: side, width: side + 70, margin: { l: 44, r: 10, t: 10, b: 40 },
+      xaxis: { title: { text: "head" }, tickfont: { size: 10 } },
+      yaxis: { title: { text: "head" }, autorange: "reversed", tickfont: { size: 10 } },
+      paper_bgcolor: bg, plot_bgcolor: bg, font: { size: 11, color: ink.text },
+    },
+    { displayModeBar: false, responsive: false },
+  );
+}
+
+export function deps(s) {
+  return [s.run.result, s.ui.layer, s.ui.focus];
+}
+
+export function render(root, s) {
+  const view = selectView(s);
+  if (!view) return;
+  renderStats(document.getElementById("stats"), document.getElementById("similarity"), view, view.heads);
+  const r = s.run.result;
+  const total = Object.values(r.timings_ms).reduce((a, b) => a + b, 0);
+  document.getElementById("timing").textContent = `${r.config.device} · ${r.config.dtype} · ${total.toFixed(1)} ms`;
+  document.getElementById("server-info").textContent =
+    `${r.model} · ${view.nHeads} head${view.nHeads === 1 ? "" : "s"} × ${r.config.n_layers} layer${r.config.n_layers === 1 ? "" : "s"}`;
 }

@@ -1,8 +1,96 @@
-// Token chips: one per position. Click (or Enter/Space) marks a token as padding and back;
-// hovering one lights its row and column up in every head.
+// The tokens panel (data-view="tokens"): one chip per position (click, Enter or Space marks it padding and back;
+// hovering one lights its row and column up in every head), the batch bar, the next-word predictions, the run's
+// status and the "what changed" line. A long list shows its first TOKENS_SHOWN chips until opened.
+
+import { renderBatchBar } from "./batch.js";
+import { act, selectView, tokenMasks } from "./store.js";
+
+export const TOKENS_SHOWN = 48; // beyond this many tokens the list starts collapsed
+
+const $ = (id) => document.getElementById(id);
+
+export function deps(s) {
+  return [s.run.result, s.run.status, s.run.error, s.run.diff, s.ui.masks, s.ui.sourcePadded, s.ui.item, s.highlight, s.panels.nextWords, s.tokensOpen];
+}
+
+export function render(root, s, dispatch) {
+  const r = s.run.result;
+  renderStatus(s);
+  if (!r) return;
+  const view = selectView(s);
+  const batched = !!r.config.batch;
+  const hl = s.highlight;
+  const open = !!s.tokensOpen || view.tokens.length <= TOKENS_SHOWN;
+  renderTokens(
+    $("tokens"),
+    { tokens: open ? view.tokens : view.tokens.slice(0, TOKENS_SHOWN), masks: tokenMasks(s), locked: batched || !!view.keyTokens, lit: hl },
+    { onPad: (i) => dispatch(act.tokenPadded(i, view.tokens[i])), onHover: (i) => dispatch(act.highlightSet(i === null ? null : { q: i, k: i })) },
+  );
+  const more = $("tokens-more");
+  more.hidden = view.tokens.length <= TOKENS_SHOWN;
+  more.textContent = open ? `Show the first ${TOKENS_SHOWN} tokens only` : `Show all ${view.tokens.length} tokens`;
+  more.setAttribute("aria-expanded", open ? "true" : "false");
+  renderBatchBar($("batch-bar"), {
+    full: s.run.full,
+    item: view.item,
+    sourceTokens: view.keyTokens,
+    sourcePadded: view.masks.padded,
+    onSourcePad: (i) => dispatch(act.sourcePadded(i)),
+  });
+  const slot = s.panels.nextWords;
+  const late = slot.status === "ready" && JSON.stringify(slot.result?.tokens) === JSON.stringify(r.tokens);
+  const words = r.config.next_word?.length ? r.config.next_word : late ? slot.result.config.next_word : [];
+  renderNextWords($("next-words"), r.tokens, words);
+  renderSummary(s);
+}
+
+export function bind(root, store) {
+  $("batch-item").addEventListener("change", (e) => store.dispatch(act.itemSet(Number(e.target.value) || 0)));
+  $("tokens-more").addEventListener("click", () => store.dispatch(act.tokensOpenSet(!store.getState().tokensOpen)));
+}
+
+function renderStatus(s) {
+  const status = $("run-status");
+  $("views").setAttribute("aria-busy", s.run.status === "loading" ? "true" : "false");
+  document.body.classList.toggle("busy", s.run.status === "loading");
+  $("views").classList.toggle("stale", s.run.status === "error" && !!s.run.result);
+  status.textContent =
+    s.run.status === "loading"
+      ? "computing…"
+      : s.run.status === "error" && s.run.result
+        ? "The last run failed: the controls, the link and the views are back at the last run that worked."
+        : "";
+}
+
+// "what changed": the last toggle's changes, or, after a failure, that it changed nothing.
+export function summaryText(run) {
+  if (run.status === "error" && run.error) {
+    return `${run.error.action ? `${run.error.action}: ` : ""}failed, nothing changed (${run.error.message}).`;
+  }
+  const d = run.diff;
+  if (!d || !d.comparable) return "";
+  const facts = [];
+  const n = (k, one, many) => `${k} ${k === 1 ? one : many}`;
+  if (d.newlyMasked.length) facts.push(`${n(d.newlyMasked.length, "cell", "cells")} became masked`);
+  if (d.newlyEligible.length) facts.push(`${n(d.newlyEligible.length, "cell", "cells")} became eligible`);
+  if (d.where && d.maxDelta > 1e-6) {
+    const w = d.where;
+    facts.push(`largest weight change ${d.maxDelta.toFixed(3)} (head ${w.head}, query ${w.q} → key ${w.k})`);
+  } else {
+    facts.push("no weight changed");
+  }
+  return `${run.lastAction ? `${run.lastAction}: ` : "Changed: "}${facts.join("; ")}.`;
+}
+
+function renderSummary(s) {
+  const p = $("change-summary");
+  p.textContent = summaryText(s.run);
+  p.classList.toggle("bad", s.run.status === "error");
+}
 
 export function renderTokens(root, view, handlers) {
   const focused = root.contains(document.activeElement) ? document.activeElement.dataset.index : null;
+  const lit = view.lit || null;
   root.replaceChildren();
   view.tokens.forEach((token, i) => {
     const b = document.createElement("button");
@@ -12,6 +100,7 @@ export function renderTokens(root, view, handlers) {
     b.dataset.index = String(i);
     const padded = view.masks.padded.includes(i);
     b.classList.toggle("padded", padded);
+    b.classList.toggle("lit", !!lit && (lit.q === i || lit.k === i));
     b.setAttribute("aria-pressed", padded ? "true" : "false");
     b.title = padded ? `Position ${i} is padding: click to make it a real token` : `Click to mark position ${i} as padding`;
     if (view.locked) {
@@ -28,9 +117,7 @@ export function renderTokens(root, view, handlers) {
     b.append(idx, text);
     if (!view.locked) b.addEventListener("click", () => handlers.onPad(i));
     b.addEventListener("mouseenter", () => handlers.onHover(i));
-    b.addEventListener("focus", () => handlers.onHover(i));
     b.addEventListener("mouseleave", () => handlers.onHover(null));
-    b.addEventListener("blur", () => handlers.onHover(null));
     root.append(b);
     if (focused === String(i)) b.focus();
   });

@@ -3,6 +3,7 @@
 // the retrieval diagram; press a head in the list to open it.
 
 import { node } from "./dom.js";
+import { act, selectView } from "./store.js";
 
 export const TOP_K = 10;
 
@@ -95,4 +96,34 @@ export function renderTopHeads(root, view, on) {
     const el = root.querySelector(`#${CSS.escape(active)}`) || root.querySelector(`[data-focus="${CSS.escape(active)}"]`);
     if (el) el.focus();
   }
+}
+
+// ---- the view (data-view="tophead") --------------------------------------------------------------------------
+
+export function deps(s) {
+  return [s.panels.top, s.run.result, s.ui.pair, s.ui.focus];
+}
+
+export function render(root, s, dispatch) {
+  const r = s.run.result;
+  if (!r) return;
+  const t = s.panels.top;
+  const view = selectView(s);
+  renderTopHeads(
+    document.getElementById("top-heads-panel"),
+    {
+      tokens: r.tokens,
+      pair: s.ui.pair,
+      top: t.result,
+      status: t.status,
+      message: t.message,
+      multiLayer: r.config.n_layers > 1,
+      total: r.config.n_layers * r.config.n_heads,
+      focus: s.ui.focus || (view ? view.focus : null),
+    },
+    {
+      pair: (q, k) => dispatch(act.pairSet(q, k)),
+      open: (layer, head, query) => dispatch(act.headOpened(layer, head, query, "top-heads-panel")),
+    },
+  );
 }

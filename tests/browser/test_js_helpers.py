@@ -67,7 +67,7 @@ def test_build_request_matches_the_api(js: Callable[[str], Any], live_server: st
         """
     )
     req = out["req"]
-    assert req["masks"] == {"causal": True, "padding": [True, False, True, True], "window": None, "blocked": [[3, 0]]}
+    assert req["masks"] == {"causal": True, "padded": [1], "window": None, "blocked": [[3, 0]]}
     assert req["options"] == {"d_model": 16, "heads": 2, "seed": 1}
     assert "layer" not in req and "contexts" in req["include"] and "qkv" in req["include"]
     assert out["multi"]["layer"] == 2 and "contexts" not in out["multi"]["include"]
@@ -85,12 +85,12 @@ def test_build_request_matches_the_api(js: Callable[[str], Any], live_server: st
         {"causal": True, "window": 3, "padded": [0, 5], "blocked": [[4, 4], [5, 1]]},
     ],
 )
-def test_page_eligibility_agrees_with_the_engine(
+def test_cell_reasons_are_read_from_the_servers_reasons(
     js: Callable[[str], Any], live_server: str, masks: dict[str, Any]
 ) -> None:
+    # the page holds no mask semantics: the reasons it shows for each cell are the result's own grids
     import json
 
-    page_side = js(f"const M = await mod('masks.js'); return M.eligibility({json.dumps(masks)}, 6);")
     req = js(f"const M = await mod('masks.js'); return M.masksRequest({json.dumps(masks)}, 6);")
     resp = httpx.post(
         f"{live_server}/api/attention",
@@ -98,7 +98,20 @@ def test_page_eligibility_agrees_with_the_engine(
         timeout=30,
     )
     assert resp.status_code == 200, resp.text
-    assert page_side == resp.json()["eligible"]
+    result = resp.json()
+    given = json.dumps({"reasons": result["reasons"], "eligible": result["eligible"]})
+    shown = js(
+        f"""const M = await mod('masks.js'); const r = {given};
+        return r.eligible.map((row, q) => row.map((_, k) => M.cellReasons(r, q, k)));"""
+    )
+    grids = result["reasons"]
+    for q in range(6):
+        for k in range(6):
+            want = [n for n in ("causal", "window", "padding", "blocked") if n in grids and grids[n][q][k]]
+            assert shown[q][k] == want, (q, k)
+            assert (shown[q][k] == []) == result["eligible"][q][k]
+    batch = js("const M = await mod('masks.js'); return M.cellReasons({reasons: null, eligible: [[false]]}, 0, 0);")
+    assert batch == ["masked"]
 
 
 def test_mask_edits_are_pure(js: Callable[[str], Any]) -> None:
@@ -115,7 +128,6 @@ def test_mask_edits_are_pure(js: Callable[[str], Any]) -> None:
                 flags: M.paddingFlags([1, 7], 3), none: M.paddingFlags([], 3),
                 back: M.paddedFromFlags([true, false, false]),
                 clamp: M.clampMasks({causal: true, padded: [0, 3], blocked: [[0, 2], [1, 1]]}, 2),
-                reasons: M.maskReasons({causal: true, window: 1, padded: [2], blocked: [[0, 2]]}, 0, 2),
                 rows: M.emptyRows([[false, false], [true, false]]), split: M.splitTokens('  a\\tb  c\\n'),
                 diff: M.diffResults(prev, next, 0),
                 other: M.diffResults(prev, {...next, tokens: ['a', 'c']}, 0).comparable};
@@ -125,7 +137,6 @@ def test_mask_edits_are_pure(js: Callable[[str], Any]) -> None:
     assert out["p"] == [1, 4] and out["p2"] == [1]
     assert out["flags"] == [True, False, True] and out["none"] is None and out["back"] == [1, 2]
     assert out["clamp"] == {"causal": True, "padded": [0], "blocked": [[1, 1]]}
-    assert out["reasons"] == ["causal", "window", "padding", "blocked"]
     assert out["rows"] == [0] and out["split"] == ["a", "b", "c"]
     d = out["diff"]
     assert d["comparable"] and d["newlyMasked"] == [[0, 1]] and d["newlyEligible"] == []
@@ -187,6 +198,7 @@ def test_view_helpers(js: Callable[[str], Any]) -> None:
         const m = {x: [[1]], w_q: [[1]], w_k: [[1]], w_v: [[1]]};
         return {
           p0: heads.pageOf(all, 0), p9: heads.pageOf(all, 9), cells: [heads.cellSize(5, 1), heads.cellSize(200, 24)],
+          thumb: heads.THUMB_PX,
           vis: [flow.visibleHeads(4), flow.visibleHeads(12)], shape: flow.shape([5, 3]),
           esc: focus.plotlyText('<b>&x</b>'), path: focus.maskPath([[true, false], [false, false]]).x.length,
           widths: [rd.lineWidth(0), rd.lineWidth(0.5), rd.lineWidth(1), rd.lineWidth(7)],
@@ -195,7 +207,9 @@ def test_view_helpers(js: Callable[[str], Any]) -> None:
           net: api.describeError(new TypeError('Failed to fetch')).message,
           sheet: ex.sheetLayout([{w: 100, h: 80}, {w: 100, h: 80}, {w: 100, h: 80}], 2),
           edit: mx.setEntry(m, 'w_q', 0, 0, '2.5').w_q, bad: mx.setEntry(m, 'x', 0, 0, 'abc'), same: m.w_q,
-          code: el.reasonCode({causal: true, window: null, padded: [1], blocked: []}, 0, 1),
+          code: el.reasonCode(['causal', 'padding']),
+          move: [el.moveCursor([0, 0], 'ArrowUp', 5, 5), el.moveCursor([4, 2], 'End', 5, 6),
+                 el.moveCursor([1, 1], 'x', 5, 5)],
           row: st.statsRow('H0', {mean_entropy: 0.5, masked_mass: [0.2, 0.4], max_masked_weight: 0,
             max_row_sum_error: 3e-8, eligible_score_min: -1, eligible_score_max: 2, score_min: -3, score_max: 4,
             mean_distance: 1.234, zero_rows: [2]}),
@@ -203,7 +217,8 @@ def test_view_helpers(js: Callable[[str], Any]) -> None:
         """
     )
     assert (out["p0"]["pages"], len(out["p0"]["items"]), out["p9"]["page"], out["p9"]["items"][0]) == (3, 24, 2, 48)
-    assert out["cells"][0] <= 34 and out["cells"][1] >= 2
+    # a long sequence is downsampled into a fixed-size thumbnail instead of growing the card
+    assert out["cells"][0] <= 34 and out["cells"][1] * 200 <= out["thumb"]
     assert out["vis"][0] == [0, 1, 2, 3] and out["vis"][1] == [0, 1, 2, None, 10, 11]
     assert out["shape"] == "5 × 3" and out["esc"] == "&lt;b&gt;&amp;x&lt;/b&gt;" and out["path"] == 18
     w = out["widths"]
@@ -212,7 +227,7 @@ def test_view_helpers(js: Callable[[str], Any]) -> None:
     assert out["sheet"]["places"][2]["x"] == out["sheet"]["places"][0]["x"]
     assert out["sheet"]["places"][2]["y"] > out["sheet"]["places"][0]["y"]
     assert out["edit"] == [[2.5]] and out["bad"] is None and out["same"] == [[1]]
-    assert out["code"] == "CP"
+    assert out["code"] == "CP" and out["move"] == [[0, 0], [4, 5], None]
     # a result from before the masked_mass split still reads; it has no health numbers
     assert out["row"] == [
         "H0",
@@ -597,7 +612,8 @@ def test_the_chapter_settings_round_trip_and_stay_out_of_other_endpoints(js: Cal
         const fresh = S.decodeState('?' + S.encodeState({...S.defaultState(), model: 'random'}));
         const att = {...S.buildRequest(s, {layers: 2, heads: 4, d_model: 64}, 3), layer: 1};
         const junk = S.decodeState('?m=random&bug=typo&cost=seq_len:-1,heads:x,dtype:int8,layers:3&sweep=99&dec=x');
-        return {s, back, fresh, att, heads: S.headTypesRequest(att), decode: S.decodeRequest(att),
+        return {s, back, fresh, att, sweepMax: S.SWEEP_VARIANCE.max,
+                heads: S.headTypesRequest(att), decode: S.decodeRequest(att),
                 audit: S.auditRequest(att), junk,
                 cost: S.costRequest({n_heads: 8, n_kv_heads: 2, d_model: 32, n_layers: 1, dtype: 'float32',
                                      batch: null}, 6, {heads: 2, kv_heads: 2}, true)};
@@ -612,7 +628,7 @@ def test_the_chapter_settings_round_trip_and_stay_out_of_other_endpoints(js: Cal
     assert out["audit"]["include"] == ["audit"] and out["audit"]["demo_bug"] == "flipped_mask"
     assert "layer" not in out["audit"]
     junk = out["junk"]
-    assert junk["bug"] is None and junk["cost"] == {"layers": 3} and junk["sweep"] == {"variance": 4}
+    assert junk["bug"] is None and junk["cost"] == {"layers": 3} and junk["sweep"] == {"variance": out["sweepMax"]}
     assert junk["decodeOn"] is True and junk["decodeStep"] is None
     assert out["cost"] == {
         "batch": 1, "heads": 2, "kv_heads": 2, "seq_len": 6, "d_model": 32, "layers": 1, "dtype": "float32",
@@ -671,7 +687,7 @@ def test_a_batch_and_a_source_become_one_sequence_for_the_other_endpoints(js: Ca
     assert src["masks"] == {"blocked": [[0, 0], [2, 4]]}
     batch = out["batch"]
     assert batch["texts"] == ["p q", "r s t"] and "text" not in batch and "source" not in batch
-    assert batch["masks"]["padding"] is None and batch["masks"]["causal"] is True
+    assert "padded" not in batch["masks"] and batch["masks"]["causal"] is True
     assert "texts" not in out["textbook"] and "source" not in out["textbook"]
     one = out["srcOne"]
     assert "source" not in one and one["text"] == "a b c" and one["masks"]["blocked"] == []

@@ -1,5 +1,6 @@
 """A 6-layer x 12-head model (the size of minilm) through the page: layer choice, 72 heads paged, padding by
-server-side tokens. The API answers are stubbed in the browser so this runs with the quick models only."""
+server-side tokens. The API answers are stubbed in the browser so this runs with the quick models only; every stub
+answer is checked against the server's own response models first, so the stub cannot drift from the API."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, Route, expect
 
+from server.schemas.attention import AttentionRequest, AttentionResult, ModelsResponse
 from tests.browser.conftest import PageLog, masked_cells, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -43,8 +45,12 @@ def fake_models() -> dict[str, Any]:
 def fake_attention(req: dict[str, Any]) -> dict[str, Any]:
     s = len(TOKENS)
     m = req.get("masks") or {}
-    pad = m.get("padding") or [True] * s
+    padded = set(m.get("padded") or [])
+    pad = [k not in padded for k in range(s)]
     eligible = [[pad[k] and not (m.get("causal") and k > q) for k in range(s)] for q in range(s)]
+    reasons = {"padding": [[not pad[k] for k in range(s)] for _ in range(s)]} if padded else {}
+    if m.get("causal"):
+        reasons["causal"] = [[k > q for k in range(s)] for q in range(s)]
     rng = random.Random(7)
     layers = []
     wanted = [req["layer"]] if req.get("layer") is not None else list(range(LAYERS))
@@ -59,7 +65,8 @@ def fake_attention(req: dict[str, Any]) -> dict[str, Any]:
             stats = {
                 "entropy": [1.0] * s,
                 "mean_entropy": 1.0,
-                "masked_mass": [0.0] * s,
+                "masked_share": [0.0] * s,
+                "masked_weight": [0.0] * s,
                 "max_masked_weight": 0.0,
                 "max_row_sum_error": 0.0,
                 "zero_rows": [],
@@ -68,6 +75,12 @@ def fake_attention(req: dict[str, Any]) -> dict[str, Any]:
                 "eligible_score_min": -3.0,
                 "eligible_score_max": 3.0,
                 "mean_distance": 1.0,
+                "kl_from_uniform": 0.5,
+                "dead": False,
+                "identical_to": [],
+                "qk_rank": 32,
+                "qk_rank_max": 32,
+                "qk_symmetric": False,
             }
             heads.append({"index": h, "kv_group": h, "scores": scores, "weights": weights, "stats": stats})
         layers.append({"index": li, "heads": heads, "head_similarity": [[1.0] * HEADS for _ in range(HEADS)]})
@@ -90,9 +103,15 @@ def fake_attention(req: dict[str, Any]) -> dict[str, Any]:
         "model": "deep",
         "tokens": TOKENS,
         "config": config,
-        "masks": {"causal": bool(m.get("causal")), "padding": m.get("padding"), "window": None, "blocked": []},
+        "masks": {
+            "causal": bool(m.get("causal")),
+            "padding": pad if padded else None,
+            "window": None,
+            "blocked": [],
+        },
         "all_masked": "error",
         "eligible": eligible,
+        "reasons": reasons,
         "layers": layers,
         "shapes": {},
         "timings_ms": {"attention": 1.0},
@@ -102,11 +121,14 @@ def fake_attention(req: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture
 def deep_page(page: Page, page_log: PageLog, live_server: str) -> Callable[[str], Page]:
     def models(route: Route) -> None:
-        route.fulfill(status=200, content_type="application/json", body=json.dumps(fake_models()))
+        body = ModelsResponse.model_validate(fake_models()).model_dump(mode="json")
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
 
     def attention(route: Route) -> None:
         req = route.request.post_data_json
-        route.fulfill(status=200, content_type="application/json", body=json.dumps(fake_attention(req)))
+        AttentionRequest.model_validate(req)  # the page sends what the server takes
+        body = AttentionResult.model_validate(fake_attention(req)).model_dump(mode="json")
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
 
     page.route("**/api/models", models)
     page.route("**/api/attention", attention)
@@ -155,15 +177,27 @@ def test_padding_uses_the_servers_tokens(deep_page: Callable[[str], Page], page_
     with page.expect_response("**/api/attention"):
         page.get_by_test_id("token").nth(5).click()
     wait_idle(page)
-    assert page_log.attention_requests()[-1]["masks"]["padding"] == [True] * 5 + [False, True]
+    assert page_log.attention_requests()[-1]["masks"]["padded"] == [5]
     assert masked_cells(page) == {(q, 5) for q in range(len(TOKENS))}
 
 
-def test_a_permalink_with_padding_asks_for_the_tokens_first(
+def test_a_permalink_with_padding_sends_positions_without_a_probe(
     deep_page: Callable[[str], Page], page_log: PageLog
 ) -> None:
     page = deep_page("?m=deep&t=the+quick+fox+jumped&pad=6")
-    probes = [b for b in page_log.api_bodies if b.get("include") == []]
-    assert len(probes) == 1
-    assert page_log.attention_requests()[-1]["masks"]["padding"] == [True] * 6 + [False]
+    assert [b for b in page_log.api_bodies if b.get("include") == []] == []  # no request only to count tokens
+    assert len(page_log.api_bodies) == 1
+    assert page_log.attention_requests()[-1]["masks"]["padded"] == [6]
     expect(page.get_by_test_id("token").nth(6)).to_have_attribute("aria-pressed", "true")
+    # the grid's reason for the padded column is the result's own
+    expect(page.locator("#eligibility button[data-q='0'][data-k='6']")).to_have_text("P")
+
+
+def test_the_stub_is_checked_against_the_servers_schema() -> None:
+    # a negative control: the validation the stub goes through refuses an answer without a field the page reads
+    from pydantic import ValidationError
+
+    broken = fake_attention({"masks": {}})
+    del broken["eligible"]
+    with pytest.raises(ValidationError):
+        AttentionResult.model_validate(broken)

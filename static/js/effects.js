@@ -1,0 +1,113 @@
+// What the page does outside itself: it watches the store and asks the API. An attention run starts when an action
+// asks for one (state.run.want changes), debounced; each analysis panel asks when its request (store.js
+// PANEL_SPECS) changes. Only the newest answer of each lands; the abort controllers and timers live here, not in
+// the state.
+
+import { ApiError, describeError, fetchAttention } from "./api.js";
+import { splitTokens } from "./masks.js";
+import { batchOf, buildRequest, sourceOf } from "./requests.js";
+import { PANEL_SPECS, act, clampedMasks, modelInfo, sameInput } from "./store.js";
+
+export const DEBOUNCE_MS = 80;
+const WHITESPACE_MODELS = ["textbook", "random", "custom", "induction"];
+
+// How many positions the request will have, when the page knows without asking: whitespace models split the text
+// here (a batch: its longest text), edited numbers have their rows, an unchanged text has its last result. 0 when
+// it does not know: the masks go as they are (by position) and the server checks them.
+function sequenceLength(s) {
+  const ui = s.ui;
+  if (ui.matrices) return ui.matrices.x.length;
+  const texts = batchOf(ui);
+  if (WHITESPACE_MODELS.includes(ui.model)) {
+    return texts ? Math.max(...texts.map((t) => splitTokens(t).length)) : splitTokens(ui.text).length;
+  }
+  return sameInput(s) ? s.run.result.tokens.length : 0;
+}
+
+export function startEffects(store) {
+  let want = store.getState().run.want;
+  let timer = null;
+  let controller = null;
+  const panels = {}; // name -> {controller, timer}
+
+  async function run() {
+    if (controller) controller.abort();
+    const mine = new AbortController();
+    controller = mine;
+    store.dispatch(act.runStarted());
+    const s = store.getState();
+    try {
+      const S = sequenceLength(s);
+      const source = sourceOf(s.ui);
+      const masks = clampedMasks(s.ui, S, source ? splitTokens(source).length : S);
+      const req = buildRequest({ ...s.ui, masks }, modelInfo(s), S);
+      const result = await fetchAttention(req, mine.signal);
+      if (controller !== mine) return;
+      store.dispatch(act.runSucceeded(result, req, masks));
+    } catch (err) {
+      if ((err && err.name === "AbortError") || controller !== mine) return;
+      const e = describeError(err);
+      if (err instanceof ApiError && err.code === "too_large" && err.field === "include" && store.getState().ui.layer === "all") {
+        store.dispatch(act.runTooLarge(e.message));
+      } else {
+        store.dispatch(act.runFailed(e));
+      }
+    } finally {
+      if (controller === mine) controller = null;
+    }
+  }
+
+  function ask(name, spec, req, key) {
+    const slot = panels[name] || (panels[name] = { controller: null, timer: null });
+    if (slot.controller) slot.controller.abort();
+    clearTimeout(slot.timer);
+    const mine = new AbortController();
+    slot.controller = mine;
+    store.dispatch(act.panelStarted(name, key));
+    const go = () =>
+      spec
+        .fetch(req, mine.signal)
+        .then((result) => {
+          if (slot.controller !== mine) return;
+          store.dispatch(act.panelLoaded(name, key, result));
+          if (spec.after) spec.after(result);
+          const next = spec.then ? spec.then(store.getState(), result) : null;
+          if (next) store.dispatch(next);
+        })
+        .catch((err) => {
+          if (slot.controller !== mine || (err && err.name === "AbortError")) return;
+          store.dispatch(act.panelFailed(name, key, describeError(err).message));
+        })
+        .finally(() => {
+          if (slot.controller === mine) slot.controller = null;
+        });
+    if (spec.debounce) slot.timer = setTimeout(go, spec.debounce);
+    else go();
+  }
+
+  function syncPanels(s) {
+    for (const [name, spec] of Object.entries(PANEL_SPECS)) {
+      const req = spec.request(s);
+      const slot = s.panels[name];
+      if (!req) {
+        if (slot.status !== "idle" || slot.key) {
+          panels[name]?.controller?.abort();
+          store.dispatch(act.panelCleared(name));
+        }
+        continue;
+      }
+      const key = JSON.stringify(spec.nonce ? [req, slot.nonce] : req);
+      if (slot.key !== key) ask(name, spec, req, key);
+    }
+  }
+
+  store.subscribe((s) => {
+    if (s.run.want !== want) {
+      want = s.run.want;
+      clearTimeout(timer);
+      timer = setTimeout(run, DEBOUNCE_MS);
+    }
+    // panels follow the last good run, never one in flight
+    if (s.run.status !== "loading") syncPanels(s);
+  });
+}

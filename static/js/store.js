@@ -1,0 +1,715 @@
+// The page's one store: the whole state, one pure reducer over named actions, and subscribers.
+//
+// state = {
+//   models,          the /api/models list
+//   ui,              what the person set (state.js): the URL holds exactly this
+//   draft,           the text boxes as typed ({text, source, batch}); Run copies them into ui
+//   good,            ui as it was for the last run that succeeded: a failed run rolls ui back to it
+//   run,             the /api/attention run: want (a counter: a change to it asks for a run), where (the element
+//                    the person acted on), action (their words for it), status, the last good result and request,
+//                    the previous result and the diff between them, the error, the one-layer notice
+//   panels,          one slot per analysis panel: {key, result, status, message, nonce}
+//   highlight,       the {q, k} lit up in every head
+//   pending,         an example's pair, placed once its tokens come back
+//   cursor,          the eligibility grid's active cell [q, k] (its roving tab stop)
+//   tokensOpen,      a long token list shown whole
+// }
+//
+// Views read the state and dispatch actions; they never change it. Effects (effects.js) watch it and fetch.
+
+import {
+  fetchAttention,
+  fetchCompareOrLayer,
+  fetchCost,
+  fetchDecode,
+  fetchHeadTypes,
+  fetchInterveneOrDeltas,
+  fetchPerturb,
+  fetchScaleSweep,
+  fetchTopHeads,
+} from "./api.js";
+import { auditFilename } from "./audit.js";
+import { itemResult } from "./batch.js";
+import { drawnEligibility } from "./bugs.js";
+import { maxAbsEligible, quantileAbsEligible, scaleFor } from "./colors.js";
+import { resolvePair } from "./examples.js";
+import { addEdit, keepValid, toggleAblation } from "./interventions.js";
+import { setEntry } from "./matrices.js";
+import { clampMasks, diffResults, paddedFromFlags, toggleBlocked, togglePadded } from "./masks.js";
+import { download } from "./exporter.js";
+import {
+  auditRequest,
+  batchOf,
+  compareRequest,
+  costRequest,
+  decodeRequest,
+  headTypesRequest,
+  interveneRequest,
+  perturbRequest,
+  singleRequest,
+  sweepRequest,
+  topHeadsRequest,
+} from "./requests.js";
+import { TOP_K } from "./tophead.js";
+import { BUGS, clampVariance, defaultState, stateForModel } from "./state.js";
+
+// ---- the store ------------------------------------------------------------------------------------------------
+
+export function createStore(reducer, initial) {
+  let state = initial;
+  const subscribers = new Set();
+  const queue = [];
+  let busy = false;
+  return {
+    getState: () => state,
+    dispatch(action) {
+      // an action dispatched while subscribers run (an effect answering a change) waits its turn
+      queue.push(action);
+      if (busy) return state;
+      busy = true;
+      try {
+        while (queue.length) {
+          const a = queue.shift();
+          const prev = state;
+          state = reducer(state, a);
+          if (state !== prev) for (const fn of subscribers) fn(state, prev, a);
+        }
+      } finally {
+        busy = false;
+        queue.length = 0;
+      }
+      return state;
+    },
+    subscribe(fn) {
+      subscribers.add(fn);
+      return () => subscribers.delete(fn);
+    },
+  };
+}
+
+// ---- the initial state ----------------------------------------------------------------------------------------
+
+export const PANELS = ["headTypes", "top", "perturb", "intervene", "compare", "decode", "cost", "measure", "audit", "sweep", "nextWords"];
+
+export function emptySlot() {
+  return { key: null, result: null, status: "idle", message: "", nonce: 0 };
+}
+
+export function initialState() {
+  const ui = defaultState();
+  return {
+    models: [],
+    ui,
+    draft: { text: ui.text, source: ui.source, batch: ui.batch },
+    good: null,
+    run: {
+      want: 0,
+      where: null,
+      action: "",
+      status: "idle", // idle | loading | ready | error
+      result: null, // the last good response as the views show it (one item of a batch)
+      full: null, // the last good response as it came
+      request: null, // the /api/attention body that gave it
+      prev: null,
+      diff: null,
+      skipDiff: false,
+      notice: "",
+      error: null, // {code, field, message, hint, where, action}
+      loadError: null, // /api/models failed
+    },
+    panels: Object.fromEntries(PANELS.map((p) => [p, emptySlot()])),
+    highlight: null,
+    pending: { pair: null, open: false },
+    cursor: null,
+    tokensOpen: false,
+  };
+}
+
+// ---- action creators (what a person or an effect did) --------------------------------------------------------
+
+export const act = {
+  modelsLoaded: (models) => ({ type: "modelsLoaded", models }),
+  modelsFailed: (error) => ({ type: "modelsFailed", error }),
+  restored: (ui) => ({ type: "restored", ui }),
+  modelChosen: (name, where, extra = {}) => ({ type: "modelChosen", name, where, ...extra }),
+  exampleChosen: (example, text) => ({ type: "exampleChosen", example, text }),
+  draftTyped: (field, value) => ({ type: "draftTyped", field, value }),
+  sequenceSubmitted: (where) => ({ type: "sequenceSubmitted", where }),
+  sourceChanged: (where) => ({ type: "sourceChanged", where }),
+  causalSet: (on) => ({ type: "causalSet", on }),
+  windowSet: (on, size) => ({ type: "windowSet", on, size }),
+  blockedCleared: () => ({ type: "blockedCleared" }),
+  cellToggled: (q, k, where) => ({ type: "cellToggled", q, k, where }),
+  tokenPadded: (i, token) => ({ type: "tokenPadded", i, token }),
+  sourcePadded: (i) => ({ type: "sourcePadded", i }),
+  allMaskedSet: (value) => ({ type: "allMaskedSet", value }),
+  scaleSet: (on) => ({ type: "scaleSet", on }),
+  bugSet: (bug, label) => ({ type: "bugSet", bug, label }),
+  viewSet: (view) => ({ type: "viewSet", view }),
+  paletteSet: (palette) => ({ type: "paletteSet", palette }),
+  scoreScaleSet: (value) => ({ type: "scoreScaleSet", value }),
+  layerSet: (layer) => ({ type: "layerSet", layer }),
+  optionSet: (key, value) => ({ type: "optionSet", key, value }),
+  matrixEntrySet: (name, i, j, value, raw) => ({ type: "matrixEntrySet", name, i, j, value, raw }),
+  matricesReset: () => ({ type: "matricesReset" }),
+  pageSet: (page) => ({ type: "pageSet", page }),
+  querySet: (query) => ({ type: "querySet", query }),
+  headOpened: (layer, head, query, where) => ({ type: "headOpened", layer, head, query, where }),
+  pairSet: (q, k) => ({ type: "pairSet", q, k }),
+  itemSet: (item) => ({ type: "itemSet", item }),
+  headFilterSet: (fields) => ({ type: "headFilterSet", fields }),
+  headSorted: (column) => ({ type: "headSorted", column }),
+  highlightSet: (highlight) => ({ type: "highlightSet", highlight }),
+  tokensOpenSet: (open) => ({ type: "tokensOpenSet", open }),
+  cursorSet: (cursor) => ({ type: "cursorSet", cursor }),
+  errorDismissed: () => ({ type: "errorDismissed" }),
+  // experiments
+  ablationToggled: (layer, head) => ({ type: "ablationToggled", layer, head }),
+  ablationDropped: (layer, head) => ({ type: "ablationDropped", layer, head }),
+  ablModeSet: (mode) => ({ type: "ablModeSet", mode }),
+  editAdded: (edit) => ({ type: "editAdded", edit }),
+  editDropped: (index) => ({ type: "editDropped", index }),
+  interventionsCleared: () => ({ type: "interventionsCleared" }),
+  perturbSet: (perturb, on) => ({ type: "perturbSet", perturb, on }),
+  pinned: () => ({ type: "pinned" }),
+  unpinned: () => ({ type: "unpinned" }),
+  // mechanics
+  decodeSet: (on) => ({ type: "decodeSet", on }),
+  decodeStepSet: (step) => ({ type: "decodeStepSet", step }),
+  costSet: (cost) => ({ type: "costSet", cost }),
+  sweepSet: (variance) => ({ type: "sweepSet", variance }),
+  panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
+  // effects
+  runStarted: () => ({ type: "runStarted" }),
+  runSucceeded: (result, request, masks) => ({ type: "runSucceeded", result, request, masks }),
+  runFailed: (error) => ({ type: "runFailed", error }),
+  runTooLarge: (message) => ({ type: "runTooLarge", message }),
+  panelStarted: (name, key) => ({ type: "panelStarted", name, key }),
+  panelLoaded: (name, key, result) => ({ type: "panelLoaded", name, key, result }),
+  panelFailed: (name, key, message) => ({ type: "panelFailed", name, key, message }),
+  panelCleared: (name) => ({ type: "panelCleared", name }),
+};
+
+// ---- the reducer ----------------------------------------------------------------------------------------------
+
+const info = (s, name = s.ui.model) => s.models.find((m) => m.name === name) || null;
+
+// ui changed by `fields`, and a run asked for, credited to `action` (the person's words) done at `where`.
+function runWith(s, fields, action, where = null, extra = {}) {
+  return {
+    ...s,
+    ui: { ...s.ui, ...fields },
+    run: { ...s.run, want: s.run.want + 1, action, where, ...extra },
+  };
+}
+
+// ui changed by `fields`; the views redraw from the result they have.
+function setUi(s, fields) {
+  return { ...s, ui: { ...s.ui, ...fields } };
+}
+
+function setPanel(s, name, fields) {
+  return { ...s, panels: { ...s.panels, [name]: { ...s.panels[name], ...fields } } };
+}
+
+const KEEP_ON_MODEL = [
+  "view", "palette", "scoreScale", "scale", "allMasked", "hsort", "hdir",
+  // a pinned A stays (compare two models or seeds); the perturbation settings stay; interventions name heads of
+  // the old model and go
+  "pin", "perturbOn", "ablMode",
+  // a classic bug, decoding and the sweep are page settings; the cost overrides describe the old model and go
+  "bug", "decodeOn", "sweep",
+  // a source and a batch stay while the new model takes them
+  "source", "sourcePadded", "batch",
+];
+
+function chooseModel(s, name, text, options, where) {
+  const m = info(s, name);
+  if (!m) return s;
+  const ui = stateForModel(m, defaultState());
+  for (const k of KEEP_ON_MODEL) ui[k] = s.ui[k];
+  ui.perturb = { ...s.ui.perturb, position: null };
+  if (text) ui.text = text;
+  if (options) ui.options = { ...ui.options, ...options };
+  const draft = { ...s.draft, text: ui.text };
+  return {
+    ...s,
+    ui,
+    draft,
+    run: { ...s.run, want: s.run.want + 1, action: "", where, diff: null, skipDiff: true, notice: "" },
+  };
+}
+
+// Keep ui inside what a new result allows (a query past the end, a head that no longer exists, a pair that
+// falls off, interventions on heads that are gone).
+export function settle(ui, result) {
+  const S = result.tokens.length;
+  const K = result.source_tokens ? result.source_tokens.length : S;
+  const out = { ...ui };
+  if (out.query != null && out.query >= S) out.query = S - 1;
+  if (out.pair && (out.pair[0] >= S || out.pair[1] >= K)) out.pair = null;
+  const { n_layers: L, n_heads: H } = result.config;
+  if (out.layer !== "all" && out.layer >= L) out.layer = 0;
+  if (out.focus) {
+    const [l, h] = out.focus;
+    const layer = result.layers.find((x) => x.index === l);
+    if (!layer || h >= layer.heads.length) out.focus = null;
+  }
+  out.item = Math.min(out.item, (result.config.batch || 1) - 1);
+  out.ablate = keepValid(out.ablate, L, H);
+  out.edits = keepValid(out.edits, L, H).filter((e) => e.query < S && e.key < S);
+  return out;
+}
+
+const reducers = {
+  modelsLoaded: (s, a) => ({ ...s, models: a.models }),
+  modelsFailed: (s, a) => ({ ...s, run: { ...s.run, status: "error", loadError: a.error, error: { ...a.error, where: null } } }),
+  restored: (s, a) => ({
+    ...s,
+    ui: a.ui,
+    draft: { text: a.ui.text, source: a.ui.source, batch: a.ui.batch },
+    run: { ...s.run, want: s.run.want + 1, action: "", where: null },
+  }),
+  modelChosen: (s, a) => chooseModel(s, a.name, a.text, a.options, a.where),
+  exampleChosen: (s, a) => {
+    const ex = a.example;
+    let next = chooseModel(s, ex.model, a.text, ex.options, "example-select");
+    if (ex.sort) next = setUi(next, { hsort: ex.sort, hdir: "desc" });
+    return { ...next, pending: { pair: ex.pair ? { ...ex.pair, model: ex.model } : null, open: !!ex.pair } };
+  },
+  draftTyped: (s, a) => ({ ...s, draft: { ...s.draft, [a.field]: a.value } }),
+  sequenceSubmitted: (s, a) => {
+    const fields = { text: s.draft.text, source: s.draft.source, batch: s.draft.batch };
+    if (s.ui.model === "textbook" && s.ui.matrices) {
+      const n = s.draft.text.trim() ? s.draft.text.trim().split(/\s+/).length : 0;
+      const x = s.ui.matrices.x;
+      const width = x[0]?.length ?? 1;
+      fields.matrices = { ...s.ui.matrices, x: Array.from({ length: n }, (_, i) => (x[i] ? [...x[i]] : new Array(width).fill(0))) };
+    }
+    return runWith(s, fields, "new sequence", a.where);
+  },
+  sourceChanged: (s, a) =>
+    runWith(s, { source: s.draft.source, batch: s.draft.batch }, a.where === "source-input" ? "new source" : "new batch", a.where, {
+      skipDiff: true,
+    }),
+  causalSet: (s, a) => runWith(s, { masks: { ...s.ui.masks, causal: a.on } }, `causal ${a.on ? "on" : "off"}`, "mask-causal"),
+  windowSet: (s, a) => {
+    const window = a.on ? a.size : null;
+    return runWith(s, { masks: { ...s.ui.masks, window } }, a.on ? `window ${window}` : "window off", "mask-window");
+  },
+  blockedCleared: (s) => runWith(s, { masks: { ...s.ui.masks, blocked: [] } }, "blocked cells cleared", "blocked-clear"),
+  cellToggled: (s, a) => {
+    const was = s.ui.masks.blocked.some(([q, k]) => q === a.q && k === a.k);
+    return runWith(
+      s,
+      { masks: { ...s.ui.masks, blocked: toggleBlocked(s.ui.masks.blocked, a.q, a.k) } },
+      `cell query ${a.q} → key ${a.k} ${was ? "unblocked" : "blocked"}`,
+      a.where,
+    );
+  },
+  tokenPadded: (s, a) => {
+    const padded = togglePadded(s.ui.masks.padded, a.i);
+    const on = padded.includes(a.i);
+    return runWith(
+      s,
+      { masks: { ...s.ui.masks, padded } },
+      `position ${a.i} “${a.token ?? a.i}” ${on ? "marked padding" : "is a real token again"}`,
+      "tokens",
+    );
+  },
+  sourcePadded: (s, a) => {
+    const sourcePadded = togglePadded(s.ui.sourcePadded || [], a.i);
+    const on = sourcePadded.includes(a.i);
+    return runWith(s, { sourcePadded }, `source position ${a.i} ${on ? "marked padding" : "is a real key again"}`, "source-tokens");
+  },
+  allMaskedSet: (s, a) => runWith(s, { allMasked: a.value }, `all-masked rows: ${a.value}`, "all-masked"),
+  scaleSet: (s, a) => runWith(s, { scale: a.on }, `scaling ${a.on ? "on" : "off"}`, "scale"),
+  bugSet: (s, a) => {
+    const bug = BUGS.includes(a.bug) ? a.bug : null;
+    return runWith(s, { bug }, bug ? `classic bug on: ${a.label}` : "classic bug off", "bug-select");
+  },
+  viewSet: (s, a) => setUi(s, { view: a.view }),
+  paletteSet: (s, a) => setUi(s, { palette: a.palette }),
+  scoreScaleSet: (s, a) => setUi(s, { scoreScale: a.value }),
+  layerSet: (s, a) =>
+    runWith(s, { layer: a.layer, page: 0, focus: null }, "", "layer-select", { skipDiff: true, notice: "" }),
+  optionSet: (s, a) => {
+    const options = { ...s.ui.options, [a.key]: a.value };
+    return runWith(s, { options, focus: null }, `${a.key} = ${a.value}`, `opt-${a.key}`);
+  },
+  matrixEntrySet: (s, a) => {
+    const m = info(s);
+    const base = s.ui.matrices || { x: m.options.x, w_q: m.options.w_q, w_k: m.options.w_k, w_v: m.options.w_v };
+    const matrices = setEntry(base, a.name, a.i, a.j, a.value);
+    if (!matrices) return s;
+    return runWith(s, { matrices }, `${a.name.toUpperCase()}[${a.i + 1}][${a.j + 1}] set to ${a.raw ?? a.value}`, "matrix-editors");
+  },
+  matricesReset: (s) => runWith(s, { matrices: null }, "the chapter's numbers restored", "matrices-reset"),
+  pageSet: (s, a) => setUi(s, { page: Math.max(0, a.page) }),
+  querySet: (s, a) => setUi(s, { query: a.query }),
+  headOpened: (s, a) => {
+    const fields = { focus: [a.layer, a.head] };
+    if (a.query != null) fields.query = a.query;
+    const multi = s.run.result && s.run.result.config.n_layers > 1;
+    if (multi && s.ui.layer !== "all" && s.ui.layer !== a.layer) {
+      return runWith(s, { ...fields, layer: a.layer, page: 0 }, "", a.where, { skipDiff: true });
+    }
+    return setUi(s, fields);
+  },
+  pairSet: (s, a) => {
+    const fields = { pair: a.q == null && a.k == null ? null : [a.q, a.k] };
+    if (a.q != null) fields.query = a.q;
+    return setUi(s, fields);
+  },
+  itemSet: (s, a) => {
+    if (!s.run.full || !s.run.full.config.batch) return s;
+    const ui = { ...s.ui, item: a.item };
+    return {
+      ...s,
+      ui,
+      good: s.good ? { ...s.good, item: a.item } : s.good,
+      run: { ...s.run, result: itemResult(s.run.full, a.item), prev: null, diff: null },
+    };
+  },
+  headFilterSet: (s, a) => setUi(s, a.fields),
+  headSorted: (s, a) => {
+    const current = s.ui.hsort || "head";
+    const dir = s.ui.hsort ? s.ui.hdir : "asc";
+    let hsort = a.column;
+    let hdir = a.column === current ? (dir === "asc" ? "desc" : "asc") : a.column === "head" ? "asc" : "desc";
+    if (hsort === "head" && hdir === "asc") hsort = null;
+    if (!hsort) hdir = "desc";
+    return setUi(s, { hsort, hdir });
+  },
+  highlightSet: (s, a) => {
+    const h = a.highlight;
+    const same = h === s.highlight || (h && s.highlight && h.q === s.highlight.q && h.k === s.highlight.k);
+    return same ? s : { ...s, highlight: h };
+  },
+  tokensOpenSet: (s, a) => ({ ...s, tokensOpen: a.open }),
+  cursorSet: (s, a) => ({ ...s, cursor: a.cursor }),
+  errorDismissed: (s) => ({ ...s, run: { ...s.run, error: null } }),
+  ablationToggled: (s, a) => setUi(s, { ablate: toggleAblation(s.ui.ablate, a.layer, a.head, s.ui.ablMode) }),
+  ablationDropped: (s, a) => setUi(s, { ablate: s.ui.ablate.filter((x) => !(x.layer === a.layer && x.head === a.head)) }),
+  ablModeSet: (s, a) => setUi(s, { ablMode: a.mode, ablate: s.ui.ablate.map((x) => ({ ...x, mode: a.mode })) }),
+  editAdded: (s, a) => setUi(s, { edits: addEdit(s.ui.edits, a.edit) }),
+  editDropped: (s, a) => setUi(s, { edits: s.ui.edits.filter((_, i) => i !== a.index) }),
+  interventionsCleared: (s) => setUi(s, { ablate: [], edits: [] }),
+  perturbSet: (s, a) => {
+    const next = setUi(s, { perturb: a.perturb, perturbOn: a.on ?? s.ui.perturbOn });
+    return a.on ? setPanel(next, "perturb", { nonce: s.panels.perturb.nonce + 1 }) : next;
+  },
+  pinned: (s) => (s.run.request ? setUi(s, { pin: pinOf(s) }) : s),
+  unpinned: (s) => setUi(s, { pin: null }),
+  decodeSet: (s, a) => {
+    const next = setUi(s, { decodeOn: a.on, decodeStep: a.on ? 0 : null });
+    return a.on ? setPanel(next, "decode", { nonce: s.panels.decode.nonce + 1 }) : next;
+  },
+  decodeStepSet: (s, a) => setUi(s, { decodeStep: a.step }),
+  costSet: (s, a) => setUi(s, { cost: a.cost }),
+  sweepSet: (s, a) => setUi(s, { sweep: { variance: clampVariance(a.variance) } }),
+  panelAsked: (s, a) => setPanel(s, a.name, { nonce: s.panels[a.name].nonce + 1, ...(a.fields || {}) }),
+  runStarted: (s) => ({ ...s, run: { ...s.run, status: "loading" } }),
+  runSucceeded: (s, a) => {
+    const r = s.run;
+    const ui = settle({ ...s.ui, masks: a.masks ?? s.ui.masks }, a.result);
+    const result = itemResult(a.result, ui.item);
+    const layerIndex = ui.layer === "all" ? (ui.focus ? ui.focus[0] : 0) : ui.layer;
+    const diff = r.skipDiff ? null : diffResults(r.result, a.result, layerIndex);
+    let next = {
+      ...s,
+      ui,
+      good: ui,
+      run: {
+        ...r,
+        status: "ready",
+        result,
+        full: a.result,
+        request: a.request,
+        prev: r.result,
+        diff,
+        skipDiff: false,
+        notice: ui.layer === "all" ? "" : r.notice,
+        error: null,
+        lastAction: r.action,
+      },
+    };
+    next = placePendingPair(next, a.result);
+    return next;
+  },
+  runFailed: (s, a) => {
+    const error = { ...a.error, where: s.run.where, action: s.run.action };
+    // roll the controls and the URL back to the last run that worked; the boxes keep what was typed
+    const ui = s.good ? { ...s.good } : s.ui;
+    return { ...s, ui, run: { ...s.run, status: "error", error, diff: null, skipDiff: false } };
+  },
+  runTooLarge: (s, a) => {
+    // every layer at once is more than the server sends: show one layer and say why
+    const layer = s.ui.focus ? s.ui.focus[0] : 0;
+    const notice =
+      "Every layer at once is more than the server sends in one response (its ATTNLAB_MAX_RESULT_VALUES limit, " +
+      `which whoever runs the server can raise). The page shows layer ${layer}; pick another in the Layer menu. ` +
+      `The head-types table below still covers every layer. (The server said: ${a.message})`;
+    return runWith(s, { layer, page: 0 }, s.run.action, s.run.where, { skipDiff: true, notice });
+  },
+  panelStarted: (s, a) => setPanel(s, a.name, { key: a.key, status: "loading" }),
+  panelLoaded: (s, a) =>
+    s.panels[a.name].key === a.key ? setPanel(s, a.name, { result: a.result, status: "ready", message: "" }) : s,
+  panelFailed: (s, a) =>
+    s.panels[a.name].key === a.key ? setPanel(s, a.name, { result: null, status: "error", message: a.message }) : s,
+  panelCleared: (s, a) => setPanel(s, a.name, { key: null, result: null, status: "idle", message: "" }),
+};
+
+// An example that names a pair by its words ("it" -> "animal") gets it placed on the model's own tokens.
+function placePendingPair(s, result) {
+  const want = s.pending.pair;
+  if (!want) return s;
+  const out = { ...s, pending: { ...s.pending, pair: null } };
+  if (want.model !== result.model) return out;
+  const pair = resolvePair(result.tokens, want);
+  if (!pair) return out;
+  return { ...out, ui: { ...out.ui, pair, query: pair[0] }, good: { ...out.good, pair, query: pair[0] } };
+}
+
+export function reducer(s, a) {
+  const fn = reducers[a.type];
+  if (!fn) throw new Error(`unknown action ${a.type}`);
+  const next = fn(s, a);
+  // toggling a cell moves the grid's roving tab stop there; opening a head uses up an example's "open its head"
+  if (a.type === "cellToggled") return { ...next, cursor: [a.q, a.k] };
+  if (a.type === "headOpened" && s.pending.open) return { ...next, pending: { ...next.pending, open: false } };
+  return next;
+}
+
+// ---- selectors: what the views draw, computed from the state ---------------------------------------------------
+
+export function modelInfo(s, name) {
+  return info(s, name);
+}
+
+// The body every one-sequence endpoint runs: the current request without a batch, a source or a bug.
+export function singleOf(s) {
+  return s.run.request ? singleRequest(s.run.request, s.ui.item) : null;
+}
+
+function pinOf(s) {
+  const { include: _i, layer: _l, ...rest } = singleOf(s);
+  return rest;
+}
+
+export function pinRequestOf(s) {
+  return s.run.request ? pinOf(s) : null;
+}
+
+export function multiLayer(s) {
+  return !!s.run.result && s.run.result.config.n_layers > 1;
+}
+
+// Masks drawn and explained, from the result: never re-derived on the page.
+function resultMasks(r, request) {
+  if (r.source_tokens) {
+    return { causal: false, window: null, padded: paddedFromFlags(request?.source?.padding), blocked: r.masks.blocked };
+  }
+  return { causal: r.masks.causal, window: r.masks.window, padded: paddedFromFlags(r.masks.padding), blocked: r.masks.blocked };
+}
+
+const viewCache = new WeakMap(); // state.run -> ui -> view: a pure function's memo, cleared with the state it reads
+
+// Everything the matrix views draw: the heads shown, the large head, the scale, the query. Pure in the state.
+export function selectView(s) {
+  const r = s.run.result;
+  if (!r) return null;
+  let byUi = viewCache.get(s.run);
+  if (!byUi) {
+    byUi = new WeakMap();
+    viewCache.set(s.run, byUi);
+  }
+  const hit = byUi.get(s.ui);
+  if (hit) return hit;
+  const ui = s.ui;
+  const layers = ui.layer === "all" ? r.layers : r.layers.filter((l) => l.index === ui.layer);
+  const shown = layers.length ? layers : r.layers.slice(0, 1);
+  const heads = shown.flatMap((l) => l.heads.map((head) => ({ layer: l.index, head })));
+  const allHeads = heads.map((h) => h.head);
+  const maxAbs = maxAbsEligible(allHeads, r.eligible);
+  const wanted = ui.focus && r.layers.find((l) => l.index === ui.focus[0]);
+  const focus = wanted ? ui.focus : [heads[0].layer, heads[0].head.index];
+  const focusLayer = wanted || shown[0];
+  const diff = s.run.diff && s.run.diff.comparable ? s.run.diff : null;
+  const cross = !!r.source_tokens;
+  const view = {
+    tokens: r.tokens,
+    keyTokens: cross ? r.source_tokens : null,
+    item: r.item ?? 0,
+    eligible: drawnEligibility(r.eligible, r.demo_bug?.name),
+    reasons: r.reasons || null,
+    masks: resultMasks(r, s.run.request),
+    blocked: r.masks.blocked,
+    view: ui.view,
+    palette: ui.palette,
+    scoreScale: ui.scoreScale,
+    multiLayer: r.config.n_layers > 1,
+    heads,
+    page: ui.page,
+    nHeads: r.config.n_heads,
+    kvGroups: r.config.n_kv_heads,
+    config: r.config,
+    maxAbs,
+    clipAbs: ui.view === "scores" && ui.scoreScale === "clip" ? quantileAbsEligible(allHeads, r.eligible) : maxAbs,
+    scale: scaleFor(ui.view, ui.palette, maxAbs),
+    weightScale: scaleFor("weights", ui.palette, maxAbs),
+    changed: diff ? [...diff.newlyMasked, ...diff.newlyEligible] : [],
+    focus,
+    query: ui.query ?? r.tokens.length - 1,
+    focusLayer,
+    focusHead: focusLayer.heads[focus[1]] || focusLayer.heads[0],
+    layer: focusLayer,
+    pair: ui.pair,
+    ablate: ui.ablate,
+    bug: r.demo_bug?.name,
+  };
+  byUi.set(s.ui, view);
+  return view;
+}
+
+// The padding positions the token chips show: the result's for a batch item, else what the person set.
+export function tokenMasks(s) {
+  const v = selectView(s);
+  if (!v) return { padded: [] };
+  if (s.run.result.config.batch) return v.masks;
+  if (v.keyTokens) return { padded: [] };
+  return s.ui.masks;
+}
+
+// Masks clamped to a sequence of S positions (and K source positions) before they are sent.
+export function clampedMasks(ui, S, K = S) {
+  return S > 0 ? clampMasks(ui.masks, S, K) : ui.masks;
+}
+
+export function sameInput(s) {
+  const r = s.run.result;
+  const req = s.run.request;
+  if (!r || !req) return false;
+  return r.model === s.ui.model && (req.text ?? null) === (s.ui.text ?? null) && !batchOf(s.ui) && !req.texts;
+}
+
+// ---- the analysis panels: what each one asks, from the state (effects.js sends it) -----------------------------
+
+// One entry per panel: `request(state)` is the body to send now (null: nothing to ask, the panel clears), `fetch`
+// sends it, `after(result)` does what the answer calls for outside the page state (a download), `then(state,
+// result)` an action to dispatch once it lands. A panel that asks again on a button press folds its slot's
+// `nonce` into the key. `debounce` (ms) waits for a slider to settle.
+export const PANEL_SPECS = {
+  headTypes: {
+    fetch: fetchHeadTypes,
+    request: (s) => (s.run.request ? headTypesRequest(singleOf(s)) : null),
+    keep: true, // the old table stays while the new one loads
+  },
+  top: {
+    fetch: fetchTopHeads,
+    request: (s) => {
+      const pair = s.ui.pair;
+      if (!s.run.result || !pair || !pair.every((v) => v != null)) return null;
+      const total = s.run.result.config.n_layers * s.run.result.config.n_heads;
+      return topHeadsRequest(singleOf(s), pair, Math.min(TOP_K, total));
+    },
+    keep: true,
+    then: (s, result) => {
+      if (!s.pending.open || !result.heads.length) return null;
+      const best = result.heads[0];
+      return act.headOpened(best.layer, best.head, result.query, "top-heads-panel");
+    },
+  },
+  perturb: {
+    fetch: fetchPerturb,
+    request: (s) => {
+      if (!s.ui.perturbOn || !s.run.result) return null;
+      const S = s.run.result.tokens.length;
+      const p = Math.max(0, Math.min(S - 1, s.ui.perturb.position ?? s.ui.query ?? S - 1));
+      return perturbRequest(singleOf(s), p, s.ui.perturb);
+    },
+    nonce: true,
+  },
+  intervene: {
+    fetch: fetchInterveneOrDeltas,
+    request: (s) => {
+      if (!s.run.result || (!s.ui.ablate.length && !s.ui.edits.length)) return null;
+      const { layer: _layer, ...attention } = singleOf(s);
+      return interveneRequest({ ...attention, include: ["weights"] }, s.ui.ablate, s.ui.edits, INTERVENE_TOP_K);
+    },
+  },
+  compare: {
+    fetch: fetchCompareOrLayer,
+    request: (s) => {
+      if (!s.ui.pin || !s.run.request) return null;
+      const m = info(s);
+      const layer = !m || m.layers <= 1 || s.ui.layer === "all" ? null : s.ui.layer;
+      return { ...compareRequest(s.ui.pin, singleOf(s), layer), fallbackLayer: s.ui.focus ? s.ui.focus[0] : 0 };
+    },
+  },
+  decode: {
+    fetch: fetchDecode,
+    request: (s) => (s.ui.decodeOn && s.run.request ? decodeRequest(singleOf(s)) : null),
+    nonce: true,
+  },
+  cost: {
+    fetch: fetchCost,
+    request: (s) => costOf(s, false),
+    keep: true,
+  },
+  measure: {
+    fetch: fetchCost,
+    // a measurement belongs to the shape it measured: another shape clears it
+    request: (s) => {
+      const slot = s.panels.measure;
+      const shape = costOf(s, false);
+      if (!slot.nonce || !shape || slot.shape !== JSON.stringify(shape)) return null;
+      return costOf(s, true);
+    },
+    nonce: true,
+  },
+  audit: {
+    fetch: fetchAttention,
+    // an audit describes the run it was taken of: another run clears it
+    request: (s) => {
+      const slot = s.panels.audit;
+      if (!slot.nonce || !s.run.request) return null;
+      const req = auditRequest(s.run.request);
+      return slot.asked === JSON.stringify(req) ? req : null;
+    },
+    nonce: true,
+    after: (result) =>
+      download(auditFilename(result.model), new Blob([JSON.stringify(result.audit, null, 1)], { type: "application/json" })),
+  },
+  sweep: {
+    fetch: fetchScaleSweep,
+    request: (s) => (s.ui.sweep ? sweepRequest(s.ui.sweep) : null),
+    debounce: 250,
+    keep: true,
+  },
+  nextWords: {
+    fetch: fetchAttention,
+    // a model that predicts tokens says what comes next in config.next_word, but only when the run went through its
+    // last layer; a run that stopped early asks once more, without the matrices
+    request: (s) => {
+      const r = s.run.result;
+      const m = info(s);
+      const c = r ? r.config : null;
+      if (!r || c.next_word?.length || !m?.vocab || c.layers_computed >= c.n_layers) return null;
+      const { layer: _layer, ...rest } = s.run.request;
+      return { ...rest, include: [] };
+    },
+  },
+};
+
+export const INTERVENE_TOP_K = 5;
+
+export function costOf(s, measure) {
+  const r = s.run.result;
+  return r ? costRequest(r.config, r.tokens.length, measure === "base" ? {} : s.ui.cost, measure === true) : null;
+}
+
+// The auditRequest body this state would send, as its key: what the audit button records as asked.
+export function auditKey(s) {
+  return s.run.request ? JSON.stringify(auditRequest(s.run.request)) : null;
+}
