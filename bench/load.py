@@ -125,6 +125,9 @@ class Outcome:
     failures: list[str] = field(default_factory=list)
     timed_out: bool = False
     load: list[float] = field(default_factory=list)  # the machine's 1-minute load average as each round began
+    client_cpu: float = 0.0  # CPU seconds of this process (the 32 clients)
+    server_cpu: float = 0.0  # CPU seconds of the attnlab processes
+    retried: int | None = None  # requests nginx retried on another replica (None: no nginx)
 
     @property
     def ok(self) -> int:
@@ -164,6 +167,17 @@ async def run_load(outcome: Outcome, base: str, mix: list[Request], clients: int
         outcome.seconds += time.perf_counter() - start
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of processes, from /proc (Linux); 0 elsewhere."""
+    total = 0.0
+    for pid in pids:
+        stat = Path(f"/proc/{pid}/stat")
+        if stat.exists():
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def warm_up(base: str, mix: list[Request]) -> None:
     """One request per model first, so that no set-up pays for first-call costs inside its measurement."""
     with httpx.Client(base_url=base, timeout=60) as http:
@@ -200,6 +214,8 @@ def report(outcomes: list[Outcome], clients: int) -> str:
             f"  {model} p50 / p99 (ms)",
             [f"{percentile(c, 50) * 1000:.0f} / {percentile(c, 99) * 1000:.0f}" for c in cells],
         )
+    row("retried by nginx", ["-" if o.retried is None else str(o.retried) for o in outcomes])
+    row("CPU s: clients / attnlab", [f"{o.client_cpu:.1f} / {o.server_cpu:.1f}" for o in outcomes])
     row("load average at start", [f"{statistics.mean(o.load):.1f}" for o in outcomes])
     lines.append(f"{clients} concurrent clients; the same requests in the same order for each set-up.")
     return "\n".join(lines)
@@ -241,16 +257,24 @@ def main(argv: list[str] | None = None) -> int:
         mix = request_mix(args.requests, args.seed, next(m["vocab"] for m in models if m["name"] == "induction"))
         for replica in pair:
             warm_up(replica.base, mix)
-        bases = {
-            "1 process": pair[0].base,
-            "1 process + nginx": stack.enter_context(nginx(work / "nginx-1", [pair[0].port])).base,
-            "2 replicas + nginx": stack.enter_context(nginx(work / "nginx-2", [r.port for r in pair])).base,
+        proxies = {
+            "1 process + nginx": stack.enter_context(nginx(work / "nginx-1", [pair[0].port])),
+            "2 replicas + nginx": stack.enter_context(nginx(work / "nginx-2", [r.port for r in pair])),
         }
+        bases = {"1 process": pair[0].base, **{name: proxy.base for name, proxy in proxies.items()}}
         outcomes = {name: Outcome(name) for name in bases}
         for n in range(args.rounds):
             for name, base in bases.items():
                 print(f"round {n + 1}: {name} ...", flush=True)
-                asyncio.run(run_load(outcomes[name], base, mix, args.clients, args.time_limit))
+                outcome, pids = outcomes[name], [r.proc.pid for r in pair if r.proc]
+                client_cpu, server_cpu = time.process_time(), cpu_seconds(pids)
+                asyncio.run(run_load(outcome, base, mix, args.clients, args.time_limit))
+                outcome.client_cpu += time.process_time() - client_cpu
+                outcome.server_cpu += cpu_seconds(pids) - server_cpu
+        for name, proxy in proxies.items():
+            # nginx logs a request it sent to a second replica with both addresses
+            log = [orjson.loads(line) for line in proxy.access_log.read_bytes().splitlines() if line.strip()]
+            outcomes[name].retried = sum(1 for e in log if "," in e["upstream"])
     print(report(list(outcomes.values()), args.clients))
     bad = [o for o in outcomes.values() if o.failures or o.timed_out]
     for o in bad:
