@@ -1,0 +1,333 @@
+"""The page for everyone (issue 11) at 390, 800 and 1440 px: no sideways scroll, errors where you act (and a roll
+back to the last good state), focus kept after actions, a dark theme from the system, readable scores, and heads
+that keep their size at length."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.browser.conftest import PageLog, wait_idle
+
+pytestmark = pytest.mark.browser
+
+WIDTHS = [390, 800, 1440]
+HEIGHT = 900
+RANDOM = "?m=random&t=the+cat+sat+on+the+mat"
+LONG = "?m=random&heads=8&t=" + "+".join(f"w{i % 40}" for i in range(136))
+Action = Callable[[Callable[[], None]], dict[str, Any]]
+
+
+@pytest.fixture
+def at(page: Page, open_page: Callable[..., Page]) -> Iterator[Callable[[int, str], Page]]:
+    """Open the page at `query` in a window `width` px wide."""
+
+    def go(width: int, query: str = "") -> Page:
+        page.set_viewport_size({"width": width, "height": HEIGHT})
+        return open_page(query)
+
+    yield go
+
+
+def sideways(page: Page) -> int:
+    """How many px the page scrolls sideways (0 = none)."""
+    return int(page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth"))
+
+
+def inside(page: Page, selector: str) -> bool:
+    box = page.locator(selector).first.bounding_box()
+    width = page.evaluate("() => document.documentElement.clientWidth")
+    return box is not None and box["x"] >= -1 and box["x"] + box["width"] <= width + 1
+
+
+def on_screen(page: Page, selector: str) -> bool:
+    box = page.locator(selector).first.bounding_box()
+    return box is not None and box["y"] >= 0 and box["y"] + box["height"] <= HEIGHT
+
+
+def rgb(css: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in re.findall(r"\d+", css)[:3])
+
+
+def luminance(css: str) -> float:
+    r, g, b = rgb(css)
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_nothing_scrolls_sideways_or_is_cut_off(at: Callable[[int, str], Page], width: int) -> None:
+    page = at(width, RANDOM + "&causal=1")
+    assert sideways(page) == 0
+    for selector in ("#heads-grid", "#focus-plot", "#retrieval", "#tokens", "#eligibility", "section:has(#stats) .scroll"):
+        assert inside(page, selector), selector
+    run = page.get_by_test_id("run-button")
+    toggle = page.locator("#controls-toggle")
+    if width < 900:
+        # the controls live in a drawer: closed, nothing in it takes focus; open, Run is on screen
+        expect(run).to_be_hidden()
+        expect(toggle).to_have_attribute("aria-expanded", "false")
+        toggle.click()
+        expect(toggle).to_have_attribute("aria-expanded", "true")
+        expect(run).to_be_visible()
+        run.scroll_into_view_if_needed()
+        assert inside(page, "#run-button")
+        expect(page.get_by_test_id("model-select")).to_be_focused()
+        page.keyboard.press("Escape")
+        expect(run).to_be_hidden()
+        expect(toggle).to_be_focused()
+    else:
+        expect(toggle).to_be_hidden()
+        expect(run).to_be_visible()
+    assert sideways(page) == 0
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_an_error_shows_where_you_acted_and_rolls_back(
+    at: Callable[[int, str], Page], run_and_wait: Action, width: int
+) -> None:
+    page = at(width, "")  # textbook: causal and position 4 padded, so query 0 sees key 0 only
+    good = page.url
+    cell = page.locator("#eligibility button[data-q='0'][data-k='0']")
+    cell.scroll_into_view_if_needed()
+    body = run_and_wait(lambda: cell.click())
+    assert body["masks"]["blocked"] == [[0, 0]]
+    note = page.get_by_test_id("action-error")
+    expect(note).to_be_visible()
+    expect(note).to_contain_text("no eligible key")
+    expect(note).to_contain_text("All-masked rows")
+    # beside the grid the person used, on their screen; the banner is the live region
+    assert page.locator("section:has(#eligibility) [data-testid=action-error]").count() == 1
+    assert on_screen(page, "[data-testid=action-error]")
+    expect(page.get_by_test_id("error-banner")).to_have_attribute("role", "alert")
+    # rolled back: the cell, the blocked count and the link are the last good run's
+    expect(page.locator("#eligibility button[data-q='0'][data-k='0']")).to_have_text("✓")
+    expect(page.locator("#blocked-count")).to_have_text("no cells blocked")
+    assert page.url == good
+    expect(page.locator("#change-summary")).to_contain_text("blocked: failed, nothing changed")
+    expect(page.locator("#run-status")).to_contain_text("back at the last run that worked")
+    assert sideways(page) == 0
+    # the next good run clears it
+    run_and_wait(lambda: page.locator("#eligibility button[data-q='1'][data-k='0']").click())
+    expect(note).to_have_count(0)
+    expect(page.get_by_test_id("error-banner")).to_be_hidden()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_bad_option_marks_its_field(at: Callable[[int, str], Page], run_and_wait: Action, width: int) -> None:
+    page = at(width, RANDOM)
+    if width < 900:
+        page.locator("#controls-toggle").click()
+    page.locator("#opt-heads").fill("7")
+    run_and_wait(lambda: page.locator("#opt-heads").dispatch_event("change"))
+    note = page.get_by_test_id("action-error")
+    expect(note).to_contain_text("width must divide by heads")
+    expect(note).to_be_visible()
+    assert (
+        page.locator("#random-options [data-testid=action-error], #random-options + [data-testid=action-error]").count()
+        <= 1
+    )
+    expect(page.locator("#opt-heads")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#opt-heads")).to_have_value("4")  # the last good value is back
+    assert "heads=7" not in page.url
+    expect(page.get_by_test_id("head-heatmap")).to_have_count(4)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_focus_stays_where_you_were(at: Callable[[int, str], Page], run_and_wait: Action, width: int) -> None:
+    page = at(width, RANDOM)
+    # opening a head keeps focus on its card
+    page.locator("#head-0-2").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#focus-plot")).to_have_attribute("data-head", "2")
+    expect(page.locator("#head-0-2")).to_be_focused()
+    # the eligibility grid is one tab stop; arrows move within it; toggling keeps focus on the cell
+    grid = page.locator("#eligibility")
+    assert grid.locator("button[tabindex='0']").count() == 1
+    grid.locator("button[tabindex='0']").focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowRight")
+    expect(grid.locator("button[data-q='2'][data-k='1']")).to_be_focused()
+    body = run_and_wait(lambda: page.keyboard.press("Enter"))
+    assert body["masks"]["blocked"] == [[2, 1]]
+    expect(grid.locator("button[data-q='2'][data-k='1']")).to_be_focused()
+    expect(grid.locator("button[data-q='2'][data-k='1']")).to_have_text("B")
+    assert grid.locator("button[tabindex='0']").count() == 1
+    # ablating from a card keeps focus on its button
+    ablate = page.locator("[data-testid=head-ablate][data-head='1']")
+    ablate.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("[data-testid=head-ablate][data-head='1']")).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("[data-testid=head-ablate][data-head='1']")).to_be_focused()
+
+
+TAB_STOPS = """() => [...document.querySelectorAll('a[href], button, input, select, textarea, [tabindex]')]
+  .filter((e) => e.tabIndex >= 0 && !e.disabled && e.getClientRects().length > 0
+                 && getComputedStyle(e).visibility !== 'hidden').length"""
+
+
+def test_the_grid_costs_one_tab_stop(open_page: Callable[..., Page]) -> None:
+    page = open_page("?m=random&t=" + "+".join(f"t{i}" for i in range(15)))
+    grid_buttons = page.locator("#eligibility button").count()
+    assert grid_buttons == 225
+    stops = page.evaluate(TAB_STOPS)
+    in_grid = page.evaluate(
+        TAB_STOPS.replace("document.querySelectorAll(", "document.getElementById('eligibility').querySelectorAll(")
+    )
+    assert in_grid == 1
+    assert stops < 429 - 224, stops  # 429 before: every one of the 225 cells was a stop
+
+
+def test_plotlys_toolbar_shows_focus(open_page: Callable[..., Page]) -> None:
+    page = open_page(RANDOM)
+    button = page.locator("#focus-plot .modebar-btn").first
+    button.focus()
+    outline = page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")
+    assert outline != "none"
+
+
+def test_dark_theme_follows_the_system(page: Page, open_page: Callable[..., Page], page_log: PageLog) -> None:
+    page.emulate_media(color_scheme="dark")
+    open_page(RANDOM + "&causal=1&view=scores")
+    css = page.evaluate(
+        """() => { const s = (el) => getComputedStyle(el);
+          const panel = document.querySelector('.panel');
+          return {bg: s(document.body).backgroundColor || s(document.documentElement).backgroundColor,
+                  root: s(document.documentElement).backgroundColor,
+                  panel: s(panel).backgroundColor, ink: s(panel).color,
+                  paper: document.getElementById('focus-plot').layout.paper_bgcolor,
+                  input: s(document.getElementById('sequence-input')).backgroundColor}; }"""
+    )
+    assert luminance(css["root"]) < 0.15 and luminance(css["panel"]) < 0.2
+    assert luminance(css["ink"]) > 0.7 and luminance(css["input"]) < 0.25
+    assert luminance(css["paper"] if css["paper"].startswith("rgb") else hex_rgb(css["paper"])) < 0.2
+    # the heatmaps keep their scales: masked cells dark grey and hatched, eligible cells coloured
+    pixels = page.evaluate(
+        """() => {
+          const fig = document.querySelector('[data-testid=head-heatmap]');
+          const ctx = fig.querySelector('canvas').getContext('2d');
+          const r = window.devicePixelRatio || 1;
+          const {left, top, cell} = JSON.parse(fig.dataset.layout);
+          const at = (q, k) =>
+            Array.from(ctx.getImageData((left + k * cell + 2) * r, (top + q * cell + 2) * r, 1, 1).data);
+          return {masked: at(0, 5), eligible: at(5, 0)};
+        }"""
+    )
+    assert max(pixels["masked"][:3]) - min(pixels["masked"][:3]) <= 2
+    assert pixels["eligible"] != pixels["masked"]
+    page.emulate_media(color_scheme="light")
+    assert luminance(page.evaluate("() => getComputedStyle(document.documentElement).backgroundColor")) > 0.85
+    assert page_log.page_errors == []
+
+
+def hex_rgb(h: str) -> str:
+    h = h.lstrip("#")
+    return f"rgb({int(h[0:2], 16)}, {int(h[2:4], 16)}, {int(h[4:6], 16)})"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_heads_keep_their_size_at_length(at: Callable[[int, str], Page], width: int) -> None:
+    page = at(width, LONG)
+    cards = page.get_by_test_id("head-heatmap")
+    expect(cards).to_have_count(8)
+    thumb = page.evaluate("async () => (await import('/static/js/heads.js')).THUMB_PX")
+    sizes = cards.locator("canvas").evaluate_all("els => els.map((c) => c.getBoundingClientRect().width)")
+    assert len(set(sizes)) == 1 and sizes[0] <= thumb + 20, sizes
+    grid = page.locator("#heads-grid").bounding_box()
+    assert grid is not None and grid["height"] <= 1.5 * HEIGHT, grid
+    # the token list starts collapsed, and opens on request
+    more = page.locator("#tokens-more")
+    expect(more).to_have_text("Show all 136 tokens")
+    expect(page.get_by_test_id("token")).to_have_count(48)
+    more.click()
+    expect(page.get_by_test_id("token")).to_have_count(136)
+    expect(more).to_have_attribute("aria-expanded", "true")
+    # the eligibility grid is a fixed-size picture, not a solid block of 18,496 buttons
+    elig = page.locator("#eligibility canvas").bounding_box()
+    assert elig is not None and elig["width"] <= 300
+    assert sideways(page) == 0
+
+
+def test_scores_get_a_per_head_scale_and_a_legend_with_numbers(
+    open_page: Callable[..., Page], page_log: PageLog, live_server: str
+) -> None:
+    page = open_page(RANDOM + "&causal=1&view=scores")
+    body = page_log.attention_requests()[-1]
+    result = httpx.post(f"{live_server}/api/attention", json=body, timeout=30).json()
+    eligible = result["eligible"]
+    want = [
+        max(abs(v) for q, row in enumerate(h["scores"]) for k, v in enumerate(row) if eligible[q][k])
+        for h in result["layers"][0]["heads"]
+    ]
+    cards = page.get_by_test_id("head-heatmap")
+    got = [float(v) for v in cards.evaluate_all("els => els.map((e) => e.dataset.scaleMax)")]
+    assert got == pytest.approx(want)
+    expect(cards.first.locator(".flag-range")).to_have_text(f"±{want[0]:.2f}")
+    page.locator("#score-scale").select_option("shared")
+    expect(cards.first).to_have_attribute("data-scale-max", re.compile(r"\d"))
+    shared = [float(v) for v in cards.evaluate_all("els => els.map((e) => e.dataset.scaleMax)")]
+    assert shared == pytest.approx([max(want)] * len(want))
+    ticks = page.locator("#legend .legend-ticks span").all_text_contents()
+    assert len(ticks) == 5 and float(ticks[0]) == pytest.approx(-max(want), abs=0.01) and ticks[2] == "0.00"
+    page.locator("#score-scale").select_option("clip")
+    expect(page.locator("#legend")).to_contain_text("clipped")
+    assert "sscale=clip" in page.url
+
+
+def test_no_value_colour_can_be_mistaken_for_masked(page: Page, live_server: str) -> None:
+    page.goto(f"{live_server}/api/health")
+    nearest = page.evaluate(
+        """async () => { const C = await import('/static/js/colors.js');
+          const m = C.hexToRgb(C.MASK_FILL); let best = 1e9;
+          for (const stops of [C.VIRIDIS, C.CIVIDIS, C.RDBU]) for (let i = 0; i <= 200; i++) {
+            const c = C.colorAt(stops, i / 200);
+            best = Math.min(best, Math.hypot(c[0] - m[0], c[1] - m[1], c[2] - m[2])); }
+          return best; }"""
+    )
+    assert nearest > 40, nearest  # the old #e4e4e4 sat 23 from RdBu's near-white centre
+
+
+def test_a_window_of_zero_is_refused_in_words(open_page: Callable[..., Page], page_log: PageLog) -> None:
+    page = open_page(RANDOM)
+    sent = len(page_log.attention_requests())
+    page.locator("#mask-window").fill("0")
+    page.locator("#mask-window").dispatch_event("change")
+    expect(page.locator("#window-error")).to_contain_text("1 or more")
+    expect(page.locator("#mask-window")).to_have_attribute("aria-invalid", "true")
+    page.locator("#mask-window").fill("-5")
+    page.locator("#mask-window").dispatch_event("change")
+    expect(page.locator("#window-error")).to_contain_text("got “-5”")
+    assert len(page_log.attention_requests()) == sent  # nothing was quietly turned into a window of 1
+    assert "window=" not in page.url
+
+
+def test_the_model_menu_shows_the_current_head_count(open_page: Callable[..., Page]) -> None:
+    page = open_page(RANDOM + "&heads=8")
+    expect(page.get_by_test_id("model-select").locator("option[value=random]")).to_have_text("random · 8 heads")
+
+
+def test_a_custom_link_opens_a_page(open_page: Callable[..., Page], page_log: PageLog) -> None:
+    page = open_page("?m=custom")
+    expect(page.get_by_test_id("head-heatmap")).to_have_count(1)
+    expect(page.get_by_test_id("model-select")).to_have_value("textbook")
+    expect(page.get_by_test_id("error-banner")).to_be_hidden()
+
+
+def test_a_long_text_says_the_limit_and_how_to_raise_it(open_page: Callable[..., Page], run_and_wait: Action) -> None:
+    page = open_page(RANDOM)
+    page.get_by_test_id("sequence-input").fill(" ".join(f"w{i}" for i in range(300)))
+    run_and_wait(lambda: page.get_by_test_id("run-button").click())
+    banner = page.get_by_test_id("error-banner")
+    expect(banner).to_contain_text("limit 256")
+    expect(banner).to_contain_text("raise this limit with the ATTNLAB_MAX_TOKENS setting")
+    expect(page.get_by_test_id("sequence-input")).to_have_attribute("aria-invalid", "true")
+    # what was typed stays in the box to shorten; the views and the link are the last good run
+    assert page.get_by_test_id("sequence-input").input_value().startswith("w0 w1")
+    expect(page.get_by_test_id("token")).to_have_count(6)
+    assert "w299" not in page.url
+    wait_idle(page)
