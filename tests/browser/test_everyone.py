@@ -63,7 +63,8 @@ def luminance(css: str) -> float:
 def test_nothing_scrolls_sideways_or_is_cut_off(at: Callable[[int, str], Page], width: int) -> None:
     page = at(width, RANDOM + "&causal=1")
     assert sideways(page) == 0
-    for selector in ("#heads-grid", "#focus-plot", "#retrieval", "#tokens", "#eligibility", "section:has(#stats) .scroll"):
+    views = ("#heads-grid", "#focus-plot", "#retrieval", "#tokens", "#eligibility", "section:has(#stats) .scroll")
+    for selector in views:
         assert inside(page, selector), selector
     run = page.get_by_test_id("run-button")
     toggle = page.locator("#controls-toggle")

@@ -227,7 +227,13 @@ def test_token_markup_is_shown_as_text_and_runs_nothing(
         "<script>window.__pwned=3</script> <b>bold</b> &amp;"
     )
     page.get_by_test_id("sequence-input").fill(evil)
+    drawn = page.evaluate("() => performance.getEntriesByName('attnlab:drawn').length")
     run_and_wait(lambda: page.get_by_test_id("run-button").click())
+    # every view of the new result is painted: whatever markup could have run has had its chance
+    page.wait_for_function(
+        "(n) => performance.getEntriesByName('attnlab:drawn').length > n && document.readyState === 'complete'",
+        arg=drawn,
+    )
     texts = page.get_by_test_id("token").locator(".text").all_text_contents()
     assert " ".join(texts) == evil
     assert texts[3] == "<svg/onload=window.__pwned=2>"
@@ -241,7 +247,6 @@ def test_token_markup_is_shown_as_text_and_runs_nothing(
     ticks = page.locator("#focus-plot .xtick text").all_text_contents()
     assert any(t.startswith("<svg/onload") for t in ticks), ticks
     assert any(t.startswith("<b>bold</b>") for t in ticks), ticks
-    page.wait_for_timeout(300)
     assert page.evaluate("window.__pwned") is None
     assert page_log.dialogs == []
     assert page_log.page_errors == []
