@@ -152,6 +152,7 @@ def access_log(proxy: Nginx) -> list[dict[str, Any]]:
     return [json.loads(line) for line in proxy.access_log.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow  # the topology fixture starts two servers and nginx
 def test_requests_spread_over_both_replicas(topology: tuple[list[Replica], Nginx]) -> None:
     pair, proxy = topology
     before = [r.requests_served() for r in pair]
@@ -163,6 +164,7 @@ def test_requests_spread_over_both_replicas(topology: tuple[list[Replica], Nginx
     assert min(served) >= 5, f"20 requests one at a time should spread over both replicas: {served}"
 
 
+@pytest.mark.slow  # the topology fixture starts two servers and nginx
 def test_request_id_passes_through_and_json_is_gzipped(topology: tuple[list[Replica], Nginx]) -> None:
     pair, proxy = topology
     with httpx.Client(base_url=proxy.base, timeout=30) as client:
@@ -184,6 +186,7 @@ def test_request_id_passes_through_and_json_is_gzipped(topology: tuple[list[Repl
     wait_until(lambda: any(rid in r.log.read_text() for r in pair), "the replica that answered logs nginx's id", 10)
 
 
+@pytest.mark.slow  # the topology fixture starts two servers and nginx
 def test_nginx_answers_its_own_errors_in_attnlabs_shape(topology: tuple[list[Replica], Nginx]) -> None:
     _, proxy = topology
     limit = Settings().max_body_bytes
@@ -259,6 +262,7 @@ def unread_bytes(port: int) -> int:
     return total
 
 
+@pytest.mark.slow  # the topology fixture starts two servers and nginx
 def test_a_replica_killed_mid_run_costs_no_request_and_recovers(topology: tuple[list[Replica], Nginx]) -> None:
     pair, proxy = topology
     victim, survivor = pair
