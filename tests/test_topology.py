@@ -174,12 +174,17 @@ def test_request_id_passes_through_and_json_is_gzipped(topology: tuple[list[Repl
         assert given.headers["content-encoding"] == "gzip"
         made = client.post("/api/attention", json=body(2))
         check_answer(made, 2)
+        unkept = client.post("/api/attention", json=body(3), headers={"X-Request-ID": "not a token"})
+        check_answer(unkept, 3)
     # without one, nginx makes the id, attnlab answers with it, and both log it
     rid = made.headers["x-request-id"]
     assert re.fullmatch(r"[0-9a-f]{32}", rid), rid
+    assert re.fullmatch(r"[0-9a-f]{32}", unkept.headers["x-request-id"]), "an id attnlab would not keep is nginx's"
     # both log a request after answering it, so the lines may come a moment after the answers
     wait_until(
-        lambda: {"topology-given-1", rid} <= {entry["request_id"] for entry in access_log(proxy)},
+        lambda: (
+            {"topology-given-1", rid, unkept.headers["x-request-id"]} <= {e["request_id"] for e in access_log(proxy)}
+        ),
         "nginx logs both request ids",
         10,
     )
