@@ -8,11 +8,13 @@ minilm and induction models) to each set-up in turn:
     2 replicas + nginx  clients -> nginx (deploy/nginx.conf) -> 2 x attnlab   (the compose topology)
 
 Every answer is checked (status 200, the tokens, layers, heads and S x S weights the request implies), and the
-run fails if one is not right. Prints throughput (requests/s), p50 and p99 latency overall and per model.
-Bounded in count (--requests per set-up) and time (--time-limit seconds per set-up). All servers run on this
+run fails if one is not right. Prints throughput (requests/s), p50 and p99 latency overall and per model, the
+requests nginx retried, and the CPU seconds of the clients and of attnlab. Bounded in count (--requests per
+set-up and round, --rounds) and time (--time-limit seconds per set-up and round). All servers run on this
 machine, as do the clients, so they share its cores: the numbers are for this machine, not for a cluster.
 
-    .venv/bin/python -m bench.load [--clients 32] [--requests 300] [--time-limit 120] [--seed 0]
+    .venv/bin/python -m bench.load [--clients 32] [--requests 300] [--rounds 1] [--time-limit 120]
+                                   [--torch-threads N] [--seed 0]
 
 Needs Debian's nginx (`make bench-load` installs it as root) and the test extras (httpx).
 """
