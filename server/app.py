@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,9 +14,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.device import resolve_device, resolve_dtype
 from engine.models import BUILDERS, load_available
+from server.computing import ComputePool
 from server.config import Settings
 from server.deps import Runtime
-from server.errors import error_body, install_error_handlers
+from server.errors import Unexpected, error_body, install_error_handlers
 from server.observability import Metrics, Observe
 from server.routes import analyses, attention, heads, health, mechanics, models, pages
 
@@ -29,9 +31,10 @@ class BodyLimit:
     upload is cut off as soon as it passes the limit.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, read_timeout_s: float = 10.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.read_timeout_s = read_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -49,18 +52,24 @@ class BodyLimit:
                 return
         chunks: list[bytes] = []
         seen = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":  # the client went away
-                return
-            chunk = message.get("body", b"")
-            seen += len(chunk)
-            if seen > self.max_bytes:
-                await self._refuse(send)
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+        try:
+            async with asyncio.timeout(self.read_timeout_s):
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":  # the client went away
+                        return
+                    chunk = message.get("body", b"")
+                    seen += len(chunk)
+                    if seen > self.max_bytes:
+                        await self._refuse(send)
+                        return
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            late = f"body: not received within {self.read_timeout_s:g} s (ATTNLAB_READ_TIMEOUT_S): send it whole"
+            await send_error(send, 408, "timeout", late, "body")
+            return
         body = b"".join(chunks)
         replayed = False
 
@@ -169,9 +178,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.models = load_available(names)
         for name, why in app.state.models.unavailable.items():
             log.warning("model %s is unavailable: %s", name, why)
-        app.state.runtime = Runtime(device, dtype, settings.max_concurrent, settings.queue_timeout_s, metrics)
+        pool = ComputePool(settings.max_concurrent, settings.queue_timeout_s, metrics)
+        app.state.runtime = Runtime(device, dtype, pool)
         log.info("attnlab ready on %s (%s) with models %s", device, settings.dtype, ", ".join(app.state.models))
-        yield
+        try:
+            yield
+        finally:
+            pool.shutdown()
 
     app = FastAPI(
         title="attnlab",
@@ -193,7 +206,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(mechanics.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=str(pages.STATIC_DIR)), name="static")
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(Unexpected)  # innermost: it sees what the exception handlers did not take
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, read_timeout_s=settings.read_timeout_s)
     app.add_middleware(Hardening, allowed_hosts=settings.host_names())
     app.add_middleware(Observe, metrics=metrics)
     return app

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from server.app import create_app
 from server.config import Settings
 from server.observability import json_logging
+from server.transport import protocol
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -36,7 +37,15 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     json_logging(logging.INFO)
     # attnlab logs one JSON line per request itself (with its request id), so uvicorn's access log is off
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None, access_log=False)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,
+        access_log=False,
+        http=protocol(settings.read_timeout_s),
+        limit_concurrency=settings.max_connections,
+    )
 
 
 if __name__ == "__main__":

@@ -165,8 +165,8 @@ class Prepared:
     encoded: Encoded
 
     def run(self, runtime: Runtime, interventions: Interventions = NO_INTERVENTIONS) -> ModelRun:
-        """The forward pass in a compute slot."""
-        with runtime.slot(), torch.inference_mode():
+        """The forward pass (on the request's compute thread: server/computing.py)."""
+        with torch.inference_mode():
             return self.model.run(
                 self.inp, runtime.device, runtime.dtype, interventions=interventions, encoded=self.encoded
             )

@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     max_result_values: int = Field(4_000_000, ge=1)  # numbers in one response's matrices
     max_concurrent: int = Field(2, ge=1)  # computations at once; later ones wait
     queue_timeout_s: float = Field(30.0, gt=0)  # how long a request waits for a free slot before a 503
+    read_timeout_s: float = Field(10.0, gt=0)  # time for a request head, and for its body, to arrive
+    max_connections: int = Field(512, ge=1)  # connections and requests in flight; uvicorn answers 503 beyond
 
     def host_names(self) -> list[str]:
         return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]

@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.errors import InputError
 
@@ -137,7 +138,36 @@ def install_error_handlers(app: FastAPI) -> None:
             message = f"{request.method} is not allowed on {request.url.path}"
         return error_response(request, exc.status_code, codes.get(exc.status_code, "http_error"), message)
 
-    @app.exception_handler(Exception)
-    async def on_unexpected(request: Request, exc: Exception) -> Response:
-        log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return error_response(request, 500, "internal_error", "attnlab hit an unexpected error; it has been logged")
+
+class Unexpected:
+    """An exception no handler knows becomes the one error shape with a 500, logged once here with its request id.
+
+    (An `Exception` handler would not do: Starlette calls it and then raises the exception again for the server,
+    which logs the same traceback a second time.)
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception:
+            log.exception("unexpected error on %s %s", scope["method"], scope["path"])
+            if started:  # part of an answer has gone out: nothing else can be sent on it
+                return
+            request = Request(scope)
+            answer = error_response(
+                request, 500, "internal_error", "attnlab hit an unexpected error; it has been logged"
+            )
+            await answer(scope, receive, send)

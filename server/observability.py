@@ -6,6 +6,7 @@ Every app has its own registry (tests build several apps in one process). GET /m
     attnlab_errors_total{route, status}              answers of 4xx and 5xx
     attnlab_queue_depth                              computations waiting for a compute slot
     attnlab_busy_slots                               compute slots in use
+    attnlab_abandoned_total{stage}                   computations whose client went away (waiting, running)
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ class Metrics:
         self.errors = Counter("attnlab_errors", "Answers of 4xx and 5xx", ["route", "status"], registry=self.registry)
         self.queue_depth = Gauge("attnlab_queue_depth", "Computations waiting for a slot", registry=self.registry)
         self.busy_slots = Gauge("attnlab_busy_slots", "Compute slots in use", registry=self.registry)
+        self.abandoned = Counter(
+            "attnlab_abandoned",
+            "Computations whose client went away: withdrawn while waiting, or stopped while running",
+            ["stage"],
+            registry=self.registry,
+        )
 
 
 class Observe:

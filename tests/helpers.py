@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,7 +46,14 @@ def free_port() -> int:
 
 @contextmanager
 def serve(models: str = "textbook,random,custom", **env: str) -> Iterator[str]:
-    """Start `attnlab serve` as its own process on a free loopback port; yield its base URL.
+    """Start `attnlab serve` as its own process on a free loopback port; yield its base URL."""
+    with serve_process(models, **env) as (base, _):
+        yield base
+
+
+@contextmanager
+def serve_process(models: str = "textbook,random,custom", **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Start `attnlab serve` as its own process on a free loopback port; yield its base URL and the process.
 
     Its output goes to a file, not a pipe: uvicorn logs a line per request, and a pipe nobody reads until the
     process ends fills at 64 KiB (about 800 requests) and then blocks the server. The file's tail goes into the
@@ -74,7 +83,7 @@ def serve(models: str = "textbook,random,custom", **env: str) -> Iterator[str]:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"attnlab serve did not answer /api/health within 120 s:\n{output()}")
                 time.sleep(0.2)
-            yield base
+            yield base, proc
         finally:
             proc.terminate()
             try:
@@ -82,3 +91,30 @@ def serve(models: str = "textbook,random,custom", **env: str) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@contextmanager
+def occupy(runtime: Any, jobs: int = 1) -> Iterator[None]:
+    """Keep `jobs` of the app's compute threads busy (as long computations would) until the block ends."""
+    release = threading.Event()
+    running = threading.Semaphore(0)
+
+    def blocker() -> None:
+        running.release()
+        release.wait(60)
+
+    async def one() -> None:
+        never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await runtime.pool.run(blocker, never)
+
+    threads = [threading.Thread(target=asyncio.run, args=(one(),), daemon=True) for _ in range(jobs)]
+    for t in threads:
+        t.start()
+    for _ in range(jobs):
+        assert running.acquire(timeout=30), "a compute thread never took the blocking job"
+    try:
+        yield
+    finally:
+        release.set()
+        for t in threads:
+            t.join(30)

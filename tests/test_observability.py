@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 from fastapi.testclient import TestClient
 
 from server.observability import JsonFormatter
+from tests.helpers import occupy
 
 MakeClient = Callable[..., AbstractContextManager[TestClient]]
 
@@ -41,7 +42,7 @@ def test_metrics_count_requests_errors_and_latency(client: TestClient) -> None:
 def test_busy_slots_and_queue_depth_are_reported(make_client: MakeClient) -> None:
     with make_client(max_concurrent=2) as c:
         runtime = c.app.state.runtime  # type: ignore[attr-defined]
-        with runtime.slot():
+        with occupy(runtime):
             assert sample(c.get("/metrics").text, "attnlab_busy_slots") == 1
         assert sample(c.get("/metrics").text, "attnlab_busy_slots") == 0
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from engine import stop
 from engine.attention import AttentionWeights
 from engine.errors import InputError
 from engine.forward import Block, ForwardResult, Network, forward
@@ -175,6 +176,7 @@ class AttentionModel(ABC):
 
         `encoded` is this input's `encode(inp)` when the caller already has it, so a request is tokenised once.
         """
+        stop.check()  # nobody waits for this run any more: do not start it
         enc = encoded if encoded is not None else self.encode(inp)
         last = self.last_layer(inp)
         s = len(enc.tokens)

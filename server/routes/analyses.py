@@ -19,6 +19,7 @@ from engine.analysis.perturb import Change, perturb
 from engine.errors import InputError
 from engine.interventions import EdgeEdit, HeadAblation, Interventions
 from server.compute import ONE_SEQUENCE, prepare, refuse_fields, run_body
+from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
 from server.schemas import (
@@ -38,7 +39,7 @@ from server.serialize import (
     result_size,
 )
 
-router = APIRouter(prefix="/api", tags=["analysis"])
+router = APIRouter(prefix="/api", tags=["analysis"], route_class=ComputeRoute)
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 INDUCTION = "red ball king river frog clock red ball king river frog clock"
@@ -85,7 +86,7 @@ def perturb_route(
     prepared = prepare(req.model_copy(update={"include": []}), settings, models, runtime)
     c = req.change
     change = Change("shift", amount=c.amount) if c.kind == "shift" else Change("token", token=c.token)
-    with runtime.slot(), torch.inference_mode():
+    with torch.inference_mode():
         result = perturb(
             prepared.model, prepared.inp, prepared.encoded, req.position, change, runtime.device, runtime.dtype
         )
@@ -138,7 +139,7 @@ def intervene_route(
         ablate=tuple(HeadAblation(a.layer, a.head, a.mode) for a in req.ablate),
         edit=tuple(EdgeEdit(e.layer, e.head, e.query, e.key, e.weight) for e in req.edit),
     )
-    with runtime.slot(), torch.inference_mode():
+    with torch.inference_mode():
         result = intervene(
             prepared.model,
             prepared.every_layer(),

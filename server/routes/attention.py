@@ -9,11 +9,12 @@ from fastapi.responses import Response
 from engine.analysis.audit import audit
 from engine.interventions import Interventions
 from server.compute import prepare, run_body
+from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.schemas import AttentionRequest, AttentionResult
 from server.serialize import NPZ_MEDIA_TYPE, NPZResponse, ORJSONResponse
 
-router = APIRouter(prefix="/api", tags=["attention"])
+router = APIRouter(prefix="/api", tags=["attention"], route_class=ComputeRoute)
 
 
 @router.post(
@@ -40,7 +41,7 @@ def compute_attention(
     run = prepared.run(runtime, Interventions(bug=req.demo_bug))
     body = run_body(run, req, settings, runtime)
     if "audit" in req.include:
-        with runtime.slot(), torch.inference_mode():
+        with torch.inference_mode():
             body["audit"] = audit(prepared.model, prepared.inp, prepared.encoded, run, runtime.device, runtime.dtype)
     if accept and NPZ_MEDIA_TYPE in accept:
         return NPZResponse(body)

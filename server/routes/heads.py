@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from engine.analysis.heads import head_type_scores, probe_sequence, top_heads_for_pair
 from engine.models import AttentionModel
 from server.compute import ONE_SEQUENCE, check_limits, choose_model, prepare, refuse_fields, to_run_input
+from server.computing import ComputeRoute
 from server.config import Settings
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
@@ -21,7 +22,7 @@ from server.schemas import (
     TopHeadsResult,
 )
 
-router = APIRouter(prefix="/api/heads", tags=["analysis"])
+router = APIRouter(prefix="/api/heads", tags=["analysis"], route_class=ComputeRoute)
 
 
 @router.post("", response_model=HeadTypesResult, summary="Score every head of a model by type")
@@ -45,7 +46,7 @@ def head_types(req: HeadTypesRequest, settings: SettingsDep, models: ModelsDep, 
         check_limits(as_attention, settings, runtime.dtype)
         inp = to_run_input(as_attention)
     probe = probe_sequence(model, req.segment_len, req.seed)
-    with runtime.slot(), torch.inference_mode():
+    with torch.inference_mode():
         table = head_type_scores(
             model, runtime.device, runtime.dtype, segment_len=req.segment_len, seed=req.seed, inp=inp
         )

@@ -14,6 +14,7 @@ from engine.analysis.cost import CostQuery, cost, measure_cost
 from engine.analysis.decode import decode
 from engine.analysis.sweep import scale_sweep
 from server.compute import ONE_SEQUENCE, prepare, refuse_fields
+from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
 from server.schemas import (
@@ -26,7 +27,7 @@ from server.schemas import (
 )
 from server.serialize import ORJSONResponse, check_result_size
 
-router = APIRouter(prefix="/api", tags=["mechanics"])
+router = APIRouter(prefix="/api", tags=["mechanics"], route_class=ComputeRoute)
 
 INDUCTION = "red ball king river frog clock red ball king river frog clock"
 
@@ -72,7 +73,7 @@ def decode_route(
     check_result_size(
         model.n_layers(prepared.inp) * model.n_heads(prepared.inp) * s * (s + 1) // 2, settings.max_result_values
     )
-    with runtime.slot(), torch.inference_mode():
+    with torch.inference_mode():
         result = decode(model, prepared.inp, prepared.encoded, runtime.device, runtime.dtype)
     w = result.full.layers[0].weights
     body: dict[str, Any] = {
@@ -151,8 +152,7 @@ def cost_route(
                     field,
                 )
         check_result_size(req.batch * req.heads * req.seq_len**2, settings.max_result_values)
-        with runtime.slot():
-            result = measure_cost(q, runtime.device)
+        result = measure_cost(q, runtime.device)
     else:
         result = cost(q)
     body = dataclasses.asdict(result)

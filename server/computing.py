@@ -1,0 +1,193 @@
+"""How a computation is scheduled: ATTNLAB_MAX_CONCURRENT compute threads, and clients that go away.
+
+A route that computes (`ComputeRoute`) does all its work on one of the compute threads, start to finish: parsing
+and validating the JSON body, the forward passes, and serialising the answer. So
+
+- peak memory is bounded by the compute threads: a request waiting its turn holds only its raw body (at most
+  ATTNLAB_MAX_BODY_BYTES), never its parsed numbers, tensors or answer;
+- a waiting request holds no thread at all: it is a queued job, and the event loop and the shared thread pool stay
+  free for /api/health, the page and static files however many requests wait;
+- a client that goes away is not computed for: a queued job is withdrawn, and a running one stops at its next
+  layer (engine.stop);
+- a request that cannot start within ATTNLAB_QUEUE_TIMEOUT_S is a 503 with Retry-After.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import json
+import threading
+import typing
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from engine.stop import stop_when
+from server.errors import ApiError
+from server.observability import Metrics
+from server.serialize import ORJSONResponse
+
+T = TypeVar("T")
+
+
+def client_gone() -> ApiError:
+    # 499 is nginx's "client closed request": the answer goes nowhere, but the logs and metrics count it
+    return ApiError(499, "client_closed", "the client closed the connection before the answer was ready")
+
+
+class ComputePool:
+    """The compute threads. A job waits in the queue without a thread, then runs on one of them to the end."""
+
+    def __init__(self, size: int, queue_timeout_s: float, metrics: Metrics | None = None) -> None:
+        self.size = size
+        self.queue_timeout_s = queue_timeout_s
+        self.metrics = metrics
+        self.executor = ThreadPoolExecutor(size, thread_name_prefix="attnlab-compute")
+
+    def busy(self) -> ApiError:
+        return ApiError(
+            503,
+            "busy",
+            f"all {self.size} compute slots stayed busy for {self.queue_timeout_s:g} s "
+            "(ATTNLAB_MAX_CONCURRENT, ATTNLAB_QUEUE_TIMEOUT_S); try again shortly",
+            headers={"Retry-After": str(max(1, round(self.queue_timeout_s)))},
+        )
+
+    def _count(self, name: str, by: int) -> None:
+        if self.metrics is not None:
+            gauge = self.metrics.queue_depth if name == "waiting" else self.metrics.busy_slots
+            gauge.inc(by)
+
+    def _abandoned(self, stage: str) -> None:
+        if self.metrics is not None:
+            self.metrics.abandoned.labels(stage).inc()
+
+    async def run(self, fn: Callable[[], T], gone: asyncio.Future[None]) -> T:
+        """fn() on a compute thread; a 503 when no thread takes it within the queue timeout, a 499 when `gone`
+        (the client's disconnection) completes first. fn runs in a copy of the caller's context (request id)."""
+        loop = asyncio.get_running_loop()
+        started: asyncio.Future[None] = loop.create_future()
+        stop = threading.Event()
+        context = contextvars.copy_context()
+
+        def mark_started() -> None:
+            if not started.done():
+                started.set_result(None)
+
+        def job() -> T:
+            self._count("waiting", -1)
+            self._count("busy", 1)
+            loop.call_soon_threadsafe(mark_started)
+            try:
+                with stop_when(stop):
+                    return fn()
+            finally:
+                self._count("busy", -1)
+
+        self._count("waiting", 1)
+        queued = self.executor.submit(context.run, job)
+        done: asyncio.Future[T] = asyncio.wrap_future(queued)
+        # a job whose client left is not awaited: fetch its outcome anyway, so no "never retrieved" warning
+        done.add_done_callback(lambda f: f.cancelled() or f.exception())
+        first: set[asyncio.Future[Any]] = {started, done, gone}
+        waited, _ = await asyncio.wait(first, timeout=self.queue_timeout_s, return_when="FIRST_COMPLETED")
+        # still in the queue (neither started nor done): withdrawn before any work
+        if not started.done() and not done.done() and queued.cancel():
+            self._count("waiting", -1)
+            if gone in waited:
+                self._abandoned("waiting")
+                raise client_gone()
+            raise self.busy()
+        if not done.done():
+            second: set[asyncio.Future[Any]] = {done, gone}
+            await asyncio.wait(second, return_when="FIRST_COMPLETED")
+        if not done.done():
+            stop.set()  # the run stops at its next layer; its thread then takes the next job
+            self._abandoned("running")
+            raise client_gone()
+        return done.result()
+
+    def shutdown(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def disconnected(request: Request) -> None:
+    """Completes when the client goes away (the body has been read already, so receive() waits for that)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+def parse_body(model: type[BaseModel], body: bytes) -> BaseModel:
+    """The JSON body validated against `model`, with FastAPI's error locations ("body", ...)."""
+    if not body:
+        raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as e:
+        error = {"type": "json_invalid", "loc": ("body", e.pos), "msg": "JSON decode error", "ctx": {"error": e.msg}}
+        raise RequestValidationError([error]) from e
+    except UnicodeDecodeError as e:
+        error = {"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error", "ctx": {"error": str(e)}}
+        raise RequestValidationError([error]) from e
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        errors = [{**err, "loc": ("body", *err["loc"])} for err in e.errors(include_url=False)]
+        raise RequestValidationError(errors) from e
+
+
+# What a compute endpoint may ask for, by parameter name; FastAPI still reads the signature for the OpenAPI document
+PROVIDED = ("req", "settings", "models", "runtime", "accept")
+
+
+class ComputeRoute(APIRoute):
+    """A POST route whose whole work (body, computation, answer) runs on a compute thread (see the module doc).
+
+    Its endpoint is a plain function of `req` (the validated body) and any of settings, models, runtime and
+    accept (the Accept header), returning a Response.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Any]:
+        endpoint = self.endpoint
+        names = list(inspect.signature(endpoint).parameters)
+        unknown = [n for n in names if n not in PROVIDED]
+        if "req" not in names or unknown:
+            raise TypeError(f"{endpoint.__name__}: a compute endpoint takes req and {PROVIDED[1:]}, not {unknown}")
+        hint = typing.get_type_hints(endpoint)["req"]
+        model: type[BaseModel] = hint
+
+        async def handler(request: Request) -> Response:
+            body = await request.body()
+            state = request.app.state
+            given = {
+                "settings": state.settings,
+                "models": state.models,
+                "runtime": state.runtime,
+                "accept": request.headers.get("accept"),
+            }
+            kwargs = {n: given[n] for n in names if n != "req"}
+
+            def work() -> Response:
+                answer = endpoint(req=parse_body(model, body), **kwargs)
+                if isinstance(answer, BaseModel):  # serialised here too, on the compute thread
+                    return ORJSONResponse(answer.model_dump(mode="json"))
+                response: Response = answer
+                return response
+
+            gone = asyncio.ensure_future(disconnected(request))
+            try:
+                return await state.runtime.pool.run(work, gone)
+            finally:
+                gone.cancel()
+
+        return handler

@@ -1,0 +1,54 @@
+"""The connection level: how long a client may take to send a request, and how many connections are served.
+
+uvicorn's HTTP/1.1 protocol closes idle keep-alive connections, but a connection that is opened and then sends
+nothing, or trickles a request head a byte at a time, is held for ever. `HeadDeadline` gives every request head
+ATTNLAB_READ_TIMEOUT_S to arrive, from the connection's start or from the previous answer; the body has the same
+time, enforced where it is read (server.app.BodyLimit, a 408). ATTNLAB_MAX_CONNECTIONS caps the connections and
+requests in flight (uvicorn answers 503 beyond it), so held connections cannot exhaust the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+
+class HeadDeadline(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection whose next request head is not in within head_timeout_s."""
+
+    head_timeout_s: float = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm()  # keep-alive: the next request's head has the same time to arrive
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self._deadline = self.loop.call_later(self.head_timeout_s, self._expire, self.cycle)
+
+    def _expire(self, cycle: Any) -> None:
+        # the same cycle as when armed, and it is finished (or there was none): no new request head came in time
+        waiting = self.cycle is cycle and (cycle is None or cycle.response_complete)
+        if waiting and not self.transport.is_closing():
+            self.transport.close()
+
+
+def protocol(head_timeout_s: float) -> type[HeadDeadline]:
+    """The protocol class uvicorn builds each connection with, for this deadline."""
+    return type("HeadDeadline", (HeadDeadline,), {"head_timeout_s": head_timeout_s})

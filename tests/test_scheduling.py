@@ -1,0 +1,279 @@
+"""How computations are scheduled, over real sockets: waiting holds no thread, memory is bounded by the compute
+slots, clients that go away are not computed for, slow or silent connections are cut, a 500 is logged once.
+
+Most tests run uvicorn in this process (so they can hold a compute slot or count a model's runs); the memory test
+runs `attnlab serve` as its own process, to read its peak resident memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from server.app import create_app
+from server.config import Settings
+from server.transport import protocol
+from tests.helpers import assert_error, free_port, occupy, serve_process
+
+
+@contextmanager
+def uvicorn_here(**overrides: Any) -> Iterator[tuple[str, FastAPI]]:
+    """create_app on a free loopback port, served by uvicorn on a thread of this process, as `attnlab serve` does."""
+    settings = Settings(device="cpu", models="textbook,random,custom", allowed_hosts="*", **overrides)
+    app = create_app(settings)
+    port = free_port()
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_config=None,
+        access_log=False,
+        http=protocol(settings.read_timeout_s),
+        limit_concurrency=settings.max_connections,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}", app
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def metric(base: str, name: str, **labels: str) -> float:
+    text = httpx.get(f"{base}/metrics", timeout=10).text
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    pattern = rf"^{re.escape(name)}(?:\{{{re.escape(want)}\}})? (\S+)$" if labels else rf"^{re.escape(name)} (\S+)$"
+    found = re.search(pattern, text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def until(check: Callable[[], bool], what: str, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"still not true after {seconds} s: {what}"
+        time.sleep(0.02)
+
+
+def raw_post(port: int, body: bytes) -> socket.socket:
+    """A complete POST /api/attention on a socket of its own, the answer left unread."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    head = "POST /api/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    s.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return s
+
+
+def count_runs(app: FastAPI, model: str) -> list[int]:
+    """Count the model's forward passes from now on."""
+    runs = [0]
+    m = app.state.models[model]
+    original = m.run
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)  # a run that stops (engine.stop) raises before it is counted
+        runs[0] += 1
+        return result
+
+    m.run = counted
+    return runs
+
+
+def test_a_request_waiting_for_a_slot_holds_no_thread() -> None:
+    """44 computations queue behind one slot; the page, its scripts and health answer at once (the shared thread
+    pool has 40 threads: when each waiting request held one, they answered only after 20 computations)."""
+    heavy = {"model": "random", "text": " ".join(["word"] * 160), "options": {"d_model": 256, "heads": 16}}
+    heavy["include"] = ["weights"]
+    with uvicorn_here(max_concurrent=1, queue_timeout_s=120) as (base, _):
+
+        async def scenario() -> tuple[list[int], dict[str, int]]:
+            finished: list[int] = []
+            limits = httpx.Limits(max_connections=100)
+            async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as c:
+
+                async def one(i: int) -> int:
+                    r = await c.post("/api/attention", json=heavy)
+                    finished.append(i)
+                    return r.status_code
+
+                tasks = [asyncio.create_task(one(i)) for i in range(44)]
+                while metric(base, "attnlab_queue_depth") < 30:  # the queue has formed
+                    await asyncio.sleep(0.02)
+                light: dict[str, int] = {}
+                for path in ("/api/health", "/", "/static/js/main.js", "/api/models"):
+                    r = await c.get(path)
+                    assert r.status_code == 200, (path, r.status_code)
+                    light[path] = len(finished)  # computations done by the time it answered
+                statuses = await asyncio.gather(*tasks)
+                return statuses, light
+
+        statuses, light = asyncio.run(scenario())
+    assert statuses == [200] * 44
+    print(f"computations finished when each light request answered: {light}")
+    assert all(done <= 8 for done in light.values()), light
+
+
+def test_a_client_that_goes_away_while_waiting_is_not_computed() -> None:
+    body = b'{"model": "random", "text": "a b c d"}'
+    with uvicorn_here(max_concurrent=1) as (base, app):
+        port = int(base.rsplit(":", 1)[1])
+        runs = count_runs(app, "random")
+        with occupy(app.state.runtime):
+            clients = [raw_post(port, body) for _ in range(4)]
+            until(lambda: metric(base, "attnlab_queue_depth") == 4, "four requests queued")
+            for s in clients:
+                s.close()
+            until(lambda: metric(base, "attnlab_abandoned_total", stage="waiting") == 4, "four withdrawn")
+            assert metric(base, "attnlab_queue_depth") == 0
+        after = httpx.post(f"{base}/api/attention", json={"model": "random", "text": "a b"}, timeout=30)
+        assert after.status_code == 200
+        assert runs[0] == 1  # only the request whose client stayed
+        assert metric(base, "attnlab_requests_total", method="POST", route="/api/attention", status="499") == 4
+
+
+def test_a_run_whose_client_left_stops_before_its_forward() -> None:
+    with uvicorn_here(max_concurrent=1) as (base, app):
+        port = int(base.rsplit(":", 1)[1])
+        model = app.state.models["random"]
+        runs = count_runs(app, "random")
+        entered, release = threading.Event(), threading.Event()
+        encode = model.encode
+
+        def slow_encode(*args: Any, **kwargs: Any) -> Any:  # the request is on its compute thread, tokenising
+            entered.set()
+            release.wait(30)
+            return encode(*args, **kwargs)
+
+        model.encode = slow_encode
+        s = raw_post(port, b'{"model": "random", "text": "a b c d"}')
+        assert entered.wait(30)
+        s.close()
+        until(lambda: metric(base, "attnlab_abandoned_total", stage="running") == 1, "the running request stopped")
+        release.set()
+        model.encode = encode
+        assert httpx.post(f"{base}/api/attention", json={"model": "random", "text": "a"}, timeout=30).status_code == 200
+        assert runs[0] == 1  # the forward of the request whose client left never ran
+
+
+def test_silent_and_trickling_connections_are_cut_and_slow_bodies_get_a_408() -> None:
+    with uvicorn_here(read_timeout_s=1.0) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
+        trickle = socket.create_connection(("127.0.0.1", port))
+        cut_after = None
+        start = time.monotonic()
+        try:  # a byte every 0.1 s, for ever: the head never completes
+            for ch in b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 200:
+                trickle.sendall(bytes([ch]))
+                time.sleep(0.1)
+        except (BrokenPipeError, ConnectionResetError):
+            cut_after = time.monotonic() - start
+        assert cut_after is not None, "a connection trickling its head for 20 s was never cut"
+        for s in silent:
+            s.settimeout(10)
+            with contextlib.suppress(ConnectionResetError):
+                assert s.recv(1024) == b""  # closed by the server, having sent nothing
+            s.close()
+        trickle.close()
+        slow = socket.create_connection(("127.0.0.1", port), timeout=10)
+        slow.sendall(
+            b"POST /api/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n" + b'{"model": '
+        )
+        answer = slow.recv(4096).decode()
+        slow.close()
+        assert answer.startswith("HTTP/1.1 408"), answer[:200]
+        assert "ATTNLAB_READ_TIMEOUT_S" in answer
+        # a connection that keeps its pace is served as before
+        assert httpx.get(f"{base}/api/health", timeout=10).status_code == 200
+
+
+def test_connections_past_the_cap_are_refused_not_held() -> None:
+    with uvicorn_here(max_connections=8, read_timeout_s=30) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        held = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
+        time.sleep(0.2)  # let the server accept them
+        r = httpx.get(f"{base}/api/health", timeout=10)
+        assert r.status_code == 503
+        for s in held:
+            s.close()
+        until(lambda: httpx.get(f"{base}/api/health", timeout=10).status_code == 200, "served again")
+
+
+def test_an_unexpected_error_is_one_500_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    with uvicorn_here() as (base, app):
+        model = app.state.models["random"]
+
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("a bug attnlab did not foresee")
+
+        model.run = broken
+        with caplog.at_level(logging.ERROR):
+            r = httpx.post(f"{base}/api/attention", json={"model": "random", "text": "a b"}, timeout=30)
+            assert_error(r, 500, None, "unexpected error")
+            assert httpx.get(f"{base}/api/health", timeout=10).status_code == 200
+    tracebacks = [rec for rec in caplog.records if rec.exc_info is not None]
+    assert len(tracebacks) == 1, [(rec.name, rec.getMessage()) for rec in tracebacks]
+    assert "did not foresee" in str(tracebacks[0].exc_info[1])  # type: ignore[index]
+
+
+def peak_rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def reset_peak(pid: int) -> None:
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # Linux: the peak resident size starts again from now
+
+
+def test_peak_memory_is_bounded_by_the_compute_slots() -> None:
+    """16 heavy requests at once on one slot use about what one uses: parsing, computing and serialising each
+    happen inside its slot. (Measured before: each request parsed and serialised outside it, in parallel.)"""
+    heavy = {"model": "random", "text": " ".join(["w"] * 256), "options": {"d_model": 512, "heads": 16}}
+    with serve_process("random", ATTNLAB_MAX_CONCURRENT="1", ATTNLAB_QUEUE_TIMEOUT_S="300") as (base, proc):
+        with httpx.Client(base_url=base, timeout=300) as c:
+            for _ in range(2):  # warm up: first-use allocations are not what this measures
+                assert c.post("/api/attention", json=heavy).status_code == 200
+        try:
+            reset_peak(proc.pid)
+        except OSError:
+            pytest.fail("cannot reset the peak resident size (/proc/PID/clear_refs): Linux is needed")
+        before = rss_mb(proc.pid)
+        with httpx.Client(base_url=base, timeout=300) as c:
+            assert c.post("/api/attention", json=heavy).status_code == 200
+        one = peak_rss_mb(proc.pid) - before
+
+        async def burst() -> list[int]:
+            async with httpx.AsyncClient(base_url=base, timeout=300, limits=httpx.Limits(max_connections=32)) as c:
+                answers = await asyncio.gather(*(c.post("/api/attention", json=heavy) for _ in range(16)))
+                return [r.status_code for r in answers]
+
+        reset_peak(proc.pid)
+        before = rss_mb(proc.pid)
+        assert asyncio.run(burst()) == [200] * 16
+        sixteen = peak_rss_mb(proc.pid) - before
+    print(f"peak growth: one request {one:.0f} MB, sixteen at once {sixteen:.0f} MB")
+    assert sixteen < max(3 * one, 150), (one, sixteen)
