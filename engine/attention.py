@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from engine.errors import AllMaskedRowsError, InputError, NonFiniteError
@@ -154,10 +155,12 @@ def from_concatenated(
                 f"got shape {tuple(w_o.shape)}: need (heads x d_v, d_out) = ({n_heads * d_v}, d_out)",
             )
         W_O = w_o.reshape(n_heads, d_v, w_o.shape[1])
+    # Views, not copies: W_Q[h] is columns h * d_head ... of w_q, and `project` multiplies by w_q itself in one
+    # product (see per_head_product), as a BERT or GPT layer does, instead of copying it back together every call.
     return AttentionWeights(
-        W_Q=w_q.reshape(d_model, n_heads, d_head).permute(1, 0, 2).contiguous(),
-        W_K=w_k.reshape(d_model, g, d_head).permute(1, 0, 2).contiguous(),
-        W_V=w_v.reshape(d_model, g, d_v).permute(1, 0, 2).contiguous(),
+        W_Q=w_q.reshape(d_model, n_heads, d_head).permute(1, 0, 2),
+        W_K=w_k.reshape(d_model, g, d_head).permute(1, 0, 2),
+        W_V=w_v.reshape(d_model, g, d_v).permute(1, 0, 2),
         W_O=W_O,
     )
 
@@ -166,23 +169,30 @@ def project(x: Tensor, w: AttentionWeights, source: Tensor | None = None) -> tup
     """x (B, S, D) -> Q (B, H, S, d_head); source (B, S_k, D), x itself unless given -> K (B, G, S_k, d_head),
     V (B, G, S_k, d_v)."""
     kv_in = x if source is None else source
-    q = torch.einsum("bsd,hde->bhse", x, w.W_Q)
-    k = torch.einsum("bsd,gde->bgse", kv_in, w.W_K)
-    v = torch.einsum("bsd,gde->bgse", kv_in, w.W_V)
-    if w.b_Q is not None:
-        q = q + w.b_Q[None, :, None, :]
-    if w.b_K is not None:
-        k = k + w.b_K[None, :, None, :]
-    if w.b_V is not None:
-        v = v + w.b_V[None, :, None, :]
-    return q, k, v
+    return (
+        per_head_product(x, w.W_Q, w.b_Q),
+        per_head_product(kv_in, w.W_K, w.b_K),
+        per_head_product(kv_in, w.W_V, w.b_V),
+    )
+
+
+def per_head_product(x: Tensor, W: Tensor, b: Tensor | None) -> Tensor:
+    """x (B, S, D) times every head's W (n, D, e), plus b (n, e) -> (B, n, S, e).
+
+    All heads in one (D, n * e) matrix product with the bias added inside it (F.linear, as a BERT or GPT layer
+    computes it), returned as a (B, n, S, e) view of the (B, S, n * e) result. The (D, n * e) matrix is a view,
+    not a copy, when W came from one, as `from_concatenated` makes it.
+    """
+    n, d, e = W.shape
+    y = F.linear(x, W.transpose(0, 1).reshape(d, n * e).t(), None if b is None else b.reshape(n * e))
+    return y.view(*y.shape[:-1], n, e).transpose(1, 2)
 
 
 def expand_groups(t: Tensor, n_heads: int) -> Tensor:
     """(B, G, S, e) -> (B, H, S, e): each K/V group serves n_heads / G consecutive query heads."""
     groups = t.shape[1]
     assert n_heads % groups == 0, (n_heads, groups)
-    return t.repeat_interleave(n_heads // groups, dim=1)
+    return t if groups == n_heads else t.repeat_interleave(n_heads // groups, dim=1)
 
 
 def scale_factor(d_head: int, scale: bool) -> float:
@@ -190,35 +200,42 @@ def scale_factor(d_head: int, scale: bool) -> float:
 
 
 def attention_scores(q: Tensor, k: Tensor, factor: float) -> Tensor:
-    """(B, H, S, d) x (B, H, S, d) -> (B, H, S, S): every query against every key, times `factor`."""
-    return torch.einsum("bhqe,bhke->bhqk", q, k) * factor
+    """(B, H, S, d) x (B, H, S_k, d) -> (B, H, S, S_k): every query against every key, times `factor`.
+
+    The factor is applied inside the batched product (its alpha), so the S x S_k result is written once.
+    """
+    *batch, s, d = q.shape
+    q3, k3 = q.reshape(-1, s, d), k.reshape(-1, k.shape[-2], d)
+    scores = torch.empty(q3.shape[0], s, k3.shape[1], dtype=q.dtype, device=q.device)
+    return scores.baddbmm_(q3, k3.transpose(1, 2), beta=0.0, alpha=factor).view(*batch, s, k3.shape[1])
 
 
 def masked_softmax(scores: Tensor, eligible: Tensor) -> Tensor:
-    """Softmax over keys (last axis) among eligible keys only.
+    """Softmax over keys (last axis) among eligible keys only; scores must be finite (`attention` refuses others
+    before this step).
 
-    Ineligible keys get exactly 0. A row with no eligible key gets all zeros (never NaN,
-    never a uniform row); callers decide beforehand whether such rows are allowed.
+    Ineligible keys get exactly 0: the mask is added as 0 or -inf, and exp(-inf) = 0. A row with no eligible key
+    gets all zeros (never NaN, never a uniform row); callers decide beforehand whether such rows are allowed.
     Computed in float32 at least, so half-precision rows still sum to 1.
     """
     work = scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
     allowed = _broadcast_eligible(eligible, work)
-    masked = work.masked_fill(~allowed, float("-inf"))
-    row_max = masked.amax(dim=-1, keepdim=True)
-    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))
-    exp = torch.exp(masked - row_max)  # exp(-inf) = 0 on ineligible keys
-    total = exp.sum(dim=-1, keepdim=True)
-    weights = torch.where(total > 0, exp / total.clamp_min(torch.finfo(work.dtype).tiny), torch.zeros_like(exp))
+    blocked = torch.full(allowed.shape, float("-inf"), dtype=work.dtype, device=work.device).masked_fill_(allowed, 0.0)
+    weights = work + blocked
+    torch.softmax(weights, dim=-1, out=weights)  # in place: each row is read before it is overwritten
+    if not every_row_has_a_key(eligible):  # those rows came out NaN (exp(-inf - -inf)): make them 0
+        weights.masked_fill_(~allowed.any(dim=-1, keepdim=True), 0.0)
     return weights.to(scores.dtype)
 
 
 def merge_heads(contexts: Tensor, w: AttentionWeights) -> tuple[Tensor, Tensor]:
     """contexts (B, H, S, d_v) -> concat (B, S, H * d_v) and output (B, S, d_out)."""
     b, h, s, d_v = contexts.shape
-    concat = contexts.permute(0, 2, 1, 3).reshape(b, s, h * d_v)
-    output = concat if w.W_O is None else torch.einsum("bhse,heo->bso", contexts, w.W_O)
-    if w.b_O is not None:
-        output = output + w.b_O
+    concat = contexts.transpose(1, 2).reshape(b, s, h * d_v)
+    if w.W_O is None:
+        output = concat if w.b_O is None else concat + w.b_O
+    else:
+        output = F.linear(concat, w.W_O.reshape(h * d_v, w.W_O.shape[2]).T, w.b_O)
     return concat, output
 
 
@@ -248,8 +265,9 @@ def attention(
             raise InputError(name, f"has width {t.shape[-1]} but the weights expect d_model = {w.d_model}")
 
     q, k, v = project(x, w, source)
-    for t, name in ((q, "weights.w_q"), (k, "weights.w_k"), (v, "weights.w_v")):
-        require_finite(t, name.removeprefix("weights.").replace("w_", "").upper(), name)
+    steps = [(q, "Q", "weights.w_q"), (k, "K", "weights.w_k"), (v, "V", "weights.w_v")]
+    if interventions is not None:  # an ablation can replace every context that V fed: look at V itself
+        require_finite(v, "V", "weights.w_v")
     if past is not None:
         k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
     if eligible is None:
@@ -257,8 +275,11 @@ def attention(
     bug = interventions.bug if interventions is not None else None
     check_policy(~eligible if bug == "flipped_mask" else eligible, all_masked)
     factor = scale_factor(w.d_head, scale)
-    scores = attention_scores(q, expand_groups(k, w.n_heads), factor)
-    require_finite(scores, "scores", "x")
+    k_per_head = expand_groups(k, w.n_heads)
+    scores = attention_scores(q, k_per_head, factor)
+    steps.append((scores, "scores", "x"))
+    if not cannot_overflow(q, k_per_head, factor, scores) and not is_finite(scores):
+        refuse_first_non_finite(steps)
     weights = masked_softmax(scores, eligible) if bug is None else buggy_softmax(scores, eligible, bug)
     if interventions is not None:
         weights = edit_weights(weights, eligible, interventions.edits)
@@ -266,7 +287,9 @@ def attention(
     if interventions is not None:
         contexts = ablate_contexts(contexts, eligible, interventions.ablations)
     concat, output = merge_heads(contexts, w)
-    require_finite(output, "output", "weights.w_o" if w.W_O is not None else "weights.w_v")
+    steps.append((output, "output", "weights.w_o" if w.W_O is not None else "weights.w_v"))
+    if not is_finite(output):
+        refuse_first_non_finite(steps)
     return AttentionOutput(q, k, v, scores, eligible, weights, contexts, concat, output, factor)
 
 
@@ -285,20 +308,61 @@ def buggy_softmax(scores: Tensor, eligible: Tensor, bug: ClassicBug) -> Tensor:
 def check_policy(eligible: Tensor, all_masked: str) -> None:
     if all_masked not in ("error", "zero"):
         raise InputError("all_masked", f"got {all_masked!r}: must be 'error' or 'zero'")
-    if all_masked == "error":
+    if all_masked == "error" and not every_row_has_a_key(eligible):
         rows = empty_rows(eligible)
         if rows:
             raise AllMaskedRowsError(rows)
 
 
+def every_row_has_a_key(eligible: Tensor) -> bool:
+    """True when every query row of (..., S, S_k) has an eligible key (a max over bytes: `any` on bool is slower)."""
+    return eligible.shape[-1] > 0 and bool(eligible.view(torch.uint8).amax(dim=-1).all())
+
+
+def refuse_first_non_finite(steps: list[tuple[Tensor, str, str]]) -> None:
+    """Raise for the first of (tensor, what, field) in data-flow order that is not finite.
+
+    `attention` checks only the scores and the output, and comes here when one of them is not finite: every
+    element of Q and K enters every row and column of the scores, and every element of V enters every output row
+    (a weight of 0 times inf is NaN), so a non-finite Q, K or V shows there. This names the step where it began,
+    as checking each step in turn would have.
+    """
+    for t, what, field in steps:
+        require_finite(t, what, field)
+    raise AssertionError("refuse_first_non_finite found every step finite")
+
+
 def require_finite(t: Tensor, what: str, field: str = "x") -> None:
     """A 422 naming `field` (the input or weight that feeds this step) when `t` overflowed its dtype."""
-    if not bool(torch.isfinite(t).all()):
+    if not is_finite(t):
         raise NonFiniteError(
             field,
             f"the {what} overflowed {str(t.dtype).removeprefix('torch.')} (largest magnitude "
             f"{torch.finfo(t.dtype).max:.3g}): reduce the magnitude of the inputs or weights",
         )
+
+
+def is_finite(t: Tensor) -> bool:
+    """Every element finite. A sum is inf or NaN as soon as one element is, and costs one pass with no temporary
+    (isfinite(t).all() makes four); only when the sum itself overflowed are the elements looked at one by one."""
+    total = t.sum(dtype=torch.promote_types(t.dtype, torch.float32))
+    return math.isfinite(total.item()) or bool(torch.isfinite(t).all())
+
+
+def cannot_overflow(q: Tensor, k: Tensor, factor: float, scores: Tensor) -> bool:
+    """True when no score factor * q_i . k_j can have reached the dtype's largest value.
+
+    |q_i . k_j| <= |q_i| |k_j| (Cauchy-Schwarz), and so is every partial sum of the product; a margin of 4
+    covers rounding. Reading the norms costs O(S d) where checking every score reads S x S_k, so for long
+    sequences this is tried first and the scores are read only when the bound is too large (or not finite).
+    Short sequences skip it: there the full check is the cheaper one.
+    """
+    if scores.shape[-1] * scores.shape[-2] < 4 * (q.shape[-2] + k.shape[-2]) * q.shape[-1]:
+        return False
+    acc = torch.promote_types(q.dtype, torch.float32)
+    norms = [torch.linalg.vector_norm(t, dim=-1, dtype=acc).amax() for t in (q, k)]
+    largest = norms[0] * norms[1] * max(factor, 1.0)
+    return bool(largest < torch.finfo(q.dtype).max / 4)
 
 
 def _broadcast_eligible(eligible: Tensor, scores: Tensor) -> Tensor:
