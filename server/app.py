@@ -67,7 +67,10 @@ class BodyLimit:
                     if not message.get("more_body", False):
                         break
         except TimeoutError:
-            late = f"body: not received within {self.read_timeout_s:g} s (ATTNLAB_READ_TIMEOUT_S): send it whole"
+            late = (
+                f"body: not received within {self.read_timeout_s:g} s "
+                "(set by ATTNLAB_READ_TIMEOUT_S on this server): send it whole"
+            )
             await send_error(send, 408, "timeout", late, "body")
             return
         body = b"".join(chunks)
@@ -83,7 +86,7 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
     async def _refuse(self, send: Send) -> None:
-        message = f"body: larger than {self.max_bytes} bytes (ATTNLAB_MAX_BODY_BYTES)"
+        message = f"body: larger than {self.max_bytes} bytes (set by ATTNLAB_MAX_BODY_BYTES on this server)"
         await send_error(send, 413, "too_large", message, "body")
 
 

@@ -40,7 +40,8 @@ def check_limits(req: AttentionRequest, settings: Settings, dtype: torch.dtype) 
         raise ApiError(
             413,
             "too_large",
-            f"got {len(req.text)} characters, limit {settings.max_text_chars} (ATTNLAB_MAX_TEXT_CHARS)",
+            f"got {len(req.text)} characters, limit {settings.max_text_chars} "
+            "(set by ATTNLAB_MAX_TEXT_CHARS on this server)",
             "text",
         )
     for i, tok in enumerate(req.tokens or []):
@@ -49,7 +50,10 @@ def check_limits(req: AttentionRequest, settings: Settings, dtype: torch.dtype) 
     if req.texts is not None:
         if len(req.texts) > settings.max_batch:
             raise ApiError(
-                422, "too_large", f"got {len(req.texts)} texts, limit {settings.max_batch} (ATTNLAB_MAX_BATCH)", "texts"
+                422,
+                "too_large",
+                f"got {len(req.texts)} texts, limit {settings.max_batch} (set by ATTNLAB_MAX_BATCH on this server)",
+                "texts",
             )
         for i, text in enumerate(req.texts):
             if len(text) > settings.max_text_chars:
@@ -70,23 +74,43 @@ def check_limits(req: AttentionRequest, settings: Settings, dtype: torch.dtype) 
         _check_weights(req.weights, settings, dtype)
     for field, value in (("heads", req.heads), ("kv_heads", req.kv_heads)):
         if value is not None and value > settings.max_heads:
-            raise ApiError(422, "too_large", f"got {value}, limit {settings.max_heads} (ATTNLAB_MAX_HEADS)", field)
+            raise ApiError(
+                422,
+                "too_large",
+                f"got {value}, limit {settings.max_heads} (set by ATTNLAB_MAX_HEADS on this server)",
+                field,
+            )
     if req.options is not None:
         if req.options.d_model is not None:
             _check_width(req.options.d_model, "options.d_model", settings)
         for field, value in (("options.heads", req.options.heads), ("options.kv_heads", req.options.kv_heads)):
             if value is not None and value > settings.max_heads:
-                raise ApiError(422, "too_large", f"got {value}, limit {settings.max_heads} (ATTNLAB_MAX_HEADS)", field)
+                raise ApiError(
+                    422,
+                    "too_large",
+                    f"got {value}, limit {settings.max_heads} (set by ATTNLAB_MAX_HEADS on this server)",
+                    field,
+                )
 
 
 def _check_width(width: int, field: str, settings: Settings) -> None:
     if width > settings.max_width:
-        raise ApiError(422, "too_large", f"got width {width}, limit {settings.max_width} (ATTNLAB_MAX_WIDTH)", field)
+        raise ApiError(
+            422,
+            "too_large",
+            f"got width {width}, limit {settings.max_width} (set by ATTNLAB_MAX_WIDTH on this server)",
+            field,
+        )
 
 
 def _check_tokens(n: int, field: str, settings: Settings) -> None:
     if n > settings.max_tokens:
-        raise ApiError(422, "too_large", f"got {n} tokens, limit {settings.max_tokens} (ATTNLAB_MAX_TOKENS)", field)
+        raise ApiError(
+            422,
+            "too_large",
+            f"got {n} tokens, limit {settings.max_tokens} (set by ATTNLAB_MAX_TOKENS on this server)",
+            field,
+        )
 
 
 def _check_magnitude(m: list[list[float]], field: str, dtype: torch.dtype) -> None:
@@ -246,4 +270,5 @@ def run_body(run: ModelRun, req: AttentionRequest, settings: Settings, runtime: 
         device=str(runtime.device),
         dtype=str(runtime.dtype).removeprefix("torch."),
         max_values=settings.max_result_values,
+        precision=req.precision,
     )

@@ -57,7 +57,7 @@ class ComputePool:
             503,
             "busy",
             f"all {self.size} compute slots stayed busy for {self.queue_timeout_s:g} s "
-            "(ATTNLAB_MAX_CONCURRENT, ATTNLAB_QUEUE_TIMEOUT_S); try again shortly",
+            "(set by ATTNLAB_MAX_CONCURRENT and ATTNLAB_QUEUE_TIMEOUT_S on this server); try again shortly",
             headers={"Retry-After": str(max(1, round(self.queue_timeout_s)))},
         )
 

@@ -21,13 +21,14 @@ class Settings(BaseSettings):
     allowed_hosts: str = "localhost,127.0.0.1,::1,[::1]"
 
     # Limits on what one request may ask for. Each is named in the 4xx that enforces it.
-    max_tokens: int = Field(256, ge=1)  # positions per sequence
+    max_tokens: int = Field(512, ge=1)  # positions per sequence (MiniLM's 512 learned positions)
     max_batch: int = Field(16, ge=1)  # texts in one batch
     max_width: int = Field(1024, ge=1)  # d_model of x, custom weights and the random model
     max_heads: int = Field(64, ge=1)  # heads of custom weights and the random model
     max_text_chars: int = Field(20_000, ge=1)  # characters of `text`, and of any one token
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)  # request body size
-    max_result_values: int = Field(4_000_000, ge=1)  # numbers in one response's matrices
+    # numbers in one response's matrices: 512 tokens x 72 heads (MiniLM) of scores and weights pass
+    max_result_values: int = Field(40_000_000, ge=1)
     max_concurrent: int = Field(2, ge=1)  # computations at once; later ones wait
     queue_timeout_s: float = Field(30.0, gt=0)  # how long a request waits for a free slot before a 503
     read_timeout_s: float = Field(10.0, gt=0)  # time for a request head, and for its body, to arrive

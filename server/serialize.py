@@ -46,6 +46,90 @@ class NPZResponse(Response):
         return buf.getvalue()
 
 
+ARRAYS_MEDIA_TYPE = "application/vnd.attnlab.arrays"
+ARRAYS_MAGIC = b"ATNA"
+
+
+class ArraysResponse(Response):
+    """The same result as one JSON header followed by the raw arrays, for readers that want typed arrays without
+    parsing numbers (the page: a Float16Array or Float32Array straight over the bytes). Little-endian:
+
+        bytes 0-3      b"ATNA"
+        bytes 4-7      uint32: the header's length H
+        bytes 8..8+H   UTF-8 JSON: the result, each array replaced by
+                       {"$array": {"dtype": "float16" | "float32" | "float64" | "bool", "shape": [...], "offset": o}}
+        from 8+H rounded up to a multiple of 8: the arrays, C order, each starting at a multiple of 8 bytes
+                       (`offset` counts from there)
+    """
+
+    media_type = ARRAYS_MEDIA_TYPE
+
+    def render(self, content: Any) -> bytes:
+        arrays: dict[str, np.ndarray] = {}
+        placed: dict[str, dict[str, Any]] = {}
+        offset = 0
+        header_tree = _split_arrays(content, "", arrays)
+        for path, a in arrays.items():
+            placed[path] = {"dtype": str(a.dtype), "shape": list(a.shape), "offset": offset}
+            offset += _align8(a.nbytes)
+        header = orjson.dumps(_place(header_tree, placed))
+        start = _align8(8 + len(header))
+        out = bytearray(start + offset)
+        out[0:4] = ARRAYS_MAGIC
+        out[4:8] = len(header).to_bytes(4, "little")
+        out[8 : 8 + len(header)] = header
+        for path, a in arrays.items():
+            at = start + placed[path]["offset"]
+            out[at : at + a.nbytes] = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
+        return bytes(out)
+
+
+def read_arrays(data: bytes) -> Any:
+    """The arrays form back into the result, each array a NumPy array (a view over `data`)."""
+    if data[:4] != ARRAYS_MAGIC:
+        raise ValueError("not the attnlab arrays form: it starts with b'ATNA'")
+    length = int.from_bytes(data[4:8], "little")
+    start = _align8(8 + length)
+
+    def build(node: Any) -> Any:
+        if isinstance(node, dict):
+            spec = node.get("$array")
+            if len(node) == 1 and isinstance(spec, dict):
+                dtype = np.dtype(spec["dtype"]).newbyteorder("<")
+                count = int(np.prod(spec["shape"], dtype=np.int64))
+                flat = np.frombuffer(data, dtype=dtype, count=count, offset=start + spec["offset"])
+                return flat.reshape(spec["shape"])
+            return {k: build(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [build(v) for v in node]
+        return node
+
+    return build(orjson.loads(data[8 : 8 + length]))
+
+
+def _align8(n: int) -> int:
+    return (n + 7) // 8 * 8
+
+
+def _place(node: Any, placed: dict[str, dict[str, Any]]) -> Any:
+    if isinstance(node, dict):
+        if set(node) == {"$array"} and isinstance(node["$array"], str):
+            return {"$array": placed[node["$array"]]}
+        return {k: _place(v, placed) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_place(v, placed) for v in node]
+    return node
+
+
+def answer(body: dict[str, Any], accept: str | None) -> Response:
+    """The result in the form the client asked for: JSON, .npz (scripts), or the arrays form (the page)."""
+    if accept and ARRAYS_MEDIA_TYPE in accept:
+        return ArraysResponse(body)
+    if accept and NPZ_MEDIA_TYPE in accept:
+        return NPZResponse(body)
+    return ORJSONResponse(body)
+
+
 def _split_arrays(node: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
     """Move every ndarray into `arrays` under a dotted path (layers.0.heads.3.weights); return what is left."""
     if isinstance(node, np.ndarray):
@@ -58,8 +142,23 @@ def _split_arrays(node: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
     return node
 
 
-def as_numpy(t: torch.Tensor) -> np.ndarray:
-    """float64 stays float64; every other float goes out as float32 (bfloat16 and float16 widen)."""
+FLOAT16_MAX = 65504.0
+
+
+def as_numpy(t: torch.Tensor, precision: str = "float32", what: str = "") -> np.ndarray:
+    """float64 stays float64; every other float goes out as float32 (bfloat16 and float16 widen), or as float16
+    when the request asked for that precision (half the bytes; about 3 significant digits)."""
+    if precision == "float16":
+        top = float(t.detach().abs().max()) if t.numel() else 0.0
+        if top > FLOAT16_MAX:
+            raise ApiError(
+                422,
+                "out_of_range",
+                f"{what or 'a matrix'} reaches {top:.4g}, beyond float16's largest number ({FLOAT16_MAX:g}): "
+                "ask for precision float32",
+                "precision",
+            )
+        return np.ascontiguousarray(t.detach().to(device="cpu", dtype=torch.float16).numpy())
     dtype = torch.float64 if t.dtype == torch.float64 else torch.float32
     return np.ascontiguousarray(t.detach().to(device="cpu", dtype=dtype).numpy())  # orjson needs C order
 
@@ -69,7 +168,8 @@ def check_result_size(size: int, max_values: int) -> None:
         raise ApiError(
             422,
             "too_large",
-            f"the result would hold {size:,} numbers, limit {max_values:,} (ATTNLAB_MAX_RESULT_VALUES): "
+            f"the result would hold {size:,} numbers, limit {max_values:,} "
+            "(set by ATTNLAB_MAX_RESULT_VALUES on this server): "
             "ask for one layer, fewer include items, or a shorter sequence",
             "include",
         )
@@ -112,16 +212,17 @@ def serialize_run(
     device: str,
     dtype: str,
     max_values: int,
+    precision: str = "float32",
 ) -> dict[str, Any]:
     layers = [layer] if layer is not None else list(range(len(run.layers)))
     size = result_size(run, layers, include)
     check_result_size(size, max_values)
     eligible = run.eligible.cpu()
-    out_layers = [_layer(run, i, include, eligible) for i in layers]
+    out_layers = [_layer(run, i, include, eligible, precision) for i in layers]
     a0 = run.layers[layers[0]].attn
     s = len(run.tokens)
     config = dataclasses.asdict(run.config)
-    config.update(scale=scale, device=device, dtype=dtype, seq_len=s)
+    config.update(scale=scale, device=device, dtype=dtype, seq_len=s, precision=precision)
     batched = run.batch_tokens is not None
     axis = 0 if batched else 1  # a batch keeps the leading axis in shapes
     bug = run.interventions.bug
@@ -155,15 +256,15 @@ def serialize_run(
     }
 
 
-def _layer(run: ModelRun, i: int, include: Sequence[str], eligible: torch.Tensor) -> dict[str, Any]:
+def _layer(run: ModelRun, i: int, include: Sequence[str], eligible: torch.Tensor, precision: str) -> dict[str, Any]:
     """One layer's heads. For a batch every array keeps its leading batch axis and stats come per item."""
     a = run.layers[i].attn
     batched = run.batch_tokens is not None
     n_items, n_heads, n_groups = a.scores.shape[0], a.scores.shape[1], a.k.shape[1]
     per_group = n_heads // n_groups
 
-    def pick(t: torch.Tensor) -> np.ndarray:
-        return as_numpy(t if batched else t[0])
+    def pick(t: torch.Tensor, what: str) -> np.ndarray:
+        return as_numpy(t if batched else t[0], precision, f"layer {i}'s {what}")
 
     def item_eligible(b: int) -> torch.Tensor:
         return eligible[b] if eligible.dim() == 3 else eligible
@@ -177,22 +278,22 @@ def _layer(run: ModelRun, i: int, include: Sequence[str], eligible: torch.Tensor
         g = h // per_group
         head: dict[str, Any] = {"index": h, "kv_group": g}
         if "scores" in include:
-            head["scores"] = pick(a.scores[:, h])
+            head["scores"] = pick(a.scores[:, h], "scores")
         if "weights" in include:
-            head["weights"] = pick(a.weights[:, h])
+            head["weights"] = pick(a.weights[:, h], "weights")
         if "contexts" in include:
-            head["contexts"] = pick(a.contexts[:, h])
+            head["contexts"] = pick(a.contexts[:, h], "contexts")
         if "qkv" in include:
-            head["q"] = pick(a.q[:, h])
-            head["k"] = pick(a.k[:, g])
-            head["v"] = pick(a.v[:, g])
+            head["q"] = pick(a.q[:, h], "q")
+            head["k"] = pick(a.k[:, g], "k")
+            head["v"] = pick(a.v[:, g], "v")
         if stats is not None:
             per_item = [dataclasses.asdict(st[h]) for st in stats]
             head["stats"] = per_item if batched else per_item[0]
         heads.append(head)
     layer: dict[str, Any] = {"index": i, "heads": heads}
     if "output" in include:
-        layer["output"] = pick(a.output)
+        layer["output"] = pick(a.output, "output")
     if "stats" in include:
         sims = [head_similarity(a.weights[b].cpu()).float().numpy() for b in range(n_items)]
         layer["head_similarity"] = np.stack(sims) if batched else sims[0]

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 
 from engine.device import resolve_device
 from engine.models.textbook import W_K, W_Q, W_V, X
+from server.serialize import read_arrays
 from tests.helpers import assert_error, occupy
 
 MakeClient = Callable[..., AbstractContextManager[TestClient]]
@@ -322,6 +323,77 @@ def test_npz_form_holds_the_same_numbers_as_json(client: TestClient) -> None:
     w = archive["layers.0.heads.1.weights"]
     assert w.dtype == np.float32 and meta["layers"][0]["heads"][1]["weights"] == {"$array": "layers.0.heads.1.weights"}
     np.testing.assert_array_equal(w, np.array(as_json["layers"][0]["heads"][1]["weights"], dtype=np.float32))
+
+
+ARRAYS = "application/vnd.attnlab.arrays"
+
+
+def _matrices(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """Every matrix of a result (JSON lists or NumPy arrays), by its path."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k in ("scores", "weights", "q", "k", "v", "contexts", "output") and path != ".shapes":
+                yield f"{path}.{k}", v
+            else:
+                yield from _matrices(v, f"{path}.{k}")
+    elif isinstance(node, list) and node and isinstance(node[0], dict):
+        for i, v in enumerate(node):
+            yield from _matrices(v, f"{path}.{i}")
+
+
+@pytest.mark.parametrize("precision", ["float32", "float16"])
+def test_arrays_form_holds_the_json_numbers(client: TestClient, precision: str) -> None:
+    req = {
+        "model": "random",
+        "text": "one two three two one",
+        "options": {"heads": 3, "kv_heads": 1, "d_model": 12},
+        "masks": {"causal": True, "padded": [3]},
+        "include": ["scores", "weights", "qkv", "contexts", "output", "stats"],
+        "precision": precision,
+    }
+    as_json = client.post("/api/attention", json=req).json()
+    resp = client.post("/api/attention", json=req, headers={"accept": ARRAYS})
+    assert resp.status_code == 200 and resp.headers["content-type"] == ARRAYS
+    decoded = read_arrays(resp.content)
+    assert decoded["tokens"] == as_json["tokens"] and decoded["config"] == as_json["config"]
+    assert decoded["config"]["precision"] == precision
+    assert decoded["eligible"].dtype == np.bool_ and decoded["eligible"].tolist() == as_json["eligible"]
+    assert {k: v.tolist() for k, v in decoded["reasons"].items()} == as_json["reasons"]
+    assert decoded["layers"][0]["heads"][2]["stats"] == as_json["layers"][0]["heads"][2]["stats"]
+    pairs = dict(_matrices(as_json))
+    got = dict(_matrices(decoded))
+    assert set(got) == set(pairs) and len(got) == 3 * 6 + 1  # 3 heads x (scores weights q k v contexts) + output
+    for path, value in got.items():
+        assert value.dtype == np.dtype(precision), path
+        np.testing.assert_array_equal(value, np.array(pairs[path], dtype=value.dtype), err_msg=path)
+    full = client.post("/api/attention", json={**req, "precision": "float32"}).json()
+    for path, value in got.items():  # float16 keeps about 3 significant digits of the float32 numbers
+        exact = np.array(dict(_matrices(full))[path])
+        np.testing.assert_allclose(value.astype(np.float64), exact, rtol=1e-3, atol=1e-4, err_msg=path)
+
+
+def test_float16_arrays_take_about_two_bytes_a_value(client: TestClient) -> None:
+    req = {"model": "random", "text": " ".join(["w"] * 64), "options": {"heads": 8}, "include": ["weights"]}
+    sizes = {}
+    for precision in ("float32", "float16"):
+        resp = client.post("/api/attention", json={**req, "precision": precision}, headers={"accept": ARRAYS})
+        assert resp.status_code == 200
+        sizes[precision] = len(resp.content) / (8 * 64 * 64)
+    assert sizes["float16"] <= 2.2 and sizes["float32"] <= 4.3, sizes
+    npz = client.post("/api/attention", json={**req, "precision": "float16"}, headers={"accept": "application/x-npz"})
+    archive = np.load(io.BytesIO(npz.content), allow_pickle=False)
+    assert archive["layers.0.heads.7.weights"].dtype == np.float16
+
+
+def test_float16_refuses_numbers_it_cannot_hold(client: TestClient) -> None:
+    big_x = [[300.0 * (i + 1) * (j % 2 * 2 - 1) for j in range(4)] for i in range(5)]
+    resp = client.post("/api/attention", json={"model": "textbook", "x": big_x, "precision": "float16"})
+    assert_error(resp, 422, "precision", "float16", "float32")
+    assert client.post("/api/attention", json={"model": "textbook", "x": big_x}).status_code == 200
+    heads = client.post(
+        "/api/heads/top", json={"model": "random", "text": "a b", "query": 1, "key": 0, "precision": "float16"}
+    )
+    assert_error(heads, 422, "precision")
 
 
 @pytest.mark.parametrize("dtype", ["float64", "bfloat16", "float16"])

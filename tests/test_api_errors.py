@@ -25,7 +25,7 @@ BAD: list[tuple[str, dict[str, Any], int, str, str]] = [
     ("blank text", {"model": "random", "text": "   "}, 422, "text", "no tokens"),
     ("empty tokens", {"model": "random", "tokens": []}, 422, "tokens", "no tokens"),
     ("token not a string", {"model": "random", "tokens": [1, "b"]}, 422, "tokens[0]", "string"),
-    ("too many tokens", {"model": "random", "text": "a " * 300}, 422, "text", "limit 256"),
+    ("too many tokens", {"model": "random", "text": "a " * 600}, 422, "text", "limit 512 (set by ATTNLAB_MAX_TOKENS"),
     ("text too long", {"model": "random", "text": "a" * 20_001}, 413, "text", "limit 20000"),
     ("text and tokens", {**R, "tokens": ["a"]}, 422, "tokens", "not both"),
     ("unknown field", {**R, "temperature": 2}, 422, "temperature", "Extra inputs"),

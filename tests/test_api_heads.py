@@ -68,13 +68,13 @@ def test_top_heads_for_it_and_animal_match_the_attention_weights(trained: TestCl
     ("path", "body", "field", "words"),
     [
         ("/api/heads", {"model": "nope"}, "model", "unknown model"),
-        ("/api/heads", {"model": "minilm", "segment_len": 500}, "segment_len", "limit of 256"),
-        ("/api/heads", {"model": "minilm", "segment_len": 128}, "segment_len", "= 258 positions"),
-        ("/api/heads", {"model": "random", "segment_len": 129}, "segment_len", "at most 128"),
+        ("/api/heads", {"model": "minilm", "segment_len": 500}, "segment_len", "limit of 512"),
+        ("/api/heads", {"model": "minilm", "segment_len": 256}, "segment_len", "= 514 positions"),
+        ("/api/heads", {"model": "random", "segment_len": 257}, "segment_len", "at most 256"),
         ("/api/heads", {"model": "induction", "segment_len": 33}, "segment_len", "at most 32"),
-        ("/api/heads", {"model": "random", "segment_len": 10**30}, "segment_len", "limit of 256"),
+        ("/api/heads", {"model": "random", "segment_len": 10**30}, "segment_len", "limit of 512"),
         ("/api/heads", {"model": "minilm", "segment_len": 1}, "segment_len", "greater than or equal to 2"),
-        ("/api/heads", {"model": "random", "text": "a " * 300}, "text", "limit 256"),
+        ("/api/heads", {"model": "random", "text": "a " * 600}, "text", "limit 512"),
         ("/api/heads/top", {"model": "random", "text": "a b", "query": 2, "key": 0}, "query", "0..1"),
         ("/api/heads/top", {"model": "random", "text": "a b", "query": 0, "key": 0, "k": 0}, "k", "greater than"),
     ],
@@ -86,12 +86,12 @@ def test_head_endpoints_name_the_bad_field(
 
 
 def test_a_probe_as_long_as_the_token_limit_is_scored(trained: TestClient) -> None:
-    # random adds no special tokens: 2 x 128 words are exactly ATTNLAB_MAX_TOKENS (256) positions
+    # random adds no special tokens: 2 x 128 words are 256 positions
     body = trained.post("/api/heads", json={"model": "random", "segment_len": 128}).json()
     assert len(body["probe_tokens"]) == 256 and body["heads"][0]["induction"] is not None
-    # minilm adds [CLS] and [SEP]: 2 x 127 + 2 = 256
-    body = trained.post("/api/heads", json={"model": "minilm", "segment_len": 127}).json()
-    assert len(body["probe_tokens"]) == 256
+    # minilm adds [CLS] and [SEP]: 2 x 255 + 2 = 512, exactly ATTNLAB_MAX_TOKENS and minilm's positions
+    body = trained.post("/api/heads", json={"model": "minilm", "segment_len": 255}).json()
+    assert len(body["probe_tokens"]) == 512 and body["heads"][0]["induction"] is not None
     # textbook has no probe: segment_len does not apply to it
     body = trained.post("/api/heads", json={"model": "textbook", "segment_len": 200}).json()
     assert body["scored_on"] == "input" and body["probe_tokens"] is None

@@ -235,9 +235,9 @@ def test_cost_endpoint_measures_within_the_limits(trained: TestClient) -> None:
     m = r["measured"]
     assert m["peak_bytes"] >= 4 * 128 * 128 * 4  # at least the scores of one layer were materialised
     assert m["ms"] > 0 and r["tokens_per_s"] > 0 and "profiler" in m["method"]
-    assert r["limits"]["max_tokens"] == 256 and r["limits"]["memory_bytes"] > 0
+    assert r["limits"]["max_tokens"] == 512 and r["limits"]["memory_bytes"] > 0
     assert "1024 -> 8192 is 64x" in r["note"]
-    assert_error(trained.post("/api/cost", json={"seq_len": 4096, "measure": True}), 422, "seq_len", "limit 256")
+    assert_error(trained.post("/api/cost", json={"seq_len": 4096, "measure": True}), 422, "seq_len", "limit 512")
     assert_error(trained.post("/api/cost", json={"heads": 5, "d_model": 64}), 422, "heads", "divide")
     assert trained.post("/api/cost", json={"seq_len": 4096}).json()["measured"] is None
 

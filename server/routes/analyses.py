@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from typing import Annotated
 
 import torch
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Header
+from fastapi.responses import Response
 
 from engine.analysis.compare import compare
 from engine.analysis.intervene import intervene
@@ -32,6 +33,7 @@ from server.schemas import (
 )
 from server.serialize import (
     ORJSONResponse,
+    answer,
     check_result_size,
     compare_body,
     intervention_body,
@@ -81,7 +83,9 @@ def perturb_route(
     layer and for the final output, how far each position moved, a check per mask in force (causal: positions
     before the change read exactly 0) and a one-line verdict."""
     refuse_fields(
-        req, ("layer", "include", *ONE_SEQUENCE), "perturb runs every layer of one sequence and returns changes"
+        req,
+        ("layer", "include", "precision", *ONE_SEQUENCE),
+        "perturb runs every layer of one sequence and returns changes",
     )
     prepared = prepare(req.model_copy(update={"include": []}), settings, models, runtime)
     c = req.change
@@ -127,7 +131,8 @@ def intervene_route(
     settings: SettingsDep,
     models: ModelsDep,
     runtime: RuntimeDep,
-) -> ORJSONResponse:
+    accept: Annotated[str | None, Header()] = None,
+) -> Response:
     """Runs every layer twice: as given (`before`) and with the heads in `ablate` zeroed or mean-ablated and the
     weights in `edit` set (the row's other eligible weights rescaled to keep the sum 1) (`after`). `layer` and
     `include` shape `before` and `after` as in /api/attention. `layers[i].delta` and `final_delta` are the largest
@@ -151,7 +156,7 @@ def intervene_route(
         )
     before = run_body(result.before, req, settings, runtime)
     after = run_body(result.after, req, settings, runtime)
-    return ORJSONResponse(intervention_body(result, before, after, interventions))
+    return answer(intervention_body(result, before, after, interventions), accept)
 
 
 @contextmanager
@@ -199,10 +204,10 @@ def compare_route(
             422, "invalid_request", f"is {req.b.layer} but a.layer is {req.a.layer}: show one layer", "b.layer"
         )
     with naming("a"):
-        refuse_fields(req.a, ONE_SEQUENCE, "compare runs one sequence per side")
+        refuse_fields(req.a, (*ONE_SEQUENCE, "precision"), "compare runs one sequence per side")
         pa = prepare(req.a, settings, models, runtime, results=2)
     with naming("b"):
-        refuse_fields(req.b, ONE_SEQUENCE, "compare runs one sequence per side")
+        refuse_fields(req.b, (*ONE_SEQUENCE, "precision"), "compare runs one sequence per side")
         pb = prepare(req.b, settings, models, runtime)
     with naming("a"):
         ra = pa.run(runtime)

@@ -12,7 +12,7 @@ from server.compute import prepare, run_body
 from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.schemas import AttentionRequest, AttentionResult
-from server.serialize import NPZ_MEDIA_TYPE, NPZResponse, ORJSONResponse
+from server.serialize import ARRAYS_MEDIA_TYPE, NPZ_MEDIA_TYPE, ORJSONResponse, answer
 
 router = APIRouter(prefix="/api", tags=["attention"], route_class=ComputeRoute)
 
@@ -22,7 +22,13 @@ router = APIRouter(prefix="/api", tags=["attention"], route_class=ComputeRoute)
     response_model=AttentionResult,
     response_class=ORJSONResponse,
     summary="Every head's scores and weights for a sequence, with masks",
-    responses={200: {"content": {NPZ_MEDIA_TYPE: {}}, "description": "JSON, or .npz with Accept: application/x-npz"}},
+    responses={
+        200: {
+            "content": {NPZ_MEDIA_TYPE: {}, ARRAYS_MEDIA_TYPE: {}},
+            "description": "JSON; .npz with Accept: application/x-npz; the arrays form (a JSON header, then raw "
+            "little-endian arrays) with Accept: application/vnd.attnlab.arrays",
+        }
+    },
 )
 def compute_attention(
     req: AttentionRequest,
@@ -31,7 +37,8 @@ def compute_attention(
     runtime: RuntimeDep,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """JSON by default; send `Accept: application/x-npz` for the compact binary form of large results.
+    """JSON by default; `Accept: application/x-npz` for a NumPy archive, `Accept: application/vnd.attnlab.arrays`
+    for the arrays form the page reads (a JSON header, then the raw arrays); `precision: "float16"` halves either.
 
     `texts` runs a batch (matrices gain a leading batch axis), `source` cross-attention (S x S_k matrices),
     `demo_bug` one of the chapter's classic bugs on purpose (marked wrong in `demo_bug`), and `include: ["audit"]`
@@ -43,6 +50,4 @@ def compute_attention(
     if "audit" in req.include:
         with torch.inference_mode():
             body["audit"] = audit(prepared.model, prepared.inp, prepared.encoded, run, runtime.device, runtime.dtype)
-    if accept and NPZ_MEDIA_TYPE in accept:
-        return NPZResponse(body)
-    return ORJSONResponse(body)
+    return answer(body, accept)

@@ -32,7 +32,9 @@ def head_types(req: HeadTypesRequest, settings: SettingsDep, models: ModelsDep, 
     the others on `text`/`tokens`/`x` when given, else on the probe too. Options (random's width and heads),
     custom weights and `scale` hold for every run, so the scores describe the heads the page shows."""
     refuse_fields(req, ONE_SEQUENCE, "head types are scored on one sequence")
-    refuse_fields(req, ("layer", "include"), "head types score every layer and return scores, not matrices")
+    refuse_fields(
+        req, ("layer", "include", "precision"), "head types score every layer and return scores, not matrices"
+    )
     as_attention = AttentionRequest.model_validate(
         req.model_dump(exclude={"segment_len", "seed"}) | {"layer": None, "include": []}
     )
@@ -79,7 +81,7 @@ def check_probe_length(model: AttentionModel, segment_len: int, settings: Settin
             422,
             "too_large",
             f"a probe of 2 x {segment_len} tokens{framing} = {positions} positions exceeds the limit of "
-            f"{settings.max_tokens} (ATTNLAB_MAX_TOKENS): use a segment_len of at most "
+            f"{settings.max_tokens} (set by ATTNLAB_MAX_TOKENS on this server): use a segment_len of at most "
             f"{(settings.max_tokens - extra) // 2}",
             "segment_len",
         )
@@ -90,7 +92,9 @@ def top_heads(req: TopHeadsRequest, settings: SettingsDep, models: ModelsDep, ru
     """Rank every (layer, head) by weight[query, key] on your sequence and masks: "which heads make 'it' look at
     'animal'?". Positions count the model's own tokens (for minilm, [CLS] is position 0)."""
     refuse_fields(req, ONE_SEQUENCE, "top heads are ranked on one sequence")
-    refuse_fields(req, ("layer", "include"), "top heads rank every layer's heads and return weights, not matrices")
+    refuse_fields(
+        req, ("layer", "include", "precision"), "top heads rank every layer's heads and return weights, not matrices"
+    )
     as_attention = AttentionRequest.model_validate(
         req.model_dump(exclude={"query", "key", "k"}) | {"layer": None, "include": []}
     )

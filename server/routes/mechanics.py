@@ -67,7 +67,7 @@ def decode_route(
     cache and attends from the new query over all cached keys. Returns per step the new query row of every head,
     the cache size after it and (induction) the predicted next token; `max_diff_vs_full` compares every step with
     the full pass (~0); `cache` gives bytes per token and the formula. Needs causal masking."""
-    refuse_fields(req, ("layer", "include", *ONE_SEQUENCE), "decode runs every layer of one sequence")
+    refuse_fields(req, ("layer", "include", "precision", *ONE_SEQUENCE), "decode runs every layer of one sequence")
     prepared = prepare(req.model_copy(update={"include": []}), settings, models, runtime)
     model, s = prepared.model, len(prepared.encoded.tokens)
     check_result_size(

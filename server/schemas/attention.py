@@ -128,6 +128,11 @@ class AttentionRequest(Strict):
     )
     scale: bool = Field(True, description="divide scores by sqrt(d_k)")
     layer: int | None = Field(None, ge=0, description="one layer's index; all layers when absent")
+    precision: Literal["float32", "float16"] = Field(
+        "float32",
+        description="how the matrices go out: float16 halves the bytes (about 3 significant digits); "
+        "in JSON, .npz (Accept: application/x-npz) and the arrays form (Accept: application/vnd.attnlab.arrays)",
+    )
     include: list[Include] = Field(
         default_factory=lambda: list(DEFAULT_INCLUDE),
         description="what to return; `audit` adds the chapter's audit record (measured, so slower)",
