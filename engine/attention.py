@@ -205,9 +205,15 @@ def attention_scores(q: Tensor, k: Tensor, factor: float) -> Tensor:
     The factor is applied inside the batched product (its alpha), so the S x S_k result is written once.
     """
     *batch, s, d = q.shape
-    q3, k3 = q.reshape(-1, s, d), k.reshape(-1, k.shape[-2], d)
-    scores = torch.empty(q3.shape[0], s, k3.shape[1], dtype=q.dtype, device=q.device)
-    return scores.baddbmm_(q3, k3.transpose(1, 2), beta=0.0, alpha=factor).view(*batch, s, k3.shape[1])
+    s_k = k.shape[-2]
+    scores = torch.baddbmm(  # beta = 0: the empty input is not read
+        q.new_empty(()).expand(q.shape[:-2].numel(), s, s_k),
+        q.reshape(-1, s, d),
+        k.reshape(-1, s_k, d).transpose(1, 2),
+        beta=0.0,
+        alpha=factor,
+    )
+    return scores.view(*batch, s, s_k)
 
 
 def masked_softmax(scores: Tensor, eligible: Tensor) -> Tensor:
@@ -225,7 +231,7 @@ def masked_softmax(scores: Tensor, eligible: Tensor) -> Tensor:
     torch.softmax(weights, dim=-1, out=weights)  # in place: each row is read before it is overwritten
     if not every_row_has_a_key(eligible):  # those rows came out NaN (exp(-inf - -inf)): make them 0
         weights.masked_fill_(~allowed.any(dim=-1, keepdim=True), 0.0)
-    return weights.to(scores.dtype)
+    return weights if work is scores else weights.to(scores.dtype)
 
 
 def merge_heads(contexts: Tensor, w: AttentionWeights) -> tuple[Tensor, Tensor]:
