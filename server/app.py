@@ -20,6 +20,7 @@ from server.deps import Runtime
 from server.errors import Unexpected, error_body, install_error_handlers
 from server.observability import Metrics, Observe
 from server.routes import analyses, attention, heads, health, mechanics, models, pages
+from server.runcache import RunCache
 
 log = logging.getLogger("attnlab")
 
@@ -182,7 +183,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         for name, why in app.state.models.unavailable.items():
             log.warning("model %s is unavailable: %s", name, why)
         pool = ComputePool(settings.max_concurrent, settings.queue_timeout_s, metrics)
-        app.state.runtime = Runtime(device, dtype, pool)
+        app.state.runtime = Runtime(device, dtype, pool, RunCache(settings.cache_bytes, metrics))
         log.info("attnlab ready on %s (%s) with models %s", device, settings.dtype, ", ".join(app.state.models))
         try:
             yield

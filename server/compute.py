@@ -17,6 +17,7 @@ from engine.models.base import Encoded, SourceInput
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import ApiError
+from server.runcache import cacheable, run_key
 from server.schemas import AttentionRequest, Weights
 from server.serialize import check_result_size, serialize_run
 
@@ -189,15 +190,37 @@ class Prepared:
     encoded: Encoded
 
     def run(self, runtime: Runtime, interventions: Interventions = NO_INTERVENTIONS) -> ModelRun:
-        """The forward pass (on the request's compute thread: server/computing.py)."""
-        with torch.inference_mode():
-            return self.model.run(
-                self.inp, runtime.device, runtime.dtype, interventions=interventions, encoded=self.encoded
-            )
+        """The forward pass (on the request's compute thread: server/computing.py), or the same pass kept in the
+        run cache. A pass through every layer also serves a request for one of them."""
+        return cached_run(self.model, self.inp, runtime, interventions, self.encoded)
 
     def every_layer(self) -> RunInput:
         """The input with no last layer: analyses run the whole model, whatever layer the result shows."""
         return replace(self.inp, last_layer=None)
+
+
+def cached_run(
+    model: AttentionModel,
+    inp: RunInput,
+    runtime: Runtime,
+    interventions: Interventions = NO_INTERVENTIONS,
+    encoded: Encoded | None = None,
+) -> ModelRun:
+    """model.run through the run cache: the same input, masks and options give the same pass, run once."""
+    if not cacheable(interventions):
+        with torch.inference_mode():
+            return model.run(inp, runtime.device, runtime.dtype, interventions=interventions, encoded=encoded)
+    where = (str(runtime.device), str(runtime.dtype))
+    key = run_key(model.info.name, inp, interventions, *where)
+    found = runtime.runs.get(key)
+    if found is None and inp.last_layer is not None:
+        found = runtime.runs.get(run_key(model.info.name, replace(inp, last_layer=None), interventions, *where))
+    if found is not None:
+        return found
+    with torch.inference_mode():
+        run = model.run(inp, runtime.device, runtime.dtype, interventions=interventions, encoded=encoded)
+    runtime.runs.put(key, run)
+    return run
 
 
 def prepare(

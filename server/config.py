@@ -31,6 +31,7 @@ class Settings(BaseSettings):
     max_result_values: int = Field(40_000_000, ge=1)
     max_concurrent: int = Field(2, ge=1)  # computations at once; later ones wait
     queue_timeout_s: float = Field(30.0, gt=0)  # how long a request waits for a free slot before a 503
+    cache_bytes: int = Field(512 * 1024 * 1024, ge=0)  # recent forward passes kept for the requests that repeat them
     read_timeout_s: float = Field(10.0, gt=0)  # time for a request head, and for its body, to arrive
     max_connections: int = Field(512, ge=1)  # connections and requests in flight; uvicorn answers 503 beyond
 

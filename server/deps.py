@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from engine.models import AttentionModel
 from server.computing import ComputePool
 from server.config import Settings
+from server.runcache import RunCache
 
 
 @dataclass
@@ -18,6 +19,7 @@ class Runtime:
     device: torch.device
     dtype: torch.dtype
     pool: ComputePool  # the compute threads every computing route runs on (server/computing.py)
+    runs: RunCache  # recent forward passes (server/runcache.py)
 
 
 def get_settings(request: Request) -> Settings:

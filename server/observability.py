@@ -7,6 +7,8 @@ Every app has its own registry (tests build several apps in one process). GET /m
     attnlab_queue_depth                              computations waiting for a compute slot
     attnlab_busy_slots                               compute slots in use
     attnlab_abandoned_total{stage}                   computations whose client went away (waiting, running)
+    attnlab_run_cache_total{result}                  forward passes found in the run cache (hit) or not (miss)
+    attnlab_run_cache_bytes                          bytes the run cache holds
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ class Metrics:
         self.errors = Counter("attnlab_errors", "Answers of 4xx and 5xx", ["route", "status"], registry=self.registry)
         self.queue_depth = Gauge("attnlab_queue_depth", "Computations waiting for a slot", registry=self.registry)
         self.busy_slots = Gauge("attnlab_busy_slots", "Compute slots in use", registry=self.registry)
+        self.cache = Counter(
+            "attnlab_run_cache", "Forward passes looked up in the run cache", ["result"], registry=self.registry
+        )
+        self.cache_bytes = Gauge("attnlab_run_cache_bytes", "Bytes the run cache holds", registry=self.registry)
         self.abandoned = Counter(
             "attnlab_abandoned",
             "Computations whose client went away: withdrawn while waiting, or stopped while running",

@@ -28,6 +28,7 @@ induction score is None (there is no repeated segment to measure it on).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -136,6 +137,7 @@ def head_type_scores(
     segment_len: int = DEFAULT_SEGMENT_LEN,
     seed: int = 0,
     inp: RunInput | None = None,
+    runner: Callable[[RunInput], ModelRun] | None = None,
 ) -> list[list[HeadScores]]:
     """Every layer's every head: previous_token, duplicate_token, induction, mean_distance, entropy.
 
@@ -145,16 +147,18 @@ def head_type_scores(
     the model's default masks (the caller's masks were made for another length). Without, all five
     are scored on the probe, with inp.masks (None: the model's defaults). A model with no probe
     (textbook) is scored on its input alone. Returns layers x heads of plain dicts; a score that
-    cannot be measured is None.
+    cannot be measured is None. `runner` runs an input (default: model.run on device in dtype); a caller that
+    keeps recent runs passes its own, so scoring the input it has just shown costs no second forward.
     """
+    run_on: Callable[[RunInput], ModelRun] = runner or (lambda i: model.run(i, device, dtype))
     inp = inp or RunInput()
     given = inp.text is not None or inp.tokens is not None or inp.x is not None
     probe = probe_sequence(model, segment_len, seed)
     probe_run = None
     if probe is not None:
         probe_inp = replace(inp, text=None, tokens=probe.tokens, x=None, masks=None if given else inp.masks)
-        probe_run = model.run(probe_inp, device, dtype)
-    run = probe_run if probe_run is not None and not given else model.run(inp, device, dtype)
+        probe_run = run_on(probe_inp)
+    run = probe_run if probe_run is not None and not given else run_on(inp)
     table = []
     for layer, trace in enumerate(run.layers):
         w = trace.attn.weights[0].detach().double()  # (H, S, S)

@@ -7,7 +7,7 @@ from fastapi import APIRouter
 
 from engine.analysis.heads import head_type_scores, probe_sequence, top_heads_for_pair
 from engine.models import AttentionModel
-from server.compute import ONE_SEQUENCE, check_limits, choose_model, prepare, refuse_fields, to_run_input
+from server.compute import ONE_SEQUENCE, cached_run, check_limits, choose_model, prepare, refuse_fields, to_run_input
 from server.computing import ComputeRoute
 from server.config import Settings
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
@@ -50,7 +50,13 @@ def head_types(req: HeadTypesRequest, settings: SettingsDep, models: ModelsDep, 
     probe = probe_sequence(model, req.segment_len, req.seed)
     with torch.inference_mode():
         table = head_type_scores(
-            model, runtime.device, runtime.dtype, segment_len=req.segment_len, seed=req.seed, inp=inp
+            model,
+            runtime.device,
+            runtime.dtype,
+            segment_len=req.segment_len,
+            seed=req.seed,
+            inp=inp,
+            runner=lambda i: cached_run(model, i, runtime),
         )
     rows = [HeadTypeRow.model_validate(row) for layer in table for row in layer]
     return HeadTypesResult(
