@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import torch
@@ -67,6 +68,17 @@ class AttentionWeights:
     def d_out(self) -> int:
         return self.W_O.shape[2] if self.W_O is not None else self.n_heads * self.d_v
 
+    def linear(self, name: str) -> Tensor:
+        """W_Q, W_K, W_V or W_O as the one (out, in) matrix that F.linear takes: (H * d_head, D) for W_Q."""
+        kept = self._linear_views.get(name)
+        return kept if kept is not None else _linear_form(name, getattr(self, name))
+
+    def flat_bias(self, name: str) -> Tensor | None:
+        """b_Q, b_K or b_V as one vector, (H * d_head,) for b_Q; None where there is none."""
+        kept = self._linear_views.get(name)
+        b = getattr(self, name)
+        return kept if kept is not None or b is None else b.reshape(-1)
+
     def to(self, device: torch.device | str, dtype: torch.dtype) -> AttentionWeights:
         def move(t: Tensor | None) -> Tensor | None:
             return None if t is None else t.to(device=device, dtype=dtype)
@@ -81,6 +93,27 @@ class AttentionWeights:
             b_V=move(self.b_V),
             b_O=move(self.b_O),
         )
+
+    @cached_property
+    def _linear_views(self) -> dict[str, Tensor]:
+        """The linear forms that are views of the fields (from_concatenated makes them so), kept because a view
+        follows any change made to its field in place; a form that needs a copy is made on each call instead."""
+        kept = {}
+        for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V"):
+            t = getattr(self, name)
+            if t is None:
+                continue
+            form = t.reshape(-1) if name.startswith("b_") else _linear_form(name, t)
+            if form.untyped_storage().data_ptr() == t.untyped_storage().data_ptr():
+                kept[name] = form
+        return kept
+
+
+def _linear_form(name: str, W: Tensor) -> Tensor:
+    """(n, D, e) -> (n * e, D) for W_Q, W_K, W_V; (H, d_v, d_out) -> (d_out, H * d_v) for W_O."""
+    if name == "W_O":
+        return W.reshape(-1, W.shape[2]).t()
+    return W.transpose(0, 1).reshape(W.shape[1], -1).t()
 
 
 @dataclass(frozen=True)
@@ -170,22 +203,20 @@ def project(x: Tensor, w: AttentionWeights, source: Tensor | None = None) -> tup
     V (B, G, S_k, d_v)."""
     kv_in = x if source is None else source
     return (
-        per_head_product(x, w.W_Q, w.b_Q),
-        per_head_product(kv_in, w.W_K, w.b_K),
-        per_head_product(kv_in, w.W_V, w.b_V),
+        per_head_product(x, w.linear("W_Q"), w.flat_bias("b_Q"), w.n_heads),
+        per_head_product(kv_in, w.linear("W_K"), w.flat_bias("b_K"), w.n_kv_heads),
+        per_head_product(kv_in, w.linear("W_V"), w.flat_bias("b_V"), w.n_kv_heads),
     )
 
 
-def per_head_product(x: Tensor, W: Tensor, b: Tensor | None) -> Tensor:
-    """x (B, S, D) times every head's W (n, D, e), plus b (n, e) -> (B, n, S, e).
+def per_head_product(x: Tensor, M: Tensor, b: Tensor | None, n: int) -> Tensor:
+    """x (B, S, D) times M (n * e, D), every head's W in F.linear's form, plus b (n * e) -> (B, n, S, e).
 
-    All heads in one (D, n * e) matrix product with the bias added inside it (F.linear, as a BERT or GPT layer
-    computes it), returned as a (B, n, S, e) view of the (B, S, n * e) result. The (D, n * e) matrix is a view,
-    not a copy, when W came from one, as `from_concatenated` makes it.
+    All heads in one matrix product with the bias added inside it, as a BERT or GPT layer computes it, returned
+    as a (B, n, S, e) view of the (B, S, n * e) result.
     """
-    n, d, e = W.shape
-    y = F.linear(x, W.transpose(0, 1).reshape(d, n * e).t(), None if b is None else b.reshape(n * e))
-    return y.view(*y.shape[:-1], n, e).transpose(1, 2)
+    y = F.linear(x, M, b)
+    return y.view(*y.shape[:-1], n, -1).transpose(1, 2)
 
 
 def expand_groups(t: Tensor, n_heads: int) -> Tensor:
@@ -241,7 +272,7 @@ def merge_heads(contexts: Tensor, w: AttentionWeights) -> tuple[Tensor, Tensor]:
     if w.W_O is None:
         output = concat if w.b_O is None else concat + w.b_O
     else:
-        output = F.linear(concat, w.W_O.reshape(h * d_v, w.W_O.shape[2]).T, w.b_O)
+        output = F.linear(concat, w.linear("W_O"), w.b_O)
     return concat, output
 
 
