@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 
 import orjson
 from fastapi import FastAPI
-from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.device import resolve_device, resolve_dtype
@@ -209,7 +208,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(analyses.router)
     app.include_router(mechanics.router)
     app.include_router(pages.router)
-    app.mount("/static", StaticFiles(directory=str(pages.STATIC_DIR)), name="static")
     app.add_middleware(Unexpected)  # innermost: it sees what the exception handlers did not take
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, read_timeout_s=settings.read_timeout_s)
     app.add_middleware(Hardening, allowed_hosts=settings.host_names())

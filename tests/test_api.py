@@ -462,3 +462,19 @@ def test_invalid_settings_stop_the_server_with_one_line_each(env: dict[str, str]
         timeout=60,
     )
     assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_page_files_go_out_gzipped_with_validators(client: TestClient) -> None:
+    for path, cache in (("/static/js/main.js", "no-cache"), ("/vendor/plotly.min.js", "public, max-age=86400")):
+        plain = client.get(path, headers={"accept-encoding": "identity"})
+        zipped = client.get(path, headers={"accept-encoding": "gzip"})
+        assert plain.status_code == zipped.status_code == 200
+        assert zipped.headers["content-encoding"] == "gzip" and "content-encoding" not in plain.headers
+        assert zipped.content == plain.content  # httpx undoes the gzip
+        assert int(zipped.headers["content-length"]) < len(plain.content) / 2
+        assert zipped.headers["cache-control"] == cache and zipped.headers["etag"] == plain.headers["etag"]
+        again = client.get(path, headers={"if-none-match": zipped.headers["etag"]})
+        assert again.status_code == 304 and again.content == b""
+    assert client.get("/static/js/nope.js").status_code == 404
+    assert client.get("/static/../server/app.py").status_code == 404
+    assert client.get("/static/%2e%2e/server/app.py").status_code == 404

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import importlib.resources
+import mimetypes
+import threading
 from pathlib import Path
 
 import fastapi_offline
@@ -29,24 +32,64 @@ DOCS_FILES = {
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
 
+COMPRESSIBLE = ("text/", "application/javascript", "application/json", "image/svg+xml")
+# The page's own files have fixed names, so a browser asks again each time (a 304 while unchanged); files of an
+# installed package change only with its version and may be kept for a day.
+OWN = "no-cache"
+VENDOR = "public, max-age=86400"
+_gzipped: dict[tuple[Path, int, int], bytes] = {}
+_gzip_lock = threading.Lock()
+
+
+def served_file(path: Path, request: Request, cache_control: str, media_type: str | None = None) -> Response:
+    """A file with an ETag and Cache-Control: a 304 when the browser has it, gzipped (once, then kept) when the
+    browser takes gzip and the type compresses."""
+    try:
+        st = path.stat()
+    except OSError:
+        raise HTTPException(404) from None
+    kind = media_type or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    if kind in ("text/javascript", "application/javascript", "text/css", "text/html"):
+        kind += "; charset=utf-8"
+    etag = f'"{st.st_mtime_ns:x}-{st.st_size:x}"'
+    headers = {"ETag": etag, "Cache-Control": cache_control, "Vary": "Accept-Encoding"}
+    if etag in request.headers.get("if-none-match", ""):
+        return Response(status_code=304, headers=headers)
+    gzip_ok = "gzip" in request.headers.get("accept-encoding", "")
+    if not gzip_ok or not kind.startswith(COMPRESSIBLE) or st.st_size < 1024:
+        return FileResponse(path, media_type=kind, headers=headers)
+    key = (path, st.st_mtime_ns, st.st_size)
+    with _gzip_lock:
+        body = _gzipped.get(key)
+        if body is None:
+            body = gzip.compress(path.read_bytes(), compresslevel=9, mtime=0)
+            _gzipped[key] = body
+    return Response(body, media_type=kind, headers={**headers, "Content-Encoding": "gzip"})
+
 
 @router.get("/", response_class=HTMLResponse)
 def index(request: Request) -> Response:
     return templates.TemplateResponse(request, "index.html", {})
 
 
+@router.get("/static/{name:path}")
+def static_file(name: str, request: Request) -> Response:
+    path = (STATIC_DIR / name).resolve()
+    if not path.is_relative_to(STATIC_DIR.resolve()) or not path.is_file():
+        raise HTTPException(404)
+    return served_file(path, request, OWN)
+
+
 @router.get("/vendor/plotly.min.js")
-def plotly_js() -> FileResponse:
-    return FileResponse(PLOTLY_JS, media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"})
+def plotly_js(request: Request) -> Response:
+    return served_file(PLOTLY_JS, request, VENDOR, "text/javascript")
 
 
 @router.get("/vendor/docs/{name}")
-def docs_asset(name: str) -> FileResponse:
+def docs_asset(name: str, request: Request) -> Response:
     if name not in DOCS_FILES:
         raise HTTPException(404)
-    return FileResponse(
-        DOCS_ASSETS / name, media_type=DOCS_FILES[name], headers={"Cache-Control": "public, max-age=86400"}
-    )
+    return served_file(DOCS_ASSETS / name, request, VENDOR, DOCS_FILES[name])
 
 
 @router.get("/docs", response_class=HTMLResponse)
