@@ -19,6 +19,7 @@ The thread count is fixed (torch.set_num_threads) and printed. By default the cl
 while wall-clock time (--clock wall) counts it. Goal (issue 9): ratio at most 1.5 at every length.
 
     .venv/bin/python -m bench.attention [--threads 1] [--clock cpu|wall] [--rounds 60] [--lengths 16,64,128,256,512]
+                                        [--before REV]   # also the engine of git revision REV, in the same rounds
 """
 
 from __future__ import annotations
@@ -27,8 +28,13 @@ import argparse
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
 
 import torch
 import torch.nn.functional as F
@@ -38,6 +44,7 @@ from engine.attention import AttentionWeights, attention
 from engine.masks import MaskSpec, eligibility
 from engine.models.minilm import attention_weights
 
+ROOT = Path(__file__).resolve().parent.parent
 LENGTHS = (16, 64, 128, 256, 512)
 GOAL = 1.5  # issue 9, goal 6: the engine's layer at most 1.5x the same layer on SDPA
 
@@ -102,10 +109,22 @@ def quartiles(values: Sequence[float]) -> tuple[float, float]:
     return q[0], q[2]
 
 
+def engine_at(rev: str) -> ModuleType:
+    """engine/attention.py as it was at git revision `rev`, as a module of its own (it imports the rest of the
+    engine as it is now): the "before" of a change, timed in the same rounds as the "after"."""
+    src = subprocess.run(
+        ["git", "show", f"{rev}:engine/attention.py"], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    module = ModuleType(f"attention_at_{rev}")
+    sys.modules[module.__name__] = module  # dataclasses look their class's module up
+    exec(compile(src, f"{rev}:engine/attention.py", "exec"), module.__dict__)
+    return module
+
+
 def layer_calls(
-    s: int, heads: int, d_model: int, device: torch.device, engine: Callable[..., object] = attention
+    s: int, heads: int, d_model: int, device: torch.device, before: ModuleType | None = None
 ) -> dict[str, Layer]:
-    """The four calls at S tokens, checked against each other before they are timed."""
+    """The four calls at S tokens (five with the engine `before`), checked against each other before they are timed."""
     g = torch.Generator().manual_seed(s)
     sd = {k: v.to(device) for k, v in minilm_shaped_layer(d_model, heads).items()}
     w: AttentionWeights = attention_weights(sd, "layer", heads)
@@ -115,11 +134,18 @@ def layer_calls(
     mask = torch.zeros(s, s, device=device).masked_fill_(~eligible, float("-inf"))
     factor = 1 / (d_model // heads) ** 0.5
     calls: dict[str, Layer] = {
-        "engine": lambda: engine(x, w, eligible).output,  # type: ignore[attr-defined]
+        "engine": lambda: attention(x, w, eligible).output,
         "sdpa": lambda: sdpa_layer(x, sd, heads),
         "materialised": lambda: torch.softmax(q @ k.transpose(-1, -2) * factor + mask, dim=-1) @ v,
         "sdpa kernel": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
     }
+    if before is not None:  # the weights as that revision's from_concatenated splits them, biases as minilm adds them
+        names = ("self.query", "self.key", "self.value", "output.dense")
+        old = before.from_concatenated(*(sd[f"layer.{n}.weight"].T for n in names), n_heads=heads)
+        b_Q, b_K, b_V = (sd[f"layer.{n}.bias"].reshape(heads, -1) for n in names[:3])
+        old = replace(old, b_Q=b_Q, b_K=b_K, b_V=b_V, b_O=sd["layer.output.dense.bias"])
+        calls["before"] = lambda: before.attention(x, old, eligible).output
+        torch.testing.assert_close(calls["before"](), calls["sdpa"](), rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(calls["engine"](), calls["sdpa"](), rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(calls["materialised"](), calls["sdpa kernel"](), rtol=1e-4, atol=1e-5)
     return calls
@@ -142,7 +168,9 @@ def main() -> None:
         help="cpu: this thread's CPU time, blind to time spent descheduled by other load (one thread, CPU only); "
         "wall: perf_counter",
     )
+    parser.add_argument("--before", metavar="REV", help="also time the engine of this git revision, in the same rounds")
     args = parser.parse_args()
+    before = engine_at(args.before) if args.before else None
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     if args.clock == "cpu" and (device.type != "cpu" or args.threads != 1):
@@ -158,11 +186,12 @@ def main() -> None:
     print(
         f"{'S':>5} {'engine ms':>10} {'sdpa ms':>9} {'ratio':>6} {'spread':>11} {'goal':>5}"
         f" | {'materialised ms':>15} {'sdpa kernel ms':>14} {'ratio':>6}"
+        + (f" | {args.before + ' ms':>12} {'ratio':>6}" if before else "")
     )
     worst = 0.0
     with torch.inference_mode():
         for s in (int(v) for v in args.lengths.split(",")):
-            times = interleaved_ms(layer_calls(s, h, d, device), args.rounds, device, clock)
+            times = interleaved_ms(layer_calls(s, h, d, device, before), args.rounds, device, clock)
             med = {name: statistics.median(t) for name, t in times.items()}
             ratio = med["engine"] / med["sdpa"]
             lo, hi = quartiles([e / s_ for e, s_ in zip(times["engine"], times["sdpa"], strict=True)])
@@ -171,6 +200,7 @@ def main() -> None:
                 f"{s:>5} {med['engine']:>10.3f} {med['sdpa']:>9.3f} {ratio:>6.2f} {f'{lo:.2f}-{hi:.2f}':>11}"
                 f" {'met' if ratio <= GOAL else 'NOT':>5} | {med['materialised']:>15.3f}"
                 f" {med['sdpa kernel']:>14.3f} {med['materialised'] / med['sdpa kernel']:>6.2f}"
+                + (f" | {med['before']:>12.3f} {med['before'] / med['sdpa']:>6.2f}" if before else "")
             )
     print(f"worst engine/SDPA ratio {worst:.2f}: goal <= {GOAL} {'met' if worst <= GOAL else 'not met'}")
 
