@@ -188,8 +188,8 @@ def from_concatenated(
                 f"got shape {tuple(w_o.shape)}: need (heads x d_v, d_out) = ({n_heads * d_v}, d_out)",
             )
         W_O = w_o.reshape(n_heads, d_v, w_o.shape[1])
-    # Views, not copies: W_Q[h] is columns h * d_head ... of w_q, and `project` multiplies by w_q itself in one
-    # product (see per_head_product), as a BERT or GPT layer does, instead of copying it back together every call.
+    # Views, not copies: W_Q[h] is columns h * d_head ... of w_q, so AttentionWeights.linear("W_Q") is w_q itself
+    # (transposed) and `project` multiplies by it in one product, as a BERT or GPT layer does.
     return AttentionWeights(
         W_Q=w_q.reshape(d_model, n_heads, d_head).permute(1, 0, 2),
         W_K=w_k.reshape(d_model, g, d_head).permute(1, 0, 2),
