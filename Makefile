@@ -56,14 +56,14 @@ run: install
 	$(VENV)/bin/attnlab serve
 
 test: install-test chromium nginx
-	$(VENV)/bin/ruff check engine server tests bench
-	$(VENV)/bin/ruff format --check engine server tests bench
+	$(VENV)/bin/ruff check attnlab engine server tests bench
+	$(VENV)/bin/ruff format --check attnlab engine server tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint -t warning Dockerfile
 	$(PY) -m pytest
 
 lint: install-test
-	$(VENV)/bin/ruff check engine server tests bench
+	$(VENV)/bin/ruff check attnlab engine server tests bench
 	$(VENV)/bin/mypy
 
 bench: install

@@ -1,0 +1,127 @@
+"""attnlab.run: the engine in the caller's own process, no server, through the server's own path.
+
+A call is an /api/attention request: the body is validated by the same schema (AttentionRequest), checked and
+tokenised by server.compute.prepare under the same limits (ATTNLAB_* settings, as a server started in this
+environment would read them), run by the same engine and serialised by the same serialize_run, so the result is
+the one /api/attention answers, with its matrices as NumPy arrays. Errors are the API's too, as attnlab.ApiError.
+Each model loads once per process; runs are not kept.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from functools import cache
+from typing import Any
+
+import pydantic
+import torch
+
+from attnlab.arrays import jsonable
+from attnlab.errors import ApiError
+from engine.analysis.audit import audit
+from engine.device import resolve_device, resolve_dtype
+from engine.errors import InputError
+from engine.interventions import Interventions
+from engine.models import BUILDERS, AttentionModel, LoadedModels, load_available
+from server import errors as server_errors
+from server.compute import prepare, run_body
+from server.computing import ComputePool
+from server.config import Settings
+from server.deps import Runtime
+from server.runcache import RunCache
+from server.schemas import AttentionRequest
+
+_models = LoadedModels({}, {})
+_loading = threading.Lock()
+
+
+def loaded_models(name: str) -> LoadedModels:
+    """The models this process has loaded, with `name` loaded too when attnlab knows it (once per process)."""
+    with _loading:
+        if name in BUILDERS and name not in _models and name not in _models.unavailable:
+            found = load_available([name])
+            _models.update(found)
+            _models.unavailable.update(found.unavailable)
+    return _models
+
+
+@cache
+def _runtime(device: str, dtype: str) -> Runtime:
+    # no compute threads are started (the pool is never used here), and no run is kept: a cache of 0 bytes
+    return Runtime(resolve_device(device), resolve_dtype(dtype), ComputePool(1, 1.0), RunCache(0))
+
+
+def run(
+    model: str | None = None,
+    text: str | None = None,
+    masks: dict[str, Any] | None = None,
+    layer: int | None = None,
+    *,
+    device: str | None = None,
+    dtype: str | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """Run `model` on `text` (or tokens=, x= with weights=, texts=, source=) in this process, as /api/attention.
+
+    `masks` ({"causal", "padding" | "padded", "window", "blocked"}; omitted: the model's defaults), `layer` (one
+    index; all when omitted) and every other /api/attention field by name (options, include, scale, all_masked,
+    precision, heads, kv_heads, demo_bug). `device` and `dtype` default to ATTNLAB_DEVICE and ATTNLAB_DTYPE.
+
+    Returns the /api/attention result as a dict with NumPy arrays:
+    `tokens` (list of str); `eligible` (S x S bool, True = may attend); `reasons` ({mask: S x S bool, True where
+    that mask excludes the cell}); `layers[i]["index"]`, `layers[i]["heads"][h]["scores"]` and `["weights"]`
+    (S x S float32, float64 under dtype float64; a batch adds a leading axis), `["contexts"]`, `["q"/"k"/"v"]`
+    when included, `["stats"]` (entropy per query, masked weight, score range, mean distance, head health),
+    `layers[i]["head_similarity"]` and `["output"]`; `config` (widths, heads, scale, device, dtype), `masks` (those
+    in force), `shapes`, `timings_ms`, and `audit` when included. Raises attnlab.ApiError as the API would.
+    """
+    settings = Settings()
+    body = jsonable({**fields, "model": model, "text": text, "masks": masks, "layer": layer})
+    body = {k: v for k, v in body.items() if v is not None or k in fields}
+    runtime = _runtime(device or settings.device, dtype or settings.dtype)
+    try:
+        # validated from JSON, as the server validates a body: strict types, no unknown fields
+        req = AttentionRequest.model_validate_json(json.dumps(body))
+        name = req.model or ("custom" if req.x is not None else None)
+        if name is not None and name not in BUILDERS:
+            known = ", ".join(sorted(BUILDERS))
+            raise server_errors.ApiError(422, "unknown_model", f"unknown model {name!r}; attnlab has {known}", "model")
+        models = loaded_models(name or "")
+        prepared = prepare(req, settings, models, runtime)
+        model_run = prepared.run(runtime, Interventions(bug=req.demo_bug))
+        result = run_body(model_run, req, settings, runtime)
+        if "audit" in req.include:
+            with torch.inference_mode():
+                result["audit"] = audit(
+                    prepared.model, prepared.inp, prepared.encoded, model_run, runtime.device, runtime.dtype
+                )
+    except pydantic.ValidationError as err:
+        raise _validation_error(err) from err
+    except InputError as err:
+        raise ApiError(422, "invalid_input", f"{err.field}: {err.message}", err.field) from err
+    except server_errors.ApiError as err:
+        message = f"{err.field}: {err.message}" if err.field else err.message
+        raise ApiError(err.status, err.code, message, err.field) from err
+    return result
+
+
+def _validation_error(err: pydantic.ValidationError) -> ApiError:
+    """The 422 the server's handler (server.errors.install_error_handlers) makes of the same validation error."""
+    errors: list[Any] = err.errors()
+    details = [
+        {
+            "field": server_errors._error_field(e),
+            "message": server_errors._validation_message(e),
+            "type": e.get("type"),
+        }
+        for e in errors[: server_errors.MAX_DETAILS]
+    ]
+    first = details[0]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return ApiError(422, "invalid_request", f"{first['field']}: {first['message']}{more}", first["field"], details)
+
+
+def models() -> dict[str, AttentionModel]:
+    """The models this process has loaded so far, by name."""
+    return dict(_models)
