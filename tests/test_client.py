@@ -1,0 +1,374 @@
+"""The attnlab package: Client against a real `attnlab serve` on loopback, and attnlab.run against the same API.
+
+Every number is checked against the JSON API's answer to the same request, never against a hard-coded value.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+import attnlab
+from attnlab.arrays import read_arrays
+from attnlab.local import loaded_models
+from server.serialize import ArraysResponse
+from server.serialize import read_arrays as server_read_arrays
+from tests.helpers import ROOT, free_port, serve
+
+MAX_TOKENS = 32
+INDUCTION = "red ball king river red ball king river"
+RANDOM = {
+    "model": "random",
+    "text": "the cat sat on the mat",
+    "options": {"d_model": 16, "heads": 4, "kv_heads": 2, "seed": 3, "positions": True},
+    "masks": {"causal": True, "window": 3, "blocked": [[4, 3]]},
+}
+# /api/attention bodies: each model's own path, a layer of a two-layer model, float16, contexts and q/k/v
+ATTENTION = {
+    "textbook": {"model": "textbook", "include": ["scores", "weights", "contexts", "qkv", "output", "stats"]},
+    "random": RANDOM,
+    "induction-layer-1": {"model": "induction", "text": INDUCTION, "layer": 1},
+    "float16": {**RANDOM, "precision": "float16", "include": ["weights"]},
+    "custom": {
+        "x": [[1, 0], [0, 1], [1, 1]],
+        "heads": 2,
+        "scale": False,
+        "weights": {"w_q": [[1, 0, 0, 1], [0, 1, 1, 0]], "w_k": [[1, 0, 0, 1], [0, 1, 1, 0]], "w_v": [[1, 2], [3, 4]]},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[str]:
+    with serve("textbook,random,custom,induction", ATTNLAB_MAX_TOKENS=str(MAX_TOKENS)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def api(base: str) -> Iterator[attnlab.Client]:
+    with attnlab.Client(base, timeout=60) as client:
+        yield client
+
+
+def raw(base: str, method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+    """The JSON API itself, asked for JSON."""
+    return httpx.request(method, f"{base}{path}", json=body, headers={"accept": "application/json"}, timeout=60)
+
+
+VOLATILE = {"timings_ms"}  # measured per request, not computed from the input
+
+
+def same(got: Any, want: Any, where: str = "", atol: float = 0.0) -> list[str]:
+    """Where `got` (an answer with arrays) differs from `want` (the JSON API's, or another answer): [] when equal.
+
+    An array equals its JSON when the JSON, read into the array's dtype, is the same numbers: bit for bit, or
+    within `atol` (and so for every float)."""
+    if isinstance(got, np.ndarray):
+        if want is None:
+            return [f"{where}: an array where JSON has null"]
+        expected = np.asarray(want, dtype=got.dtype)
+        if got.shape != expected.shape:
+            return [f"{where}: shape {got.shape} vs {expected.shape}"]
+        equal = np.allclose(got, expected, rtol=0, atol=atol, equal_nan=True) if atol else np.array_equal(got, expected)
+        return [] if equal else [f"{where}: values differ"]
+    if isinstance(got, dict) and isinstance(want, dict):
+        if set(got) != set(want):
+            return [f"{where}: keys {sorted(set(got) ^ set(want))}"]
+        return [d for k in got if k not in VOLATILE for d in same(got[k], want[k], f"{where}.{k}", atol)]
+    if isinstance(got, list) and isinstance(want, list):
+        if len(got) != len(want):
+            return [f"{where}: {len(got)} items vs {len(want)}"]
+        pairs = enumerate(zip(got, want, strict=True))
+        return [d for i, (g, w) in pairs for d in same(g, w, f"{where}[{i}]", atol)]
+    if isinstance(got, float) and isinstance(want, float):
+        equal = math.isclose(got, want, rel_tol=0, abs_tol=atol) or (math.isnan(got) and math.isnan(want))
+        return [] if equal else [f"{where}: {got!r} vs {want!r}"]
+    return [] if got == want and type(got) is type(want) else [f"{where}: {got!r} vs {want!r}"]
+
+
+def heads_of(result: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for layer in result["layers"]:
+        yield from layer["heads"]
+
+
+# ---- the arrays form -------------------------------------------------------------------------------------------
+
+
+def test_arrays_reader_reads_what_the_server_writes() -> None:
+    rng = np.random.default_rng(0)
+    body = {
+        "tokens": ["a", "b", "c"],
+        "eligible": rng.random((3, 3)) > 0.5,
+        "layers": [{"index": 0, "heads": [{"weights": rng.random((3, 3), dtype=np.float32), "stats": {"e": 1.5}}]}],
+        "half": rng.random((2, 5)).astype(np.float16),
+        "double": rng.random(7),
+        "empty": np.zeros((0, 4), dtype=np.float32),
+        "batch": rng.random((2, 3, 3), dtype=np.float32),
+        "none": None,
+    }
+    data = bytes(ArraysResponse(body).body)
+    ours, theirs = read_arrays(data), server_read_arrays(data)
+    for got in (ours, theirs):
+        for path in (("eligible",), ("half",), ("double",), ("empty",), ("batch",)):
+            a, b = got[path[0]], body[path[0]]
+            assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), path
+        w = got["layers"][0]["heads"][0]
+        assert np.array_equal(w["weights"], body["layers"][0]["heads"][0]["weights"]) and w["stats"] == {"e": 1.5}
+        assert got["tokens"] == ["a", "b", "c"] and got["none"] is None
+    assert same(ours, theirs) == []  # the two readers agree on everything
+    assert read_arrays(bytearray(data))["double"].flags.writeable
+    with pytest.raises(ValueError, match="ATNA"):
+        read_arrays(b"NOPE" + data[4:])
+    with pytest.raises(ValueError, match="header"):
+        read_arrays(data[:20])
+
+
+def test_same_tells_a_one_ulp_change() -> None:
+    """The comparison every test below relies on can fail: one weight moved by one float32 ulp is a difference."""
+    w = np.array([[0.25, 0.75]], dtype=np.float32)
+    as_json = w.tolist()
+    assert same({"w": w}, {"w": as_json}) == []
+    moved = w.copy()
+    moved[0, 1] = np.nextafter(moved[0, 1], np.float32(1))
+    assert same({"w": moved}, {"w": as_json}) == [".w: values differ"]
+    assert same({"w": w[:, :1]}, {"w": as_json}) != []
+
+
+# ---- the client ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(ATTENTION))
+def test_client_attention_matches_the_json_api(api: attnlab.Client, base: str, name: str) -> None:
+    body = ATTENTION[name]
+    got = api.attention(**body)
+    want = raw(base, "POST", "/api/attention", body).json()
+    assert same(got, want) == []
+    assert isinstance(got["eligible"], np.ndarray) and got["eligible"].dtype == bool
+    dtype = np.float16 if body.get("precision") == "float16" else np.float32
+    for head in heads_of(got):
+        assert isinstance(head["weights"], np.ndarray) and head["weights"].dtype == dtype
+        assert head["weights"].shape == (len(got["tokens"]), len(got["tokens"]))
+        assert head["weights"].flags.writeable
+    assert got["layers"][0]["index"] == body.get("layer", 0)
+
+
+# the client method, its keyword arguments (the body), and the JSON API call it stands for
+ENDPOINTS: list[tuple[str, dict[str, Any], str, str]] = [
+    ("health", {}, "GET", "/api/health"),
+    ("models", {}, "GET", "/api/models"),
+    ("heads", {"model": "induction", "segment_len": 4}, "POST", "/api/heads"),
+    ("top_heads", {"model": "random", "text": "a b c d", "query": 3, "key": 1, "k": 3}, "POST", "/api/heads/top"),
+    (
+        "perturb",
+        {"model": "random", "text": "a b c d", "masks": {"causal": True}, "position": 2},
+        "POST",
+        "/api/perturb",
+    ),
+    (
+        "intervene",
+        {
+            "model": "induction",
+            "text": INDUCTION,
+            "ablate": [{"layer": 1, "head": 0}],
+            "layer": 1,
+            "include": ["weights"],
+        },
+        "POST",
+        "/api/intervene",
+    ),
+    ("decode", {"model": "induction", "text": "red ball king red ball"}, "POST", "/api/decode"),
+    ("cost", {"seq_len": 64, "heads": 4, "kv_heads": 2, "layers": 2}, "POST", "/api/cost"),
+    ("scale_sweep", {"widths": [1, 4, 16], "samples": 50, "seed": 1}, "POST", "/api/scale-sweep"),
+]
+
+
+@pytest.mark.parametrize(("method", "kwargs", "verb", "path"), ENDPOINTS, ids=[e[0] for e in ENDPOINTS])
+def test_client_round_trips_every_endpoint(
+    api: attnlab.Client, base: str, method: str, kwargs: dict[str, Any], verb: str, path: str
+) -> None:
+    got = getattr(api, method)(**kwargs)
+    want = raw(base, verb, path, kwargs if verb == "POST" else None)
+    assert want.status_code == 200, want.text[:300]
+    assert same(got, want.json()) == []
+    if method == "intervene":
+        for side in ("before", "after"):
+            assert all(isinstance(h["weights"], np.ndarray) for h in heads_of(got[side]))
+        assert max(got["final_delta"]) > 0  # the ablation did something, and the client carried it
+
+
+class Recording(httpx.HTTPTransport):
+    """A real transport that notes each request's path and Accept, and the answer's content type."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[tuple[str, str, str]] = []
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        resp = super().handle_request(request)
+        self.seen.append((request.url.path, request.headers["accept"], resp.headers["content-type"]))
+        return resp
+
+
+def test_client_asks_for_the_arrays_form_where_there_is_one(base: str) -> None:
+    recording = Recording()
+    with attnlab.Client(base, transport=recording) as api:
+        api.attention("textbook")
+        api.intervene("textbook", edit=[{"layer": 0, "head": 0, "query": 2, "key": 0, "weight": 0.9}])
+        api.health()
+    arrays = "application/vnd.attnlab.arrays"
+    assert [(path, kind) for path, _, kind in recording.seen] == [
+        ("/api/attention", arrays),
+        ("/api/intervene", arrays),
+        ("/api/health", "application/json"),
+    ]
+    assert all(accept.startswith(arrays) for _, accept, _ in recording.seen[:2])
+
+
+def test_client_compare_gives_diffs_as_arrays(api: attnlab.Client, base: str) -> None:
+    a = {"model": "random", "text": "a b c", "layer": 0}
+    b = {**a, "masks": {"causal": True}}
+    got = api.compare(a, b)
+    assert same(got, raw(base, "POST", "/api/compare", {"a": a, "b": b}).json()) == []
+    diff = got["layers"][0]["heads"][0]["diff"]
+    assert isinstance(diff, np.ndarray) and diff.dtype == np.float32 and diff.shape == (3, 3)
+    wa, wb = got["a"]["layers"][0]["heads"][0]["weights"], got["b"]["layers"][0]["heads"][0]["weights"]
+    np.testing.assert_allclose(diff, wb - wa, atol=1e-6)
+
+
+def test_client_sends_numpy_input(api: attnlab.Client, base: str) -> None:
+    body = ATTENTION["custom"]
+    as_numpy = {**body, "x": np.array(body["x"], dtype=np.float64), "heads": np.int64(2)}
+    assert same(api.attention(**as_numpy), raw(base, "POST", "/api/attention", body).json()) == []
+
+
+ERRORS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "unknown model": ("/api/attention", "attention", {"model": "nope", "text": "a b"}),
+    "too many tokens": ("/api/attention", "attention", {"model": "random", "text": " ".join(["w"] * 40)}),
+    "bad field": ("/api/attention", "attention", {"model": "random", "text": "a", "masks": {"window": 0}}),
+    "layer past the last": ("/api/intervene", "intervene", {"model": "induction", "text": "red", "layer": 5}),
+    "probe too long": ("/api/heads", "heads", {"model": "induction", "segment_len": 40}),
+    "cost": ("/api/cost", "cost", {"seq_len": 0}),
+}
+
+
+@pytest.mark.parametrize("case", list(ERRORS))
+def test_client_raises_the_servers_error(api: attnlab.Client, base: str, case: str) -> None:
+    path, method, body = ERRORS[case]
+    want = raw(base, "POST", path, body)
+    assert want.status_code >= 400
+    with pytest.raises(attnlab.ApiError) as caught:
+        getattr(api, method)(**body)
+    err = caught.value
+    assert (err.status, err.code, err.field, err.message, err.details) == tuple(
+        want.json()["error"][k] for k in ("status", "code", "field", "message", "details")
+    )
+    assert err.field and err.field in err.message and err.message in str(err)
+
+
+def test_client_names_the_limit_and_the_compare_side(api: attnlab.Client) -> None:
+    with pytest.raises(attnlab.ApiError) as caught:
+        api.attention("random", text=" ".join(["w"] * 40))
+    assert (caught.value.status, caught.value.field) == (422, "text")
+    assert f"limit {MAX_TOKENS}" in caught.value.message and "ATTNLAB_MAX_TOKENS" in caught.value.message
+    with pytest.raises(attnlab.ApiError) as caught:
+        api.compare({"model": "random", "text": "a b"}, {"model": "nope", "text": "a b"})
+    assert (caught.value.code, caught.value.field) == ("unknown_model", "b.model")
+
+
+def test_client_transport_errors_stay_httpx_errors() -> None:
+    with attnlab.Client(f"http://127.0.0.1:{free_port()}", timeout=5) as nobody, pytest.raises(httpx.ConnectError):
+        nobody.health()
+
+
+def test_client_needs_only_numpy_and_httpx(base: str) -> None:
+    """In a process where torch, the engine, the server, fastapi and pydantic cannot be imported."""
+    script = f"""
+import sys
+for name in ("torch", "engine", "server", "fastapi", "pydantic", "orjson", "starlette"):
+    sys.modules[name] = None
+import numpy as np
+import attnlab
+with attnlab.Client({base!r}) as api:
+    w = api.attention("textbook")["layers"][0]["heads"][0]["weights"]
+    assert isinstance(w, np.ndarray) and w.shape == (5, 5), w
+    try:
+        api.attention("nope", text="a")
+    except attnlab.ApiError as err:
+        assert err.field == "model", err
+    else:
+        raise SystemExit("no ApiError")
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+# ---- attnlab.run -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(ATTENTION))
+def test_run_gives_the_apis_weights(api: attnlab.Client, name: str) -> None:
+    body = dict(ATTENTION[name])
+    local = attnlab.run(**body)
+    remote = api.attention(**body)
+    assert local["tokens"] == remote["tokens"] and local["masks"] == remote["masks"]
+    assert np.array_equal(local["eligible"], remote["eligible"])
+    assert len(local["layers"]) == len(remote["layers"])
+    for mine, theirs in zip(heads_of(local), heads_of(remote), strict=True):
+        for key in ("weights", "scores", "contexts", "q", "k", "v"):
+            if key in theirs:
+                assert mine[key].dtype == theirs[key].dtype and mine[key].shape == theirs[key].shape, key
+                np.testing.assert_allclose(mine[key], theirs[key], rtol=0, atol=1e-6, err_msg=f"{name} {key}")
+    # and everything else the same too: tokens, masks, reasons, config, shapes, stats
+    assert same(local, remote, atol=1e-6) == []
+
+
+def test_run_differs_when_the_request_does() -> None:
+    """The negative control for the test above: other masks, other weights."""
+    causal = attnlab.run(**RANDOM)["layers"][0]["heads"][0]["weights"]
+    free = attnlab.run(**{**RANDOM, "masks": {}})["layers"][0]["heads"][0]["weights"]
+    assert not np.allclose(causal, free, atol=1e-6)
+
+
+def test_run_loads_each_model_once() -> None:
+    attnlab.run("induction", text="red ball")
+    model = loaded_models("induction")["induction"]
+    attnlab.run("induction", text="red ball king")
+    assert loaded_models("induction")["induction"] is model
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": "induction", "text": "red ball", "layer": 5},
+        {"model": "random", "text": "a", "masks": {"window": 0}},
+        {"model": "random", "text": "a", "scale": "no"},
+        {"model": "random", "text": "a b c", "masks": {"blocked": [[1, 0], [1, 1], [1, 2]]}},
+    ],
+    ids=["layer", "window", "strict-types", "all-masked"],
+)
+def test_run_raises_the_apis_error(base: str, body: dict[str, Any]) -> None:
+    want = raw(base, "POST", "/api/attention", body).json()["error"]
+    with pytest.raises(attnlab.ApiError) as caught:
+        attnlab.run(**body)
+    err = caught.value
+    assert (err.status, err.code, err.field, err.message) == (
+        want["status"],
+        want["code"],
+        want["field"],
+        want["message"],
+    )
+
+
+def test_run_refuses_an_unknown_model_naming_the_known_ones() -> None:
+    with pytest.raises(attnlab.ApiError) as caught:
+        attnlab.run("nope", text="a")
+    assert (caught.value.status, caught.value.code, caught.value.field) == (422, "unknown_model", "model")
+    assert "random" in caught.value.message and "induction" in caught.value.message
