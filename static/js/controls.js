@@ -2,6 +2,7 @@
 // one named action. Pure render from the state; bind() wires the inputs once.
 
 import { fetchAttentionNpz } from "./api.js";
+import { MASK_FILL, MASK_HATCH, legendTicks } from "./colors.js";
 import { EXAMPLES, exampleText } from "./examples.js";
 import { download, headsPng } from "./exporter.js";
 import { exportCards } from "./heads.js";
@@ -283,7 +284,16 @@ export function bind(root, store) {
     const view = selectView(s);
     if (!view) return;
     const title = `attnlab · ${s.run.result.model} · ${s.ui.view} · “${s.ui.text.slice(0, 60)}”`;
-    const blob = await headsPng(exportCards(view), title, view.scale.stops);
+    const perHead = view.view === "scores" && view.scoreScale === "head";
+    const shown = view.view === "scores" && view.scoreScale === "clip" ? { ...view.scale, min: -view.clipAbs, max: view.clipAbs } : view.scale;
+    const legend = {
+      stops: view.scale.stops,
+      ticks: perHead ? null : legendTicks(shown),
+      label: perHead ? "score: each head its own range (± by its name)" : view.view === "scores" ? "score" : "attention weight",
+      maskFill: MASK_FILL,
+      maskHatch: MASK_HATCH,
+    };
+    const blob = await headsPng(exportCards(view), title, legend);
     if (blob) download(`attnlab-${s.run.result.model}-heads.png`, blob);
   });
   $("export-npz").addEventListener("click", async () => {

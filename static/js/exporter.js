@@ -1,7 +1,7 @@
 // Export: the visible heads as one PNG (drawn from their canvases), and the current data as JSON.
 
 export const PNG_MARGIN = 16;
-export const PNG_TITLE_PX = 40;
+export const PNG_TITLE_PX = 76; // the title line and the legend under it
 
 export function download(name, blob) {
   const a = document.createElement("a");
@@ -29,7 +29,50 @@ export function sheetLayout(sizes, columns) {
   };
 }
 
-export function headsPng(cards, title, legendStops) {
+// The legend drawn on the sheet: the scale's colours with numbers under them, and the masked key. `legend`:
+// {stops, ticks: [numbers] | null (each head its own range), label}. Returns the height it took.
+export const LEGEND = { x: PNG_MARGIN, y: 34, w: 180, h: 12 };
+
+function drawLegend(ctx, legend) {
+  const { x, y, w, h } = LEGEND;
+  const g = ctx.createLinearGradient(x, 0, x + w, 0);
+  legend.stops.forEach((c, i) => g.addColorStop(i / (legend.stops.length - 1), c));
+  ctx.fillStyle = g;
+  ctx.fillRect(x, y, w, h);
+  ctx.strokeStyle = "#888";
+  ctx.strokeRect(x - 0.5, y - 0.5, w + 1, h + 1);
+  ctx.fillStyle = "#333";
+  ctx.font = "11px system-ui, sans-serif";
+  const ticks = legend.ticks || ["−max", "0", "+max"];
+  ticks.forEach((t, i) => {
+    const tx = x + (w * i) / (ticks.length - 1);
+    ctx.textAlign = i === 0 ? "left" : i === ticks.length - 1 ? "right" : "center";
+    ctx.fillText(typeof t === "number" ? (Math.abs(t) < 1e-9 ? 0 : t).toFixed(2) : t, tx, y + h + 13);
+  });
+  ctx.textAlign = "left";
+  ctx.fillText(legend.label, x + w + 12, y + 10);
+  // the masked key: the same dark ground and light hatch as the cells
+  const mx = x + w + 12;
+  const my = y + 16;
+  ctx.fillStyle = legend.maskFill;
+  ctx.fillRect(mx, my, 14, 14);
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(mx, my, 14, 14);
+  ctx.clip();
+  ctx.strokeStyle = legend.maskHatch;
+  for (let c = -14; c < 28; c += 5) {
+    ctx.moveTo(mx + c, my + 14);
+    ctx.lineTo(mx + c + 14, my);
+  }
+  ctx.stroke();
+  ctx.restore();
+  ctx.fillStyle = "#333";
+  ctx.fillText("masked", mx + 20, my + 11);
+}
+
+// Every card on one white sheet: the title on its own line, the legend under it, the heads in a grid.
+export function headsPng(cards, title, legend) {
   const ratio = window.devicePixelRatio || 1;
   const sizes = cards.map(({ canvas }) => ({ w: canvas.width / ratio, h: canvas.height / ratio }));
   const columns = Math.min(6, Math.max(1, Math.ceil(Math.sqrt(cards.length))));
@@ -44,13 +87,11 @@ export function headsPng(cards, title, legendStops) {
   ctx.fillRect(0, 0, width, sheet.height);
   ctx.fillStyle = "#111";
   ctx.font = "600 14px system-ui, sans-serif";
-  ctx.fillText(title, PNG_MARGIN, 24);
-  if (legendStops) {
-    const g = ctx.createLinearGradient(width - 176, 0, width - 16, 0);
-    legendStops.forEach((c, i) => g.addColorStop(i / (legendStops.length - 1), c));
-    ctx.fillStyle = g;
-    ctx.fillRect(width - 176, 14, 160, 12);
-  }
+  // the title has the first line to itself, cut to the sheet's width: it never runs over the legend
+  let t = title;
+  while (t.length > 8 && ctx.measureText(t).width > width - 2 * PNG_MARGIN) t = `${t.slice(0, -2)}…`;
+  ctx.fillText(t, PNG_MARGIN, 22);
+  if (legend) drawLegend(ctx, legend);
   cards.forEach(({ canvas, label }, i) => {
     const p = sheet.places[i];
     ctx.fillStyle = "#333";

@@ -322,11 +322,16 @@ export function highlightHeads(cards, hl) {
 }
 
 // Every head shown (every page), drawn afresh with tick labels for the PNG export: [{canvas, label}].
-export function exportCards(view) {
+// The layout of one exported head: cells of up to 24 px, labelled when there is room.
+export function exportLayout(view) {
   const S = view.tokens.length;
   const keys = view.keyTokens || view.tokens;
   const cell = Math.max(2, Math.min(24, Math.floor(220 / Math.max(S, keys.length))));
-  const layout = layoutFor(S, { cell, labels: cell >= 6, maxLabel: 8, cols: keys.length });
+  return layoutFor(S, { cell, labels: cell >= 6, maxLabel: 8, cols: keys.length });
+}
+
+export function exportCards(view) {
+  const layout = exportLayout(view);
   return view.heads.map((item) => {
     const canvas = document.createElement("canvas");
     drawHeatmap(sizeCanvas(canvas, layout), {

@@ -1,7 +1,7 @@
 // The chapter's mechanics panels (data-view="mechanics"): KV-cache decoding (POST /api/decode), cost and memory
 // (POST /api/cost), the audit record (/api/attention with include ["audit"]) and the scaling sweep
 // (POST /api/scale-sweep). Their settings live in ui (so the URL carries them); what they ask is the store's
-// (PANEL_SPECS); this module draws and dispatches. The play timer is the one thing it keeps: a clock, not state.
+// (PANEL_SPECS); this module draws and dispatches. bind() keeps the play timer's handle (a clock, not state).
 
 import { renderAudit } from "./audit.js";
 import { renderCost, renderMeasured } from "./cost.js";
@@ -14,7 +14,7 @@ const $ = (id) => document.getElementById(id);
 
 export function deps(s) {
   const p = s.panels;
-  return [s.run.result, s.ui.decodeOn, s.ui.decodeStep, s.ui.focus, s.ui.cost, s.ui.sweep, p.decode, p.cost, p.measure, p.audit, p.sweep];
+  return [s.run.result, s.ui.decodeOn, s.ui.decodeStep, s.ui.focus, s.ui.cost, s.ui.sweep, s.playing, p.decode, p.cost, p.measure, p.audit, p.sweep];
 }
 
 function decodeResult(s) {
@@ -25,8 +25,6 @@ export function shownStep(s) {
   const r = decodeResult(s);
   return r ? clampStep(s.ui.decodeStep, r.steps.length) : 0;
 }
-
-let playing = null; // the play timer while decoding plays (bind() owns it)
 
 export function render(root, s, dispatch) {
   renderDecode(s, dispatch);
@@ -79,8 +77,8 @@ function renderDecode(s, dispatch) {
     $("decode-step-label").textContent = "";
   }
   const play = $("decode-play");
-  play.textContent = playing ? "❚❚ Pause" : "▶ Play";
-  play.setAttribute("aria-pressed", playing ? "true" : "false");
+  play.textContent = s.playing ? "❚❚ Pause" : "▶ Play";
+  play.setAttribute("aria-pressed", s.playing ? "true" : "false");
   $("decode-controls").hidden = !s.ui.decodeOn;
   const view = selectView(s);
   const focus = s.ui.focus || (view ? view.focus : null);
@@ -117,9 +115,11 @@ function renderCostPanel(s) {
 
 export function bind(root, store) {
   const { dispatch, getState } = store;
+  let playing = null; // the timer's handle while the steps play
   const stopPlay = () => {
     if (playing) clearInterval(playing);
     playing = null;
+    if (getState().playing) dispatch(act.playSet(false));
   };
   const setStep = (t) => {
     const r = decodeResult(getState());
@@ -138,7 +138,6 @@ export function bind(root, store) {
     if (!r) return;
     if (playing) {
       stopPlay();
-      dispatch(act.decodeStepSet(shownStep(getState())));
       return;
     }
     if (shownStep(getState()) >= r.steps.length - 1) setStep(0); // play from the start once at the end
@@ -147,14 +146,11 @@ export function bind(root, store) {
       const res = decodeResult(s);
       if (!res || shownStep(s) >= res.steps.length - 1) {
         stopPlay();
-        dispatch(act.decodeStepSet(shownStep(s)));
         return;
       }
       setStep(shownStep(s) + 1);
     }, PLAY_MS);
-    dispatch(act.decodeStepSet(shownStep(getState())));
-    $("decode-play").textContent = "❚❚ Pause";
-    $("decode-play").setAttribute("aria-pressed", "true");
+    dispatch(act.playSet(true));
   });
   $("decode-slider").addEventListener("input", (e) => {
     stopPlay();

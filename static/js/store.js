@@ -13,6 +13,7 @@
 //   pending,         an example's pair, placed once its tokens come back
 //   cursor,          the eligibility grid's active cell [q, k] (its roving tab stop)
 //   tokensOpen,      a long token list shown whole
+//   playing,         the decoding steps play on their own
 // }
 //
 // Views read the state and dispatch actions; they never change it. Effects (effects.js) watch it and fetch.
@@ -122,6 +123,7 @@ export function initialState() {
     pending: { pair: null, open: false },
     cursor: null,
     tokensOpen: false,
+    playing: false,
   };
 }
 
@@ -176,6 +178,7 @@ export const act = {
   // mechanics
   decodeSet: (on) => ({ type: "decodeSet", on }),
   decodeStepSet: (step) => ({ type: "decodeStepSet", step }),
+  playSet: (on) => ({ type: "playSet", on }),
   costSet: (cost) => ({ type: "costSet", cost }),
   sweepSet: (variance) => ({ type: "sweepSet", variance }),
   panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
@@ -334,6 +337,8 @@ const reducers = {
   layerSet: (s, a) =>
     runWith(s, { layer: a.layer, page: 0, focus: null }, "", "layer-select", { skipDiff: true, notice: "" }),
   optionSet: (s, a) => {
+    // a change event that repeats the value (the box losing focus) is no change: no run
+    if (s.ui.options[a.key] === a.value) return s;
     const options = { ...s.ui.options, [a.key]: a.value };
     return runWith(s, { options, focus: null }, `${a.key} = ${a.value}`, `opt-${a.key}`);
   },
@@ -406,6 +411,7 @@ const reducers = {
     return a.on ? setPanel(next, "decode", { nonce: s.panels.decode.nonce + 1 }) : next;
   },
   decodeStepSet: (s, a) => setUi(s, { decodeStep: a.step }),
+  playSet: (s, a) => ({ ...s, playing: a.on }),
   costSet: (s, a) => setUi(s, { cost: a.cost }),
   sweepSet: (s, a) => setUi(s, { sweep: { variance: clampVariance(a.variance) } }),
   panelAsked: (s, a) => setPanel(s, a.name, { nonce: s.panels[a.name].nonce + 1, ...(a.fields || {}) }),

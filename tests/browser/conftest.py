@@ -42,19 +42,22 @@ def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]
 
 FAST_MODELS = "textbook,random,custom"
 TRAINED_MODELS = "textbook,random,custom,minilm,induction"
+# The limits the page's messages and fallbacks are tested against, pinned so that a change of the defaults does not
+# quietly turn those tests into ones that never reach a limit.
+LIMITS = {"ATTNLAB_MAX_TOKENS": "256", "ATTNLAB_MAX_RESULT_VALUES": "4000000"}
 
 
 @pytest.fixture(scope="session")
 def live_server() -> Iterator[str]:
     """The fast models, shared by every browser test module."""
-    with serve(FAST_MODELS) as base:
+    with serve(FAST_MODELS, **LIMITS) as base:
         yield base
 
 
 @pytest.fixture(scope="session")
 def trained_server() -> Iterator[str]:
     """One `attnlab serve` with the trained models (minilm, induction) loaded, shared by every module that needs it."""
-    with serve(TRAINED_MODELS) as base:
+    with serve(TRAINED_MODELS, **LIMITS) as base:
         yield base
 
 

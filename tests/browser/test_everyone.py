@@ -332,3 +332,130 @@ def test_a_long_text_says_the_limit_and_how_to_raise_it(open_page: Callable[...,
     expect(page.get_by_test_id("token")).to_have_count(6)
     assert "w299" not in page.url
     wait_idle(page)
+
+
+def close(a: list[int], b: list[int], tol: int = 12) -> bool:
+    return max(abs(u - v) for u, v in zip(a, b, strict=True)) <= tol
+
+
+def test_the_png_has_every_head_a_legend_and_the_masked_key(open_page: Callable[..., Page]) -> None:
+    page = open_page(RANDOM + "&causal=1&heads=32&d_model=64")
+    expect(page.locator("#heads-pager")).to_contain_text("of 32")  # two pages on screen
+    page.get_by_test_id("head-heatmap").first.hover()  # a transient highlight must not reach the file
+    with page.expect_download() as png:
+        page.locator("#export-png").click()
+    data = png.value.path().read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    probe = page.evaluate(
+        """async (bytes) => {
+          const ex = await import('/static/js/exporter.js'), heads = await import('/static/js/heads.js');
+          const C = await import('/static/js/colors.js');
+          const tokens = ['the', 'cat', 'sat', 'on', 'the', 'mat'];
+          const L = heads.exportLayout({tokens, keyTokens: null});
+          const sizes = Array.from({length: 32}, () => ({w: L.width, h: L.height}));
+          const sheet = ex.sheetLayout(sizes, 6);
+          const img = await createImageBitmap(new Blob([new Uint8Array(bytes)], {type: 'image/png'}));
+          const c = document.createElement('canvas');
+          c.width = img.width; c.height = img.height;
+          const ctx = c.getContext('2d');
+          ctx.drawImage(img, 0, 0);
+          const r = window.devicePixelRatio || 1;
+          const px = (x, y) =>
+            Array.from(ctx.getImageData(Math.round(x * r), Math.round(y * r), 1, 1).data).slice(0, 3);
+          const {x, y, w} = ex.LEGEND;
+          return {sheetHeight: sheet.height * r, ratio: r, barStart: px(x + 1, y + 6), barEnd: px(x + w - 1, y + 6),
+                  masked: px(x + w + 12 + 1, y + 16 + 7), viridis: [C.VIRIDIS[0], C.VIRIDIS[10]].map(C.hexToRgb),
+                  mask: [C.MASK_FILL, C.MASK_HATCH].map(C.hexToRgb)};
+        }""",
+        list(data),
+    )
+    assert height == probe["sheetHeight"], (width, height, probe)  # all 32 heads, not the 24 on screen
+    assert close(probe["barStart"], probe["viridis"][0]) and close(probe["barEnd"], probe["viridis"][1])
+    assert any(close(probe["masked"], m) for m in probe["mask"]), probe["masked"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_large_head_marks_the_query_and_pair_and_keeps_its_toolbar_off_the_cells(
+    at: Callable[[int, str], Page], width: int
+) -> None:
+    page = at(width, RANDOM + "&causal=1&query=3&pair=3-1")
+    plot = page.locator("#focus-plot")
+    layout = page.evaluate("() => document.getElementById('focus-plot').layout")
+    names = {s.get("name") for s in layout["shapes"]}
+    assert {"query", "pair"} <= names
+    pair = next(s for s in layout["shapes"] if s.get("name") == "pair")
+    assert (pair["x0"], pair["y0"]) == (0.5, 2.5)
+    # its height follows its width
+    box = plot.bounding_box()
+    assert box is not None
+    assert abs(layout["height"] - min(560, max(280, box["width"] * 0.9))) <= 2, (layout["height"], box["width"])
+    # the toolbar sits above the cells
+    page.locator("#focus-plot").hover()
+    bar = page.locator("#focus-plot .modebar").bounding_box()
+    cells = page.locator("#focus-plot .nsewdrag").first.bounding_box()
+    assert bar is not None and cells is not None and bar["y"] + bar["height"] <= cells["y"] + 1, (bar, cells)
+
+
+def test_the_retrieval_diagram_follows_its_query_and_shows_the_context(open_page: Callable[..., Page]) -> None:
+    long = "?m=random&t=" + "+".join(f"w{i}" for i in range(60)) + "&causal=1&query=1"
+    page = open_page(long)
+    svg = page.get_by_test_id("retrieval-diagram")
+    box = page.locator("section:has(#retrieval) .scroll")
+    assert box.evaluate("(e) => e.scrollTop") == 0
+    svg.focus()
+    page.keyboard.press("ArrowUp")
+    page.keyboard.press("ArrowUp")  # from query 1 round to the last, 59
+    expect(svg).to_have_attribute("data-query", "59")
+    chosen = page.locator("#retrieval .rd-chosen rect").bounding_box()
+    frame = box.bounding_box()
+    assert (
+        chosen
+        and frame
+        and frame["y"] <= chosen["y"]
+        and chosen["y"] + chosen["height"] <= frame["y"] + frame["height"]
+    )
+    # no reason text runs past the diagram
+    overflow = page.evaluate(
+        """() => { const svg = document.getElementById('retrieval'); const w = svg.viewBox.baseVal.width;
+          return [...svg.querySelectorAll('.rd-num')].filter((t) => t.getBBox().x + t.getBBox().width > w).length; }"""
+    )
+    assert overflow == 0
+    # the textbook's second half: weights times values give the context, number by number
+    page = open_page("?m=textbook&query=2")
+    ctx = page.locator("#retrieval-context")
+    expect(ctx).to_be_visible()
+    expect(ctx).to_contain_text("context of query 2")
+    rows = ctx.locator("tr")
+    expect(rows).to_have_count(4)  # keys 0, 1, 2 (causal) and the total
+    expect(rows.last).to_contain_text("context")
+
+
+def test_a_zero_weight_line_is_grey(js_page: Page) -> None:
+    out = js_page.evaluate(
+        """async () => { const R = await import('/static/js/retrieval.js');
+          const svg = document.createElementNS('http://www.w3.org/2000/svg', 'svg');
+          document.body.append(svg);
+          const view = {tokens: ['a', 'b', 'c'], keyTokens: null, eligible: [[true, true, true]], reasons: {},
+                        palette: 'viridis', pair: null};
+          const head = {index: 0, scores: [[1, 2, 3]], weights: [[0, 0.25, 0.75]]};
+          R.renderRetrieval(svg, view, head, 0, () => {}, () => {});
+          return [...svg.querySelectorAll('.rd-line')].map((l) => l.getAttribute('class')); }"""
+    )
+    assert out == ["rd-line rd-zero", "rd-line", "rd-line"]
+
+
+@pytest.fixture
+def js_page(page: Page, live_server: str) -> Page:
+    page.goto(f"{live_server}/api/health")
+    return page
+
+
+def test_head_similarity_has_axes_a_colour_bar_and_hover(open_page: Callable[..., Page]) -> None:
+    page = open_page(RANDOM)
+    sim = page.get_by_test_id("head-similarity")
+    expect(sim).to_be_visible()
+    data = page.evaluate("() => document.querySelector('[data-testid=head-similarity]').data[0]")
+    assert data["x"] == ["H0", "H1", "H2", "H3"] and data["colorbar"]["title"]["text"] == "cosine"
+    assert "%{z" in data["hovertemplate"]
+    expect(sim.locator(".xtitle")).to_have_text("head")

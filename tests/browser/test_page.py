@@ -260,7 +260,8 @@ def test_an_api_error_shows_the_banner_in_plain_words(open_page: Callable[..., P
     expect(banner).to_be_visible()
     expect(banner).to_contain_text("width must divide by heads")
     expect(banner).to_have_attribute("role", "alert")
-    page.locator("#opt-heads").fill("4")
+    expect(page.locator("#opt-heads")).to_have_value("4")  # rolled back to the last good run
+    page.locator("#opt-heads").fill("2")
     run_and_wait(lambda: page.locator("#opt-heads").dispatch_event("change"))
     expect(banner).to_be_hidden()
 
