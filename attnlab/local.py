@@ -23,7 +23,7 @@ from engine.analysis.audit import audit
 from engine.device import resolve_device, resolve_dtype
 from engine.errors import InputError
 from engine.interventions import Interventions
-from engine.models import BUILDERS, AttentionModel, LoadedModels, load_available
+from engine.models import BUILDERS, LoadedModels, load_available
 from server import errors as server_errors
 from server.compute import prepare, run_body
 from server.computing import ComputePool
@@ -120,8 +120,3 @@ def _validation_error(err: pydantic.ValidationError) -> ApiError:
     first = details[0]
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return ApiError(422, "invalid_request", f"{first['field']}: {first['message']}{more}", first["field"], details)
-
-
-def models() -> dict[str, AttentionModel]:
-    """The models this process has loaded so far, by name."""
-    return dict(_models)
