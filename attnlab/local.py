@@ -103,7 +103,16 @@ def run(
     except server_errors.ApiError as err:
         message = f"{err.field}: {err.message}" if err.field else err.message
         raise ApiError(err.status, err.code, message, err.field) from err
-    return result
+    return _plain(result)
+
+
+def _plain(value: Any) -> Any:
+    """Tuples as lists, as in the API's answer (the arrays stay arrays)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _validation_error(err: pydantic.ValidationError) -> ApiError:
