@@ -53,9 +53,8 @@ export function renderBatchBar(root, view) {
   const sel = root.querySelector("#batch-item");
   const wrap = root.querySelector("[data-role=batch]");
   wrap.hidden = !labels.length;
-  const key = JSON.stringify(labels);
-  if (sel.dataset.key !== key) {
-    sel.dataset.key = key;
+  // the menu is rebuilt only when its items change (compared with what it shows, not with a cached key)
+  if ([...sel.options].map((o) => o.textContent).join("\n") !== labels.join("\n")) {
     sel.replaceChildren(...labels.map((t, i) => Object.assign(document.createElement("option"), { value: String(i), textContent: t })));
   }
   if (labels.length) {

@@ -15,6 +15,7 @@ const $ = (id) => document.getElementById(id);
 const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
 
 export const ANNOTATE_MAX_TOKENS = 12; // print the value in each cell up to this many positions
+export const ANNOTATE_MIN_PX = 40; // ... and when the plot gives each column at least this many px
 export const MAX_TICKS = 24; // beyond this many positions every n-th one is labelled
 export const FOCUS_HEIGHT = { min: 280, max: 560 }; // the plot is about as tall as it is wide, within these
 export const TOOLBAR_BAND = 30; // px above the cells for plotly's toolbar
@@ -86,7 +87,9 @@ export function renderFocus(el, view, head, layer) {
       type: "heatmap", z, x: kidx, y: idx, text: hover, hovertemplate: "%{text}<extra></extra>",
       colorscale: plotlyScale(scale.stops), zmin: scale.min, zmax: scale.max,
       colorbar: { title: { text: scale.label, side: "right" }, thickness: 14, len: 0.9 },
-      texttemplate: Math.max(S, keys.length) <= ANNOTATE_MAX_TOKENS ? "%{z:.2f}" : "", textfont: { size: 11 },
+      // a value in each cell when the cells are wide enough to hold it
+      texttemplate: Math.max(S, keys.length) <= ANNOTATE_MAX_TOKENS && (el.clientWidth || 480) / keys.length >= ANNOTATE_MIN_PX ? "%{z:.2f}" : "",
+      textfont: { size: 11 },
     },
   ];
   if (view.blocked.length) {

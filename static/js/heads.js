@@ -15,6 +15,7 @@ export const PAGE_SIZE = 24;
 export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 heads on a page, and for more
 export const THUMB_PX = 150; // at most this many px a side, whatever the length: a long sequence is downsampled
 export const MAX_CELL = 34;
+export const MIN_CARD_PX = 165; // a card narrower than this is too small to read
 
 const $ = (id) => document.getElementById(id);
 
@@ -88,7 +89,8 @@ export function cellSize(seqLen, headsOnPage, available = 900, labels = true) {
   const target = headsOnPage <= 4 ? TARGET_PLOT_PX.few : TARGET_PLOT_PX.many;
   let cell = Math.min(MAX_CELL, Math.max(1, Math.floor(target / seqLen)));
   if (seqLen * cell > THUMB_PX) cell = THUMB_PX / seqLen;
-  const perRow = Math.min(headsOnPage, 4);
+  // as many heads a row as fit at MIN_CARD_PX each (up to 4): a phone gets two readable heads, not four specks
+  const perRow = Math.max(1, Math.min(headsOnPage, 4, Math.floor(available / MIN_CARD_PX)));
   while (cell > 4 && perRow * (layoutFor(seqLen, { cell, labels, maxLabel: 6 }).width + CARD_CHROME_PX) > available) {
     cell -= 1;
   }

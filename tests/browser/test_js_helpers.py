@@ -693,3 +693,48 @@ def test_a_batch_and_a_source_become_one_sequence_for_the_other_endpoints(js: Ca
     assert "source" not in one and one["text"] == "a b c" and one["masks"]["blocked"] == []
     assert out["item1"]["text"] == "r s t" and "texts" not in out["item1"] and out["item1"]["masks"]["causal"]
     assert out["item9"]["text"] == "r s t"
+
+
+def test_the_store_is_one_pure_reducer_over_named_actions(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const S = await mod('store.js'), St = await mod('state.js');
+        // frozen all the way down: a reducer that changed the state it was given would throw (modules are strict)
+        const freeze = (o) => {
+          if (o && typeof o === 'object' && !Object.isFrozen(o)) { Object.freeze(o); Object.values(o).forEach(freeze); }
+          return o;
+        };
+        const model = {name: 'random', layers: 1, heads: 1, options: {heads: 1, seed: 0}, default_text: 'a b c',
+                       default_masks: null, description: ''};
+        const store = S.createStore((s, a) => freeze(S.reducer(freeze(s), a)), S.initialState());
+        const seen = [];
+        store.subscribe((s, prev, a) => seen.push(a.type));
+        store.dispatch(S.act.modelsLoaded([model]));
+        store.dispatch(S.act.restored(St.stateForModel(model)));
+        const eligible = [[true, false, false], [true, true, false], [true, true, true]];
+        const w = [[1, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]];
+        const result = {model: 'random', tokens: ['a', 'b', 'c'], eligible, reasons: null,
+          config: {n_layers: 1, n_heads: 1, n_kv_heads: 1, batch: null},
+          masks: {causal: true, padding: null, window: null, blocked: []},
+          layers: [{index: 0, heads: [{index: 0, kv_group: 0, weights: w, scores: w}]}]};
+        store.dispatch(S.act.runSucceeded(result, {model: 'random', text: 'a b c'}, store.getState().ui.masks));
+        const good = store.getState().ui;
+        store.dispatch(S.act.cellToggled(2, 0, 'eligibility'));
+        const toggled = store.getState();
+        store.dispatch(S.act.runFailed({code: 'invalid_input', field: 'masks', message: 'no key', hint: 'h'}));
+        const failed = store.getState();
+        const same = store.getState();
+        store.dispatch(S.act.optionSet('heads', 1));  // the value it already has: no change at all
+        let unknown = null;
+        try { S.reducer(same, {type: 'noSuchAction'}); } catch (e) { unknown = e.message; }
+        return {seen, want: toggled.run.want, blocked: toggled.ui.masks.blocked, where: toggled.run.where,
+                rolledBack: failed.ui === good || JSON.stringify(failed.ui) === JSON.stringify(good),
+                error: failed.run.error, kept: failed.run.result === toggled.run.result,
+                noop: store.getState() === same, view: S.selectView(failed).focus, unknown};
+        """
+    )
+    assert out["seen"] == ["modelsLoaded", "restored", "runSucceeded", "cellToggled", "runFailed"]
+    assert out["want"] == 2 and out["blocked"] == [[2, 0]] and out["where"] == "eligibility"
+    assert out["rolledBack"] and out["kept"] and out["noop"]
+    assert out["error"]["where"] == "eligibility" and out["error"]["action"] == "cell query 2 → key 0 blocked"
+    assert out["view"] == [0, 0] and out["unknown"] == "unknown action noSuchAction"
