@@ -15,17 +15,14 @@ from functools import cache
 from typing import Any
 
 import pydantic
-import torch
 
 from attnlab.arrays import jsonable
 from attnlab.errors import ApiError
-from engine.analysis.audit import audit
 from engine.device import resolve_device, resolve_dtype
 from engine.errors import InputError
-from engine.interventions import Interventions
 from engine.models import BUILDERS, LoadedModels, load_available
 from server import errors as server_errors
-from server.compute import prepare, run_body
+from server.compute import attention_body
 from server.computing import ComputePool
 from server.config import Settings
 from server.deps import Runtime
@@ -87,15 +84,7 @@ def run(
         if name is not None and name not in BUILDERS:
             known = ", ".join(sorted(BUILDERS))
             raise server_errors.ApiError(422, "unknown_model", f"unknown model {name!r}; attnlab has {known}", "model")
-        models = loaded_models(name or "")
-        prepared = prepare(req, settings, models, runtime)
-        model_run = prepared.run(runtime, Interventions(bug=req.demo_bug))
-        result = run_body(model_run, req, settings, runtime)
-        if "audit" in req.include:
-            with torch.inference_mode():
-                result["audit"] = audit(
-                    prepared.model, prepared.inp, prepared.encoded, model_run, runtime.device, runtime.dtype
-                )
+        result = attention_body(req, settings, loaded_models(name or ""), runtime)
     except pydantic.ValidationError as err:
         raise _validation_error(err) from err
     except InputError as err:
@@ -116,16 +105,6 @@ def _plain(value: Any) -> Any:
 
 
 def _validation_error(err: pydantic.ValidationError) -> ApiError:
-    """The 422 the server's handler (server.errors.install_error_handlers) makes of the same validation error."""
-    errors: list[Any] = err.errors()
-    details = [
-        {
-            "field": server_errors._error_field(e),
-            "message": server_errors._validation_message(e),
-            "type": e.get("type"),
-        }
-        for e in errors[: server_errors.MAX_DETAILS]
-    ]
-    first = details[0]
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return ApiError(422, "invalid_request", f"{first['field']}: {first['message']}{more}", first["field"], details)
+    """The 422 the server's handler makes of the same validation error."""
+    message, field, details = server_errors.validation_summary(err.errors())
+    return ApiError(422, "invalid_request", message, field, details)

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from engine.analysis.audit import audit
 from engine.interventions import NO_INTERVENTIONS, Interventions
 from engine.masks import MaskSpec
 from engine.models import AttentionModel, ModelRun, RunInput
@@ -295,3 +296,16 @@ def run_body(run: ModelRun, req: AttentionRequest, settings: Settings, runtime: 
         max_values=settings.max_result_values,
         precision=req.precision,
     )
+
+
+def attention_body(
+    req: AttentionRequest, settings: Settings, models: dict[str, AttentionModel], runtime: Runtime
+) -> dict[str, Any]:
+    """What /api/attention answers (and attnlab.run returns): the run, serialised, with the audit when asked."""
+    prepared = prepare(req, settings, models, runtime)
+    run = prepared.run(runtime, Interventions(bug=req.demo_bug))
+    body = run_body(run, req, settings, runtime)
+    if "audit" in req.include:
+        with torch.inference_mode():
+            body["audit"] = audit(prepared.model, prepared.inp, prepared.encoded, run, runtime.device, runtime.dtype)
+    return body

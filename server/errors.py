@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -106,18 +107,23 @@ def _validation_message(err: dict[str, Any]) -> str:
 MAX_DETAILS = 20  # an error body lists at most this many problems, however many the request had
 
 
+def validation_summary(errors: Sequence[Any]) -> tuple[str, str, list[dict[str, Any]]]:
+    """A validation error's 422 parts: the message (the first problem, and how many more), its field, and at
+    most MAX_DETAILS details. For pydantic's errors, locations counted from the body or from the request."""
+    details = [
+        {"field": _error_field(e), "message": _validation_message(e), "type": e.get("type")}
+        for e in errors[:MAX_DETAILS]
+    ]
+    first = details[0] if details else {"field": "body", "message": "invalid request"}
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{first['field']}: {first['message']}{more}", str(first["field"]), details
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def on_validation(request: Request, exc: RequestValidationError) -> Response:
-        errors = exc.errors()
-        details = [
-            {"field": _error_field(e), "message": _validation_message(e), "type": e.get("type")}
-            for e in errors[:MAX_DETAILS]
-        ]
-        first = details[0] if details else {"field": "body", "message": "invalid request"}
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        message = f"{first['field']}: {first['message']}{more}"
-        return error_response(request, 422, "invalid_request", message, first["field"], details)
+        message, field, details = validation_summary(exc.errors())
+        return error_response(request, 422, "invalid_request", message, field, details)
 
     @app.exception_handler(InputError)
     async def on_input(request: Request, exc: InputError) -> Response:

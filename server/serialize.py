@@ -12,6 +12,7 @@ import orjson
 import torch
 from fastapi.responses import Response
 
+from attnlab.arrays import MAGIC, MEDIA_TYPE  # the arrays form: its reader (read_arrays) ships with the client
 from engine.analysis.compare import Comparison
 from engine.analysis.intervene import InterventionResult
 from engine.analysis.perturb import PerturbResult
@@ -46,8 +47,7 @@ class NPZResponse(Response):
         return buf.getvalue()
 
 
-ARRAYS_MEDIA_TYPE = "application/vnd.attnlab.arrays"
-ARRAYS_MAGIC = b"ATNA"
+ARRAYS_MEDIA_TYPE = MEDIA_TYPE
 
 
 class ArraysResponse(Response):
@@ -75,36 +75,13 @@ class ArraysResponse(Response):
         header = orjson.dumps(_place(header_tree, placed))
         start = _align8(8 + len(header))
         out = bytearray(start + offset)
-        out[0:4] = ARRAYS_MAGIC
+        out[0:4] = MAGIC
         out[4:8] = len(header).to_bytes(4, "little")
         out[8 : 8 + len(header)] = header
         for path, a in arrays.items():
             at = start + placed[path]["offset"]
             out[at : at + a.nbytes] = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
         return bytes(out)
-
-
-def read_arrays(data: bytes) -> Any:
-    """The arrays form back into the result, each array a NumPy array (a view over `data`)."""
-    if data[:4] != ARRAYS_MAGIC:
-        raise ValueError("not the attnlab arrays form: it starts with b'ATNA'")
-    length = int.from_bytes(data[4:8], "little")
-    start = _align8(8 + length)
-
-    def build(node: Any) -> Any:
-        if isinstance(node, dict):
-            spec = node.get("$array")
-            if len(node) == 1 and isinstance(spec, dict):
-                dtype = np.dtype(spec["dtype"]).newbyteorder("<")
-                count = int(np.prod(spec["shape"], dtype=np.int64))
-                flat = np.frombuffer(data, dtype=dtype, count=count, offset=start + spec["offset"])
-                return flat.reshape(spec["shape"])
-            return {k: build(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [build(v) for v in node]
-        return node
-
-    return build(orjson.loads(data[8 : 8 + length]))
 
 
 def _align8(n: int) -> int:

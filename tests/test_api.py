@@ -18,9 +18,9 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from attnlab.arrays import read_arrays
 from engine.device import resolve_device
 from engine.models.textbook import W_K, W_Q, W_V, X
-from server.serialize import read_arrays
 from tests.helpers import assert_error, occupy
 
 MakeClient = Callable[..., AbstractContextManager[TestClient]]

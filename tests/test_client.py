@@ -19,7 +19,6 @@ import attnlab
 from attnlab.arrays import read_arrays
 from attnlab.local import loaded_models
 from server.serialize import ArraysResponse
-from server.serialize import read_arrays as server_read_arrays
 from tests.helpers import ROOT, free_port, serve
 
 MAX_TOKENS = 32
@@ -114,15 +113,13 @@ def test_arrays_reader_reads_what_the_server_writes() -> None:
         "none": None,
     }
     data = bytes(ArraysResponse(body).body)
-    ours, theirs = read_arrays(data), server_read_arrays(data)
-    for got in (ours, theirs):
+    for got in (read_arrays(data),):
         for path in (("eligible",), ("half",), ("double",), ("empty",), ("batch",)):
             a, b = got[path[0]], body[path[0]]
             assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), path
         w = got["layers"][0]["heads"][0]
         assert np.array_equal(w["weights"], body["layers"][0]["heads"][0]["weights"]) and w["stats"] == {"e": 1.5}
         assert got["tokens"] == ["a", "b", "c"] and got["none"] is None
-    assert same(ours, theirs) == []  # the two readers agree on everything
     assert read_arrays(bytearray(data))["double"].flags.writeable
     with pytest.raises(ValueError, match="ATNA"):
         read_arrays(b"NOPE" + data[4:])

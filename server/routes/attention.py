@@ -2,13 +2,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import torch
 from fastapi import APIRouter, Header
 from fastapi.responses import Response
 
-from engine.analysis.audit import audit
-from engine.interventions import Interventions
-from server.compute import prepare, run_body
+from server.compute import attention_body
 from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.schemas import AttentionRequest, AttentionResult
@@ -44,10 +41,4 @@ def compute_attention(
     `demo_bug` one of the chapter's classic bugs on purpose (marked wrong in `demo_bug`), and `include: ["audit"]`
     adds the audit record (measured peak memory and throughput, the engine against torch's SDPA, and the
     perturbation verdicts of the masks in force)."""
-    prepared = prepare(req, settings, models, runtime)
-    run = prepared.run(runtime, Interventions(bug=req.demo_bug))
-    body = run_body(run, req, settings, runtime)
-    if "audit" in req.include:
-        with torch.inference_mode():
-            body["audit"] = audit(prepared.model, prepared.inp, prepared.encoded, run, runtime.device, runtime.dtype)
-    return answer(body, accept)
+    return answer(attention_body(req, settings, models, runtime), accept)
