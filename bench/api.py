@@ -417,6 +417,13 @@ def main() -> None:
         f"{' '.join(f'{v:.1f}' for v in os.getloadavg())} at the start"
     )
     print(header, flush=True)
+    if args.threads > 1 and os.getloadavg()[0] > (os.cpu_count() or 1):
+        print(
+            f"warning: {args.threads} torch threads with the load average above the core count: OpenMP threads that "
+            "wait for each other while others hold the cores make the transformers forward erratic (here it once took "
+            "1.9 s instead of 78 ms at 128 tokens), and the ratios with it; --threads 1 is steadier",
+            flush=True,
+        )
     results: list[Result] = []
     bertviz: dict[int, Bertviz] = {}
     loads: dict[int, float] = {}
