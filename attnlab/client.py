@@ -1,8 +1,8 @@
 """A Python client for the attnlab REST API: one method per endpoint, NumPy arrays out, one exception type.
 
-Needs only httpx and NumPy (not torch, not the server). Matrices come as NumPy arrays: /api/attention and
-/api/intervene are asked for the arrays form (`Accept: application/vnd.attnlab.arrays`), /api/compare's JSON is
-converted; every other endpoint returns its JSON as dicts. An error answer raises attnlab.ApiError; a transport
+Needs only httpx and NumPy (not torch, not the server). Matrices come as NumPy arrays: /api/attention,
+/api/intervene and /api/compare are asked for the arrays form (`Accept: application/vnd.attnlab.arrays`); every
+other endpoint returns its JSON as dicts. An error answer raises attnlab.ApiError; a transport
 failure (no server, a timeout) stays an httpx.TransportError.
 
     with attnlab.Client("http://127.0.0.1:8000") as api:
@@ -16,7 +16,6 @@ from types import TracebackType
 from typing import Any
 
 import httpx
-import numpy as np
 
 from attnlab.arrays import MEDIA_TYPE, attention_arrays, jsonable, read_arrays
 from attnlab.errors import ApiError
@@ -88,14 +87,7 @@ class Client:
     def compare(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         """POST /api/compare: two /api/attention bodies; `a` and `b` results and per layer and head `diff` (B - A
         weights, an array) and `max_abs`."""
-        result = self._call("POST", "/api/compare", {"a": jsonable(a), "b": jsonable(b)}, arrays=True)
-        if isinstance(result.get("a"), dict):  # the server answers compare in JSON: its matrices become arrays here
-            attention_arrays(result["a"])
-            attention_arrays(result["b"])
-            dtype = np.float64 if result["a"].get("config", {}).get("dtype") == "float64" else np.float32
-            for layer in result.get("layers") or []:
-                for head in layer.get("heads") or []:
-                    head["diff"] = np.asarray(head["diff"], dtype=dtype)
+        result: dict[str, Any] = self._call("POST", "/api/compare", {"a": jsonable(a), "b": jsonable(b)}, arrays=True)
         return result
 
     def decode(self, model: str | None = None, **fields: Any) -> dict[str, Any]:

@@ -337,6 +337,8 @@ def intervention_body(
 
 
 def compare_body(comparison: Comparison, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    # the differences go out in the runs' own dtype, as their weights do (float32 unless the server runs float64)
+    dtype = torch.float64 if a["config"]["dtype"] == "float64" else torch.float32
     return {
         "a": a,
         "b": b,
@@ -345,7 +347,12 @@ def compare_body(comparison: Comparison, a: dict[str, Any], b: dict[str, Any]) -
             {
                 "index": ld.index,
                 "heads": [
-                    {"index": hd.index, "diff": as_numpy(hd.diff), "max_abs": hd.max_abs, "where": list(hd.where)}
+                    {
+                        "index": hd.index,
+                        "diff": as_numpy(hd.diff.to(dtype)),
+                        "max_abs": hd.max_abs,
+                        "where": list(hd.where),
+                    }
                     for hd in ld.heads
                 ],
             }

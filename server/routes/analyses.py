@@ -195,7 +195,8 @@ def compare_route(
     settings: SettingsDep,
     models: ModelsDep,
     runtime: RuntimeDep,
-) -> ORJSONResponse:
+    accept: Annotated[str | None, Header()] = None,
+) -> Response:
     """Runs `a` and `b` (each an /api/attention body) and returns both results, B - A weights for every head of the
     layers they show (`layer`: both the same), the largest |B - A| per head, and the largest changes overall.
     Different token counts or head counts are a 422."""
@@ -220,6 +221,5 @@ def compare_route(
     diff_values = sum(len(ld.heads) for ld in comparison.layers) * len(ra.tokens) ** 2
     total = result_size(ra, layers, req.a.include) + result_size(rb, layers, req.b.include) + diff_values
     check_result_size(total, settings.max_result_values)
-    return ORJSONResponse(
-        compare_body(comparison, run_body(ra, req.a, settings, runtime), run_body(rb, req.b, settings, runtime))
-    )
+    a, b = run_body(ra, req.a, settings, runtime), run_body(rb, req.b, settings, runtime)
+    return answer(compare_body(comparison, a, b), accept)
