@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from engine import stop
 from engine.attention import AllMaskedPolicy, AttentionOutput, AttentionWeights, attention
 from engine.interventions import NO_INTERVENTIONS, Interventions, shift_input
 from engine.timing import timed
@@ -262,6 +263,7 @@ def forward(
     layers: list[LayerTrace] = []
     kv: list[tuple[Tensor, Tensor] | None] = []
     for i, block in enumerate(net.blocks[: last + 1]):
+        stop.check()  # whoever asked may have gone: stop between layers rather than finish the pass
         past = cache.layers[i] if cache is not None else None
         with timed(timings, f"layer_{i}", x.device):
             trace = block_forward(

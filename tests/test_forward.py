@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import math
 import random
+import threading
 from dataclasses import replace
 
 import pytest
@@ -20,6 +21,7 @@ from engine.interventions import EdgeEdit, HeadAblation, InputShift, Interventio
 from engine.masks import MaskSpec
 from engine.models import AttentionModel, RunInput, load_models
 from engine.models.induction import DEFAULT_TEXT as INDUCTION_TEXT
+from engine.stop import Stopped, stop_when
 
 CPU = torch.device("cpu")
 SENTENCE = "The animal didn't cross the street because it was too tired"
@@ -261,3 +263,29 @@ def test_shift_is_the_embedding_plus_the_amount(models: dict[str, AttentionModel
     assert torch.allclose(diff[0, 2], torch.full_like(diff[0, 2], 0.5), atol=1e-15, rtol=0)
     assert float(diff[0, [0, 1, 3]].abs().max()) == 0.0
     assert replace(inp).text == "a b c d"  # inputs are not mutated by a run
+
+
+def test_a_run_asked_to_stop_stops_at_the_next_layer(
+    models: dict[str, AttentionModel], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """engine.stop: a request whose client left is stopped between layers (minilm has six)."""
+    import engine.forward
+
+    done: list[int] = []
+    event = threading.Event()
+    block_forward = engine.forward.block_forward
+
+    def watched(i: int, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        out = block_forward(i, *args, **kwargs)  # type: ignore[arg-type]
+        done.append(i)
+        if i == 1:
+            event.set()  # the client goes away while layer 1 runs
+        return out
+
+    monkeypatch.setattr(engine.forward, "block_forward", watched)
+    with stop_when(event), pytest.raises(Stopped):
+        models["minilm"].run(RunInput(text=SENTENCE), CPU, torch.float32)
+    assert done == [0, 1]
+    done.clear()
+    models["minilm"].run(RunInput(text=SENTENCE), CPU, torch.float32)  # no stop event: the whole pass
+    assert done == [0, 1, 2, 3, 4, 5]
