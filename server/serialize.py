@@ -52,15 +52,8 @@ ARRAYS_MEDIA_TYPE = MEDIA_TYPE
 
 class ArraysResponse(Response):
     """The same result as one JSON header followed by the raw arrays, for readers that want typed arrays without
-    parsing numbers (the page: a Float16Array or Float32Array straight over the bytes). Little-endian:
-
-        bytes 0-3      b"ATNA"
-        bytes 4-7      uint32: the header's length H
-        bytes 8..8+H   UTF-8 JSON: the result, each array replaced by
-                       {"$array": {"dtype": "float16" | "float32" | "float64" | "bool", "shape": [...], "offset": o}}
-        from 8+H rounded up to a multiple of 8: the arrays, C order, each starting at a multiple of 8 bytes
-                       (`offset` counts from there)
-    """
+    parsing numbers (the page: a Float16Array or Float32Array straight over the bytes). The layout is written down
+    once, in attnlab/arrays.py beside its reader."""
 
     media_type = ARRAYS_MEDIA_TYPE
 
