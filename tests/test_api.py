@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,6 +22,7 @@ from fastapi.testclient import TestClient
 from attnlab.arrays import read_arrays
 from engine.device import resolve_device
 from engine.models.textbook import W_K, W_Q, W_V, X
+from server.config import Settings
 from tests.helpers import assert_error, occupy
 
 MakeClient = Callable[..., AbstractContextManager[TestClient]]
@@ -478,3 +480,9 @@ def test_page_files_go_out_gzipped_with_validators(client: TestClient) -> None:
     assert client.get("/static/js/nope.js").status_code == 404
     assert client.get("/static/../server/app.py").status_code == 404
     assert client.get("/static/%2e%2e/server/app.py").status_code == 404
+
+
+def test_the_readme_documents_every_setting() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    missing = [name for name in Settings.model_fields if f"ATTNLAB_{name.upper()}" not in readme]
+    assert missing == []
