@@ -56,8 +56,9 @@ nginx:
 	  [ -x "$(NGINX)" ] || { echo "nginx installed, but $(NGINX) is still missing" >&2; exit 1; }; \
 	fi
 
+# two malloc arenas: memory freed after a large answer goes back instead of staying in one arena per thread
 run: install
-	$(VENV)/bin/attnlab serve
+	MALLOC_ARENA_MAX=2 $(VENV)/bin/attnlab serve
 
 test: install-test chromium nginx
 	$(VENV)/bin/ruff check attnlab engine server tests bench
