@@ -3,7 +3,7 @@
 // (the active cell), arrow keys, Home/End and PageUp/PageDown move, Enter or Space blocks or unblocks the pair.
 // Longer sequences are drawn on a canvas of a fixed size.
 
-import { cellAt, drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
+import { cellAt, drawHeatmap, drawHighlight, layoutFor, sizeCanvas } from "./heatmap.js";
 import { cellReasons } from "./masks.js";
 import { act, selectView } from "./store.js";
 
@@ -39,23 +39,51 @@ export function render(root, s, dispatch) {
   const S = view.tokens.length;
   const keys = view.keyTokens || view.tokens;
   if (Math.max(S, keys.length) > MAX_GRID_TOKENS) {
+    // a fixed-size picture, still one keyboard stop: arrows move the outlined cell, Enter or Space toggles it
     const p = document.createElement("p");
     p.className = "muted small";
-    p.textContent = "green: eligible · dark hatched: masked · click a cell to block or unblock it";
+    p.textContent = "green: eligible · dark hatched: masked · click a cell, or use the arrow keys and Enter, to block or unblock it";
     const canvas = document.createElement("canvas");
-    canvas.setAttribute("aria-label", `eligibility of ${S} x ${keys.length} query-key pairs`);
+    canvas.id = "elig-canvas";
+    canvas.tabIndex = 0;
+    canvas.setAttribute("role", "application");
+    canvas.setAttribute("aria-roledescription", "eligibility grid");
+    canvas.setAttribute("aria-describedby", "elig-cursor");
+    canvas.setAttribute("aria-label", `eligibility of ${S} x ${keys.length} query-key pairs: arrow keys move, Enter blocks or unblocks`);
     const n = Math.max(S, keys.length);
     const L = layoutFor(S, { cell: Math.min(10, CANVAS_PX / n), labels: false, cols: keys.length });
-    drawHeatmap(sizeCanvas(canvas, L), {
+    const ctx = sizeCanvas(canvas, L);
+    drawHeatmap(ctx, {
       matrix: view.eligible.map((row) => row.map(() => 1)), eligible: view.eligible, blocked: view.blocked,
       tokens: view.tokens, keyTokens: view.keyTokens, scale: { stops: [ELIGIBLE_FILL, ELIGIBLE_FILL], min: 0, max: 1 }, layout: L,
     });
+    const [q, k] = s.cursor && s.cursor[0] < S && s.cursor[1] < keys.length ? s.cursor : [0, 0];
+    drawHighlight(ctx, L, { q, k });
+    canvas.dataset.q = String(q);
+    canvas.dataset.k = String(k);
+    const reasons = cellReasons(view, q, k);
+    const status = document.createElement("p");
+    status.id = "elig-cursor";
+    status.className = "small";
+    status.setAttribute("aria-live", "polite");
+    status.textContent = `query ${q} “${view.tokens[q]}” → key ${k} “${keys[k]}”: ${reasons.length ? `masked by ${reasons.join(", ")}` : "eligible"}`;
     canvas.addEventListener("click", (e) => {
       const r = canvas.getBoundingClientRect();
       const at = cellAt(L, e.clientX - r.left, e.clientY - r.top);
       if (at) dispatch(act.cellToggled(at.q, at.k, "eligibility"));
     });
-    root.append(p, canvas);
+    canvas.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" || e.key === " ") {
+        e.preventDefault();
+        dispatch(act.cellToggled(q, k, "eligibility"));
+        return;
+      }
+      const to = moveCursor([q, k], e.key, S, keys.length);
+      if (!to) return;
+      e.preventDefault();
+      dispatch(act.cursorSet(to));
+    });
+    root.append(p, canvas, status);
     return;
   }
   const [cq, ck] = s.cursor && s.cursor[0] < S && s.cursor[1] < keys.length ? s.cursor : [0, 0];
@@ -116,6 +144,7 @@ export function render(root, s, dispatch) {
 
 export function bind(root, store) {
   root.addEventListener("click", (e) => {
+    if (!(e.target instanceof Element)) return;
     const b = e.target.closest("button[data-q]");
     if (b) store.dispatch(act.cellToggled(Number(b.dataset.q), Number(b.dataset.k), "eligibility"));
   });

@@ -459,3 +459,20 @@ def test_head_similarity_has_axes_a_colour_bar_and_hover(open_page: Callable[...
     assert data["x"] == ["H0", "H1", "H2", "H3"] and data["colorbar"]["title"]["text"] == "cosine"
     assert "%{z" in data["hovertemplate"]
     expect(sim.locator(".xtitle")).to_have_text("head")
+
+
+def test_the_long_eligibility_picture_works_from_the_keyboard(
+    open_page: Callable[..., Page], run_and_wait: Action
+) -> None:
+    page = open_page(LONG)
+    grid = page.locator("#elig-canvas")
+    grid.focus()
+    for key in ("ArrowRight", "ArrowRight", "ArrowDown", "End"):
+        page.keyboard.press(key)
+    expect(page.locator("#elig-canvas")).to_have_attribute("data-q", "1")
+    expect(page.locator("#elig-canvas")).to_have_attribute("data-k", "135")
+    expect(page.locator("#elig-cursor")).to_contain_text("query 1 “w1” → key 135 “w15”: eligible")
+    body = run_and_wait(lambda: page.keyboard.press("Enter"))
+    assert body["masks"]["blocked"] == [[1, 135]]
+    expect(page.locator("#elig-canvas")).to_be_focused()
+    expect(page.locator("#elig-cursor")).to_contain_text("masked by blocked")
