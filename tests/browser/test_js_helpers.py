@@ -205,6 +205,7 @@ def test_view_helpers(js: Callable[[str], Any]) -> None:
           err: api.describeError(
             new api.ApiError(422, 'invalid_input', 'masks', 'masks: query rows 0 have no eligible key')),
           net: api.describeError(new TypeError('Failed to fetch')).message,
+          pad: api.describeError(new api.ApiError(422, 'invalid_input', 'masks.padded[0]', 'out of range')).hint,
           sheet: ex.sheetLayout([{w: 100, h: 80}, {w: 100, h: 80}, {w: 100, h: 80}], 2),
           edit: mx.setEntry(m, 'w_q', 0, 0, '2.5').w_q, bad: mx.setEntry(m, 'x', 0, 0, 'abc'), same: m.w_q,
           code: el.reasonCode(['causal', 'padding']),
@@ -224,6 +225,7 @@ def test_view_helpers(js: Callable[[str], Any]) -> None:
     w = out["widths"]
     assert w[0] < w[1] < w[2] == w[3]
     assert "All-masked rows" in out["err"]["hint"] and out["net"] == "Could not reach the attnlab server."
+    assert "All-masked rows" not in out["pad"]  # by code and field: a bad padding position is another error
     assert out["sheet"]["places"][2]["x"] == out["sheet"]["places"][0]["x"]
     assert out["sheet"]["places"][2]["y"] > out["sheet"]["places"][0]["y"]
     assert out["edit"] == [[2.5]] and out["bad"] is None and out["same"] == [[1]]
