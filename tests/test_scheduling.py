@@ -14,10 +14,11 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -28,6 +29,8 @@ from server.app import create_app
 from server.config import Settings
 from server.transport import protocol
 from tests.helpers import assert_error, free_port, occupy, serve_process
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -57,6 +60,12 @@ def uvicorn_here(**overrides: Any) -> Iterator[tuple[str, FastAPI]]:
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """asyncio.run on a thread of its own: the browser tests' sync Playwright leaves a running loop in this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()
 
 
 def metric(base: str, name: str, **labels: str) -> float:
@@ -125,7 +134,7 @@ def test_a_request_waiting_for_a_slot_holds_no_thread() -> None:
                 statuses = await asyncio.gather(*tasks)
                 return statuses, light
 
-        statuses, light = asyncio.run(scenario())
+        statuses, light = run_async(scenario)
     assert statuses == [200] * 44
     print(f"computations finished when each light request answered: {light}")
     assert all(done <= 8 for done in light.values()), light
@@ -278,7 +287,7 @@ def test_peak_memory_is_bounded_by_the_compute_slots() -> None:
 
         reset_peak(proc.pid)
         before = rss_mb(proc.pid)
-        assert asyncio.run(burst()) == [200] * 16
+        assert run_async(burst) == [200] * 16
         sixteen = peak_rss_mb(proc.pid) - before
     print(f"peak growth: one request {one:.0f} MB, sixteen at once {sixteen:.0f} MB")
     assert sixteen < max(3 * one, 150), (one, sixteen)
