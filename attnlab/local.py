@@ -88,7 +88,7 @@ def run(
     except pydantic.ValidationError as err:
         raise _validation_error(err) from err
     except InputError as err:
-        raise ApiError(422, "invalid_input", f"{err.field}: {err.message}", err.field) from err
+        raise ApiError(422, err.code, f"{err.field}: {err.message}", err.field, err.details()) from err
     except server_errors.ApiError as err:
         message = f"{err.field}: {err.message}" if err.field else err.message
         raise ApiError(err.status, err.code, message, err.field) from err

@@ -5,14 +5,22 @@ Each carries the field it concerns, so a web layer can name it without parsing t
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class InputError(ValueError):
     """Input that cannot be computed as given: names the field and the limit."""
+
+    code = "invalid_input"  # the API's error code for it
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+    def details(self) -> list[dict[str, Any]]:
+        """Structured facts a client can act on without reading the message."""
+        return []
 
 
 class AllMaskedRowsError(InputError):
@@ -26,6 +34,11 @@ class AllMaskedRowsError(InputError):
             "or set all_masked to 'zero' to return zero weights and contexts for them",
         )
         self.rows = rows
+
+    code = "no_eligible_key"
+
+    def details(self) -> list[dict[str, Any]]:
+        return [{"field": "masks", "message": self.message, "type": self.code, "rows": self.rows}]
 
 
 class NonFiniteError(InputError):

@@ -127,7 +127,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(InputError)
     async def on_input(request: Request, exc: InputError) -> Response:
-        return error_response(request, 422, "invalid_input", f"{exc.field}: {exc.message}", exc.field)
+        return error_response(request, 422, exc.code, f"{exc.field}: {exc.message}", exc.field, exc.details())
 
     @app.exception_handler(ApiError)
     async def on_api(request: Request, exc: ApiError) -> Response:

@@ -33,6 +33,7 @@ def test_health_reports_device_and_versions(client: TestClient) -> None:
     assert body["status"] == "ok" and body["device"] == "cpu" and body["dtype"] == "float32"
     assert body["torch"] == torch.__version__  # the torch this server runs, whatever version is installed
     assert set(body["models"]) == {"textbook", "random", "custom"}
+    assert body["limits"]["max_tokens"] == Settings().max_tokens and body["limits"]["max_body_bytes"] > 0
 
 
 def test_models_lists_each_loaded_model(client: TestClient) -> None:

@@ -311,7 +311,11 @@ def test_every_mask_combination_gives_distributions_or_a_named_422(client: TestC
     resp = client.post("/api/attention", json=body)
     if resp.status_code == 422:
         assert body["all_masked"] == "error"
-        assert_error(resp, 422, "masks", "no eligible key")
+        err = assert_error(resp, 422, "masks", "no eligible key")
+        assert err["code"] == "no_eligible_key"
+        rows = err["details"][0]["rows"]  # the rows, as numbers a client can act on
+        zero = client.post("/api/attention", json={**body, "all_masked": "zero"}).json()
+        assert rows and rows == [q for q, row in enumerate(zero["eligible"]) if not any(row)]
         return
     assert resp.status_code == 200, resp.text[:300]
     result = resp.json()

@@ -106,6 +106,7 @@ def count_runs(app: FastAPI, model: str) -> list[int]:
     return runs
 
 
+@pytest.mark.slow  # dozens of heavy requests
 def test_a_request_waiting_for_a_slot_holds_no_thread() -> None:
     """44 computations queue behind one slot; the page, its scripts and health answer at once (the shared thread
     pool has 40 threads: when each waiting request held one, they answered only after 20 computations)."""
@@ -263,6 +264,7 @@ def reset_peak(pid: int) -> None:
     Path(f"/proc/{pid}/clear_refs").write_text("5")  # Linux: the peak resident size starts again from now
 
 
+@pytest.mark.slow  # dozens of heavy requests
 def test_peak_memory_is_bounded_by_the_compute_slots() -> None:
     """16 heavy requests at once on one slot use about what one uses: parsing, computing and serialising each
     happen inside its slot. (Measured before: each request parsed and serialised outside it, in parallel.)"""

@@ -6,14 +6,15 @@ import torch
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from server.deps import ModelsDep, RuntimeDep
+from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.schemas import HealthResponse
 
 router = APIRouter(tags=["health"])
+LIMITS = ("max_tokens", "max_batch", "max_width", "max_heads", "max_text_chars", "max_body_bytes", "max_result_values")
 
 
 @router.get("/api/health", response_model=HealthResponse)
-async def health(runtime: RuntimeDep, models: ModelsDep) -> HealthResponse:
+async def health(runtime: RuntimeDep, models: ModelsDep, settings: SettingsDep) -> HealthResponse:
     return HealthResponse(
         status="ok",
         version=version("attnlab"),
@@ -22,6 +23,7 @@ async def health(runtime: RuntimeDep, models: ModelsDep) -> HealthResponse:
         torch=torch.__version__,
         cuda_available=torch.cuda.is_available(),
         models=sorted(models),
+        limits={name: getattr(settings, name) for name in LIMITS},
     )
 
 

@@ -255,3 +255,8 @@ class HealthResponse(BaseModel):
     torch: str
     cuda_available: bool
     models: list[str]
+    limits: dict[str, int] = Field(
+        description="what one request may ask for on this server, by setting name without ATTNLAB_ "
+        "(max_tokens, max_batch, max_width, max_heads, max_text_chars, max_body_bytes, max_result_values), "
+        "so a client can warn before it sends"
+    )

@@ -6,6 +6,7 @@
 // server's, which names the field and the numbers.
 const HINTS = {
   invalid_input: "Change the marked setting and the page runs again.",
+  no_eligible_key: "Every query needs at least one key it may attend to: unmask one, or set “All-masked rows” to zero.",
   invalid_request: "Change the marked setting and the page runs again.",
   too_large: "Ask for less: a shorter sequence, fewer heads or a narrower width.",
   unknown_model: "Pick a model from the list.",
@@ -40,10 +41,7 @@ export function describeError(err) {
     const message = err.message || `The server answered ${err.status}.`;
     const root = (err.field || "").split(/[.[]/)[0];
     let hint = HINTS[err.code] || "";
-    if (err.code === "invalid_input" && err.field === "masks") {
-      // the rows with no eligible key (the engine names the masks as a whole; a bad position names its own field)
-      hint = "Every query needs at least one key it may attend to: unmask one, or set “All-masked rows” to zero.";
-    } else if (err.code === "too_large" && root === "include") {
+    if (err.code === "too_large" && root === "include") {
       hint = `Pick one layer in the Layer menu, or shorten the text. Whoever runs the server can raise the limit with ${SETTINGS.include}.`;
     } else if (err.code === "too_large" && SETTINGS[root]) {
       hint =

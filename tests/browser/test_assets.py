@@ -16,6 +16,7 @@ HOOKS = [
     "mask-causal",
     "error-banner",
     "retrieval-diagram",
+    "layer-select",
 ]
 EXTERNAL = re.compile(
     r"""(?:src|href)\s*=\s*["']?(?:https?:)?//|@import|url\(\s*["']?(?:https?:)?//|fonts\.googleapis"""

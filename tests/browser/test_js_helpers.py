@@ -203,7 +203,7 @@ def test_view_helpers(js: Callable[[str], Any]) -> None:
           esc: focus.plotlyText('<b>&x</b>'), path: focus.maskPath([[true, false], [false, false]]).x.length,
           widths: [rd.lineWidth(0), rd.lineWidth(0.5), rd.lineWidth(1), rd.lineWidth(7)],
           err: api.describeError(
-            new api.ApiError(422, 'invalid_input', 'masks', 'masks: query rows 0 have no eligible key')),
+            new api.ApiError(422, 'no_eligible_key', 'masks', 'masks: query rows 0 have no eligible key')),
           net: api.describeError(new TypeError('Failed to fetch')).message,
           pad: api.describeError(new api.ApiError(422, 'invalid_input', 'masks.padded[0]', 'out of range')).hint,
           sheet: ex.sheetLayout([{w: 100, h: 80}, {w: 100, h: 80}, {w: 100, h: 80}], 2),
@@ -723,7 +723,7 @@ def test_the_store_is_one_pure_reducer_over_named_actions(js: Callable[[str], An
         const good = store.getState().ui;
         store.dispatch(S.act.cellToggled(2, 0, 'eligibility'));
         const toggled = store.getState();
-        store.dispatch(S.act.runFailed({code: 'invalid_input', field: 'masks', message: 'no key', hint: 'h'}));
+        store.dispatch(S.act.runFailed({code: 'no_eligible_key', field: 'masks', message: 'no key', hint: 'h'}));
         const failed = store.getState();
         const same = store.getState();
         store.dispatch(S.act.optionSet('heads', 1));  // the value it already has: no change at all
