@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from engine.errors import AllMaskedRowsError, InputError, NonFiniteError
+from engine.errors import AllMaskedRowsError, InputError
+from engine.finite import cannot_overflow, is_finite, refuse_first_non_finite, require_finite
 from engine.interventions import ClassicBug, LayerInterventions, ablate_contexts, edit_weights
 from engine.masks import empty_rows
 
@@ -354,52 +355,6 @@ def check_policy(eligible: Tensor, all_masked: str) -> None:
 def every_row_has_a_key(eligible: Tensor) -> bool:
     """True when every query row of (..., S, S_k) has an eligible key (a max over bytes: `any` on bool is slower)."""
     return eligible.shape[-1] > 0 and bool(eligible.view(torch.uint8).amax(dim=-1).all())
-
-
-def refuse_first_non_finite(steps: list[tuple[Tensor, str, str]]) -> None:
-    """Raise for the first of (tensor, what, field) in data-flow order that is not finite.
-
-    `attention` checks only the scores and the output, and comes here when one of them is not finite: every
-    element of Q and K enters every row and column of the scores, and every element of V enters every output row
-    (a weight of 0 times inf is NaN), so a non-finite Q, K or V shows there. This names the step where it began,
-    as checking each step in turn would have.
-    """
-    for t, what, field in steps:
-        require_finite(t, what, field)
-    raise AssertionError("refuse_first_non_finite found every step finite")
-
-
-def require_finite(t: Tensor, what: str, field: str = "x") -> None:
-    """A 422 naming `field` (the input or weight that feeds this step) when `t` overflowed its dtype."""
-    if not is_finite(t):
-        raise NonFiniteError(
-            field,
-            f"the {what} overflowed {str(t.dtype).removeprefix('torch.')} (largest magnitude "
-            f"{torch.finfo(t.dtype).max:.3g}): reduce the magnitude of the inputs or weights",
-        )
-
-
-def is_finite(t: Tensor) -> bool:
-    """Every element finite. A sum is inf or NaN as soon as one element is, and costs one pass with no temporary
-    (isfinite(t).all() makes four); only when the sum itself overflowed are the elements looked at one by one."""
-    total = t.sum(dtype=torch.promote_types(t.dtype, torch.float32))
-    return math.isfinite(total.item()) or bool(torch.isfinite(t).all())
-
-
-def cannot_overflow(q: Tensor, k: Tensor, factor: float, scores: Tensor) -> bool:
-    """True when no score factor * q_i . k_j can have reached the dtype's largest value.
-
-    |q_i . k_j| <= |q_i| |k_j| (Cauchy-Schwarz), and so is every partial sum of the product; a margin of 4
-    covers rounding. Reading the norms costs O(S d) where checking every score reads S x S_k, so for long
-    sequences this is tried first and the scores are read only when the bound is too large (or not finite).
-    Short sequences skip it: there the full check is the cheaper one.
-    """
-    if scores.shape[-1] * scores.shape[-2] < 4 * (q.shape[-2] + k.shape[-2]) * q.shape[-1]:
-        return False
-    acc = torch.promote_types(q.dtype, torch.float32)
-    norms = [torch.linalg.vector_norm(t, dim=-1, dtype=acc).amax() for t in (q, k)]
-    largest = norms[0] * norms[1] * max(factor, 1.0)
-    return bool(largest < torch.finfo(q.dtype).max / 4)
 
 
 def _broadcast_eligible(eligible: Tensor, scores: Tensor) -> Tensor:
