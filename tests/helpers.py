@@ -10,7 +10,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_healthy(proc: subprocess.Popen[bytes], base: str, output: Callable[[], str], timeout: float = 120) -> None:
+    """Poll `attnlab serve`'s /api/health until it answers; its log's tail in the error when it exits or never does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"attnlab serve at {base} exited with {proc.returncode}:\n{output()}")
+        try:
+            if httpx.get(f"{base}/api/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"attnlab serve at {base} did not answer /api/health within {timeout:g} s:\n{output()}")
+        time.sleep(0.1)
+
+
 @contextmanager
 def serve(models: str = "textbook,random,custom", **env: str) -> Iterator[str]:
     """Start `attnlab serve` as its own process on a free loopback port; yield its base URL."""
@@ -71,18 +87,7 @@ def serve_process(models: str = "textbook,random,custom", **env: str) -> Iterato
             return log.read().decode(errors="replace")[-4000:]
 
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"attnlab serve exited with {proc.returncode}:\n{output()}")
-                try:
-                    if httpx.get(f"{base}/api/health", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"attnlab serve did not answer /api/health within 120 s:\n{output()}")
-                time.sleep(0.2)
+            wait_healthy(proc, base, output)
             yield base, proc
         finally:
             proc.terminate()

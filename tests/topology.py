@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, free_port, wait_healthy
 
 NGINX_CONF = ROOT / "deploy" / "nginx.conf"
 UPSTREAM_SERVER = re.compile(r"^(\s*)server attnlab:8000( [^;]*)?;$", re.MULTILINE)
@@ -68,18 +68,7 @@ class Replica:
 
     def wait_healthy(self, timeout: float = 120) -> None:
         assert self.proc is not None
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"attnlab on {self.port} exited with {self.proc.returncode}:\n{self.tail()}")
-            try:
-                if httpx.get(f"{self.base}/api/health", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"attnlab on {self.port} did not answer /api/health in {timeout} s:\n{self.tail()}")
-            time.sleep(0.1)
+        wait_healthy(self.proc, self.base, self.tail, timeout)
 
     def signal(self, sig: signal.Signals) -> None:
         assert self.proc is not None
