@@ -27,7 +27,22 @@ class ORJSONResponse(Response):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+        try:
+            return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+        except TypeError:  # an integer past 64 bits (a cost estimate for absurd shapes): JSON takes it as a float
+            return orjson.dumps(_wide_ints_as_floats(content), option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def _wide_ints_as_floats(node: Any) -> Any:
+    if isinstance(node, bool):
+        return node
+    if isinstance(node, int) and not -(2**63) <= node < 2**64:
+        return float(node)
+    if isinstance(node, dict):
+        return {k: _wide_ints_as_floats(v) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_wide_ints_as_floats(v) for v in node]
+    return node
 
 
 NPZ_MEDIA_TYPE = "application/x-npz"

@@ -346,3 +346,11 @@ def test_sdpa_reference_is_what_the_audit_compares_with() -> None:
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     manual = (q @ k.transpose(-1, -2) / 2).masked_fill(~mask, float("-inf")).softmax(-1) @ v
     assert torch.allclose(ref, manual, atol=1e-12)
+
+
+def test_a_cost_past_64_bits_is_a_number_not_a_500(trained: TestClient) -> None:
+    """Found by the cost fuzz: a batch of 57,267 over 99,999 layers needs more score bytes at the curve's longest
+    length than a 64-bit integer holds."""
+    r = trained.post("/api/cost", json={"batch": 57267, "layers": 99999})
+    assert r.status_code == 200, r.text[:300]
+    assert max(p["score_bytes"] for p in r.json()["curve"]) > 2**64
