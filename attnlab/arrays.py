@@ -8,6 +8,11 @@ The layout (server/serialize.py's ArraysResponse writes it), little-endian:
                    {"$array": {"dtype": "float16" | "float32" | "float64" | "bool", "shape": [...], "offset": o}}
     from 8+H rounded up to a multiple of 8: the arrays, C order, each starting at a multiple of 8 bytes
                    (`offset` counts from there)
+
+A list whose items (dicts) all hold an array of one dtype and shape under the same key (a layer's heads, each with
+its weights) comes as one stacked array: {"$items": [the items without that key], "$stacked": {key: spec}}, where
+spec's shape has the item count first. Item i gets the stack's slice i back under the key. When what is left of
+the items is the same flat fields, they come as columns: {"$columns": {field: [one value per item]}, "$stacked": ...}.
 """
 
 from __future__ import annotations
@@ -33,14 +38,29 @@ def read_arrays(data: bytes | bytearray | memoryview) -> Any:
         raise ValueError(f"the header claims {length} bytes but only {len(data) - 8} follow the first 8")
     start = _align8(8 + length)
 
+    def array(spec: dict[str, Any]) -> np.ndarray:
+        dtype = np.dtype(spec["dtype"]).newbyteorder("<")
+        count = int(np.prod(spec["shape"], dtype=np.int64))
+        flat = np.frombuffer(data, dtype=dtype, count=count, offset=start + spec["offset"])
+        return flat.reshape(spec["shape"])
+
     def build(node: Any) -> Any:
         if isinstance(node, dict):
             spec = node.get("$array")
             if len(node) == 1 and isinstance(spec, dict):
-                dtype = np.dtype(spec["dtype"]).newbyteorder("<")
-                count = int(np.prod(spec["shape"], dtype=np.int64))
-                flat = np.frombuffer(data, dtype=dtype, count=count, offset=start + spec["offset"])
-                return flat.reshape(spec["shape"])
+                return array(spec)
+            if "$stacked" in node and ("$items" in node or "$columns" in node):
+                columns = node.get("$columns")
+                if columns is not None:
+                    n = next(iter(node["$stacked"].values()))["shape"][0]
+                    items = [{k: values[i] for k, values in columns.items()} for i in range(n)]
+                else:
+                    items = build(node["$items"])
+                for key, stacked in node["$stacked"].items():
+                    whole = array(stacked)
+                    for i, item in enumerate(items):
+                        item[key] = whole[i]
+                return items
             return {k: build(v) for k, v in node.items()}
         if isinstance(node, list):
             return [build(v) for v in node]

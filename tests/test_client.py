@@ -5,6 +5,7 @@ Every number is checked against the JSON API's answer to the same request, never
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -125,6 +126,32 @@ def test_arrays_reader_reads_what_the_server_writes() -> None:
         read_arrays(b"NOPE" + data[4:])
     with pytest.raises(ValueError, match="header"):
         read_arrays(data[:20])
+
+
+def test_arrays_form_stacks_what_a_list_of_items_shares() -> None:
+    rng = np.random.default_rng(1)
+    heads = [{"index": h, "kv_group": h // 2, "weights": rng.random((4, 4), dtype=np.float32)} for h in range(4)]
+    with_stats = [{**h, "stats": {"entropy": float(h["index"])}} for h in heads]
+    ragged = [{"w": rng.random((2, 2), dtype=np.float32)}, {"w": rng.random((3, 3), dtype=np.float32)}]
+    only_arrays = [{"w": rng.random(3, dtype=np.float32)} for _ in range(3)]
+    body = {"flat": heads, "nested": with_stats, "ragged": ragged, "only_arrays": only_arrays}
+    data = bytes(ArraysResponse(body).body)
+    header = json.loads(data[8 : 8 + int.from_bytes(data[4:8], "little")])
+    # a list's shared matrices are named once, with the item count first; the flat fields go as columns
+    assert header["flat"]["$columns"] == {"index": [0, 1, 2, 3], "kv_group": [0, 0, 1, 1]}
+    assert header["flat"]["$stacked"]["weights"]["shape"] == [4, 4, 4]
+    assert header["nested"]["$items"][2] == {"index": 2, "kv_group": 1, "stats": {"entropy": 2.0}}
+    assert isinstance(header["ragged"], list)  # shapes differ: one array each
+    got = read_arrays(data)
+    for name, items in body.items():
+        assert len(got[name]) == len(items), name
+        for mine, theirs in zip(got[name], items, strict=True):
+            assert set(mine) == set(theirs), name
+            for k, v in theirs.items():
+                if isinstance(v, np.ndarray):
+                    assert mine[k].dtype == v.dtype and np.array_equal(mine[k], v), (name, k)
+                else:
+                    assert mine[k] == v, (name, k)
 
 
 def test_same_tells_a_one_ulp_change() -> None:
