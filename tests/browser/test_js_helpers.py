@@ -740,3 +740,48 @@ def test_the_store_is_one_pure_reducer_over_named_actions(js: Callable[[str], An
     assert out["rolledBack"] and out["kept"] and out["noop"]
     assert out["error"]["where"] == "eligibility" and out["error"]["action"] == "cell query 2 → key 0 blocked"
     assert out["view"] == [0, 0] and out["unknown"] == "unknown action noSuchAction"
+
+
+@pytest.mark.parametrize("precision", ["float32", "float16"])
+def test_arrays_reader_gives_the_json_numbers(js: Callable[[str], Any], precision: str) -> None:
+    """static/js/arrays.js reads what the server writes (stacked heads, float16 widened) into the JSON's numbers."""
+    out = js(
+        f"""
+        const {{ readArrays, MEDIA_TYPE }} = await mod('arrays.js');
+        const req = {{model: 'random', text: 'one two three two one four',
+          options: {{heads: 3, kv_heads: 1, d_model: 12}}, masks: {{causal: true, padded: [4]}},
+          include: ['scores', 'weights', 'qkv', 'contexts', 'output', 'stats'], precision: '{precision}'}};
+        const post = (accept) => fetch('/api/attention', {{method: 'POST',
+          headers: {{'content-type': 'application/json', accept}}, body: JSON.stringify(req)}});
+        const json = await (await post('application/json')).json();
+        const resp = await post(MEDIA_TYPE);
+        const got = readArrays(await resp.arrayBuffer());
+        // every number of the JSON against the reader's, by path; typed rows read like arrays
+        let worst = 0, count = 0;
+        const problems = [];
+        const walk = (a, b, path) => {{
+          if (typeof a === 'number') {{
+            if (typeof b !== 'number') problems.push(path + ': ' + typeof b);
+            else {{ worst = Math.max(worst, Math.abs(a - b) / Math.max(1, Math.abs(a))); count++; }}
+            return;
+          }}
+          if (a === null || typeof a !== 'object') {{ if (a !== b) problems.push(path); return; }}
+          if (Array.isArray(a)) {{
+            if (b == null || b.length !== a.length) {{ problems.push(path + ' length'); return; }}
+            for (let i = 0; i < a.length; i++) walk(a[i], b[i], path + '.' + i);
+            return;
+          }}
+          for (const k of Object.keys(a)) walk(a[k], b[k], path + '.' + k);
+          for (const k of Object.keys(b || {{}})) if (!(k in a)) problems.push(path + '.' + k + ' extra');
+        }};
+        walk(json, got, '');
+        const w = got.layers[0].heads[2].weights;
+        return {{problems, worst, count, rowType: w[0].constructor.name, rows: w.length,
+                 eligible: typeof got.eligible[0][0], type: resp.headers.get('content-type')}};
+        """
+    )
+    assert out["problems"] == [] and out["type"] == "application/vnd.attnlab.arrays"
+    assert out["count"] > 2 * 3 * 6 * 6, out  # the matrices were compared, not skipped
+    assert out["rowType"] == "Float32Array" and out["rows"] == 6 and out["eligible"] == "boolean"
+    # float32: the same float32 numbers (JSON writes their shortest decimal); float16 keeps about 3 digits
+    assert out["worst"] <= (1e-6 if precision == "float32" else 5e-3), out
