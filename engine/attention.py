@@ -231,35 +231,39 @@ def scale_factor(d_head: int, scale: bool) -> float:
     return 1.0 / math.sqrt(d_head) if scale else 1.0
 
 
-def attention_scores(q: Tensor, k: Tensor, factor: float) -> Tensor:
+def attention_scores(q: Tensor, k: Tensor, factor: float, out: Tensor | None = None) -> Tensor:
     """(B, H, S, d) x (B, H, S_k, d) -> (B, H, S, S_k): every query against every key, times `factor`.
 
-    The factor is applied inside the batched product (its alpha), so the S x S_k result is written once.
+    The factor is applied inside the batched product (its alpha), so the S x S_k result is written once, into
+    `out` (contiguous, (B, H, S, S_k)) when given.
     """
     *batch, s, d = q.shape
     s_k = k.shape[-2]
-    scores = torch.baddbmm(  # beta = 0: the empty input is not read
-        q.new_empty(()).expand(q.shape[:-2].numel(), s, s_k),
+    into = q.new_empty(()).expand(q.shape[:-2].numel(), s, s_k) if out is None else out.view(-1, s, s_k)
+    scores = torch.baddbmm(  # beta = 0: the input is not read
+        into,
         q.reshape(-1, s, d),
         k.reshape(-1, s_k, d).transpose(1, 2),
         beta=0.0,
         alpha=factor,
+        **({} if out is None else {"out": into}),
     )
     return scores.view(*batch, s, s_k)
 
 
-def masked_softmax(scores: Tensor, eligible: Tensor) -> Tensor:
+def masked_softmax(scores: Tensor, eligible: Tensor, out: Tensor | None = None) -> Tensor:
     """Softmax over keys (last axis) among eligible keys only; scores must be finite (`attention` refuses others
     before this step).
 
     Ineligible keys get exactly 0: the mask is added as 0 or -inf, and exp(-inf) = 0. A row with no eligible key
     gets all zeros (never NaN, never a uniform row); callers decide beforehand whether such rows are allowed.
-    Computed in float32 at least, so half-precision rows still sum to 1.
+    Computed in float32 at least, so half-precision rows still sum to 1. `out`, a tensor of the scores' shape
+    and dtype, receives the weights when given (half-precision scores ignore it: they are computed in float32).
     """
     work = scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
     allowed = _broadcast_eligible(eligible, work)
-    blocked = torch.full(allowed.shape, float("-inf"), dtype=work.dtype, device=work.device).masked_fill_(allowed, 0.0)
-    weights = work + blocked
+    blocked = torch.where(allowed, 0.0, float("-inf"))  # float32: 0 and -inf are exact in every dtype
+    weights = torch.add(work, blocked, out=out if work is scores else None)
     torch.softmax(weights, dim=-1, out=weights)  # in place: each row is read before it is overwritten
     if not every_row_has_a_key(eligible):  # those rows came out NaN (exp(-inf - -inf)): make them 0
         weights.masked_fill_(~allowed.any(dim=-1, keepdim=True), 0.0)
@@ -314,11 +318,18 @@ def attention(
     check_policy(~eligible if bug == "flipped_mask" else eligible, all_masked)
     factor = scale_factor(w.d_head, scale)
     k_per_head = expand_groups(k, w.n_heads)
-    scores = attention_scores(q, k_per_head, factor)
+    # Scores and weights in one block (2, B, H, S, S_k): glibc then keeps it in its heap from call to call, where
+    # two blocks of half the size went back to the system and were faulted in again, page by page, on every call.
+    in_one = bug is None and q.dtype not in (torch.float16, torch.bfloat16)
+    both = q.new_empty((2 if in_one else 1, *q.shape[:-1], k_per_head.shape[-2]))
+    scores = attention_scores(q, k_per_head, factor, out=both[0])
     steps.append((scores, "scores", "x"))
     if not cannot_overflow(q, k_per_head, factor, scores) and not is_finite(scores):
         refuse_first_non_finite(steps)
-    weights = masked_softmax(scores, eligible) if bug is None else buggy_softmax(scores, eligible, bug)
+    if bug is not None:
+        weights = buggy_softmax(scores, eligible, bug)
+    else:
+        weights = masked_softmax(scores, eligible, out=both[1]) if in_one else masked_softmax(scores, eligible)
     if interventions is not None:
         weights = edit_weights(weights, eligible, interventions.edits)
     contexts = weights @ expand_groups(v, w.n_heads)

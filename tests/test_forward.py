@@ -208,8 +208,8 @@ def test_a_broken_mask_is_reported_as_a_leak(
     module = importlib.import_module("engine.attention")  # the package exports a function of the same name
     real = module.masked_softmax
 
-    def leaky(scores: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
-        return real(scores, torch.ones_like(eligible))
+    def leaky(scores: torch.Tensor, eligible: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        return real(scores, torch.ones_like(eligible), out=out)
 
     monkeypatch.setattr(module, "masked_softmax", leaky)
     model = models["minilm"]
