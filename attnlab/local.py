@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -73,18 +75,41 @@ def run(
     `layers[i]["head_similarity"]` and `["output"]`; `config` (widths, heads, scale, device, dtype), `masks` (those
     in force), `shapes`, `timings_ms`, and `audit` when included. Raises attnlab.ApiError as the API would.
     """
+    return _plain(compute(model, text, masks, layer, device=device, dtype=dtype, **fields))
+
+
+def compute(
+    model: str | None = None,
+    text: str | None = None,
+    masks: dict[str, Any] | None = None,
+    layer: int | None = None,
+    *,
+    device: str | None = None,
+    dtype: str | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """The /api/attention body as server.compute.attention_body returns it, validated and refused as the API does
+    (what `run` returns and `attnlab.show` embeds)."""
     settings = Settings()
     body = jsonable({**fields, "model": model, "text": text, "masks": masks, "layer": layer})
     body = {k: v for k, v in body.items() if v is not None or k in fields}
     runtime = _runtime(device or settings.device, dtype or settings.dtype)
-    try:
+    with api_errors():
         # validated from JSON, as the server validates a body: strict types, no unknown fields
         req = AttentionRequest.model_validate_json(json.dumps(body))
         name = req.model or ("custom" if req.x is not None else None)
         if name is not None and name not in BUILDERS:
             known = ", ".join(sorted(BUILDERS))
             raise server_errors.ApiError(422, "unknown_model", f"unknown model {name!r}; attnlab has {known}", "model")
-        result = attention_body(req, settings, loaded_models(name or ""), runtime)
+        return attention_body(req, settings, loaded_models(name or ""), runtime)
+
+
+@contextmanager
+def api_errors() -> Iterator[None]:
+    """A refusal inside (a validation error, the engine's InputError, the server's ApiError) raised as the API's
+    answer would read: attnlab.ApiError."""
+    try:
+        yield
     except pydantic.ValidationError as err:
         raise _validation_error(err) from err
     except InputError as err:
@@ -92,7 +117,6 @@ def run(
     except server_errors.ApiError as err:
         message = f"{err.field}: {err.message}" if err.field else err.message
         raise ApiError(err.status, err.code, message, err.field) from err
-    return _plain(result)
 
 
 def _plain(value: Any) -> Any:
