@@ -1,6 +1,7 @@
-"""The all-layers overview (static/js/overview.js) in a real browser: 72 thumbnails for MiniLM whose pixels are the
-weights the API returns, downsampled by block max; pressing one (mouse or keyboard) opens that head large and
-outlines it; `drawOverview` on its own, with plain and typed-array rows."""
+"""The all-layers overview (static/js/overview.js) and the busy indicator (static/js/busy.js), in a real browser:
+72 thumbnails for MiniLM whose pixels are the weights the API returns, downsampled by block max; pressing one (mouse
+or keyboard) opens that head large and outlines it; `drawOverview` on its own, with plain and typed-array rows; and
+"Running… n s" while a run is held in flight, the views still there."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from tests.browser.conftest import PageLog, wait_idle
 
@@ -281,3 +282,49 @@ def test_overview_module_imports_nothing_of_the_page_store() -> None:
         todo += re.findall(r"""import\(\s*["']\./([\w.-]+\.js)["']""", (JS / name).read_text())
     assert "colors.js" in seen
     assert not seen & {"store.js", "state.js", "main.js", "effects.js", "api.js", "requests.js"}, seen
+
+
+# ---- the busy indicator -----------------------------------------------------------------------------------------
+
+
+def test_busy_indicator_counts_seconds_while_a_run_is_in_flight(
+    open_page: Callable[..., Page], page_log: PageLog
+) -> None:
+    page = open_page("?m=random&t=the+cat+sat+on+the+mat")
+    busy = page.get_by_test_id("busy-indicator")
+    pill = busy.locator("[data-role=pill]")
+    expect(busy).to_have_attribute("role", "status")
+    expect(busy).to_have_attribute("aria-live", "polite")
+    expect(pill).to_be_hidden()
+    # hold the next attention request in flight until the test lets it go
+    held: list[Route] = []
+    page.route("**/api/attention", lambda route: held.append(route))
+    page.get_by_test_id("sequence-input").fill("the cat sat on the mat again")
+    page.get_by_test_id("run-button").click()
+    expect(pill).to_be_visible()
+    expect(pill.locator("[data-role=label]")).to_have_text("Running…")
+    expect(busy).to_have_attribute("data-busy", "run")
+    expect(pill.locator("[data-role=seconds]")).to_have_text("1 s", timeout=5_000)
+    expect(pill.locator("[data-role=seconds]")).to_have_text("2 s", timeout=5_000)
+    expect(pill.locator("[data-role=seconds]")).to_have_attribute("aria-hidden", "true")
+    # the views stay on screen, dimmed a little, not blanked
+    expect(page.get_by_test_id("head-heatmap")).to_have_count(4)
+    expect(page.get_by_test_id("head-heatmap").first).to_be_visible()
+    expect(page.locator("[data-view=heads]")).to_have_css("opacity", "0.72")
+    assert page.locator("#views").get_attribute("aria-busy") == "true"
+    assert held, "the run never asked"
+    for route in held:
+        route.continue_()
+    page.unroute("**/api/attention")
+    expect(page.get_by_test_id("token")).to_have_count(7, timeout=20_000)
+    expect(pill).to_be_hidden(timeout=20_000)
+    expect(busy).to_have_attribute("data-busy", "")
+    expect(page.locator("[data-view=heads]")).to_have_css("opacity", "1")
+    assert page_log.console_errors == [] and page_log.page_errors == []
+
+
+def test_overview_and_busy_stay_out_of_a_one_layer_model(open_page: Callable[..., Page]) -> None:
+    page = open_page("?m=random&t=a+b+c")
+    expect(page.get_by_test_id("head-heatmap")).to_have_count(4)
+    expect(page.get_by_test_id("overview")).to_be_hidden()
+    expect(page.get_by_test_id("busy-indicator").locator("[data-role=pill]")).to_be_hidden()

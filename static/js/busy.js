@@ -1,0 +1,71 @@
+// The busy indicator (data-view="busy"): while the attention run is in flight, "Running… 3 s" near the top of the
+// page; while only analysis panels are loading, which ones ("Updating head types… 2 s"). The views stay where they
+// are (dimmed a little by the CSS under body.busy, which tokens.js sets) rather than blanked. The element is a
+// polite live region that stays in the document; the seconds are aria-hidden, so a screen reader hears what is
+// running once, not every tick.
+
+export const TICK_MS = 250; // how often the seconds are redrawn
+
+// What each analysis panel (store.js PANELS) is called in the indicator.
+export const PANEL_WORDS = {
+  headTypes: "head types",
+  top: "top heads",
+  perturb: "the claim",
+  intervene: "interventions",
+  compare: "the comparison",
+  decode: "decoding",
+  cost: "cost",
+  measure: "the measurement",
+  audit: "the audit",
+  sweep: "the scale sweep",
+  nextWords: "next words",
+};
+
+// {kind: "run" | "panels" | null, text}: what is running, from the state.
+export function busyOf(s) {
+  if (s.run.status === "loading") return { kind: "run", text: "Running…" };
+  const names = Object.entries(s.panels || {})
+    .filter(([, slot]) => slot && slot.status === "loading")
+    .map(([name]) => PANEL_WORDS[name] || name);
+  if (names.length) return { kind: "panels", text: `Updating ${names.join(", ")}…` };
+  return { kind: null, text: "" };
+}
+
+// "3 s" once a second has passed, "" before.
+export function elapsedText(ms) {
+  const s = Math.floor(ms / 1000);
+  return s >= 1 ? `${s} s` : "";
+}
+
+const clocks = new WeakMap(); // root -> {kind, since, timer}
+
+export function deps(s) {
+  return [s.run.status, s.panels];
+}
+
+export function render(root, s) {
+  const busy = busyOf(s);
+  const pill = root.querySelector("[data-role=pill]");
+  const label = root.querySelector("[data-role=label]");
+  const seconds = root.querySelector("[data-role=seconds]");
+  const clock = clocks.get(root);
+  root.dataset.busy = busy.kind || "";
+  if (!busy.kind) {
+    if (clock) clearInterval(clock.timer);
+    clocks.delete(root);
+    pill.hidden = true;
+    label.textContent = "";
+    seconds.textContent = "";
+    return;
+  }
+  if (label.textContent !== busy.text) label.textContent = busy.text;
+  pill.hidden = false;
+  if (clock && clock.kind === busy.kind) return; // still the same wait: the clock keeps counting
+  if (clock) clearInterval(clock.timer);
+  const since = performance.now();
+  const tick = () => {
+    seconds.textContent = elapsedText(performance.now() - since);
+  };
+  tick();
+  clocks.set(root, { kind: busy.kind, since, timer: setInterval(tick, TICK_MS) });
+}
