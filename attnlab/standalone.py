@@ -1,0 +1,151 @@
+"""One self-contained HTML file of a result: the page's own view code inlined, the numbers embedded, no server.
+
+`standalone_html(data, view=..., ...)` takes an /api/attention result in the arrays form (float16, as
+`precision: "float16"` makes it) and returns the file POST /api/export answers and attnlab.show displays:
+
+- the page's CSS (static/css/attnlab.css, then static/css/standalone.css), inline; light or dark follows the system;
+- the result, deflated (zlib) and base64-encoded, in <script type="application/octet-stream" id="attnlab-data">
+  (about 2.2 bytes per float16 attention value at 512 tokens: 1.66 deflated, times 4/3); the page inflates it with
+  the browser's own DecompressionStream and reads it with static/js/arrays.js's readArrays;
+- what to show first (view, layer, head, query, palette) as JSON in <script type="application/json">;
+- static/js/standalone.js and every module it imports, as one classic script (attnlab/jsbundle.py), which draws.
+
+Nothing in the file names another host or file: it opens from disk, in a sandboxed iframe and with no network.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import importlib.resources
+import json
+import re
+import zlib
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from attnlab.jsbundle import bundle
+
+View = Literal["layer", "all", "head"]
+VIEWS: tuple[str, ...] = ("layer", "all", "head")
+ENTRY = "standalone.js"
+# the page's own state and its fetches stay out: the standalone page has its own state, and no server
+FORBID = frozenset({"store.js", "state.js", "main.js", "api.js", "effects.js", "requests.js"})
+ENCODING = "deflate+base64"
+
+
+def static_dir() -> Path:
+    """static/ beside the server package, as server/routes/pages.py finds it: in a checkout and once installed."""
+    return Path(str(importlib.resources.files("server"))).parent / "static"
+
+
+@cache
+def _script(root: Path, stamp: tuple[tuple[str, int], ...]) -> str:
+    del stamp  # part of the cache key only: a module edited on disk is bundled again
+    return script_safe(bundle(ENTRY, root / "js", forbid=FORBID, call="boot"))
+
+
+def viewer_script(root: Path | None = None) -> str:
+    """The standalone viewer as one classic script, safe inside <script>...</script>."""
+    js = (root or static_dir()) / "js"
+    stamp = tuple(sorted((p.name, p.stat().st_mtime_ns) for p in js.glob("*.js")))
+    return _script(root or static_dir(), stamp)
+
+
+def script_safe(js: str) -> str:
+    """JavaScript that cannot end its <script> element early: `</script` written `<\\/script` (the same string
+    inside a string, template or regular expression literal). `<!--` would switch the HTML parser into an escaped
+    state; no module of the page has one, so one is refused rather than rewritten."""
+    if "<!--" in js:
+        raise ValueError("a module holds '<!--', which an inline script must not contain")
+    return re.sub(r"</(script)", r"<\\/\1", js, flags=re.IGNORECASE)
+
+
+def embed(data: bytes | memoryview) -> str:
+    """The arrays form, deflated and base64-encoded (ENCODING)."""
+    return base64.b64encode(zlib.compress(data, 1)).decode("ascii")
+
+
+def read_embedded(page: str) -> bytes:
+    """The arrays form embedded in a standalone page (the inverse of `embed`, for tests and scripts)."""
+    m = re.search(r'<script type="application/octet-stream" id="attnlab-data" data-encoding="([^"]+)">([^<]*)</', page)
+    if m is None:
+        raise ValueError("no embedded attnlab data in this page")
+    raw = base64.b64decode(m.group(2))
+    return zlib.decompress(raw) if m.group(1) == ENCODING else raw
+
+
+def standalone_html(
+    data: bytes | memoryview,
+    *,
+    view: View = "layer",
+    title: str = "attnlab",
+    layer: int | None = None,
+    head: int | None = None,
+    query: int | None = None,
+    palette: str = "viridis",
+    static: Path | None = None,
+) -> str:
+    """The standalone page of a result in the arrays form (`data`), opening on `view` ("layer": the heads of one
+    layer, "all": every layer's heads as thumbnails, "head": one head large with the retrieval of `query`)."""
+    if view not in VIEWS:
+        raise ValueError(f"view: got {view!r}; one of {', '.join(VIEWS)}")
+    root = static or static_dir()
+    css = "\n".join((root / "css" / name).read_text(encoding="utf-8") for name in ("attnlab.css", "standalone.css"))
+    shown: dict[str, Any] = {"view": view, "layer": layer, "head": head, "query": query, "palette": palette}
+    shown_json = json.dumps(shown).replace("</", "<\\/")
+    t = html.escape(title)
+    return PAGE.format(
+        title=t,
+        css=css.replace("</", "<\\/"),
+        data=embed(data),
+        encoding=ENCODING,
+        shown=shown_json,
+        script=viewer_script(root),
+    )
+
+
+# No <meta> CSP: a sandboxed notebook iframe (srcdoc) and a file on disk both run this page's inline script, and it
+# loads nothing (no src, no href, no fetch); the browser tests check that no request leaves it.
+PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="attnlab">
+<title>{title}</title>
+<style>
+{css}
+</style>
+</head>
+<body class="standalone">
+<header class="top">
+  <div class="brand"><h1>attnlab</h1><p>{title}</p></div>
+  <span id="sa-summary" class="muted small sa-summary"></span>
+</header>
+<div id="sa-error" class="banner" role="alert" data-testid="error-banner" hidden></div>
+<main class="sa-main">
+  <section class="panel sa-controls controls" aria-label="What to show">
+    <div class="sa-field"><label for="sa-view-select">View</label><select id="sa-view-select"></select></div>
+    <div class="sa-field" id="layer-field"><label for="layer-select">Layer</label>
+      <select id="layer-select" data-testid="layer-select"></select></div>
+    <div class="sa-field" id="head-field"><label for="head-select">Head</label><select id="head-select"></select></div>
+    <div class="sa-field" id="query-field"><label for="query-select">Query</label>
+      <select id="query-select"></select></div>
+    <div class="sa-field"><label for="palette-select">Colours</label>
+      <select id="palette-select"><option value="viridis">viridis</option><option value="cividis">cividis</option>
+      </select></div>
+  </section>
+  <section class="panel"><div id="sa-view" class="sa-view"></div></section>
+  <p class="muted small sa-foot">A saved attnlab view: everything it needs is in this file. Hover a cell for its
+    query, key and weight; press a head to open it large.</p>
+</main>
+<div id="tooltip" class="tooltip" data-testid="tooltip" hidden></div>
+<script type="application/json" id="attnlab-view">{shown}</script>
+<script type="application/octet-stream" id="attnlab-data" data-encoding="{encoding}">{data}</script>
+<script>
+{script}</script>
+</body>
+</html>
+"""
