@@ -18,7 +18,7 @@ from server.config import Settings
 from server.deps import Runtime
 from server.errors import Unexpected, error_body, install_error_handlers
 from server.observability import Metrics, Observe
-from server.routes import analyses, attention, heads, health, mechanics, models, pages
+from server.routes import analyses, attention, export, heads, health, mechanics, models, pages
 from server.runcache import RunCache
 
 log = logging.getLogger("attnlab")
@@ -204,6 +204,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(attention.router)
+    app.include_router(export.router)
     app.include_router(heads.router)
     app.include_router(analyses.router)
     app.include_router(mechanics.router)

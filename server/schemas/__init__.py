@@ -46,6 +46,7 @@ from server.schemas.attention import (
     UnavailableModel,
     Weights,
 )
+from server.schemas.export import ExportRequest, ExportView
 from server.schemas.heads import (
     HeadTypeRow,
     HeadTypesRequest,
@@ -87,6 +88,8 @@ __all__ = [
     "DecodeResult",
     "DecodeStepOut",
     "EdgeEdit",
+    "ExportRequest",
+    "ExportView",
     "FiniteFloat",
     "HeadDiffOut",
     "HeadResult",

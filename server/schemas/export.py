@@ -1,0 +1,26 @@
+"""Schema of /api/export: the /api/attention body plus what the saved page opens on."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from server.schemas.attention import AttentionRequest, Text
+
+ExportView = Literal["layer", "all", "head"]
+
+
+class ExportRequest(AttentionRequest):
+    """The /api/attention body (its weights are embedded at float16, so `include` and `precision` stay out) and the
+    view the file opens on; every view of the file stays a choice in it."""
+
+    view: ExportView = Field(
+        "layer",
+        description="layer: the heads of one layer as heatmaps; all: every head of every layer as thumbnails; "
+        "head: one head large, with the retrieval of a query",
+    )
+    head: int | None = Field(None, ge=0, description="the head `view: head` opens (default 0)")
+    query: int | None = Field(None, ge=0, description="the query whose retrieval it shows (default: the last)")
+    palette: Literal["viridis", "cividis"] = Field("viridis", description="the weights' colour scale")
+    title: Text | None = Field(None, max_length=200, description="the page's title (default: the model and text)")

@@ -1,0 +1,146 @@
+"""The standalone export: the JS bundler (attnlab/jsbundle.py) on toy and real modules, and POST /api/export.
+
+The exported page's numbers are checked against /api/attention's answer to the same body; its drawing and its
+offline promise are checked in Chromium by tests/browser/test_export.py.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from attnlab.arrays import read_arrays
+from attnlab.jsbundle import module_order
+from attnlab.standalone import FORBID, read_embedded, standalone_html, static_dir, viewer_script
+from tests.helpers import assert_error
+
+NODE = "/usr/bin/node"
+
+
+def test_the_viewer_bundle_holds_standalone_and_never_the_page_store() -> None:
+    names = [m.name for m in module_order("standalone.js", static_dir() / "js", FORBID)]
+    assert names[-1] == "standalone.js"
+    assert {"heatmap.js", "colors.js", "arrays.js", "overview.js"} <= set(names)
+    assert not set(names) & FORBID
+    script = viewer_script()
+    assert script.rstrip().endswith("__attnlab_standalone.boot();\n})();".rstrip())
+    assert "</script" not in script.lower()
+
+
+@pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")
+def test_the_viewer_bundle_is_valid_javascript(tmp_path: Path) -> None:
+    (tmp_path / "viewer.js").write_text(viewer_script())
+    subprocess.run([NODE, "--check", str(tmp_path / "viewer.js")], check=True, capture_output=True)
+
+
+# ---- POST /api/export -------------------------------------------------------------------------------------------
+
+RANDOM: dict[str, Any] = {
+    "model": "random",
+    "text": "the cat sat on the mat again",
+    "options": {"d_model": 16, "heads": 4, "seed": 5},
+    "masks": {"causal": True, "blocked": [[3, 1]]},
+}
+
+
+def embedded(page: str) -> Any:
+    return read_arrays(read_embedded(page))
+
+
+def test_export_embeds_the_api_numbers_at_float16(client: TestClient) -> None:
+    resp = client.post("/api/export", json={**RANDOM, "view": "head", "head": 2, "query": 4})
+    assert resp.status_code == 200, resp.text[:500]
+    assert resp.headers["content-type"].startswith("text/html")
+    assert resp.headers["content-disposition"] == 'attachment; filename="attnlab-random-head-H2.html"'
+    page = resp.text
+    got = embedded(page)
+    want = client.post("/api/attention", json={**RANDOM, "include": ["weights"]}).json()
+    assert got["tokens"] == want["tokens"]
+    assert np.array_equal(got["eligible"], np.array(want["eligible"], dtype=bool))
+    assert len(got["layers"]) == len(want["layers"])
+    for gl, wl in zip(got["layers"], want["layers"], strict=True):
+        for gh, wh in zip(gl["heads"], wl["heads"], strict=True):
+            assert gh["weights"].dtype == np.float16
+            assert set(gh) == {"index", "kv_group", "weights"}
+            np.testing.assert_allclose(gh["weights"], np.array(wh["weights"]), rtol=1e-3, atol=1e-4)
+    shown = re.search(r'<script type="application/json" id="attnlab-view">(.*?)</script>', page)
+    assert shown is not None
+    assert '"view": "head"' in shown.group(1) and '"head": 2' in shown.group(1) and '"query": 4' in shown.group(1)
+
+
+def test_export_page_loads_nothing_from_anywhere(client: TestClient) -> None:
+    """The markup names no file (src, href, url()), the script makes no request (fetch, XHR, import(), a worker);
+    tests/browser/test_export.py watches the network too."""
+    page = client.post("/api/export", json={**RANDOM, "view": "layer"}).text
+    markup, _, script = page.rpartition("<script>")
+    assert markup.count("<script") == 2  # the view and the data, then the viewer
+    markup = re.sub(r'<script type="application/octet-stream"[^>]*>[^<]*</script>', "", markup)
+    assert not re.search(r"\b(src|href|action)\s*=|url\(|@import", markup), "the markup names a file or host"
+    for call in ("fetch(", "XMLHttpRequest", "import(", "Worker(", "sendBeacon", "WebSocket", "EventSource"):
+        assert call not in script, call
+    assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", page), "the page names a host"
+
+
+def test_export_embeds_every_layer_or_the_one_asked(
+    make_client: Callable[..., AbstractContextManager[TestClient]],
+) -> None:
+    body = {"model": "induction", "text": "red ball king river red ball king river"}
+    with make_client(models="induction") as c:
+        every = embedded(c.post("/api/export", json={**body, "view": "all"}).text)
+        one = c.post("/api/export", json={**body, "layer": 1})
+        assert one.headers["content-disposition"] == 'attachment; filename="attnlab-induction-layer-L1.html"'
+        want = c.post("/api/attention", json={**body, "include": ["weights"]}).json()
+    assert [layer["index"] for layer in every["layers"]] == [0, 1]
+    layer1 = embedded(one.text)["layers"]
+    assert [layer["index"] for layer in layer1] == [1]
+    for gh, wh in zip(layer1[0]["heads"], want["layers"][1]["heads"], strict=True):
+        np.testing.assert_allclose(gh["weights"], np.array(wh["weights"]), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "words"),
+    [
+        ({"view": "heads"}, "view", ["layer", "all", "head"]),
+        ({"view": "all", "layer": 0}, "layer", ["every layer"]),
+        ({"head": 9}, "head", ["0-3"]),
+        ({"query": 70}, "query", ["0-6"]),
+        ({"head": -1}, "head", []),
+        ({"include": ["weights", "stats"]}, "include", ["float16"]),
+        ({"precision": "float32"}, "precision", ["float16"]),
+        ({"palette": "jet"}, "palette", []),
+        ({"texts": ["a b", "c"]}, "texts", []),
+        ({"nope": 1}, "nope", []),
+        ({"model": "gpt-99"}, "model", ["gpt-99"]),
+    ],
+)
+def test_export_refusals_name_the_field(
+    client: TestClient, extra: dict[str, Any], field: str, words: list[str]
+) -> None:
+    assert_error(client.post("/api/export", json={**RANDOM, **extra}), 422, field, *words)
+
+
+def test_export_has_the_attention_limits(make_client: Callable[..., AbstractContextManager[TestClient]]) -> None:
+    with make_client(max_tokens=4) as c:
+        assert_error(c.post("/api/export", json=RANDOM), 422, "text", "ATTNLAB_MAX_TOKENS")
+    with make_client(max_result_values=100) as c:
+        assert_error(c.post("/api/export", json=RANDOM), 422, "include", "ATTNLAB_MAX_RESULT_VALUES")
+
+
+def test_standalone_html_escapes_the_title_and_refuses_an_unknown_view(client: TestClient) -> None:
+    data = client.post(
+        "/api/attention",
+        json={**RANDOM, "include": ["weights"], "precision": "float16"},
+        headers={"accept": "application/vnd.attnlab.arrays"},
+    ).content
+    page = standalone_html(data, title="</script><script>alert(1)</script>")
+    assert "<script>alert(1)" not in page and "&lt;/script&gt;" in page
+    with pytest.raises(ValueError, match="view"):
+        standalone_html(data, view="grid")  # type: ignore[arg-type]
