@@ -4,9 +4,12 @@
   (needs only httpx and NumPy).
 - `attnlab.run(model, text, masks=..., layer=...)`: the same result in this process, no server (needs the engine:
   torch and the server's schemas).
-- `attnlab.ApiError`: what both raise for a request the API refuses: status, code, field, message, details.
+- `attnlab.show(model, text, masks=..., layer=..., view=...)`: that run's standalone view, shown inline by a
+  notebook (Jupyter, JupyterLab, VS Code) with no server and no internet; `attnlab.export_html(..., path=...)`: the
+  same page as one HTML file, as POST /api/export answers it.
+- `attnlab.ApiError`: what they all raise for a request the API refuses: status, code, field, message, details.
 
-Client and run are imported on first use, so each works with only its own dependencies installed.
+Client, run, show and export_html are imported on first use, so each works with only its own dependencies installed.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from attnlab.errors import ApiError
 if TYPE_CHECKING:
     from attnlab.client import Client
     from attnlab.local import run
+    from attnlab.notebook import export_html, show
 
-__all__ = ["ApiError", "Client", "run"]
+__all__ = ["ApiError", "Client", "export_html", "run", "show"]
 
 
 def __getattr__(name: str) -> Any:
@@ -31,4 +35,8 @@ def __getattr__(name: str) -> Any:
         from attnlab.local import run
 
         return run
+    if name in ("show", "export_html"):
+        from attnlab import notebook
+
+        return getattr(notebook, name)
     raise AttributeError(f"module 'attnlab' has no attribute {name!r}")

@@ -1,0 +1,131 @@
+"""attnlab.show and attnlab.export_html: the standalone view of a run in this process, for a notebook or a file.
+
+The run is attnlab.run's (the engine in this process, through the server's own path, no server), its weights in
+the arrays form at float16; the page is the one POST /api/export answers (attnlab/standalone.py), built by the same
+code (server/routes/export.py build_export), so the same arguments are refused with the same field named.
+
+In a notebook the view goes in an <iframe srcdoc> sandboxed to scripts only: the page's script runs in its own
+document, apart from the notebook's, so JupyterLab, classic Jupyter and VS Code show it alike, with no internet.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from attnlab.arrays import jsonable
+from attnlab.local import api_errors, compute
+from server.routes.export import build_export
+from server.schemas import AttentionRequest, ExportRequest
+
+# the iframe's height (px) for each view when none is given: the controls, and a grid, the thumbnails or a head
+HEIGHTS = {"layer": 760, "all": 620, "head": 800}
+
+
+class StandaloneView:
+    """A standalone attnlab page: a notebook shows it (`_repr_html_`: the page in a sandboxed iframe), a terminal
+    prints one line about it, `.html` is the page itself and `.save(path)` writes it."""
+
+    def __init__(self, page: str, name: str, summary: str, height: int) -> None:
+        self.html = page
+        self.name = name
+        self.summary = summary
+        self.height = height
+
+    def _repr_html_(self) -> str:
+        return iframe(self.html, self.height)
+
+    def __repr__(self) -> str:
+        size = len(self.html.encode()) / 1e6
+        return f"<attnlab view: {self.summary}; {size:.1f} MB of HTML; .save(path) writes {self.name}>"
+
+    def save(self, path: str | Path) -> Path:
+        out = Path(path)
+        if out.is_dir():
+            out = out / self.name
+        out.write_text(self.html, encoding="utf-8")
+        return out
+
+
+def iframe(page: str, height: int) -> str:
+    """The page in an iframe of its own: `srcdoc` (no file, no server), scripts allowed and nothing else (no access
+    to the notebook's document, cookies or storage)."""
+    return (
+        f'<iframe srcdoc="{html.escape(page, quote=True)}" sandbox="allow-scripts" title="attnlab" '
+        f'style="width: 100%; height: {int(height)}px; border: 1px solid #ccc; border-radius: 6px;"></iframe>'
+    )
+
+
+def view_of(
+    model: str | None = None,
+    text: str | None = None,
+    masks: dict[str, Any] | None = None,
+    layer: int | None = None,
+    *,
+    view: str = "layer",
+    head: int | None = None,
+    query: int | None = None,
+    palette: str = "viridis",
+    title: str | None = None,
+    height: int | None = None,
+    device: str | None = None,
+    dtype: str | None = None,
+    **fields: Any,
+) -> StandaloneView:
+    body = jsonable({**fields, "model": model, "text": text, "masks": masks, "layer": layer})
+    body = {k: v for k, v in body.items() if v is not None or k in fields}
+    shown = {"view": view, "head": head, "query": query, "palette": palette, "title": title}
+    body.update({k: v for k, v in shown.items() if v is not None})
+    with api_errors():
+        req = ExportRequest.model_validate_json(json.dumps(body))  # as the server validates a body
+
+        def run(attention: AttentionRequest) -> dict[str, Any]:
+            given = attention.model_dump(mode="json", exclude_unset=True)
+            return compute(**given, device=device, dtype=dtype)
+
+        page, name = build_export(req, run)
+    what = "every layer" if req.view == "all" else f"layer {req.layer}" if req.layer is not None else "every layer"
+    summary = f"{req.model or 'custom'}, {req.view} view, {what}"
+    return StandaloneView(page, name, summary, height or HEIGHTS[req.view])
+
+
+def show(
+    model: str | None = None,
+    text: str | None = None,
+    masks: dict[str, Any] | None = None,
+    layer: int | None = None,
+    *,
+    view: str = "layer",
+    height: int | None = None,
+    **fields: Any,
+) -> StandaloneView:
+    """Run `model` on `text` in this process and return its standalone view, which a notebook displays inline.
+
+    `view`: "layer" (the heads of one layer), "all" (every head of every layer as thumbnails) or "head" (one head
+    large, `head=`, with the retrieval of `query=`). `layer` embeds that layer only (all layers when omitted;
+    `view="all"` needs them all). `masks`, `palette` ("viridis" | "cividis"), `title` and every other /api/attention
+    field (options, tokens, scale, all_masked, ...) as in attnlab.run; `height`: the iframe's, in px.
+
+    The value shows itself as the last expression of a cell (mid-cell: `display(attnlab.show(...))`); in a terminal
+    it prints one line. Raises attnlab.ApiError as POST /api/export would, naming the field."""
+    return view_of(model, text, masks, layer, view=view, height=height, **fields)
+
+
+def export_html(
+    model: str | None = None,
+    text: str | None = None,
+    masks: dict[str, Any] | None = None,
+    layer: int | None = None,
+    *,
+    view: str = "layer",
+    path: str | Path | None = None,
+    **fields: Any,
+) -> str:
+    """The standalone page as POST /api/export answers it, built in this process: the HTML, and written to `path`
+    when given (a folder gets the export's own file name). Arguments as attnlab.show."""
+    result = view_of(model, text, masks, layer, view=view, **fields)
+    if path is not None:
+        result.save(path)
+    return result.html
