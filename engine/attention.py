@@ -318,13 +318,14 @@ def attention(
     check_policy(~eligible if bug == "flipped_mask" else eligible, all_masked)
     factor = scale_factor(w.d_head, scale)
     k_per_head = expand_groups(k, w.n_heads)
+    bounded = cannot_overflow(q, k_per_head, factor)
     # Scores and weights in one block (2, B, H, S, S_k): glibc then keeps it in its heap from call to call, where
     # two blocks of half the size went back to the system and were faulted in again, page by page, on every call.
     in_one = bug is None and q.dtype not in (torch.float16, torch.bfloat16)
     both = q.new_empty((2 if in_one else 1, *q.shape[:-1], k_per_head.shape[-2]))
     scores = attention_scores(q, k_per_head, factor, out=both[0])
     steps.append((scores, "scores", "x"))
-    if not cannot_overflow(q, k_per_head, factor, scores) and not is_finite(scores):
+    if not bounded and not is_finite(scores):
         refuse_first_non_finite(steps)
     if bug is not None:
         weights = buggy_softmax(scores, eligible, bug)

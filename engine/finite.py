@@ -44,15 +44,16 @@ def is_finite(t: Tensor) -> bool:
     return math.isfinite(total.item()) or bool(torch.isfinite(t).all())
 
 
-def cannot_overflow(q: Tensor, k: Tensor, factor: float, scores: Tensor) -> bool:
-    """True when no score factor * q_i . k_j can have reached the dtype's largest value.
+def cannot_overflow(q: Tensor, k: Tensor, factor: float) -> bool:
+    """True when no score factor * q_i . k_j of q (..., S, d) and k (..., S_k, d) can reach the dtype's largest
+    value; decided before the scores exist, while Q and K are still in the cache.
 
     |q_i . k_j| <= |q_i| |k_j| (Cauchy-Schwarz), and so is every partial sum of the product; a margin of 4
     covers rounding. Reading the norms costs O(S d) where checking every score reads S x S_k, so for long
     sequences this is tried first and the scores are read only when the bound is too large (or not finite).
     Short sequences skip it: there the full check is the cheaper one.
     """
-    if scores.shape[-1] * scores.shape[-2] < 4 * (q.shape[-2] + k.shape[-2]) * q.shape[-1]:
+    if q.shape[-2] * k.shape[-2] < 4 * (q.shape[-2] + k.shape[-2]) * q.shape[-1]:
         return False
     acc = torch.promote_types(q.dtype, torch.float32)
     norms = [torch.linalg.vector_norm(t, dim=-1, dtype=acc).amax() for t in (q, k)]
