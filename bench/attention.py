@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -84,24 +85,33 @@ def projections(x: Tensor, sd: dict[str, Tensor], heads: int) -> tuple[Tensor, T
     )
 
 
+def minor_faults() -> int:
+    """Page faults this thread has taken so far (each a fresh page of memory touched for the first time)."""
+    return resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)).ru_minflt
+
+
 def interleaved_ms(
     calls: dict[str, Layer], rounds: int, device: torch.device, clock: Callable[[], float], warmup: int = 3
-) -> dict[str, list[float]]:
-    """Each call once per round, in an order that rotates every round; milliseconds per call per round."""
+) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    """Each call once per round, in an order that rotates every round; milliseconds and page faults per call per
+    round."""
     names = list(calls)
     times: dict[str, list[float]] = {n: [] for n in names}
+    faults: dict[str, list[int]] = {n: [] for n in names}
     for r in range(-warmup, rounds):
         shift = r % len(names)
         for name in names[shift:] + names[:shift]:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
+            faulted = minor_faults()
             start = clock()
             calls[name]()
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             if r >= 0:
                 times[name].append((clock() - start) * 1000)
-    return times
+                faults[name].append(minor_faults() - faulted)
+    return times, faults
 
 
 def quartiles(values: Sequence[float]) -> tuple[float, float]:
@@ -109,15 +119,30 @@ def quartiles(values: Sequence[float]) -> tuple[float, float]:
     return q[0], q[2]
 
 
-def engine_at(rev: str) -> ModuleType:
-    """engine/attention.py as it was at git revision `rev`, as a module of its own (it imports the rest of the
-    engine as it is now): the "before" of a change, timed in the same rounds as the "after"."""
-    src = subprocess.run(
-        ["git", "show", f"{rev}:engine/attention.py"], capture_output=True, text=True, check=True, cwd=ROOT
-    ).stdout
-    module = ModuleType(f"attention_at_{rev}")
+def module_at(rev: str, path: str) -> ModuleType | None:
+    """The file `path` as it was at git revision `rev`, run as a module of its own; None where it did not exist."""
+    shown = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True, cwd=ROOT)
+    if shown.returncode != 0:
+        return None
+    module = ModuleType(f"{Path(path).stem}_at_{rev}")
     sys.modules[module.__name__] = module  # dataclasses look their class's module up
-    exec(compile(src, f"{rev}:engine/attention.py", "exec"), module.__dict__)
+    exec(compile(shown.stdout, f"{rev}:{path}", "exec"), module.__dict__)
+    return module
+
+
+def engine_at(rev: str) -> ModuleType:
+    """engine/attention.py as it was at git revision `rev`, with engine/finite.py of that revision where it had one
+    (the rest of the engine as it is now): the "before" of a change, timed in the same rounds as the "after"."""
+    finite = module_at(rev, "engine/finite.py")
+    now = sys.modules["engine.finite"]
+    if finite is not None:  # what that attention.py imports from engine.finite is that revision's
+        sys.modules["engine.finite"] = finite
+    try:
+        module = module_at(rev, "engine/attention.py")
+    finally:
+        sys.modules["engine.finite"] = now
+    if module is None:
+        raise SystemExit(f"--before {rev}: no engine/attention.py at that revision")
     return module
 
 
@@ -184,23 +209,30 @@ def main() -> None:
         f"{'thread CPU time' if args.clock == 'cpu' else 'wall-clock time'}"
     )
     print(
-        f"{'S':>5} {'engine ms':>10} {'sdpa ms':>9} {'ratio':>6} {'spread':>11} {'goal':>5}"
+        f"{'S':>5} {'engine ms':>10} {'sdpa ms':>9} {'ratio':>6} {'spread':>11} {'goal':>5} {'faults':>11}"
         f" | {'materialised ms':>15} {'sdpa kernel ms':>14} {'ratio':>6}"
-        + (f" | {args.before + ' ms':>12} {'ratio':>6}" if before else "")
+        + (f" | {args.before + ' ms':>12} {'ratio':>6} {'faults':>6}" if before else "")
     )
     worst = 0.0
     with torch.inference_mode():
         for s in (int(v) for v in args.lengths.split(",")):
-            times = interleaved_ms(layer_calls(s, h, d, device, before), args.rounds, device, clock)
+            times, faults = interleaved_ms(layer_calls(s, h, d, device, before), args.rounds, device, clock)
             med = {name: statistics.median(t) for name, t in times.items()}
+            paged = {name: round(statistics.median(f)) for name, f in faults.items()}
+            pair = f"{paged['engine']}/{paged['sdpa']}"
             ratio = med["engine"] / med["sdpa"]
             lo, hi = quartiles([e / s_ for e, s_ in zip(times["engine"], times["sdpa"], strict=True)])
             worst = max(worst, ratio)
             print(
                 f"{s:>5} {med['engine']:>10.3f} {med['sdpa']:>9.3f} {ratio:>6.2f} {f'{lo:.2f}-{hi:.2f}':>11}"
-                f" {'met' if ratio <= GOAL else 'NOT':>5} | {med['materialised']:>15.3f}"
+                f" {'met' if ratio <= GOAL else 'NOT':>5} {pair:>11}"
+                f" | {med['materialised']:>15.3f}"
                 f" {med['sdpa kernel']:>14.3f} {med['materialised'] / med['sdpa kernel']:>6.2f}"
-                + (f" | {med['before']:>12.3f} {med['before'] / med['sdpa']:>6.2f}" if before else "")
+                + (
+                    f" | {med['before']:>12.3f} {med['before'] / med['sdpa']:>6.2f} {paged['before']:>6}"
+                    if before
+                    else ""
+                )
             )
     print(f"worst engine/SDPA ratio {worst:.2f}: goal <= {GOAL} {'met' if worst <= GOAL else 'not met'}")
 
