@@ -1,4 +1,7 @@
-// Export: the visible heads as one PNG (drawn from their canvases), and the current data as JSON.
+// Export: the visible heads as one PNG (drawn from their canvases), the current data as JSON, and the view as one
+// standalone HTML file (POST /api/export: the page's own views and the weights in one file that opens offline).
+// The "Download this view as HTML" button is a view of its own (data-view="exporter"): `render` enables it once
+// there is a result, `bind` sends the export.
 
 export const PNG_MARGIN = 16;
 export const PNG_TITLE_PX = 76; // the title line and the legend under it
@@ -100,4 +103,81 @@ export function headsPng(cards, title, legend) {
     ctx.drawImage(canvas, p.x, p.y + 18, sizes[i].w, sizes[i].h);
   });
   return new Promise((resolve) => out.toBlob(resolve, "image/png"));
+}
+
+// ---- the view as a standalone HTML file --------------------------------------------------------------------------
+
+export const EXPORT_URL = "/api/export";
+
+// The POST /api/export body for what the page shows: the current /api/attention request (its include and precision
+// are the export's own: float16 weights) and the view: every layer's thumbnails when all layers are shown, the open
+// head with its query, else the heads of the layer shown. One layer is embedded unless all are shown.
+export function exportBody(request, ui, result) {
+  const { include: _include, precision: _precision, layer: _layer, ...rest } = request;
+  const multi = (result?.config?.n_layers ?? 1) > 1;
+  const body = { ...rest, palette: ui.palette === "cividis" ? "cividis" : "viridis" };
+  if (multi && ui.layer === "all") return { ...body, view: "all" };
+  const layer = ui.focus ? ui.focus[0] : ui.layer === "all" ? 0 : ui.layer;
+  const one = multi && Number.isInteger(layer) ? { layer } : {};
+  if (!ui.focus) return { ...body, ...one, view: "layer" };
+  const query = Number.isInteger(ui.query) ? { query: ui.query } : {};
+  return { ...body, ...one, view: "head", head: ui.focus[1], ...query };
+}
+
+// The file name the server gave (Content-Disposition), else one made here.
+export function attachmentName(disposition, fallback) {
+  const m = /filename="([^"]+)"/.exec(disposition || "");
+  return m ? m[1] : fallback;
+}
+
+export async function exportHtml(body) {
+  const resp = await fetch(EXPORT_URL, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  if (!resp.ok) {
+    let message = `the server answered ${resp.status}`;
+    try {
+      const err = (await resp.json()).error;
+      if (err && err.message) message = err.field && !err.message.includes(err.field) ? `${err.field}: ${err.message}` : err.message;
+    } catch {
+      // not the API's JSON error: keep the status line
+    }
+    throw new Error(message);
+  }
+  const name = attachmentName(resp.headers.get("content-disposition"), `attnlab-${body.model || "export"}.html`);
+  return { name, blob: await resp.blob() };
+}
+
+export function deps(s) {
+  return [s.run.request, s.run.result, s.ui.layer, s.ui.focus, s.ui.query, s.ui.palette];
+}
+
+export function render(root, s) {
+  root.disabled = !s.run.request || !s.run.result;
+  if (root.disabled) return;
+  const view = exportBody(s.run.request, s.ui, s.run.result).view;
+  const what = { all: "every layer's heads", head: "the open head and its retrieval", layer: "the heads of this layer" }[view];
+  root.title = `One HTML file of ${what}: it opens in any browser, with no server and no network`;
+  root.dataset.exportView = view;
+}
+
+export function bind(root, store) {
+  root.addEventListener("click", async () => {
+    const s = store.getState();
+    if (!s.run.request || !s.run.result) return;
+    const status = document.getElementById("share-status");
+    root.disabled = true;
+    if (status) status.textContent = "Building the HTML file…";
+    try {
+      const { name, blob } = await exportHtml(exportBody(s.run.request, s.ui, s.run.result));
+      download(name, blob);
+      if (status) status.textContent = `Saved ${name} (${(blob.size / 1e6).toFixed(1)} MB): it opens offline.`;
+    } catch (err) {
+      if (status) status.textContent = `Could not export HTML: ${err.message}`;
+    } finally {
+      root.disabled = false;
+    }
+  });
 }
