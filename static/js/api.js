@@ -1,6 +1,10 @@
 // The JSON API the page is built on: GET /api/models, POST /api/attention, /api/heads, /api/heads/top, /api/perturb,
 // /api/intervene, /api/compare, /api/decode, /api/cost and /api/scale-sweep.
 // Errors come back as {"error": {status, code, field, message, details}}; `describeError` turns one into plain words.
+// The page's own attention run comes in the arrays form (arrays.js: matrices as Float32Array rows, no number parsed
+// from text), float16 when it is large; its errors are JSON as everywhere else.
+
+import { MEDIA_TYPE, readArrays } from "./arrays.js";
 
 // What to do about an error, by its code and field (never by its English text). The message itself is the
 // server's, which names the field and the numbers.
@@ -130,8 +134,39 @@ export function fetchScaleSweep(request, signal) {
   return post("/api/scale-sweep", request, signal);
 }
 
-export function fetchAttention(request, signal) {
+// Above this many matrix values a run travels as float16 (2 bytes a value, about 3 significant digits): minilm's
+// six layers at 128 tokens are 2.4 M. Below it float32, so that the small worked examples stay exact to the last digit.
+export const FLOAT16_ABOVE = 1_000_000;
+
+// The precision to ask for a result of `values` matrix numbers.
+export function precisionFor(values) {
+  return values > FLOAT16_ABOVE ? "float16" : "float32";
+}
+
+// POST /api/attention in the arrays form: the result as its JSON has it, except that each float matrix is an Array
+// of Float32Array rows and 1-D arrays are typed arrays (arrays.js). An answer that is not the arrays form (an error,
+// or a server or proxy that only speaks JSON) is read as JSON. Aborting `signal` stops the download as well.
+export async function fetchAttention(request, signal) {
+  const resp = await fetch("/api/attention", {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: MEDIA_TYPE },
+    body: JSON.stringify(request),
+    signal,
+  });
+  const type = (resp.headers.get("content-type") || "").split(";")[0].trim();
+  if (resp.ok && type === MEDIA_TYPE) return readArrays(await resp.arrayBuffer());
+  return parse(resp);
+}
+
+// POST /api/attention as JSON, for the small answers that carry no matrices (the audit, the next words).
+export function fetchAttentionJson(request, signal) {
   return post("/api/attention", request, signal);
+}
+
+// JSON.stringify's replacer for results that hold typed arrays (the arrays form's rows): plain arrays of numbers,
+// as the JSON API would have sent them (a bare Float32Array would come out as {"0": ..., "1": ...}).
+export function plainArrays(_key, value) {
+  return ArrayBuffer.isView(value) && !(value instanceof DataView) ? Array.from(value) : value;
 }
 
 // The same result as a NumPy .npz archive (one array per matrix, the rest in meta.json).

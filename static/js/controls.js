@@ -1,7 +1,7 @@
 // The controls panel (the template's <aside data-view="controls">): the form shows ui, and every input dispatches
 // one named action. Pure render from the state; bind() wires the inputs once.
 
-import { fetchAttentionNpz } from "./api.js";
+import { fetchAttentionNpz, plainArrays } from "./api.js";
 import { MASK_FILL, MASK_HATCH, legendTicks } from "./colors.js";
 import { EXAMPLES, exampleText } from "./examples.js";
 import { download, headsPng } from "./exporter.js";
@@ -311,7 +311,9 @@ export function bind(root, store) {
     const s = getState();
     if (!s.run.result) return;
     const data = { link: location.href, request: s.run.request, response: s.run.full || s.run.result };
-    download(`attnlab-${s.run.result.model}.json`, new Blob([JSON.stringify(data, null, 1)], { type: "application/json" }));
+    // the result's matrices are typed rows (the arrays form): written as the plain arrays the JSON API sends
+    const text = JSON.stringify(data, plainArrays, 1);
+    download(`attnlab-${s.run.result.model}.json`, new Blob([text], { type: "application/json" }));
   });
   // the drawer on a narrow screen: the button opens the controls over the views, Escape or the button closes them
   const toggle = $("controls-toggle");

@@ -62,7 +62,7 @@ export function renderFocus(el, view, head, layer) {
   const S = view.tokens.length;
   const matrix = view.view === "scores" ? head.scores : head.weights;
   const z = drawnValues(matrix, view.eligible);
-  const hover = matrix.map((row, q) => row.map((_, k) => hoverText(view, head, q, k)));
+  const hover = matrix.map((row, q) => Array.from(row, (_, k) => hoverText(view, head, q, k))); // rows may be typed
   const keys = view.keyTokens || view.tokens;
   const idx = view.tokens.map((_, i) => i);
   const kidx = keys.map((_, i) => i);

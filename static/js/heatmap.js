@@ -57,9 +57,10 @@ export function maskedCells(eligible) {
   return out;
 }
 
-// The colour of each eligible cell and null for a masked one: the z a heatmap draws.
+// The colour of each eligible cell and null for a masked one: the z a heatmap draws. Rows may be typed arrays (the
+// arrays form), whose own map could not hold a null: Array.from makes plain rows.
 export function drawnValues(matrix, eligible) {
-  return matrix.map((row, q) => row.map((v, k) => (eligible[q][k] ? v : null)));
+  return matrix.map((row, q) => Array.from(row, (v, k) => (eligible[q][k] ? v : null)));
 }
 
 function hatch(ctx, x, y, w, h) {

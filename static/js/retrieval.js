@@ -119,8 +119,7 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
 export function contextRows(head, q) {
   if (!head.v || !head.weights || !head.contexts) return null;
   const w = head.weights[q];
-  const rows = w
-    .map((weight, k) => ({ k, weight, v: head.v[k] }))
+  const rows = Array.from(w, (weight, k) => ({ k, weight, v: head.v[k] })) // a typed row's map holds numbers only
     .filter((r) => r.weight >= ZERO_WEIGHT && r.v);
   return { rows, context: head.contexts[q] };
 }
@@ -130,7 +129,7 @@ function renderContext(root, view, head, q) {
   const c = contextRows(head, q);
   root.hidden = !c;
   if (!c) return;
-  const vec = (xs) => `[${xs.map((x) => x.toFixed(3)).join(", ")}]`;
+  const vec = (xs) => `[${Array.from(xs, (x) => x.toFixed(3)).join(", ")}]`;
   root.append(node("p", { className: "small" }, `Then the values: context of query ${q} = Σ weight × v (head ${head.index}).`));
   const table = node("table", { className: "stats ctx-table" });
   for (const r of c.rows) {

@@ -110,7 +110,7 @@ export function renderSimilarity(root, view) {
   window.Plotly.react(
     plot,
     [{
-      type: "heatmap", z: sim, x: names, y: names, zmin: 0, zmax: 1, colorscale: plotlyScale(VIRIDIS),
+      type: "heatmap", z: sim.map((row) => Array.from(row)), x: names, y: names, zmin: 0, zmax: 1, colorscale: plotlyScale(VIRIDIS),
       colorbar: { title: { text: "cosine", side: "right" }, thickness: 12 },
       hovertemplate: "%{y} · %{x}: %{z:.3f}<extra></extra>",
     }],
