@@ -1,11 +1,15 @@
 // What the page does outside itself: it watches the store and asks the API. An attention run starts when an action
 // asks for one (state.run.want changes), debounced; each analysis panel asks when its request (store.js
-// PANEL_SPECS) changes. Only the newest answer of each lands; the abort controllers and timers live here, not in
-// the state.
+// PANEL_SPECS) changes. Only the newest answer of each lands: a new action aborts the run in flight (its download
+// too), a new panel request the panel's last one. The abort controllers and timers live here, not in the state.
+//
+// A run asks for every layer at once (in the arrays form, float16 when large: api.js), so that a layer switch
+// draws from what the page holds (store.js holdsLayer). When every layer of an input is over the server's result
+// limit, it asks for the layer shown, and remembers that for the input (state.run.oneLayer).
 
-import { ApiError, describeError, fetchAttention } from "./api.js";
+import { ApiError, describeError, fetchAttention, isTooLarge, precisionFor } from "./api.js";
 import { splitTokens } from "./masks.js";
-import { batchOf, buildRequest, sourceOf } from "./requests.js";
+import { batchOf, buildRequest, resultValues, sizeKey, sourceOf } from "./requests.js";
 import { PANEL_SPECS, act, clampedMasks, modelInfo, sameInput } from "./store.js";
 
 export const DEBOUNCE_MS = 80;
@@ -34,21 +38,36 @@ export function startEffects(store) {
     if (controller) controller.abort();
     const mine = new AbortController();
     controller = mine;
-    store.dispatch(act.runStarted());
     const s = store.getState();
+    let key = null;
     try {
       const S = sequenceLength(s);
       const source = sourceOf(s.ui);
       const masks = clampedMasks(s.ui, S, source ? splitTokens(source).length : S);
-      const req = buildRequest({ ...s.ui, masks }, modelInfo(s), S);
-      const result = await fetchAttention(req, mine.signal);
+      const info = modelInfo(s);
+      const view = buildRequest({ ...s.ui, masks }, info, S); // the layer shown, when one is
+      key = sizeKey(view);
+      const { layer: _layer, ...every } = view;
+      let req = view.layer != null && s.run.oneLayer !== key ? every : view;
+      store.dispatch(act.runStarted(req.layer ?? "all"));
+      const send = (body) => fetchAttention({ ...body, precision: precisionFor(resultValues(body, info, S)) }, mine.signal);
+      let result;
+      try {
+        result = await send(req);
+      } catch (err) {
+        // every layer is more than the server sends: the layer shown, and this input asks for one from now on
+        if (req === view || !isTooLarge(err) || controller !== mine) throw err;
+        store.dispatch(act.layersTooMany(key));
+        req = view;
+        result = await send(req);
+      }
       if (controller !== mine) return;
       store.dispatch(act.runSucceeded(result, req, masks));
     } catch (err) {
       if ((err && err.name === "AbortError") || controller !== mine) return;
       const e = describeError(err);
       if (err instanceof ApiError && err.code === "too_large" && err.field === "include" && store.getState().ui.layer === "all") {
-        store.dispatch(act.runTooLarge(e.message));
+        store.dispatch(act.runTooLarge(e.message, key));
       } else {
         store.dispatch(act.runFailed(e));
       }
@@ -58,7 +77,8 @@ export function startEffects(store) {
   }
 
   function ask(name, spec, req, key) {
-    const slot = panels[name] || (panels[name] = { controller: null, timer: null });
+    const slot = panels[name] || (panels[name] = { controller: null, timer: null, asked: null });
+    slot.asked = key;
     if (slot.controller) slot.controller.abort();
     clearTimeout(slot.timer);
     const mine = new AbortController();
@@ -92,12 +112,15 @@ export function startEffects(store) {
       if (!req) {
         if (slot.status !== "idle" || slot.key) {
           panels[name]?.controller?.abort();
+          if (panels[name]) panels[name].asked = null;
           store.dispatch(act.panelCleared(name));
         }
         continue;
       }
       const key = JSON.stringify(spec.nonce ? [req, slot.nonce] : req);
-      if (slot.key !== key) ask(name, spec, req, key);
+      // `asked` covers the moment between asking and the store recording it (panelStarted waits in the store's
+      // queue while another panel's does its round): without it the last panel of a round was asked twice
+      if (slot.key !== key && panels[name]?.asked !== key) ask(name, spec, req, key);
     }
   }
 
@@ -105,6 +128,11 @@ export function startEffects(store) {
     if (s.run.want !== want) {
       want = s.run.want;
       clearTimeout(timer);
+      // the run in flight answers an older state: stop it (and its download) now, not after the debounce
+      if (controller) {
+        controller.abort();
+        controller = null;
+      }
       timer = setTimeout(run, DEBOUNCE_MS);
     }
     // panels follow the last good run, never one in flight

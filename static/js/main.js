@@ -57,8 +57,10 @@ function draw(views, s, prev) {
   if (key && !document.contains(active)) findByKey(key)?.focus({ preventScroll: true });
   const qs = encodeState(s.ui);
   if (s.run.want > 0 && location.search !== `?${qs}`) history.replaceState(null, "", `?${qs}`); // once the link is read
-  // every view of this result is painted (the analysis panels follow on their own)
-  if (s.run.result && s.run.status !== "loading" && (!prev || prev.run !== s.run || prev.ui !== s.ui)) {
+  // every view of this result is painted (the analysis panels follow on their own): once per action, so not while
+  // the action's run is still to come (asked for, in its debounce or in flight), only when its answer is drawn
+  const settled = s.run.status !== "loading" && s.run.answered === s.run.want;
+  if (s.run.result && settled && (!prev || prev.run !== s.run || prev.ui !== s.ui)) {
     performance.mark("attnlab:drawn");
   }
 }

@@ -158,3 +158,23 @@ export function compareRequest(pin, attention, layer) {
   };
   return { a: shape(pin), b: shape(attention) };
 }
+
+// What sets the size of an /api/attention result: the request without its masks, scale, layer and include. Two
+// requests with the same key have the same tokens, heads and layers.
+export function sizeKey(req) {
+  const { masks: _m, all_masked: _a, scale: _s, layer: _l, include: _i, demo_bug: _b, precision: _p, ...rest } = req;
+  return JSON.stringify(rest);
+}
+
+// About how many matrix values (scores and weights) the result of `req` holds: layers asked x heads x S x S_k x
+// items. `seqLen` is the page's count of positions, 0 when it does not know (a new text on a WordPiece model):
+// then one token a word and two more, which is at most the real count.
+export function resultValues(req, info, seqLen) {
+  const words = (t) => splitTokens(t || "").length + 2;
+  const S = seqLen || (req.texts ? Math.max(...req.texts.map(words)) : req.x ? req.x.length : words(req.text));
+  const K = req.source ? splitTokens(req.source.text || "").length : S;
+  const heads = req.options?.heads ?? info?.heads ?? 1;
+  const layers = req.layer != null ? 1 : (info?.layers ?? 1);
+  const matrices = (req.include || []).filter((k) => k === "scores" || k === "weights").length;
+  return layers * heads * S * K * matrices * (req.texts ? req.texts.length : 1);
+}

@@ -5,9 +5,12 @@
 //   ui,              what the person set (state.js): the URL holds exactly this
 //   draft,           the text boxes as typed ({text, source, batch}); Run copies them into ui
 //   good,            ui as it was for the last run that succeeded: a failed run rolls ui back to it
-//   run,             the /api/attention run: want (a counter: a change to it asks for a run), where (the element
+//   run,             the /api/attention run: want (a counter: a change to it asks for a run), started and answered
+//                    (the want the run in flight serves, and the last one answered: the views' drawn mark waits for
+//                    answered === want), asking (the layer the run in flight asks for, or "all"), where (the element
 //                    the person acted on), action (their words for it), status, the last good result and request,
-//                    the previous result and the diff between them, the error, the one-layer notice
+//                    the previous result and the diff between them, the error, the one-layer notice, and oneLayer
+//                    (the size key of an input whose every layer at once is over the server's result limit)
 //   panels,          one slot per analysis panel: {key, result, status, message, nonce}
 //   highlight,       the {q, k} lit up in every head
 //   pending,         an example's pair, placed once its tokens come back
@@ -19,7 +22,7 @@
 // Views read the state and dispatch actions; they never change it. Effects (effects.js) watch it and fetch.
 
 import {
-  fetchAttention,
+  fetchAttentionJson,
   fetchCompareOrLayer,
   fetchCost,
   fetchDecode,
@@ -105,6 +108,10 @@ export function initialState() {
     good: null,
     run: {
       want: 0,
+      started: 0,
+      answered: 0,
+      asking: null,
+      oneLayer: null,
       where: null,
       action: "",
       status: "idle", // idle | loading | ready | error
@@ -183,10 +190,11 @@ export const act = {
   sweepSet: (variance) => ({ type: "sweepSet", variance }),
   panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
   // effects
-  runStarted: () => ({ type: "runStarted" }),
+  runStarted: (asking = "all") => ({ type: "runStarted", asking }),
+  layersTooMany: (key) => ({ type: "layersTooMany", key }),
   runSucceeded: (result, request, masks) => ({ type: "runSucceeded", result, request, masks }),
   runFailed: (error) => ({ type: "runFailed", error }),
-  runTooLarge: (message) => ({ type: "runTooLarge", message }),
+  runTooLarge: (message, key = null) => ({ type: "runTooLarge", message, key }),
   panelStarted: (name, key) => ({ type: "panelStarted", name, key }),
   panelLoaded: (name, key, result) => ({ type: "panelLoaded", name, key, result }),
   panelFailed: (name, key, message) => ({ type: "panelFailed", name, key, message }),
@@ -209,6 +217,27 @@ function runWith(s, fields, action, where = null, extra = {}) {
 // ui changed by `fields`; the views redraw from the result they have.
 function setUi(s, fields) {
   return { ...s, ui: { ...s.ui, ...fields } };
+}
+
+// Whether the page holds layer `layer` (an index, or "all") of the current input: in the last good result, and in
+// the run in flight if there is one (it replaces that result). Then a layer switch is a change of view, not a run.
+export function holdsLayer(s, layer) {
+  const r = s.run.result;
+  if (!r || r.config.n_layers <= 1) return false;
+  if (s.run.status === "loading" && s.run.asking !== "all") return false;
+  if (layer === "all") return r.layers.length === r.config.n_layers;
+  return r.layers.some((l) => l.index === layer);
+}
+
+// A layer switch drawn from what the page holds: ui changes (and the rollback point with it), no run; the last
+// run's diff was of another layer's weights, so it goes, as it did when a switch ran again.
+function switchHeld(s, fields) {
+  const next = setUi(s, fields);
+  return {
+    ...next,
+    good: s.good ? { ...s.good, ...fields } : s.good,
+    run: s.run.diff ? { ...s.run, diff: null } : s.run,
+  };
 }
 
 function setPanel(s, name, fields) {
@@ -334,8 +363,11 @@ const reducers = {
   viewSet: (s, a) => setUi(s, { view: a.view }),
   paletteSet: (s, a) => setUi(s, { palette: a.palette }),
   scoreScaleSet: (s, a) => setUi(s, { scoreScale: a.value }),
-  layerSet: (s, a) =>
-    runWith(s, { layer: a.layer, page: 0, focus: null }, "", "layer-select", { skipDiff: true, notice: "" }),
+  layerSet: (s, a) => {
+    const fields = { layer: a.layer, page: 0, focus: null };
+    if (holdsLayer(s, a.layer)) return switchHeld(s, fields);
+    return runWith(s, fields, "", "layer-select", { skipDiff: true, notice: "" });
+  },
   optionSet: (s, a) => {
     // a change event that repeats the value (the box losing focus) is no change: no run
     if (s.ui.options[a.key] === a.value) return s;
@@ -357,6 +389,7 @@ const reducers = {
     if (a.query != null) fields.query = a.query;
     const multi = s.run.result && s.run.result.config.n_layers > 1;
     if (multi && s.ui.layer !== "all" && s.ui.layer !== a.layer) {
+      if (holdsLayer(s, a.layer)) return switchHeld(s, { ...fields, layer: a.layer, page: 0 });
       return runWith(s, { ...fields, layer: a.layer, page: 0 }, "", a.where, { skipDiff: true });
     }
     return setUi(s, fields);
@@ -415,7 +448,8 @@ const reducers = {
   costSet: (s, a) => setUi(s, { cost: a.cost }),
   sweepSet: (s, a) => setUi(s, { sweep: { variance: clampVariance(a.variance) } }),
   panelAsked: (s, a) => setPanel(s, a.name, { nonce: s.panels[a.name].nonce + 1, ...(a.fields || {}) }),
-  runStarted: (s) => ({ ...s, run: { ...s.run, status: "loading" } }),
+  runStarted: (s, a) => ({ ...s, run: { ...s.run, status: "loading", started: s.run.want, asking: a.asking } }),
+  layersTooMany: (s, a) => ({ ...s, run: { ...s.run, oneLayer: a.key } }),
   runSucceeded: (s, a) => {
     const r = s.run;
     const ui = settle({ ...s.ui, masks: a.masks ?? s.ui.masks }, a.result);
@@ -429,6 +463,8 @@ const reducers = {
       run: {
         ...r,
         status: "ready",
+        answered: r.started,
+        asking: null,
         result,
         full: a.result,
         request: a.request,
@@ -447,7 +483,11 @@ const reducers = {
     const error = { ...a.error, where: s.run.where, action: s.run.action };
     // roll the controls and the URL back to the last run that worked; the boxes keep what was typed
     const ui = s.good ? { ...s.good } : s.ui;
-    return { ...s, ui, run: { ...s.run, status: "error", error, diff: null, skipDiff: false } };
+    return {
+      ...s,
+      ui,
+      run: { ...s.run, status: "error", answered: s.run.started, asking: null, error, diff: null, skipDiff: false },
+    };
   },
   runTooLarge: (s, a) => {
     // every layer at once is more than the server sends: show one layer and say why
@@ -456,7 +496,11 @@ const reducers = {
       "Every layer at once is more than the server sends in one response (its ATTNLAB_MAX_RESULT_VALUES limit, " +
       `which whoever runs the server can raise). The page shows layer ${layer}; pick another in the Layer menu. ` +
       `The head-types table below still covers every layer. (The server said: ${a.message})`;
-    return runWith(s, { layer, page: 0 }, s.run.action, s.run.where, { skipDiff: true, notice });
+    return runWith(s, { layer, page: 0 }, s.run.action, s.run.where, {
+      skipDiff: true,
+      notice,
+      oneLayer: a.key ?? s.run.oneLayer,
+    });
   },
   panelStarted: (s, a) => setPanel(s, a.name, { key: a.key, status: "loading" }),
   panelLoaded: (s, a) =>
@@ -675,7 +719,7 @@ export const PANEL_SPECS = {
     nonce: true,
   },
   audit: {
-    fetch: fetchAttention,
+    fetch: fetchAttentionJson,
     // an audit describes the run it was taken of: another run clears it
     request: (s) => {
       const slot = s.panels.audit;
@@ -694,7 +738,7 @@ export const PANEL_SPECS = {
     keep: true,
   },
   nextWords: {
-    fetch: fetchAttention,
+    fetch: fetchAttentionJson,
     // a model that predicts tokens says what comes next in config.next_word, but only when the run went through its
     // last layer; a run that stopped early asks once more, without the matrices
     request: (s) => {

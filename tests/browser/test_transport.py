@@ -1,0 +1,288 @@
+"""How the page gets its numbers: the arrays form (float16 when large, float32 when small), every layer at once so
+that a layer switch draws from what the page holds, one forward and one `attnlab:drawn` mark per action, and
+512 tokens of minilm end to end (issue 9, goals 1, 2 and 4)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Page, Request, expect
+
+from tests.browser.conftest import PageLog
+from tests.helpers import serve
+
+pytestmark = pytest.mark.browser
+
+MEDIA_TYPE = "application/vnd.attnlab.arrays"
+MARKS = "() => performance.getEntriesByName('attnlab:drawn').length"
+QUIET_MS = 800  # well past the page's 80 ms debounce: a run an action would start has started by then
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "it", "was", "warm"]  # one WordPiece each
+
+
+def words(n: int, salt: str = "") -> str:
+    """n single-WordPiece words (n + 2 minilm tokens with [CLS] and [SEP]); `salt` makes the text unseen by the
+    server's run cache."""
+    out = [WORDS[i % len(WORDS)] for i in range(n)]
+    if salt:
+        out[0] = salt
+    return " ".join(out)
+
+
+@dataclass
+class Posts:
+    """Every POST the page sent, in order: its path, Accept header and body."""
+
+    seen: list[Request] = field(default_factory=list)
+
+    def clear(self) -> None:
+        self.seen.clear()
+
+    def to(self, path: str) -> list[Request]:
+        return [r for r in self.seen if r.url.split("?")[0].endswith(path)]
+
+    def paths(self) -> list[str]:
+        return ["/" + r.url.split("://", 1)[1].split("/", 1)[1] for r in self.seen]
+
+
+def record_posts(page: Page) -> Posts:
+    posts = Posts()
+    page.on("request", lambda r: posts.seen.append(r) if r.method == "POST" else None)
+    return posts
+
+
+def marks(page: Page) -> int:
+    return int(page.evaluate(MARKS))
+
+
+def wait_marks(page: Page, n: int, timeout: float = 60_000) -> None:
+    page.wait_for_function("(n) => performance.getEntriesByName('attnlab:drawn').length >= n", arg=n, timeout=timeout)
+
+
+def forwards(base: str) -> float:
+    """Forward passes the server ran: its run cache's misses (every forward is looked up there first)."""
+    text = httpx.get(f"{base}/metrics", timeout=10).text
+    found = re.search(r'^attnlab_run_cache_total\{result="miss"\} ([0-9.e+]+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def hover_weight(page: Page, card: int, q: int, k: int) -> tuple[dict[str, str], tuple[int, int], float]:
+    """Hover cell (q, k) of the card-th head heatmap: the card's layer and head, the cell its tooltip names (at 512
+    tokens a cell is less than a pixel wide, so it may be a neighbour), and the weight it shows."""
+    fig = page.locator("[data-testid=head-heatmap]").nth(card)
+    layout = json.loads(fig.get_attribute("data-layout") or "{}")
+    fig.scroll_into_view_if_needed()
+    box = fig.locator("canvas").bounding_box()
+    assert box and layout
+    c = layout["cell"]
+    page.mouse.move(box["x"] + layout["left"] + c * (k + 0.5), box["y"] + layout["top"] + c * (q + 0.5))
+    tip = page.locator("#tooltip")
+    expect(tip).to_be_visible()
+    expect(tip).to_contain_text("weight")
+    text = tip.inner_text()
+    cell = re.search(r"query (\d+) .* key (\d+) ", text)
+    weight = re.search(r"weight (-?[0-9.]+)", text)
+    assert cell and weight, text
+    place = {"layer": fig.get_attribute("data-layer") or "", "head": fig.get_attribute("data-head") or ""}
+    return place, (int(cell.group(1)), int(cell.group(2))), float(weight.group(1))
+
+
+def api_weights(base: str, body: dict[str, Any], layer: int) -> list[Any]:
+    """One layer's weights as the JSON API gives them (float32), for the same body the page sent."""
+    plain = {k: v for k, v in body.items() if k not in ("precision", "layer", "include")}
+    got = httpx.post(f"{base}/api/attention", json={**plain, "layer": layer, "include": ["weights"]}, timeout=120)
+    assert got.status_code == 200, got.text[:300]
+    return [h["weights"] for h in got.json()["layers"][0]["heads"]]
+
+
+# ---- the arrays form, and its precision --------------------------------------------------------------------------
+
+
+def test_a_large_run_travels_as_float16_arrays_and_the_heatmap_shows_their_numbers(
+    page: Page, page_log: PageLog, trained_server: str
+) -> None:
+    posts = record_posts(page)
+    text = words(120)  # 122 tokens x 72 heads x 2 matrices: 2.1 M values, over the page's float16 threshold
+    page.goto(f"{trained_server}/?m=minilm&t={text.replace(' ', '+')}")
+    wait_marks(page, 1)
+    (run,) = posts.to("/api/attention")
+    body = run.post_data_json
+    assert run.headers["accept"] == MEDIA_TYPE
+    assert body["precision"] == "float16"
+    assert "layer" not in body  # every layer at once
+    resp = run.response()
+    assert resp is not None and resp.headers["content-type"].startswith(MEDIA_TYPE)
+    # a cell of layer 0's head 3, hovered, shows the weight the JSON API gives for it, to float16's precision
+    card, cell, shown = hover_weight(page, 3, 9, 4)
+    assert card == {"layer": "0", "head": "3"} and cell == (9, 4)
+    exact = api_weights(trained_server, body, 0)[3][9][4]
+    assert shown == pytest.approx(exact, abs=1e-3)
+    assert page_log.page_errors == [] and page_log.console_errors == []
+
+
+def test_a_small_run_stays_float32_and_exports_plain_exact_numbers(
+    page: Page, page_log: PageLog, trained_server: str
+) -> None:
+    posts = record_posts(page)
+    page.goto(f"{trained_server}/?m=textbook")
+    wait_marks(page, 1)
+    (run,) = posts.to("/api/attention")
+    body = run.post_data_json
+    assert run.headers["accept"] == MEDIA_TYPE
+    assert body["precision"] == "float32"  # the worked example's numbers are checked by hand
+    with page.expect_download() as got:
+        page.locator("#export-json").click()
+    data = json.loads(got.value.path().read_text())
+    weights = data["response"]["layers"][0]["heads"][0]["weights"]
+    assert isinstance(weights, list) and all(isinstance(row, list) for row in weights)  # not {"0": ...} objects
+    exact = api_weights(trained_server, body, 0)[0]
+    # float32 to the last digit (float16 would be off by about 1e-4)
+    assert weights == [pytest.approx(row, rel=1e-6, abs=1e-7) for row in exact]
+    _, cell, shown = hover_weight(page, 0, 2, 1)
+    assert cell == (2, 1)
+    assert shown == pytest.approx(exact[2][1], abs=5.1e-5)  # four decimals
+    assert page_log.page_errors == []
+
+
+# ---- one action, one forward, one mark ---------------------------------------------------------------------------
+
+
+def test_one_action_runs_one_forward_and_draws_once(page: Page, page_log: PageLog, trained_server: str) -> None:
+    # the head types measure induction on a seeded probe sequence, one forward that the run cache keeps from then on
+    warm = httpx.post(f"{trained_server}/api/heads", json={"model": "minilm", "text": "warm"}, timeout=60)
+    assert warm.status_code == 200
+    posts = record_posts(page)
+    before = forwards(trained_server)
+    page.goto(f"{trained_server}/?m=minilm&t={words(14, 'transport').replace(' ', '+')}")
+    wait_marks(page, 1)
+    page.wait_for_timeout(QUIET_MS)
+    expect(page.locator("#views")).to_have_attribute("aria-busy", "false")
+    # the first draw: one attention run (every layer), the head types from the same forward, the cost asked once
+    assert len(posts.to("/api/attention")) == 1, posts.paths()
+    assert "layer" not in posts.to("/api/attention")[0].post_data_json
+    assert len(posts.to("/api/cost")) == 1, posts.paths()
+    expect(page.get_by_test_id("head-type-row").first).to_be_visible()
+    assert forwards(trained_server) - before == 1
+    assert marks(page) == 1
+
+    # a layer switch draws from what the page holds: no request at all, no forward, one mark
+    posts.clear()
+    before = forwards(trained_server)
+    page.locator("#layer-select").select_option("3")
+    wait_marks(page, 2)
+    page.wait_for_timeout(QUIET_MS)
+    assert posts.paths() == []
+    assert marks(page) == 2
+    assert forwards(trained_server) == before
+    cards = page.get_by_test_id("head-heatmap")
+    expect(cards).to_have_count(12)
+    assert set(cards.evaluate_all("els => els.map(e => e.dataset.layer)")) == {"3"}
+    expect(page.locator("#focus-plot")).to_have_attribute("data-layer", "3")
+
+    # opening a head of another layer (the head-types table) is a switch too
+    row = page.locator("[data-testid=head-type-row]:not([data-layer='3'])").first
+    layer, head = row.get_attribute("data-layer"), row.get_attribute("data-head")
+    row.locator("button").click()
+    wait_marks(page, 3)
+    page.wait_for_timeout(QUIET_MS)
+    expect(page.locator("#layer-select")).to_have_value(str(layer))
+    expect(page.locator("#focus-plot")).to_have_attribute("data-head", str(head))
+    assert posts.paths() == [] and marks(page) == 3
+
+    # a mask toggle: exactly one attention run and one forward (the head types reuse it), and one mark
+    page.get_by_test_id("mask-causal").check()
+    wait_marks(page, 4)
+    page.wait_for_timeout(QUIET_MS)
+    expect(page.locator("#views")).to_have_attribute("aria-busy", "false")
+    runs = posts.to("/api/attention")
+    assert len(runs) == 1 and runs[0].post_data_json["masks"]["causal"] is True, posts.paths()
+    assert forwards(trained_server) - before == 1
+    assert marks(page) == 4
+    assert set(cards.evaluate_all("els => els.map(e => e.dataset.layer)")) == {layer}
+    assert page_log.page_errors == [] and page_log.console_errors == []
+
+
+def test_over_the_limit_one_layer_is_held_and_a_switch_asks_for_the_next(
+    page: Page, page_log: PageLog, trained_server: str
+) -> None:
+    posts = record_posts(page)
+    text = words(180)  # 182 tokens x 72 heads: over this server's 4,000,000 values at once; one layer fits
+    page.goto(f"{trained_server}/?m=minilm&t={text.replace(' ', '+')}")
+    wait_marks(page, 1)
+    runs = [r.post_data_json for r in posts.to("/api/attention")]
+    assert ["layer" in b for b in runs] == [False, True] and runs[-1]["layer"] == 0
+    expect(page.get_by_test_id("error-banner")).to_be_hidden()
+    # the page now knows: the same input asks for one layer straight away, and a switch asks for its layer
+    posts.clear()
+    page.locator("#layer-select").select_option("2")
+    wait_marks(page, 2)
+    assert [r.post_data_json.get("layer") for r in posts.to("/api/attention")] == [2]
+    expect(page.get_by_test_id("head-heatmap").first).to_have_attribute("data-layer", "2")
+    assert page_log.page_errors == []
+
+
+# ---- 512 tokens --------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server_512() -> Iterator[str]:
+    """minilm at its full 512 positions, with the default result limit (every layer of 512 tokens fits)."""
+    with serve("minilm", ATTNLAB_MAX_TOKENS="512") as base:
+        yield base
+
+
+@pytest.mark.slow
+def test_512_tokens_draw_every_layer_and_switch_without_a_request(
+    page: Page, page_log: PageLog, server_512: str
+) -> None:
+    text = words(510)
+    tokens = httpx.post(
+        f"{server_512}/api/attention", json={"model": "minilm", "text": text, "include": []}, timeout=60
+    ).json()["tokens"]
+    assert len(tokens) == 512
+    posts = record_posts(page)
+    page.goto(f"{server_512}/?m=minilm&t={text.replace(' ', '+')}")
+    wait_marks(page, 1, timeout=180_000)
+    (run,) = posts.to("/api/attention")
+    assert "layer" not in run.post_data_json and run.post_data_json["precision"] == "float16"
+    cards = page.get_by_test_id("head-heatmap")
+    expect(cards).to_have_count(12)
+    assert page.get_by_test_id("token").count() > 0
+    card, (q, k), shown = hover_weight(page, 5, 300, 0)
+    assert card == {"layer": "0", "head": "5"} and abs(q - 300) <= 3 and k <= 3
+    assert shown == pytest.approx(api_weights(server_512, run.post_data_json, 0)[5][q][k], abs=1e-3)
+    # a switch to the last layer: drawn from what the page holds
+    page.wait_for_timeout(QUIET_MS)
+    posts.clear()
+    page.locator("#layer-select").select_option("5")
+    wait_marks(page, 2, timeout=60_000)
+    page.wait_for_timeout(QUIET_MS)
+    assert posts.paths() == [] and marks(page) == 2
+    assert set(cards.evaluate_all("els => els.map(e => e.dataset.layer)")) == {"5"}
+    assert page_log.page_errors == [] and page_log.console_errors == []
+
+
+@pytest.mark.slow
+def test_a_new_action_aborts_the_run_in_flight(page: Page, page_log: PageLog, server_512: str) -> None:
+    text = words(510)
+    page.goto(f"{server_512}/?m=minilm&t={text.replace(' ', '+')}")
+    wait_marks(page, 1, timeout=180_000)
+    failed: list[str] = []
+    page.on("requestfailed", lambda r: failed.append(r.failure or "") if r.url.endswith("/api/attention") else None)
+    posts = record_posts(page)
+    with page.expect_request("**/api/attention"):
+        page.get_by_test_id("mask-causal").check()
+    page.get_by_test_id("mask-causal").uncheck()  # while the causal run is computing (a 512-token forward)
+    wait_marks(page, 2, timeout=180_000)
+    page.wait_for_timeout(QUIET_MS)
+    runs = [r.post_data_json["masks"]["causal"] for r in posts.to("/api/attention")]
+    assert runs == [True, False]
+    assert len(failed) == 1 and "ABORTED" in failed[0].upper(), failed
+    expect(page.get_by_test_id("mask-causal")).not_to_be_checked()
+    assert marks(page) == 2
+    assert page_log.page_errors == []
