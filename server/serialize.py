@@ -89,12 +89,12 @@ class ArraysResponse(Response):
         out[0:4] = MAGIC
         out[4:8] = len(header).to_bytes(4, "little")
         out[8 : 8 + len(header)] = header
-        view = memoryview(out)
+        dest = np.frombuffer(out, dtype=np.uint8)  # writable: a view over the bytearray
         for path, parts in blocks.items():
             at = start + placed[path]["offset"]
             for part in parts:  # a stack's parts one after another: one block, no np.stack copy
                 little = np.ascontiguousarray(part).astype(part.dtype.newbyteorder("<"), copy=False)
-                view[at : at + part.nbytes] = little.reshape(-1).view(np.uint8)
+                dest[at : at + part.nbytes] = little.reshape(-1).view(np.uint8)
                 at += part.nbytes
         return bytes(out)
 
