@@ -2,7 +2,7 @@
 
 The run is attnlab.run's (the engine in this process, through the server's own path, no server), its weights in
 the arrays form at float16; the page is the one POST /api/export answers (attnlab/standalone.py), built by the same
-code (server/routes/export.py build_export), so the same arguments are refused with the same field named.
+code (server/export.py build_export), so the same arguments are refused with the same field named.
 
 In a notebook the view goes in an <iframe srcdoc> sandboxed to scripts only: the page's script runs in its own
 document, apart from the notebook's, so JupyterLab, classic Jupyter and VS Code show it alike, with no internet.
@@ -17,7 +17,7 @@ from typing import Any
 
 from attnlab.arrays import jsonable
 from attnlab.local import api_errors, compute
-from server.routes.export import build_export
+from server.export import build_export
 from server.schemas import AttentionRequest, ExportRequest
 
 # the iframe's height (px) for each view when none is given: the controls, and a grid, the thumbnails or a head

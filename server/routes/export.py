@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from typing import Any
-
-import orjson
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
-from attnlab.standalone import standalone_html
-from server.compute import attention_body, refuse_fields
+from server.compute import attention_body
 from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
-from server.errors import ApiError
-from server.schemas import AttentionRequest, ExportRequest
-from server.serialize import ArraysResponse
+from server.export import build_export
+from server.schemas import ExportRequest
 
 router = APIRouter(prefix="/api", tags=["attention"], route_class=ComputeRoute)
-
-EXPORT_FIELDS = {"view", "head", "query", "palette", "title"}
 
 
 @router.post(
@@ -37,53 +28,3 @@ def export_html(req: ExportRequest, settings: SettingsDep, models: ModelsDep, ru
     without a server. `layer` embeds that layer only; without it every layer is embedded."""
     page, name = build_export(req, lambda attention: attention_body(attention, settings, models, runtime))
     return HTMLResponse(page, headers={"Content-Disposition": f'attachment; filename="{name}"'})
-
-
-def build_export(req: ExportRequest, compute: Callable[[AttentionRequest], dict[str, Any]]) -> tuple[str, str]:
-    """The standalone page of an export request and its file name; `compute` runs the /api/attention body (the
-    route's attention_body, or attnlab.show's in-process run). Refusals are the API's ApiError, naming the field."""
-    refuse_fields(req, ("texts", "demo_bug"), "an export draws one sequence's own attention")
-    for name in ("include", "precision"):
-        if name in req.model_fields_set:
-            raise ApiError(422, "invalid_request", f"an export embeds the weights at float16: leave {name} out", name)
-    if req.view == "all" and req.layer is not None:
-        raise ApiError(422, "invalid_request", "view all shows every layer: leave layer out", "layer")
-    fields = req.model_dump(mode="json", exclude=EXPORT_FIELDS | {"include", "precision"}, exclude_unset=True)
-    # validated as JSON, as the body was: strict, and a JSON array where the schema has a tuple
-    as_attention = AttentionRequest.model_validate_json(
-        orjson.dumps({**fields, "include": ["weights"], "precision": "float16"})
-    )
-    body = compute(as_attention)
-    n_heads, seq_len = len(body["layers"][0]["heads"]), len(body["tokens"])
-    if req.head is not None and req.head >= n_heads:
-        raise ApiError(422, "invalid_request", f"got head {req.head}; this model has heads 0-{n_heads - 1}", "head")
-    if req.query is not None and req.query >= seq_len:
-        message = f"got query {req.query}; the sequence has positions 0-{seq_len - 1}"
-        raise ApiError(422, "invalid_request", message, "query")
-    page = standalone_html(
-        ArraysResponse(body).body,
-        view=req.view,
-        title=req.title or default_title(body["model"], req),
-        layer=req.layer if req.layer is not None else 0,
-        head=req.head,
-        query=req.query,
-        palette=req.palette,
-    )
-    return page, filename(body["model"], req.view, req.layer, req.head)
-
-
-def default_title(model: str, req: ExportRequest) -> str:
-    text = req.text if req.text is not None else " ".join(req.tokens or [])
-    if not text:
-        return f"attnlab · {model}"
-    return f"attnlab · {model} · “{text[:60]}{'…' if len(text) > 60 else ''}”"
-
-
-def filename(model: str, view: str, layer: int | None, head: int | None) -> str:
-    """attnlab-minilm-head-L2-H5.html: the model, the view and what it opens on, in safe characters."""
-    parts = ["attnlab", model, view]
-    if layer is not None and view != "all":
-        parts.append(f"L{layer}")
-    if head is not None and view == "head":
-        parts.append(f"H{head}")
-    return re.sub(r"[^A-Za-z0-9._-]", "_", "-".join(parts)) + ".html"
