@@ -248,10 +248,12 @@ def attention_scores(q: Tensor, k: Tensor, factor: float, out: Tensor | None = N
         alpha=factor,
         **({} if out is None else {"out": into}),
     )
-    return scores.view(*batch, s, s_k)
+    return scores.view(*batch, s, s_k) if out is None else out
 
 
-def masked_softmax(scores: Tensor, eligible: Tensor, out: Tensor | None = None) -> Tensor:
+def masked_softmax(
+    scores: Tensor, eligible: Tensor, out: Tensor | None = None, *, every_row_keyed: bool | None = None
+) -> Tensor:
     """Softmax over keys (last axis) among eligible keys only; scores must be finite (`attention` refuses others
     before this step).
 
@@ -259,13 +261,15 @@ def masked_softmax(scores: Tensor, eligible: Tensor, out: Tensor | None = None) 
     gets all zeros (never NaN, never a uniform row); callers decide beforehand whether such rows are allowed.
     Computed in float32 at least, so half-precision rows still sum to 1. `out`, a tensor of the scores' shape
     and dtype, receives the weights when given (half-precision scores ignore it: they are computed in float32).
+    `every_row_keyed`: whether every row of `eligible` has an eligible key, when the caller already knows.
     """
     work = scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
     allowed = _broadcast_eligible(eligible, work)
     blocked = torch.where(allowed, 0.0, float("-inf"))  # float32: 0 and -inf are exact in every dtype
     weights = torch.add(work, blocked, out=out if work is scores else None)
     torch.softmax(weights, dim=-1, out=weights)  # in place: each row is read before it is overwritten
-    if not every_row_has_a_key(eligible):  # those rows came out NaN (exp(-inf - -inf)): make them 0
+    if not (every_row_has_a_key(eligible) if every_row_keyed is None else every_row_keyed):
+        # those rows came out NaN (exp(-inf - -inf)): make them 0
         weights.masked_fill_(~allowed.any(dim=-1, keepdim=True), 0.0)
     return weights if work is scores else weights.to(scores.dtype)
 
@@ -315,7 +319,7 @@ def attention(
     if eligible is None:
         eligible = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=x.device)
     bug = interventions.bug if interventions is not None else None
-    check_policy(~eligible if bug == "flipped_mask" else eligible, all_masked)
+    every_row_keyed = check_policy(~eligible if bug == "flipped_mask" else eligible, all_masked)
     factor = scale_factor(w.d_head, scale)
     k_per_head = expand_groups(k, w.n_heads)
     bounded = cannot_overflow(q, k_per_head, factor)
@@ -330,7 +334,7 @@ def attention(
     if bug is not None:
         weights = buggy_softmax(scores, eligible, bug)
     else:
-        weights = masked_softmax(scores, eligible, out=both[1]) if in_one else masked_softmax(scores, eligible)
+        weights = masked_softmax(scores, eligible, both[1] if in_one else None, every_row_keyed=every_row_keyed)
     if interventions is not None:
         weights = edit_weights(weights, eligible, interventions.edits)
     contexts = weights @ expand_groups(v, w.n_heads)
@@ -355,13 +359,16 @@ def buggy_softmax(scores: Tensor, eligible: Tensor, bug: ClassicBug) -> Tensor:
     return masked_softmax(scores, ~eligible)
 
 
-def check_policy(eligible: Tensor, all_masked: str) -> None:
+def check_policy(eligible: Tensor, all_masked: str) -> bool:
+    """Refuse rows with no eligible key under the "error" policy; True when every row has one."""
     if all_masked not in ("error", "zero"):
         raise InputError("all_masked", f"got {all_masked!r}: must be 'error' or 'zero'")
-    if all_masked == "error" and not every_row_has_a_key(eligible):
+    every_row_keyed = every_row_has_a_key(eligible)
+    if all_masked == "error" and not every_row_keyed:
         rows = empty_rows(eligible)
         if rows:
             raise AllMaskedRowsError(rows)
+    return every_row_keyed
 
 
 def every_row_has_a_key(eligible: Tensor) -> bool:

@@ -10,6 +10,7 @@ import math
 import random
 import threading
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import torch
@@ -208,8 +209,8 @@ def test_a_broken_mask_is_reported_as_a_leak(
     module = importlib.import_module("engine.attention")  # the package exports a function of the same name
     real = module.masked_softmax
 
-    def leaky(scores: torch.Tensor, eligible: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        return real(scores, torch.ones_like(eligible), out=out)
+    def leaky(scores: torch.Tensor, eligible: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return real(scores, torch.ones_like(eligible), *args, **kwargs)
 
     monkeypatch.setattr(module, "masked_softmax", leaky)
     model = models["minilm"]
