@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, Route, expect
 
-from tests.browser.conftest import PageLog, wait_idle
+from tests.browser.conftest import PageLog
 
 pytestmark = pytest.mark.browser
 
@@ -84,15 +84,9 @@ def pressed(page: Page) -> list[tuple[int, int]]:
 
 
 def test_overview_shows_every_head_of_minilm_and_a_press_opens_it(open_trained: Open, page_log: PageLog) -> None:
-    page = open_trained("?m=minilm&t=The+animal+did+not+cross+the+street+because+it+was+tired")
+    page = open_trained("?m=minilm&t=The+animal+did+not+cross+the+street+because+it+was+tired&layer=all")
     panel = page.get_by_test_id("overview")
-    # one layer computed (the model's default): that layer's heads, and a way to every layer
     expect(panel).to_be_visible()
-    expect(thumbs(page)).to_have_count(12)
-    expect(panel.locator("[data-role=partial]")).to_contain_text("layer 0 only")
-    with page.expect_response("**/api/attention"):
-        panel.get_by_role("button", name="Show all 6 layers").click()
-    wait_idle(page)
     expect(thumbs(page)).to_have_count(72)
     expect(panel.locator("[data-role=partial]")).to_be_hidden()
     assert panel.locator(".ov-row").all_inner_texts() == [f"L{i}" for i in range(6)]
@@ -121,6 +115,23 @@ def test_overview_shows_every_head_of_minilm_and_a_press_opens_it(open_trained: 
     assert pressed(page) == [(3, 7)]
     assert thumb(page, 0, 0).evaluate("b => getComputedStyle(b).outlineStyle") == "none"
     assert page_log.console_errors == [] and page_log.page_errors == []
+
+
+def test_overview_of_a_run_that_holds_one_layer_shows_that_layer_and_says_so(open_trained: Open) -> None:
+    # about 200 wordpieces: every layer at once is over the test server's result limit (4 million values)
+    text = "+".join(WORDS.split() * 12)
+    page = open_trained(f"?m=minilm&t={text}&layer=2")
+    expect(thumbs(page)).to_have_count(12)
+    assert {int(n) for n in thumbs(page).evaluate_all("els => els.map(e => e.dataset.layer)")} == {2}
+    expect(page.get_by_test_id("overview").locator("[data-role=partial]")).to_have_text(
+        "This run holds layer 2 of 6 only; the Layer menu picks which."
+    )
+    assert pressed(page) == [(2, 0)]
+    # 200 positions into 64 pixels a side
+    assert pixels(page, 2, 3).shape == (THUMB, THUMB, 3)
+    page.get_by_role("button", name="Layer 2 head 3", exact=True).click()
+    expect(page.locator("#focus-plot")).to_have_attribute("data-head", "3")
+    assert pressed(page) == [(2, 3)]
 
 
 def test_overview_keyboard_moves_with_arrows_and_opens_with_enter_and_space(open_trained: Open) -> None:
@@ -243,6 +254,8 @@ def test_draw_overview_draws_typed_rows_as_plain_rows(open_page: Callable[..., P
 
 
 def test_draw_overview_paints_72_heads_of_512_tokens_fast(open_page: Callable[..., Page]) -> None:
+    """MiniLM at 512 tokens: 72 heads of 262,144 weights. Drawing them costs about what reading every weight once
+    costs (measured in the same page, so a loaded machine slows both), and well under 100 ms on an idle one."""
     page = open_page()
     ms = page.evaluate(
         """async () => {
@@ -255,18 +268,26 @@ def test_draw_overview_paints_72_heads_of_512_tokens_fast(open_page: Callable[..
           });
           const layers = Array.from({length: L}, (_, l) => ({index: l,
             heads: Array.from({length: H}, (_, h) => ({index: h, weights: make(l * H + h)}))}));
+          const eligible = Array.from({length: n}, () => new Array(n).fill(true));
           const box = document.createElement('div');
-          const times = [];
-          for (let i = 0; i < 3; i++) {
+          let draw = Infinity, read = Infinity, sum = 0;
+          for (let i = 0; i < 5; i++) {
             for (const l of layers) for (const h of l.heads) h.weights = h.weights.slice();  // no cache to hit
-            const t0 = performance.now();
-            O.drawOverview(box, layers, {palette: 'cividis', selected: null});
-            times.push(performance.now() - t0);
+            let t0 = performance.now();
+            O.drawOverview(box, layers, {palette: 'cividis', selected: null, eligible});
+            draw = Math.min(draw, performance.now() - t0);
+            t0 = performance.now();
+            for (const l of layers) for (const h of l.heads) {
+              for (const r of h.weights) for (let k = 0; k < n; k++) sum += r[k];
+            }
+            read = Math.min(read, performance.now() - t0);
           }
-          return Math.min(...times);
+          return {draw, read, sum, drawn: box.querySelectorAll('canvas').length};
         }"""
     )
-    assert ms < 100, f"72 thumbnails of 512 x 512 took {ms:.0f} ms"
+    assert ms["drawn"] == 72
+    assert ms["draw"] < 5 * ms["read"] + 20, ms  # colours worked out per weight would cost over 10 times
+    assert ms["draw"] < 250, ms  # under 100 ms on an idle machine; this one is shared
 
 
 def test_overview_module_imports_nothing_of_the_page_store() -> None:
