@@ -325,7 +325,9 @@ def attention(
     bounded = cannot_overflow(q, k_per_head, factor)
     # Scores and weights in one block (2, B, H, S, S_k): glibc then keeps it in its heap from call to call, where
     # two blocks of half the size went back to the system and were faulted in again, page by page, on every call.
-    in_one = bug is None and q.dtype not in (torch.float16, torch.bfloat16)
+    # Not where the weights are made elsewhere: a classic bug, half precision (float32 first), edge edits (a copy).
+    edits = interventions.edits if interventions is not None else ()
+    in_one = bug is None and not edits and q.dtype not in (torch.float16, torch.bfloat16)
     both = q.new_empty((2 if in_one else 1, *q.shape[:-1], k_per_head.shape[-2]))
     scores = attention_scores(q, k_per_head, factor, out=both[0])
     steps.append((scores, "scores", "x"))
