@@ -12,6 +12,8 @@ failure (no server, a timeout) stays an httpx.TransportError.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -103,17 +105,22 @@ class Client:
         """POST /api/scale-sweep: `widths`, `samples`, `seed`, `variance`, `keys`."""
         return self._call("POST", "/api/scale-sweep", jsonable(fields))
 
+    def export(self, model: str | None = None, *, path: str | os.PathLike[str] | None = None, **fields: Any) -> str:
+        """POST /api/export: the /api/attention body plus `view` ("layer", "all", "head"), `head`, `query`,
+        `palette`, `title`; one self-contained HTML file of that view, returned as text and written to `path` when
+        one is given."""
+        resp = self._http.post("/api/export", json=_body(model, fields), headers={"accept": "text/html"})
+        _raise_for(resp)
+        if path is not None:
+            Path(path).write_text(resp.text, encoding="utf-8")
+        return resp.text
+
     # ---- transport -----------------------------------------------------------------------------------------------
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None, *, arrays: bool = False) -> Any:
         accept = ARRAYS_ACCEPT if arrays else "application/json"
         resp = self._http.request(method, path, json=body, headers={"accept": accept})
-        if not resp.is_success:
-            try:
-                error_body = resp.json()
-            except ValueError:
-                error_body = None
-            raise ApiError.from_body(resp.status_code, error_body, resp.text)
+        _raise_for(resp)
         kind = resp.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == MEDIA_TYPE:
             return read_arrays(bytearray(resp.content))  # a bytearray: the arrays are writable
@@ -124,6 +131,17 @@ class Client:
             attention_arrays(result["before"])
             attention_arrays(result["after"])
         return result
+
+
+def _raise_for(resp: httpx.Response) -> None:
+    """attnlab.ApiError for an answer that is not a success, from its error body when it has one."""
+    if resp.is_success:
+        return
+    try:
+        error_body = resp.json()
+    except ValueError:
+        error_body = None
+    raise ApiError.from_body(resp.status_code, error_body, resp.text)
 
 
 def _body(model: str | None, fields: dict[str, Any]) -> dict[str, Any]:

@@ -227,6 +227,31 @@ def test_client_round_trips_every_endpoint(
         assert max(got["final_delta"]) > 0  # the ablation did something, and the client carried it
 
 
+def test_client_has_a_method_for_every_endpoint(base: str) -> None:
+    """Every POST route of the API's own schema is a client method (by the path's last part, dashes as _)."""
+    spec = httpx.get(f"{base}/openapi.json").json()
+    posts = sorted(p for p, ops in spec["paths"].items() if "post" in ops and p.startswith("/api/"))
+    assert len(posts) >= 10, posts
+    missing = [p for p in posts if not callable(getattr(attnlab.Client, _method_name(p), None))]
+    assert missing == []
+
+
+def _method_name(path: str) -> str:
+    return {"/api/heads/top": "top_heads"}.get(path, path.rsplit("/", 1)[-1].replace("-", "_"))
+
+
+def test_client_export_gives_the_servers_html(api: attnlab.Client, base: str, tmp_path: Any) -> None:
+    body = {"model": "random", "text": "one two three", "view": "all"}
+    out = tmp_path / "view.html"
+    page = api.export(**body, path=out)
+    want = raw(base, "POST", "/api/export", body)
+    assert want.status_code == 200 and page == want.text and out.read_text(encoding="utf-8") == page
+    assert page.lstrip().lower().startswith("<!doctype html>")
+    with pytest.raises(attnlab.ApiError) as err:
+        api.export("random", text="one two", view="sideways")
+    assert err.value.status == 422 and err.value.field == "view"
+
+
 class Recording(httpx.HTTPTransport):
     """A real transport that notes each request's path and Accept, and the answer's content type."""
 
