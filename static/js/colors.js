@@ -38,7 +38,7 @@ export function rgbString([r, g, b]) {
 // for MiniLM's 12 heads at 512 tokens), and parsing the hex there took 2.6 s of a 7.9 s first draw.
 const parsedStops = new WeakMap();
 
-function rgbStops(stops) {
+export function rgbStops(stops) {
   let rgb = parsedStops.get(stops);
   if (rgb === undefined) {
     rgb = stops.map(hexToRgb);

@@ -221,7 +221,8 @@ def test_view_helpers(js: Callable[[str], Any]) -> None:
     # a long sequence is downsampled into a fixed-size thumbnail instead of growing the card
     assert out["cells"][0] <= 34 and out["cells"][1] * 200 <= out["thumb"]
     assert out["vis"][0] == [0, 1, 2, 3] and out["vis"][1] == [0, 1, 2, None, 10, 11]
-    assert out["shape"] == "5 × 3" and out["esc"] == "&lt;b&gt;&amp;x&lt;/b&gt;" and out["path"] == 18
+    # the masked cells' outline: one rectangle (6 points) per masked run of a row, (0, 1) and (1, 0..1)
+    assert out["shape"] == "5 × 3" and out["esc"] == "&lt;b&gt;&amp;x&lt;/b&gt;" and out["path"] == 12
     w = out["widths"]
     assert w[0] < w[1] < w[2] == w[3]
     assert "All-masked rows" in out["err"]["hint"] and out["net"] == "Could not reach the attnlab server."

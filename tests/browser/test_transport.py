@@ -286,3 +286,64 @@ def test_a_new_action_aborts_the_run_in_flight(page: Page, page_log: PageLog, se
     expect(page.get_by_test_id("mask-causal")).not_to_be_checked()
     assert marks(page) == 2
     assert page_log.page_errors == []
+
+
+# ---- the drawing helpers that make 512 tokens cheap, against the plain ways they replace -------------------------
+
+
+def test_fast_drawing_helpers_give_what_the_plain_ones_gave(page: Page, live_server: str) -> None:
+    page.goto(f"{live_server}/api/health")
+    out = page.evaluate(
+        """async () => {
+          const focus = await import('/static/js/focus.js'), heatmap = await import('/static/js/heatmap.js');
+          const colors = await import('/static/js/colors.js'), api = await import('/static/js/api.js');
+          const S = 7, K = 9, rnd = (i) => Math.sin(i * 12.9898) * 0.5 + 0.5;
+          const grid = (f) => Array.from({length: S}, (_, q) => Array.from({length: K}, (_, k) => f(q, k)));
+          const matrix = (seed) => grid((q, k) => rnd(seed + q * K + k) * 2 - 0.5).map((row) => Float32Array.from(row));
+          const eligible = grid((q, k) => k <= q + 1 && (q + k) % 5 !== 0);
+          const causal = grid((q, k) => k > q + 1);
+          const blocked = grid((q, k) => (q + k) % 5 === 0);
+          const head = {scores: matrix(1), weights: matrix(2)};
+          const tokens = Array.from({length: S}, (_, i) => `<t${i}>&`);
+          const keyTokens = Array.from({length: K}, (_, i) => `k${i}`);
+          const differ = (view) => {
+            const lazy = focus.hoverTexts(view, head);
+            let bad = 0;
+            for (let q = 0; q < S; q++) {
+              for (let k = 0; k < K; k++) if (lazy[q][k] !== focus.hoverText(view, head, q, k)) bad++;
+            }
+            return bad;
+          };
+          const plain = {tokens, keyTokens, eligible, reasons: null};
+          const withReasons = {...plain, reasons: {causal, blocked}};
+          const pixels = (scale) => {
+            const a = new Uint8ClampedArray(S * K * 4), b = new Uint8ClampedArray(S * K * 4);
+            heatmap.paintPixels(a, head.scores, eligible, scale, S, K);
+            const mask = colors.hexToRgb(colors.MASK_FILL);
+            for (let q = 0; q < S; q++) for (let k = 0; k < K; k++) {
+              const t = colors.normalise(head.scores[q][k], scale);
+              const rgb = eligible[q][k] ? colors.colorAt(scale.stops, t) : mask;
+              b.set([...rgb, 255], (q * K + k) * 4);
+            }
+            return a.every((v, i) => v === b[i]);
+          };
+          return {
+            hover: [differ(plain), differ(withReasons)],
+            pixels: [pixels(colors.scaleFor('weights', 'viridis', 1)), pixels(colors.scaleFor('scores', '', 1.2))],
+            path: focus.maskPath([[true, false, false, true], [false, true, true, false]]),
+            json: JSON.stringify({m: [Float32Array.of(0.5, 0.25)], v: Uint8Array.of(1)}, api.plainArrays),
+            precision: [api.precisionFor(25), api.precisionFor(2.2e6)],
+          };
+        }"""
+    )
+    assert out["hover"] == [0, 0]
+    assert out["pixels"] == [True, True]
+    # one rectangle per masked run: row 0 keys 1-2, row 1 keys 0 and 3
+    xs = [x for x in out["path"]["x"] if x is not None]
+    assert [xs[i : i + 5] for i in range(0, len(xs), 5)] == [
+        [0.5, 2.5, 2.5, 0.5, 0.5],
+        [-0.5, 0.5, 0.5, -0.5, -0.5],
+        [2.5, 3.5, 3.5, 2.5, 2.5],
+    ]
+    assert json.loads(out["json"]) == {"m": [[0.5, 0.25]], "v": [1]}
+    assert out["precision"] == ["float32", "float16"]
