@@ -52,16 +52,18 @@ class HeadStats:
 
 
 def row_entropy(weights: Tensor) -> Tensor:
-    """(..., S, S) -> (..., S): -sum_k W[q, k] ln W[q, k] per row, in nats (0 for an all-zero row)."""
+    """(..., S, S) -> (..., S) float64: -sum_k W[q, k] ln W[q, k] per row, in nats (0 for an all-zero row).
+    Each term in the weights' own precision, the sum in float64."""
     p = weights.clamp_min(0)
-    return 0.0 - torch.special.xlogy(p, p).sum(dim=-1)  # xlogy(0, 0) = 0; 0.0 - so 0 reads 0, not -0
+    terms = torch.special.xlogy(p, p)  # xlogy(0, 0) = 0
+    return 0.0 - terms.sum(dim=-1, dtype=torch.float64)  # 0.0 - so 0 reads 0, not -0
 
 
 def row_distance(weights: Tensor) -> Tensor:
-    """(..., S, S_k) -> (..., S): sum_k W[q, k] |q - k| per row, the row's mean attention distance."""
+    """(..., S, S_k) -> (..., S) float64: sum_k W[q, k] |q - k| per row, the row's mean attention distance."""
     q = torch.arange(weights.shape[-2], device=weights.device, dtype=weights.dtype)
     k = torch.arange(weights.shape[-1], device=weights.device, dtype=weights.dtype)
-    return (weights * (q[:, None] - k[None, :]).abs()).sum(dim=-1)
+    return (weights * (q[:, None] - k[None, :]).abs()).sum(dim=-1, dtype=torch.float64)
 
 
 def kl_from_uniform(weights: Tensor, eligible: Tensor, entropy: Tensor | None = None) -> Tensor | None:
@@ -73,16 +75,21 @@ def kl_from_uniform(weights: Tensor, eligible: Tensor, entropy: Tensor | None = 
     if not bool(rows.any()):
         return None
     entropy = row_entropy(weights) if entropy is None else entropy
-    kl = torch.log(n.to(weights.dtype).clamp_min(1)) - entropy  # (H, S)
+    kl = torch.log(n.to(torch.float64).clamp_min(1)) - entropy  # (H, S)
     return kl[:, rows].mean(dim=-1).clamp_min(0.0)
 
 
 def head_similarity(weights: Tensor) -> Tensor:
-    """(H, S, S) -> (H, H) cosine similarity between heads' flattened weight matrices."""
-    flat = weights.detach().double().flatten(start_dim=1)
+    """(H, S, S) -> (H, H) cosine similarity between heads' flattened weight matrices, in float64 for float64
+    weights and float32 otherwise (the identical-heads threshold, 0.999, is far above float32's error)."""
+    flat = weights.detach().to(_working_dtype(weights)).flatten(start_dim=1)
     norms = flat.norm(dim=1).clamp_min(1e-12)
     unit = flat / norms[:, None]
     return unit @ unit.T
+
+
+def _working_dtype(t: Tensor) -> torch.dtype:
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
 
 
 _ranks: dict[int, tuple[weakref.ref[AttentionWeights], list[int]]] = {}  # id -> (the weights, their ranks)
@@ -139,9 +146,10 @@ def head_stats(
 
     Every figure is computed for all heads at once; the loop at the end only reads them out.
     """
-    scores = scores.detach().double()
-    weights = weights.detach().double()
-    n_heads, _s, _ = weights.shape
+    dtype = _working_dtype(weights)  # float32 work for float32 runs (half the bytes of float64); sums in float64
+    scores = scores.detach().to(dtype)
+    weights = weights.detach().to(dtype)
+    n_heads, s, _ = weights.shape
     masked = ~eligible
     any_masked = bool(masked.any())
     live = eligible.any(dim=-1)  # (S,)
@@ -149,12 +157,16 @@ def head_stats(
     has_live = live_rows.numel() > 0
 
     entropy = row_entropy(weights)  # (H, S)
-    unmasked = torch.softmax(scores, dim=-1)  # what the softmax would give with no mask
-    masked_share = torch.where(masked, unmasked, 0.0).sum(dim=-1)  # (H, S)
-    masked_abs = torch.where(masked, weights.abs(), 0.0)
-    masked_weight = masked_abs.sum(dim=-1)  # (H, S)
-    max_masked = masked_abs.amax(dim=(-1, -2)) if any_masked else torch.zeros(n_heads, dtype=torch.float64)
-    row_sum_err = (weights.sum(dim=-1) - 1).abs()  # (H, S)
+    if any_masked:
+        unmasked = torch.softmax(scores, dim=-1)  # what the softmax would give with no mask
+        masked_share = torch.where(masked, unmasked, 0.0).sum(dim=-1, dtype=torch.float64)  # (H, S)
+        masked_abs = torch.where(masked, weights.abs(), 0.0)
+        masked_weight = masked_abs.sum(dim=-1, dtype=torch.float64)  # (H, S)
+        max_masked = masked_abs.amax(dim=(-1, -2))
+    else:  # nothing masked: nothing removed, nothing left on a masked key
+        masked_share = masked_weight = torch.zeros(n_heads, s, dtype=torch.float64)
+        max_masked = torch.zeros(n_heads, dtype=torch.float64)
+    row_sum_err = (weights.sum(dim=-1, dtype=torch.float64) - 1).abs()  # (H, S)
     distance = row_distance(weights)  # (H, S)
     kl = kl_from_uniform(weights, eligible, entropy)
     similarity = head_similarity(weights) if similarity is None else similarity
@@ -165,8 +177,11 @@ def head_stats(
     any_eligible = bool(eligible.any())
     score_min = scores.amin(dim=(-1, -2)).tolist()
     score_max = scores.amax(dim=(-1, -2)).tolist()
-    eligible_min = torch.where(eligible, scores, torch.inf).amin(dim=(-1, -2)).tolist()
-    eligible_max = torch.where(eligible, scores, -torch.inf).amax(dim=(-1, -2)).tolist()
+    if any_masked:
+        eligible_min = torch.where(eligible, scores, torch.inf).amin(dim=(-1, -2)).tolist()
+        eligible_max = torch.where(eligible, scores, -torch.inf).amax(dim=(-1, -2)).tolist()
+    else:
+        eligible_min, eligible_max = score_min, score_max
     if has_live:
         mean_entropy = entropy[:, live_rows].mean(dim=-1).tolist()
         max_row_sum_error = row_sum_err[:, live_rows].amax(dim=-1).tolist()

@@ -72,7 +72,7 @@ class ArraysResponse(Response):
 
     media_type = ARRAYS_MEDIA_TYPE
 
-    def render(self, content: Any) -> bytes:
+    def render(self, content: Any) -> bytes | memoryview:
         blocks: dict[str, list[np.ndarray]] = {}
         stacks: set[str] = set()
         header_tree = _split_blocks(content, "", blocks, stacks)
@@ -96,7 +96,7 @@ class ArraysResponse(Response):
                 little = np.ascontiguousarray(part).astype(part.dtype.newbyteorder("<"), copy=False)
                 dest[at : at + part.nbytes] = little.reshape(-1).view(np.uint8)
                 at += part.nbytes
-        return bytes(out)
+        return memoryview(out)  # no copy of the whole answer: Starlette sends a memoryview as it is
 
 
 def _align8(n: int) -> int:

@@ -56,6 +56,21 @@ def test_head_stats_match_the_row_by_row_definitions(spec: MaskSpec) -> None:
         assert got.masked_weight == [0.0] * 8 and got.max_masked_weight == 0.0
 
 
+@pytest.mark.parametrize("spec", [MaskSpec(), MaskSpec(causal=True, padding=(True,) * 30 + (False,) * 2)])
+def test_head_stats_of_a_float32_run_match_the_float64_definitions(spec: MaskSpec) -> None:
+    """float32 runs are worked in float32 with float64 sums: the figures stay within float32's error."""
+    g = torch.Generator().manual_seed(5)
+    scores = torch.randn(3, 32, 32, generator=g, dtype=torch.float64) * 3
+    eligible = eligibility(spec, 32)
+    weights = masked_softmax(scores, eligible)
+    stats = head_stats(scores.float(), weights.float(), eligible)
+    for h in range(3):
+        want = reference(scores, weights, eligible, h)
+        for name, value in want.items():
+            assert getattr(stats[h], name) == pytest.approx(value, rel=1e-5, abs=1e-5), (h, name)
+        assert stats[h].masked_weight == [0.0] * 32 and stats[h].max_masked_weight == 0.0
+
+
 def test_qk_ranks_are_the_ranks_of_the_products_and_are_kept_while_the_weights_live() -> None:
     g = torch.Generator().manual_seed(0)
     d, heads, d_head = 12, 3, 4
