@@ -67,9 +67,19 @@ def served_file(path: Path, request: Request, cache_control: str, media_type: st
     return Response(body, media_type=kind, headers={**headers, "Content-Encoding": "gzip"})
 
 
+# Modules the page never imports: the standalone viewer of an exported file (attnlab/standalone.py inlines it).
+NOT_PAGE_MODULES = {"standalone.js"}
+
+
+def page_modules() -> list[str]:
+    """Every ES module of the page, preloaded by index.html: the browser fetches them at once instead of finding
+    them one import level at a time (main.js, then store.js, then the views it imports...)."""
+    return sorted(p.name for p in (STATIC_DIR / "js").glob("*.js") if p.name not in NOT_PAGE_MODULES)
+
+
 @router.get("/", response_class=HTMLResponse)
 def index(request: Request) -> Response:
-    return templates.TemplateResponse(request, "index.html", {})
+    return templates.TemplateResponse(request, "index.html", {"modules": page_modules()})
 
 
 @router.get("/static/{name:path}")

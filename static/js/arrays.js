@@ -8,7 +8,9 @@
 // What comes back: a float matrix is an Array of Float32Array rows (float64: Float64Array), views over one block,
 // so m[q][k], m.length and m[q].length read as they do on JSON's nested arrays (row.map gives a typed array back:
 // use Array.from(row) where a row must hold something other than numbers); a 1-D array is one typed array; a
-// bool grid (eligible, reasons) is nested Arrays of true/false, as in JSON. float16 widens to float32 on the way in.
+// bool grid (eligible, reasons) is nested Arrays of true/false, as in JSON. float16 widens to float32 when first
+// read: a layer's stacked float16 matrices (its heads' scores, say) are widened all together on the first access
+// to any of them, so a 512-token answer's unshown layers cost nothing until a view reads them.
 
 export const MEDIA_TYPE = "application/vnd.attnlab.arrays";
 const MAGIC = "ATNA";
@@ -114,6 +116,16 @@ export function readArrays(buffer) {
         items = build(node.$items);
       }
       for (const [key, spec] of Object.entries(node.$stacked)) {
+        if (spec.dtype === "float16") {
+          // widened when first read (a layer's scores the view never shows are never widened): every item's
+          // getter shares one widening of the whole stack, so each head reads back the same rows every time
+          let whole = null;
+          const rows = () => (whole ??= array(spec));
+          items.forEach((item, i) => {
+            Object.defineProperty(item, key, { get: () => rows()[i], enumerable: true, configurable: true });
+          });
+          continue;
+        }
         const whole = array(spec);
         items.forEach((item, i) => {
           item[key] = whole[i];

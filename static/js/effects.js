@@ -133,7 +133,8 @@ export function startEffects(store) {
         controller.abort();
         controller = null;
       }
-      timer = setTimeout(run, DEBOUNCE_MS);
+      // the page's first run (the link or the defaults) has nothing to wait for; later ones gather quick clicks
+      timer = setTimeout(run, s.run.answered ? DEBOUNCE_MS : 0);
     }
     // panels follow the last good run, never one in flight
     if (s.run.status !== "loading") syncPanels(s);

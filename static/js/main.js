@@ -66,14 +66,17 @@ function draw(views, s, prev) {
 }
 
 async function init() {
+  // the models list is asked while the views load, not after
+  const asked = fetchModels().then(
+    (models) => ({ models }),
+    (err) => ({ err }),
+  );
   const views = await loadViews();
   for (const v of views) v.mod.bind?.(v.root, store);
   store.subscribe((s, prev) => draw(views, s, prev));
   startEffects(store);
-  let models;
-  try {
-    models = await fetchModels();
-  } catch (err) {
+  const { models, err } = await asked;
+  if (err) {
     const { describeError } = await import("./api.js");
     store.dispatch(act.modelsFailed(describeError(err)));
     return;

@@ -34,6 +34,23 @@ def test_index_has_every_hook_and_loads_only_local_files(client: TestClient) -> 
     assert not EXTERNAL.search(html)
 
 
+def test_index_preloads_every_module_the_page_loads(client: TestClient) -> None:
+    """Every module main.js reaches (its imports, and the views it imports by data-view, transitively) is
+    preloaded, so the browser asks for them at once; the export's standalone viewer is not."""
+    html = client.get("/").text
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="/static/js/([\w-]+\.js)">', html))
+    todo = ["main.js", *(f"{v}.js" for v in re.findall(r'data-view="([\w-]+)"', html))]
+    reached: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in reached:
+            continue
+        reached.add(name)
+        todo += re.findall(r'from "\./([\w-]+\.js)"', (ROOT / "static" / "js" / name).read_text())
+    assert len(reached) > 20 and reached <= preloaded, sorted(reached - preloaded)
+    assert "standalone.js" not in preloaded
+
+
 def test_plotly_is_served_from_the_installed_package(client: TestClient) -> None:
     resp = client.get("/vendor/plotly.min.js")
     assert resp.status_code == 200
