@@ -9,16 +9,13 @@
 // page's store, so a saved standalone page can import it too. Weights may be nested arrays or arrays of
 // Float32Array rows: only `w[q][k]` and lengths are read.
 
+import { act } from "./actions.js";
 import { MASK_FILL, PALETTES, VIRIDIS, colorAt, hexToRgb } from "./colors.js";
 import { node } from "./dom.js";
 
 export const THUMB_PX = 64; // a thumbnail's longest side: at most this many CSS px, and this many pixels of the matrix
 export const LUT_SIZE = 256; // colours precomputed along the palette, so a pixel costs a lookup
 
-// The store's action this view dispatches (store.js act.headOpened), written out here: this module
-// stays free of the page's store so that a standalone page can import it. A browser test checks that a press opens
-// the head, so a change of their shape in store.js fails there.
-const headOpened = (layer, head, where) => ({ type: "headOpened", layer, head, query: null, where });
 
 // ---- pure helpers ----------------------------------------------------------------------------------------------
 
@@ -301,7 +298,7 @@ export function render(root, s, dispatch) {
     palette: s.ui.palette,
     selected,
     eligible: r.eligible,
-    onPick: (layer, head) => dispatch(headOpened(layer, head, `overview-${layer}-${head}`)),
+    onPick: (layer, head) => dispatch(act.headOpened(layer, head, null, `overview-${layer}-${head}`)),
   });
   root.dataset.layers = String(r.layers.length);
   root.dataset.heads = String(r.config.n_heads);

@@ -55,6 +55,7 @@ import {
   topHeadsRequest,
 } from "./requests.js";
 import { TOP_K } from "./tophead.js";
+import { act } from "./actions.js";
 import { BUGS, clampVariance, defaultState, stateForModel } from "./state.js";
 
 // ---- the store ------------------------------------------------------------------------------------------------
@@ -134,72 +135,9 @@ export function initialState() {
   };
 }
 
-// ---- action creators (what a person or an effect did) --------------------------------------------------------
+// ---- action creators: static/js/actions.js (pure, importable by a view that must not import the store) ---------
 
-export const act = {
-  modelsLoaded: (models) => ({ type: "modelsLoaded", models }),
-  modelsFailed: (error) => ({ type: "modelsFailed", error }),
-  restored: (ui) => ({ type: "restored", ui }),
-  modelChosen: (name, where, extra = {}) => ({ type: "modelChosen", name, where, ...extra }),
-  exampleChosen: (example, text) => ({ type: "exampleChosen", example, text }),
-  draftTyped: (field, value) => ({ type: "draftTyped", field, value }),
-  sequenceSubmitted: (where) => ({ type: "sequenceSubmitted", where }),
-  sourceChanged: (where) => ({ type: "sourceChanged", where }),
-  causalSet: (on) => ({ type: "causalSet", on }),
-  windowSet: (on, size) => ({ type: "windowSet", on, size }),
-  blockedCleared: () => ({ type: "blockedCleared" }),
-  cellToggled: (q, k, where) => ({ type: "cellToggled", q, k, where }),
-  tokenPadded: (i, token) => ({ type: "tokenPadded", i, token }),
-  sourcePadded: (i) => ({ type: "sourcePadded", i }),
-  allMaskedSet: (value) => ({ type: "allMaskedSet", value }),
-  scaleSet: (on) => ({ type: "scaleSet", on }),
-  bugSet: (bug, label) => ({ type: "bugSet", bug, label }),
-  viewSet: (view) => ({ type: "viewSet", view }),
-  paletteSet: (palette) => ({ type: "paletteSet", palette }),
-  scoreScaleSet: (value) => ({ type: "scoreScaleSet", value }),
-  layerSet: (layer) => ({ type: "layerSet", layer }),
-  optionSet: (key, value) => ({ type: "optionSet", key, value }),
-  matrixEntrySet: (name, i, j, value, raw) => ({ type: "matrixEntrySet", name, i, j, value, raw }),
-  matricesReset: () => ({ type: "matricesReset" }),
-  pageSet: (page) => ({ type: "pageSet", page }),
-  querySet: (query) => ({ type: "querySet", query }),
-  headOpened: (layer, head, query, where) => ({ type: "headOpened", layer, head, query, where }),
-  pairSet: (q, k) => ({ type: "pairSet", q, k }),
-  itemSet: (item) => ({ type: "itemSet", item }),
-  headFilterSet: (fields) => ({ type: "headFilterSet", fields }),
-  headSorted: (column) => ({ type: "headSorted", column }),
-  highlightSet: (highlight) => ({ type: "highlightSet", highlight }),
-  tokensOpenSet: (open) => ({ type: "tokensOpenSet", open }),
-  cursorSet: (cursor) => ({ type: "cursorSet", cursor }),
-  errorDismissed: () => ({ type: "errorDismissed" }),
-  // experiments
-  ablationToggled: (layer, head) => ({ type: "ablationToggled", layer, head }),
-  ablationDropped: (layer, head) => ({ type: "ablationDropped", layer, head }),
-  ablModeSet: (mode) => ({ type: "ablModeSet", mode }),
-  editAdded: (edit) => ({ type: "editAdded", edit }),
-  editDropped: (index) => ({ type: "editDropped", index }),
-  interventionsCleared: () => ({ type: "interventionsCleared" }),
-  perturbSet: (perturb, on) => ({ type: "perturbSet", perturb, on }),
-  pinned: () => ({ type: "pinned" }),
-  unpinned: () => ({ type: "unpinned" }),
-  // mechanics
-  decodeSet: (on) => ({ type: "decodeSet", on }),
-  decodeStepSet: (step) => ({ type: "decodeStepSet", step }),
-  playSet: (on) => ({ type: "playSet", on }),
-  costSet: (cost) => ({ type: "costSet", cost }),
-  sweepSet: (variance) => ({ type: "sweepSet", variance }),
-  panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
-  // effects
-  runStarted: (asking = "all") => ({ type: "runStarted", asking }),
-  layersTooMany: (key) => ({ type: "layersTooMany", key }),
-  runSucceeded: (result, request, masks) => ({ type: "runSucceeded", result, request, masks }),
-  runFailed: (error) => ({ type: "runFailed", error }),
-  runTooLarge: (message, key = null) => ({ type: "runTooLarge", message, key }),
-  panelStarted: (name, key) => ({ type: "panelStarted", name, key }),
-  panelLoaded: (name, key, result) => ({ type: "panelLoaded", name, key, result }),
-  panelFailed: (name, key, message) => ({ type: "panelFailed", name, key, message }),
-  panelCleared: (name) => ({ type: "panelCleared", name }),
-};
+export { act };
 
 // ---- the reducer ----------------------------------------------------------------------------------------------
 
