@@ -54,12 +54,11 @@ function renderStatus(s) {
   $("views").setAttribute("aria-busy", s.run.status === "loading" ? "true" : "false");
   document.body.classList.toggle("busy", s.run.status === "loading");
   $("views").classList.toggle("stale", s.run.status === "error" && !!s.run.result);
+  // a run in flight is announced once, by the busy indicator (busy.js); this line says only what a failure left
   status.textContent =
-    s.run.status === "loading"
-      ? "computing…"
-      : s.run.status === "error" && s.run.result
-        ? "The last run failed: the controls, the link and the views are back at the last run that worked."
-        : "";
+    s.run.status === "error" && s.run.result
+      ? "The last run failed: the controls, the link and the views are back at the last run that worked."
+      : "";
 }
 
 // "what changed": the last toggle's changes, or, after a failure, that it changed nothing.
