@@ -1,6 +1,6 @@
 """The reader of the arrays form (`Accept: application/vnd.attnlab.arrays`), with NumPy and the standard library only.
 
-The layout (server/serialize.py's ArraysResponse writes it), little-endian:
+The layout (server/forms.py's ArraysResponse writes it), little-endian:
 
     bytes 0-3      b"ATNA"
     bytes 4-7      uint32: the header's length H

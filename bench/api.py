@@ -63,7 +63,7 @@ import torch
 
 from attnlab.arrays import MEDIA_TYPE as ARRAYS_MEDIA_TYPE
 from attnlab.arrays import read_arrays
-from server.serialize import NPZ_MEDIA_TYPE
+from server.forms import NPZ_MEDIA_TYPE
 
 ROOT = Path(__file__).resolve().parent.parent
 LENGTHS = (16, 64, 128, 256, 512)

@@ -32,8 +32,8 @@ from starlette.responses import Response
 
 from engine.stop import stop_when
 from server.errors import ApiError
+from server.forms import ORJSONResponse
 from server.observability import Metrics
-from server.serialize import ORJSONResponse
 
 T = TypeVar("T")
 

@@ -14,8 +14,8 @@ import orjson
 from attnlab.standalone import standalone_html
 from server.compute import refuse_fields
 from server.errors import ApiError
+from server.forms import ArraysResponse
 from server.schemas import AttentionRequest, ExportRequest
-from server.serialize import ArraysResponse
 
 EXPORT_FIELDS = {"view", "head", "query", "palette", "title"}
 

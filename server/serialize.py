@@ -1,18 +1,15 @@
-"""ModelRun -> the JSON the page and scripts read. Matrices go out as float32 via orjson (shortest repr)."""
+"""ModelRun -> the result the page and scripts read: matrices as NumPy arrays (float32, float16 or float64), the
+rest plain values; server/forms.py writes it as JSON, .npz or the arrays form."""
 
 from __future__ import annotations
 
 import dataclasses
-import io
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import orjson
 import torch
-from fastapi.responses import Response
 
-from attnlab.arrays import MAGIC, MEDIA_TYPE  # the arrays form: its reader (read_arrays) ships with the client
 from engine.analysis.compare import Comparison
 from engine.analysis.intervene import InterventionResult
 from engine.analysis.perturb import PerturbResult
@@ -21,173 +18,6 @@ from engine.masks import pair_counts, reason_grids
 from engine.models import ModelRun
 from engine.stats import HeadStats, head_similarity, head_stats
 from server.errors import ApiError
-
-
-class ORJSONResponse(Response):
-    media_type = "application/json"
-
-    def render(self, content: Any) -> bytes:
-        try:
-            return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
-        except TypeError:  # an integer past 64 bits (a cost estimate for absurd shapes): JSON takes it as a float
-            return orjson.dumps(_wide_ints_as_floats(content), option=orjson.OPT_SERIALIZE_NUMPY)
-
-
-def _wide_ints_as_floats(node: Any) -> Any:
-    if isinstance(node, bool):
-        return node
-    if isinstance(node, int) and not -(2**63) <= node < 2**64:
-        return float(node)
-    if isinstance(node, dict):
-        return {k: _wide_ints_as_floats(v) for k, v in node.items()}
-    if isinstance(node, (list, tuple)):
-        return [_wide_ints_as_floats(v) for v in node]
-    return node
-
-
-NPZ_MEDIA_TYPE = "application/x-npz"
-
-
-class NPZResponse(Response):
-    """The same result as a NumPy .npz archive: every matrix as a float32/bool array, the rest in meta.json."""
-
-    media_type = NPZ_MEDIA_TYPE
-
-    def render(self, content: Any) -> bytes:
-        arrays: dict[str, np.ndarray] = {}
-        meta = _split_arrays(content, "", arrays)
-        arrays["meta.json"] = np.frombuffer(orjson.dumps(meta, option=orjson.OPT_SERIALIZE_NUMPY), dtype=np.uint8)
-        buf = io.BytesIO()
-        np.savez(buf, allow_pickle=False, **arrays)
-        return buf.getvalue()
-
-
-ARRAYS_MEDIA_TYPE = MEDIA_TYPE
-
-
-class ArraysResponse(Response):
-    """The same result as one JSON header followed by the raw arrays, for readers that want typed arrays without
-    parsing numbers (the page: a Float16Array or Float32Array straight over the bytes). The layout is written down
-    once, in attnlab/arrays.py beside its reader."""
-
-    media_type = ARRAYS_MEDIA_TYPE
-
-    def render(self, content: Any) -> bytes | memoryview:
-        blocks: dict[str, list[np.ndarray]] = {}
-        stacks: set[str] = set()
-        header_tree = _split_blocks(content, "", blocks, stacks)
-        placed: dict[str, dict[str, Any]] = {}
-        offset = 0
-        for path, parts in blocks.items():
-            first = parts[0]
-            shape = [len(parts), *first.shape] if path in stacks else list(first.shape)
-            placed[path] = {"dtype": str(first.dtype), "shape": shape, "offset": offset}
-            offset += _align8(sum(p.nbytes for p in parts))
-        header = orjson.dumps(_place(header_tree, placed))
-        start = _align8(8 + len(header))
-        out = bytearray(start + offset)
-        out[0:4] = MAGIC
-        out[4:8] = len(header).to_bytes(4, "little")
-        out[8 : 8 + len(header)] = header
-        dest = np.frombuffer(out, dtype=np.uint8)  # writable: a view over the bytearray
-        for path, parts in blocks.items():
-            at = start + placed[path]["offset"]
-            for part in parts:  # a stack's parts one after another: one block, no np.stack copy
-                little = np.ascontiguousarray(part).astype(part.dtype.newbyteorder("<"), copy=False)
-                dest[at : at + part.nbytes] = little.reshape(-1).view(np.uint8)
-                at += part.nbytes
-        return memoryview(out)  # no copy of the whole answer: Starlette sends a memoryview as it is
-
-
-def _align8(n: int) -> int:
-    return (n + 7) // 8 * 8
-
-
-def _place(node: Any, placed: dict[str, dict[str, Any]]) -> Any:
-    if isinstance(node, dict):
-        if set(node) == {"$array"} and isinstance(node["$array"], str):
-            return {"$array": placed[node["$array"]]}
-        if "$stacked" in node:
-            stacked = {k: placed[path] for k, path in node["$stacked"].items()}
-            return {**{k: _place(v, placed) for k, v in node.items() if k != "$stacked"}, "$stacked": stacked}
-        return {k: _place(v, placed) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_place(v, placed) for v in node]
-    return node
-
-
-def answer(body: dict[str, Any], accept: str | None) -> Response:
-    """The result in the form the client asked for: JSON, .npz (scripts), or the arrays form (the page)."""
-    if accept and ARRAYS_MEDIA_TYPE in accept:
-        return ArraysResponse(body)
-    if accept and NPZ_MEDIA_TYPE in accept:
-        return NPZResponse(body)
-    return ORJSONResponse(body)
-
-
-def _split_arrays(node: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
-    """Move every ndarray into `arrays` under a dotted path (layers.0.heads.3.weights); return what is left."""
-    if isinstance(node, np.ndarray):
-        arrays[path] = node
-        return {"$array": path}
-    if isinstance(node, dict):
-        return {k: _split_arrays(v, f"{path}.{k}" if path else str(k), arrays) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_split_arrays(v, f"{path}.{i}", arrays) for i, v in enumerate(node)]
-    return node
-
-
-def _split_blocks(node: Any, path: str, blocks: dict[str, list[np.ndarray]], stacks: set[str]) -> Any:
-    """The arrays form's split: as _split_arrays, each array a block of one part, except that a list of two or more
-    dicts whose items all hold an array of one dtype and shape under the same key (a layer's heads, each with its
-    weights) sends those arrays as one stack, a block of one part per item: the list becomes
-    {"$items": [the items without the key], "$stacked": {key: path}}, or {"$columns": {field: [one value per
-    item]}, "$stacked": ...} when what is left of the items is the same flat fields. The header then names a
-    layer's weights once, not once per head (at 16 tokens the per-head entries were a fifth of the bytes), and a
-    reader gets one typed array per layer."""
-    if isinstance(node, np.ndarray):
-        blocks[path] = [node]
-        return {"$array": path}
-    if isinstance(node, dict):
-        return {k: _split_blocks(v, f"{path}.{k}" if path else str(k), blocks, stacks) for k, v in node.items()}
-    if isinstance(node, list):
-        keys = _stackable_keys(node)
-        if not keys:
-            return [_split_blocks(v, f"{path}.{i}", blocks, stacks) for i, v in enumerate(node)]
-        stacked = {}
-        for key in keys:
-            stacked[key] = f"{path}.*.{key}"
-            blocks[stacked[key]] = [item[key] for item in node]
-            stacks.add(stacked[key])
-        items = [{k: v for k, v in item.items() if k not in keys} for item in node]
-        names = list(items[0])
-        if all(list(item) == names and all(_scalar(v) for v in item.values()) for item in items):
-            # what is left is flat and alike (a head's index and K/V group): one list per field
-            return {"$columns": {k: [item[k] for item in items] for k in names}, "$stacked": stacked}
-        return {
-            "$items": [_split_blocks(v, f"{path}.{i}", blocks, stacks) for i, v in enumerate(items)],
-            "$stacked": stacked,
-        }
-    return node
-
-
-def _scalar(value: Any) -> bool:
-    return value is None or isinstance(value, (bool, int, float, str))
-
-
-def _stackable_keys(node: list[Any]) -> list[str]:
-    """The keys under which every item of `node` (dicts, two or more) holds an array of one dtype and shape."""
-    if len(node) < 2 or not all(isinstance(item, dict) for item in node):
-        return []
-    keys = []
-    for key, first in node[0].items():
-        if isinstance(first, np.ndarray) and all(
-            isinstance(a := item.get(key), np.ndarray) and a.dtype == first.dtype and a.shape == first.shape
-            for item in node
-        ):
-            keys.append(key)
-    return keys
-
 
 FLOAT16_MAX = 65504.0
 STAT_FIELDS = dataclasses.fields(HeadStats)

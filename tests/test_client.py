@@ -19,7 +19,7 @@ import pytest
 import attnlab
 from attnlab.arrays import read_arrays
 from attnlab.local import loaded_models
-from server.serialize import ArraysResponse
+from server.forms import ArraysResponse
 from tests.helpers import ROOT, free_port, serve
 
 MAX_TOKENS = 32

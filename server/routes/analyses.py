@@ -23,6 +23,7 @@ from server.compute import ONE_SEQUENCE, prepare, refuse_fields, run_body
 from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
+from server.forms import ORJSONResponse, answer
 from server.schemas import (
     CompareRequest,
     CompareResult,
@@ -32,8 +33,6 @@ from server.schemas import (
     PerturbResult,
 )
 from server.serialize import (
-    ORJSONResponse,
-    answer,
     check_result_size,
     compare_body,
     intervention_body,

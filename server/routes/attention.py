@@ -8,8 +8,8 @@ from fastapi.responses import Response
 from server.compute import attention_body
 from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
+from server.forms import ARRAYS_MEDIA_TYPE, NPZ_MEDIA_TYPE, ORJSONResponse, answer
 from server.schemas import AttentionRequest, AttentionResult
-from server.serialize import ARRAYS_MEDIA_TYPE, NPZ_MEDIA_TYPE, ORJSONResponse, answer
 
 router = APIRouter(prefix="/api", tags=["attention"], route_class=ComputeRoute)
 

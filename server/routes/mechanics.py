@@ -17,6 +17,7 @@ from server.compute import ONE_SEQUENCE, prepare, refuse_fields
 from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
+from server.forms import ORJSONResponse
 from server.schemas import (
     CostRequest,
     CostResult,
@@ -25,7 +26,7 @@ from server.schemas import (
     ScaleSweepRequest,
     ScaleSweepResult,
 )
-from server.serialize import ORJSONResponse, check_result_size
+from server.serialize import check_result_size
 
 router = APIRouter(prefix="/api", tags=["mechanics"], route_class=ComputeRoute)
 
