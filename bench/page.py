@@ -50,18 +50,8 @@ import torch
 from playwright.sync_api import Browser, Page, Request, sync_playwright
 
 from bench.api import attnlab_server
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS  # as the browser tests launch it
 
-# As tests/browser/conftest.py launches it (never `playwright install`).
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 VIEWPORT = {"width": 1400, "height": 900}
 TEXT = (
     "The animal did not cross the street because it was too tired. Attention lets every position read every other "

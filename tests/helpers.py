@@ -19,6 +19,18 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Debian's chromium as the browser tests and bench/page.py launch it (never `playwright install`).
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
 
 def assert_error(resp: httpx.Response, status: int, field: str | None = None, *words: str) -> dict[str, Any]:
     """Pin the error shape: JSON {"error": {status, code, field, message, details}} naming the field."""

@@ -7,25 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Page, Request
 
-from tests.helpers import serve
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS, serve
 
 
 @pytest.fixture(scope="session")

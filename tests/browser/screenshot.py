@@ -11,7 +11,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page, sync_playwright
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 VIEWS = {
