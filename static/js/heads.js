@@ -8,7 +8,7 @@
 import { renderBugBanner } from "./bugs.js";
 import { headScale, legendTicks } from "./colors.js";
 import { node } from "./dom.js";
-import { cellAt, drawHeatmap, drawHighlight, layoutFor, maskedCells, sizeCanvas } from "./heatmap.js";
+import { cellAt, drawHeatmap, layoutFor, maskedCells, repaintHighlight, sizeCanvas } from "./heatmap.js";
 import { act, selectView } from "./store.js";
 
 export const PAGE_SIZE = 24;
@@ -312,14 +312,7 @@ export function paintHeads(cards, view) {
 export function highlightHeads(cards, hl) {
   for (const card of cards) {
     card.fig.dataset.highlight = hl ? `${hl.q ?? ""},${hl.k ?? ""}` : "";
-    if (!card.base) continue;
-    const ctx = card.ctx;
-    ctx.save();
-    ctx.setTransform(1, 0, 0, 1, 0, 0);
-    ctx.clearRect(0, 0, card.canvas.width, card.canvas.height);
-    ctx.drawImage(card.base, 0, 0);
-    ctx.restore();
-    drawHighlight(ctx, card.layout, hl);
+    if (card.base) repaintHighlight(card.canvas, card.base, card.layout, hl);
   }
 }
 

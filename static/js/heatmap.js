@@ -210,6 +210,18 @@ function finish(ctx, L, opts, tokens, keyTokens, ink) {
 }
 
 // Outline query row hl.q and key column hl.k (white under black, visible on every colour).
+// A head drawn before (its pixels kept in `base`, a canvas) painted back onto its own canvas, with hl's row and
+// column outlined: moving a highlight never redraws a heatmap.
+export function repaintHighlight(canvas, base, L, hl) {
+  const ctx = canvas.getContext("2d");
+  ctx.save();
+  ctx.setTransform(1, 0, 0, 1, 0, 0);
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  ctx.drawImage(base, 0, 0);
+  ctx.restore();
+  if (hl) drawHighlight(ctx, L, hl);
+}
+
 export function drawHighlight(ctx, L, hl) {
   if (!hl) return;
   const c = L.cell;

@@ -12,7 +12,7 @@
 import { readArrays } from "./arrays.js";
 import { PALETTES, VIRIDIS, colorAt, inkOn, rgbString, scaleFor } from "./colors.js";
 import { el, node } from "./dom.js";
-import { cellAt, drawHeatmap, drawHighlight, layoutFor, sizeCanvas } from "./heatmap.js";
+import { cellAt, drawHeatmap, layoutFor, repaintHighlight, sizeCanvas } from "./heatmap.js";
 import { cellReasons } from "./masks.js";
 import { drawOverview } from "./overview.js";
 
@@ -70,12 +70,6 @@ export function layerOf(result, index) {
   return result.layers.find((l) => l.index === index) || result.layers[0];
 }
 
-// A matrix of typed rows as nested plain Arrays: heatmap.js's drawnValues maps each row, and a Float32Array row
-// maps into a Float32Array, where a masked cell's null would become 0.
-export function plainRows(m) {
-  return Array.from(m, (row) => Array.from(row));
-}
-
 // Cell size (px; fractional below 1) for `n` heads of S x K in the grid: no plot side past the target.
 export function gridCell(S, K, n) {
   const target = n <= 4 ? GRID_PLOT_PX.few : GRID_PLOT_PX.many;
@@ -124,17 +118,6 @@ export function describeCell(result, cell) {
 
 // ---- drawing -----------------------------------------------------------------------------------------------------
 
-const cache = new WeakMap(); // a head's weights (typed rows) -> the same as plain rows, converted once
-
-function plainOf(weights) {
-  let p = cache.get(weights);
-  if (!p) {
-    p = plainRows(weights);
-    cache.set(weights, p);
-  }
-  return p;
-}
-
 let drawn = null; // {key, cards}: the grid last painted, so a hover repaints only the highlight
 
 function renderGrid(root, result, state, set) {
@@ -152,7 +135,7 @@ function renderGrid(root, result, state, set) {
   const labels = layer.heads.length <= 12 && cell >= 7;
   const L = layoutFor(S, { cell, labels, maxLabel: 6, cols: keys.length });
   const scale = scaleFor("weights", state.palette, 1);
-  const eligible = plainRows(result.eligible);
+  const eligible = result.eligible;
   const cards = layer.heads.map((head) => {
     const fig = node("figure", { className: "head-card", tabIndex: 0 });
     fig.setAttribute("data-testid", "head-heatmap");
@@ -168,7 +151,7 @@ function renderGrid(root, result, state, set) {
     fig.append(cap, canvas);
     grid.append(fig);
     const ctx = sizeCanvas(canvas, L);
-    drawHeatmap(ctx, { matrix: plainOf(head.weights), eligible, tokens: result.tokens, keyTokens: result.source_tokens, scale, layout: L });
+    drawHeatmap(ctx, { matrix: head.weights, eligible, tokens: result.tokens, keyTokens: result.source_tokens, scale, layout: L });
     const base = node("canvas");
     base.width = canvas.width;
     base.height = canvas.height;
@@ -200,14 +183,8 @@ function renderGrid(root, result, state, set) {
 
 function highlight(cards, hover) {
   for (const card of cards) {
-    const ctx = card.ctx;
-    ctx.save();
-    ctx.setTransform(1, 0, 0, 1, 0, 0);
-    ctx.clearRect(0, 0, card.canvas.width, card.canvas.height);
-    ctx.drawImage(card.base, 0, 0);
-    ctx.restore();
+    repaintHighlight(card.canvas, card.base, card.L, hover ? { q: hover.q, k: hover.k } : null);
     card.fig.dataset.highlight = hover ? `${hover.q},${hover.k}` : "";
-    if (hover) drawHighlight(ctx, card.L, { q: hover.q, k: hover.k });
   }
 }
 
@@ -245,8 +222,8 @@ function renderHead(root, result, state, set) {
   fig.append(cap, canvas);
   const ctx = sizeCanvas(canvas, L);
   drawHeatmap(ctx, {
-    matrix: plainOf(head.weights),
-    eligible: plainRows(result.eligible),
+    matrix: head.weights,
+    eligible: result.eligible,
     tokens: result.tokens,
     keyTokens: result.source_tokens,
     scale: scaleFor("weights", state.palette, 1),
