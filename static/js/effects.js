@@ -1,5 +1,5 @@
 // What the page does outside itself: it watches the store and asks the API. An attention run starts when an action
-// asks for one (state.run.want changes), debounced; each analysis panel asks when its request (store.js
+// asks for one (state.run.want changes), debounced; each analysis panel asks when its request (panels.js
 // PANEL_SPECS) changes. Only the newest answer of each lands: a new action aborts the run in flight (its download
 // too), a new panel request the panel's last one. The abort controllers and timers live here, not in the state.
 //
@@ -10,7 +10,8 @@
 import { ApiError, describeError, fetchAttention, isTooLarge, precisionFor } from "./api.js";
 import { splitTokens } from "./masks.js";
 import { batchOf, buildRequest, resultValues, sizeKey, sourceOf } from "./requests.js";
-import { PANEL_SPECS, act, clampedMasks, modelInfo, sameInput } from "./store.js";
+import { PANEL_SPECS } from "./panels.js";
+import { act, clampedMasks, modelInfo, sameInput } from "./store.js";
 
 export const DEBOUNCE_MS = 80;
 const WHITESPACE_MODELS = ["textbook", "random", "custom", "induction"];

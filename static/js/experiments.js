@@ -1,7 +1,7 @@
 // The three panels that test claims instead of showing a heatmap (data-view="experiments"): "Test a claim"
 // (POST /api/perturb), interventions (POST /api/intervene: the ablate toggles on the head cards and the weight
 // edit under the large head) and "Compare with a pinned run" (POST /api/compare). Their settings live in ui (so the
-// URL carries them); what they ask is the store's (PANEL_SPECS); this module draws and dispatches.
+// URL carries them); what they ask is panels.js's (PANEL_SPECS); this module draws and dispatches.
 
 import { renderPerturb } from "./claims.js";
 import { renderCompare } from "./compare.js";

@@ -1,13 +1,14 @@
 // The chapter's mechanics panels (data-view="mechanics"): KV-cache decoding (POST /api/decode), cost and memory
 // (POST /api/cost), the audit record (/api/attention with include ["audit"]) and the scaling sweep
 // (POST /api/scale-sweep). Their settings live in ui (so the URL carries them); what they ask is the store's
-// (PANEL_SPECS); this module draws and dispatches. bind() keeps the play timer's handle (a clock, not state).
+// (panels.js PANEL_SPECS); this module draws and dispatches. bind() keeps the play timer's handle (a clock, not state).
 
 import { renderAudit } from "./audit.js";
 import { renderCost, renderMeasured } from "./cost.js";
 import { PLAY_MS, clampStep, decodeHead, renderDecodeStep, renderKvCache } from "./decode.js";
 import { COST_FIELDS, DTYPES } from "./state.js";
-import { act, auditKey, costOf, selectView } from "./store.js";
+import { auditKey, costOf } from "./panels.js";
+import { act, selectView } from "./store.js";
 import { renderSweep } from "./sweep.js";
 
 const $ = (id) => document.getElementById(id);

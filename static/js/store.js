@@ -19,20 +19,9 @@
 //   playing,         the decoding steps play on their own
 // }
 //
-// Views read the state and dispatch actions; they never change it. Effects (effects.js) watch it and fetch.
+// Views read the state and dispatch actions; they never change it. Effects (effects.js) watch it and fetch; what each
+// analysis panel asks is panels.js's.
 
-import {
-  fetchAttentionJson,
-  fetchCompareOrLayer,
-  fetchCost,
-  fetchDecode,
-  fetchHeadTypes,
-  fetchInterveneOrDeltas,
-  fetchPerturb,
-  fetchScaleSweep,
-  fetchTopHeads,
-} from "./api.js";
-import { auditFilename } from "./audit.js";
 import { itemResult } from "./batch.js";
 import { drawnEligibility } from "./bugs.js";
 import { maxAbsEligible, quantileAbsEligible, scaleFor } from "./colors.js";
@@ -40,21 +29,7 @@ import { resolvePair } from "./examples.js";
 import { addEdit, keepValid, toggleAblation } from "./interventions.js";
 import { setEntry } from "./matrices.js";
 import { clampMasks, diffResults, paddedFromFlags, toggleBlocked, togglePadded } from "./masks.js";
-import { download } from "./exporter.js";
-import {
-  auditRequest,
-  batchOf,
-  compareRequest,
-  costRequest,
-  decodeRequest,
-  headTypesRequest,
-  interveneRequest,
-  perturbRequest,
-  singleRequest,
-  sweepRequest,
-  topHeadsRequest,
-} from "./requests.js";
-import { TOP_K } from "./tophead.js";
+import { batchOf, singleRequest } from "./requests.js";
 import { act } from "./actions.js";
 import { BUGS, clampVariance, defaultState, stateForModel } from "./state.js";
 
@@ -579,125 +554,4 @@ export function sameInput(s) {
   const req = s.run.request;
   if (!r || !req) return false;
   return r.model === s.ui.model && (req.text ?? null) === (s.ui.text ?? null) && !batchOf(s.ui) && !req.texts;
-}
-
-// ---- the analysis panels: what each one asks, from the state (effects.js sends it) -----------------------------
-
-// One entry per panel: `request(state)` is the body to send now (null: nothing to ask, the panel clears), `fetch`
-// sends it, `after(result)` does what the answer calls for outside the page state (a download), `then(state,
-// result)` an action to dispatch once it lands. A panel that asks again on a button press folds its slot's
-// `nonce` into the key. `debounce` (ms) waits for a slider to settle.
-export const PANEL_SPECS = {
-  headTypes: {
-    fetch: fetchHeadTypes,
-    request: (s) => (s.run.request ? headTypesRequest(singleOf(s)) : null),
-    keep: true, // the old table stays while the new one loads
-  },
-  top: {
-    fetch: fetchTopHeads,
-    request: (s) => {
-      const pair = s.ui.pair;
-      if (!s.run.result || !pair || !pair.every((v) => v != null)) return null;
-      const total = s.run.result.config.n_layers * s.run.result.config.n_heads;
-      return topHeadsRequest(singleOf(s), pair, Math.min(TOP_K, total));
-    },
-    keep: true,
-    then: (s, result) => {
-      if (!s.pending.open || !result.heads.length) return null;
-      const best = result.heads[0];
-      return act.headOpened(best.layer, best.head, result.query, "top-heads-panel");
-    },
-  },
-  perturb: {
-    fetch: fetchPerturb,
-    request: (s) => {
-      if (!s.ui.perturbOn || !s.run.result) return null;
-      const S = s.run.result.tokens.length;
-      const p = Math.max(0, Math.min(S - 1, s.ui.perturb.position ?? s.ui.query ?? S - 1));
-      return perturbRequest(singleOf(s), p, s.ui.perturb);
-    },
-    nonce: true,
-  },
-  intervene: {
-    fetch: fetchInterveneOrDeltas,
-    request: (s) => {
-      if (!s.run.result || (!s.ui.ablate.length && !s.ui.edits.length)) return null;
-      const { layer: _layer, ...attention } = singleOf(s);
-      return interveneRequest({ ...attention, include: ["weights"] }, s.ui.ablate, s.ui.edits, INTERVENE_TOP_K);
-    },
-  },
-  compare: {
-    fetch: fetchCompareOrLayer,
-    request: (s) => {
-      if (!s.ui.pin || !s.run.request) return null;
-      const m = info(s);
-      const layer = !m || m.layers <= 1 || s.ui.layer === "all" ? null : s.ui.layer;
-      return { ...compareRequest(s.ui.pin, singleOf(s), layer), fallbackLayer: s.ui.focus ? s.ui.focus[0] : 0 };
-    },
-  },
-  decode: {
-    fetch: fetchDecode,
-    request: (s) => (s.ui.decodeOn && s.run.request ? decodeRequest(singleOf(s)) : null),
-    nonce: true,
-  },
-  cost: {
-    fetch: fetchCost,
-    request: (s) => costOf(s, false),
-    keep: true,
-  },
-  measure: {
-    fetch: fetchCost,
-    // a measurement belongs to the shape it measured: another shape clears it
-    request: (s) => {
-      const slot = s.panels.measure;
-      const shape = costOf(s, false);
-      if (!slot.nonce || !shape || slot.shape !== JSON.stringify(shape)) return null;
-      return costOf(s, true);
-    },
-    nonce: true,
-  },
-  audit: {
-    fetch: fetchAttentionJson,
-    // an audit describes the run it was taken of: another run clears it
-    request: (s) => {
-      const slot = s.panels.audit;
-      if (!slot.nonce || !s.run.request) return null;
-      const req = auditRequest(s.run.request);
-      return slot.asked === JSON.stringify(req) ? req : null;
-    },
-    nonce: true,
-    after: (result) =>
-      download(auditFilename(result.model), new Blob([JSON.stringify(result.audit, null, 1)], { type: "application/json" })),
-  },
-  sweep: {
-    fetch: fetchScaleSweep,
-    request: (s) => (s.ui.sweep ? sweepRequest(s.ui.sweep) : null),
-    debounce: 250,
-    keep: true,
-  },
-  nextWords: {
-    fetch: fetchAttentionJson,
-    // a model that predicts tokens says what comes next in config.next_word, but only when the run went through its
-    // last layer; a run that stopped early asks once more, without the matrices
-    request: (s) => {
-      const r = s.run.result;
-      const m = info(s);
-      const c = r ? r.config : null;
-      if (!r || c.next_word?.length || !m?.vocab || c.layers_computed >= c.n_layers) return null;
-      const { layer: _layer, ...rest } = s.run.request;
-      return { ...rest, include: [] };
-    },
-  },
-};
-
-export const INTERVENE_TOP_K = 5;
-
-export function costOf(s, measure) {
-  const r = s.run.result;
-  return r ? costRequest(r.config, r.tokens.length, measure === "base" ? {} : s.ui.cost, measure === true) : null;
-}
-
-// The auditRequest body this state would send, as its key: what the audit button records as asked.
-export function auditKey(s) {
-  return s.run.request ? JSON.stringify(auditRequest(s.run.request)) : null;
 }
