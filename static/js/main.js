@@ -52,7 +52,9 @@ function draw(views, s, prev) {
     const deps = v.mod.deps ? v.mod.deps(s) : null;
     if (deps && sameDeps(deps, v.last)) continue;
     v.last = deps;
+    const t0 = performance.now();
     v.mod.render(v.root, s, store.dispatch);
+    performance.measure(`attnlab:view:${v.root.dataset.view}`, { start: t0 });
   }
   if (key && !document.contains(active)) findByKey(key)?.focus({ preventScroll: true });
   const qs = encodeState(s.ui);
