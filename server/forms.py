@@ -103,7 +103,7 @@ def _place(node: Any, placed: dict[str, dict[str, Any]]) -> Any:
             return {**{k: _place(v, placed) for k, v in node.items() if k != "$stacked"}, "$stacked": stacked}
         return {k: _place(v, placed) for k, v in node.items()}
     if isinstance(node, list):
-        return [_place(v, placed) for v in node]
+        return node if _plain_list(node) else [_place(v, placed) for v in node]
     return node
 
 
@@ -124,7 +124,7 @@ def _split_arrays(node: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
     if isinstance(node, dict):
         return {k: _split_arrays(v, f"{path}.{k}" if path else str(k), arrays) for k, v in node.items()}
     if isinstance(node, list):
-        return [_split_arrays(v, f"{path}.{i}", arrays) for i, v in enumerate(node)]
+        return node if _plain_list(node) else [_split_arrays(v, f"{path}.{i}", arrays) for i, v in enumerate(node)]
     return node
 
 
@@ -142,6 +142,8 @@ def _split_blocks(node: Any, path: str, blocks: dict[str, list[np.ndarray]], sta
     if isinstance(node, dict):
         return {k: _split_blocks(v, f"{path}.{k}" if path else str(k), blocks, stacks) for k, v in node.items()}
     if isinstance(node, list):
+        if _plain_list(node):  # a head's entropy per query: 512 numbers at 512 tokens, 72 heads a layer
+            return node
         keys = _stackable_keys(node)
         if not keys:
             return [_split_blocks(v, f"{path}.{i}", blocks, stacks) for i, v in enumerate(node)]
@@ -164,6 +166,15 @@ def _split_blocks(node: Any, path: str, blocks: dict[str, list[np.ndarray]], sta
 
 def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float, str))
+
+
+_PLAIN = frozenset((float, int, bool, str, type(None)))
+
+
+def _plain_list(node: list[Any]) -> bool:
+    """A list of plain values only (no dict, list or array inside), which the walks above return as it is: a
+    check by exact type per item, ten times as fast as recursing into each (110,000 numbers at 512 tokens)."""
+    return all(type(v) in _PLAIN for v in node)
 
 
 def _stackable_keys(node: list[Any]) -> list[str]:
