@@ -9,8 +9,10 @@
 // so m[q][k], m.length and m[q].length read as they do on JSON's nested arrays (row.map gives a typed array back:
 // use Array.from(row) where a row must hold something other than numbers); a 1-D array is one typed array; a
 // bool grid (eligible, reasons) is nested Arrays of true/false, as in JSON. float16 widens to float32 when first
-// read: a layer's stacked float16 matrices (its heads' scores, say) are widened all together on the first access
-// to any of them, so a 512-token answer's unshown layers cost nothing until a view reads them.
+// read: each item of a stack (a head's scores, say) is widened on the first access to it, and reads back the same
+// rows every time after, so a 512-token answer's unshown heads and layers cost nothing until a view reads them.
+// A view that needs no float (a thumbnail's colours, a block's largest weight) reads the float16 bit patterns
+// themselves with halfRows(item, key), and widens nothing.
 
 export const MEDIA_TYPE = "application/vnd.attnlab.arrays";
 const MAGIC = "ATNA";
@@ -32,6 +34,11 @@ function halfToFloat() {
     halfTable[h] = sign * v;
   }
   return halfTable;
+}
+
+// The value of every float16 bit pattern: halfValues()[bits] (a Float32Array of 65536, shared: do not write to it).
+export function halfValues() {
+  return halfToFloat();
 }
 
 // float16 values (as their bit patterns) widened into a new Float32Array.
@@ -71,6 +78,16 @@ function nestBool(flat, shape) {
   if (shape.length === 1) return Array.from(flat, (x) => x !== 0);
   const inner = count(shape.slice(1));
   return Array.from({ length: shape[0] }, (_, i) => nestBool(flat.subarray(i * inner, (i + 1) * inner), shape.slice(1)));
+}
+
+const halves = new WeakMap(); // item -> {key: () => its float16 bit rows}: what halfRows reads
+
+// An item's float16 matrix as its bit patterns (an Array of Uint16Array rows, views over the answer: no copy, no
+// widening), or null when the item's `key` did not come as float16 in a stack. For a view that only compares
+// values or looks their colours up: for values that are not negative, the patterns' order is the values' order.
+export function halfRows(item, key) {
+  const raw = item && typeof item === "object" ? halves.get(item)?.[key] : null;
+  return raw ? raw() : null;
 }
 
 export function readArrays(buffer) {
@@ -117,12 +134,22 @@ export function readArrays(buffer) {
       }
       for (const [key, spec] of Object.entries(node.$stacked)) {
         if (spec.dtype === "float16") {
-          // widened when first read (a layer's scores the view never shows are never widened): every item's
-          // getter shares one widening of the whole stack, so each head reads back the same rows every time
-          let whole = null;
-          const rows = () => (whole ??= array(spec));
+          // each item widened when first read (a head the views never show is never widened), once: its getter
+          // gives back the same rows every time; halfRows gives its bit patterns, widening nothing
+          const all = new Uint16Array(buffer, start + spec.offset, count(spec.shape));
+          const shape = spec.shape.slice(1);
+          const inner = count(shape);
           items.forEach((item, i) => {
-            Object.defineProperty(item, key, { get: () => rows()[i], enumerable: true, configurable: true });
+            const bits = all.subarray(i * inner, (i + 1) * inner);
+            let rows = null;
+            let raw = null;
+            Object.defineProperty(item, key, {
+              get: () => (rows ??= nest(widenHalf(bits), shape)),
+              enumerable: true,
+              configurable: true,
+            });
+            if (!halves.has(item)) halves.set(item, {});
+            halves.get(item)[key] = () => (raw ??= nest(bits, shape));
           });
           continue;
         }

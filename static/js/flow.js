@@ -2,6 +2,7 @@
 // with the shape of every tensor. Many heads are elided in the middle so 12 or 64 heads still fit. A batch adds its
 // leading B to every shape (B x H x S x S weights); cross-attention takes K and V from the source's S_k positions.
 
+import { halfRows } from "./arrays.js";
 import { act, selectView } from "./store.js";
 import { renderNumbers } from "./matrices.js";
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
@@ -102,7 +103,7 @@ export function renderFlow(root, caption, view, layer, onOpen) {
     canvas.setAttribute("aria-hidden", "true");
     const L = layoutFor(S, { cell: Math.max(1, Math.min(6, Math.floor(36 / Math.max(S, Sk)))), labels: false, cols: Sk });
     drawHeatmap(sizeCanvas(canvas, L), {
-      matrix: head.weights, eligible: view.eligible, tokens: view.tokens, keyTokens: view.keyTokens,
+      matrix: halfRows(head, "weights") ?? head.weights, eligible: view.eligible, tokens: view.tokens, keyTokens: view.keyTokens,
       scale: view.weightScale, layout: L,
     });
     b.append(canvas, label, parts);

@@ -5,6 +5,7 @@
 // flags from its stats: dead (near-uniform), identical to another head, W_Q = W_K (symmetric scores), the rank of
 // W_Q W_Kᵀ.
 
+import { halfRows } from "./arrays.js";
 import { renderBugBanner } from "./bugs.js";
 import { headScale, legendTicks } from "./colors.js";
 import { node } from "./dom.js";
@@ -287,10 +288,12 @@ export function renderHeads(root, pager, view, handlers) {
   return cards;
 }
 
-// Draw every visible head once and keep a copy, so that a highlight repaints from it.
+// Draw every visible head once and keep a copy, so that a highlight repaints from it. A float16 answer's heads are
+// painted from their bit patterns, so drawing them widens none.
 export function paintHeads(cards, view) {
   for (const card of cards) {
-    const m = view.view === "scores" ? card.item.head.scores : card.item.head.weights;
+    const key = view.view === "scores" ? "scores" : "weights";
+    const m = halfRows(card.item.head, key) ?? card.item.head[key];
     drawHeatmap(card.ctx, {
       matrix: m,
       eligible: view.eligible,

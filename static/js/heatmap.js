@@ -3,6 +3,7 @@
 // Eligible cells take the colour scale; masked cells are hatched grey, never a colour on the scale.
 // Geometry helpers are pure so tests can call them; `drawHeatmap` only paints.
 
+import { halfValues, widenHalf } from "./arrays.js";
 import { BLOCKED_MARK, MASK_FILL, MASK_HATCH, colorAt, hexToRgb, normalise, rgbStops, rgbString } from "./colors.js";
 
 export const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
@@ -82,8 +83,14 @@ function hatch(ctx, x, y, w, h) {
 
 // One RGBA pixel per cell into `data` (an ImageData's): colorAt(stops, normalise(v, scale)) for an eligible cell,
 // MASK_FILL for a masked one, the same numbers written in place, with no array per cell or per row (12 heads at
-// 512 tokens are 3.1 million cells: the arrays cost most of the heads' draw).
+// 512 tokens are 3.1 million cells: the arrays cost most of the heads' draw). Rows of float16 bit patterns
+// (Uint16Array, arrays.js halfRows) are painted from a table of every pattern's colour, worked out by this same
+// arithmetic once a scale: the same pixels as their widened values give, at one lookup a cell.
 export function paintPixels(data, matrix, eligible, scale, rows, cols) {
+  if (rows > 0 && matrix[0] instanceof Uint16Array && data.byteOffset % 4 === 0) {
+    paintHalf(new Uint32Array(data.buffer, data.byteOffset, rows * cols), matrix, eligible, scale, rows, cols);
+    return;
+  }
   const rgb = rgbStops(scale.stops);
   const last = rgb.length - 2;
   const [mr, mg, mb] = hexToRgb(MASK_FILL);
@@ -115,8 +122,46 @@ export function paintPixels(data, matrix, eligible, scale, rows, cols) {
   }
 }
 
-// Paint one heatmap. opts: {matrix, eligible, blocked, tokens, keyTokens (default tokens), scale, layout,
-// highlight: {q?, k?}, changed: [[q,k]]}
+const halfColours = new Map(); // "min,max,stops" -> Uint32Array(65536): each float16 pattern's RGBA as one word
+const HALF_COLOURS_KEPT = 16;
+
+// The RGBA word of every float16 bit pattern on `scale` (and, at index 65536, MASK_FILL's), painted by
+// paintPixels' own loop over one row of all 65536 values, read back as 32-bit words in the platform's byte order.
+export function halfColourTable(scale) {
+  const key = `${scale.min},${scale.max},${scale.stops.join(",")}`;
+  let table = halfColours.get(key);
+  if (!table) {
+    const bytes = new Uint8ClampedArray((65536 + 1) * 4);
+    const ok = new Uint8Array(65536 + 1).fill(1);
+    ok[65536] = 0;
+    const values = new Float32Array(65536 + 1);
+    values.set(halfValues());
+    paintPixels(bytes, [values], [ok], scale, 1, 65536 + 1);
+    table = new Uint32Array(bytes.buffer);
+    if (halfColours.size >= HALF_COLOURS_KEPT) halfColours.delete(halfColours.keys().next().value);
+    halfColours.set(key, table);
+  }
+  return table;
+}
+
+function paintHalf(out, matrix, eligible, scale, rows, cols) {
+  const table = halfColourTable(scale);
+  const mask = table[65536];
+  for (let q = 0; q < rows; q++) {
+    const row = matrix[q];
+    const ok = eligible[q];
+    const o = q * cols;
+    for (let k = 0; k < cols; k++) out[o + k] = ok[k] ? table[row[k]] : mask;
+  }
+}
+
+// A matrix as drawnValues and the big-cell path read it: float16 bit rows widened, any other rows as they are.
+function valuesOf(matrix) {
+  return matrix.length && matrix[0] instanceof Uint16Array ? matrix.map((row) => widenHalf(row)) : matrix;
+}
+
+// Paint one heatmap. opts: {matrix (rows of numbers, or of float16 bit patterns), eligible, blocked, tokens,
+// keyTokens (default tokens), scale, layout, highlight: {q?, k?}, changed: [[q,k]]}
 export function drawHeatmap(ctx, opts) {
   const { matrix, eligible, tokens, scale, layout: L } = opts;
   const keyTokens = opts.keyTokens || tokens;
@@ -146,7 +191,7 @@ export function drawHeatmap(ctx, opts) {
     finish(ctx, L, opts, tokens, keyTokens, ink);
     return;
   }
-  const values = drawnValues(matrix, eligible);
+  const values = drawnValues(valuesOf(matrix), eligible);
   for (let q = 0; q < L.seqLen; q++) {
     for (let k = 0; k < cols; k++) {
       const x = L.left + k * c;

@@ -10,6 +10,7 @@
 // Float32Array rows: only `w[q][k]` and lengths are read.
 
 import { act } from "./actions.js";
+import { halfRows, halfValues, widenHalf } from "./arrays.js";
 import { MASK_FILL, PALETTES, VIRIDIS, colorAt, hexToRgb } from "./colors.js";
 import { node } from "./dom.js";
 
@@ -55,8 +56,13 @@ export function fullRows(eligible) {
 // A (rows x cols) matrix `w` reduced to at most (side x side) blocks by their largest eligible value:
 // {rows, cols, values: Float32Array(rows * cols)}, NaN where every cell of the block is masked. `eligible` (same shape
 // as w, truthy = eligible) is optional: without it every cell counts. Each row is read once, a block's columns in a
-// tight loop: 72 heads of 512 x 512 are 19 million cells.
+// tight loop: 72 heads of 512 x 512 are 19 million cells. Rows of float16 bit patterns (Uint16Array, arrays.js
+// halfRows) are compared as integers and only the blocks' maxima are widened: for values that are not negative (a
+// weight), the patterns' order is the values' order; a matrix holding a negative value or a NaN is widened whole.
 export function blockMax(w, eligible = null, side = THUMB_PX) {
+  if (w.length && w[0] instanceof Uint16Array) {
+    return blockMaxHalf(w, eligible, side) ?? blockMax(w.map((row) => widenHalf(row)), eligible, side);
+  }
   const S = w.length;
   const K = S ? w[0].length : 0;
   const rows = Math.min(S, side);
@@ -81,6 +87,47 @@ export function blockMax(w, eligible = null, side = THUMB_PX) {
     }
   }
   for (let i = 0; i < values.length; i++) if (values[i] === -Infinity) values[i] = Number.NaN; // only masked cells
+  return { rows, cols, values };
+}
+
+const HALF_INF = 0x7c00; // +Infinity's pattern: above it, NaNs; from 0x8000, the negative values (and -0)
+
+// blockMax over float16 bit patterns, or null when a cell holds a pattern above +Infinity's (negative, -0, NaN),
+// whose integer order is not its value's. The rows of one block row are folded into one row of column maxima
+// first (one tight pass a cell), which is then cut into blocks.
+function blockMaxHalf(w, eligible, side) {
+  const S = w.length;
+  const K = w[0].length;
+  const rows = Math.min(S, side);
+  const cols = Math.min(K, side);
+  const best = new Int32Array(rows * cols); // -1: no eligible cell in the block
+  const rowBounds = blockBounds(S, rows);
+  const bounds = blockBounds(K, cols);
+  const full = eligible ? fullRows(eligible) : null;
+  const acc = new Int32Array(K);
+  let top = -1;
+  for (let r = 0; r < rows; r++) {
+    acc.fill(-1);
+    for (let q = rowBounds[r]; q < rowBounds[r + 1]; q++) {
+      const row = w[q];
+      if (eligible && !full[q]) {
+        const ok = eligible[q];
+        for (let k = 0; k < K; k++) if (ok[k]) acc[k] = Math.max(acc[k], row[k]);
+      } else {
+        for (let k = 0; k < K; k++) acc[k] = Math.max(acc[k], row[k]);
+      }
+    }
+    for (let j = 0; j < cols; j++) {
+      let m = -1;
+      for (let k = bounds[j]; k < bounds[j + 1]; k++) m = Math.max(m, acc[k]);
+      best[r * cols + j] = m;
+      top = Math.max(top, m);
+    }
+  }
+  if (top > HALF_INF) return null;
+  const value = halfValues();
+  const values = new Float32Array(rows * cols);
+  for (let i = 0; i < values.length; i++) values[i] = best[i] < 0 ? Number.NaN : value[best[i]];
   return { rows, cols, values };
 }
 
@@ -211,7 +258,7 @@ function thumbButton(layer, head, stops, eligible) {
   b.title = `Layer ${layer} · head ${head.index}: press to open it large`;
   const canvas = document.createElement("canvas");
   canvas.setAttribute("aria-hidden", "true");
-  const w = head.weights;
+  const w = halfRows(head, "weights") ?? head.weights; // a float16 answer's bit patterns: nothing widened
   if (w && w.length && w[0].length) {
     const blocks = blocksOf(w, eligible && eligible.length === w.length ? eligible : null);
     canvas.width = blocks.cols;

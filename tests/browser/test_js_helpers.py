@@ -748,7 +748,7 @@ def test_arrays_reader_gives_the_json_numbers(js: Callable[[str], Any], precisio
     """static/js/arrays.js reads what the server writes (stacked heads, float16 widened) into the JSON's numbers."""
     out = js(
         f"""
-        const {{ readArrays, MEDIA_TYPE }} = await mod('arrays.js');
+        const {{ readArrays, halfRows, widenHalf, MEDIA_TYPE }} = await mod('arrays.js');
         const req = {{model: 'random', text: 'one two three two one four',
           options: {{heads: 3, kv_heads: 1, d_model: 12}}, masks: {{causal: true, padded: [4]}},
           include: ['scores', 'weights', 'qkv', 'contexts', 'output', 'stats'], precision: '{precision}'}};
@@ -776,13 +776,21 @@ def test_arrays_reader_gives_the_json_numbers(js: Callable[[str], Any], precisio
           for (const k of Object.keys(b || {{}})) if (!(k in a)) problems.push(path + '.' + k + ' extra');
         }};
         walk(json, got, '');
-        const w = got.layers[0].heads[2].weights;
-        return {{problems, worst, count, rowType: w[0].constructor.name, rows: w.length,
+        const head = got.layers[0].heads[2];
+        const w = head.weights;
+        // a float16 head's bit patterns, which widen to its weights; a head reads back the same rows every time
+        const bits = halfRows(head, 'weights');
+        const half = bits && {{rowType: bits[0].constructor.name,
+                                widens: bits.every((row, q) => widenHalf(row).every((v, k) => v === w[q][k]))}};
+        return {{problems, worst, count, rowType: w[0].constructor.name, rows: w.length, half,
+                 same: head.weights === w && head.scores === head.scores, stats: halfRows(head, 'stats'),
                  eligible: typeof got.eligible[0][0], type: resp.headers.get('content-type')}};
         """
     )
     assert out["problems"] == [] and out["type"] == "application/vnd.attnlab.arrays"
     assert out["count"] > 2 * 3 * 6 * 6, out  # the matrices were compared, not skipped
     assert out["rowType"] == "Float32Array" and out["rows"] == 6 and out["eligible"] == "boolean"
+    assert out["same"] and out["stats"] is None
+    assert out["half"] == ({"rowType": "Uint16Array", "widens": True} if precision == "float16" else None)
     # float32: the same float32 numbers (JSON writes their shortest decimal); float16 keeps about 3 digits
     assert out["worst"] <= (1e-6 if precision == "float32" else 5e-3), out

@@ -347,3 +347,40 @@ def test_fast_drawing_helpers_give_what_the_plain_ones_gave(page: Page, live_ser
     ]
     assert json.loads(out["json"]) == {"m": [[0.5, 0.25]], "v": [1]}
     assert out["precision"] == ["float32", "float16"]
+
+
+def test_float16_bit_patterns_draw_what_their_widened_values_draw(page: Page, live_server: str) -> None:
+    """heatmap.paintPixels and overview.blockMax take a float16 answer's bit patterns (arrays.halfRows) as they are:
+    the same pixels and block maxima as the widened values give, for every one of the 65536 patterns."""
+    page.goto(f"{live_server}/api/health")
+    out = page.evaluate(
+        """async () => {
+          const heatmap = await import('/static/js/heatmap.js'), overview = await import('/static/js/overview.js');
+          const colors = await import('/static/js/colors.js'), arrays = await import('/static/js/arrays.js');
+          // every pattern once, as 256 rows of 256 (negatives, -0, infinities and NaNs included), one cell in 7 masked
+          const every = Array.from({length: 256}, (_, q) => Uint16Array.from({length: 256}, (_, k) => q * 256 + k));
+          const eligible = every.map((row, q) => Array.from(row, (_, k) => (q * 256 + k) % 7 !== 3));
+          const widened = (rows) => rows.map((row) => arrays.widenHalf(row));
+          const pixels = (scale) => {
+            const a = new Uint8ClampedArray(256 * 256 * 4), b = new Uint8ClampedArray(256 * 256 * 4);
+            heatmap.paintPixels(a, every, eligible, scale, 256, 256);
+            heatmap.paintPixels(b, widened(every), eligible, scale, 256, 256);
+            return a.every((v, i) => v === b[i]);
+          };
+          // weights' patterns (0 to 1) on a 37 x 29 matrix, one block wholly masked; then one negative value
+          const rnd = (i) => Math.floor((Math.sin(i * 12.9898) * 0.5 + 0.5) * 0x3c00);
+          const weights = Array.from({length: 37}, (_, q) => Uint16Array.from({length: 29}, (_, k) => rnd(q * 29 + k)));
+          const ok = weights.map((row, q) => Array.from(row, (_, k) => !(q < 5 && k < 4) && (q + k) % 3 !== 0));
+          const same = (a, b) => a.rows === b.rows && a.cols === b.cols &&
+            a.values.every((v, i) => Object.is(v, b.values[i]));
+          const blocks = (w, e) => same(overview.blockMax(w, e, 8), overview.blockMax(widened(w), e, 8));
+          const negative = weights.map((row) => row.slice());
+          negative[3][2] = 0xbc00; // -1
+          return {
+            pixels: [pixels(colors.scaleFor('weights', 'viridis', 1)), pixels(colors.scaleFor('scores', '', 1.2))],
+            blocks: [blocks(weights, ok), blocks(weights, null), blocks(negative, ok), blocks(every, eligible)],
+            masked: Number.isNaN(overview.blockMax(weights, ok, 8).values[0]),
+          };
+        }"""
+    )
+    assert out == {"pixels": [True, True], "blocks": [True, True, True, True], "masked": True}
