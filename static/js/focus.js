@@ -1,11 +1,11 @@
-// The large head (data-view="focus"): a plotly heatmap with a colour bar, zoom and hover, cell values when they
-// fit, the chosen query row and query -> key pair outlined. Masked cells are hatched under a null z (never a huge
-// negative number). Click a cell to block or unblock it; shift-click picks the pair. Under it: the row and column
+// The large head (data-view="focus"): a plotly plot of the head as an image (one pixel a cell, painted here) with a
+// colour bar, zoom and hover, cell values when they fit, the chosen query row and query -> key pair outlined. Masked
+// cells are hatched, in the image's MASK_FILL (never a colour on the scale). Click a cell to block or unblock it; shift-click picks the pair. Under it: the row and column
 // sums, and the form that sets one weight (an intervention).
 
 import { renderSums } from "./bugs.js";
-import { MASK_FILL, MASK_HATCH, headScale, plotlyScale } from "./colors.js";
-import { drawnValues, themeInk } from "./heatmap.js";
+import { MASK_FILL, MASK_HATCH, colorAt, headScale, inkOn, normalise, plotlyScale } from "./colors.js";
+import { paintPixels, themeInk } from "./heatmap.js";
 import { headName } from "./interventions.js";
 import { REASONS, cellReasons } from "./masks.js";
 import { act, selectView } from "./store.js";
@@ -106,30 +106,67 @@ export function hoverTexts(view, head) {
   });
 }
 
+// The head's colours, one pixel per cell (masked cells MASK_FILL), as a PNG that plotly shows as an image trace.
+// A 512 x 512 heatmap trace made plotly colour 262,144 cells in JS on every draw (536 ms of a 1.4 s page at 512
+// tokens); an image of the same pixels is painted by paintPixels in one pass and drawn by the browser.
+export function headImage(matrix, eligible, scale, rows, cols) {
+  const canvas = document.createElement("canvas");
+  canvas.width = cols;
+  canvas.height = rows;
+  const ctx = canvas.getContext("2d");
+  const img = ctx.createImageData(cols, rows);
+  paintPixels(img.data, matrix, eligible, scale, rows, cols);
+  ctx.putImageData(img, 0, 0);
+  return canvas.toDataURL("image/png");
+}
+
+// plotly's image trace hands its hover label the pixel's colour as a typed array, which its colour checks reject
+// with a console warning on every hover (plotly.js 4.1): the trace's own scaler is wrapped to return a plain array.
+function plainHoverColours(el) {
+  for (const t of el._fullData || []) {
+    if (t.type === "image" && typeof t._scaler === "function" && !t._scaler.plain) {
+      const scaler = t._scaler;
+      t._scaler = Object.assign((c) => Array.from(scaler(c)), { plain: true });
+    }
+  }
+}
+
+// A value printed in each cell, in the ink that reads on its colour (only when the cells are wide enough).
+function cellAnnotations(matrix, eligible, scale, rows, cols) {
+  const out = [];
+  for (let q = 0; q < rows; q++) {
+    for (let k = 0; k < cols; k++) {
+      if (!eligible[q][k]) continue;
+      const v = matrix[q][k];
+      out.push({
+        x: k, y: q, text: v.toFixed(2), showarrow: false, font: { size: 11, color: inkOn(colorAt(scale.stops, normalise(v, scale))) },
+      });
+    }
+  }
+  return out;
+}
+
 export function renderFocus(el, view, head, layer) {
   if (!window.Plotly || !head) return;
   const scale = headScale(view, head);
   const S = view.tokens.length;
   const matrix = view.view === "scores" ? head.scores : head.weights;
-  const z = drawnValues(matrix, view.eligible);
   const hover = hoverTexts(view, head);
   const keys = view.keyTokens || view.tokens;
+  const K = keys.length;
   const idx = view.tokens.map((_, i) => i);
   const kidx = keys.map((_, i) => i);
-  const every = Math.ceil(Math.max(S, keys.length) / MAX_TICKS);
+  const every = Math.ceil(Math.max(S, K) / MAX_TICKS);
   const tickIdx = idx.filter((i) => i % every === 0);
   const ticks = tickLabels(view.tokens).filter((_, i) => i % every === 0);
   const kTickIdx = kidx.filter((i) => i % every === 0);
   const kTicks = tickLabels(keys).filter((_, i) => i % every === 0);
-  // the masked cells' own trace (their hover text); with none masked it is one empty cell, not S² nulls for plotly
-  // to colour (a third of the large head's first draw at 512 tokens)
-  const anyMasked = view.eligible.some((row) => row.some((ok) => !ok));
-  const maskedZ = anyMasked ? view.eligible.map((row) => row.map((ok) => (ok ? null : 1))) : [[null]];
   const path = maskPath(view.eligible);
   const traces = [
     {
-      type: "heatmap", z: maskedZ, x: anyMasked ? kidx : [0], y: anyMasked ? idx : [0], text: hover, hovertemplate: "%{text}<extra></extra>",
-      colorscale: [[0, MASK_FILL], [1, MASK_FILL]], showscale: false, zmin: 0, zmax: 1, xgap: 0, ygap: 0,
+      // every cell, masked ones included (their hover says why), one pixel each, never smoothed
+      type: "image", source: headImage(matrix, view.eligible, scale, S, K), x0: 0, y0: 0, dx: 1, dy: 1, zsmooth: false,
+      text: hover, hovertemplate: "%{text}<extra></extra>",
     },
     {
       type: "scatter", mode: "lines", x: path.x, y: path.y, fill: "toself", hoverinfo: "skip",
@@ -137,12 +174,12 @@ export function renderFocus(el, view, head, layer) {
       fillpattern: { shape: "/", fgcolor: MASK_HATCH, bgcolor: MASK_FILL, size: 7, solidity: 0.15 },
     },
     {
-      type: "heatmap", z, x: kidx, y: idx, text: hover, hovertemplate: "%{text}<extra></extra>",
-      colorscale: plotlyScale(scale.stops), zmin: scale.min, zmax: scale.max,
-      colorbar: { title: { text: scale.label, side: "right" }, thickness: 14, len: 0.9 },
-      // a value in each cell when the cells are wide enough to hold it
-      texttemplate: Math.max(S, keys.length) <= ANNOTATE_MAX_TOKENS && (el.clientWidth || 480) / keys.length >= ANNOTATE_MIN_PX ? "%{z:.2f}" : "",
-      textfont: { size: 11 },
+      // the colour bar: a marker-less trace that carries the scale
+      type: "scatter", mode: "markers", x: [null], y: [null], hoverinfo: "skip", showlegend: false,
+      marker: {
+        color: [scale.min], cmin: scale.min, cmax: scale.max, colorscale: plotlyScale(scale.stops), showscale: true,
+        colorbar: { title: { text: scale.label, side: "right" }, thickness: 14, len: 0.9 },
+      },
     },
   ];
   if (view.blocked.length) {
@@ -183,6 +220,9 @@ export function renderFocus(el, view, head, layer) {
     },
     yaxis: { ...axis("Query position"), autorange: "reversed", scaleanchor: "x", constrain: "domain" },
     shapes,
+    // a value in each cell when the cells are wide enough to hold it
+    annotations:
+      Math.max(S, K) <= ANNOTATE_MAX_TOKENS && (el.clientWidth || 480) / K >= ANNOTATE_MIN_PX ? cellAnnotations(matrix, view.eligible, scale, S, K) : [],
     plot_bgcolor: bg,
     paper_bgcolor: bg,
     font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: ink.text },
@@ -192,7 +232,10 @@ export function renderFocus(el, view, head, layer) {
   el.dataset.layer = String(layer);
   el.dataset.head = String(head.index);
   el.dataset.height = String(height);
+  // what the image shows, for tests and tools: the matrix, its mask and its scale
+  el.drawn = { matrix, eligible: view.eligible, scale };
   window.Plotly.react(el, traces, layout, PLOT_CONFIG);
+  plainHoverColours(el);
 }
 
 export function deps(s) {

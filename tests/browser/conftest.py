@@ -131,6 +131,18 @@ def wait_idle(page: Page) -> None:
     )
 
 
+# The large head's values as drawn: its matrix with None on the masked cells (focus.js keeps what its image shows
+# on the element as `drawn`: the matrix, the mask and the scale).
+FOCUS_Z_JS = """() => {
+  const d = document.getElementById('focus-plot').drawn;
+  return d.matrix.map((row, q) => Array.from(row, (v, k) => (d.eligible[q][k] ? v : null)));
+}"""
+
+
+def focus_z(page: Page) -> list[list[float | None]]:
+    return page.evaluate(FOCUS_Z_JS)  # type: ignore[no-any-return]
+
+
 def masked_cells(page: Page, index: int = 0) -> set[tuple[int, int]]:
     raw = page.locator("[data-testid=head-heatmap]").nth(index).get_attribute("data-masked-cells") or ""
     return {(int(q), int(k)) for q, k in (c.split("-") for c in raw.split(",") if c)}

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog, wait_idle
+from tests.browser.conftest import PageLog, focus_z, wait_idle
 from tests.browser.test_experiments import tab_to
 
 pytestmark = pytest.mark.browser
@@ -337,10 +337,6 @@ def test_a_head_with_w_q_equal_to_w_k_says_its_scores_are_symmetric(open_page: C
     expect(page.locator("#stats tbody tr").first).to_contain_text("W_Q = W_K: scores are symmetric")
     page = open_page("?m=textbook")
     expect(page.get_by_test_id("head-heatmap").first.locator(".flag-symmetric")).to_have_count(0)
-
-
-def focus_z(page: Page) -> list[list[float | None]]:
-    return page.evaluate("document.getElementById('focus-plot').data[2].z")  # type: ignore[no-any-return]
 
 
 def test_cross_attention_draws_queries_against_the_sources_keys(

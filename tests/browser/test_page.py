@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog, masked_cells, wait_idle
+from tests.browser.conftest import PageLog, focus_z, masked_cells, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -76,7 +76,7 @@ def test_causal_toggle_sends_a_causal_request_and_masks_the_upper_triangle(
     for i in range(4):
         assert masked_cells(page, i) == upper_triangle(n)
     # the large head's plotly z is null exactly on the masked cells: drawn as masked, not as a number
-    z = page.evaluate("document.getElementById('focus-plot').data[2].z")
+    z = focus_z(page)
     assert {(q, k) for q in range(n) for k in range(n) if z[q][k] is None} == upper_triangle(n)
     assert all(z[q][k] is not None for q in range(n) for k in range(q + 1))
     expect(page.locator("#change-summary")).to_contain_text("15 cells became masked")
@@ -179,7 +179,7 @@ def test_a_permalink_restores_the_same_view(
         "views": page.locator("[data-testid=head-heatmap]").evaluate_all("els => els.map(e => e.dataset.view)"),
         "focus": page.locator("#focus-plot").get_attribute("data-head"),
         "query": page.get_by_test_id("retrieval-diagram").get_attribute("data-query"),
-        "z": page.evaluate("document.getElementById('focus-plot').data[2].z"),
+        "z": focus_z(page),
     }
     assert before["views"] == ["scores"] * 4 and before["focus"] == "2" and before["query"] == "3"
 
@@ -197,7 +197,7 @@ def test_a_permalink_restores_the_same_view(
         "views": other.locator("[data-testid=head-heatmap]").evaluate_all("els => els.map(e => e.dataset.view)"),
         "focus": other.locator("#focus-plot").get_attribute("data-head"),
         "query": other.get_by_test_id("retrieval-diagram").get_attribute("data-query"),
-        "z": other.evaluate("document.getElementById('focus-plot').data[2].z"),
+        "z": focus_z(other),
     }
     assert after == before
     other.close()
@@ -329,6 +329,78 @@ def test_clicking_a_head_opens_it_large(open_page: Callable[..., Page]) -> None:
     assert "focus=0.3" in page.url
 
 
+# Each pixel of the large head's image against the colour its value takes on the scale (MASK_FILL when masked).
+IMAGE_PIXELS_JS = """async () => {
+  const C = await import('/static/js/colors.js');
+  const el = document.getElementById('focus-plot');
+  const img = new Image();
+  img.src = el.data[0].source;
+  await img.decode();
+  const canvas = Object.assign(document.createElement('canvas'), { width: img.width, height: img.height });
+  const ctx = canvas.getContext('2d');
+  ctx.drawImage(img, 0, 0);
+  const px = ctx.getImageData(0, 0, img.width, img.height).data;
+  const { matrix, eligible, scale } = el.drawn;
+  let worst = 0;
+  const colours = new Set();
+  for (let q = 0; q < matrix.length; q++) {
+    for (let k = 0; k < matrix[q].length; k++) {
+      const want = eligible[q][k] ? C.colorAt(scale.stops, C.normalise(matrix[q][k], scale)) : C.hexToRgb(C.MASK_FILL);
+      const o = (q * img.width + k) * 4;
+      for (let c = 0; c < 3; c++) worst = Math.max(worst, Math.abs(px[o + c] - want[c]));
+      colours.add(`${px[o]},${px[o + 1]},${px[o + 2]}`);
+    }
+  }
+  return { type: el.data[0].type, w: img.width, h: img.height, rows: matrix.length, worst, colours: colours.size };
+}"""
+
+
+def test_the_large_head_is_an_image_of_its_values_with_hover_and_click(open_page: Callable[..., Page]) -> None:
+    page = open_page(RANDOM + "&causal=1")
+    warnings: list[str] = []
+    page.on("console", lambda m: warnings.append(m.text) if m.type in ("warning", "error", "trace") else None)
+    for view in ("weights", "scores"):
+        page.locator(f"input[name=view][value={view}]").check()
+        expect(page.locator("[data-testid=head-heatmap]").first).to_have_attribute("data-view", view)
+        wait_idle(page)
+        got = page.evaluate(IMAGE_PIXELS_JS)
+        # one pixel a cell, each the scale's colour of the drawn value (at most 1 off in a channel: rounding)
+        assert (got["type"], got["w"], got["h"], got["rows"]) == ("image", 6, 6, 6), got
+        assert got["worst"] <= 1 and got["colours"] > 6, got
+    # the pointer over cell (query 4, key 2) shows that cell's numbers; over a masked cell, why it is masked
+    page.locator("#focus-plot").scroll_into_view_if_needed()
+    box = page.locator("#focus-plot .nsewdrag").first.bounding_box()
+    assert box is not None
+    cell = box["width"] / 6
+
+    def at(q: int, k: int) -> tuple[float, float]:
+        return box["x"] + (k + 0.5) * cell, box["y"] + (q + 0.5) * box["height"] / 6
+
+    page.mouse.move(*at(4, 2))
+    hover = page.locator("#focus-plot .hoverlayer .hovertext")
+    expect(hover).to_contain_text("Query 4")
+    expect(hover).to_contain_text("key 2")
+    expect(hover).to_contain_text("eligible")
+    page.mouse.move(*at(1, 4))
+    expect(hover).to_contain_text("masked (causal)")
+    assert warnings == [], warnings  # plotly's image hover would warn on every move (see focus.js)
+    # a click blocks that cell and runs again (plotly clicks the cell it last hovered)
+    page.mouse.move(*at(4, 2))
+    expect(hover).to_contain_text("key 2")
+    page.mouse.click(*at(4, 2))
+    expect(page.locator("#focus-plot")).to_have_attribute("data-head", "0")
+    expect(page).to_have_url(re.compile(r"block=4-2"))
+    page.wait_for_function("() => !document.getElementById('focus-plot').drawn.eligible[4][2]")
+    assert focus_z(page)[4][2] is None and got["rows"] == 6
+    # a few tokens: each eligible cell carries its value as text
+    page = open_page("?m=textbook&causal=1")
+    z = focus_z(page)
+    notes = page.evaluate("() => document.getElementById('focus-plot').layout.annotations.map(a => [a.y, a.x, a.text])")
+    want = [[q, k, f"{v:.2f}"] for q, row in enumerate(z) for k, v in enumerate(row) if v is not None]
+    assert sorted(notes) == sorted(want)
+    assert len(notes) == 15
+
+
 def test_retrieval_diagram_blocks_masked_keys_and_follows_arrow_keys(
     open_page: Callable[..., Page], run_and_wait: Action
 ) -> None:
@@ -351,7 +423,7 @@ def test_scores_view_keeps_masked_cells_masked(open_page: Callable[..., Page]) -
     page = open_page(RANDOM + "&causal=1")
     page.locator("input[name=view][value=scores]").check()
     expect(page.locator("[data-testid=head-heatmap]").first).to_have_attribute("data-view", "scores")
-    z = page.evaluate("document.getElementById('focus-plot').data[2].z")
+    z = focus_z(page)
     assert all(z[q][k] is None for q, k in upper_triangle(6))
     assert all(abs(v) < 1e6 for row in z for v in row if v is not None)
     expect(page.locator("#legend")).to_contain_text("score")

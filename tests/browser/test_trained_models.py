@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog, masked_cells, wait_idle
+from tests.browser.conftest import PageLog, focus_z, masked_cells, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -165,7 +165,7 @@ def test_head_types_table_sorts_filters_and_opens_the_induction_head(open_traine
         },
         timeout=30,
     ).json()["layers"][0]["heads"][first[1]]["weights"]
-    z = page.evaluate("document.getElementById('focus-plot').data[2].z")
+    z = focus_z(page)
     assert z[-1][0] == pytest.approx(weights[-1][0], abs=1e-6)  # the opened head's own numbers
     expect(page.locator(f"[data-testid=head-heatmap][data-head='{first[1]}']")).to_have_attribute(
         "aria-pressed", "true"
@@ -222,7 +222,7 @@ def test_minilm_example_ranks_the_heads_that_link_it_to_animal(open_trained: Ope
     expect(page.locator("#focus-plot")).to_have_attribute("data-layer", str(top["layer"]))
     expect(page.locator("#focus-plot")).to_have_attribute("data-head", str(top["head"]))
     wait_idle(page)
-    z = page.evaluate("document.getElementById('focus-plot').data[2].z")
+    z = focus_z(page)
     assert z[it][animal] == pytest.approx(top["weight"], abs=1e-6)
     expect(page.get_by_test_id("retrieval-diagram")).to_have_attribute("data-query", str(it))
     assert f"pair={it}-{animal}" in page.url
