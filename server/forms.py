@@ -173,8 +173,9 @@ _PLAIN = frozenset((float, int, bool, str, type(None)))
 
 def _plain_list(node: list[Any]) -> bool:
     """A list of plain values only (no dict, list or array inside), which the walks above return as it is: a
-    check by exact type per item, ten times as fast as recursing into each (110,000 numbers at 512 tokens)."""
-    return all(type(v) in _PLAIN for v in node)
+    check by exact type per item, in C (a generator took four times as long), and much faster than recursing into
+    each (110,000 numbers at 512 tokens)."""
+    return _PLAIN.issuperset(map(type, node))
 
 
 def _stackable_keys(node: list[Any]) -> list[str]:
