@@ -155,14 +155,19 @@ export function render(root, s, dispatch) {
   const svg = $("retrieval");
   renderRetrieval(svg, view, view.focusHead, view.query, (q) => dispatch(act.querySet(q)), (k) => dispatch(act.pairSet(view.query, k)));
   renderContext($("retrieval-context"), view, view.focusHead, view.query);
-  // follow the chosen query in the scroll box, without scrolling the page
+  // once every view of this draw has written (a microtask: still before anything else reads the page), so that
+  // the read lays the page out once, not halfway through the draw and again after it
+  queueMicrotask(() => followQuery(svg));
+}
+
+// Follow the chosen query in the scroll box, without scrolling the page.
+function followQuery(svg) {
   const box = svg.parentElement;
   const chosen = svg.querySelector(".rd-chosen rect");
-  if (box && chosen) {
-    const b = box.getBoundingClientRect();
-    const r = chosen.getBoundingClientRect();
-    if (r.top < b.top || r.bottom > b.bottom) box.scrollTop += r.top - b.top - b.height / 2 + r.height / 2;
-  }
+  if (!box || !chosen) return;
+  const b = box.getBoundingClientRect();
+  const r = chosen.getBoundingClientRect();
+  if (r.top < b.top || r.bottom > b.bottom) box.scrollTop += r.top - b.top - b.height / 2 + r.height / 2;
 }
 
 export function bind(root, store) {
