@@ -12,11 +12,19 @@ export const HATCH_GAP = 5;
 export const DOWNSAMPLE_BELOW = 3; // cells smaller than this (px) are painted one pixel each, then scaled down
 export const HATCH_FROM = 4; // cells at least this big (px) are hatched; smaller masked cells are a flat MASK_FILL
 
-// The page's ink colours from its CSS (they follow the light or dark theme); fallbacks for a bare document.
+let inkRead = null; // {dark, ink}: the colours last read, and for which colour scheme
+
+// The page's ink colours from its CSS (they follow the light or dark theme); fallbacks for a bare document. Read
+// once a colour scheme, the only thing that changes them: a computed style read after a view has written to the
+// page makes the browser work out the style of the whole page there and then, in the middle of the draw.
 export function themeInk() {
+  const dark = typeof matchMedia === "function" && matchMedia("(prefers-color-scheme: dark)").matches;
+  if (inkRead && inkRead.dark === dark) return inkRead.ink;
   const css = typeof document !== "undefined" ? getComputedStyle(document.documentElement) : null;
   const v = (name, fallback) => (css && css.getPropertyValue(name).trim()) || fallback;
-  return { text: v("--ink", "#222"), muted: v("--muted", "#555"), frame: v("--frame", "#9a9a9a") };
+  const ink = { text: v("--ink", "#222"), muted: v("--muted", "#555"), frame: v("--frame", "#9a9a9a") };
+  if (css) inkRead = { dark, ink };
+  return ink;
 }
 
 export function truncate(token, n) {
