@@ -264,6 +264,10 @@ def masked_softmax(
     `every_row_keyed`: whether every row of `eligible` has an eligible key, when the caller already knows.
     """
     work = scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
+    if eligible.numel() and bool(eligible.all()):
+        # nothing masked: adding 0 to every score changes none of them, so the pass that adds the mask is skipped
+        weights = torch.softmax(work, dim=-1, out=out if work is scores else None)
+        return weights if work is scores else weights.to(scores.dtype)
     allowed = _broadcast_eligible(eligible, work)
     blocked = torch.where(allowed, 0.0, float("-inf"))  # float32: 0 and -inf are exact in every dtype
     weights = torch.add(work, blocked, out=out if work is scores else None)
