@@ -12,6 +12,7 @@ import { act, selectView } from "./store.js";
 import { positionLabel } from "./tophead.js";
 
 const $ = (id) => document.getElementById(id);
+export const needsPlotly = true; // main.js draws this view once plotly is loaded
 const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
 
 export const ANNOTATE_MAX_TOKENS = 12; // print the value in each cell up to this many positions
@@ -236,7 +237,14 @@ export function renderFocus(el, view, head, layer) {
   el.drawn = { matrix, eligible: view.eligible, scale };
   window.Plotly.react(el, traces, layout, PLOT_CONFIG);
   plainHoverColours(el);
+  if (!el.dataset.clicks && clicked) {
+    el.on("plotly_click", clicked); // on the first plot: plotly gives the element `on` when it first plots
+    el.dataset.clicks = "1";
+  }
 }
+
+// A click on a cell blocks or unblocks it; shift-click picks the pair (set by bind).
+let clicked = null;
 
 export function deps(s) {
   return [s.run.result, s.run.diff, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.focus, s.ui.query, s.ui.pair];
@@ -262,15 +270,12 @@ export function render(root, s) {
 }
 
 export function bind(root, store) {
-  const el = $("focus-plot");
-  if (!window.Plotly) return;
-  window.Plotly.newPlot(el, [], { height: FOCUS_HEIGHT.min }, PLOT_CONFIG);
-  el.on("plotly_click", (ev) => {
+  clicked = (ev) => {
     const p = ev.points && ev.points[0];
     if (!p || !Number.isInteger(p.x) || !Number.isInteger(p.y)) return;
     if (ev.event && ev.event.shiftKey) store.dispatch(act.pairSet(p.y, p.x));
     else store.dispatch(act.cellToggled(p.y, p.x, "focus-plot"));
-  });
+  };
   $("edit-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const view = selectView(store.getState());

@@ -8,6 +8,7 @@
 
 import { fetchModels } from "./api.js";
 import { startEffects } from "./effects.js";
+import { loadPlotly } from "./plotly.js";
 import { decodeState, encodeState, stateForModel } from "./state.js";
 import { act, createStore, initialState, reducer } from "./store.js";
 
@@ -44,6 +45,9 @@ function findByKey(key) {
   return null;
 }
 
+// A view that plots with plotly waits for it (plotly.js): its draw is held, and so is the mark, until plotly is here.
+const plotly = { ready: !!window.Plotly, held: false };
+
 function draw(views, s, prev) {
   // keep focus where the person was: a redraw that replaces the focused element focuses its successor
   const active = document.activeElement;
@@ -51,6 +55,10 @@ function draw(views, s, prev) {
   for (const v of views) {
     const deps = v.mod.deps ? v.mod.deps(s) : null;
     if (deps && sameDeps(deps, v.last)) continue;
+    if (v.mod.needsPlotly && !plotly.ready) {
+      plotly.held = true; // drawn (with these deps or newer) once plotly is here
+      continue;
+    }
     v.last = deps;
     const t0 = performance.now();
     v.mod.render(v.root, s, store.dispatch);
@@ -61,7 +69,7 @@ function draw(views, s, prev) {
   if (s.run.want > 0 && location.search !== `?${qs}`) history.replaceState(null, "", `?${qs}`); // once the link is read
   // every view of this result is painted (the analysis panels follow on their own): once per action, so not while
   // the action's run is still to come (asked for, in its debounce or in flight), only when its answer is drawn
-  const settled = s.run.status !== "loading" && s.run.answered === s.run.want;
+  const settled = s.run.status !== "loading" && s.run.answered === s.run.want && !plotly.held;
   if (s.run.result && settled && (!prev || prev.run !== s.run || prev.ui !== s.ui)) {
     performance.mark("attnlab:drawn");
   }
@@ -85,6 +93,17 @@ async function init() {
   }
   store.dispatch(act.modelsLoaded(models));
   store.dispatch(act.restored(restoredUi(models)));
+  // the first run is asked: plotly compiles and runs while the server computes
+  const drawHeld = () => {
+    plotly.ready = true;
+    if (!plotly.held) return;
+    plotly.held = false;
+    draw(views, store.getState(), null);
+  };
+  loadPlotly().then(drawHeld, (e) => {
+    console.error(e.message); // the views that plot stay empty; every other view draws
+    drawHeld();
+  });
 }
 
 // The state a link names, on top of its model's defaults; the first model's defaults without one.

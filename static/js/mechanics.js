@@ -13,6 +13,8 @@ import { renderSweep } from "./sweep.js";
 
 const $ = (id) => document.getElementById(id);
 
+export const needsPlotly = true; // main.js draws this view once plotly is loaded
+
 export function deps(s) {
   const p = s.panels;
   return [s.run.result, s.ui.decodeOn, s.ui.decodeStep, s.ui.focus, s.ui.cost, s.ui.sweep, s.playing, p.decode, p.cost, p.measure, p.audit, p.sweep];

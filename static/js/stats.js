@@ -124,6 +124,8 @@ export function renderSimilarity(root, view) {
   );
 }
 
+export const needsPlotly = true; // main.js draws this view once plotly is loaded
+
 export function deps(s) {
   return [s.run.result, s.ui.layer, s.ui.focus];
 }

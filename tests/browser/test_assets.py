@@ -29,7 +29,7 @@ def test_index_has_every_hook_and_loads_only_local_files(client: TestClient) -> 
     html = resp.text
     for hook in HOOKS:
         assert f'data-testid="{hook}"' in html, hook
-    assert '<script src="/vendor/plotly.min.js"' in html
+    assert '<link rel="preload" href="/vendor/plotly.min.js" as="script">' in html  # run by plotly.js
     assert '<script type="module" src="/static/js/main.js">' in html
     assert not EXTERNAL.search(html)
 

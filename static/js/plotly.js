@@ -1,0 +1,18 @@
+// plotly.min.js (4.8 MB; 120-190 ms of the main thread to compile and run) is loaded once the page has sent its
+// first request, so that it runs while the server computes instead of before the page can ask. index.html only
+// preloads it (the bytes, not the run). The views that plot with it export `needsPlotly`: main.js holds their
+// draw, and the "attnlab:drawn" mark, until it is here.
+
+const SRC = "/vendor/plotly.min.js";
+let loading = null;
+
+export function loadPlotly() {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  loading ??= new Promise((resolve, reject) => {
+    const script = Object.assign(document.createElement("script"), { src: SRC, async: true });
+    script.addEventListener("load", () => resolve(window.Plotly));
+    script.addEventListener("error", () => reject(new Error(`could not load ${SRC}`)));
+    document.head.append(script);
+  });
+  return loading;
+}

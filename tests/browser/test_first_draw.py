@@ -1,0 +1,94 @@
+"""The page's first draw: plotly (4.8 MB of script) runs after the page has sent its first request, while the
+server computes, and the views that plot with it hold the `attnlab:drawn` mark until they have drawn."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from playwright.sync_api import Page, Route, expect
+
+from tests.browser.conftest import PageLog
+
+pytestmark = pytest.mark.browser
+
+RANDOM = "?m=random&t=the+cat+sat+on+the+mat&causal=1"
+
+# When window.Plotly was set, and what was drawn when each `attnlab:drawn` mark was made.
+WATCH = """
+(() => {
+  let plotly;
+  Object.defineProperty(window, "Plotly", {
+    configurable: true,
+    get: () => plotly,
+    set: (v) => { plotly = v; window.__plotlyAt ??= performance.now(); },
+  });
+  window.__atMarks = [];
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      if (e.name !== "attnlab:drawn") continue;
+      const focus = document.getElementById("focus-plot");
+      window.__atMarks.push({ at: e.startTime, focus: !!(focus && focus.drawn && focus.data && focus.data.length),
+        similarity: !!document.querySelector("#similarity .js-plotly-plot") });
+    }
+  }).observe({ type: "mark", buffered: true });
+})();
+"""
+
+ANSWERED = """() => performance.getEntriesByType('resource')
+  .filter((e) => e.name.endsWith('/api/attention')).map((e) => e.responseEnd)"""
+ATTENTION_SENT = """() => performance.getEntriesByType('resource')
+  .filter((e) => e.name.endsWith('/api/attention')).map((e) => e.startTime)"""
+
+
+def test_plotly_runs_after_the_first_request_and_the_mark_waits_for_its_views(
+    page: Page, page_log: PageLog, live_server: str
+) -> None:
+    page.add_init_script(WATCH)
+    page.goto(f"{live_server}/{RANDOM}")
+    page.wait_for_function("() => window.__atMarks.length > 0", timeout=20_000)
+    sent = page.evaluate(ATTENTION_SENT)
+    plotly_at = page.evaluate("() => window.__plotlyAt")
+    marks = page.evaluate("() => window.__atMarks")
+    assert sent and plotly_at is not None, (sent, plotly_at)
+    assert sent[0] < plotly_at, f"plotly ran at {plotly_at:.0f} ms, before the first request at {sent[0]:.0f} ms"
+    # the first mark comes once the large head and the similarity plot are drawn, not before
+    assert marks[0]["at"] >= plotly_at and marks[0]["focus"] and marks[0]["similarity"], marks
+    assert page_log.console_errors == [] and page_log.page_errors == []
+
+
+def test_without_plotly_every_other_view_draws(page: Page, page_log: PageLog, live_server: str) -> None:
+    def refuse(route: Route) -> None:
+        route.abort()
+
+    page.route("**/vendor/plotly.min.js", refuse)
+    page.goto(f"{live_server}/{RANDOM}")
+    page.wait_for_function("() => performance.getEntriesByName('attnlab:drawn').length > 0", timeout=20_000)
+    expect(page.get_by_test_id("head-heatmap")).to_have_count(4)
+    expect(page.get_by_test_id("retrieval-diagram")).to_be_visible()
+    assert page.evaluate("() => typeof window.Plotly") == "undefined"
+    assert any("plotly.min.js" in e for e in page_log.console_errors), page_log.console_errors
+    assert page_log.page_errors == []
+
+
+def test_an_answer_that_comes_before_plotly_is_drawn_and_marked_once_plotly_is_here(
+    page: Page, page_log: PageLog, live_server: str
+) -> None:
+    def late(route: Route) -> None:
+        response = route.fetch()
+        time.sleep(1.5)  # plotly arrives well after the answer
+        route.fulfill(response=response)
+
+    page.add_init_script(WATCH)
+    page.route("**/vendor/plotly.min.js", late)
+    page.goto(f"{live_server}/{RANDOM}")
+    page.wait_for_function("() => window.__atMarks.length > 0 && window.__plotlyAt !== undefined", timeout=20_000)
+    answered = page.evaluate(ANSWERED)
+    plotly_at = page.evaluate("() => window.__plotlyAt")
+    marks = page.evaluate("() => window.__atMarks")
+    assert answered and answered[0] < plotly_at, (answered, plotly_at)
+    assert len(marks) == 1 and marks[0]["at"] >= plotly_at and marks[0]["focus"] and marks[0]["similarity"], marks
+    expect(page.locator("#focus-plot")).to_have_attribute("data-head", "0")
+    assert page.evaluate("() => document.getElementById('focus-plot').drawn.matrix.length") == 6
+    assert page_log.console_errors == [] and page_log.page_errors == []
+
