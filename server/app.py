@@ -19,6 +19,7 @@ from server.deps import Runtime
 from server.errors import Unexpected, error_body, install_error_handlers
 from server.observability import Metrics, Observe
 from server.routes import analyses, attention, export, heads, health, mechanics, models, pages
+from server.routes.pages import DOCS_CSP, PAGE_CSP
 from server.runcache import RunCache
 
 log = logging.getLogger("attnlab")
@@ -109,18 +110,6 @@ async def send_error(send: Send, status: int, code: str, message: str, field: st
     await send({"type": "http.response.body", "body": body})
 
 
-# The page loads only its own files and needs no inline script; plotly adds <style> elements, hence the inline
-# styles. Swagger UI and ReDoc (/docs, /redoc) start from one inline script and ReDoc searches in a blob worker.
-PAGE_CSP = (
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
-    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
-)
-DOCS_CSP = (
-    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-    "worker-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
-)
-
-
 class Hardening:
     """Refuse Host headers outside the allow-list (DNS rebinding) and give every response its security headers:
     a Content-Security-Policy, nosniff, no referrer, and no caching of the page and the API."""
@@ -158,10 +147,11 @@ class Hardening:
                 headers = list(message.get("headers", []))
                 names = {k.lower() for k, _ in headers}
                 headers += [
-                    (b"content-security-policy", csp.encode()),
                     (b"x-content-type-options", b"nosniff"),
                     (b"referrer-policy", b"no-referrer"),
                 ]
+                if b"content-security-policy" not in names:  # the page sets its own (its import map's hash)
+                    headers.append((b"content-security-policy", csp.encode()))
                 if b"cache-control" not in names and (path == "/" or path.startswith("/api")):
                     headers.append((b"cache-control", b"no-store"))
                 message = {**message, "headers": headers}

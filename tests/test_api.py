@@ -6,6 +6,7 @@ import io
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -436,7 +437,10 @@ def test_hosts_outside_the_allow_list_are_refused(
 def test_every_response_carries_the_security_headers(client: TestClient) -> None:
     page = client.get("/", headers={"accept": "text/html"})
     csp = page.headers["content-security-policy"]
-    assert "script-src 'self';" in csp and "frame-ancestors 'none'" in csp and "unsafe-eval" not in csp
+    # scripts: the page's own files, and its import map by hash; no inline script otherwise, no eval
+    assert re.search(r"script-src 'self' 'sha256-[A-Za-z0-9+/=]{44}';", csp), csp
+    assert "frame-ancestors 'none'" in csp and "unsafe-eval" not in csp and "unsafe-inline'; style" not in csp
+    assert "script-src 'self';" in client.get("/api/health").headers["content-security-policy"]
     assert page.headers["x-content-type-options"] == "nosniff" and page.headers["referrer-policy"] == "no-referrer"
     assert page.headers["cache-control"] == "no-store"
     assert client.post("/api/attention", json={"model": "textbook"}).headers["cache-control"] == "no-store"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
+import hashlib
 import importlib.resources
+import json
 import mimetypes
 import threading
 from pathlib import Path
@@ -29,14 +32,30 @@ DOCS_FILES = {
     "favicon.png": "image/png",
 }
 
+# The Content-Security-Policy of every response (server/app.py Hardening). The page loads only its own files; its
+# one inline script, the import map, is allowed by its hash (page_csp); plotly adds <style> elements, hence the
+# inline styles. Swagger UI and ReDoc (/docs, /redoc) start from one inline script and ReDoc searches in a blob
+# worker.
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+DOCS_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "worker-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
 
 COMPRESSIBLE = ("text/", "application/javascript", "application/json", "image/svg+xml")
-# The page's own files have fixed names, so a browser asks again each time (a 304 while unchanged); files of an
-# installed package change only with its version and may be kept for a day.
+# The page names its own files with a digest of their content (?v=, see asset_url): such a URL never changes what it
+# holds, so the browser keeps it without asking again. Under a bare name a browser asks each time (a 304 while
+# unchanged). Files of an installed package change only with its version and may be kept for a day.
 OWN = "no-cache"
+OWN_VERSIONED = "public, max-age=31536000, immutable"
 VENDOR = "public, max-age=86400"
+_digests: dict[tuple[Path, int, int], str] = {}
 _gzipped: dict[tuple[Path, int, int], bytes] = {}
 _gzip_lock = threading.Lock()
 
@@ -77,9 +96,46 @@ def page_modules() -> list[str]:
     return sorted(p.name for p in (STATIC_DIR / "js").glob("*.js") if p.name not in NOT_PAGE_MODULES)
 
 
+def digest(path: Path) -> str:
+    """The first 12 hex digits of the file's SHA-256, kept per (path, mtime, size)."""
+    st = path.stat()
+    key = (path, st.st_mtime_ns, st.st_size)
+    got = _digests.get(key)
+    if got is None:
+        got = _digests[key] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    return got
+
+
+def asset_url(name: str) -> str:
+    """/static/NAME?v=DIGEST: a URL that changes whenever the file does."""
+    return f"/static/{name}?v={digest(STATIC_DIR / name)}"
+
+
+def import_map() -> str:
+    """The page's import map: each module's bare URL (what `import "./x.js"` resolves to) to its versioned one, so
+    that modules import each other by name and the browser still fetches, and keeps, the URL of their content."""
+    modules = {f"/static/js/{m}": asset_url(f"js/{m}") for m in page_modules()}
+    return json.dumps({"imports": modules}, separators=(",", ":"))
+
+
+def page_csp(inline_script: str) -> str:
+    """The page's Content-Security-Policy with its one inline script (the import map) allowed by its hash."""
+    sha = base64.b64encode(hashlib.sha256(inline_script.encode()).digest()).decode()
+    return PAGE_CSP.replace("script-src 'self'", f"script-src 'self' 'sha256-{sha}'", 1)
+
+
 @router.get("/", response_class=HTMLResponse)
 def index(request: Request) -> Response:
-    return templates.TemplateResponse(request, "index.html", {"modules": page_modules()})
+    imports = import_map()
+    page = {
+        "importmap": imports,
+        "main": asset_url("js/main.js"),
+        "css": asset_url("css/attnlab.css"),
+        "preloads": [asset_url(f"js/{m}") for m in page_modules()],
+    }
+    response = templates.TemplateResponse(request, "index.html", page)
+    response.headers["Content-Security-Policy"] = page_csp(imports)
+    return response
 
 
 @router.get("/static/{name:path}")
@@ -87,7 +143,8 @@ def static_file(name: str, request: Request) -> Response:
     path = (STATIC_DIR / name).resolve()
     if not path.is_relative_to(STATIC_DIR.resolve()) or not path.is_file():
         raise HTTPException(404)
-    return served_file(path, request, OWN)
+    versioned = request.query_params.get("v") == digest(path)
+    return served_file(path, request, OWN_VERSIONED if versioned else OWN)
 
 
 @router.get("/vendor/plotly.min.js")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -30,7 +33,7 @@ def test_index_has_every_hook_and_loads_only_local_files(client: TestClient) -> 
     for hook in HOOKS:
         assert f'data-testid="{hook}"' in html, hook
     assert '<link rel="preload" href="/vendor/plotly.min.js" as="script">' in html  # run by plotly.js
-    assert '<script type="module" src="/static/js/main.js">' in html
+    assert re.search(r'<script type="module" src="/static/js/main\.js\?v=[0-9a-f]{12}">', html)
     assert not EXTERNAL.search(html)
 
 
@@ -38,7 +41,7 @@ def test_index_preloads_every_module_the_page_loads(client: TestClient) -> None:
     """Every module main.js reaches (its imports, and the views it imports by data-view, transitively) is
     preloaded, so the browser asks for them at once; the export's standalone viewer is not."""
     html = client.get("/").text
-    preloaded = set(re.findall(r'<link rel="modulepreload" href="/static/js/([\w-]+\.js)">', html))
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="/static/js/([\w-]+\.js)\?v=[0-9a-f]{12}">', html))
     todo = ["main.js", *(f"{v}.js" for v in re.findall(r'data-view="([\w-]+)"', html))]
     reached: set[str] = set()
     while todo:
@@ -49,6 +52,31 @@ def test_index_preloads_every_module_the_page_loads(client: TestClient) -> None:
         todo += re.findall(r'from "\./([\w-]+\.js)"', (ROOT / "static" / "js" / name).read_text())
     assert len(reached) > 20 and reached <= preloaded, sorted(reached - preloaded)
     assert "standalone.js" not in preloaded
+
+
+def test_the_page_names_its_files_by_content_and_the_browser_keeps_them(client: TestClient) -> None:
+    """Each module's URL carries a digest of its content, mapped from its bare name by the page's import map (the
+    one inline script, allowed by its hash in the CSP): a versioned URL is kept without asking, a bare one is not."""
+    resp = client.get("/")
+    html = resp.text
+    found = re.search(r'<script type="importmap">(.*?)</script>', html, re.S)
+    assert found
+    text = found.group(1)
+    imports = json.loads(text)["imports"]
+    sha = base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+    assert f"'sha256-{sha}'" in resp.headers["content-security-policy"]
+    assert "'unsafe-inline'" not in resp.headers["content-security-policy"].split("script-src")[1].split(";")[0]
+    preloads = re.findall(r'<link rel="modulepreload" href="([^"]+)">', html)
+    assert sorted(imports.values()) == sorted(preloads) and len(imports) > 20
+    for bare, url in imports.items():
+        path, version = url.split("?v=")
+        assert path == bare and version == hashlib.sha256((ROOT / bare.lstrip("/")).read_bytes()).hexdigest()[:12]
+    url = imports["/static/js/main.js"]
+    assert client.get(url).headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert client.get("/static/js/main.js").headers["cache-control"] == "no-cache"
+    assert client.get("/static/js/main.js?v=000000000000").headers["cache-control"] == "no-cache"  # not its content
+    css = re.search(r'<link rel="stylesheet" href="(/static/css/attnlab\.css\?v=[0-9a-f]{12})">', html)
+    assert css and "immutable" in client.get(css.group(1)).headers["cache-control"]
 
 
 def test_plotly_is_served_from_the_installed_package(client: TestClient) -> None:

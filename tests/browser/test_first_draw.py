@@ -92,3 +92,19 @@ def test_an_answer_that_comes_before_plotly_is_drawn_and_marked_once_plotly_is_h
     assert page.evaluate("() => document.getElementById('focus-plot').drawn.matrix.length") == 6
     assert page_log.console_errors == [] and page_log.page_errors == []
 
+
+def test_a_second_visit_takes_the_page_files_from_the_cache_without_asking(
+    page: Page, page_log: PageLog, live_server: str
+) -> None:
+    # the files are named by their content (?v=): a browser that holds them asks nothing, not even for a 304
+    for _ in range(2):
+        page.goto(f"{live_server}/{RANDOM}")
+        page.wait_for_function("() => performance.getEntriesByName('attnlab:drawn').length > 0", timeout=20_000)
+    files = page.evaluate(
+        """() => performance.getEntriesByType('resource')
+          .filter((e) => e.name.includes('/static/'))
+          .map((e) => [e.name.split('/static/')[1], e.transferSize])"""
+    )
+    assert len(files) > 20 and all("?v=" in name for name, _ in files), files
+    assert [f for f in files if f[1] != 0] == [], "asked the server again"
+    assert page_log.console_errors == [] and page_log.page_errors == []
