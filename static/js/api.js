@@ -146,7 +146,8 @@ export function precisionFor(values) {
 // POST /api/attention in the arrays form: the result as its JSON has it, except that each float matrix is an Array
 // of Float32Array rows and 1-D arrays are typed arrays (arrays.js). An answer that is not the arrays form (an error,
 // or a server or proxy that only speaks JSON) is read as JSON. Aborting `signal` stops the download as well.
-export async function fetchAttention(request, signal) {
+// `onProgress(received, total)` hears how far the download is (total: 0 when the server did not say).
+export async function fetchAttention(request, signal, onProgress = null) {
   const resp = await fetch("/api/attention", {
     method: "POST",
     headers: { "content-type": "application/json", accept: MEDIA_TYPE },
@@ -154,8 +155,42 @@ export async function fetchAttention(request, signal) {
     signal,
   });
   const type = (resp.headers.get("content-type") || "").split(";")[0].trim();
-  if (resp.ok && type === MEDIA_TYPE) return readArrays(await resp.arrayBuffer());
+  if (resp.ok && type === MEDIA_TYPE) return readArrays(await readBody(resp, onProgress));
   return parse(resp);
+}
+
+// A response's body as an ArrayBuffer, read chunk by chunk so that `onProgress(received, total)` can follow it.
+// Into one buffer of the announced length when there is one (a gzipping proxy announces fewer bytes than the
+// stream gives: then the chunks are joined at the end).
+export async function readBody(resp, onProgress) {
+  if (!onProgress || !resp.body) return resp.arrayBuffer();
+  const total = Number(resp.headers.get("content-length")) || 0;
+  const reader = resp.body.getReader();
+  let whole = total ? new Uint8Array(total) : null;
+  const chunks = [];
+  let received = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (whole && received + value.length <= total) {
+      whole.set(value, received);
+    } else {
+      if (whole) chunks.push(whole.subarray(0, received));
+      whole = null;
+      chunks.push(value);
+    }
+    received += value.length;
+    onProgress(received, total);
+  }
+  if (whole && received === total) return whole.buffer;
+  if (whole) chunks.push(whole.subarray(0, received));
+  const out = new Uint8Array(received);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.length;
+  }
+  return out.buffer;
 }
 
 // POST /api/attention as JSON, for the small answers that carry no matrices (the audit, the next words).

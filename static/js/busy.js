@@ -1,5 +1,5 @@
 // The busy indicator (data-view="busy"): while the attention run is in flight, "Running… 3 s" near the top of the
-// page; while only analysis panels are loading, which ones ("Updating head types… 2 s"). The views stay where they
+// page, then, as the answer downloads, "Receiving 12.3 of 79.2 MB…" over a progress bar; while only analysis panels are loading, which ones ("Updating head types… 2 s"). The views stay where they
 // are (dimmed a little by the CSS under body.busy, which tokens.js sets) rather than blanked. The element is a
 // polite live region that stays in the document; the seconds are aria-hidden, so a screen reader hears what is
 // running once, not every tick.
@@ -23,12 +23,24 @@ export const PANEL_WORDS = {
 
 // {kind: "run" | "panels" | null, text}: what is running, from the state.
 export function busyOf(s) {
-  if (s.run.status === "loading") return { kind: "run", text: "Running…" };
+  if (s.run.status === "loading") {
+    const p = s.run.progress;
+    if (p && p.received > 0) return { kind: "run", text: `Receiving ${receivedText(p.received, p.total)}…`, progress: p };
+    return { kind: "run", text: "Running…" };
+  }
   const names = Object.entries(s.panels || {})
     .filter(([, slot]) => slot && slot.status === "loading")
     .map(([name]) => PANEL_WORDS[name] || name);
   if (names.length) return { kind: "panels", text: `Updating ${names.join(", ")}…` };
   return { kind: null, text: "" };
+}
+
+// "12.3 of 79.2 MB" (or "12.3 MB" when the total was not announced); kB below a megabyte.
+export function receivedText(received, total) {
+  const mb = total >= 1e6 || received >= 1e6;
+  const f = (n) => (mb ? (n / 1e6).toFixed(1) : (n / 1e3).toFixed(0));
+  const unit = mb ? "MB" : "kB";
+  return total > 0 ? `${f(received)} of ${f(total)} ${unit}` : `${f(received)} ${unit}`;
 }
 
 // "3 s" once a second has passed, "" before.
@@ -40,7 +52,7 @@ export function elapsedText(ms) {
 const clocks = new WeakMap(); // root -> {kind, since, timer}
 
 export function deps(s) {
-  return [s.run.status, s.panels];
+  return [s.run.status, s.run.progress, s.panels];
 }
 
 export function render(root, s) {
@@ -59,6 +71,12 @@ export function render(root, s) {
     return;
   }
   if (label.textContent !== busy.text) label.textContent = busy.text;
+  const bar = root.querySelector("[data-role=progress]");
+  bar.hidden = !busy.progress || !busy.progress.total;
+  if (!bar.hidden) {
+    bar.max = busy.progress.total;
+    bar.value = busy.progress.received;
+  }
   pill.hidden = false;
   if (clock && clock.kind === busy.kind) return; // still the same wait: the clock keeps counting
   if (clock) clearInterval(clock.timer);

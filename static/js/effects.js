@@ -14,6 +14,7 @@ import { PANEL_SPECS } from "./panels.js";
 import { act, clampedMasks, modelInfo, sameInput } from "./store.js";
 
 export const DEBOUNCE_MS = 80;
+export const PROGRESS_MS = 100;
 const WHITESPACE_MODELS = ["textbook", "random", "custom", "induction"];
 
 // How many positions the request will have, when the page knows without asking: whitespace models split the text
@@ -51,7 +52,16 @@ export function startEffects(store) {
       const { layer: _layer, ...every } = view;
       let req = view.layer != null && s.run.oneLayer !== key ? every : view;
       store.dispatch(act.runStarted(req.layer ?? "all"));
-      const send = (body) => fetchAttention({ ...body, precision: precisionFor(resultValues(body, info, S)) }, mine.signal);
+      // the download's progress, for the busy indicator: at most one dispatch every PROGRESS_MS
+      let told = 0;
+      const progress = (received, total) => {
+        const now = performance.now();
+        if (controller !== mine || (now - told < PROGRESS_MS && received !== total)) return;
+        told = now;
+        store.dispatch(act.runProgress(received, total));
+      };
+      const send = (body) =>
+        fetchAttention({ ...body, precision: precisionFor(resultValues(body, info, S)) }, mine.signal, progress);
       let result;
       try {
         result = await send(req);

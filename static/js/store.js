@@ -95,6 +95,7 @@ export function initialState() {
       full: null, // the last good response as it came
       request: null, // the /api/attention body that gave it
       prev: null,
+      progress: null, // {received, total}: the answer's bytes so far, while it downloads
       diff: null,
       skipDiff: false,
       notice: "",
@@ -361,7 +362,10 @@ const reducers = {
   costSet: (s, a) => setUi(s, { cost: a.cost }),
   sweepSet: (s, a) => setUi(s, { sweep: { variance: clampVariance(a.variance) } }),
   panelAsked: (s, a) => setPanel(s, a.name, { nonce: s.panels[a.name].nonce + 1, ...(a.fields || {}) }),
-  runStarted: (s, a) => ({ ...s, run: { ...s.run, status: "loading", started: s.run.want, asking: a.asking } }),
+  runStarted: (s, a) => ({ ...s, run: { ...s.run, status: "loading", started: s.run.want, asking: a.asking, progress: null } }),
+  // how much of the answer has come: {received, total} bytes (total 0: not announced); only while it loads
+  runProgress: (s, a) =>
+    s.run.status === "loading" ? { ...s, run: { ...s.run, progress: { received: a.received, total: a.total } } } : s,
   layersTooMany: (s, a) => ({ ...s, run: { ...s.run, oneLayer: a.key } }),
   runSucceeded: (s, a) => {
     const r = s.run;
@@ -378,6 +382,7 @@ const reducers = {
         status: "ready",
         answered: r.started,
         asking: null,
+        progress: null,
         result,
         full: a.result,
         request: a.request,
@@ -399,7 +404,7 @@ const reducers = {
     return {
       ...s,
       ui,
-      run: { ...s.run, status: "error", answered: s.run.started, asking: null, error, diff: null, skipDiff: false },
+      run: { ...s.run, status: "error", answered: s.run.started, asking: null, progress: null, error, diff: null, skipDiff: false },
     };
   },
   runTooLarge: (s, a) => {

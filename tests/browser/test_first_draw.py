@@ -3,6 +3,7 @@ server computes, and the views that plot with it hold the `attnlab:drawn` mark u
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -107,4 +108,47 @@ def test_a_second_visit_takes_the_page_files_from_the_cache_without_asking(
     )
     assert len(files) > 20 and all("?v=" in name for name, _ in files), files
     assert [f for f in files if f[1] != 0] == [], "asked the server again"
+    assert page_log.console_errors == [] and page_log.page_errors == []
+
+
+def test_a_slow_download_shows_how_much_has_come(page: Page, page_log: PageLog, trained_server: str) -> None:
+    words = " ".join(["the", "cat", "sat", "on", "a", "mat"] * 21)  # 126 words: minilm's 6 layers at 128 tokens
+    page.goto(f"{trained_server}/?m=minilm&t={words.replace(' ', '+')}")
+    page.wait_for_function("() => performance.getEntriesByName('attnlab:drawn').length > 0", timeout=60_000)
+    # about 5.6 MB of float16 arrays at 1.5 MB/s
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    cdp.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 0, "downloadThroughput": 1_500_000, "uploadThroughput": -1},
+    )
+    pill = page.get_by_test_id("busy-indicator").locator("[data-role=pill]")
+    label = pill.locator("[data-role=label]")
+    page.get_by_test_id("sequence-input").fill(words.replace("mat", "rug"))
+    page.get_by_test_id("run-button").click()
+    expect(label).to_have_text(re.compile(r"^Receiving [\d.]+ of [\d.]+ MB…$"), timeout=30_000)
+    seen: list[tuple[float, float, str]] = []
+    while pill.is_visible() and len(seen) < 200:
+        got = page.evaluate(
+            """() => { const b = document.querySelector('[data-role=progress]'); const l = document.querySelector(
+              '#busy [data-role=label]'); return [b.hidden ? -1 : b.value, b.max, l.textContent]; }"""
+        )
+        seen.append(tuple(got))
+        page.wait_for_timeout(150)
+    receiving = [s for s in seen if s[2].startswith("Receiving")]
+    assert len(receiving) >= 3, seen  # it moved while we watched
+    values = [v for v, _, _ in receiving]
+    assert values == sorted(values) and values[-1] > values[0] and all(v > 0 for v in values), receiving
+    total = receiving[0][1]
+    length = page.evaluate(
+        """() => performance.getEntriesByType('resource').filter((e) => e.name.endsWith('/api/attention'))
+          .map((e) => e.encodedBodySize).pop()"""
+    )
+    assert total == length and 4e6 < total < 8e6, (total, length)
+    assert re.fullmatch(rf"Receiving [\d.]+ of {total / 1e6:.1f} MB…", receiving[-1][2]), receiving[-1]
+    expect(pill).to_be_hidden(timeout=30_000)
+    cdp.send(
+        "Network.emulateNetworkConditions",
+        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1},
+    )
     assert page_log.console_errors == [] and page_log.page_errors == []
