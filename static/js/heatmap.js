@@ -152,14 +152,44 @@ export function halfColourTable(scale) {
   return table;
 }
 
+const runsCache = new WeakMap(); // eligibility matrix -> [Int32Array]: each row's eligible runs
+
+// Each row's runs of eligible keys, as [start, end, start, end, ...]: worked out once a result, not once a head.
+export function eligibleRuns(eligible) {
+  let runs = runsCache.get(eligible);
+  if (!runs) {
+    runs = eligible.map((ok) => {
+      const out = [];
+      for (let k = 0; k < ok.length; k++) {
+        if (!ok[k]) continue;
+        const start = k;
+        while (k < ok.length && ok[k]) k++;
+        out.push(start, k);
+      }
+      return Int32Array.from(out);
+    });
+    runsCache.set(eligible, runs);
+  }
+  return runs;
+}
+
+// Masked stretches of a row filled with the mask's word, each eligible run looked up cell by cell.
 function paintHalf(out, matrix, eligible, scale, rows, cols) {
   const table = halfColourTable(scale);
   const mask = table[65536];
+  const runs = eligibleRuns(eligible);
   for (let q = 0; q < rows; q++) {
     const row = matrix[q];
-    const ok = eligible[q];
     const o = q * cols;
-    for (let k = 0; k < cols; k++) out[o + k] = ok[k] ? table[row[k]] : mask;
+    const r = runs[q];
+    let from = 0;
+    for (let i = 0; i < r.length; i += 2) {
+      const end = Math.min(r[i + 1], cols);
+      if (r[i] > from) out.fill(mask, o + from, o + Math.min(r[i], cols));
+      for (let k = r[i]; k < end; k++) out[o + k] = table[row[k]];
+      from = Math.max(from, end);
+    }
+    if (from < cols) out.fill(mask, o + from, o + cols);
   }
 }
 

@@ -376,11 +376,23 @@ def test_float16_bit_patterns_draw_what_their_widened_values_draw(page: Page, li
           const blocks = (w, e) => same(overview.blockMax(w, e, 8), overview.blockMax(widened(w), e, 8));
           const negative = weights.map((row) => row.slice());
           negative[3][2] = 0xbc00; // -1
+          // rows back to back in one buffer, as the arrays form's are, an even number of keys: two patterns a word
+          const joined = (rows, K) => {
+            const flat = new Uint16Array(rows.length * K);
+            rows.forEach((row, q) => flat.set(row.subarray(0, K), q * K));
+            return rows.map((_, q) => flat.subarray(q * K, (q + 1) * K));
+          };
+          const even = joined(weights, 28);
+          const okEven = ok.map((row) => row.slice(0, 28));
+          const inf = joined(weights, 28);
+          inf[20][7] = 0x7e00; // a NaN
           return {
             pixels: [pixels(colors.scaleFor('weights', 'viridis', 1)), pixels(colors.scaleFor('scores', '', 1.2))],
-            blocks: [blocks(weights, ok), blocks(weights, null), blocks(negative, ok), blocks(every, eligible)],
+            blocks: [blocks(weights, ok), blocks(weights, null), blocks(negative, ok), blocks(every, eligible),
+                     blocks(even, okEven), blocks(even, null), blocks(joined(negative, 28), null), blocks(inf, null),
+                     blocks(joined(every, 256), eligible), blocks(joined(every, 256), null)],
             masked: Number.isNaN(overview.blockMax(weights, ok, 8).values[0]),
           };
         }"""
     )
-    assert out == {"pixels": [True, True], "blocks": [True, True, True, True], "masked": True}
+    assert out == {"pixels": [True, True], "blocks": [True] * 10, "masked": True}
