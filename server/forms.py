@@ -91,7 +91,7 @@ class ArraysResponse(Response):
                 dest[at : at + part.nbytes] = little.reshape(-1).view(np.uint8)
                 at += part.nbytes
             dest[at : _align8(at)] = 0
-        return memoryview(dest)  # no copy of the whole answer: Starlette sends a memoryview as it is
+        return dest.data  # a memoryview, no copy of the whole answer: Starlette sends it as it is
 
 
 def _align8(n: int) -> int:
