@@ -41,14 +41,41 @@ function clip(s, n) {
   return s.length > n ? `${s.slice(0, n - 1)}…` : s;
 }
 
+// One element of each kind the diagram repeats (a line, a query's box, a key's box), with the attributes every copy
+// shares: a row is a deep clone of it, its own attributes set after (512 keys are 4,100 elements).
+function models(rh, font) {
+  const x1 = COL.query + COL.boxW;
+  const line = (attrs) => el("path", { fill: "none", ...attrs });
+  const query = el("g");
+  query.append(
+    el("rect", { x: COL.query, width: COL.boxW, height: rh - 4, rx: 4 }),
+    el("text", { x: COL.query + 8, "font-size": font }),
+  );
+  const key = el("g");
+  key.append(
+    el("rect", { x: COL.key, width: COL.boxW, height: rh - 4, rx: 4 }),
+    el("text", { x: COL.key + 8, "font-size": font }),
+    el("text", { x: COL.labels, "font-size": Math.min(12, font), class: "rd-num" }),
+  );
+  return {
+    x1,
+    zero: line({ stroke: "#9a9a9a", "stroke-width": 0.75, "stroke-opacity": 0.6, class: "rd-line rd-zero" }),
+    eligible: line({ "stroke-linecap": "round", "stroke-opacity": 0.85, class: "rd-line" }),
+    blocked: line({ stroke: "#9a9a9a", "stroke-width": 1, "stroke-dasharray": "3 4", class: "rd-line rd-blocked" }),
+    query,
+    key,
+  };
+}
+
 export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
   const S = view.tokens.length;
   const keys = view.keyTokens || view.tokens;
   const rh = rowHeight(Math.max(S, keys.length));
   const height = 34 + Math.max(S, keys.length) * rh + 8;
   svg.replaceChildren();
+  const rows = retrievalRows(view, head, q);
   // wide enough for the longest "score · ✕ reasons" label: the reason text is never cut off
-  const longest = Math.max(0, ...retrievalRows(view, head, q).map((r) => (r.eligible ? 13 : 11 + r.reasons.join("+").length)));
+  const longest = Math.max(0, ...rows.map((r) => (r.eligible ? 13 : 11 + r.reasons.join("+").length)));
   const width = Math.max(WIDTH, Math.ceil(COL.labels + longest * 7.2 + 8));
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.setAttribute("width", "100%");
@@ -59,55 +86,69 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
   const pat = el("pattern", { id: "rd-hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" });
   pat.append(el("rect", { width: 6, height: 6, fill: "#e4e4e4" }), el("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#8c8c8c", "stroke-width": 1.5 }));
   defs.append(pat);
-  svg.append(defs);
-  svg.append(
+  const all = document.createDocumentFragment();
+  all.append(defs);
+  all.append(
     el("text", { x: COL.query, y: 16, class: "rd-head" }, "Query (pick one)"),
     el("text", { x: COL.key, y: 16, class: "rd-head" }, view.keyTokens ? "Keys (source)" : "Keys"),
     el("text", { x: COL.labels, y: 16, class: "rd-head" }, "score · weight"),
   );
   const y = (i) => 30 + i * rh + rh / 2;
-  const rows = retrievalRows(view, head, q);
+  const m = models(rh, font);
   const lines = el("g", { class: "rd-lines" });
-  svg.append(lines);
+  all.append(lines);
   const palette = PALETTES[view.palette] || PALETTES.viridis;
+  const x1 = m.x1;
+  const x2 = COL.key;
+  const mid = (x1 + x2) / 2;
   for (const r of rows) {
-    const x1 = COL.query + COL.boxW;
-    const x2 = COL.key;
-    const d = `M ${x1} ${y(q)} C ${(x1 + x2) / 2} ${y(q)}, ${(x1 + x2) / 2} ${y(r.k)}, ${x2} ${y(r.k)}`;
+    const d = `M ${x1} ${y(q)} C ${mid} ${y(q)}, ${mid} ${y(r.k)}, ${x2} ${y(r.k)}`;
+    let path;
     if (r.eligible && (r.weight ?? 0) < ZERO_WEIGHT) {
-      lines.append(el("path", { d, fill: "none", stroke: "#9a9a9a", "stroke-width": 0.75, "stroke-opacity": 0.6, "data-key": r.k, class: "rd-line rd-zero" }));
+      path = m.zero.cloneNode(false);
     } else if (r.eligible) {
       const w = r.weight ?? 0;
-      const color = rgbString(colorAt(palette, 0.15 + 0.85 * w));
-      lines.append(el("path", { d, fill: "none", stroke: color, "stroke-width": lineWidth(w), "stroke-linecap": "round", "stroke-opacity": 0.85, "data-key": r.k, class: "rd-line" }));
+      path = m.eligible.cloneNode(false);
+      path.setAttribute("stroke", rgbString(colorAt(palette, 0.15 + 0.85 * w)));
+      path.setAttribute("stroke-width", String(lineWidth(w)));
     } else {
-      lines.append(el("path", { d, fill: "none", stroke: "#9a9a9a", "stroke-width": 1, "stroke-dasharray": "3 4", "data-key": r.k, class: "rd-line rd-blocked" }));
+      path = m.blocked.cloneNode(false);
     }
+    path.setAttribute("d", d);
+    path.setAttribute("data-key", String(r.k));
+    lines.append(path);
   }
   for (let i = 0; i < S; i++) {
-    const g = el("g", { class: `rd-query${i === q ? " rd-chosen" : ""}`, "data-query": i });
-    const rect = el("rect", { x: COL.query, y: y(i) - rh / 2 + 2, width: COL.boxW, height: rh - 4, rx: 4 });
-    const t = el("text", { x: COL.query + 8, y: y(i) + font / 3, "font-size": font }, `${i}  ${clip(view.tokens[i], 12)}`);
-    g.append(rect, t);
+    const g = m.query.cloneNode(true);
+    g.setAttribute("class", `rd-query${i === q ? " rd-chosen" : ""}`);
+    g.setAttribute("data-query", String(i));
+    g.firstChild.setAttribute("y", String(y(i) - rh / 2 + 2));
+    g.lastChild.setAttribute("y", String(y(i) + font / 3));
+    g.lastChild.textContent = `${i}  ${clip(view.tokens[i], 12)}`;
     g.addEventListener("click", () => onQuery(i));
-    svg.append(g);
+    all.append(g);
   }
   for (const r of rows) {
     const chosen = view.pair && view.pair[0] === q && view.pair[1] === r.k;
-    const g = el("g", { class: `rd-key${r.eligible ? "" : " rd-masked"}${chosen ? " rd-pair" : ""}`, "data-key": r.k });
+    const g = m.key.cloneNode(true);
+    g.setAttribute("class", `rd-key${r.eligible ? "" : " rd-masked"}${chosen ? " rd-pair" : ""}`);
+    g.setAttribute("data-key", String(r.k));
     if (onKey) g.addEventListener("click", () => onKey(r.k));
-    const fill = r.eligible ? rgbString(colorAt(palette, r.weight ?? 0)) : "url(#rd-hatch)";
-    const ink = r.eligible ? inkOn(colorAt(palette, r.weight ?? 0)) : "#333";
-    g.append(el("rect", { x: COL.key, y: y(r.k) - rh / 2 + 2, width: COL.boxW, height: rh - 4, rx: 4, fill, stroke: r.eligible ? "none" : "#8c8c8c" }));
-    const label = el("text", { x: COL.key + 8, y: y(r.k) + font / 3, "font-size": font }, `${r.k}  ${clip(r.token, 12)}`);
-    label.style.fill = ink;
+    const [box, label, num] = g.childNodes;
+    const colour = r.eligible ? colorAt(palette, r.weight ?? 0) : null;
+    box.setAttribute("y", String(y(r.k) - rh / 2 + 2));
+    box.setAttribute("fill", colour ? rgbString(colour) : "url(#rd-hatch)");
+    box.setAttribute("stroke", colour ? "none" : "#8c8c8c");
+    label.setAttribute("y", String(y(r.k) + font / 3));
+    label.textContent = `${r.k}  ${clip(r.token, 12)}`;
+    label.style.fill = colour ? inkOn(colour) : "#333";
     if (!r.eligible) label.setAttribute("text-decoration", "line-through");
-    g.append(label);
     const s = r.score === null ? "–" : r.score.toFixed(3);
-    const txt = r.eligible ? `${s} · ${(r.weight ?? 0).toFixed(3)}` : `${s} · ✕ ${r.reasons.join("+") || "masked"}`;
-    g.append(el("text", { x: COL.labels, y: y(r.k) + font / 3, "font-size": Math.min(12, font), class: "rd-num" }, txt));
-    svg.append(g);
+    num.setAttribute("y", String(y(r.k) + font / 3));
+    num.textContent = r.eligible ? `${s} · ${(r.weight ?? 0).toFixed(3)}` : `${s} · ✕ ${r.reasons.join("+") || "masked"}`;
+    all.append(g);
   }
+  svg.append(all);
   svg.setAttribute(
     "aria-label",
     `Retrieval for query ${q} “${view.tokens[q]}”: ${rows.filter((r) => r.eligible).length} of ${keys.length} keys eligible. ` +
