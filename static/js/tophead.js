@@ -12,12 +12,20 @@ export function positionLabel(tokens, i) {
   return `${i} ${t.length > 16 ? `${t.slice(0, 15)}…` : t}`;
 }
 
+const choices = new WeakMap(); // tokens -> a <select> holding "choose…" and one option a position: cloned, not rebuilt
+
 function positionSelect(id, label, tokens, value, onChange) {
   const wrap = node("label", { className: "th-pick", htmlFor: id });
   wrap.append(node("span", {}, label));
-  const sel = node("select", { id });
-  sel.append(node("option", { value: "" }, "choose…"));
-  tokens.forEach((_, i) => sel.append(node("option", { value: String(i) }, positionLabel(tokens, i))));
+  let model = choices.get(tokens);
+  if (!model) {
+    model = node("select");
+    model.append(node("option", { value: "" }, "choose…"));
+    model.append(...tokens.map((_, i) => node("option", { value: String(i) }, positionLabel(tokens, i))));
+    choices.set(tokens, model);
+  }
+  const sel = model.cloneNode(true);
+  sel.id = id;
   sel.value = value == null ? "" : String(value);
   sel.addEventListener("change", () => onChange(sel.value === "" ? null : Number(sel.value)));
   wrap.append(sel);
