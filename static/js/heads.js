@@ -202,7 +202,7 @@ export function renderLegend(root, view) {
   root.append(name, scale, item("sw-masked", "masked"), item("sw-blocked", "blocked by you"), item("sw-changed", "changed by the last toggle"));
 }
 
-// Returns the cards drawn: [{fig, canvas, ctx, layout, item, base}].
+// Returns the cards drawn: [{fig, canvas, ctx, layout, item, scale, base, lit}].
 export function renderHeads(root, pager, view, handlers) {
   const { items, page, pages } = pageOf(view.heads, view.page);
   root.replaceChildren();
@@ -288,8 +288,8 @@ export function renderHeads(root, pager, view, handlers) {
   return cards;
 }
 
-// Draw every visible head once and keep a copy, so that a highlight repaints from it. A float16 answer's heads are
-// painted from their bit patterns, so drawing them widens none.
+// Draw every visible head once. A float16 answer's heads are painted from their bit patterns, so drawing them
+// widens none.
 export function paintHeads(cards, view) {
   for (const card of cards) {
     const key = view.view === "scores" ? "scores" : "weights";
@@ -304,18 +304,25 @@ export function paintHeads(cards, view) {
       layout: card.layout,
       changed: view.changed,
     });
-    card.base = document.createElement("canvas");
-    card.base.width = card.canvas.width;
-    card.base.height = card.canvas.height;
-    card.base.getContext("2d").drawImage(card.canvas, 0, 0);
+    card.base = null;
+    card.lit = false;
   }
 }
 
-// Move the linked row/column highlight: restore each head from its copy and outline it.
+// Move the linked row/column highlight: restore each head from a copy of its drawing, taken before its first
+// highlight, and outline it. A head with no highlight drawn and none to draw is left as it is.
 export function highlightHeads(cards, hl) {
   for (const card of cards) {
     card.fig.dataset.highlight = hl ? `${hl.q ?? ""},${hl.k ?? ""}` : "";
-    if (card.base) repaintHighlight(card.canvas, card.base, card.layout, hl);
+    if (!hl && !card.lit) continue;
+    if (!card.base) {
+      card.base = document.createElement("canvas");
+      card.base.width = card.canvas.width;
+      card.base.height = card.canvas.height;
+      card.base.getContext("2d").drawImage(card.canvas, 0, 0);
+    }
+    repaintHighlight(card.canvas, card.base, card.layout, hl);
+    card.lit = !!hl;
   }
 }
 
