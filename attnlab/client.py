@@ -62,10 +62,17 @@ class Client:
         """GET /api/models: `models` (name, layers, heads, widths, default text and masks...) and `unavailable`."""
         return self._call("GET", "/api/models")
 
-    def attention(self, model: str | None = None, **fields: Any) -> dict[str, Any]:
+    def attention(self, model: str | None = None, *, run: str | None = None, **fields: Any) -> dict[str, Any]:
         """POST /api/attention. `tokens`, `eligible` (S x S bool), `reasons`, `layers[i]["heads"][h]["weights"]` and
-        `["scores"]` (S x S arrays; a batch adds a leading axis), stats, config, shapes, timings."""
-        return self._call("POST", "/api/attention", _body(model, fields), arrays=True)
+        `["scores"]` (S x S arrays; a batch adds a leading axis), stats, config, shapes, timings. `run` names the run
+        (8 to 64 letters, digits, - or _) so that another thread can follow it with `progress(run)`."""
+        headers = {"x-attnlab-run": run} if run is not None else None
+        return self._call("POST", "/api/attention", _body(model, fields), arrays=True, headers=headers)
+
+    def progress(self, run: str) -> dict[str, Any]:
+        """GET /api/progress/{run}: where a named run is: `stage` (queued, layers, writing, done, failed), `done` of
+        `total` layers, `elapsed_ms`."""
+        return self._call("GET", f"/api/progress/{run}")
 
     def heads(self, model: str | None = None, **fields: Any) -> dict[str, Any]:
         """POST /api/heads: every head's previous-token, duplicate-token and induction scores, mean distance and
@@ -117,9 +124,17 @@ class Client:
 
     # ---- transport -----------------------------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, body: dict[str, Any] | None = None, *, arrays: bool = False) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        arrays: bool = False,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         accept = ARRAYS_ACCEPT if arrays else "application/json"
-        resp = self._http.request(method, path, json=body, headers={"accept": accept})
+        resp = self._http.request(method, path, json=body, headers={"accept": accept, **(headers or {})})
         _raise_for(resp)
         kind = resp.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == MEDIA_TYPE:

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from engine import stop
+from engine import progress, stop
 from engine.attention import AllMaskedPolicy, AttentionOutput, AttentionWeights, attention
 from engine.interventions import NO_INTERVENTIONS, Interventions, shift_input
 from engine.timing import timed
@@ -280,6 +280,7 @@ def forward(
         layers.append(trace)
         kv.append((trace.attn.k, trace.attn.v))
         x = trace.resid_out
+        progress.report("layers", i + 1, last + 1)
     logits = None
     if net.unembed is not None and len(layers) == len(net.blocks):
         with timed(timings, "unembed", x.device):

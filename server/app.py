@@ -18,7 +18,7 @@ from server.config import Settings
 from server.deps import Runtime
 from server.errors import Unexpected, error_body, install_error_handlers
 from server.observability import Metrics, Observe
-from server.routes import analyses, attention, export, heads, health, mechanics, models, pages
+from server.routes import analyses, attention, export, heads, health, mechanics, models, pages, progress
 from server.routes.pages import DOCS_CSP, PAGE_CSP
 from server.runcache import RunCache
 
@@ -192,6 +192,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = metrics
     install_error_handlers(app)
     app.include_router(health.router)
+    app.include_router(progress.router)
     app.include_router(models.router)
     app.include_router(attention.router)
     app.include_router(export.router)

@@ -30,10 +30,12 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from engine.progress import reporting
 from engine.stop import stop_when
 from server.errors import ApiError
 from server.forms import ORJSONResponse
 from server.observability import Metrics
+from server.progress import HEADER, run_id_of
 
 T = TypeVar("T")
 
@@ -167,8 +169,12 @@ class ComputeRoute(APIRoute):
         model: type[BaseModel] = hint
 
         async def handler(request: Request) -> Response:
-            body = await request.body()
             state = request.app.state
+            board = state.runtime.progress
+            run_id = run_id_of(request.headers.get(HEADER))  # a client that shows progress names its run
+            if run_id is not None:
+                board.start(run_id)  # known from its headers on, while its body still arrives
+            body = await request.body()
             given = {
                 "settings": state.settings,
                 "models": state.models,
@@ -177,17 +183,31 @@ class ComputeRoute(APIRoute):
             }
             kwargs = {n: given[n] for n in names if n != "req"}
 
-            def work() -> Response:
+            def compute() -> Response:
                 answer = endpoint(req=parse_body(model, body), **kwargs)
                 if isinstance(answer, BaseModel):  # serialised here too, on the compute thread
                     return ORJSONResponse(answer.model_dump(mode="json"))
                 response: Response = answer
                 return response
 
+            def work() -> Response:
+                if run_id is None:
+                    return compute()
+                board.set(run_id, "layers")
+                with reporting(lambda stage, done, total: board.set(run_id, stage, done, total)):
+                    return compute()
+
             gone = asyncio.ensure_future(disconnected(request))
             try:
-                return await state.runtime.pool.run(work, gone)
+                response = await state.runtime.pool.run(work, gone)
+            except BaseException:
+                if run_id is not None:
+                    board.set(run_id, "failed")
+                raise
             finally:
                 gone.cancel()
+            if run_id is not None:
+                board.set(run_id, "done")
+            return response
 
         return handler

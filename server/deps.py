@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import torch
@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from engine.models import AttentionModel
 from server.computing import ComputePool
 from server.config import Settings
+from server.progress import ProgressBoard
 from server.runcache import RunCache
 
 
@@ -20,6 +21,7 @@ class Runtime:
     dtype: torch.dtype
     pool: ComputePool  # the compute threads every computing route runs on (server/computing.py)
     runs: RunCache  # recent forward passes (server/runcache.py)
+    progress: ProgressBoard = field(default_factory=ProgressBoard)  # where named runs are (server/progress.py)
 
 
 def get_settings(request: Request) -> Settings:

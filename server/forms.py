@@ -12,6 +12,7 @@ import orjson
 from fastapi.responses import Response
 
 from attnlab.arrays import MAGIC, MEDIA_TYPE  # the arrays form: its reader (read_arrays) ships with the client
+from engine import progress
 
 
 class ORJSONResponse(Response):
@@ -113,6 +114,7 @@ def _place(node: Any, placed: dict[str, dict[str, Any]]) -> Any:
 
 def answer(body: dict[str, Any], accept: str | None) -> Response:
     """The result in the form the client asked for: JSON, .npz (scripts), or the arrays form (the page)."""
+    progress.report("writing")
     if accept and ARRAYS_MEDIA_TYPE in accept:
         return ArraysResponse(body)
     if accept and NPZ_MEDIA_TYPE in accept:

@@ -236,6 +236,16 @@ def test_client_has_a_method_for_every_endpoint(base: str) -> None:
     assert missing == []
 
 
+def test_client_names_a_run_and_follows_its_progress(api: attnlab.Client) -> None:
+    got = api.attention("random", text="one two three", run="client-run-01")
+    assert got["tokens"] == ["one", "two", "three"]
+    progress = api.progress("client-run-01")
+    assert progress["run"] == "client-run-01" and progress["stage"] == "done" and progress["elapsed_ms"] > 0
+    with pytest.raises(attnlab.ApiError) as e:
+        api.progress("never-named-01")
+    assert e.value.status == 404 and e.value.field == "run"
+
+
 def _method_name(path: str) -> str:
     return {"/api/heads/top": "top_heads"}.get(path, path.rsplit("/", 1)[-1].replace("-", "_"))
 

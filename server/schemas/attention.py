@@ -247,6 +247,17 @@ class ModelsResponse(BaseModel):
     unavailable: list[UnavailableModel] = Field(default_factory=list)
 
 
+class ProgressResponse(BaseModel):
+    run: str = Field(description="the name the client gave its run in the X-Attnlab-Run header")
+    stage: Literal["queued", "layers", "writing", "done", "failed"] = Field(
+        description="queued: waiting for a compute slot; layers: the forward pass, `done` of `total` layers; "
+        "writing: the answer is being written; done or failed: the answer is on its way"
+    )
+    done: int = Field(description="layers computed so far (in the stage layers)")
+    total: int = Field(description="layers in this pass (0 before the pass knows)")
+    elapsed_ms: float = Field(description="since the server received the request")
+
+
 class HealthResponse(BaseModel):
     status: str
     version: str

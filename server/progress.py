@@ -1,0 +1,70 @@
+"""Where each run a client named is: queued, at layer i of n, writing the answer, done or failed.
+
+A client that wants to show progress names its run with the X-Attnlab-Run header (8 to 64 letters, digits, - or _)
+and asks GET /api/progress/{run} while it waits. The board keeps the newest `keep` runs only, so a client that never
+asks costs a few bytes, and runs are not listed: only whoever chose the name can ask for it.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from server.errors import ApiError
+
+HEADER = "x-attnlab-run"
+RUN_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
+STAGES = ("queued", "layers", "writing", "done", "failed")
+
+
+@dataclass
+class Run:
+    stage: str = "queued"
+    done: int = 0
+    total: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class ProgressBoard:
+    """The runs clients named, newest last, at most `keep` of them."""
+
+    def __init__(self, keep: int = 1024) -> None:
+        self.keep = keep
+        self._runs: OrderedDict[str, Run] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def start(self, run_id: str) -> None:
+        with self._lock:
+            self._runs[run_id] = Run()
+            self._runs.move_to_end(run_id)
+            while len(self._runs) > self.keep:
+                self._runs.popitem(last=False)
+
+    def set(self, run_id: str, stage: str, done: int = 0, total: int = 0) -> None:
+        """Move the run to `stage`; a stage with no count (writing, done, failed) keeps the layers' count."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is not None:
+                run.stage = stage
+                if total:
+                    run.done, run.total = done, total
+
+    def get(self, run_id: str) -> dict[str, object] | None:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                return None
+            elapsed = (time.monotonic() - run.started) * 1000
+            return {"run": run_id, "stage": run.stage, "done": run.done, "total": run.total, "elapsed_ms": elapsed}
+
+
+def run_id_of(value: str | None) -> str | None:
+    """The run's name from its header, or None without one; a 422 naming the header when it is not a valid name."""
+    if value is None:
+        return None
+    if not RUN_ID.fullmatch(value):
+        raise ApiError(422, "invalid_request", f"8 to 64 letters, digits, - or _, got {value[:80]!r}", HEADER)
+    return value

@@ -1,0 +1,21 @@
+"""GET /api/progress/{run}: where a run that its client named (X-Attnlab-Run) is, while the client waits."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Path
+
+from server.deps import RuntimeDep
+from server.errors import ApiError
+from server.progress import RUN_ID
+from server.schemas import ProgressResponse
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/api/progress/{run}", response_model=ProgressResponse)
+async def progress(runtime: RuntimeDep, run: str = Path(pattern=RUN_ID.pattern)) -> ProgressResponse:
+    got = runtime.progress.get(run)
+    if got is None:
+        message = f"no run named {run!r} on this server (or not among its last {runtime.progress.keep})"
+        raise ApiError(404, "unknown_run", message, "run")
+    return ProgressResponse.model_validate(got)

@@ -1,0 +1,132 @@
+"""Progress of a named run (X-Attnlab-Run, GET /api/progress/{run}): queued while the compute slots are busy, then
+layer by layer through the forward pass, then written and done; a bad name is a 422 naming the header, an unknown
+run a 404. Over real sockets: uvicorn in this process, so a test can hold the compute slots."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from server.app import create_app
+from server.config import Settings
+from server.progress import ProgressBoard
+from server.transport import protocol
+from tests.helpers import assert_error, free_port, occupy
+
+WORDS = " ".join(["the", "cat", "sat", "on", "a", "mat"] * 50)  # 302 minilm tokens: a run of a second or so
+
+
+@contextmanager
+def minilm_here(**overrides: Any) -> Iterator[tuple[str, FastAPI]]:
+    """create_app with minilm, on a free loopback port, served by uvicorn on a thread of this process."""
+    settings = Settings(device="cpu", models="textbook,minilm", allowed_hosts="*", **overrides)
+    app = create_app(settings)
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
+    config.http = protocol(settings.read_timeout_s)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}", app
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def watch(base: str, run: str, stop: threading.Event, seen: list[dict[str, Any]]) -> None:
+    with httpx.Client(base_url=base, timeout=10) as c:
+        while not stop.is_set():
+            r = c.get(f"/api/progress/{run}")
+            if r.status_code == 200:
+                seen.append(r.json())
+            time.sleep(0.01)
+
+
+def test_a_named_run_is_queued_then_goes_layer_by_layer_then_is_done() -> None:
+    with minilm_here(max_concurrent=1, cache_bytes=0) as (base, app):
+        run = "page-run-0001"
+        seen: list[dict[str, Any]] = []
+        stop = threading.Event()
+        answer: dict[str, Any] = {}
+
+        def ask() -> None:
+            with httpx.Client(base_url=base, timeout=120) as c:
+                body = {"model": "minilm", "text": WORDS, "include": ["weights", "stats"]}
+                resp = c.post("/api/attention", json=body, headers={"x-attnlab-run": run})
+                answer["status"] = resp.status_code
+
+        with occupy(app.state.runtime):  # the only compute slot is busy: the run waits its turn
+            asker = threading.Thread(target=ask)
+            asker.start()
+            deadline = time.monotonic() + 30
+            while not seen and time.monotonic() < deadline:
+                r = httpx.get(f"{base}/api/progress/{run}")
+                if r.status_code == 200:
+                    seen.append(r.json())
+                time.sleep(0.02)
+            assert seen and seen[0]["stage"] == "queued", seen
+            watcher = threading.Thread(target=watch, args=(base, run, stop, seen))
+            watcher.start()
+            time.sleep(0.2)
+        asker.join(120)
+        stop.set()
+        watcher.join(10)
+        assert answer["status"] == 200
+        final = httpx.get(f"{base}/api/progress/{run}").json()
+        assert final["stage"] == "done" and (final["done"], final["total"]) == (6, 6), final
+        stages = [s["stage"] for s in seen]
+        order = ["queued", "layers", "writing", "done"]
+        assert [order.index(s) for s in stages] == sorted(order.index(s) for s in stages), stages
+        counts = [s["done"] for s in seen if s["stage"] == "layers"]
+        assert counts == sorted(counts) and all(s["total"] in (0, 6) for s in seen if s["stage"] == "layers"), seen
+        assert "layers" in stages, stages  # a run of about a second was seen mid-pass
+        assert all(b["elapsed_ms"] >= a["elapsed_ms"] for a, b in itertools.pairwise(seen))
+
+
+def test_a_bad_run_name_is_a_422_naming_the_header_and_an_unknown_run_a_404() -> None:
+    with minilm_here() as (base, _), httpx.Client(base_url=base, timeout=60) as c:
+        resp = c.post("/api/attention", json={"model": "textbook"}, headers={"x-attnlab-run": "no spaces!"})
+        assert assert_error(resp, 422, "x-attnlab-run", "8 to 64 letters")["code"] == "invalid_request"
+        assert assert_error(c.get("/api/progress/never-named-run"), 404, "run")["code"] == "unknown_run"
+        assert c.get("/api/progress/short").status_code == 422
+        # a run that fails is marked so
+        bad = c.post("/api/attention", json={"model": "textbook", "text": ""}, headers={"x-attnlab-run": "fails-0001"})
+        assert bad.status_code == 422
+        assert c.get("/api/progress/fails-0001").json()["stage"] == "failed"
+
+
+def test_the_board_keeps_only_its_newest_runs() -> None:
+    board = ProgressBoard(keep=3)
+    for i in range(5):
+        board.start(f"run-000{i}")
+    assert [board.get(f"run-000{i}") is not None for i in range(5)] == [False, False, True, True, True]
+    board.set("run-0004", "layers", 2, 6)
+    board.set("run-0004", "writing")  # a stage without a count keeps the layers' count
+    got = board.get("run-0004")
+    assert got is not None and (got["stage"], got["done"], got["total"]) == ("writing", 2, 6)
+    board.set("run-0000", "done")  # gone: nothing to move, nothing raised
+    assert board.get("run-0000") is None
+
+
+@pytest.mark.parametrize("header", ["", "a" * 65, "seven77", "has/slash-in"])
+def test_run_names_outside_the_pattern_are_refused(header: str) -> None:
+    from server.errors import ApiError
+    from server.progress import run_id_of
+
+    with pytest.raises(ApiError) as e:
+        run_id_of(header)
+    assert e.value.field == "x-attnlab-run" and e.value.status == 422
