@@ -146,14 +146,13 @@ export function precisionFor(values) {
 // POST /api/attention in the arrays form: the result as its JSON has it, except that each float matrix is an Array
 // of Float32Array rows and 1-D arrays are typed arrays (arrays.js). An answer that is not the arrays form (an error,
 // or a server or proxy that only speaks JSON) is read as JSON. Aborting `signal` stops the download as well.
-// `onProgress(received, total)` hears how far the download is (total: 0 when the server did not say).
-export async function fetchAttention(request, signal, onProgress = null) {
-  const resp = await fetch("/api/attention", {
-    method: "POST",
-    headers: { "content-type": "application/json", accept: MEDIA_TYPE },
-    body: JSON.stringify(request),
-    signal,
-  });
+// `onProgress(received, total)` hears how far the download is (total: 0 when the server did not say), from (0, total)
+// when the answer starts. `run` names the run (X-Attnlab-Run) so that fetchProgress can follow it meanwhile.
+export async function fetchAttention(request, signal, onProgress = null, run = null) {
+  const headers = { "content-type": "application/json", accept: MEDIA_TYPE };
+  if (run) headers["x-attnlab-run"] = run;
+  const resp = await fetch("/api/attention", { method: "POST", headers, body: JSON.stringify(request), signal });
+  onProgress?.(0, Number(resp.headers.get("content-length")) || 0);
   const type = (resp.headers.get("content-type") || "").split(";")[0].trim();
   if (resp.ok && type === MEDIA_TYPE) return readArrays(await readBody(resp, onProgress));
   return parse(resp);
@@ -191,6 +190,17 @@ export async function readBody(resp, onProgress) {
     at += c.length;
   }
   return out.buffer;
+}
+
+// Where a named run is on the server: {stage: queued | layers | writing | done | failed, done, total, elapsed_ms}.
+export async function fetchProgress(run, signal) {
+  return parse(await fetch(`/api/progress/${run}`, { headers: { accept: "application/json" }, signal }));
+}
+
+// A name for a run (X-Attnlab-Run): 24 random hex digits (crypto.getRandomValues works on plain http too).
+export function runName() {
+  const bytes = crypto.getRandomValues(new Uint8Array(12));
+  return `page-${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
 }
 
 // POST /api/attention as JSON, for the small answers that carry no matrices (the audit, the next words).

@@ -1,5 +1,6 @@
 // The busy indicator (data-view="busy"): while the attention run is in flight, "Running… 3 s" near the top of the
-// page, then, as the answer downloads, "Receiving 12.3 of 79.2 MB…" over a progress bar; while only analysis panels are loading, which ones ("Updating head types… 2 s"). The views stay where they
+// page; once the run has taken a moment, where the server is ("Computing layer 3 of 6…", from GET /api/progress),
+// then, as the answer downloads, "Receiving 12.3 of 79.2 MB…", each over a progress bar; while only analysis panels are loading, which ones ("Updating head types… 2 s"). The views stay where they
 // are (dimmed a little by the CSS under body.busy, which tokens.js sets) rather than blanked. The element is a
 // polite live region that stays in the document; the seconds are aria-hidden, so a screen reader hears what is
 // running once, not every tick.
@@ -23,16 +24,25 @@ export const PANEL_WORDS = {
 
 // {kind: "run" | "panels" | null, text}: what is running, from the state.
 export function busyOf(s) {
-  if (s.run.status === "loading") {
-    const p = s.run.progress;
-    if (p && p.received > 0) return { kind: "run", text: `Receiving ${receivedText(p.received, p.total)}…`, progress: p };
-    return { kind: "run", text: "Running…" };
-  }
+  if (s.run.status === "loading") return { kind: "run", ...runText(s.run.progress) };
   const names = Object.entries(s.panels || {})
     .filter(([, slot]) => slot && slot.status === "loading")
     .map(([name]) => PANEL_WORDS[name] || name);
   if (names.length) return { kind: "panels", text: `Updating ${names.join(", ")}…` };
   return { kind: null, text: "" };
+}
+
+// The run's words and bar ({value, max} or null) at its stage (store.js runProgress).
+export function runText(p) {
+  if (p?.stage === "receiving" && p.done > 0) {
+    return { text: `Receiving ${receivedText(p.done, p.total)}…`, bar: p.total ? { value: p.done, max: p.total } : null };
+  }
+  if (p?.stage === "layers" && p.total) {
+    return { text: `Computing layer ${Math.min(p.done + 1, p.total)} of ${p.total}…`, bar: { value: p.done, max: p.total } };
+  }
+  if (p?.stage === "queued") return { text: "Waiting for the server…", bar: null }; // its body, or a compute slot
+  if (p?.stage === "writing") return { text: "Writing the answer…", bar: null };
+  return { text: "Running…", bar: null };
 }
 
 // "12.3 of 79.2 MB" (or "12.3 MB" when the total was not announced); kB below a megabyte.
@@ -72,10 +82,10 @@ export function render(root, s) {
   }
   if (label.textContent !== busy.text) label.textContent = busy.text;
   const bar = root.querySelector("[data-role=progress]");
-  bar.hidden = !busy.progress || !busy.progress.total;
-  if (!bar.hidden) {
-    bar.max = busy.progress.total;
-    bar.value = busy.progress.received;
+  bar.hidden = !busy.bar;
+  if (busy.bar) {
+    bar.max = busy.bar.max;
+    bar.value = busy.bar.value;
   }
   pill.hidden = false;
   if (clock && clock.kind === busy.kind) return; // still the same wait: the clock keeps counting

@@ -7,7 +7,7 @@
 // draws from what the page holds (store.js holdsLayer). When every layer of an input is over the server's result
 // limit, it asks for the layer shown, and remembers that for the input (state.run.oneLayer).
 
-import { ApiError, describeError, fetchAttention, isTooLarge, precisionFor } from "./api.js";
+import { ApiError, describeError, fetchAttention, fetchProgress, isTooLarge, precisionFor, runName } from "./api.js";
 import { splitTokens } from "./masks.js";
 import { batchOf, buildRequest, resultValues, sizeKey, sourceOf } from "./requests.js";
 import { PANEL_SPECS } from "./panels.js";
@@ -15,6 +15,8 @@ import { act, clampedMasks, modelInfo, sameInput } from "./store.js";
 
 export const DEBOUNCE_MS = 80;
 export const PROGRESS_MS = 100;
+export const FOLLOW_AFTER_MS = 300; // a run shorter than this never asks for its progress
+export const FOLLOW_MS = 250;
 const WHITESPACE_MODELS = ["textbook", "random", "custom", "induction"];
 
 // How many positions the request will have, when the page knows without asking: whitespace models split the text
@@ -42,6 +44,7 @@ export function startEffects(store) {
     controller = mine;
     const s = store.getState();
     let key = null;
+    let following = null;
     try {
       const S = sequenceLength(s);
       const source = sourceOf(s.ui);
@@ -52,16 +55,35 @@ export function startEffects(store) {
       const { layer: _layer, ...every } = view;
       let req = view.layer != null && s.run.oneLayer !== key ? every : view;
       store.dispatch(act.runStarted(req.layer ?? "all"));
-      // the download's progress, for the busy indicator: at most one dispatch every PROGRESS_MS
+      // progress for the busy indicator: the server's stage while it computes (asked every FOLLOW_MS once the run
+      // has taken FOLLOW_AFTER_MS), then the download, at most one dispatch every PROGRESS_MS
+      const run = runName();
+      const asked = performance.now();
       let told = 0;
+      let answering = false;
+      const follow = setInterval(async () => {
+        if (answering || controller !== mine || performance.now() - asked < FOLLOW_AFTER_MS) return;
+        try {
+          const p = await fetchProgress(run, mine.signal);
+          if (!answering && controller === mine && p.stage !== "done" && p.stage !== "failed") {
+            store.dispatch(act.runProgress(p.stage, p.done, p.total));
+          }
+        } catch (err) {
+          // a server that does not know the run (an older one, or one that has not received it): stop asking; the
+          // indicator counts seconds
+          if (err instanceof ApiError) clearInterval(follow);
+        }
+      }, FOLLOW_MS);
       const progress = (received, total) => {
+        answering = true;
         const now = performance.now();
         if (controller !== mine || (now - told < PROGRESS_MS && received !== total)) return;
         told = now;
-        store.dispatch(act.runProgress(received, total));
+        store.dispatch(act.runProgress("receiving", received, total));
       };
       const send = (body) =>
-        fetchAttention({ ...body, precision: precisionFor(resultValues(body, info, S)) }, mine.signal, progress);
+        fetchAttention({ ...body, precision: precisionFor(resultValues(body, info, S)) }, mine.signal, progress, run);
+      following = follow;
       let result;
       try {
         result = await send(req);
@@ -83,6 +105,7 @@ export function startEffects(store) {
         store.dispatch(act.runFailed(e));
       }
     } finally {
+      clearInterval(following);
       if (controller === mine) controller = null;
     }
   }

@@ -95,7 +95,7 @@ export function initialState() {
       full: null, // the last good response as it came
       request: null, // the /api/attention body that gave it
       prev: null,
-      progress: null, // {received, total}: the answer's bytes so far, while it downloads
+      progress: null, // {stage, done, total} while it loads: the server's stage, then the download
       diff: null,
       skipDiff: false,
       notice: "",
@@ -363,9 +363,10 @@ const reducers = {
   sweepSet: (s, a) => setUi(s, { sweep: { variance: clampVariance(a.variance) } }),
   panelAsked: (s, a) => setPanel(s, a.name, { nonce: s.panels[a.name].nonce + 1, ...(a.fields || {}) }),
   runStarted: (s, a) => ({ ...s, run: { ...s.run, status: "loading", started: s.run.want, asking: a.asking, progress: null } }),
-  // how much of the answer has come: {received, total} bytes (total 0: not announced); only while it loads
+  // how far the run is, while it loads: the server's stage (queued, layers: done of total, writing), then
+  // receiving: done of total bytes (total 0: not announced)
   runProgress: (s, a) =>
-    s.run.status === "loading" ? { ...s, run: { ...s.run, progress: { received: a.received, total: a.total } } } : s,
+    s.run.status === "loading" ? { ...s, run: { ...s.run, progress: { stage: a.stage, done: a.done, total: a.total } } } : s,
   layersTooMany: (s, a) => ({ ...s, run: { ...s.run, oneLayer: a.key } }),
   runSucceeded: (s, a) => {
     const r = s.run;

@@ -3,6 +3,7 @@ server computes, and the views that plot with it hold the `attnlab:drawn` mark u
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -151,4 +152,45 @@ def test_a_slow_download_shows_how_much_has_come(page: Page, page_log: PageLog, 
         "Network.emulateNetworkConditions",
         {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1},
     )
+    assert page_log.console_errors == [] and page_log.page_errors == []
+
+
+def test_while_the_server_computes_the_page_shows_its_stage(page: Page, page_log: PageLog, live_server: str) -> None:
+    # the server's side is tests/test_progress.py; here the stages are scripted so that each is seen for certain
+    page.goto(f"{live_server}/{RANDOM}")
+    page.wait_for_function("() => performance.getEntriesByName('attnlab:drawn').length > 0", timeout=20_000)
+    held: list[Route] = []
+    asked: list[str] = []
+    stages = iter([("queued", 0, 0), ("queued", 0, 0), ("layers", 2, 6), ("layers", 2, 6), ("writing", 6, 6)])
+    last = {"stage": "queued", "done": 0, "total": 0}
+
+    def progress(route: Route) -> None:
+        run = route.request.url.rsplit("/", 1)[1]
+        asked.append(run)
+        stage, done, total = next(stages, (last["stage"], last["done"], last["total"]))
+        last.update(stage=stage, done=done, total=total)
+        body = {"run": run, "stage": stage, "done": done, "total": total, "elapsed_ms": 1.0}
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
+
+    page.route("**/api/progress/*", progress)
+    page.route("**/api/attention", lambda route: held.append(route))
+    pill = page.get_by_test_id("busy-indicator").locator("[data-role=pill]")
+    label = pill.locator("[data-role=label]")
+    bar = pill.locator("[data-role=progress]")
+    page.get_by_test_id("sequence-input").fill("the cat sat on the mat again")
+    page.get_by_test_id("run-button").click()
+    expect(label).to_have_text("Waiting for the server…", timeout=10_000)
+    expect(label).to_have_text("Computing layer 3 of 6…", timeout=10_000)
+    assert bar.evaluate("(b) => [b.value, b.max]") == [2, 6]
+    expect(label).to_have_text("Writing the answer…", timeout=10_000)
+    assert held, "the run never asked"
+    name = held[0].request.headers.get("x-attnlab-run")
+    assert name and re.fullmatch(r"page-[0-9a-f]{24}", name) and set(asked) == {name}, (name, asked)
+    for route in held:
+        route.continue_()
+    page.unroute("**/api/attention")
+    expect(pill).to_be_hidden(timeout=20_000)
+    polled = len(asked)
+    page.wait_for_timeout(600)
+    assert len(asked) == polled, "still asking after the answer"
     assert page_log.console_errors == [] and page_log.page_errors == []

@@ -320,6 +320,14 @@ def test_busy_indicator_counts_seconds_while_a_run_is_in_flight(
     # hold the next attention request in flight until the test lets it go
     held: list[Route] = []
     page.route("**/api/attention", lambda route: held.append(route))
+    # the held run never reaches the server, which would answer the page's progress questions with a 404
+    page.route(
+        "**/api/progress/*",
+        lambda route: route.fulfill(
+            content_type="application/json",
+            body='{"run": "x", "stage": "layers", "done": 0, "total": 0, "elapsed_ms": 1}',
+        ),
+    )
     page.get_by_test_id("sequence-input").fill("the cat sat on the mat again")
     page.get_by_test_id("run-button").click()
     expect(pill).to_be_visible()
