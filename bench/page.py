@@ -170,6 +170,19 @@ class Phases:
     first_byte: float  # its answer's first byte (the server's forward, serialisation, queueing)
     answered: float  # its answer's last byte
     drawn: float  # the `attnlab:drawn` mark
+    views: dict[str, float] = field(default_factory=dict)  # ms each view's render took between t0 and the mark
+
+
+# Each view's render time between t0 and the mark (main.js measures every render as attnlab:view:NAME).
+VIEWS_JS = """([t0, mark]) => {
+  const out = {};
+  for (const e of performance.getEntriesByType("measure")) {
+    if (!e.name.startsWith("attnlab:view:") || e.startTime < t0 || e.startTime > mark) continue;
+    const name = e.name.slice(13);
+    out[name] = (out[name] || 0) + e.duration;
+  }
+  return out;
+}"""
 
 
 def phases(page: Page, t0: float, mark: float) -> Phases | None:
@@ -177,7 +190,8 @@ def phases(page: Page, t0: float, mark: float) -> Phases | None:
     if not answers:
         return None
     sent, first, end = answers[-1]
-    return Phases(sent - t0, first - t0, end - t0, mark - t0)
+    views: dict[str, float] = page.evaluate(VIEWS_JS, [t0, mark])
+    return Phases(sent - t0, first - t0, end - t0, mark - t0, views)
 
 
 def first_draw(page: Page, url: str, give_up_s: float) -> tuple[float | None, Phases | None]:
@@ -220,6 +234,7 @@ class Switch:
     ms: float | None  # to the draw of the new layer's data; None: gave up
     early_mark_ms: float | None  # the first mark after the switch, which may come before the new data
     phases: Phases | None  # when it sent a POST /api/attention
+    views: dict[str, float] = field(default_factory=dict)  # ms each view's render took, switch to mark
 
 
 def layer_switch(page: Page, traffic: Traffic, give_up_s: float) -> Switch:
@@ -239,7 +254,7 @@ def layer_switch(page: Page, traffic: Traffic, give_up_s: float) -> Switch:
     if not found:
         return Switch(None, early, None)
     mark, _ = found
-    return Switch(mark - t0, early, phases(page, t0, mark))
+    return Switch(mark - t0, early, phases(page, t0, mark), page.evaluate(VIEWS_JS, [t0, mark]))
 
 
 def profiled(page: Page, action: Callable[[], object], top: int = 8) -> list[tuple[float, str]]:
@@ -362,7 +377,16 @@ def phase_cell(ph: list[Phases]) -> str:
     first = statistics.median(p.first_byte - p.sent for p in ph)
     body = statistics.median(p.answered - p.first_byte for p in ph)
     draw = statistics.median(p.drawn - p.answered for p in ph)
-    return f"POST sent at {sent:.0f} ms, server to first byte {first:.0f}, body {body:.0f}, answer to mark {draw:.0f}"
+    return (
+        f"POST sent at {sent:.0f} ms, server to first byte {first:.0f}, body {body:.0f}, answer to mark {draw:.0f}; "
+        f"views rendered (ms): {view_cell([p.views for p in ph])}"
+    )
+
+
+def view_cell(views: list[dict[str, float]]) -> str:
+    """The views' median render times, largest first (the first eight)."""
+    names = sorted({n for v in views for n in v}, key=lambda n: -statistics.median(v.get(n, 0) for v in views))
+    return ", ".join(f"{n} {statistics.median(v.get(n, 0) for v in views):.0f}" for n in names[:8])
 
 
 def check_tokens(page: Page, base: str, text: str, n: int) -> None:
@@ -514,7 +538,9 @@ def report(lengths: list[Length], give_up_s: float, rounds: int, errors: list[st
                 print(f"|  | ({name}: {phase_cell(ph)}) | | | | |")
         early = median([s.early_mark_ms for s in ln.switch if s.ms is not None])
         if early is not None:
-            print(f"|  | (layer switch: the first mark after it came at {early:.0f} ms) | | | | |")
+            views = view_cell([s.views for s in ln.switch if s.ms is not None])
+            said = f"the first mark after it came at {early:.0f} ms; views rendered (ms): {views}"
+            print(f"|  | (layer switch: {said}) | | | | |")
         if ln.cold_traffic:
             print(f"|  | (first draw with an empty HTTP cache, the warm-up: {traffic_cell(ln.cold_traffic)}) | | | | |")
     print(f"\n{rounds} timed round(s). Goals (issue 9, item 4), against the transformers forward in the same run:")
