@@ -202,6 +202,13 @@ export function renderLegend(root, view) {
   root.append(name, scale, item("sw-masked", "masked"), item("sw-blocked", "blocked by you"), item("sw-changed", "changed by the last toggle"));
 }
 
+const maskedLists = new WeakMap(); // eligibility matrix -> its masked cells as "q-k,q-k,...": once a result
+
+function maskedList(eligible) {
+  if (!maskedLists.has(eligible)) maskedLists.set(eligible, maskedCells(eligible).join(","));
+  return maskedLists.get(eligible);
+}
+
 // Returns the cards drawn: [{fig, canvas, ctx, layout, item, scale, base, lit}].
 export function renderHeads(root, pager, view, handlers) {
   const { items, page, pages } = pageOf(view.heads, view.page);
@@ -213,7 +220,7 @@ export function renderHeads(root, pager, view, handlers) {
   const cell = cellSize(Math.max(S, keys.length), items.length, root.clientWidth || 900, wantLabels);
   const labels = wantLabels && cell >= 7;
   const layout = layoutFor(S, { cell, labels, maxLabel: 6, cols: keys.length });
-  const masked = maskedCells(view.eligible).join(",");
+  const masked = maskedList(view.eligible);
   for (const item of items) {
     const fig = document.createElement("figure");
     fig.className = "head-card";
