@@ -14,15 +14,21 @@ export const HATCH_FROM = 4; // cells at least this big (px) are hatched; smalle
 
 let inkRead = null; // {dark, ink}: the colours last read, and for which colour scheme
 
-// The page's ink colours from its CSS (they follow the light or dark theme); fallbacks for a bare document. Read
-// once a colour scheme, the only thing that changes them: a computed style read after a view has written to the
-// page makes the browser work out the style of the whole page there and then, in the middle of the draw.
+// The page's ink colours and its panels' ground from its CSS (they follow the light or dark theme); fallbacks for
+// a bare document. Read once a colour scheme, the only thing that changes them: a computed style read after a
+// view has written to the page makes the browser work out the style of the whole page there and then, in the
+// middle of the draw.
 export function themeInk() {
   const dark = typeof matchMedia === "function" && matchMedia("(prefers-color-scheme: dark)").matches;
   if (inkRead && inkRead.dark === dark) return inkRead.ink;
   const css = typeof document !== "undefined" ? getComputedStyle(document.documentElement) : null;
   const v = (name, fallback) => (css && css.getPropertyValue(name).trim()) || fallback;
-  const ink = { text: v("--ink", "#222"), muted: v("--muted", "#555"), frame: v("--frame", "#9a9a9a") };
+  const ink = {
+    text: v("--ink", "#222"),
+    muted: v("--muted", "#555"),
+    frame: v("--frame", "#9a9a9a"),
+    panel: v("--panel", "#fff"),
+  };
   if (css) inkRead = { dark, ink };
   return ink;
 }
