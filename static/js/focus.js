@@ -5,6 +5,7 @@
 
 import { renderSums } from "./bugs.js";
 import { MASK_FILL, MASK_HATCH, colorAt, headScale, inkOn, normalise, plotlyScale } from "./colors.js";
+import { halfRows } from "./arrays.js";
 import { paintPixels, themeInk } from "./heatmap.js";
 import { headName } from "./interventions.js";
 import { REASONS, cellReasons } from "./masks.js";
@@ -151,7 +152,8 @@ export function renderFocus(el, view, head, layer) {
   if (!window.Plotly || !head) return;
   const scale = headScale(view, head);
   const S = view.tokens.length;
-  const matrix = view.view === "scores" ? head.scores : head.weights;
+  const key = view.view === "scores" ? "scores" : "weights";
+  const matrix = head[key];
   const hover = hoverTexts(view, head);
   const keys = view.keyTokens || view.tokens;
   const K = keys.length;
@@ -166,7 +168,8 @@ export function renderFocus(el, view, head, layer) {
   const traces = [
     {
       // every cell, masked ones included (their hover says why), one pixel each, never smoothed
-      type: "image", source: headImage(matrix, view.eligible, scale, S, K), x0: 0, y0: 0, dx: 1, dy: 1, zsmooth: false,
+      // a float16 answer is painted from its bit patterns (arrays.js halfRows), with no widening
+      type: "image", source: headImage(halfRows(head, key) ?? matrix, view.eligible, scale, S, K), x0: 0, y0: 0, dx: 1, dy: 1, zsmooth: false,
       text: hover, hovertemplate: "%{text}<extra></extra>",
     },
     {
@@ -211,7 +214,7 @@ export function renderFocus(el, view, head, layer) {
     showgrid: false, zeroline: false, fixedrange: false, automargin: true,
     tickfont: { size: S > 16 ? 9 : 11 },
   });
-  const bg = getComputedStyle(el).getPropertyValue("--panel").trim() || "#fff";
+  const bg = ink.panel;
   const layout = {
     height,
     margin: { l: 10, r: 10, t: TOOLBAR_BAND, b: 10 },
@@ -243,6 +246,8 @@ export function renderFocus(el, view, head, layer) {
   }
 }
 
+const optionsFor = new WeakMap(); // the edit form's query select -> the tokens its options list
+
 // A click on a cell blocks or unblocks it; shift-click picks the pair (set by bind).
 let clicked = null;
 
@@ -260,9 +265,12 @@ export function render(root, s) {
   // the weight-edit form: this head, the pair (or the query) as its cell
   $("edit-head").textContent = headName(fl, fh, view.multiLayer);
   const S = view.tokens.length;
-  for (const id of ["edit-query", "edit-key"]) {
-    const sel = $(id);
-    sel.replaceChildren(...view.tokens.map((_, i) => Object.assign(document.createElement("option"), { value: String(i), textContent: positionLabel(view.tokens, i) })));
+  if (optionsFor.get($("edit-query")) !== view.tokens) {
+    // one option a position, built once a tokens array (512 each at 512 tokens), the second select a clone
+    const query = $("edit-query");
+    query.replaceChildren(...view.tokens.map((_, i) => Object.assign(document.createElement("option"), { value: String(i), textContent: positionLabel(view.tokens, i) })));
+    $("edit-key").replaceChildren(...[...query.options].map((o) => o.cloneNode(true)));
+    optionsFor.set(query, view.tokens);
   }
   const pair = view.pair && view.pair.every((v) => v != null) ? view.pair : [Math.min(view.query, S - 1), 0];
   $("edit-query").value = String(pair[0]);

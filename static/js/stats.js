@@ -105,7 +105,7 @@ export function renderSimilarity(root, view) {
     `Head similarity (layer ${view.layer.index}): cosine of the flattened weight matrices; rows and columns are heads.`;
   const names = sim.map((_, i) => `H${i}`);
   const ink = themeInk();
-  const bg = getComputedStyle(root).getPropertyValue("--panel").trim() || "#fff";
+  const bg = ink.panel;
   const side = Math.min(360, 120 + sim.length * 18);
   window.Plotly.react(
     plot,

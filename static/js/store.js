@@ -500,7 +500,8 @@ export function selectView(s) {
   const shown = layers.length ? layers : r.layers.slice(0, 1);
   const heads = shown.flatMap((l) => l.heads.map((head) => ({ layer: l.index, head })));
   const allHeads = heads.map((h) => h.head);
-  const maxAbs = maxAbsEligible(allHeads, r.eligible);
+  // the scores' range: only the scores view has a use for it (a scan of every head's scores, widened)
+  const maxAbs = ui.view === "scores" ? maxAbsEligible(allHeads, r.eligible) : 0;
   const wanted = ui.focus && r.layers.find((l) => l.index === ui.focus[0]);
   const focus = wanted ? ui.focus : [heads[0].layer, heads[0].head.index];
   const focusLayer = wanted || shown[0];
