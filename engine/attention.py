@@ -278,6 +278,60 @@ def masked_softmax(
     return weights if work is scores else weights.to(scores.dtype)
 
 
+ROW_BLOCK = 64  # query rows per tile in softmax_contexts: (B, H, 64, S_k) in float32 is 1.5 MiB at 12 heads, 512 keys
+TILED_FROM = 8 << 20  # bytes of weights from which softmax_contexts tiles; below, one pass measured as fast or faster
+
+
+def softmax_contexts(
+    scores: Tensor, eligible: Tensor, v: Tensor, out: Tensor, *, every_row_keyed: bool
+) -> tuple[Tensor, Tensor]:
+    """weights = masked_softmax(scores, eligible), written into `out`, and contexts = weights v (B, H, S, d_v), a
+    block of ROW_BLOCK query rows at a time.
+
+    Each block's weights are made and multiplied by V while they are still in the cache, and only up to the last
+    key any of its rows may see: past it the weights are written as exact zeros, with no softmax and no product
+    (under a causal mask, about half of them). From TILED_FROM bytes of weights (12 heads: 512 tokens tile, 256
+    do not). Within float32 rounding of the whole-row softmax and product (a
+    shorter sum); the same exact zeros on ineligible keys and zero rows where no key is eligible.
+    """
+    s, s_k = scores.shape[-2:]
+    if s <= ROW_BLOCK or s_k == 0 or scores.numel() * scores.element_size() < TILED_FROM:
+        weights = masked_softmax(scores, eligible, out, every_row_keyed=every_row_keyed)
+        return weights, weights @ v
+    every_key = eligible.numel() > 0 and bool(eligible.all())
+    allowed = _broadcast_eligible(eligible, scores)
+    blocked = None if every_key else torch.where(allowed, 0.0, float("-inf"))
+    tiles = []
+    for r0, end in zip(range(0, s, ROW_BLOCK), key_extents(eligible, ROW_BLOCK), strict=True):
+        rows = slice(r0, r0 + ROW_BLOCK)
+        tile = scores[..., rows, :end]
+        if blocked is None:
+            tile = torch.softmax(tile, dim=-1)
+        else:
+            tile = torch.add(tile, blocked[..., rows, :end])
+            torch.softmax(tile, dim=-1, out=tile)
+        if not every_row_keyed:  # rows with no eligible key came out NaN: make them 0
+            tile.masked_fill_(~allowed[..., rows, :end].any(dim=-1, keepdim=True), 0.0)
+        out[..., rows, :end].copy_(tile)
+        out[..., rows, end:].zero_()
+        tiles.append(tile @ v[..., :end, :])
+    return out, torch.cat(tiles, dim=-2)
+
+
+def key_extents(eligible: Tensor, block: int) -> list[int]:
+    """For each block of `block` query rows of eligible (S, S_k) or (B, S, S_k): 1 + the last key any of its rows
+    (in any batch) may attend to, 0 where none may."""
+    s, s_k = eligible.shape[-2:]
+    e = eligible.view(torch.uint8)
+    if e.dim() == 3:
+        e = e.amax(dim=0)
+    n = -(-s // block)
+    if n * block != s:
+        e = torch.cat([e, e.new_zeros(n * block - s, s_k)])
+    seen = e.view(n, block, s_k).amax(dim=1)  # (n, S_k): 1 where some row of the block may see the key
+    return (seen * torch.arange(1, s_k + 1, dtype=torch.int32, device=e.device)).amax(dim=-1).tolist()
+
+
 def merge_heads(contexts: Tensor, w: AttentionWeights) -> tuple[Tensor, Tensor]:
     """contexts (B, H, S, d_v) -> concat (B, S, H * d_v) and output (B, S, d_out)."""
     b, h, s, d_v = contexts.shape
@@ -337,13 +391,18 @@ def attention(
     steps.append((scores, "scores", "x"))
     if not bounded and not is_finite(scores):
         refuse_first_non_finite(steps)
-    if bug is not None:
-        weights = buggy_softmax(scores, eligible, bug)
+    if in_one:
+        weights, contexts = softmax_contexts(
+            scores, eligible, expand_groups(v, w.n_heads), both[1], every_row_keyed=every_row_keyed
+        )
     else:
-        weights = masked_softmax(scores, eligible, both[1] if in_one else None, every_row_keyed=every_row_keyed)
-    if interventions is not None:
-        weights = edit_weights(weights, eligible, interventions.edits)
-    contexts = weights @ expand_groups(v, w.n_heads)
+        if bug is not None:
+            weights = buggy_softmax(scores, eligible, bug)
+        else:
+            weights = masked_softmax(scores, eligible, every_row_keyed=every_row_keyed)
+        if interventions is not None:
+            weights = edit_weights(weights, eligible, interventions.edits)
+        contexts = weights @ expand_groups(v, w.n_heads)
     if interventions is not None:
         contexts = ablate_contexts(contexts, eligible, interventions.ablations)
     concat, output = merge_heads(contexts, w)

@@ -14,11 +14,14 @@ import { act, createStore, initialState, reducer } from "./store.js";
 
 const store = createStore(reducer, initialState());
 
+// The views in the template's order, except that those that plot with plotly draw last: plotly measures text as it
+// plots, which makes the browser lay the page out there and then; after every other view's writes, that happens once.
 async function loadViews() {
   const roots = [...document.querySelectorAll("[data-view]")];
-  return Promise.all(
+  const views = await Promise.all(
     roots.map(async (root) => ({ root, mod: await import(`./${root.dataset.view}.js`), last: null })),
   );
+  return [...views.filter((v) => !v.mod.needsPlotly), ...views.filter((v) => v.mod.needsPlotly)];
 }
 
 function sameDeps(a, b) {
