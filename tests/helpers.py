@@ -135,3 +135,39 @@ def occupy(runtime: Any, jobs: int = 1) -> Iterator[None]:
         release.set()
         for t in threads:
             t.join(30)
+
+
+@contextmanager
+def uvicorn_here(models: str = "textbook,random,custom", **overrides: Any) -> Iterator[tuple[str, Any]]:
+    """create_app on a free loopback port, served by uvicorn on a thread of this process, as `attnlab serve` does;
+    yields its base URL and the app (whose runtime a test can reach, e.g. to hold the compute slots)."""
+    import uvicorn  # here, not at the top: the client's tests import this module where the server is not installed
+
+    from server.app import create_app
+    from server.config import Settings
+    from server.transport import protocol
+
+    settings = Settings(device="cpu", models=models, allowed_hosts="*", **overrides)
+    app = create_app(settings)
+    port = free_port()
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_config=None,
+        access_log=False,
+        http=protocol(settings.read_timeout_s),
+        limit_concurrency=settings.max_connections,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}", app
+    finally:
+        server.should_exit = True
+        thread.join(30)

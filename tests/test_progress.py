@@ -7,44 +7,15 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
-from fastapi import FastAPI
 
-from server.app import create_app
-from server.config import Settings
 from server.progress import ProgressBoard
-from server.transport import protocol
-from tests.helpers import assert_error, free_port, occupy
+from tests.helpers import assert_error, occupy, uvicorn_here
 
 WORDS = " ".join(["the", "cat", "sat", "on", "a", "mat"] * 50)  # 302 minilm tokens: a run of a second or so
-
-
-@contextmanager
-def minilm_here(**overrides: Any) -> Iterator[tuple[str, FastAPI]]:
-    """create_app with minilm, on a free loopback port, served by uvicorn on a thread of this process."""
-    settings = Settings(device="cpu", models="textbook,minilm", allowed_hosts="*", **overrides)
-    app = create_app(settings)
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, access_log=False)
-    config.http = protocol(settings.read_timeout_s)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}", app
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def watch(base: str, run: str, stop: threading.Event, seen: list[dict[str, Any]]) -> None:
@@ -57,7 +28,7 @@ def watch(base: str, run: str, stop: threading.Event, seen: list[dict[str, Any]]
 
 
 def test_a_named_run_is_queued_then_goes_layer_by_layer_then_is_done() -> None:
-    with minilm_here(max_concurrent=1, cache_bytes=0) as (base, app):
+    with uvicorn_here("textbook,minilm", max_concurrent=1, cache_bytes=0) as (base, app):
         run = "page-run-0001"
         seen: list[dict[str, Any]] = []
         stop = threading.Event()
@@ -98,7 +69,7 @@ def test_a_named_run_is_queued_then_goes_layer_by_layer_then_is_done() -> None:
 
 
 def test_a_bad_run_name_is_a_422_naming_the_header_and_an_unknown_run_a_404() -> None:
-    with minilm_here() as (base, _), httpx.Client(base_url=base, timeout=60) as c:
+    with uvicorn_here("textbook,minilm") as (base, _), httpx.Client(base_url=base, timeout=60) as c:
         resp = c.post("/api/attention", json={"model": "textbook"}, headers={"x-attnlab-run": "no spaces!"})
         assert assert_error(resp, 422, "x-attnlab-run", "8 to 64 letters")["code"] == "invalid_request"
         assert assert_error(c.get("/api/progress/never-named-run"), 404, "run")["code"] == "unknown_run"

@@ -14,52 +14,18 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 
-from server.app import create_app
-from server.config import Settings
-from server.transport import protocol
-from tests.helpers import assert_error, free_port, occupy, serve_process
+from tests.helpers import assert_error, occupy, serve_process, uvicorn_here
 
 T = TypeVar("T")
-
-
-@contextmanager
-def uvicorn_here(**overrides: Any) -> Iterator[tuple[str, FastAPI]]:
-    """create_app on a free loopback port, served by uvicorn on a thread of this process, as `attnlab serve` does."""
-    settings = Settings(device="cpu", models="textbook,random,custom", allowed_hosts="*", **overrides)
-    app = create_app(settings)
-    port = free_port()
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        log_config=None,
-        access_log=False,
-        http=protocol(settings.read_timeout_s),
-        limit_concurrency=settings.max_connections,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}", app
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
