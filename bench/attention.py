@@ -131,19 +131,21 @@ def module_at(rev: str, path: str) -> ModuleType | None:
 
 
 def engine_at(rev: str) -> ModuleType:
-    """engine/attention.py as it was at git revision `rev`, with engine/finite.py of that revision where it had one
-    (the rest of the engine as it is now): the "before" of a change, timed in the same rounds as the "after"."""
-    finite = module_at(rev, "engine/finite.py")
-    now = sys.modules["engine.finite"]
-    if finite is not None:  # what that attention.py imports from engine.finite is that revision's
-        sys.modules["engine.finite"] = finite
+    """engine/attention.py as it was at git revision `rev`, with engine/finite.py and engine/softmax.py of that
+    revision where it had them (the rest of the engine as it is now): the "before" of a change, timed in the same
+    rounds as the "after"."""
+    now = {name: sys.modules[name] for name in ("engine.finite", "engine.softmax")}
     try:
-        module = module_at(rev, "engine/attention.py")
+        for name in now:  # what that attention.py (and its softmax.py) imports from these is that revision's
+            module = module_at(rev, name.replace(".", "/") + ".py")
+            if module is not None:
+                sys.modules[name] = module
+        attention = module_at(rev, "engine/attention.py")
     finally:
-        sys.modules["engine.finite"] = now
-    if module is None:
+        sys.modules.update(now)
+    if attention is None:
         raise SystemExit(f"--before {rev}: no engine/attention.py at that revision")
-    return module
+    return attention
 
 
 def layer_calls(

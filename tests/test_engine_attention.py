@@ -9,9 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.attention import AttentionWeights, attention, from_concatenated, masked_softmax
+from engine.attention import AttentionWeights, attention, from_concatenated
 from engine.errors import AllMaskedRowsError, InputError, NonFiniteError
 from engine.masks import MaskSpec, eligibility
+from engine.softmax import masked_softmax
 
 
 @pytest.fixture(autouse=True)

@@ -206,7 +206,7 @@ def test_a_broken_mask_is_reported_as_a_leak(
     models: dict[str, AttentionModel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A test engine whose softmax ignores the eligibility matrix: the verdict must say where the leak is."""
-    module = importlib.import_module("engine.attention")  # the package exports a function of the same name
+    module = importlib.import_module("engine.softmax")
     real = module.masked_softmax
 
     def leaky(scores: torch.Tensor, eligible: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:

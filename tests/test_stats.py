@@ -8,8 +8,9 @@ import math
 import pytest
 import torch
 
-from engine.attention import AttentionWeights, masked_softmax
+from engine.attention import AttentionWeights
 from engine.masks import MaskSpec, eligibility
+from engine.softmax import masked_softmax
 from engine.stats import _ranks, head_stats, qk_ranks
 
 
