@@ -350,12 +350,12 @@ def test_fast_drawing_helpers_give_what_the_plain_ones_gave(page: Page, live_ser
 
 
 def test_float16_bit_patterns_draw_what_their_widened_values_draw(page: Page, live_server: str) -> None:
-    """heatmap.paintPixels and overview.blockMax take a float16 answer's bit patterns (arrays.halfRows) as they are:
+    """heatmap.paintPixels and blockmax.blockMax take a float16 answer's bit patterns (arrays.halfRows) as they are:
     the same pixels and block maxima as the widened values give, for every one of the 65536 patterns."""
     page.goto(f"{live_server}/api/health")
     out = page.evaluate(
         """async () => {
-          const heatmap = await import('/static/js/heatmap.js'), overview = await import('/static/js/overview.js');
+          const heatmap = await import('/static/js/heatmap.js'), B = await import('/static/js/blockmax.js');
           const colors = await import('/static/js/colors.js'), arrays = await import('/static/js/arrays.js');
           // every pattern once, as 256 rows of 256 (negatives, -0, infinities and NaNs included), one cell in 7 masked
           const every = Array.from({length: 256}, (_, q) => Uint16Array.from({length: 256}, (_, k) => q * 256 + k));
@@ -373,7 +373,7 @@ def test_float16_bit_patterns_draw_what_their_widened_values_draw(page: Page, li
           const ok = weights.map((row, q) => Array.from(row, (_, k) => !(q < 5 && k < 4) && (q + k) % 3 !== 0));
           const same = (a, b) => a.rows === b.rows && a.cols === b.cols &&
             a.values.every((v, i) => Object.is(v, b.values[i]));
-          const blocks = (w, e) => same(overview.blockMax(w, e, 8), overview.blockMax(widened(w), e, 8));
+          const blocks = (w, e) => same(B.blockMax(w, e, 8), B.blockMax(widened(w), e, 8));
           const negative = weights.map((row) => row.slice());
           negative[3][2] = 0xbc00; // -1
           // rows back to back in one buffer, as the arrays form's are, an even number of keys: two patterns a word
@@ -391,7 +391,7 @@ def test_float16_bit_patterns_draw_what_their_widened_values_draw(page: Page, li
             blocks: [blocks(weights, ok), blocks(weights, null), blocks(negative, ok), blocks(every, eligible),
                      blocks(even, okEven), blocks(even, null), blocks(joined(negative, 28), null), blocks(inf, null),
                      blocks(joined(every, 256), eligible), blocks(joined(every, 256), null)],
-            masked: Number.isNaN(overview.blockMax(weights, ok, 8).values[0]),
+            masked: Number.isNaN(B.blockMax(weights, ok, 8).values[0]),
           };
         }"""
     )
