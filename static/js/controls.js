@@ -9,7 +9,8 @@ import { exportCards } from "./heads.js";
 import { renderMatrices } from "./matrices.js";
 import { pairLines, splitTokens } from "./masks.js";
 import { BATCH_MODELS, RANDOM_OPTIONS, SOURCE_MODELS } from "./state.js";
-import { act, modelInfo, selectView } from "./store.js";
+import { act } from "./store.js";
+import { modelInfo, selectView } from "./selectors.js";
 import { batchOf, sourceOf } from "./requests.js";
 
 const $ = (id) => document.getElementById(id);

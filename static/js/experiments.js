@@ -6,7 +6,8 @@
 import { renderPerturb } from "./claims.js";
 import { renderCompare } from "./compare.js";
 import { headName, renderIntervention } from "./interventions.js";
-import { act, modelInfo, multiLayer, pinRequestOf } from "./store.js";
+import { act } from "./store.js";
+import { modelInfo, multiLayer, pinRequestOf } from "./selectors.js";
 import { positionLabel } from "./tophead.js";
 
 const $ = (id) => document.getElementById(id);

@@ -3,7 +3,8 @@
 // leading B to every shape (B x H x S x S weights); cross-attention takes K and V from the source's S_k positions.
 
 import { halfRows } from "./arrays.js";
-import { act, selectView } from "./store.js";
+import { act } from "./store.js";
+import { selectView } from "./selectors.js";
 import { renderNumbers } from "./matrices.js";
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 

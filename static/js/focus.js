@@ -9,7 +9,8 @@ import { halfRows } from "./arrays.js";
 import { paintPixels, themeInk } from "./heatmap.js";
 import { headName } from "./interventions.js";
 import { REASONS, cellReasons } from "./masks.js";
-import { act, selectView } from "./store.js";
+import { act } from "./store.js";
+import { selectView } from "./selectors.js";
 import { positionLabel } from "./tophead.js";
 
 const $ = (id) => document.getElementById(id);

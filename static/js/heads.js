@@ -10,7 +10,8 @@ import { renderBugBanner } from "./bugs.js";
 import { headScale, legendTicks } from "./colors.js";
 import { node } from "./dom.js";
 import { cellAt, drawHeatmap, layoutFor, maskedCells, repaintHighlight, sizeCanvas } from "./heatmap.js";
-import { act, selectView } from "./store.js";
+import { act } from "./store.js";
+import { selectView } from "./selectors.js";
 
 export const PAGE_SIZE = 24;
 export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 heads on a page, and for more

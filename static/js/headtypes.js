@@ -3,7 +3,8 @@
 // one press opens the best head of a kind. The helpers on top are pure; `renderHeadTypes` only builds the DOM.
 
 import { node } from "./dom.js";
-import { act, selectView } from "./store.js";
+import { act } from "./store.js";
+import { selectView } from "./selectors.js";
 
 export const COLUMNS = [
   {

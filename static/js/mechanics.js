@@ -8,7 +8,8 @@ import { renderCost, renderMeasured } from "./cost.js";
 import { PLAY_MS, clampStep, decodeHead, renderDecodeStep, renderKvCache } from "./decode.js";
 import { COST_FIELDS, DTYPES } from "./state.js";
 import { auditKey, costOf } from "./panels.js";
-import { act, selectView } from "./store.js";
+import { act } from "./store.js";
+import { selectView } from "./selectors.js";
 import { renderSweep } from "./sweep.js";
 
 const $ = (id) => document.getElementById(id);

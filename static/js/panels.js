@@ -27,7 +27,7 @@ import {
 } from "./requests.js";
 import { TOP_K } from "./tophead.js";
 import { act } from "./actions.js";
-import { modelInfo, singleOf } from "./store.js";
+import { modelInfo, singleOf } from "./selectors.js";
 
 // One entry per panel: `request(state)` is the body to send now (null: nothing to ask, the panel clears), `fetch`
 // sends it, `after(result)` does what the answer calls for outside the page state (a download), `then(state,

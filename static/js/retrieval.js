@@ -6,7 +6,8 @@
 import { colorAt, inkOn, rgbString, PALETTES } from "./colors.js";
 import { cellReasons } from "./masks.js";
 import { el, node } from "./dom.js";
-import { act, selectView } from "./store.js";
+import { act } from "./store.js";
+import { selectView } from "./selectors.js";
 
 export const ROW_PX = { max: 30, min: 16 };
 export const MAX_LINE_PX = 16;

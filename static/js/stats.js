@@ -5,7 +5,7 @@
 import { VIRIDIS, plotlyScale } from "./colors.js";
 import { themeInk } from "./heatmap.js";
 import { healthFlags } from "./heads.js";
-import { selectView } from "./store.js";
+import { selectView } from "./selectors.js";
 
 export const ROW_SUM_TOLERANCE = 1e-4;
 

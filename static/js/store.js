@@ -19,18 +19,16 @@
 //   playing,         the decoding steps play on their own
 // }
 //
-// Views read the state and dispatch actions; they never change it. Effects (effects.js) watch it and fetch; what each
-// analysis panel asks is panels.js's.
+// Views read the state (what they draw from it is selectors.js's) and dispatch actions; they never change it.
+// Effects (effects.js) watch it and fetch; what each analysis panel asks is panels.js's.
 
 import { itemResult } from "./batch.js";
-import { drawnEligibility } from "./bugs.js";
-import { maxAbsEligible, quantileAbsEligible, scaleFor } from "./colors.js";
 import { resolvePair } from "./examples.js";
 import { addEdit, keepValid, toggleAblation } from "./interventions.js";
 import { setEntry } from "./matrices.js";
-import { clampMasks, diffResults, paddedFromFlags, toggleBlocked, togglePadded } from "./masks.js";
-import { batchOf, singleRequest } from "./requests.js";
+import { diffResults, toggleBlocked, togglePadded } from "./masks.js";
 import { act } from "./actions.js";
+import { modelInfo, pinOf } from "./selectors.js";
 import { BUGS, clampVariance, defaultState, stateForModel } from "./state.js";
 
 // ---- the store ------------------------------------------------------------------------------------------------
@@ -117,7 +115,6 @@ export { act };
 
 // ---- the reducer ----------------------------------------------------------------------------------------------
 
-const info = (s, name = s.ui.model) => s.models.find((m) => m.name === name) || null;
 
 // ui changed by `fields`, and a run asked for, credited to `action` (the person's words) done at `where`.
 function runWith(s, fields, action, where = null, extra = {}) {
@@ -170,7 +167,7 @@ const KEEP_ON_MODEL = [
 ];
 
 function chooseModel(s, name, text, options, where) {
-  const m = info(s, name);
+  const m = modelInfo(s, name);
   if (!m) return s;
   const ui = stateForModel(m, defaultState());
   for (const k of KEEP_ON_MODEL) ui[k] = s.ui[k];
@@ -289,7 +286,7 @@ const reducers = {
     return runWith(s, { options, focus: null }, `${a.key} = ${a.value}`, `opt-${a.key}`);
   },
   matrixEntrySet: (s, a) => {
-    const m = info(s);
+    const m = modelInfo(s);
     const base = s.ui.matrices || { x: m.options.x, w_q: m.options.w_q, w_k: m.options.w_k, w_v: m.options.w_v };
     const matrices = setEntry(base, a.name, a.i, a.j, a.value);
     if (!matrices) return s;
@@ -448,117 +445,4 @@ export function reducer(s, a) {
   if (a.type === "cellToggled") return { ...next, cursor: [a.q, a.k] };
   if (a.type === "headOpened" && s.pending.open) return { ...next, pending: { ...next.pending, open: false } };
   return next;
-}
-
-// ---- selectors: what the views draw, computed from the state ---------------------------------------------------
-
-export function modelInfo(s, name) {
-  return info(s, name);
-}
-
-// The body every one-sequence endpoint runs: the current request without a batch, a source or a bug.
-export function singleOf(s) {
-  return s.run.request ? singleRequest(s.run.request, s.ui.item) : null;
-}
-
-function pinOf(s) {
-  const { include: _i, layer: _l, ...rest } = singleOf(s);
-  return rest;
-}
-
-export function pinRequestOf(s) {
-  return s.run.request ? pinOf(s) : null;
-}
-
-export function multiLayer(s) {
-  return !!s.run.result && s.run.result.config.n_layers > 1;
-}
-
-// Masks drawn and explained, from the result: never re-derived on the page.
-function resultMasks(r, request) {
-  if (r.source_tokens) {
-    return { causal: false, window: null, padded: paddedFromFlags(request?.source?.padding), blocked: r.masks.blocked };
-  }
-  return { causal: r.masks.causal, window: r.masks.window, padded: paddedFromFlags(r.masks.padding), blocked: r.masks.blocked };
-}
-
-const viewCache = new WeakMap(); // state.run -> ui -> view: a pure function's memo, cleared with the state it reads
-
-// Everything the matrix views draw: the heads shown, the large head, the scale, the query. Pure in the state.
-export function selectView(s) {
-  const r = s.run.result;
-  if (!r) return null;
-  let byUi = viewCache.get(s.run);
-  if (!byUi) {
-    byUi = new WeakMap();
-    viewCache.set(s.run, byUi);
-  }
-  const hit = byUi.get(s.ui);
-  if (hit) return hit;
-  const ui = s.ui;
-  const layers = ui.layer === "all" ? r.layers : r.layers.filter((l) => l.index === ui.layer);
-  const shown = layers.length ? layers : r.layers.slice(0, 1);
-  const heads = shown.flatMap((l) => l.heads.map((head) => ({ layer: l.index, head })));
-  const allHeads = heads.map((h) => h.head);
-  // the scores' range: only the scores view has a use for it (a scan of every head's scores, widened)
-  const maxAbs = ui.view === "scores" ? maxAbsEligible(allHeads, r.eligible) : 0;
-  const wanted = ui.focus && r.layers.find((l) => l.index === ui.focus[0]);
-  const focus = wanted ? ui.focus : [heads[0].layer, heads[0].head.index];
-  const focusLayer = wanted || shown[0];
-  const diff = s.run.diff && s.run.diff.comparable ? s.run.diff : null;
-  const cross = !!r.source_tokens;
-  const view = {
-    tokens: r.tokens,
-    keyTokens: cross ? r.source_tokens : null,
-    item: r.item ?? 0,
-    eligible: drawnEligibility(r.eligible, r.demo_bug?.name),
-    reasons: r.reasons || null,
-    masks: resultMasks(r, s.run.request),
-    blocked: r.masks.blocked,
-    view: ui.view,
-    palette: ui.palette,
-    scoreScale: ui.scoreScale,
-    multiLayer: r.config.n_layers > 1,
-    heads,
-    page: ui.page,
-    nHeads: r.config.n_heads,
-    kvGroups: r.config.n_kv_heads,
-    config: r.config,
-    maxAbs,
-    clipAbs: ui.view === "scores" && ui.scoreScale === "clip" ? quantileAbsEligible(allHeads, r.eligible) : maxAbs,
-    scale: scaleFor(ui.view, ui.palette, maxAbs),
-    weightScale: scaleFor("weights", ui.palette, maxAbs),
-    changed: diff ? [...diff.newlyMasked, ...diff.newlyEligible] : [],
-    focus,
-    query: ui.query ?? r.tokens.length - 1,
-    focusLayer,
-    focusHead: focusLayer.heads[focus[1]] || focusLayer.heads[0],
-    layer: focusLayer,
-    pair: ui.pair,
-    ablate: ui.ablate,
-    bug: r.demo_bug?.name,
-  };
-  byUi.set(s.ui, view);
-  return view;
-}
-
-// The padding positions the token chips show: the result's for a batch item, else what the person set.
-export function tokenMasks(s) {
-  const v = selectView(s);
-  if (!v) return { padded: [] };
-  if (s.run.result.config.batch) return v.masks;
-  if (v.keyTokens) return { padded: [] };
-  return s.ui.masks;
-}
-
-// Masks clamped to a sequence of S positions (and K source positions) before they are sent.
-export function clampedMasks(ui, S, K = S) {
-  return S > 0 ? clampMasks(ui.masks, S, K) : ui.masks;
-}
-
-export function sameInput(s) {
-  const r = s.run.result;
-  const req = s.run.request;
-  if (!r || !req) return false;
-  return r.model === s.ui.model && (req.text ?? null) === (s.ui.text ?? null) && !batchOf(s.ui) && !req.texts;
 }

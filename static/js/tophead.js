@@ -3,7 +3,8 @@
 // the retrieval diagram; press a head in the list to open it.
 
 import { node } from "./dom.js";
-import { act, selectView } from "./store.js";
+import { act } from "./store.js";
+import { selectView } from "./selectors.js";
 
 export const TOP_K = 10;
 

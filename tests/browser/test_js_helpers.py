@@ -701,7 +701,7 @@ def test_a_batch_and_a_source_become_one_sequence_for_the_other_endpoints(js: Ca
 def test_the_store_is_one_pure_reducer_over_named_actions(js: Callable[[str], Any]) -> None:
     out = js(
         """
-        const S = await mod('store.js'), St = await mod('state.js');
+        const S = await mod('store.js'), St = await mod('state.js'), Sel = await mod('selectors.js');
         // frozen all the way down: a reducer that changed the state it was given would throw (modules are strict)
         const freeze = (o) => {
           if (o && typeof o === 'object' && !Object.isFrozen(o)) { Object.freeze(o); Object.values(o).forEach(freeze); }
@@ -733,7 +733,7 @@ def test_the_store_is_one_pure_reducer_over_named_actions(js: Callable[[str], An
         return {seen, want: toggled.run.want, blocked: toggled.ui.masks.blocked, where: toggled.run.where,
                 rolledBack: failed.ui === good || JSON.stringify(failed.ui) === JSON.stringify(good),
                 error: failed.run.error, kept: failed.run.result === toggled.run.result,
-                noop: store.getState() === same, view: S.selectView(failed).focus, unknown};
+                noop: store.getState() === same, view: Sel.selectView(failed).focus, unknown};
         """
     )
     assert out["seen"] == ["modelsLoaded", "restored", "runSucceeded", "cellToggled", "runFailed"]

@@ -1,0 +1,118 @@
+// Selectors: what the views draw and the effects ask, computed from the store's state (store.js) and never stored
+// in it. Pure functions of the state; selectView is memoised per state.run and ui.
+
+import { drawnEligibility } from "./bugs.js";
+import { maxAbsEligible, quantileAbsEligible, scaleFor } from "./colors.js";
+import { clampMasks, paddedFromFlags } from "./masks.js";
+import { batchOf, singleRequest } from "./requests.js";
+
+export function modelInfo(s, name = s.ui.model) {
+  return s.models.find((m) => m.name === name) || null;
+}
+
+// The body every one-sequence endpoint runs: the current request without a batch, a source or a bug.
+export function singleOf(s) {
+  return s.run.request ? singleRequest(s.run.request, s.ui.item) : null;
+}
+
+export function pinOf(s) {
+  const { include: _i, layer: _l, ...rest } = singleOf(s);
+  return rest;
+}
+
+export function pinRequestOf(s) {
+  return s.run.request ? pinOf(s) : null;
+}
+
+export function multiLayer(s) {
+  return !!s.run.result && s.run.result.config.n_layers > 1;
+}
+
+// Masks drawn and explained, from the result: never re-derived on the page.
+function resultMasks(r, request) {
+  if (r.source_tokens) {
+    return { causal: false, window: null, padded: paddedFromFlags(request?.source?.padding), blocked: r.masks.blocked };
+  }
+  return { causal: r.masks.causal, window: r.masks.window, padded: paddedFromFlags(r.masks.padding), blocked: r.masks.blocked };
+}
+
+const viewCache = new WeakMap(); // state.run -> ui -> view: a pure function's memo, cleared with the state it reads
+
+// Everything the matrix views draw: the heads shown, the large head, the scale, the query. Pure in the state.
+export function selectView(s) {
+  const r = s.run.result;
+  if (!r) return null;
+  let byUi = viewCache.get(s.run);
+  if (!byUi) {
+    byUi = new WeakMap();
+    viewCache.set(s.run, byUi);
+  }
+  const hit = byUi.get(s.ui);
+  if (hit) return hit;
+  const ui = s.ui;
+  const layers = ui.layer === "all" ? r.layers : r.layers.filter((l) => l.index === ui.layer);
+  const shown = layers.length ? layers : r.layers.slice(0, 1);
+  const heads = shown.flatMap((l) => l.heads.map((head) => ({ layer: l.index, head })));
+  const allHeads = heads.map((h) => h.head);
+  // the scores' range: only the scores view has a use for it (a scan of every head's scores, widened)
+  const maxAbs = ui.view === "scores" ? maxAbsEligible(allHeads, r.eligible) : 0;
+  const wanted = ui.focus && r.layers.find((l) => l.index === ui.focus[0]);
+  const focus = wanted ? ui.focus : [heads[0].layer, heads[0].head.index];
+  const focusLayer = wanted || shown[0];
+  const diff = s.run.diff && s.run.diff.comparable ? s.run.diff : null;
+  const cross = !!r.source_tokens;
+  const view = {
+    tokens: r.tokens,
+    keyTokens: cross ? r.source_tokens : null,
+    item: r.item ?? 0,
+    eligible: drawnEligibility(r.eligible, r.demo_bug?.name),
+    reasons: r.reasons || null,
+    masks: resultMasks(r, s.run.request),
+    blocked: r.masks.blocked,
+    view: ui.view,
+    palette: ui.palette,
+    scoreScale: ui.scoreScale,
+    multiLayer: r.config.n_layers > 1,
+    heads,
+    page: ui.page,
+    nHeads: r.config.n_heads,
+    kvGroups: r.config.n_kv_heads,
+    config: r.config,
+    maxAbs,
+    clipAbs: ui.view === "scores" && ui.scoreScale === "clip" ? quantileAbsEligible(allHeads, r.eligible) : maxAbs,
+    scale: scaleFor(ui.view, ui.palette, maxAbs),
+    weightScale: scaleFor("weights", ui.palette, maxAbs),
+    changed: diff ? [...diff.newlyMasked, ...diff.newlyEligible] : [],
+    focus,
+    query: ui.query ?? r.tokens.length - 1,
+    focusLayer,
+    focusHead: focusLayer.heads[focus[1]] || focusLayer.heads[0],
+    layer: focusLayer,
+    pair: ui.pair,
+    ablate: ui.ablate,
+    bug: r.demo_bug?.name,
+  };
+  byUi.set(s.ui, view);
+  return view;
+}
+
+// The padding positions the token chips show: the result's for a batch item, else what the person set.
+export function tokenMasks(s) {
+  const v = selectView(s);
+  if (!v) return { padded: [] };
+  if (s.run.result.config.batch) return v.masks;
+  if (v.keyTokens) return { padded: [] };
+  return s.ui.masks;
+}
+
+// Masks clamped to a sequence of S positions (and K source positions) before they are sent.
+export function clampedMasks(ui, S, K = S) {
+  return S > 0 ? clampMasks(ui.masks, S, K) : ui.masks;
+}
+
+export function sameInput(s) {
+  const r = s.run.result;
+  const req = s.run.request;
+  if (!r || !req) return false;
+  return r.model === s.ui.model && (req.text ?? null) === (s.ui.text ?? null) && !batchOf(s.ui) && !req.texts;
+}
