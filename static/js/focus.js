@@ -153,8 +153,7 @@ export function renderFocus(el, view, head, layer) {
   if (!window.Plotly || !head) return;
   const scale = headScale(view, head);
   const S = view.tokens.length;
-  const key = view.view === "scores" ? "scores" : "weights";
-  const matrix = head[key];
+  const key = view.view === "scores" ? "scores" : "weights"; // head[key] of a float16 answer widens when first read
   const hover = hoverTexts(view, head);
   const keys = view.keyTokens || view.tokens;
   const K = keys.length;
@@ -170,7 +169,7 @@ export function renderFocus(el, view, head, layer) {
     {
       // every cell, masked ones included (their hover says why), one pixel each, never smoothed
       // a float16 answer is painted from its bit patterns (arrays.js halfRows), with no widening
-      type: "image", source: headImage(halfRows(head, key) ?? matrix, view.eligible, scale, S, K), x0: 0, y0: 0, dx: 1, dy: 1, zsmooth: false,
+      type: "image", source: headImage(halfRows(head, key) ?? head[key], view.eligible, scale, S, K), x0: 0, y0: 0, dx: 1, dy: 1, zsmooth: false,
       text: hover, hovertemplate: "%{text}<extra></extra>",
     },
     {
@@ -227,7 +226,7 @@ export function renderFocus(el, view, head, layer) {
     shapes,
     // a value in each cell when the cells are wide enough to hold it
     annotations:
-      Math.max(S, K) <= ANNOTATE_MAX_TOKENS && (el.clientWidth || 480) / K >= ANNOTATE_MIN_PX ? cellAnnotations(matrix, view.eligible, scale, S, K) : [],
+      Math.max(S, K) <= ANNOTATE_MAX_TOKENS && (el.clientWidth || 480) / K >= ANNOTATE_MIN_PX ? cellAnnotations(head[key], view.eligible, scale, S, K) : [],
     plot_bgcolor: bg,
     paper_bgcolor: bg,
     font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: ink.text },
@@ -237,8 +236,8 @@ export function renderFocus(el, view, head, layer) {
   el.dataset.layer = String(layer);
   el.dataset.head = String(head.index);
   el.dataset.height = String(height);
-  // what the image shows, for tests and tools: the matrix, its mask and its scale
-  el.drawn = { matrix, eligible: view.eligible, scale };
+  // what the image shows, for tests and tools: the matrix (read, and so widened, only when asked), its mask, its scale
+  el.drawn = { get matrix() { return head[key]; }, eligible: view.eligible, scale };
   window.Plotly.react(el, traces, layout, PLOT_CONFIG);
   plainHoverColours(el);
   if (!el.dataset.clicks && clicked) {
