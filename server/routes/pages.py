@@ -111,11 +111,10 @@ def asset_url(name: str) -> str:
     return f"/static/{name}?v={digest(STATIC_DIR / name)}"
 
 
-def import_map() -> str:
-    """The page's import map: each module's bare URL (what `import "./x.js"` resolves to) to its versioned one, so
-    that modules import each other by name and the browser still fetches, and keeps, the URL of their content."""
-    modules = {f"/static/js/{m}": asset_url(f"js/{m}") for m in page_modules()}
-    return json.dumps({"imports": modules}, separators=(",", ":"))
+def module_urls() -> dict[str, str]:
+    """Each page module's bare URL (what `import "./x.js"` resolves to) and its versioned one: the page's import map,
+    so that modules import each other by name and the browser still fetches, and keeps, the URL of their content."""
+    return {f"/static/js/{m}": asset_url(f"js/{m}") for m in page_modules()}
 
 
 def page_csp(inline_script: str) -> str:
@@ -126,12 +125,13 @@ def page_csp(inline_script: str) -> str:
 
 @router.get("/", response_class=HTMLResponse)
 def index(request: Request) -> Response:
-    imports = import_map()
+    urls = module_urls()
+    imports = json.dumps({"imports": urls}, separators=(",", ":"))
     page = {
         "importmap": imports,
-        "main": asset_url("js/main.js"),
+        "main": urls["/static/js/main.js"],
         "css": asset_url("css/attnlab.css"),
-        "preloads": [asset_url(f"js/{m}") for m in page_modules()],
+        "preloads": list(urls.values()),
     }
     response = templates.TemplateResponse(request, "index.html", page)
     response.headers["Content-Security-Policy"] = page_csp(imports)
