@@ -62,7 +62,7 @@ export function startEffects(store) {
       const asked = performance.now();
       let told = 0;
       let answering = false;
-      const follow = setInterval(async () => {
+      following = setInterval(async () => {
         if (answering || controller !== mine || performance.now() - asked < FOLLOW_AFTER_MS) return;
         try {
           const p = await fetchProgress(run, mine.signal);
@@ -72,7 +72,7 @@ export function startEffects(store) {
         } catch (err) {
           // a server that does not know the run (an older one, or one that has not received it): stop asking; the
           // indicator counts seconds
-          if (err instanceof ApiError) clearInterval(follow);
+          if (err instanceof ApiError) clearInterval(following);
         }
       }, FOLLOW_MS);
       const progress = (received, total) => {
@@ -84,7 +84,6 @@ export function startEffects(store) {
       };
       const send = (body) =>
         fetchAttention({ ...body, precision: precisionFor(resultValues(body, info, S)) }, mine.signal, progress, run);
-      following = follow;
       let result;
       try {
         result = await send(req);
