@@ -17,7 +17,6 @@ from server.errors import ApiError
 
 HEADER = "x-attnlab-run"
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
-STAGES = ("queued", "layers", "writing", "done", "failed")
 
 
 @dataclass
