@@ -243,3 +243,36 @@ def test_from_concatenated_names_the_field_and_numbers(
     with pytest.raises(InputError) as err:
         from_concatenated(torch.zeros(d, 8), torch.zeros(d, k_cols), torch.zeros(d, v_cols), None, heads, kv)
     assert err.value.field == field and words in err.value.message
+
+
+@pytest.mark.parametrize("mask", ["causal", "window", "random", "empty rows", "none"])
+def test_the_tiled_softmax_and_contexts_equal_the_whole_row_ones(mask: str) -> None:
+    """From TILED_FROM bytes of weights the layer runs softmax_contexts (64 query rows at a time, only up to the last
+    key a block may see): the same weights bit for bit, exact zeros off the mask, and the same contexts within float32
+    rounding, as the whole-row masked_softmax followed by weights @ V."""
+    from engine.softmax import TILED_FROM, key_extents, softmax_contexts
+
+    g = torch.Generator().manual_seed(0)
+    b, h, s, d = 1, 12, 520, 32  # 520: a last block of 8 rows
+    assert b * h * s * s * 4 >= TILED_FROM
+    scores = torch.randn(b, h, s, s, generator=g) * 3
+    v = torch.randn(b, h, s, d, generator=g)
+    q, k = torch.arange(s)[:, None], torch.arange(s)[None, :]
+    eligible = {
+        "causal": k <= q,
+        "window": (k <= q) & (q - k < 40),
+        "random": torch.rand(s, s, generator=g) < 0.3,
+        "empty rows": (k <= q) & (q % 97 != 5),
+        "none": torch.ones(s, s, dtype=torch.bool),
+    }[mask]
+    keyed = bool(eligible.any(dim=-1).all())
+    want = masked_softmax(scores, eligible, every_row_keyed=keyed)
+    weights, contexts = softmax_contexts(scores, eligible, v, torch.empty_like(scores), every_row_keyed=keyed)
+    assert torch.equal(weights, want)
+    assert bool((weights[..., ~eligible] == 0).all())
+    assert torch.allclose(contexts, want @ v, atol=1e-5, rtol=1e-5)
+    # each block's extent: one past the last key any of its rows may see
+    for block, end in enumerate(key_extents(eligible, 64)):
+        rows = eligible[block * 64 : (block + 1) * 64]
+        seen = rows.any(dim=0).nonzero()
+        assert end == (int(seen.max()) + 1 if len(seen) else 0)
