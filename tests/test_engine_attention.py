@@ -245,18 +245,19 @@ def test_from_concatenated_names_the_field_and_numbers(
     assert err.value.field == field and words in err.value.message
 
 
-@pytest.mark.parametrize("mask", ["causal", "window", "random", "empty rows", "none"])
+@pytest.mark.parametrize("mask", ["causal", "window", "random", "empty rows", "none", "padded batch"])
 def test_the_tiled_softmax_and_contexts_equal_the_whole_row_ones(mask: str) -> None:
     """From TILED_FROM bytes of weights the layer runs softmax_contexts (64 query rows at a time, only up to the last
-    key a block may see): the same weights bit for bit, exact zeros off the mask, and the same contexts within float32
-    rounding, as the whole-row masked_softmax followed by weights @ V."""
-    from engine.softmax import TILED_FROM, key_extents, softmax_contexts
+    key a block may see, the mask added only where a block has masked keys): the same weights bit for bit, exact
+    zeros off the mask, and the same contexts within float32 rounding, as the whole-row masked_softmax followed by
+    weights @ V."""
+    from engine.softmax import TILED_FROM, key_spans, softmax_contexts
 
     g = torch.Generator().manual_seed(0)
-    b, h, s, d = 1, 12, 520, 32  # 520: a last block of 8 rows
-    assert b * h * s * s * 4 >= TILED_FROM
+    b, h, s, d = (2 if mask == "padded batch" else 1), 12, 520, 32  # 520: a last block of 8 rows
+    assert h * s * s * 4 >= TILED_FROM
     scores = torch.randn(b, h, s, s, generator=g) * 3
-    v = torch.randn(b, h, s, d, generator=g)
+    v = torch.randn(b, s, h, d, generator=g).transpose(1, 2)  # V as the layer makes it: a view of (B, S, H * d)
     q, k = torch.arange(s)[:, None], torch.arange(s)[None, :]
     eligible = {
         "causal": k <= q,
@@ -264,15 +265,19 @@ def test_the_tiled_softmax_and_contexts_equal_the_whole_row_ones(mask: str) -> N
         "random": torch.rand(s, s, generator=g) < 0.3,
         "empty rows": (k <= q) & (q % 97 != 5),
         "none": torch.ones(s, s, dtype=torch.bool),
+        # two sequences, the second padded after 300 tokens: its padded keys are masked in every row
+        "padded batch": torch.stack([k <= q, (k <= q) & (k < 300)]),
     }[mask]
     keyed = bool(eligible.any(dim=-1).all())
     want = masked_softmax(scores, eligible, every_row_keyed=keyed)
     weights, contexts = softmax_contexts(scores, eligible, v, torch.empty_like(scores), every_row_keyed=keyed)
     assert torch.equal(weights, want)
-    assert bool((weights[..., ~eligible] == 0).all())
+    assert bool((weights.transpose(0, 1)[:, (~eligible).expand(b, s, s)] == 0).all())
     assert torch.allclose(contexts, want @ v, atol=1e-5, rtol=1e-5)
-    # each block's extent: one past the last key any of its rows may see
-    for block, end in enumerate(key_extents(eligible, 64)):
-        rows = eligible[block * 64 : (block + 1) * 64]
+    # each block's extent, one past the last key any of its rows may see, and the keys before it that need the mask
+    for block, (lo, hi, end) in enumerate(key_spans(eligible, 64)):
+        rows = eligible[..., block * 64 : (block + 1) * 64, :].reshape(-1, s)  # every batch's rows of the block
         seen = rows.any(dim=0).nonzero()
         assert end == (int(seen.max()) + 1 if len(seen) else 0)
+        shut = (~rows[:, :end]).any(dim=0).nonzero()
+        assert (lo, hi) == ((int(shut.min()), int(shut.max()) + 1) if len(shut) else (0, 0))
