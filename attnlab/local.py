@@ -68,8 +68,9 @@ def run(
     precision, heads, kv_heads, demo_bug). `device` and `dtype` default to ATTNLAB_DEVICE and ATTNLAB_DTYPE.
 
     Returns the /api/attention result as a dict with NumPy arrays:
-    `tokens` (list of str); `eligible` (S x S bool, True = may attend); `reasons` ({mask: S x S bool, True where
-    that mask excludes the cell}); `layers[i]["index"]`, `layers[i]["heads"][h]["scores"]` and `["weights"]`
+    `tokens` (list of str); `eligible` (S x S bool, True = may attend); `reasons` ({mask: bool grid of
+    eligible's shape, True where that mask excludes the cell}); `layers[i]["index"]`,
+    `layers[i]["heads"][h]["scores"]` and `["weights"]`
     (S x S float32, float64 under dtype float64; a batch adds a leading axis), `["contexts"]`, `["q"/"k"/"v"]`
     when included, `["stats"]` (entropy per query, masked weight, score range, mean distance, head health),
     `layers[i]["head_similarity"]` and `["output"]`; `config` (widths, heads, scale, device, dtype), `masks` (those

@@ -153,6 +153,32 @@ def reason_grids(spec: MaskSpec, seq_len: int) -> dict[str, Tensor]:
     return grids
 
 
+def batch_reason_grids(spec: MaskSpec, real: Sequence[Sequence[bool]], seq_len: int) -> dict[str, Tensor]:
+    """`reason_grids` for each item of a batch, whose padding is its own length's: one (B, S, S) grid per mask.
+
+    An item without padding still has a padding grid (all False), so every item names the same masks.
+    """
+    items = [reason_grids(replace(spec, padding=tuple(r)), seq_len) for r in real]
+    return {name: torch.stack([g[name] for g in items]) for name in items[0]} if items else {}
+
+
+def cross_reason_grids(
+    spec: MaskSpec, n_queries: int, n_keys: int, source_padding: Sequence[bool] | None = None
+) -> dict[str, Tensor]:
+    """Why each (query, source key) cell is masked in cross-attention: one (S_q, S_k) grid per mask in force, the
+    source's padding (its key columns) and single blocked cells, the only masks `cross_eligibility` takes."""
+    _check_blocked(spec, n_queries, n_keys)
+    grids: dict[str, Tensor] = {}
+    if source_padding is not None:
+        real = torch.tensor(list(source_padding), dtype=torch.bool)
+        grids["padding"] = ~real[None, :].expand(n_queries, n_keys)
+    if spec.blocked:
+        allowed = torch.ones(n_queries, n_keys, dtype=torch.bool)
+        _block(allowed, spec)
+        grids["blocked"] = ~allowed
+    return grids
+
+
 def pair_counts(spec: MaskSpec, seq_len: int) -> dict[str, int]:
     """How many (query, key) pairs each mask leaves eligible on its own, and all of them together.
 

@@ -14,7 +14,7 @@ from engine.analysis.compare import Comparison
 from engine.analysis.intervene import InterventionResult
 from engine.analysis.perturb import PerturbResult
 from engine.interventions import Interventions
-from engine.masks import pair_counts, reason_grids
+from engine.masks import pair_counts
 from engine.models import ModelRun
 from engine.stats import HeadStats, head_similarity, head_stats
 from server.errors import ApiError
@@ -127,7 +127,7 @@ def serialize_run(
         },
         "timings_ms": dict(run.timings_ms),
         "pairs": pair_counts(run.masks, s) if single else None,
-        "reasons": {k: g.numpy() for k, g in reason_grids(run.masks, s).items()} if single else None,
+        "reasons": {k: g.numpy() for k, g in run.reason_grids().items()},
         "batch_tokens": [list(t) for t in run.batch_tokens] if run.batch_tokens is not None else None,
         "batch_padding": [list(p) for p in run.batch_padding] if run.batch_padding is not None else None,
         "source_tokens": run.source_tokens,

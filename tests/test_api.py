@@ -100,8 +100,47 @@ def test_reasons_name_the_mask_behind_every_masked_cell(client: TestClient) -> N
             assert body["eligible"][q][k] == (not why)
     none = client.post("/api/attention", json={"model": "textbook", "masks": {}}).json()
     assert none["reasons"] == {}
-    batch = client.post("/api/attention", json={"model": "random", "texts": ["a b", "c"]}).json()
-    assert batch["reasons"] is None
+
+
+def test_reasons_for_a_batch_are_each_items_own(client: TestClient) -> None:
+    """A batch's grids are B x S x S: the second, shorter item is padded at key 2, the first is not."""
+    req = {"model": "random", "texts": ["a b c", "d e"], "masks": {"causal": True, "blocked": [[2, 0]]}}
+    body = client.post("/api/attention", json=req).json()
+    reasons = body["reasons"]
+    arrays = read_arrays(client.post("/api/attention", json=req, headers={"accept": ARRAYS}).content)
+    assert {k: v.tolist() for k, v in arrays["reasons"].items()} == reasons  # the binary form holds the same grids
+    assert set(reasons) == {"causal", "padding", "blocked"}
+    assert body["batch_padding"] == [[True, True, True], [True, True, False]]
+    for b in range(2):
+        for q in range(3):
+            for k in range(3):
+                why = {name for name, grid in reasons.items() if grid[b][q][k]}
+                expected = {"causal"} if k > q else set()
+                expected |= {"padding"} if (b, k) == (1, 2) else set()
+                expected |= {"blocked"} if (q, k) == (2, 0) else set()
+                assert why == expected, (b, q, k)
+                assert body["eligible"][b][q][k] == (not why)
+
+
+def test_reasons_with_a_source_name_its_padding_and_blocked_cells(client: TestClient) -> None:
+    """Cross-attention's grids are S_q x S_k: the source's padded key columns, and single blocked cells."""
+    body = client.post(
+        "/api/attention",
+        json={
+            "model": "random",
+            "text": "a b",
+            "source": {"text": "c d e", "padding": [True, False, True]},
+            "masks": {"blocked": [[0, 2]]},
+        },
+    ).json()
+    reasons = body["reasons"]
+    assert set(reasons) == {"padding", "blocked"}
+    for q in range(2):
+        for k in range(3):
+            why = {name for name, grid in reasons.items() if grid[q][k]}
+            expected = ({"padding"} if k == 1 else set()) | ({"blocked"} if (q, k) == (0, 2) else set())
+            assert why == expected, (q, k)
+            assert body["eligible"][q][k] == (not why)
 
 
 def test_padding_by_position_needs_no_token_count(client: TestClient) -> None:

@@ -211,6 +211,7 @@ class AttentionModel(ABC):
             batch_tokens=enc.batch_tokens,
             batch_padding=enc.real,
             source_tokens=None if enc.source is None else enc.source.tokens,
+            source_padding=None if enc.source_padding is None else tuple(enc.source_padding),
         )
 
     def run_config(self, net: Network, fwd: ForwardResult, enc: Encoded) -> RunConfig:

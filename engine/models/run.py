@@ -11,7 +11,7 @@ from torch import Tensor
 from engine.attention import AllMaskedPolicy
 from engine.forward import ForwardResult, LayerTrace
 from engine.interventions import NO_INTERVENTIONS, Interventions
-from engine.masks import MaskSpec
+from engine.masks import MaskSpec, batch_reason_grids, cross_reason_grids, reason_grids
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,7 @@ class ModelRun:
     batch_tokens: tuple[tuple[str, ...], ...] | None = None  # a batch: every item's labels, padded
     batch_padding: tuple[tuple[bool, ...], ...] | None = None  # a batch: B x S, False where an item is padding
     source_tokens: list[str] | None = None  # cross-attention: the key/value sequence's labels
+    source_padding: tuple[bool, ...] | None = None  # cross-attention: False where a source position is padding
 
     @property
     def layers(self) -> list[LayerTrace]:
@@ -122,6 +123,17 @@ class ModelRun:
     @property
     def logits(self) -> Tensor | None:
         return self.result.logits
+
+    def reason_grids(self) -> dict[str, Tensor]:
+        """Why each cell of `eligible` is masked, one grid of its shape per mask in force (True = that mask excludes
+        the cell): (S, S), (B, S, S) for a batch (each item's own padding), (S, S_k) with a source. A cell is eligible
+        exactly when no grid marks it."""
+        s = len(self.tokens)
+        if self.batch_padding is not None:
+            return batch_reason_grids(self.masks, self.batch_padding, s)
+        if self.source_tokens is not None:
+            return cross_reason_grids(self.masks, s, len(self.source_tokens), self.source_padding)
+        return reason_grids(self.masks, s)
 
     def cache(self) -> dict[str, Tensor]:
         """Every intermediate by hook name: hook_embed, blocks.0.attn.hook_pattern, ..., hook_logits."""

@@ -207,11 +207,12 @@ class AttentionResult(BaseModel):
     shapes: dict[str, list[int]]
     timings_ms: dict[str, float]
     pairs: dict[str, int] | None = Field(None, description="eligible (query, key) pairs per mask, and in all")
-    reasons: dict[str, list[list[bool]]] | None = Field(
+    reasons: dict[str, list[list[bool]] | list[list[list[bool]]]] | None = Field(
         None,
-        description="why each cell is masked: one S x S grid per mask in force (causal, window, padding, blocked), "
-        "true = that mask excludes the (query, key) cell; a cell is eligible when no grid marks it. "
-        "One sequence only (null for a batch or a source)",
+        description="why each cell is masked: one grid of eligible's shape per mask in force (causal, window, "
+        "padding, blocked), true = that mask excludes the (query, key) cell; a cell is eligible when no grid marks "
+        "it. S x S; B x S x S for a batch (each item's own padding); S x S_k with a source (its padding and "
+        "blocked cells)",
     )
     batch_tokens: list[list[str]] | None = None
     batch_padding: list[list[bool]] | None = None

@@ -16,6 +16,8 @@ export function itemResult(r, b) {
     ...r,
     tokens: r.batch_tokens[i],
     eligible: r.eligible[i],
+    // the server's grids are B x S x S: each item's own reasons (its padding is its own length's)
+    reasons: r.reasons ? Object.fromEntries(Object.entries(r.reasons).map(([name, grids]) => [name, grids[i]])) : r.reasons,
     masks: { ...r.masks, padding: r.batch_padding[i] },
     layers: r.layers.map((l) => ({
       ...l,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, unquote
@@ -378,6 +379,9 @@ def test_cross_attention_draws_queries_against_the_sources_keys(
     expect(page.locator("#eligibility thead th")).to_have_count(6)  # the corner and five source keys
     expect(page.locator("#flow-caption")).to_contain_text("K and V from the source (5)")
     assert "src=le+chat+est+assis+ici" in page.url and "spad=4" in page.url
+    # the server names why: the source's padding, not just "masked"
+    cell = page.locator("#eligibility button[data-q='0'][data-k='4']")
+    expect(cell).to_have_attribute("aria-label", re.compile(r"masked by padding;"))
     assert page_log.page_errors == []
 
 
@@ -418,6 +422,9 @@ def test_a_batch_shows_each_item_through_the_same_views(
                 assert z[q][k] == pytest.approx(want[q][k], abs=1e-6)
             else:
                 assert z[q][k] is None
+    # each item's own reasons: key 8 is this item's padding (the server's B x S x S grids, cut to the item)
+    cell = page.locator("#eligibility button[data-q='0'][data-k='8']")
+    expect(cell).to_have_attribute("aria-label", re.compile(r"masked by padding;"))
     stats = api["layers"][0]["heads"][0]["stats"][1]
     row = page.locator("#stats tbody tr").first.locator("td").first
     expect(row).to_have_text(f"{stats['mean_entropy']:.3f}")

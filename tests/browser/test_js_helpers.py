@@ -698,6 +698,26 @@ def test_a_batch_and_a_source_become_one_sequence_for_the_other_endpoints(js: Ca
     assert out["item9"]["text"] == "r s t"
 
 
+def test_a_batch_item_reads_its_own_reasons(js: Callable[[str], Any]) -> None:
+    """The server's reasons for a batch are B x S x S: an item cut out of it names the masks behind its own cells."""
+    out = js(
+        """
+        const B = await mod('batch.js'), M = await mod('masks.js');
+        const F = false, T = true;
+        const r = {tokens: ['a', 'b'], config: {batch: 2}, masks: {causal: true, blocked: []},
+          batch_tokens: [['a', 'b'], ['c', '[PAD]']], batch_padding: [[T, T], [T, F]],
+          eligible: [[[T, F], [T, T]], [[T, F], [T, F]]],
+          reasons: {causal: [[[F, T], [F, F]], [[F, T], [F, F]]], padding: [[[F, F], [F, F]], [[F, T], [F, T]]]},
+          layers: []};
+        const one = B.itemResult(r, 1), zero = B.itemResult(r, 0);
+        return {one: [[0, 1], [1, 1], [1, 0]].map(([q, k]) => M.cellReasons(one, q, k)),
+                zero: [[0, 1], [1, 1]].map(([q, k]) => M.cellReasons(zero, q, k))};
+        """
+    )
+    assert out["one"] == [["causal", "padding"], ["padding"], []]
+    assert out["zero"] == [["causal"], []]
+
+
 def test_the_store_is_one_pure_reducer_over_named_actions(js: Callable[[str], Any]) -> None:
     out = js(
         """
