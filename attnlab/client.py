@@ -70,8 +70,8 @@ class Client:
         return self._call("POST", "/api/attention", _body(model, fields), arrays=True, headers=headers)
 
     def progress(self, run: str) -> dict[str, Any]:
-        """GET /api/progress/{run}: where a named run is: `stage` (queued, layers, writing, done, failed), `done` of
-        `total` layers, `elapsed_ms`."""
+        """GET /api/progress/{run}: where a named run is: `stage` (queued, layers, writing, done, failed), `ahead`
+        (while queued: how many requests wait before it), `done` of `total` layers, `elapsed_ms`."""
         return self._call("GET", f"/api/progress/{run}")
 
     def heads(self, model: str | None = None, **fields: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import itertools
 import json
 import threading
 import typing
@@ -53,6 +54,26 @@ class ComputePool:
         self.queue_timeout_s = queue_timeout_s
         self.metrics = metrics
         self.executor = ThreadPoolExecutor(size, thread_name_prefix="attnlab-compute")
+        # the jobs waiting for a thread, in the order the executor will start them (it takes its queue first in,
+        # first out): a job's place in the line is how many of them came before it
+        self._waiting: dict[int, None] = {}
+        self._tickets = itertools.count()
+        self._lock = threading.Lock()
+
+    def ahead(self, ticket: int) -> int | None:
+        """How many jobs wait before the job holding `ticket`; None once it has started (or left the line)."""
+        with self._lock:
+            if ticket not in self._waiting:
+                return None
+            return sum(1 for t in self._waiting if t < ticket)
+
+    def ticket(self) -> int:
+        """A place in the line, for `run` and `ahead`."""
+        return next(self._tickets)
+
+    def _leave(self, ticket: int) -> None:
+        with self._lock:
+            self._waiting.pop(ticket, None)
 
     def busy(self) -> ApiError:
         return ApiError(
@@ -72,9 +93,11 @@ class ComputePool:
         if self.metrics is not None:
             self.metrics.abandoned.labels(stage).inc()
 
-    async def run(self, fn: Callable[[], T], gone: asyncio.Future[None]) -> T:
+    async def run(self, fn: Callable[[], T], gone: asyncio.Future[None], ticket: int | None = None) -> T:
         """fn() on a compute thread; a 503 when no thread takes it within the queue timeout, a 499 when `gone`
-        (the client's disconnection) completes first. fn runs in a copy of the caller's context (request id)."""
+        (the client's disconnection) completes first. fn runs in a copy of the caller's context (request id).
+        `ticket` (from `ticket()`) is the place in the line that `ahead` answers for."""
+        ticket = self.ticket() if ticket is None else ticket
         loop = asyncio.get_running_loop()
         started: asyncio.Future[None] = loop.create_future()
         stop = threading.Event()
@@ -85,6 +108,7 @@ class ComputePool:
                 started.set_result(None)
 
         def job() -> T:
+            self._leave(ticket)
             self._count("waiting", -1)
             self._count("busy", 1)
             loop.call_soon_threadsafe(mark_started)
@@ -95,7 +119,9 @@ class ComputePool:
                 self._count("busy", -1)
 
         self._count("waiting", 1)
-        queued = self.executor.submit(context.run, job)
+        with self._lock:
+            self._waiting[ticket] = None
+            queued = self.executor.submit(context.run, job)  # in the line in the order the executor takes them
         done: asyncio.Future[T] = asyncio.wrap_future(queued)
         # a job whose client left is not awaited: fetch its outcome anyway, so no "never retrieved" warning
         done.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -103,6 +129,7 @@ class ComputePool:
         waited, _ = await asyncio.wait(first, timeout=self.queue_timeout_s, return_when="FIRST_COMPLETED")
         # still in the queue (neither started nor done): withdrawn before any work
         if not started.done() and not done.done() and queued.cancel():
+            self._leave(ticket)
             self._count("waiting", -1)
             if gone in waited:
                 self._abandoned("waiting")
@@ -172,9 +199,11 @@ class ComputeRoute(APIRoute):
             state = request.app.state
             board = state.runtime.progress
             run_id = run_id_of(request.headers.get(HEADER))  # a client that shows progress names its run
+            body = await request.body()  # read already, whole, by server.app.BodyLimit
+            pool = state.runtime.pool
+            ticket = pool.ticket()
             if run_id is not None:
-                board.start(run_id)  # known from its headers on, while its body still arrives
-            body = await request.body()
+                board.start(run_id, lambda: pool.ahead(ticket))
             given = {
                 "settings": state.settings,
                 "models": state.models,
@@ -199,7 +228,7 @@ class ComputeRoute(APIRoute):
 
             gone = asyncio.ensure_future(disconnected(request))
             try:
-                response = await state.runtime.pool.run(work, gone)
+                response = await pool.run(work, gone, ticket)
             except BaseException:
                 if run_id is not None:
                     board.set(run_id, "failed")

@@ -1,4 +1,5 @@
-"""Where each run a client named is: queued, at layer i of n, writing the answer, done or failed.
+"""Where each run a client named is: waiting for a compute slot behind `ahead` other jobs (queued), at layer i of n,
+writing the answer, done or failed.
 
 A client that wants to show progress names its run with the X-Attnlab-Run header (8 to 64 letters, digits, - or _)
 and asks GET /api/progress/{run} while it waits. The board keeps the newest `keep` runs only, so a client that never
@@ -11,6 +12,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from server.errors import ApiError
@@ -25,6 +27,7 @@ class Run:
     done: int = 0
     total: int = 0
     started: float = field(default_factory=time.monotonic)
+    ahead: Callable[[], int | None] | None = None  # while queued: how many jobs wait before it (the pool's count)
 
 
 class ProgressBoard:
@@ -35,9 +38,10 @@ class ProgressBoard:
         self._runs: OrderedDict[str, Run] = OrderedDict()
         self._lock = threading.Lock()
 
-    def start(self, run_id: str) -> None:
+    def start(self, run_id: str, ahead: Callable[[], int | None] | None = None) -> None:
+        """The run is in (its body read) and waits for a compute slot; `ahead()` says behind how many other jobs."""
         with self._lock:
-            self._runs[run_id] = Run()
+            self._runs[run_id] = Run(ahead=ahead)
             self._runs.move_to_end(run_id)
             while len(self._runs) > self.keep:
                 self._runs.popitem(last=False)
@@ -48,6 +52,7 @@ class ProgressBoard:
             run = self._runs.get(run_id)
             if run is not None:
                 run.stage = stage
+                run.ahead = None
                 if total:
                     run.done, run.total = done, total
 
@@ -57,7 +62,15 @@ class ProgressBoard:
             if run is None:
                 return None
             elapsed = (time.monotonic() - run.started) * 1000
-            return {"run": run_id, "stage": run.stage, "done": run.done, "total": run.total, "elapsed_ms": elapsed}
+            ahead = run.ahead() if run.ahead is not None else None
+            return {
+                "run": run_id,
+                "stage": run.stage,
+                "done": run.done,
+                "total": run.total,
+                "ahead": ahead,
+                "elapsed_ms": elapsed,
+            }
 
 
 def run_id_of(value: str | None) -> str | None:

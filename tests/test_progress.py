@@ -1,6 +1,7 @@
-"""Progress of a named run (X-Attnlab-Run, GET /api/progress/{run}): queued while the compute slots are busy, then
-layer by layer through the forward pass, then written and done; a bad name is a 422 naming the header, an unknown
-run a 404. Over real sockets: uvicorn in this process, so a test can hold the compute slots."""
+"""Progress of a named run (X-Attnlab-Run, GET /api/progress/{run}): queued while the compute slots are busy (behind
+`ahead` others), then layer by layer through the forward pass, then written and done; a bad name is a 422 naming
+the header, an unknown run a 404. Over real sockets: uvicorn in this process, so a test can hold the compute
+slots."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def test_a_named_run_is_queued_then_goes_layer_by_layer_then_is_done() -> None:
                 if r.status_code == 200:
                     seen.append(r.json())
                 time.sleep(0.02)
-            assert seen and seen[0]["stage"] == "queued", seen
+            assert seen and seen[0]["stage"] == "queued" and seen[0]["ahead"] == 0, seen  # next in line
             watcher = threading.Thread(target=watch, args=(base, run, stop, seen))
             watcher.start()
             time.sleep(0.2)
@@ -66,6 +67,49 @@ def test_a_named_run_is_queued_then_goes_layer_by_layer_then_is_done() -> None:
         assert counts == sorted(counts) and all(s["total"] in (0, 6) for s in seen if s["stage"] == "layers"), seen
         assert "layers" in stages, stages  # a run of about a second was seen mid-pass
         assert all(b["elapsed_ms"] >= a["elapsed_ms"] for a, b in itertools.pairwise(seen))
+        assert all(s["ahead"] is None for s in seen if s["stage"] != "queued"), seen
+
+
+def progress_of(base: str, run: str, want: str, timeout: float = 30) -> dict[str, Any]:
+    """The run's progress once it reads `want` (a stage, or "stage:ahead"), polling."""
+    deadline = time.monotonic() + timeout
+    got: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        r = httpx.get(f"{base}/api/progress/{run}")
+        if r.status_code == 200:
+            got = r.json()
+            if want in (got["stage"], f"{got['stage']}:{got['ahead']}"):
+                return got
+        time.sleep(0.02)
+    raise AssertionError(f"{run} never reached {want}: last {got}")
+
+
+def test_queued_runs_say_how_many_wait_before_them() -> None:
+    """Two runs behind a held compute slot: the first is next in line (ahead 0), the second has one before it; when
+    the slot frees, the first runs and the second moves up to 0."""
+    with uvicorn_here("textbook,minilm", max_concurrent=1, cache_bytes=0) as (base, app):
+        statuses: dict[str, int] = {}
+
+        def ask(run: str, text: str) -> None:
+            with httpx.Client(base_url=base, timeout=120) as c:
+                body = {"model": "minilm", "text": text, "include": ["weights"]}
+                statuses[run] = c.post("/api/attention", json=body, headers={"x-attnlab-run": run}).status_code
+
+        first, second = "queue-first-01", "queue-second-02"
+        threads = [threading.Thread(target=ask, args=(first, WORDS)), threading.Thread(target=ask, args=(second, "a"))]
+        with occupy(app.state.runtime):
+            threads[0].start()
+            progress_of(base, first, "queued:0")
+            threads[1].start()
+            assert progress_of(base, second, "queued:1")["ahead"] == 1
+            assert progress_of(base, first, "queued")["ahead"] == 0
+        # the held job ends: the first run takes the slot and the second is next in line
+        assert progress_of(base, first, "layers")["ahead"] is None
+        assert progress_of(base, second, "queued:0")["ahead"] == 0
+        for t in threads:
+            t.join(120)
+        assert statuses == {first: 200, second: 200}
+        assert progress_of(base, second, "done")["ahead"] is None
 
 
 def test_a_bad_run_name_is_a_422_naming_the_header_and_an_unknown_run_a_404() -> None:
@@ -91,6 +135,12 @@ def test_the_board_keeps_only_its_newest_runs() -> None:
     assert got is not None and (got["stage"], got["done"], got["total"]) == ("writing", 2, 6)
     board.set("run-0000", "done")  # gone: nothing to move, nothing raised
     assert board.get("run-0000") is None
+    board.start("run-0005", lambda: 2)
+    got = board.get("run-0005")
+    assert got is not None and (got["stage"], got["ahead"]) == ("queued", 2)
+    board.set("run-0005", "layers", 0, 6)  # out of the line: no count
+    got = board.get("run-0005")
+    assert got is not None and got["ahead"] is None
 
 
 @pytest.mark.parametrize("header", ["", "a" * 65, "seven77", "has/slash-in"])

@@ -251,11 +251,16 @@ class ModelsResponse(BaseModel):
 class ProgressResponse(BaseModel):
     run: str = Field(description="the name the client gave its run in the X-Attnlab-Run header")
     stage: Literal["queued", "layers", "writing", "done", "failed"] = Field(
-        description="queued: waiting for a compute slot; layers: the forward pass, `done` of `total` layers; "
-        "writing: the answer is being written; done or failed: the answer is on its way"
+        description="queued: waiting for a compute slot, behind `ahead` other requests; layers: the forward pass, "
+        "`done` of `total` layers; writing: the answer is being written; done or failed: the answer is on its way"
     )
     done: int = Field(description="layers computed so far (in the stage layers)")
     total: int = Field(description="layers in this pass (0 before the pass knows)")
+    ahead: int | None = Field(
+        None,
+        description="while queued: how many requests (anyone's) wait for a compute slot before this one; "
+        "0 = next in line; null in the other stages",
+    )
     elapsed_ms: float = Field(description="since the server received the request")
 
 

@@ -58,7 +58,7 @@ export const act = {
   // effects
   runStarted: (asking = "all") => ({ type: "runStarted", asking }),
   layersTooMany: (key) => ({ type: "layersTooMany", key }),
-  runProgress: (stage, done, total) => ({ type: "runProgress", stage, done, total }),
+  runProgress: (stage, done, total, ahead = null) => ({ type: "runProgress", stage, done, total, ahead }),
   runSucceeded: (result, request, masks) => ({ type: "runSucceeded", result, request, masks }),
   runFailed: (error) => ({ type: "runFailed", error }),
   runTooLarge: (message, key = null) => ({ type: "runTooLarge", message, key }),

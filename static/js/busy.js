@@ -1,5 +1,6 @@
 // The busy indicator (data-view="busy"): while the attention run is in flight, "Running… 3 s" near the top of the
-// page; once the run has taken a moment, where the server is ("Computing layer 3 of 6…", from GET /api/progress),
+// page; once the run has taken a moment, where the server is ("Waiting for the server (2 requests ahead of yours)…",
+// "Computing layer 3 of 6…", from GET /api/progress),
 // then, as the answer downloads, "Receiving 12.3 of 79.2 MB…", each over a progress bar; while only analysis panels are loading, which ones ("Updating head types… 2 s"). The views stay where they
 // are (dimmed a little by the CSS under body.busy, which tokens.js sets) rather than blanked. The element is a
 // polite live region that stays in the document; the seconds are aria-hidden, so a screen reader hears what is
@@ -40,9 +41,16 @@ export function runText(p) {
   if (p?.stage === "layers" && p.total) {
     return { text: `Computing layer ${Math.min(p.done + 1, p.total)} of ${p.total}…`, bar: { value: p.done, max: p.total } };
   }
-  if (p?.stage === "queued") return { text: "Waiting for the server…", bar: null }; // its body, or a compute slot
+  if (p?.stage === "queued") return { text: `Waiting for the server${queueText(p.ahead)}…`, bar: null }; // a compute slot
   if (p?.stage === "writing") return { text: "Writing the answer…", bar: null };
   return { text: "Running…", bar: null };
+}
+
+// Where a queued run stands: " (2 requests ahead of yours)", " (yours is next)", or "" when the server does not say.
+export function queueText(ahead) {
+  if (ahead == null) return "";
+  if (ahead === 0) return " (yours is next)";
+  return ` (${ahead} ${ahead === 1 ? "request" : "requests"} ahead of yours)`;
 }
 
 // "12.3 of 79.2 MB" (or "12.3 MB" when the total was not announced); kB below a megabyte.

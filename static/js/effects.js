@@ -67,7 +67,7 @@ export function startEffects(store) {
         try {
           const p = await fetchProgress(run, mine.signal);
           if (!answering && controller === mine && p.stage !== "done" && p.stage !== "failed") {
-            store.dispatch(act.runProgress(p.stage, p.done, p.total));
+            store.dispatch(act.runProgress(p.stage, p.done, p.total, p.ahead ?? null));
           }
         } catch (err) {
           // a server that does not know the run (an older one, or one that has not received it): stop asking; the

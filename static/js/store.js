@@ -93,7 +93,7 @@ export function initialState() {
       full: null, // the last good response as it came
       request: null, // the /api/attention body that gave it
       prev: null,
-      progress: null, // {stage, done, total} while it loads: the server's stage, then the download
+      progress: null, // {stage, done, total, ahead} while it loads: the server's stage, then the download
       diff: null,
       skipDiff: false,
       notice: "",
@@ -363,7 +363,9 @@ const reducers = {
   // how far the run is, while it loads: the server's stage (queued, layers: done of total, writing), then
   // receiving: done of total bytes (total 0: not announced)
   runProgress: (s, a) =>
-    s.run.status === "loading" ? { ...s, run: { ...s.run, progress: { stage: a.stage, done: a.done, total: a.total } } } : s,
+    s.run.status === "loading"
+      ? { ...s, run: { ...s.run, progress: { stage: a.stage, done: a.done, total: a.total, ahead: a.ahead ?? null } } }
+      : s,
   layersTooMany: (s, a) => ({ ...s, run: { ...s.run, oneLayer: a.key } }),
   runSucceeded: (s, a) => {
     const r = s.run;

@@ -161,15 +161,19 @@ def test_while_the_server_computes_the_page_shows_its_stage(page: Page, page_log
     page.wait_for_function("() => performance.getEntriesByName('attnlab:drawn').length > 0", timeout=20_000)
     held: list[Route] = []
     asked: list[str] = []
-    stages = iter([("queued", 0, 0), ("queued", 0, 0), ("layers", 2, 6), ("layers", 2, 6), ("writing", 6, 6)])
-    last = {"stage": "queued", "done": 0, "total": 0}
+    # (stage, done, total, ahead): behind two other requests, then next in line, then computing, then writing
+    script = (
+        [("queued", 0, 0, 2)] * 2 + [("queued", 0, 0, 0)] * 2 + [("layers", 2, 6, None)] * 2 + [("writing", 6, 6, None)]
+    )
+    stages = iter(script)
+    last = {"stage": "queued", "done": 0, "total": 0, "ahead": None}
 
     def progress(route: Route) -> None:
         run = route.request.url.rsplit("/", 1)[1]
         asked.append(run)
-        stage, done, total = next(stages, (last["stage"], last["done"], last["total"]))
-        last.update(stage=stage, done=done, total=total)
-        body = {"run": run, "stage": stage, "done": done, "total": total, "elapsed_ms": 1.0}
+        stage, done, total, ahead = next(stages, (last["stage"], last["done"], last["total"], last["ahead"]))
+        last.update(stage=stage, done=done, total=total, ahead=ahead)
+        body = {"run": run, "stage": stage, "done": done, "total": total, "ahead": ahead, "elapsed_ms": 1.0}
         route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
 
     page.route("**/api/progress/*", progress)
@@ -179,7 +183,8 @@ def test_while_the_server_computes_the_page_shows_its_stage(page: Page, page_log
     bar = pill.locator("[data-role=progress]")
     page.get_by_test_id("sequence-input").fill("the cat sat on the mat again")
     page.get_by_test_id("run-button").click()
-    expect(label).to_have_text("Waiting for the server…", timeout=10_000)
+    expect(label).to_have_text("Waiting for the server (2 requests ahead of yours)…", timeout=10_000)
+    expect(label).to_have_text("Waiting for the server (yours is next)…", timeout=10_000)
     expect(label).to_have_text("Computing layer 3 of 6…", timeout=10_000)
     assert bar.evaluate("(b) => [b.value, b.max]") == [2, 6]
     expect(label).to_have_text("Writing the answer…", timeout=10_000)
