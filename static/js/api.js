@@ -192,7 +192,7 @@ export async function readBody(resp, onProgress) {
   return out.buffer;
 }
 
-// Where a named run is on the server: {stage: queued | layers | writing | done | failed, done, total, elapsed_ms}.
+// Where a named run is on the server: {stage: queued | layers | writing | done | failed, done, total, ahead, elapsed_ms}.
 export async function fetchProgress(run, signal) {
   return parse(await fetch(`/api/progress/${run}`, { headers: { accept: "application/json" }, signal }));
 }
