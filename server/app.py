@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sized
 from contextlib import asynccontextmanager
 
 import orjson
@@ -102,12 +102,63 @@ def json_only(headers: dict[bytes, bytes]) -> tuple[str, str] | None:
     return None
 
 
-async def send_error(send: Send, status: int, code: str, message: str, field: str | None) -> None:
+async def send_error(
+    send: Send, status: int, code: str, message: str, field: str | None, headers: dict[str, str] | None = None
+) -> None:
     """The one error shape, sent by a middleware (before the app and its handlers)."""
     body = orjson.dumps(error_body(status, code, message, field))
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
+
+
+class Load:
+    """What the server holds now: the requests in flight (counted by `Capacity`) and its open connections (the
+    set uvicorn keeps, handed over by the server's protocol, server.transport; none under a test client)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.connections: Sized = ()
+
+
+class Capacity:
+    """ATTNLAB_MAX_CONNECTIONS in the one error shape: a request that comes while that many requests are in flight,
+    or that makes the open connections more than that, is a 503 with Retry-After, before its body is read.
+
+    uvicorn's own limit (server.transport.backstop) sits a margin above, so the number of connections and of
+    requests in flight stays bounded even if this app stops answering; past it uvicorn answers a plain-text 503.
+    """
+
+    retry_after_s = 5  # as nginx's own 503 when no replica answers (deploy/nginx.conf)
+
+    def __init__(self, app: ASGIApp, limit: int, load: Load) -> None:
+        self.app = app
+        self.limit = limit
+        self.load = load
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        load, limit = self.load, self.limit
+        full = None
+        if load.requests >= limit:
+            full = f"{load.requests} requests already in flight"
+        elif len(load.connections) > limit:  # this request's own connection is one of them
+            full = f"{len(load.connections)} connections open"
+        if full is not None:
+            message = (
+                f"connections: {full}, limit {limit} (set by ATTNLAB_MAX_CONNECTIONS on this server); try again shortly"
+            )
+            retry = {"Retry-After": str(self.retry_after_s)}
+            await send_error(send, 503, "busy", message, "connections", retry)
+            return
+        load.requests += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            load.requests -= 1
 
 
 class Hardening:
@@ -188,6 +239,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.load = Load()  # the server's protocol hands it the open connections (server.transport.protocol)
     metrics = Metrics()
     app.state.metrics = metrics
     install_error_handlers(app)
@@ -202,6 +254,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(pages.router)
     app.add_middleware(Unexpected)  # innermost: it sees what the exception handlers did not take
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, read_timeout_s=settings.read_timeout_s)
+    app.add_middleware(Capacity, limit=settings.max_connections, load=app.state.load)  # inside the log and headers
     app.add_middleware(Hardening, allowed_hosts=settings.host_names())
     app.add_middleware(Observe, metrics=metrics)
     return app

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from server.app import create_app
 from server.config import Settings
 from server.observability import json_logging
-from server.transport import protocol
+from server.transport import backstop, protocol
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,14 +37,15 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     json_logging(logging.INFO)
     # attnlab logs one JSON line per request itself (with its request id), so uvicorn's access log is off
+    app = create_app(settings)
     uvicorn.run(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_config=None,
         access_log=False,
-        http=protocol(settings.read_timeout_s),
-        limit_concurrency=settings.max_connections,
+        http=protocol(settings.read_timeout_s, app.state.load),
+        limit_concurrency=backstop(settings.max_connections),
     )
 
 

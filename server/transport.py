@@ -3,26 +3,37 @@
 uvicorn's HTTP/1.1 protocol closes idle keep-alive connections, but a connection that is opened and then sends
 nothing, or trickles a request head a byte at a time, is held for ever. `HeadDeadline` gives every request head
 ATTNLAB_READ_TIMEOUT_S to arrive, from the connection's start or from the previous answer; the body has the same
-time, enforced where it is read (server.app.BodyLimit, a 408). ATTNLAB_MAX_CONNECTIONS caps the connections and
-requests in flight (uvicorn answers 503 beyond it), so held connections cannot exhaust the process.
+time, enforced where it is read (server.app.BodyLimit, a 408).
+
+ATTNLAB_MAX_CONNECTIONS caps the connections and requests in flight, so held connections cannot exhaust the
+process. The app answers past it (server.app.Capacity: a 503 in the one error shape, with Retry-After), told of the
+open connections by the protocol here; uvicorn's own limit, `backstop`, sits a margin above, for when the app
+cannot answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+if TYPE_CHECKING:
+    from server.app import Load
+
 
 class HeadDeadline(H11Protocol):
-    """uvicorn's h11 protocol, closing a connection whose next request head is not in within head_timeout_s."""
+    """uvicorn's h11 protocol, closing a connection whose next request head is not in within head_timeout_s, and
+    handing the app's `load` the server's open connections."""
 
     head_timeout_s: float = 10.0
+    load: Load | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
+        if self.load is not None:
+            self.load.connections = self.connections  # uvicorn's set of them, one for the whole server
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -49,6 +60,12 @@ class HeadDeadline(H11Protocol):
             self.transport.close()
 
 
-def protocol(head_timeout_s: float) -> type[HeadDeadline]:
-    """The protocol class uvicorn builds each connection with, for this deadline."""
-    return type("HeadDeadline", (HeadDeadline,), {"head_timeout_s": head_timeout_s})
+def protocol(head_timeout_s: float, load: Load | None = None) -> type[HeadDeadline]:
+    """The protocol class uvicorn builds each connection with, for this deadline and the app's load (app.state.load)."""
+    return type("HeadDeadline", (HeadDeadline,), {"head_timeout_s": head_timeout_s, "load": load})
+
+
+def backstop(max_connections: int) -> int:
+    """uvicorn's limit_concurrency: a margin above ATTNLAB_MAX_CONNECTIONS, where the app answers, so the app's 503s
+    themselves are served; past it uvicorn answers its plain-text 503 without the app."""
+    return max_connections + max(8, max_connections // 8)

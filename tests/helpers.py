@@ -145,7 +145,7 @@ def uvicorn_here(models: str = "textbook,random,custom", **overrides: Any) -> It
 
     from server.app import create_app
     from server.config import Settings
-    from server.transport import protocol
+    from server.transport import backstop, protocol
 
     settings = Settings(device="cpu", models=models, allowed_hosts="*", **overrides)
     app = create_app(settings)
@@ -156,8 +156,8 @@ def uvicorn_here(models: str = "textbook,random,custom", **overrides: Any) -> It
         port=port,
         log_config=None,
         access_log=False,
-        http=protocol(settings.read_timeout_s),
-        limit_concurrency=settings.max_connections,
+        http=protocol(settings.read_timeout_s, app.state.load),
+        limit_concurrency=backstop(settings.max_connections),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
