@@ -110,7 +110,8 @@ def _check_tokens(n: int, field: str, settings: Settings) -> None:
         raise ApiError(
             422,
             "too_large",
-            f"got {n} tokens, limit {settings.max_tokens} (set by ATTNLAB_MAX_TOKENS on this server)",
+            f"got {n} tokens, limit {settings.max_tokens} (set by ATTNLAB_MAX_TOKENS on this server): "
+            "shorten the input",
             field,
         )
 

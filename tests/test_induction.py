@@ -111,7 +111,7 @@ def test_text_and_tokens_give_the_same_run(model):
     [
         ({"text": "the cat sat on the sofa"}, "text", "unknown word 'sofa' at position 5"),
         ({"tokens": ["The"]}, "tokens", "knows 128 words"),
-        ({"tokens": ["cat"] * 65}, "tokens", "got 65 tokens, the induction model takes at most 64"),
+        ({"tokens": ["cat"] * 65}, "tokens", "got 65 tokens, limit 64 (the induction model's trained positions)"),
         ({"text": " "}, "text", "got no words"),
         ({"x": torch.zeros(2, 64)}, "x", "custom model"),
         ({"text": "cat", "weights": {"w_q": torch.zeros(1, 1)}}, "weights", "trained weights"),

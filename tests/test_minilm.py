@@ -132,8 +132,8 @@ def test_minilm_tokens_round_trip_and_unknown_pieces_become_unk(minilm):
 @pytest.mark.parametrize(
     ("kwargs", "field", "needle"),
     [
-        ({"text": "word " * 600}, "text", "got 602 tokens, minilm takes at most 512"),
-        ({"tokens": ["the"] * 513}, "tokens", "got 513 tokens, minilm takes at most 512"),
+        ({"text": "word " * 600}, "text", "got 602 tokens, limit 512 (the positions minilm has embeddings for)"),
+        ({"tokens": ["the"] * 513}, "tokens", "got 513 tokens, limit 512 (the positions minilm has embeddings for)"),
         ({"text": "   "}, "text", "got no text"),
         ({"tokens": []}, "tokens", "got no tokens"),
         ({"x": torch.zeros(3, 384)}, "x", "custom model"),

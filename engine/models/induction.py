@@ -127,7 +127,8 @@ class InductionModel(AttentionModel):
         if len(words) > self.cfg.n_ctx:
             raise InputError(
                 field_name,
-                f"got {len(words)} tokens, the induction model takes at most {self.cfg.n_ctx} (its trained positions)",
+                f"got {len(words)} tokens, limit {self.cfg.n_ctx} "
+                "(the induction model's trained positions): shorten the input",
             )
         for i, w in enumerate(words):
             if w not in self.word_ids:

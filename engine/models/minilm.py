@@ -215,8 +215,8 @@ class MiniLMModel(AttentionModel):
         if len(ids) > self.cfg.n_positions:
             raise InputError(
                 field_name,
-                f"got {len(ids)} tokens, minilm takes at most {self.cfg.n_positions} "
-                "(the positions it has embeddings for): shorten the input",
+                f"got {len(ids)} tokens, limit {self.cfg.n_positions} "
+                "(the positions minilm has embeddings for): shorten the input",
             )
         return Encoded(labels, self.embed(ids), from_tokens=True, unknown=tuple(unknown))
 
