@@ -33,7 +33,9 @@ class Settings(BaseSettings):
     queue_timeout_s: float = Field(30.0, gt=0)  # how long a request waits for a free slot before a 503
     cache_bytes: int = Field(512 * 1024 * 1024, ge=0)  # recent forward passes kept for the requests that repeat them
     read_timeout_s: float = Field(10.0, gt=0)  # time for a request head, and for its body, to arrive
-    max_connections: int = Field(512, ge=1)  # connections and requests in flight; uvicorn answers 503 beyond
+    # connections and requests in flight: past it a JSON 503 (server.app.Capacity); uvicorn's own plain 503 only
+    # past server.transport.backstop, a margin above
+    max_connections: int = Field(512, ge=1)
 
     def host_names(self) -> list[str]:
         return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]
