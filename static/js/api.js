@@ -49,7 +49,8 @@ export function describeError(err) {
       hint = `Pick one layer in the Layer menu, or shorten the text. Whoever runs the server can raise the limit with ${SETTINGS.include}.`;
     } else if (err.code === "too_large" && SETTINGS[root]) {
       hint =
-        `Shorten the text. Whoever runs the server can raise this limit with the ${SETTINGS[root]} setting ` +
+        // the message already says to shorten the input
+        `Whoever runs the server can raise this limit with the ${SETTINGS[root]} setting ` +
         `(for example ${SETTINGS[root]}=1024 attnlab serve); a trained model's own limit cannot be raised.`;
     }
     return { code: err.code || "http_error", field: err.field || null, message, hint };

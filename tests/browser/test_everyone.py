@@ -326,6 +326,7 @@ def test_a_long_text_says_the_limit_and_how_to_raise_it(open_page: Callable[...,
     banner = page.get_by_test_id("error-banner")
     expect(banner).to_contain_text("limit 256")
     expect(banner).to_contain_text("raise this limit with the ATTNLAB_MAX_TOKENS setting")
+    assert banner.inner_text().lower().count("shorten") == 1  # said once: by the server's message, not again
     expect(page.get_by_test_id("sequence-input")).to_have_attribute("aria-invalid", "true")
     # what was typed stays in the box to shorten; the views and the link are the last good run
     assert page.get_by_test_id("sequence-input").input_value().startswith("w0 w1")
