@@ -85,30 +85,42 @@ def progress_of(base: str, run: str, want: str, timeout: float = 30) -> dict[str
 
 
 def test_queued_runs_say_how_many_wait_before_them() -> None:
-    """Two runs behind a held compute slot: the first is next in line (ahead 0), the second has one before it; when
-    the slot frees, the first runs and the second moves up to 0."""
+    """Two runs behind a held compute slot: the first is next in line (ahead 0), the second has one before it. The
+    first's client goes away, so its job leaves the line and the second moves up to 0 (the slot still held: nothing
+    here races a forward pass); once the slot frees the second runs, and out of the line it has no count."""
+    import json
+    import socket
+    from urllib.parse import urlsplit
+
     with uvicorn_here("textbook,minilm", max_concurrent=1, cache_bytes=0) as (base, app):
-        statuses: dict[str, int] = {}
-
-        def ask(run: str, text: str) -> None:
-            with httpx.Client(base_url=base, timeout=120) as c:
-                body = {"model": "minilm", "text": text, "include": ["weights"]}
-                statuses[run] = c.post("/api/attention", json=body, headers={"x-attnlab-run": run}).status_code
-
         first, second = "queue-first-01", "queue-second-02"
-        threads = [threading.Thread(target=ask, args=(first, WORDS)), threading.Thread(target=ask, args=(second, "a"))]
+        status: dict[str, int] = {}
+
+        def ask() -> None:
+            with httpx.Client(base_url=base, timeout=120) as c:
+                body = {"model": "minilm", "text": "a", "include": ["weights"]}
+                status[second] = c.post("/api/attention", json=body, headers={"x-attnlab-run": second}).status_code
+
+        url = urlsplit(base)
+        assert url.hostname is not None and url.port is not None
+        body = json.dumps({"model": "minilm", "text": "a b", "include": ["weights"]}).encode()
+        head = (
+            f"POST /api/attention HTTP/1.1\r\nHost: {url.hostname}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nX-Attnlab-Run: {first}\r\n\r\n"
+        )
+        asker = threading.Thread(target=ask)
         with occupy(app.state.runtime):
-            threads[0].start()
-            progress_of(base, first, "queued:0")
-            threads[1].start()
-            assert progress_of(base, second, "queued:1")["ahead"] == 1
-            assert progress_of(base, first, "queued")["ahead"] == 0
-        # the held job ends: the first run takes the slot and the second is next in line
-        assert progress_of(base, first, "layers")["ahead"] is None
-        assert progress_of(base, second, "queued:0")["ahead"] == 0
-        for t in threads:
-            t.join(120)
-        assert statuses == {first: 200, second: 200}
+            with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
+                sock.sendall(head.encode() + body)
+                progress_of(base, first, "queued:0")
+                asker.start()
+                assert progress_of(base, second, "queued:1")["ahead"] == 1
+                assert progress_of(base, first, "queued")["ahead"] == 0
+            # the first's client is gone: its job is withdrawn from the line, and the second is next
+            assert progress_of(base, second, "queued:0")["ahead"] == 0
+            assert progress_of(base, first, "failed")["ahead"] is None
+        asker.join(120)
+        assert status == {second: 200}
         assert progress_of(base, second, "done")["ahead"] is None
 
 
