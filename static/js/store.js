@@ -20,13 +20,14 @@
 // }
 //
 // Views read the state (what they draw from it is selectors.js's) and dispatch actions; they never change it.
-// Effects (effects.js) watch it and fetch; what each analysis panel asks is panels.js's.
+// Effects (effects.js) watch it and fetch; what each analysis panel asks is panels.js's; what a run's answer (or
+// its failure) does to the state is answers.js's.
 
+import { answerReducers } from "./answers.js";
 import { itemResult } from "./batch.js";
-import { resolvePair } from "./examples.js";
-import { addEdit, keepValid, toggleAblation } from "./interventions.js";
+import { addEdit, toggleAblation } from "./interventions.js";
 import { setEntry } from "./matrices.js";
-import { diffResults, toggleBlocked, togglePadded } from "./masks.js";
+import { toggleBlocked, togglePadded } from "./masks.js";
 import { act } from "./actions.js";
 import { modelInfo, pinOf } from "./selectors.js";
 import { BUGS, clampVariance, defaultState, stateForModel } from "./state.js";
@@ -181,27 +182,6 @@ function chooseModel(s, name, text, options, where) {
     draft,
     run: { ...s.run, want: s.run.want + 1, action: "", where, diff: null, skipDiff: true, notice: "" },
   };
-}
-
-// Keep ui inside what a new result allows (a query past the end, a head that no longer exists, a pair that
-// falls off, interventions on heads that are gone).
-export function settle(ui, result) {
-  const S = result.tokens.length;
-  const K = result.source_tokens ? result.source_tokens.length : S;
-  const out = { ...ui };
-  if (out.query != null && out.query >= S) out.query = S - 1;
-  if (out.pair && (out.pair[0] >= S || out.pair[1] >= K)) out.pair = null;
-  const { n_layers: L, n_heads: H } = result.config;
-  if (out.layer !== "all" && out.layer >= L) out.layer = 0;
-  if (out.focus) {
-    const [l, h] = out.focus;
-    const layer = result.layers.find((x) => x.index === l);
-    if (!layer || h >= layer.heads.length) out.focus = null;
-  }
-  out.item = Math.min(out.item, (result.config.batch || 1) - 1);
-  out.ablate = keepValid(out.ablate, L, H);
-  out.edits = keepValid(out.edits, L, H).filter((e) => e.query < S && e.key < S);
-  return out;
 }
 
 const reducers = {
@@ -359,67 +339,7 @@ const reducers = {
   costSet: (s, a) => setUi(s, { cost: a.cost }),
   sweepSet: (s, a) => setUi(s, { sweep: { variance: clampVariance(a.variance) } }),
   panelAsked: (s, a) => setPanel(s, a.name, { nonce: s.panels[a.name].nonce + 1, ...(a.fields || {}) }),
-  runStarted: (s, a) => ({ ...s, run: { ...s.run, status: "loading", started: s.run.want, asking: a.asking, progress: null } }),
-  // how far the run is, while it loads: the server's stage (queued, layers: done of total, writing), then
-  // receiving: done of total bytes (total 0: not announced)
-  runProgress: (s, a) =>
-    s.run.status === "loading"
-      ? { ...s, run: { ...s.run, progress: { stage: a.stage, done: a.done, total: a.total, ahead: a.ahead ?? null } } }
-      : s,
-  layersTooMany: (s, a) => ({ ...s, run: { ...s.run, oneLayer: a.key } }),
-  runSucceeded: (s, a) => {
-    const r = s.run;
-    const ui = settle({ ...s.ui, masks: a.masks ?? s.ui.masks }, a.result);
-    const result = itemResult(a.result, ui.item);
-    const layerIndex = ui.layer === "all" ? (ui.focus ? ui.focus[0] : 0) : ui.layer;
-    const diff = r.skipDiff ? null : diffResults(r.result, a.result, layerIndex);
-    let next = {
-      ...s,
-      ui,
-      good: ui,
-      run: {
-        ...r,
-        status: "ready",
-        answered: r.started,
-        asking: null,
-        progress: null,
-        result,
-        full: a.result,
-        request: a.request,
-        prev: r.result,
-        diff,
-        skipDiff: false,
-        notice: ui.layer === "all" ? "" : r.notice,
-        error: null,
-        lastAction: r.action,
-      },
-    };
-    next = placePendingPair(next, a.result);
-    return next;
-  },
-  runFailed: (s, a) => {
-    const error = { ...a.error, where: s.run.where, action: s.run.action };
-    // roll the controls and the URL back to the last run that worked; the boxes keep what was typed
-    const ui = s.good ? { ...s.good } : s.ui;
-    return {
-      ...s,
-      ui,
-      run: { ...s.run, status: "error", answered: s.run.started, asking: null, progress: null, error, diff: null, skipDiff: false },
-    };
-  },
-  runTooLarge: (s, a) => {
-    // every layer at once is more than the server sends: show one layer and say why
-    const layer = s.ui.focus ? s.ui.focus[0] : 0;
-    const notice =
-      "Every layer at once is more than the server sends in one response (its ATTNLAB_MAX_RESULT_VALUES limit, " +
-      `which whoever runs the server can raise). The page shows layer ${layer}; pick another in the Layer menu. ` +
-      `The head-types table below still covers every layer. (The server said: ${a.message})`;
-    return runWith(s, { layer, page: 0 }, s.run.action, s.run.where, {
-      skipDiff: true,
-      notice,
-      oneLayer: a.key ?? s.run.oneLayer,
-    });
-  },
+  ...answerReducers,
   panelStarted: (s, a) => setPanel(s, a.name, { key: a.key, status: "loading" }),
   panelLoaded: (s, a) =>
     s.panels[a.name].key === a.key ? setPanel(s, a.name, { result: a.result, status: "ready", message: "" }) : s,
@@ -427,17 +347,6 @@ const reducers = {
     s.panels[a.name].key === a.key ? setPanel(s, a.name, { result: null, status: "error", message: a.message }) : s,
   panelCleared: (s, a) => setPanel(s, a.name, { key: null, result: null, status: "idle", message: "" }),
 };
-
-// An example that names a pair by its words ("it" -> "animal") gets it placed on the model's own tokens.
-function placePendingPair(s, result) {
-  const want = s.pending.pair;
-  if (!want) return s;
-  const out = { ...s, pending: { ...s.pending, pair: null } };
-  if (want.model !== result.model) return out;
-  const pair = resolvePair(result.tokens, want);
-  if (!pair) return out;
-  return { ...out, ui: { ...out.ui, pair, query: pair[0] }, good: { ...out.good, pair, query: pair[0] } };
-}
 
 export function reducer(s, a) {
   const fn = reducers[a.type];

@@ -1,0 +1,105 @@
+// What a run of /api/attention does to the state as it goes: started, its progress, its answer (settled into ui,
+// one batch item cut out, the diff from the last answer, an example's pair placed), a failure (ui rolled back to
+// the last run that worked) or an answer too large for every layer at once. The reducers of store.js's `run`.
+
+import { itemResult } from "./batch.js";
+import { resolvePair } from "./examples.js";
+import { keepValid } from "./interventions.js";
+import { diffResults } from "./masks.js";
+
+export const answerReducers = {
+  runStarted: (s, a) => ({ ...s, run: { ...s.run, status: "loading", started: s.run.want, asking: a.asking, progress: null } }),
+  // how far the run is, while it loads: the server's stage (queued, layers: done of total, writing), then
+  // receiving: done of total bytes (total 0: not announced)
+  runProgress: (s, a) =>
+    s.run.status === "loading"
+      ? { ...s, run: { ...s.run, progress: { stage: a.stage, done: a.done, total: a.total, ahead: a.ahead ?? null } } }
+      : s,
+  layersTooMany: (s, a) => ({ ...s, run: { ...s.run, oneLayer: a.key } }),
+  runSucceeded: (s, a) => {
+    const r = s.run;
+    const ui = settle({ ...s.ui, masks: a.masks ?? s.ui.masks }, a.result);
+    const result = itemResult(a.result, ui.item);
+    const layerIndex = ui.layer === "all" ? (ui.focus ? ui.focus[0] : 0) : ui.layer;
+    const diff = r.skipDiff ? null : diffResults(r.result, a.result, layerIndex);
+    let next = {
+      ...s,
+      ui,
+      good: ui,
+      run: {
+        ...r,
+        status: "ready",
+        answered: r.started,
+        asking: null,
+        progress: null,
+        result,
+        full: a.result,
+        request: a.request,
+        prev: r.result,
+        diff,
+        skipDiff: false,
+        notice: ui.layer === "all" ? "" : r.notice,
+        error: null,
+        lastAction: r.action,
+      },
+    };
+    next = placePendingPair(next, a.result);
+    return next;
+  },
+  runFailed: (s, a) => {
+    const error = { ...a.error, where: s.run.where, action: s.run.action };
+    // roll the controls and the URL back to the last run that worked; the boxes keep what was typed
+    const ui = s.good ? { ...s.good } : s.ui;
+    return {
+      ...s,
+      ui,
+      run: { ...s.run, status: "error", answered: s.run.started, asking: null, progress: null, error, diff: null, skipDiff: false },
+    };
+  },
+  runTooLarge: (s, a) => {
+    // every layer at once is more than the server sends: show one layer and say why
+    const layer = s.ui.focus ? s.ui.focus[0] : 0;
+    const notice =
+      "Every layer at once is more than the server sends in one response (its ATTNLAB_MAX_RESULT_VALUES limit, " +
+      `which whoever runs the server can raise). The page shows layer ${layer}; pick another in the Layer menu. ` +
+      `The head-types table below still covers every layer. (The server said: ${a.message})`;
+    // and ask again (want + 1), for that layer alone, credited to the same action
+    return {
+      ...s,
+      ui: { ...s.ui, layer, page: 0 },
+      run: { ...s.run, want: s.run.want + 1, skipDiff: true, notice, oneLayer: a.key ?? s.run.oneLayer },
+    };
+  },
+};
+
+// Keep ui inside what a new result allows (a query past the end, a head that no longer exists, a pair that
+// falls off, interventions on heads that are gone).
+export function settle(ui, result) {
+  const S = result.tokens.length;
+  const K = result.source_tokens ? result.source_tokens.length : S;
+  const out = { ...ui };
+  if (out.query != null && out.query >= S) out.query = S - 1;
+  if (out.pair && (out.pair[0] >= S || out.pair[1] >= K)) out.pair = null;
+  const { n_layers: L, n_heads: H } = result.config;
+  if (out.layer !== "all" && out.layer >= L) out.layer = 0;
+  if (out.focus) {
+    const [l, h] = out.focus;
+    const layer = result.layers.find((x) => x.index === l);
+    if (!layer || h >= layer.heads.length) out.focus = null;
+  }
+  out.item = Math.min(out.item, (result.config.batch || 1) - 1);
+  out.ablate = keepValid(out.ablate, L, H);
+  out.edits = keepValid(out.edits, L, H).filter((e) => e.query < S && e.key < S);
+  return out;
+}
+
+// An example that names a pair by its words ("it" -> "animal") gets it placed on the model's own tokens.
+function placePendingPair(s, result) {
+  const want = s.pending.pair;
+  if (!want) return s;
+  const out = { ...s, pending: { ...s.pending, pair: null } };
+  if (want.model !== result.model) return out;
+  const pair = resolvePair(result.tokens, want);
+  if (!pair) return out;
+  return { ...out, ui: { ...out.ui, pair, query: pair[0] }, good: { ...out.good, pair, query: pair[0] } };
+}
