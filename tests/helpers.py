@@ -50,6 +50,23 @@ def assert_error(resp: httpx.Response, status: int, field: str | None = None, *w
     return err
 
 
+def until(check: Callable[[], bool], what: str, seconds: float = 30) -> None:
+    """Poll `check` until it holds; an assertion naming `what` after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"still not true after {seconds} s: {what}"
+        time.sleep(0.02)
+
+
+def raw_post(port: int, body: bytes, headers: dict[str, str] | None = None) -> socket.socket:
+    """A complete POST /api/attention on a socket of its own (with any extra `headers`), the answer left unread."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+    head = f"POST /api/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{extra}"
+    s.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return s
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -7,8 +7,7 @@ uvicorn runs in this process, so a test can hold the compute slot and read the a
 from __future__ import annotations
 
 import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -16,16 +15,9 @@ import httpx
 import pytest
 
 from server.transport import backstop
-from tests.helpers import assert_error, occupy, uvicorn_here
+from tests.helpers import assert_error, occupy, raw_post, until, uvicorn_here
 
 LIMIT = 2
-
-
-def until(check: Callable[[], bool], what: str, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"still not true after {seconds} s: {what}"
-        time.sleep(0.02)
 
 
 def port_of(base: str) -> int:
@@ -34,11 +26,7 @@ def port_of(base: str) -> int:
 
 def held_post(port: int) -> socket.socket:
     """A complete POST /api/attention on a socket of its own, the answer left unread (the server closes after it)."""
-    body = b'{"model": "random", "text": "a b c d"}'
-    s = socket.create_connection(("127.0.0.1", port), timeout=30)
-    head = "POST /api/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n"
-    s.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
-    return s
+    return raw_post(port, b'{"model": "random", "text": "a b c d"}', {"Connection": "close"})
 
 
 def answer(s: socket.socket) -> bytes:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from server.progress import ProgressBoard
-from tests.helpers import assert_error, occupy, uvicorn_here
+from tests.helpers import assert_error, occupy, raw_post, uvicorn_here
 
 WORDS = " ".join(["the", "cat", "sat", "on", "a", "mat"] * 50)  # 302 minilm tokens: a run of a second or so
 
@@ -88,10 +88,6 @@ def test_queued_runs_say_how_many_wait_before_them() -> None:
     """Two runs behind a held compute slot: the first is next in line (ahead 0), the second has one before it. The
     first's client goes away, so its job leaves the line and the second moves up to 0 (the slot still held: nothing
     here races a forward pass); once the slot frees the second runs, and out of the line it has no count."""
-    import json
-    import socket
-    from urllib.parse import urlsplit
-
     with uvicorn_here("textbook,minilm", max_concurrent=1, cache_bytes=0) as (base, app):
         first, second = "queue-first-01", "queue-second-02"
         status: dict[str, int] = {}
@@ -101,17 +97,10 @@ def test_queued_runs_say_how_many_wait_before_them() -> None:
                 body = {"model": "minilm", "text": "a", "include": ["weights"]}
                 status[second] = c.post("/api/attention", json=body, headers={"x-attnlab-run": second}).status_code
 
-        url = urlsplit(base)
-        assert url.hostname is not None and url.port is not None
-        body = json.dumps({"model": "minilm", "text": "a b", "include": ["weights"]}).encode()
-        head = (
-            f"POST /api/attention HTTP/1.1\r\nHost: {url.hostname}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nX-Attnlab-Run: {first}\r\n\r\n"
-        )
+        body = b'{"model": "minilm", "text": "a b", "include": ["weights"]}'
         asker = threading.Thread(target=ask)
         with occupy(app.state.runtime):
-            with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
-                sock.sendall(head.encode() + body)
+            with raw_post(int(base.rsplit(":", 1)[1]), body, {"X-Attnlab-Run": first}):
                 progress_of(base, first, "queued:0")
                 asker.start()
                 assert progress_of(base, second, "queued:1")["ahead"] == 1

@@ -23,7 +23,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from tests.helpers import assert_error, occupy, serve_process, uvicorn_here
+from tests.helpers import assert_error, occupy, raw_post, serve_process, until, uvicorn_here
 
 T = TypeVar("T")
 
@@ -40,21 +40,6 @@ def metric(base: str, name: str, **labels: str) -> float:
     pattern = rf"^{re.escape(name)}(?:\{{{re.escape(want)}\}})? (\S+)$" if labels else rf"^{re.escape(name)} (\S+)$"
     found = re.search(pattern, text, re.M)
     return float(found.group(1)) if found else 0.0
-
-
-def until(check: Callable[[], bool], what: str, seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"still not true after {seconds} s: {what}"
-        time.sleep(0.02)
-
-
-def raw_post(port: int, body: bytes) -> socket.socket:
-    """A complete POST /api/attention on a socket of its own, the answer left unread."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    head = "POST /api/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-    s.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
-    return s
 
 
 def count_runs(app: FastAPI, model: str) -> list[int]:

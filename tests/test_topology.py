@@ -14,7 +14,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ import yaml
 
 from bench.load import Request, check
 from server.config import Settings
-from tests.helpers import ROOT, assert_error, free_port
+from tests.helpers import ROOT, assert_error, free_port, until
 from tests.topology import (
     NGINX_CONF,
     UPSTREAM_SERVER,
@@ -52,13 +52,6 @@ def check_answer(resp: httpx.Response, i: int) -> None:
     assert result["tokens"] == [f"w{i}", "the", "cat", "sat"]
     heads = result["layers"][0]["heads"]
     assert len(heads) == 2 and all(len(h["weights"]) == 4 and len(h["weights"][0]) == 4 for h in heads)
-
-
-def wait_until(condition: Callable[[], bool], what: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.05)
 
 
 def interpolate(value: Any) -> str:
@@ -181,14 +174,14 @@ def test_request_id_passes_through_and_json_is_gzipped(topology: tuple[list[Repl
     assert re.fullmatch(r"[0-9a-f]{32}", rid), rid
     assert re.fullmatch(r"[0-9a-f]{32}", unkept.headers["x-request-id"]), "an id attnlab would not keep is nginx's"
     # both log a request after answering it, so the lines may come a moment after the answers
-    wait_until(
+    until(
         lambda: (
             {"topology-given-1", rid, unkept.headers["x-request-id"]} <= {e["request_id"] for e in access_log(proxy)}
         ),
         "nginx logs both request ids",
         10,
     )
-    wait_until(lambda: any(rid in r.log.read_text() for r in pair), "the replica that answered logs nginx's id", 10)
+    until(lambda: any(rid in r.log.read_text() for r in pair), "the replica that answered logs nginx's id", 10)
 
 
 @pytest.mark.slow  # the topology fixture starts two servers and nginx
@@ -277,7 +270,7 @@ def test_a_replica_killed_mid_run_costs_no_request_and_recovers(topology: tuple[
         # Stop the victim first so that requests are provably inside it when it dies: nginx has sent them, they
         # sit unread in its sockets. SIGKILL then resets those connections, as when a container dies mid-request.
         victim.signal(signal.SIGSTOP)
-        wait_until(lambda: unread_bytes(victim.port) > 0, "a request sent to the stopped replica", 20)
+        until(lambda: unread_bytes(victim.port) > 0, "a request sent to the stopped replica", 20)
         victim.kill()
         stream.wait_for(len(stream.done) + 40)
     sent = len(stream.done)
@@ -304,7 +297,7 @@ def test_a_replica_killed_mid_run_costs_no_request_and_recovers(topology: tuple[
             check_answer(client.post("/api/attention", json=body(i)), i)
             return victim.requests_served() > 0
 
-        wait_until(back_in_rotation, "the restarted replica gets requests through nginx", 30)
+        until(back_in_rotation, "the restarted replica gets requests through nginx", 30)
     print(
         f"\n{sent} requests through nginx while a replica was killed, 0 failed; {len(retried)} retried on the other "
         f"replica, {len(inside)} of them sent to the killed one before it died; back in rotation after "
