@@ -52,6 +52,12 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+# A position a mask names: any 64-bit integer, so that a cell outside the sequence reaches the mask's own check
+# ("outside the 3 x 3 grid", with the numbers) and a number past 64 bits, which no tensor or JSON writer can hold,
+# is a 422 naming it (masks.blocked[0][1]) before anything keys a run on it.
+Position = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+
 class Masks(Strict):
     causal: bool = Field(False, description="a query sees itself and earlier keys only")
     padding: list[bool] | None = Field(
@@ -59,7 +65,7 @@ class Masks(Strict):
         max_length=MAX_ITEMS,
         description="one flag per position: true = real token, false = padding (no query attends to it)",
     )
-    padded: list[int] | None = Field(
+    padded: list[Position] | None = Field(
         None,
         max_length=MAX_ITEMS,
         description="the padding mask by position: these positions are padding (instead of `padding`'s flags, "
@@ -68,7 +74,7 @@ class Masks(Strict):
     window: int | None = Field(
         None, ge=1, le=2**63 - 1, description="a query sees keys fewer than `window` positions away"
     )
-    blocked: list[Annotated[list[int], Field(min_length=2, max_length=2)]] = Field(
+    blocked: list[Annotated[list[Position], Field(min_length=2, max_length=2)]] = Field(
         default_factory=list, description="single [query, key] cells switched off", max_length=100_000
     )
 

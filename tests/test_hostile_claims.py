@@ -1,0 +1,187 @@
+"""Hostile inputs against the claim tests and their neighbours: every one a named 422 or a true answer, never a 500,
+and every claim test able to fail on the model it runs on (demo_bug is the negative control)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from server.app import create_app
+from server.config import Settings
+from tests.helpers import assert_error
+
+IND = {"model": "induction", "text": "red ball king river frog clock"}
+MINI = {"model": "minilm", "text": "the cat sat on the mat", "masks": {"causal": True}}
+HUGE = 2**64  # outside 64 bits: orjson, torch and numpy cannot hold it
+
+
+@pytest.fixture(scope="module")
+def trained() -> Iterator[TestClient]:
+    settings = Settings(device="cpu", models="minilm,induction,random,textbook", allowed_hosts="testserver")
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def _endpoints(masks: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    body = {**IND, "masks": masks}
+    return [
+        ("/api/attention", body),
+        ("/api/heads", body),
+        ("/api/heads/top", {**body, "query": 1, "key": 0}),
+        ("/api/perturb", {**body, "position": 1}),
+        ("/api/intervene", body),
+        ("/api/decode", body),
+        ("/api/export", body),
+        ("/api/compare", {"a": body, "b": IND}),
+    ]
+
+
+# (endpoint, body, field, words): each a 422 naming the field
+ERRORS: list[tuple[str, dict[str, Any], str, str]] = [
+    *((ep, b, "masks.blocked[0][1]", "9223372036854775807") for ep, b in _endpoints({"blocked": [[0, HUGE]]})),
+    *((ep, b, "masks.padded[0]", "9223372036854775807") for ep, b in _endpoints({"padded": [HUGE]})),
+    *((ep, b, "masks.blocked[0][0]", "-9223372036854775808") for ep, b in _endpoints({"blocked": [[-HUGE, 0]]})),
+]
+
+
+def _field(endpoint: str, field: str) -> str:
+    return f"a.{field}" if endpoint == "/api/compare" else field
+
+
+@pytest.mark.parametrize(("endpoint", "body", "field", "words"), ERRORS, ids=[f"{e[0]} {e[2]}" for e in ERRORS])
+def test_hostile_input_is_a_named_422(
+    trained: TestClient, endpoint: str, body: dict[str, Any], field: str, words: str
+) -> None:
+    assert_error(trained.post(endpoint, json=body), 422, _field(endpoint, field), words)
+
+
+def _one_token_loss(r: dict[str, Any]) -> None:
+    assert r["tokens"] == ["red"]
+    assert r["loss_before"] is None and r["loss_after"] is None
+    assert r["losses_before"] == [] and r["losses_after"] == []
+
+
+def _audit_of_nothing(r: dict[str, Any]) -> None:
+    a = r["audit"]
+    assert a["score_range"] is None and a["max_masked_weight"] == 0.0
+
+
+def _masked_pair(r: dict[str, Any]) -> None:
+    assert r["masked"] is True and r["reasons"] == ["causal"], r
+    assert all(h["weight"] == 0.0 for h in r["heads"])
+
+
+def _blocked_sentence(r: dict[str, Any]) -> None:
+    check = next(c for c in r["checks"] if c["name"] == "blocked")
+    assert check["holds"] is True
+    assert "none" not in r["verdict"] and "all 6 layers" not in r["verdict"], r["verdict"]
+    assert "query 3" in r["verdict"] and "layer 0" in r["verdict"], r["verdict"]
+
+
+def _real_tokens_per_s(r: dict[str, Any]) -> None:
+    a = r["audit"]
+    assert a["batch"] == 2 and a["seq_len"] == 10 and a["valid_tokens"] == 14  # [CLS] 8 [SEP] and [CLS] 2 [SEP]
+    assert a["tokens_per_s"] == pytest.approx(a["valid_tokens"] / (a["ms"] / 1000.0))
+    assert "real tokens" in a["throughput"]
+
+
+def _perturb_runs_the_bug(r: dict[str, Any]) -> None:
+    assert r["demo_bug"]["name"] == "softmax_over_queries"
+    assert r["checks"][0]["holds"] is False and r["verdict"].startswith("Leak"), r["verdict"]
+
+
+def _audit_runs_the_bug(r: dict[str, Any]) -> None:
+    p = r["audit"]["perturbation"]
+    assert p[0]["mask"] == "causal" and p[0]["holds"] is False and p[0]["verdict"].startswith("Leak"), p
+
+
+def _shift_is_inconclusive_on_pre_ln(r: dict[str, Any]) -> None:
+    assert r["reach"] < r["reach_threshold"], r
+    assert r["checks"][0]["holds"] is None and r["verdict"].startswith("Inconclusive"), r["verdict"]
+    assert "holds" not in r["verdict"].split(":")[0]
+
+
+# (endpoint, body, check): each a 200 whose answer is true about what it did
+ANSWERS: list[tuple[str, str, dict[str, Any], Callable[[dict[str, Any]], None]]] = [
+    ("one token: no next-token pair", "/api/intervene", {"model": "induction", "text": "red"}, _one_token_loss),
+    (
+        "audit with no eligible cell",
+        "/api/attention",
+        {"model": "random", "text": "a b", "masks": {"blocked": [[0, 0], [0, 1], [1, 0], [1, 1]]}},
+        _audit_of_nothing,
+    ),
+    ("top heads of a masked pair", "/api/heads/top", {**IND, "query": 0, "key": 2}, _masked_pair),
+    (
+        "blocked verdict says layer 0",
+        "/api/perturb",
+        {"model": "minilm", "text": "the cat sat", "masks": {"blocked": [[3, 1]]}, "position": 1},
+        _blocked_sentence,
+    ),
+    (
+        "audit throughput of a padded batch",
+        "/api/attention",
+        {"model": "minilm", "texts": ["a b c d e f g h", "x y"], "include": ["audit"]},
+        _real_tokens_per_s,
+    ),
+    (
+        "perturb runs demo_bug",
+        "/api/perturb",
+        {**IND, "position": 4, "demo_bug": "softmax_over_queries"},
+        _perturb_runs_the_bug,
+    ),
+    ("audit runs demo_bug", "/api/attention", {**IND, "demo_bug": "softmax_over_queries"}, _audit_runs_the_bug),
+    (
+        "a uniform shift under a pre-LN model",
+        "/api/perturb",
+        {**IND, "position": 3, "change": {"kind": "shift", "amount": 1.0}},
+        _shift_is_inconclusive_on_pre_ln,
+    ),
+]
+
+
+@pytest.mark.parametrize(("endpoint", "body", "check"), [a[1:] for a in ANSWERS], ids=[a[0] for a in ANSWERS])
+def test_hostile_input_answers_truly(
+    trained: TestClient, endpoint: str, body: dict[str, Any], check: Callable[[dict[str, Any]], None]
+) -> None:
+    if endpoint == "/api/attention":
+        body = {**body, "all_masked": "zero", "include": ["audit"]}
+    resp = trained.post(endpoint, json=body)
+    assert resp.status_code == 200, resp.text[:500]
+    check(resp.json())
+
+
+# ---- the default change reaches the model, and the claim can fail ------------------------------------------------
+
+
+@pytest.mark.parametrize("base", [IND, MINI], ids=["induction", "minilm"])
+def test_default_change_reaches_the_model_and_causal_masking_holds(trained: TestClient, base: dict[str, Any]) -> None:
+    r = trained.post("/api/perturb", json={**base, "position": 3}).json()
+    assert r["change"]["kind"] == "direction"
+    assert r["reach"] >= r["reach_threshold"], r
+    causal = next(c for c in r["checks"] if c["name"] == "causal")
+    assert causal["holds"] is True and r["verdict"].startswith("Causal masking holds"), r["verdict"]
+
+
+@pytest.mark.parametrize("bug", ["softmax_over_queries", "flipped_mask"])
+@pytest.mark.parametrize("base", [IND, MINI], ids=["induction", "minilm"])
+def test_default_change_catches_a_leaking_bug(trained: TestClient, base: dict[str, Any], bug: str) -> None:
+    """The negative control: a bug that lets a later token reach an earlier row must fail the causal check."""
+    r = trained.post("/api/perturb", json={**base, "position": 3, "demo_bug": bug}).json()
+    causal = next(c for c in r["checks"] if c["name"] == "causal")
+    assert causal["holds"] is False and causal["max_delta"] > 0, r
+    assert r["verdict"].startswith("Leak: causal"), r["verdict"]
+
+
+@pytest.mark.parametrize("bug", [None, "softmax_over_queries", "flipped_mask"])
+@pytest.mark.parametrize("base", [IND, MINI], ids=["induction", "minilm"])
+def test_audit_verdict_agrees_with_the_perturb_view(trained: TestClient, base: dict[str, Any], bug: str | None) -> None:
+    """The audit beside a view runs the view's code: its causal verdict is the one /api/perturb gives."""
+    extra = {"demo_bug": bug} if bug else {}
+    a = trained.post("/api/attention", json={**base, **extra, "include": ["audit"]}).json()["audit"]
+    (p,) = a["perturbation"]
+    r = trained.post("/api/perturb", json={**base, **extra, "position": p["position"]}).json()
+    assert p["holds"] is r["checks"][0]["holds"] is (bug is None), (p, r["verdict"])
+    assert p["verdict"] == r["verdict"]
