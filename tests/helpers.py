@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,6 +31,17 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+# Debian's nodejs, which runs the bundler's toy bundles and the exported viewer's script (make test installs it).
+NODE = Path("/usr/bin/node")
+
+
+def node() -> str:
+    """The path of Debian's node; a failure naming the command when it is missing (skipped, the tests that run the
+    bundled viewer would pass on any machine without it)."""
+    if not NODE.exists():
+        pytest.fail(f"{NODE} is missing: run 'sudo apt-get install nodejs' (make test installs it as root)")
+    return str(NODE)
 
 
 def assert_error(resp: httpx.Response, status: int, field: str | None = None, *words: str) -> dict[str, Any]:

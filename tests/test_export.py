@@ -20,9 +20,7 @@ from fastapi.testclient import TestClient
 from attnlab.arrays import read_arrays
 from attnlab.jsbundle import module_order
 from attnlab.standalone import FORBID, read_embedded, standalone_html, static_dir, viewer_script
-from tests.helpers import assert_error
-
-NODE = "/usr/bin/node"
+from tests.helpers import assert_error, node
 
 
 def test_the_viewer_bundle_holds_standalone_and_never_the_page_store() -> None:
@@ -35,10 +33,9 @@ def test_the_viewer_bundle_holds_standalone_and_never_the_page_store() -> None:
     assert "</script" not in script.lower()
 
 
-@pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")
 def test_the_viewer_bundle_is_valid_javascript(tmp_path: Path) -> None:
     (tmp_path / "viewer.js").write_text(viewer_script())
-    subprocess.run([NODE, "--check", str(tmp_path / "viewer.js")], check=True, capture_output=True)
+    subprocess.run([node(), "--check", str(tmp_path / "viewer.js")], check=True, capture_output=True)
 
 
 # ---- POST /api/export -------------------------------------------------------------------------------------------

@@ -10,8 +10,7 @@ import pytest
 
 from attnlab.jsbundle import BundleError, bundle, module_order, parse_module
 from server.routes.pages import STATIC_DIR
-
-NODE = "/usr/bin/node"
+from tests.helpers import node
 
 TOY = {
     "a.js": 'export const A = 1;\nexport function twice(x) {\n  return 2 * x;\n}\nconst hidden = "import x";\n',
@@ -49,11 +48,10 @@ def test_bundle_orders_dependencies_first() -> None:
     assert [m.name for m in module_order("main.js", TOY)] == ["a.js", "b.js", "main.js"]
 
 
-@pytest.mark.skipif(not Path(NODE).exists(), reason="node is not installed")
 def test_bundle_runs_as_the_modules_would(tmp_path: Path) -> None:
     script = bundle("main.js", TOY, call="start")
     (tmp_path / "bundle.js").write_text(script + "\nconsole.log(JSON.stringify(globalThis.out));\n")
-    out = subprocess.run([NODE, str(tmp_path / "bundle.js")], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([node(), str(tmp_path / "bundle.js")], capture_output=True, text=True, check=True).stdout
     assert out.strip() == '[2,1,"export {[/]","import 1 export"]'
 
 
