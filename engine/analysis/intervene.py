@@ -51,7 +51,10 @@ def _mean(xs: list[float]) -> float | None:
 
 
 def next_token_losses(logits: torch.Tensor, tokens: list[str], vocab: list[str]) -> list[float]:
-    """logits (S, V) -> S - 1 losses: column t predicts token t + 1, in nats."""
+    """logits (S, V) -> S - 1 losses: column t predicts token t + 1, in nats. One token has no next-token pair:
+    no losses, and the mean loss is None (not NaN)."""
+    if len(tokens) < 2:
+        return []
     index = {t: i for i, t in enumerate(vocab)}
     targets = torch.tensor([index[t] for t in tokens[1:]], device=logits.device)
     return F.cross_entropy(logits[:-1].float(), targets, reduction="none").tolist()
