@@ -73,12 +73,12 @@ def audit(
         for t in run.layers
         for s in head_stats(t.attn.scores[0].cpu(), t.attn.weights[0].cpu(), eligible.cpu(), t.weights)
     ]
-    eligible_scores = [
-        float(v)
-        for t in run.layers
-        for v in (t.attn.scores[0][:, eligible].min(), t.attn.scores[0][:, eligible].max())
-        if eligible.any()
-    ]
+    # no eligible cell at all (every row masked, all_masked "zero"): no score range, rather than min() of nothing
+    eligible_scores = (
+        [float(v) for t in run.layers for v in torch.aminmax(t.attn.scores[0][:, eligible])]
+        if bool(eligible.any())
+        else []
+    )
     batch = 1 if run.batch_tokens is None else len(run.batch_tokens)
     valid = (
         sum(sum(r) for r in run.batch_padding)
