@@ -19,7 +19,7 @@ from engine.analysis.heads import (
 )
 from engine.errors import InputError
 from engine.masks import MaskSpec, causal_mask
-from engine.models.base import RunInput
+from engine.models.base import ModelRun, RunInput
 from engine.models.custom import CustomModel
 from engine.models.induction import InductionModel
 from engine.models.minilm import MiniLMModel
@@ -110,12 +110,23 @@ def test_mean_distance_and_entropy_on_hand_built_patterns():
 
 
 def test_head_type_scores_random_model_shapes_and_ranges():
-    table = head_type_scores(RandomModel(), CPU, torch.float64, segment_len=10, seed=3)
-    assert len(table) == 1 and len(table[0]) == 4
+    model = RandomModel()
+    runs: list[ModelRun] = []
+
+    def runner(inp: RunInput) -> ModelRun:
+        runs.append(model.run(inp, CPU, torch.float64))
+        return runs[-1]
+
+    table = head_type_scores(model, CPU, torch.float64, segment_len=10, seed=3, runner=runner)
+    assert len(table) == 1 and len(table[0]) == 4 and len(runs) == 1  # the probe only
+    w = runs[0].layers[0].attn.weights[0]  # (H, S, S)
+    # each score is a mean of parts of softmax rows: in [0, 1] because every row sums to 1 (a check of the scores'
+    # range alone passes for rows that sum to anything up to 1)
+    torch.testing.assert_close(w.sum(dim=-1), torch.ones(w.shape[:-1], dtype=w.dtype), rtol=0, atol=1e-9)
+    q = torch.arange(1, w.shape[-1])
     for row in table[0]:
         assert set(row) == {"layer", "head", *SCORE_NAMES}
-        for name in ("previous_token", "duplicate_token", "induction"):
-            assert 0.0 <= row[name] <= 1.0  # type: ignore[operator]
+        assert row["previous_token"] == pytest.approx(float(w[row["head"], q, q - 1].mean()), abs=1e-12)
         assert row["entropy"] <= math.log(20) + 1e-9  # type: ignore[operator]  # 2 x 10 probe tokens
 
 
