@@ -173,10 +173,10 @@ def test_silent_and_trickling_connections_are_cut_and_slow_bodies_get_a_408() ->
 
 
 def test_connections_past_the_cap_are_refused_not_held() -> None:
-    with uvicorn_here(max_connections=8, read_timeout_s=30) as (base, _):
+    with uvicorn_here(max_connections=8, read_timeout_s=30) as (base, app):
         port = int(base.rsplit(":", 1)[1])
         held = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
-        time.sleep(0.2)  # let the server accept them
+        until(lambda: len(app.state.load.connections) == 8, "the server holds the eight connections")
         r = httpx.get(f"{base}/api/health", timeout=10)
         assert r.status_code == 503
         for s in held:
