@@ -29,6 +29,16 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)  # request body size
     # numbers in one response's matrices: 512 tokens x 72 heads (MiniLM) of scores and weights pass
     max_result_values: int = Field(40_000_000, ge=1)
+    # bytes of one answer in the form asked (JSON ~12 a number; the arrays form and .npz 2 or 4 by precision): the
+    # page's own request (minilm, 512 tokens, every layer, arrays form at float16: ~80 MB) passes, its JSON (~460 MB)
+    # does not
+    max_result_bytes: int = Field(256 * 1024 * 1024, ge=1024)
+    # q.k products of one /api/scale-sweep (samples x keys x the sum of its widths): the chapter's Figure 21.5 and the
+    # default widths (32.7M) pass
+    max_sweep_values: int = Field(64_000_000, ge=1)
+    # FLOPs of the one layer /api/cost measures with `measure: true` (three runs of it): minilm's shape at 512 tokens
+    # is ~1.0 GFLOP
+    max_measure_flops: int = Field(20_000_000_000, ge=1)
     max_concurrent: int = Field(2, ge=1)  # computations at once; later ones wait
     queue_timeout_s: float = Field(30.0, gt=0)  # how long a request waits for a free slot before a 503
     cache_bytes: int = Field(512 * 1024 * 1024, ge=0)  # recent forward passes kept for the requests that repeat them

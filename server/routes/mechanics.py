@@ -12,7 +12,7 @@ from fastapi import APIRouter, Body
 
 from engine.analysis.cost import CostQuery, cost, measure_cost
 from engine.analysis.decode import decode
-from engine.analysis.sweep import scale_sweep
+from engine.analysis.sweep import scale_sweep, sweep_values
 from server.compute import ONE_SEQUENCE, prepare, refuse_fields
 from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
@@ -185,10 +185,22 @@ def scale_sweep_route(
             }
         ),
     ],
+    settings: SettingsDep,
 ) -> ORJSONResponse:
     """For random q and k with the given per-coordinate variance: the standard deviation of q.k (grows like
     sqrt(d_k)) and of q.k / sqrt(d_k) (stays flat), and what a softmax over `keys` such scores does: its entropy
-    and its largest weight, unscaled and scaled."""
+    and its largest weight, unscaled and scaled. samples x keys x the sum of the widths is bounded by
+    ATTNLAB_MAX_SWEEP_VALUES."""
+    work = sweep_values(req.widths, req.samples, req.keys)
+    if work > settings.max_sweep_values:
+        raise ApiError(
+            422,
+            "too_large",
+            f"samples x keys x sum of widths = {req.samples:,} x {req.keys:,} x {sum(req.widths):,} = {work:,} "
+            f"q.k products, limit {settings.max_sweep_values:,} (set by ATTNLAB_MAX_SWEEP_VALUES on this server): "
+            "ask for fewer or narrower widths, fewer samples or fewer keys",
+            "widths",
+        )
     rows = scale_sweep(req.widths, req.samples, req.seed, req.variance, req.keys)
     return ORJSONResponse(
         {

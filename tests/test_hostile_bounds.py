@@ -1,0 +1,321 @@
+"""Work and memory sized by the client are bounded before anything is allocated or computed.
+
+Each row of HOSTILE is a small body that used to cost seconds, gigabytes or a 500 (a scale sweep of 20,000 x 256 x
+4096 floats, a measured float16 layer on a CPU, 65,536 tokens embedded before the token limit, a 457 MB answer from
+a 2.6 kB body). Each must now be a 4xx in the one error shape, naming the field, the limit and its ATTNLAB_*
+setting, and the expensive step it guards (embedding, the forward pass, the measured layer, the sweep's draws) must
+never have run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+
+import engine.analysis.cost as cost_module
+import server.routes.mechanics as mechanics
+from engine.analysis.cost import CostQuery, measure_cost
+from engine.analysis.sweep import scale_sweep
+from engine.models.base import AttentionModel
+from engine.stop import Stopped, stop_when
+from tests.helpers import assert_error
+
+ARRAYS = {"accept": "application/vnd.attnlab.arrays"}
+LONG = " ".join(["the"] * 510)  # 512 minilm tokens with [CLS] and [SEP]
+FIGURE = {"widths": [1, 4, 16, 64, 256]}  # the chapter's Figure 21.5 at the default samples and keys
+
+# the steps a refusal must come before
+SWEEP, MEASURE, ENCODE, RUN = "sweep", "measure", "encode", "run"
+BEFORE_ALL = (SWEEP, MEASURE, ENCODE, RUN)
+BEFORE_RUN = (SWEEP, MEASURE, RUN)  # the answer's size needs the token count, never a forward pass
+
+
+def words(n: int) -> str:
+    return " ".join(f"w{i}" for i in range(n))
+
+
+# (id, path, body, headers, settings overrides, status, field, words of the message, steps that must not run)
+HOSTILE: list[tuple[str, str, dict[str, Any], dict[str, str], dict[str, Any], int, str, tuple[str, ...], tuple]] = [
+    (
+        "sweep-wide-rows",
+        "/api/scale-sweep",
+        {"widths": [32], "samples": 20000, "keys": 256},
+        {},
+        {},
+        422,
+        "widths",
+        ("163,840,000", "limit 64,000,000", "ATTNLAB_MAX_SWEEP_VALUES"),
+        BEFORE_ALL,
+    ),
+    (
+        "sweep-4096",
+        "/api/scale-sweep",
+        {"widths": [4096]},
+        {},
+        {},
+        422,
+        "widths",
+        ("131,072,000", "ATTNLAB_MAX_SWEEP_VALUES"),
+        BEFORE_ALL,
+    ),
+    (
+        "sweep-256-wide",
+        "/api/scale-sweep",
+        {"widths": [256], "samples": 20000, "keys": 256},
+        {},
+        {},
+        422,
+        "widths",
+        ("ATTNLAB_MAX_SWEEP_VALUES",),
+        BEFORE_ALL,
+    ),
+    (
+        "cost-measure-flops",
+        "/api/cost",
+        {"seq_len": 512, "d_model": 1024, "heads": 1, "batch": 16, "measure": True},
+        {},
+        {},
+        422,
+        "measure",
+        ("85,899,345,920 FLOPs", "ATTNLAB_MAX_MEASURE_FLOPS", "leave measure off"),
+        BEFORE_ALL,
+    ),
+    (
+        "cost-measure-scores",
+        "/api/cost",
+        {"seq_len": 512, "heads": 64, "d_model": 1024, "batch": 16, "measure": True},
+        {},
+        {},
+        422,
+        "seq_len",
+        ("batch x heads x seq_len^2", "ATTNLAB_MAX_RESULT_VALUES"),
+        BEFORE_ALL,
+    ),
+    (
+        "tokens-list",
+        "/api/attention",
+        {"model": "random", "tokens": [f"t{i}" for i in range(65_536)], "options": {"d_model": 1024}},
+        {},
+        {},
+        422,
+        "tokens",
+        ("65536 tokens", "limit 512", "ATTNLAB_MAX_TOKENS"),
+        BEFORE_ALL,
+    ),
+    (
+        "tokens-text",
+        "/api/attention",
+        {"model": "random", "text": words(600)},
+        {},
+        {},
+        422,
+        "text",
+        ("600 tokens", "ATTNLAB_MAX_TOKENS"),
+        BEFORE_ALL,
+    ),
+    (
+        "tokens-batch",
+        "/api/attention",
+        {"model": "random", "texts": ["a b", words(3000)], "options": {"d_model": 1024}},
+        {},
+        {},
+        422,
+        "texts[1]",
+        ("3000 tokens", "ATTNLAB_MAX_TOKENS"),
+        BEFORE_ALL,
+    ),
+    (
+        "tokens-source",
+        "/api/attention",
+        {"model": "random", "text": "a b", "source": {"text": words(700)}},
+        {},
+        {},
+        422,
+        "source.text",
+        ("700 tokens", "ATTNLAB_MAX_TOKENS"),
+        BEFORE_ALL,
+    ),
+    (
+        "tokens-minilm-wordpiece",
+        "/api/attention",
+        {"model": "minilm", "text": "unbelievably " * 200},  # 200 words, 5 WordPiece tokens each
+        {},
+        {"models": "minilm"},
+        422,
+        "text",
+        ("1002 tokens", "ATTNLAB_MAX_TOKENS"),
+        BEFORE_ALL,
+    ),
+    (
+        "answer-json-every-layer",
+        "/api/attention",
+        {"model": "minilm", "text": LONG},
+        {},
+        {"models": "minilm"},
+        422,
+        "include",
+        ("bytes as JSON", "ATTNLAB_MAX_RESULT_BYTES", "application/vnd.attnlab.arrays", "float16"),
+        BEFORE_RUN,
+    ),
+    (
+        "answer-masks-only",
+        "/api/attention",
+        {"model": "random", "texts": [words(500)] * 16, "include": []},
+        {},
+        {"max_result_bytes": 10_000_000},
+        422,
+        "include",
+        ("bytes as JSON", "limit 10,000,000", "ATTNLAB_MAX_RESULT_BYTES"),
+        BEFORE_RUN,
+    ),
+]
+
+
+@pytest.fixture
+def spies(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count calls of each expensive step a refusal must come before (the real step still runs when called)."""
+    calls = dict.fromkeys(BEFORE_ALL, 0)
+
+    def spy(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            calls[name] += 1
+            return fn(*args, **kwargs)
+
+        return counted
+
+    monkeypatch.setattr(mechanics, "scale_sweep", spy(SWEEP, mechanics.scale_sweep))
+    monkeypatch.setattr(mechanics, "measure_cost", spy(MEASURE, mechanics.measure_cost))
+    monkeypatch.setattr(AttentionModel, "encode", spy(ENCODE, AttentionModel.encode))
+    monkeypatch.setattr(AttentionModel, "run", spy(RUN, AttentionModel.run))
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "headers", "overrides", "status", "field", "message", "never"),
+    [row[1:] for row in HOSTILE],
+    ids=[row[0] for row in HOSTILE],
+)
+def test_hostile_input_is_refused_before_the_work(
+    make_client: Callable[..., AbstractContextManager[TestClient]],
+    spies: dict[str, int],
+    path: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    overrides: dict[str, Any],
+    status: int,
+    field: str,
+    message: tuple[str, ...],
+    never: tuple[str, ...],
+) -> None:
+    with make_client(**overrides) as client:
+        assert_error(client.post(path, json=body, headers=headers), status, field, *message)
+    assert {name: spies[name] for name in never} == dict.fromkeys(never, 0)
+
+
+# ---- what still passes ---------------------------------------------------------------------------------------------
+
+
+def test_the_figure_and_the_default_sweep_pass(client: TestClient) -> None:
+    figure = client.post("/api/scale-sweep", json=FIGURE)
+    assert figure.status_code == 200, figure.text
+    assert [r["d_k"] for r in figure.json()["widths"]] == FIGURE["widths"]
+    assert client.post("/api/scale-sweep", json={}).status_code == 200
+
+
+def test_the_pages_own_request_passes_and_json_says_what_would(
+    make_client: Callable[..., AbstractContextManager[TestClient]],
+) -> None:
+    """The page asks minilm at 512 tokens for every layer in the arrays form at float16 (static/js/effects.js)."""
+    include = ["scores", "weights", "stats", "output"]
+    page = {"model": "minilm", "text": LONG, "include": include, "precision": "float16"}
+    with make_client(models="minilm") as client:
+        r = client.post("/api/attention", json=page, headers=ARRAYS)
+        assert r.status_code == 200, r.text[:300]
+        err = assert_error(client.post("/api/attention", json=page), 422, "include", "ATTNLAB_MAX_RESULT_BYTES")
+    assert err["code"] == "too_large"  # what the page's isTooLarge reads: code too_large on field include
+    assert len(r.content) < 256 * 1024 * 1024
+
+
+# ---- the sweep: bounded memory, and it stops --------------------------------------------------------------------
+
+
+def test_sweep_draws_in_bounded_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The largest sweep the default limit allows never draws more than a chunk's floats at once."""
+    from engine.analysis import sweep
+
+    drawn: list[int] = []
+    real = torch.randn
+
+    def counting(*shape: Any, **kwargs: Any) -> torch.Tensor:
+        out = real(*shape, **kwargs)
+        drawn.append(out.numel())
+        return out
+
+    monkeypatch.setattr(torch, "randn", counting)
+    rows = scale_sweep([64], samples=20_000, keys=32)  # 41M q.k products, one width
+    assert max(drawn) <= sweep.CHUNK_VALUES < 20_000 * 32 * 64
+    assert rows[0].std_unscaled == pytest.approx(8.0, rel=0.02)  # sigma^2 sqrt(64)
+    assert rows[0].std_scaled == pytest.approx(1.0, rel=0.02)
+
+
+def test_sweep_stops_between_chunks_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.analysis import sweep
+
+    stop = threading.Event()
+    chunks = 0
+    real = sweep.draw_dots
+
+    def then_stop(*args: Any, **kwargs: Any) -> torch.Tensor:
+        nonlocal chunks
+        chunks += 1
+        stop.set()  # the client goes away during the first chunk
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "draw_dots", then_stop)
+    with stop_when(stop), pytest.raises(Stopped):
+        scale_sweep([1, 4, 16, 64, 256])
+    assert chunks == 1
+
+
+# ---- the measured cost ---------------------------------------------------------------------------------------------
+
+
+def test_cost_measures_half_precision_in_float32_on_cpu(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[torch.dtype] = []
+    real = cost_module.attention
+
+    def recording(x: torch.Tensor, w: Any) -> Any:
+        seen.append(x.dtype)
+        return real(x, w)
+
+    monkeypatch.setattr(cost_module, "attention", recording)
+    body = {"seq_len": 64, "heads": 4, "d_model": 64, "layers": 2, "dtype": "float16", "measure": True}
+    r = client.post("/api/cost", json=body).json()
+    m = r["measured"]
+    assert seen and set(seen) == {torch.float32}
+    assert m["measured_dtype"] == "float32" and "float16" in m["note"] and "float32" in m["note"]
+    assert m["tokens_per_s"] > 0 and m["tokens_per_s"] == r["tokens_per_s"]
+    assert r["bytes_per_value"] == 2  # the formulas stay float16's
+
+
+def test_cost_measure_stops_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = 0
+    real = cost_module.attention
+
+    def counted(x: torch.Tensor, w: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return real(x, w)
+
+    monkeypatch.setattr(cost_module, "attention", counted)
+    gone = threading.Event()
+    gone.set()
+    with stop_when(gone), pytest.raises(Stopped):
+        measure_cost(CostQuery(seq_len=32, heads=2, d_model=16, layers=1), torch.device("cpu"))
+    assert calls == 0
