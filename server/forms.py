@@ -9,13 +9,16 @@ from typing import Any
 
 import numpy as np
 import orjson
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse, Response
 
 from attnlab.arrays import MAGIC, MEDIA_TYPE  # the arrays form: its reader (read_arrays) ships with the client
 from engine import progress
 
 
-class ORJSONResponse(Response):
+class ORJSONResponse(JSONResponse):
+    """JSON written by orjson. A JSONResponse, so OpenAPI documents a route's 200 with its response_model's schema
+    (FastAPI writes {"type": "string"} for any other response class)."""
+
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
