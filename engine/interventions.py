@@ -4,7 +4,9 @@ A claim about attention ("causal masking holds", "head 1.3 copies the next token
 one thing and watching what moves. Each change here is a value that `engine.forward.forward` reads at a
 named hook point, so every model runs the same code with or without them:
 
-    InputShift    hook_embed            x_0[position] += amount (every feature)
+    InputShift    hook_embed            x_0[position] += amount (every feature), or, with a seed, += a seeded
+                                        random direction of norm `amount` with its mean removed (a LayerNorm
+                                        removes a uniform shift; it cannot remove this)
     EdgeEdit      blocks.l.attn.hook_pattern   W[head, query, key] = weight, the row's other eligible
                                         weights rescaled by (1 - weight) / (their sum), so the row still sums to 1
     HeadAblation  blocks.l.attn.hook_z  contexts of the head set to 0 ("zero") or to their mean over the
@@ -49,7 +51,8 @@ class EdgeEdit:
 @dataclass(frozen=True)
 class InputShift:
     position: int
-    amount: float  # added to every feature of the position's input vector
+    amount: float  # seed None: added to every feature of the position's input vector; else the direction's norm
+    seed: int | None = None  # a seeded random direction (mean removed) instead of the same amount everywhere
 
 
 @dataclass(frozen=True)
@@ -122,13 +125,26 @@ def _check_layer_head(field: str, layer: int, head: int, n_layers: int, n_heads:
 NO_INTERVENTIONS = Interventions()
 
 
+def random_direction(d_model: int, seed: int, norm: float) -> Tensor:
+    """(D,) float64: a seeded Gaussian with its mean removed, scaled to `norm`. With its mean gone a LayerNorm
+    cannot remove it the way it removes a uniform shift (only a width of 1, which has no direction, can)."""
+    v = torch.randn(d_model, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    if d_model > 1:
+        v = v - v.mean()
+    return v * (norm / float(v.norm()))
+
+
 def shift_input(x: Tensor, shifts: Sequence[InputShift]) -> Tensor:
-    """x (B, S, D) -> a copy with `amount` added to every feature of each shifted position."""
+    """x (B, S, D) -> a copy with each shift added at its position: `amount` on every feature, or a seeded
+    random direction of norm `amount`."""
     if not shifts:
         return x
     x = x.clone()
     for s in shifts:
-        x[:, s.position, :] += s.amount
+        if s.seed is None:
+            x[:, s.position, :] += s.amount
+        else:
+            x[:, s.position, :] += random_direction(x.shape[-1], s.seed, s.amount).to(x)
     return x
 
 

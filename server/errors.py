@@ -63,7 +63,7 @@ def error_response(
 
 # Fields holding a union told apart by its `kind`: pydantic puts the kind in the error's location
 # (change.token.token), which is not a path a client can send, so it is dropped (change.token).
-TAGGED_UNIONS = {"change": ("shift", "token")}
+TAGGED_UNIONS = {"change": ("direction", "shift", "token")}
 
 
 def _is_tag(parts: list[Any], i: int) -> bool:

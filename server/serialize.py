@@ -12,7 +12,7 @@ import torch
 
 from engine.analysis.compare import Comparison
 from engine.analysis.intervene import InterventionResult
-from engine.analysis.perturb import PerturbResult
+from engine.analysis.perturb import REACH_THRESHOLD, PerturbResult
 from engine.interventions import Interventions
 from engine.masks import pair_counts
 from engine.models import ModelRun
@@ -131,7 +131,7 @@ def serialize_run(
         "batch_tokens": [list(t) for t in run.batch_tokens] if run.batch_tokens is not None else None,
         "batch_padding": [list(p) for p in run.batch_padding] if run.batch_padding is not None else None,
         "source_tokens": run.source_tokens,
-        "demo_bug": {"name": bug, "wrong": True, "note": BUG_NOTES[bug]} if bug is not None else None,
+        "demo_bug": bug_body(bug),
     }
 
 
@@ -199,6 +199,10 @@ def layer_delta_list(deltas: list[list[float]]) -> list[dict[str, Any]]:
     return [{"index": i, "delta": d} for i, d in enumerate(deltas)]
 
 
+def bug_body(bug: str | None) -> dict[str, Any] | None:
+    return {"name": bug, "wrong": True, "note": BUG_NOTES[bug]} if bug is not None else None
+
+
 def perturb_body(model: str, result: PerturbResult, change: dict[str, Any]) -> dict[str, Any]:
     return {
         "model": model,
@@ -209,8 +213,11 @@ def perturb_body(model: str, result: PerturbResult, change: dict[str, Any]) -> d
         "final": result.final,
         "layers": layer_delta_list(result.layers),
         "final_delta": result.final_delta,
+        "reach": result.reach,
+        "reach_threshold": REACH_THRESHOLD,
         "checks": [dataclasses.asdict(c) for c in result.checks],
         "verdict": result.verdict,
+        "demo_bug": bug_body(result.bug),
     }
 
 

@@ -227,8 +227,13 @@ def test_every_mask_claim_holds_on_the_engine(client: TestClient, body: dict[str
     if any(k == body["position"] != q for q, k in body["masks"]["blocked"]):
         expected.add("blocked")
     assert {c["name"] for c in r["checks"]} == expected
-    assert all(c["holds"] for c in r["checks"]), r["checks"]
+    assert all(c["holds"] is not False for c in r["checks"]), r["checks"]
     assert "Leak" not in r["verdict"]
+    # inconclusive only where the change did not reach the output (every row masked, all_masked zero: all zeros)
+    if r["reach"] < r["reach_threshold"]:
+        assert r["verdict"].startswith(("Inconclusive", "No mask")), r["verdict"]
+    else:
+        assert all(c["holds"] is True for c in r["checks"]), r["checks"]
 
 
 def test_a_lone_surrogate_as_the_replacement_token_is_named(client: TestClient) -> None:

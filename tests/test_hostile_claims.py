@@ -169,7 +169,8 @@ def test_default_change_reaches_the_model_and_causal_masking_holds(trained: Test
 @pytest.mark.parametrize("base", [IND, MINI], ids=["induction", "minilm"])
 def test_default_change_catches_a_leaking_bug(trained: TestClient, base: dict[str, Any], bug: str) -> None:
     """The negative control: a bug that lets a later token reach an earlier row must fail the causal check."""
-    r = trained.post("/api/perturb", json={**base, "position": 3, "demo_bug": bug}).json()
+    # a flipped causal mask leaves the last query no key: zero weights there, as the view does when asked
+    r = trained.post("/api/perturb", json={**base, "position": 3, "demo_bug": bug, "all_masked": "zero"}).json()
     causal = next(c for c in r["checks"] if c["name"] == "causal")
     assert causal["holds"] is False and causal["max_delta"] > 0, r
     assert r["verdict"].startswith("Leak: causal"), r["verdict"]
@@ -179,7 +180,7 @@ def test_default_change_catches_a_leaking_bug(trained: TestClient, base: dict[st
 @pytest.mark.parametrize("base", [IND, MINI], ids=["induction", "minilm"])
 def test_audit_verdict_agrees_with_the_perturb_view(trained: TestClient, base: dict[str, Any], bug: str | None) -> None:
     """The audit beside a view runs the view's code: its causal verdict is the one /api/perturb gives."""
-    extra = {"demo_bug": bug} if bug else {}
+    extra = {"demo_bug": bug, "all_masked": "zero"} if bug else {}
     a = trained.post("/api/attention", json={**base, **extra, "include": ["audit"]}).json()["audit"]
     (p,) = a["perturbation"]
     r = trained.post("/api/perturb", json={**base, **extra, "position": p["position"]}).json()

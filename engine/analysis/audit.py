@@ -4,7 +4,10 @@ Beyond the settings (widths, heads, projections, scale, softmax axis, masks, pol
 lengths) it measures: the score range, mean entropy, the largest weight on a masked key, the largest row-sum
 error, peak memory and throughput of the same forward pass, `sdpa_max_diff` (the engine's contexts against
 torch's fused scaled_dot_product_attention on the same Q, K, V and mask, with the scale recomputed here from
-d_head, not taken from the engine), and, when masks are on, the perturbation verdicts.
+d_head, not taken from the engine), and, when masks are on, the perturbation verdicts: the same perturbation
+/api/perturb runs by default (a seeded random direction of norm 1), through the same code, `demo_bug` included, so
+a bug that lets a later token reach an earlier row fails the audit's causal check as it fails the page's.
+Throughput counts real tokens only: a padded batch's padding positions are computed but not counted.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ def sdpa_max_diff(run: ModelRun, scale: bool) -> float:
 def perturbation_verdicts(
     model: AttentionModel, inp: RunInput, enc: Encoded, run: ModelRun, device: torch.device, dtype: torch.dtype
 ) -> list[dict[str, Any]]:
-    """For each mask in force, one perturbation at a position that puts something under its claim."""
+    """For each mask in force, one perturbation at a position that puts something under its claim, with the run's
+    own classic bug (if any) in both runs, as /api/perturb runs it. `holds` is None when inconclusive."""
     m, s = run.masks, len(run.tokens)
     positions: dict[str, int] = {}
     if m.causal and s > 1:
@@ -53,10 +57,17 @@ def perturbation_verdicts(
         positions["padding"] = list(m.padding).index(False)
     out = []
     for mask, p in positions.items():
-        result = perturb(model, inp, enc, p, Change("shift", amount=1.0), device, dtype)
+        result = perturb(model, inp, enc, p, Change("direction"), device, dtype, bug=run.interventions.bug)
         check = next(c for c in result.checks if c.name == mask)
         out.append(
-            {"mask": mask, "position": p, "holds": check.holds, "max_delta": check.max_delta, "verdict": result.verdict}
+            {
+                "mask": mask,
+                "position": p,
+                "holds": check.holds,
+                "max_delta": check.max_delta,
+                "reach": result.reach,
+                "verdict": result.verdict,
+            }
         )
     return out
 
@@ -116,7 +127,9 @@ def audit(
         "peak_bytes": measured.peak_bytes,
         "peak_method": measured.method,
         "ms": measured.ms,
-        "tokens_per_s": batch * len(run.tokens) / (measured.ms / 1000.0) if measured.ms > 0 else None,
+        "tokens_per_s": valid / (measured.ms / 1000.0) if measured.ms > 0 else None,
+        "throughput": "tokens_per_s counts real tokens (valid_tokens) per second of the measured forward pass; "
+        "padding positions are computed but not counted",
         "sdpa_max_diff": sdpa_max_diff(run, inp.scale),
         "perturbation": perturbation_verdicts(model, inp, enc, run, device, dtype) if run.batch_tokens is None else [],
     }

@@ -12,26 +12,39 @@ the mask matrix. For a change at position p, each mask in force makes a claim:
               layers may carry the change to q through other positions)
 
 "Exactly" means a difference of 0.0: a mask that holds gives 0 weight, not a small one.
+
+A claim is only tested if the change reaches the model. A uniform shift (the same amount on every feature) is
+removed by the first LayerNorm of a pre-LN model, so nothing moves and every claim would "hold" on any engine.
+The default change is therefore a seeded random direction with its mean removed, of norm 1. Whatever the change,
+`reach` is how far the changed position itself moved in the final output, relative to that output's size
+(max |after - before| / max |before|, both at the position); under REACH_THRESHOLD the change did not reach the
+model, and a claim nothing broke is "inconclusive" (holds None), never "holds". A leak is a leak at any reach.
+
+`bug` runs one of the chapter's classic bugs in every layer of both runs, as the view beside it does, so a bug
+that lets a later position reach an earlier one fails the causal claim here too.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
 
 from engine.errors import InputError, NonFiniteError
-from engine.interventions import InputShift, Interventions
+from engine.interventions import ClassicBug, InputShift, Interventions
 from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput
+
+REACH_THRESHOLD = 1e-3  # the changed position's final output must move by at least 0.1% of its size
 
 
 @dataclass(frozen=True)
 class Change:
-    kind: Literal["shift", "token"]
-    amount: float = 1.0  # shift: added to every feature of the position's input vector
+    kind: Literal["direction", "shift", "token"]
+    amount: float = 1.0  # shift: added to every feature of the input vector; direction: the direction's norm
     token: str | None = None  # token: the replacement
+    seed: int = 0  # direction: seeds the random direction
 
 
 @dataclass(frozen=True)
@@ -45,7 +58,7 @@ class Leak:
 class Check:
     name: str  # causal | window | padding | blocked
     claim: str
-    holds: bool
+    holds: bool | None  # None: inconclusive, the change did not reach the model and nothing moved
     max_delta: float  # the largest change at a protected position (0.0 when the claim holds)
     protected: list[int]  # positions the claim says cannot move (after the last layer)
     tested: bool  # False: the change at this position puts nothing under this claim
@@ -60,8 +73,10 @@ class PerturbResult:
     layers: list[list[float]]  # per layer, per position: max |change| of the layer's output
     final: str  # what final_delta measures, in words
     final_delta: list[float]
+    reach: float  # how far the changed position moved in the final output, relative to its size
     checks: list[Check]
     verdict: str
+    bug: ClassicBug | None = None
 
 
 def layer_deltas(a: ModelRun, b: ModelRun) -> list[list[float]]:
@@ -76,6 +91,13 @@ def final_delta(a: ModelRun, b: ModelRun) -> list[float]:
     return (b.result.final[0].double() - a.result.final[0].double()).abs().amax(dim=-1).tolist()
 
 
+def reach(a: ModelRun, final: list[float], position: int) -> float:
+    """max |after - before| / max |before| of the final output at `position` (0.0 when both are 0)."""
+    size = float(a.result.final[0, position].double().abs().max())
+    moved = final[position]
+    return moved / size if size > 0 else (math.inf if moved > 0 else 0.0)
+
+
 def final_name(run: ModelRun) -> str:
     return "the logits (next-token scores)" if run.logits is not None else "the last layer's output"
 
@@ -88,9 +110,11 @@ def perturbed_run(
     change: Change,
     device: torch.device,
     dtype: torch.dtype,
+    bug: ClassicBug | None = None,
 ) -> ModelRun:
-    if change.kind == "shift":
-        shift = Interventions(shift=(InputShift(position, change.amount),))
+    if change.kind in ("shift", "direction"):
+        seed = change.seed if change.kind == "direction" else None
+        shift = Interventions(shift=(InputShift(position, change.amount, seed),), bug=bug)
         return model.run(inp, device, dtype, interventions=shift, encoded=enc)
     assert change.token is not None
     swapped = model.swap_token(inp, enc, position, change.token)
@@ -98,7 +122,7 @@ def perturbed_run(
         swapped_enc = model.encode(swapped)
     except InputError as err:  # the replacement is what the caller sent: name it
         raise InputError("change.token", err.message) from err
-    return model.run(swapped, device, dtype, encoded=swapped_enc)
+    return model.run(swapped, device, dtype, interventions=Interventions(bug=bug), encoded=swapped_enc)
 
 
 def perturb(
@@ -109,13 +133,15 @@ def perturb(
     change: Change,
     device: torch.device,
     dtype: torch.dtype,
+    bug: ClassicBug | None = None,
 ) -> PerturbResult:
-    """Run the input as given and with `change` at `position`; report what moved and which mask claims hold."""
+    """Run the input as given and with `change` at `position` (both with `bug`, if any); report what moved and
+    which mask claims hold."""
     s = len(enc.tokens)
     if not 0 <= position < s:
         raise InputError("position", f"got position {position}: the sequence has {s} positions, 0..{s - 1}")
-    base = model.run(inp, device, dtype, encoded=enc)
-    after = perturbed_run(model, inp, enc, position, change, device, dtype)
+    base = model.run(inp, device, dtype, interventions=Interventions(bug=bug), encoded=enc)
+    after = perturbed_run(model, inp, enc, position, change, device, dtype, bug)
     deltas = layer_deltas(base, after)
     final = final_delta(base, after)
     if not all(math.isfinite(v) for row in [*deltas, final] for v in row):
@@ -123,7 +149,10 @@ def perturb(
             "change.amount",
             f"the changed input overflowed {str(dtype).removeprefix('torch.')} inside the model: use a smaller shift",
         )
+    reached = reach(base, final, position)
     checks = mask_checks(base, position, deltas, final)
+    if reached < REACH_THRESHOLD:  # nothing broke, but nothing was tested either
+        checks = [replace(c, holds=None) if c.tested and c.holds else c for c in checks]
     return PerturbResult(
         tokens=base.tokens,
         tokens_after=after.tokens,
@@ -131,8 +160,10 @@ def perturb(
         layers=deltas,
         final=final_name(base),
         final_delta=final,
+        reach=reached,
         checks=checks,
-        verdict=verdict(base, position, deltas, final, checks),
+        verdict=verdict(base, position, deltas, final, checks, reached),
+        bug=bug,
     )
 
 
@@ -199,7 +230,7 @@ def mask_checks(run: ModelRun, p: int, deltas: list[list[float]], final: list[fl
                 "perturb a padding position to test it"
             )
             checks.append(_check("padding", claim, [[]] * n, deltas, final))
-    blocked_q = sorted({q for q, k in m.blocked if k == p and q != p})  # p's own query changes with its input
+    blocked_q = _blocked_queries(run, p)  # p's own query changes with its input
     if blocked_q:
         by_layer = [blocked_q] + [[] for _ in range(n - 1)]
         who = (
@@ -215,11 +246,13 @@ def mask_checks(run: ModelRun, p: int, deltas: list[list[float]], final: list[fl
     return checks
 
 
-def verdict(run: ModelRun, p: int, deltas: list[list[float]], final: list[float], checks: list[Check]) -> str:
-    """One line in words: which claims hold, or where the first leak is."""
+def verdict(
+    run: ModelRun, p: int, deltas: list[list[float]], final: list[float], checks: list[Check], reached: float
+) -> str:
+    """One line in words: which claims hold, where the first leak is, or why nothing was tested."""
     where = f"position {p} “{run.tokens[p]}”"
     moved = max(range(len(final)), key=lambda q: final[q])
-    leaks = [c for c in checks if c.tested and not c.holds]
+    leaks = [c for c in checks if c.tested and c.holds is False]
     if leaks:
         c = leaks[0]
         leak = c.first_leak
@@ -237,10 +270,32 @@ def verdict(run: ModelRun, p: int, deltas: list[list[float]], final: list[float]
             f"(largest change {final[moved]:.3g}, at position {moved})."
         )
     names = " and ".join(c.name for c in held)
-    safe = sorted(set().union(*(c.protected for c in held)))
+    if reached < REACH_THRESHOLD:
+        return (
+            f"Inconclusive: changing {where} moved its own output in {final_name(run)} by {final[p]:.3g}, "
+            f"{reached:.3g} of its size (under the threshold {REACH_THRESHOLD:g}), so the change did not reach the "
+            f"model and nothing tests the {names} mask (a LayerNorm removes a uniform shift): use a direction "
+            "change or swap the token."
+        )
     through = "its one layer" if n == 1 else f"all {n} layers"
+    parts = []
+    everywhere = sorted(set().union(*(c.protected for c in held if c.name != "blocked")))
+    if everywhere:
+        parts.append(f"positions {_span(everywhere)} exactly unchanged through {through} and {final_name(run)}")
+    blocked = next((c for c in held if c.name == "blocked"), None)
+    if blocked is not None:  # its claim is about layer 0 only; later layers may carry the change on
+        qs = _blocked_queries(run, p)
+        who = f"queries {_span(qs)}" if len(qs) > 1 else f"query {qs[0]}"
+        parts.append(
+            f"{who} exactly unchanged in layer 0, where {'their cells' if len(qs) > 1 else 'its cell'} "
+            f"to key {p} {'are' if len(qs) > 1 else 'is'} blocked"
+        )
     return (
         f"{names[0].upper()}{names[1:]} masking {'holds' if len(held) == 1 else 'hold'}: changing {where} left "
-        f"positions {_span(safe)} exactly unchanged through {through} and {final_name(run)}; the largest change is "
-        f"{final[moved]:.3g}, at position {moved}."
+        f"{', and '.join(parts)}; the largest change is {final[moved]:.3g}, at position {moved}."
     )
+
+
+def _blocked_queries(run: ModelRun, p: int) -> list[int]:
+    """Queries q != p whose cell (q, p) is blocked: the ones layer 0 must leave unchanged."""
+    return sorted({q for q, k in run.masks.blocked if k == p and q != p})

@@ -23,7 +23,7 @@ from server.compute import ONE_SEQUENCE, prepare, refuse_fields, run_body
 from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
-from server.forms import ORJSONResponse, answer
+from server.forms import OTHER_FORMS, ORJSONResponse, answer
 from server.schemas import (
     CompareRequest,
     CompareResult,
@@ -32,6 +32,7 @@ from server.schemas import (
     PerturbRequest,
     PerturbResult,
 )
+from server.schemas.errors import COMPUTE_ERRORS
 from server.serialize import (
     check_result_size,
     compare_body,
@@ -40,7 +41,7 @@ from server.serialize import (
     result_size,
 )
 
-router = APIRouter(prefix="/api", tags=["analysis"], route_class=ComputeRoute)
+router = APIRouter(prefix="/api", tags=["analysis"], route_class=ComputeRoute, responses=COMPUTE_ERRORS)
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 INDUCTION = "red ball king river frog clock red ball king river frog clock"
@@ -83,15 +84,27 @@ def perturb_route(
     before the change read exactly 0) and a one-line verdict."""
     refuse_fields(
         req,
-        ("layer", "include", "precision", *ONE_SEQUENCE),
+        ("layer", "include", "precision", "texts", "source"),
         "perturb runs every layer of one sequence and returns changes",
     )
     prepared = prepare(req.model_copy(update={"include": []}), settings, models, runtime)
     c = req.change
-    change = Change("shift", amount=c.amount) if c.kind == "shift" else Change("token", token=c.token)
+    if c.kind == "direction":
+        change = Change("direction", amount=c.norm, seed=c.seed)
+    elif c.kind == "shift":
+        change = Change("shift", amount=c.amount)
+    else:
+        change = Change("token", token=c.token)
     with torch.inference_mode():
         result = perturb(
-            prepared.model, prepared.inp, prepared.encoded, req.position, change, runtime.device, runtime.dtype
+            prepared.model,
+            prepared.inp,
+            prepared.encoded,
+            req.position,
+            change,
+            runtime.device,
+            runtime.dtype,
+            bug=req.demo_bug,
         )
     return ORJSONResponse(perturb_body(prepared.model.info.name, result, c.model_dump()))
 
@@ -100,6 +113,7 @@ def perturb_route(
     "/intervene",
     response_model=InterventionResult,
     response_class=ORJSONResponse,
+    responses={200: OTHER_FORMS},
     summary="Ablate heads and edit single attention weights; see the change in every layer and the predictions",
 )
 def intervene_route(
@@ -174,6 +188,7 @@ def naming(prefix: str) -> Iterator[None]:
     "/compare",
     response_model=CompareResult,
     response_class=ORJSONResponse,
+    responses={200: OTHER_FORMS},
     summary="Two runs of the same length and, per layer and head, B - A weights",
 )
 def compare_route(

@@ -6,7 +6,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from server.schemas.attention import AttentionRequest, AttentionResult, Strict, Text
+from server.schemas.attention import AttentionRequest, AttentionResult, BugOut, Strict, Text
+
+
+class DirectionChange(Strict):
+    kind: Literal["direction"]
+    norm: float = Field(
+        1.0, gt=0, le=1000, allow_inf_nan=False, description="the length of the vector added to the position's input"
+    )
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="seeds the random direction (its mean removed)")
 
 
 class ShiftChange(Strict):
@@ -25,8 +33,10 @@ class PerturbRequest(AttentionRequest):
     """The /api/attention body (every layer runs: no `layer`, no `include`) plus the position and the change."""
 
     position: int = Field(ge=0, description="the position whose input changes")
-    change: Annotated[ShiftChange | TokenChange, Field(discriminator="kind")] = Field(
-        default_factory=lambda: ShiftChange(kind="shift"), description="shift its vector, or swap its token"
+    change: Annotated[DirectionChange | ShiftChange | TokenChange, Field(discriminator="kind")] = Field(
+        default_factory=lambda: DirectionChange(kind="direction"),
+        description="add a seeded random direction of a given norm to its input vector (the default: it reaches "
+        "every model), add the same amount to every feature (a LayerNorm removes it), or swap its token",
     )
 
 
@@ -44,7 +54,10 @@ class LeakOut(BaseModel):
 class CheckOut(BaseModel):
     name: Literal["causal", "window", "padding", "blocked"]
     claim: str
-    holds: bool
+    holds: bool | None = Field(
+        description="null: inconclusive, the change did not reach the model (reach under reach_threshold) and no "
+        "protected position moved"
+    )
     max_delta: float = Field(description="largest change at a position the claim protects (0.0 when it holds)")
     protected: list[int] = Field(description="positions the claim says cannot move, after the last layer")
     tested: bool = Field(description="false: this change puts no position under the claim")
@@ -60,8 +73,14 @@ class PerturbResult(BaseModel):
     final: str = Field(description="what final_delta measures")
     layers: list[LayerDelta]
     final_delta: list[float]
+    reach: float = Field(
+        description="how far the changed position moved in the final output, relative to its size: "
+        "max |after - before| / max |before| at that position"
+    )
+    reach_threshold: float = Field(description="under it the change did not reach the model: inconclusive")
     checks: list[CheckOut]
     verdict: str
+    demo_bug: BugOut | None = Field(None, description="the classic bug both runs computed, as in /api/attention")
 
 
 class Ablation(Strict):
