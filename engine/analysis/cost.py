@@ -9,6 +9,11 @@ For B sequences of S tokens, H query heads, G K/V groups, width D, d_head = D / 
                     one head of width D has 4 D^2: H heads cost the same as one (with G = H)
     FLOPs           projections 2 B S D (H + 2 G) d_head + output 2 B S D^2 + scores 2 B H S^2 d_head
                     + weights x V 2 B H S^2 d_head   (a multiply-add counts 2)
+
+`measure_cost` also runs one layer here (three times: warm-up, timed, memory). A CPU has no fast half-precision
+matmul (float16 is ~50x slower than float32 there), so on a CPU float16 and bfloat16 are measured in float32 and
+the answer says so; the run stops between repetitions when nobody waits for it (engine.stop). How large a layer
+may be measured is the caller's limit: `Cost.flops["total"]` counts it.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from engine import stop
 from engine.attention import AttentionWeights, attention
 from engine.errors import InputError
-from engine.measure import Measurement, measure
+from engine.measure import measure
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -51,6 +57,16 @@ class CurvePoint:
 
 
 @dataclass(frozen=True)
+class MeasuredLayer:
+    peak_bytes: int  # what the layer allocated above what was allocated before
+    ms: float  # one run of the layer
+    method: str  # how peak_bytes was measured, in words
+    tokens_per_s: float | None  # B x S / (ms x layers)
+    measured_dtype: str  # the dtype the layer ran in: the query's, or float32 for half precision on a CPU
+    note: str | None  # why measured_dtype differs from the query's
+
+
+@dataclass(frozen=True)
 class Cost:
     d_head: int
     bytes_per_value: int
@@ -63,7 +79,7 @@ class Cost:
     params_all_layers: int
     flops: dict[str, int]  # per layer: projections, scores, weights_v, output, total; and all_layers
     curve: list[CurvePoint]  # memory against S, powers of 2
-    measured: Measurement | None = None
+    measured: MeasuredLayer | None = None
     tokens_per_s: float | None = None
 
 
@@ -118,10 +134,19 @@ def cost(q: CostQuery) -> Cost:
     )
 
 
+HALF = (torch.float16, torch.bfloat16)
+
+
+def measured_dtype(dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The dtype a layer is measured in: the query's, except half precision on a CPU, which runs in float32."""
+    return torch.float32 if device.type == "cpu" and dtype in HALF else dtype
+
+
 def measure_cost(q: CostQuery, device: torch.device, seed: int = 0) -> Cost:
     """The formulas, plus one attention layer (B, S, D) of the engine measured on `device`: peak bytes, time, and
     tokens per second for all layers (the layer's time x layers)."""
-    dtype = validate(q)
+    asked = validate(q)
+    dtype = measured_dtype(asked, device)
     base = cost(q)
     gen = torch.Generator().manual_seed(seed)
 
@@ -129,6 +154,7 @@ def measure_cost(q: CostQuery, device: torch.device, seed: int = 0) -> Cost:
         """N(0, 1/fan_in) entries, so every product stays near unit scale (and finite in half precision)."""
         return (torch.randn(*shape, generator=gen) / shape[-2] ** 0.5).to(device=device, dtype=dtype)
 
+    stop.check()
     d, h, g, dh = q.d_model, q.heads, q.groups, q.d_head
     w = AttentionWeights(
         W_Q=draw(h, d, dh) / d**0.5,
@@ -137,7 +163,20 @@ def measure_cost(q: CostQuery, device: torch.device, seed: int = 0) -> Cost:
         W_O=draw(h, dh, d) / d**0.5,
     )
     x = (torch.randn(q.batch, q.seq_len, d, generator=gen)).to(device=device, dtype=dtype)
+
+    def layer() -> object:
+        stop.check()  # the client has gone: no more repetitions
+        return attention(x, w)
+
     with torch.inference_mode():
-        _, m = measure(lambda: attention(x, w), device)
+        _, m = measure(layer, device)
     tokens_per_s = q.batch * q.seq_len / (m.ms * q.layers / 1000.0) if m.ms > 0 else None
-    return replace(base, measured=m, tokens_per_s=tokens_per_s)
+    name = str(dtype).removeprefix("torch.")
+    note = None
+    if dtype != asked:
+        note = (
+            f"measured in {name}, not {q.dtype}: a CPU has no fast {q.dtype} matmul (~50x slower than {name}), "
+            f"so the time is {name}'s; the formulas above are {q.dtype}'s"
+        )
+    measured = MeasuredLayer(m.peak_bytes, m.ms, m.method, tokens_per_s, name, note)
+    return replace(base, measured=measured, tokens_per_s=tokens_per_s)

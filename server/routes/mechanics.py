@@ -15,6 +15,7 @@ from engine.analysis.decode import decode
 from engine.analysis.sweep import scale_sweep, sweep_values
 from server.compute import ONE_SEQUENCE, prepare, refuse_fields
 from server.computing import ComputeRoute
+from server.config import Settings
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
 from server.forms import ORJSONResponse
@@ -26,9 +27,10 @@ from server.schemas import (
     ScaleSweepRequest,
     ScaleSweepResult,
 )
+from server.schemas.errors import COMPUTE_ERRORS
 from server.serialize import check_result_size
 
-router = APIRouter(prefix="/api", tags=["mechanics"], route_class=ComputeRoute)
+router = APIRouter(prefix="/api", tags=["mechanics"], route_class=ComputeRoute, responses=COMPUTE_ERRORS)
 
 INDUCTION = "red ball king river frog clock red ball king river frog clock"
 
@@ -102,6 +104,30 @@ def machine_memory(device: torch.device) -> int | None:
         return None
 
 
+def check_measurable(q: CostQuery, settings: Settings) -> None:
+    """The measured layer's scores and its work, bounded before anything is allocated: a 422 naming the limit."""
+    scores = q.batch * q.heads * q.seq_len**2
+    if scores > settings.max_result_values:
+        raise ApiError(
+            422,
+            "too_large",
+            f"measuring holds batch x heads x seq_len^2 = {q.batch:,} x {q.heads:,} x {q.seq_len:,}^2 = {scores:,} "
+            f"scores, limit {settings.max_result_values:,} (set by ATTNLAB_MAX_RESULT_VALUES on this server): "
+            "a shorter seq_len, a smaller batch or fewer heads; or leave measure off",
+            "seq_len",
+        )
+    flops = cost(q).flops["total"]
+    if flops > settings.max_measure_flops:
+        raise ApiError(
+            422,
+            "too_large",
+            f"one layer of batch {q.batch:,} x seq_len {q.seq_len:,} at d_model {q.d_model:,} is {flops:,} FLOPs, "
+            f"limit {settings.max_measure_flops:,} (set by ATTNLAB_MAX_MEASURE_FLOPS on this server): "
+            "a smaller batch, seq_len or d_model; or leave measure off",
+            "measure",
+        )
+
+
 @router.post(
     "/cost",
     response_model=CostResult,
@@ -136,7 +162,9 @@ def cost_route(
     kv_heads x S x d_head x bytes, projection parameters of 1 head vs H heads, FLOPs) and memory against S. With
     `measure: true` (S, width, heads and batch within this server's limits) one layer of the engine runs here and
     its peak memory and time are measured: on CUDA by torch.cuda.max_memory_allocated, on CPU by torch's
-    profiler counting every tensor allocation and free."""
+    profiler counting every tensor allocation and free. Its scores are bounded by ATTNLAB_MAX_RESULT_VALUES and its
+    FLOPs by ATTNLAB_MAX_MEASURE_FLOPS; on a CPU float16 and bfloat16 are measured in float32 (`measured_dtype`,
+    `note`)."""
     q = CostQuery(req.batch, req.heads, req.kv_heads, req.seq_len, req.d_model, req.layers, req.dtype)
     if req.measure:
         for field, value, limit, name in (
@@ -152,7 +180,7 @@ def cost_route(
                     f"got {value}: measure runs here, limit {limit} ({name}); or leave measure off",
                     field,
                 )
-        check_result_size(req.batch * req.heads * req.seq_len**2, settings.max_result_values)
+        check_measurable(q, settings)
         result = measure_cost(q, runtime.device)
     else:
         result = cost(q)

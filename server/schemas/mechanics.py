@@ -67,6 +67,9 @@ class MeasuredOut(BaseModel):
     peak_bytes: int
     ms: float
     method: str
+    tokens_per_s: float | None = Field(description="B x S / (ms x layers)")
+    measured_dtype: str = Field(description="the dtype the layer ran in: float32 for float16 and bfloat16 on a CPU")
+    note: str | None = Field(description="why measured_dtype differs from the query's dtype")
 
 
 class CostResult(BaseModel):
