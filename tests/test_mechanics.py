@@ -339,13 +339,54 @@ def test_equal_w_q_and_w_k_make_symmetric_scores(trained: TestClient) -> None:
     assert trained.post("/api/attention", json=other).json()["layers"][0]["heads"][0]["stats"]["qk_symmetric"] is False
 
 
-def test_sdpa_reference_is_what_the_audit_compares_with() -> None:
-    """The audit's reference is torch's own fused kernel: on plain inputs it equals softmax(QK^T/sqrt d)V."""
+def test_sdpa_reference_is_what_the_audit_compares_with(trained: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The audit's reference is torch's own fused kernel, which equals softmax(QK^T/sqrt d)V: the audit of a run small
+    enough to work by hand calls it once per layer with the scale it recomputes from d_k, reports the numbers worked
+    here, and a reference moved by 0.25 shows in sdpa_max_diff as 0.25."""
     q, k, v = (torch.randn(1, 2, 5, 4, dtype=torch.float64) for _ in range(3))
     mask = torch.ones(5, 5, dtype=torch.bool).tril()
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     manual = (q @ k.transpose(-1, -2) / 2).masked_fill(~mask, float("-inf")).softmax(-1) @ v
     assert torch.allclose(ref, manual, atol=1e-12)
+
+    x = np.array([[1.0, 0.0], [0.3, 1.0], [0.5, 0.5], [-0.4, 0.8]])
+    w_q, w_k, w_v = np.array([[1.0, 0.5], [0.2, 1.0]]), np.array([[0.7, -0.3], [0.4, 0.9]]), np.eye(2)
+    body = {
+        "x": x.tolist(),
+        "weights": {"w_q": w_q.tolist(), "w_k": w_k.tolist(), "w_v": w_v.tolist()},
+        "masks": {"causal": True},
+        "include": ["audit", "scores"],
+    }
+    audit_module = importlib.import_module("engine.analysis.audit")
+    sdpa = F.scaled_dot_product_attention
+    scales: list[float] = []
+
+    def spy(*args: Any, **kwargs: Any) -> torch.Tensor:
+        scales.append(kwargs["scale"])
+        return sdpa(*args, **kwargs)
+
+    monkeypatch.setattr(audit_module, "F", type("F", (), {"scaled_dot_product_attention": staticmethod(spy)}))
+    got = trained.post("/api/attention", json=body).json()
+    a = got["audit"]
+    assert scales == [pytest.approx(1 / math.sqrt(2))]  # one layer: one call, the scale from d_k = 2
+    scores = (x @ w_q) @ (x @ w_k).T / math.sqrt(2)  # (S, S), by hand
+    causal = np.tri(4, dtype=bool)
+    np.testing.assert_allclose(got["layers"][0]["heads"][0]["scores"], scores, atol=1e-5)  # the same convention
+    e = np.where(causal, np.exp(scores - scores.max(axis=1, keepdims=True)), 0.0)
+    weights = e / e.sum(axis=1, keepdims=True)
+    entropy = -np.where(causal, weights * np.log(np.where(causal, weights, 1.0)), 0.0).sum(axis=1).mean()
+    assert (a["heads"], a["d_k"], a["layers"], a["seq_len"], a["valid_tokens"]) == (1, 2, 1, 4, 4)
+    assert a["scale"]["factor"] == pytest.approx(1 / math.sqrt(2))
+    assert a["score_range"] == pytest.approx([scores[causal].min(), scores[causal].max()], abs=1e-5)
+    assert a["entropy"] == pytest.approx(entropy, abs=1e-5)
+    assert a["max_masked_weight"] == 0.0 and a["max_row_sum_error"] < 1e-6 and a["sdpa_max_diff"] < 1e-5
+    assert a["perturbation"][0]["mask"] == "causal" and a["perturbation"][0]["holds"]
+
+    def moved(*args: Any, **kwargs: Any) -> torch.Tensor:
+        return sdpa(*args, **kwargs) + 0.25
+
+    monkeypatch.setattr(audit_module, "F", type("F", (), {"scaled_dot_product_attention": staticmethod(moved)}))
+    assert trained.post("/api/attention", json=body).json()["audit"]["sdpa_max_diff"] == pytest.approx(0.25, abs=1e-5)
 
 
 def test_a_cost_past_64_bits_is_a_number_not_a_500(trained: TestClient) -> None:
