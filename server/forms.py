@@ -58,6 +58,12 @@ class NPZResponse(Response):
 
 
 ARRAYS_MEDIA_TYPE = MEDIA_TYPE
+# OpenAPI's 200 of a route that answers through `answer`: JSON (its response_model), and these two forms
+OTHER_FORMS = {
+    "content": {NPZ_MEDIA_TYPE: {}, ARRAYS_MEDIA_TYPE: {}},
+    "description": "JSON; .npz with Accept: application/x-npz; the arrays form (a JSON header, then raw "
+    "little-endian arrays) with Accept: application/vnd.attnlab.arrays",
+}
 
 
 class ArraysResponse(Response):

@@ -8,10 +8,11 @@ from fastapi.responses import Response
 from server.compute import attention_body
 from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
-from server.forms import ARRAYS_MEDIA_TYPE, NPZ_MEDIA_TYPE, ORJSONResponse, answer
+from server.forms import OTHER_FORMS, ORJSONResponse, answer
 from server.schemas import AttentionRequest, AttentionResult
+from server.schemas.errors import COMPUTE_ERRORS
 
-router = APIRouter(prefix="/api", tags=["attention"], route_class=ComputeRoute)
+router = APIRouter(prefix="/api", tags=["attention"], route_class=ComputeRoute, responses=COMPUTE_ERRORS)
 
 
 @router.post(
@@ -19,13 +20,7 @@ router = APIRouter(prefix="/api", tags=["attention"], route_class=ComputeRoute)
     response_model=AttentionResult,
     response_class=ORJSONResponse,
     summary="Every head's scores and weights for a sequence, with masks",
-    responses={
-        200: {
-            "content": {NPZ_MEDIA_TYPE: {}, ARRAYS_MEDIA_TYPE: {}},
-            "description": "JSON; .npz with Accept: application/x-npz; the arrays form (a JSON header, then raw "
-            "little-endian arrays) with Accept: application/vnd.attnlab.arrays",
-        }
-    },
+    responses={200: OTHER_FORMS},
 )
 def compute_attention(
     req: AttentionRequest,

@@ -10,8 +10,12 @@ from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.export import build_export
 from server.schemas import ExportRequest
+from server.schemas.errors import ANY_ROUTE, BODY, errors
 
-router = APIRouter(prefix="/api", tags=["attention"], route_class=ComputeRoute)
+# its own answer is HTML; its errors are JSON, as everywhere under /api
+router = APIRouter(
+    prefix="/api", tags=["attention"], route_class=ComputeRoute, responses=errors(*ANY_ROUTE, *BODY, ref=True)
+)
 
 
 @router.post(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from fastapi import APIRouter
 
-from engine.analysis.heads import head_type_scores, probe_sequence, top_heads_for_pair
+from engine.analysis.heads import head_type_scores, pair_mask_reasons, probe_sequence, top_heads_for_pair
 from engine.models import AttentionModel
 from server.compute import ONE_SEQUENCE, cached_run, check_limits, choose_model, prepare, refuse_fields, to_run_input
 from server.computing import ComputeRoute
@@ -21,8 +21,9 @@ from server.schemas import (
     TopHeadsRequest,
     TopHeadsResult,
 )
+from server.schemas.errors import COMPUTE_ERRORS
 
-router = APIRouter(prefix="/api/heads", tags=["analysis"], route_class=ComputeRoute)
+router = APIRouter(prefix="/api/heads", tags=["analysis"], route_class=ComputeRoute, responses=COMPUTE_ERRORS)
 
 
 @router.post("", response_model=HeadTypesResult, summary="Score every head of a model by type")
@@ -96,7 +97,8 @@ def check_probe_length(model: AttentionModel, segment_len: int, settings: Settin
 @router.post("/top", response_model=TopHeadsResult, summary="The heads that put the most weight from a query on a key")
 def top_heads(req: TopHeadsRequest, settings: SettingsDep, models: ModelsDep, runtime: RuntimeDep) -> TopHeadsResult:
     """Rank every (layer, head) by weight[query, key] on your sequence and masks: "which heads make 'it' look at
-    'animal'?". Positions count the model's own tokens (for minilm, [CLS] is position 0)."""
+    'animal'?". Positions count the model's own tokens (for minilm, [CLS] is position 0). A pair the masks exclude
+    holds 0 in every head: `masked` is true, `reasons` names the masks, and `heads` is empty."""
     refuse_fields(req, ONE_SEQUENCE, "top heads are ranked on one sequence")
     refuse_fields(
         req, ("layer", "include", "precision"), "top heads rank every layer's heads and return weights, not matrices"
@@ -106,10 +108,13 @@ def top_heads(req: TopHeadsRequest, settings: SettingsDep, models: ModelsDep, ru
     )
     run = prepare(as_attention, settings, models, runtime).run(runtime)
     ranked = top_heads_for_pair(run, req.query, req.key, req.k)
+    reasons = pair_mask_reasons(run, req.query, req.key)
     return TopHeadsResult(
         model=run.model,
         tokens=run.tokens,
         query=req.query,
         key=req.key,
+        masked=bool(reasons),
+        reasons=reasons,
         heads=[TopHead.model_validate(r) for r in ranked],
     )

@@ -4,8 +4,9 @@ from fastapi import APIRouter
 
 from server.deps import ModelsDep
 from server.schemas import ModelEntry, ModelsResponse, UnavailableModel
+from server.schemas.errors import ANY_ROUTE, errors
 
-router = APIRouter(prefix="/api", tags=["models"])
+router = APIRouter(prefix="/api", tags=["models"], responses=errors(*ANY_ROUTE))
 
 
 @router.get("/models", response_model=ModelsResponse)

@@ -8,8 +8,9 @@ from server.deps import RuntimeDep
 from server.errors import ApiError
 from server.progress import RUN_ID
 from server.schemas import ProgressResponse
+from server.schemas.errors import ANY_ROUTE, errors
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], responses=errors(*ANY_ROUTE, 404, 422))
 
 
 @router.get("/api/progress/{run}", response_model=ProgressResponse)
