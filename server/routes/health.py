@@ -8,8 +8,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.schemas import HealthResponse
+from server.schemas.errors import ANY_ROUTE, errors
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], responses=errors(*ANY_ROUTE))
 LIMITS = ("max_tokens", "max_batch", "max_width", "max_heads", "max_text_chars", "max_body_bytes", "max_result_values")
 
 
