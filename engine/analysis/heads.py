@@ -183,10 +183,16 @@ def head_row(layer: int, head: int, scores: dict[str, Tensor | None]) -> HeadSco
     return row
 
 
+def pair_mask_reasons(run: ModelRun, query: int, key: int) -> list[str]:
+    """The masks that exclude the (query, key) cell, in REASONS order; [] when the cell is eligible."""
+    return [name for name, grid in run.reason_grids().items() if bool(grid[query, key])]
+
+
 def top_heads_for_pair(run: ModelRun, query: int, key: int, k: int = 10) -> list[HeadScores]:
     """The (layer, head) pairs that put the most weight from `query` onto `key`, highest first.
 
     For "does 'it' attend to 'animal'?": query = position of "it", key = position of "animal".
+    A masked cell holds exactly 0 in every head, so there is nothing to rank: [] (pair_mask_reasons says why).
     """
     s = len(run.tokens)
     for name, pos in (("query", query), ("key", key)):
@@ -194,6 +200,8 @@ def top_heads_for_pair(run: ModelRun, query: int, key: int, k: int = 10) -> list
             raise InputError(name, f"got position {pos}: the sequence has {s} positions, 0..{s - 1}")
     if k < 1:
         raise InputError("k", f"got k = {k}: ask for at least 1 head")
+    if pair_mask_reasons(run, query, key):
+        return []
     ranked = sorted(
         (
             (float(w), trace.index, h)

@@ -55,4 +55,8 @@ class TopHeadsResult(BaseModel):
     tokens: list[str]
     query: int
     key: int
-    heads: list[TopHead]
+    masked: bool = Field(False, description="true: the masks exclude this cell, so every head gives it exactly 0")
+    reasons: list[str] = Field(
+        default_factory=list, description="the masks that exclude the cell (causal, window, padding, blocked)"
+    )
+    heads: list[TopHead] = Field(description="highest weight first; empty when the pair is masked")
