@@ -19,12 +19,14 @@ import contextvars
 import inspect
 import itertools
 import json
+import re
 import threading
 import typing
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import numpy as np
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
@@ -39,6 +41,9 @@ from server.observability import Metrics
 from server.progress import HEADER, run_id_of
 
 T = TypeVar("T")
+# How deeply a body may nest arrays and objects: the deepest body the API reads is 6 levels (a compare of two
+# bodies with blocked cells); thousands would exhaust the parser's stack
+MAX_DEPTH = 32
 
 
 def client_gone() -> ApiError:
@@ -156,10 +161,33 @@ async def disconnected(request: Request) -> None:
             return
 
 
+# a JSON string (its escapes included), whose brackets are text, not nesting
+JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+BRACKETS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # +1 and -1 as int8
+NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[{]}")))
+CHUNK = 1 << 20
+
+
+def nesting(body: bytes) -> int:
+    """How deeply `body` nests arrays and objects, counted without parsing it (so without recursion): the running
+    sum of +1 per [ or { and -1 per ] or } outside strings, at its highest. A megabyte of brackets at a time."""
+    marks = JSON_STRING.sub(b"", body).translate(BRACKETS, NOT_BRACKETS)
+    deepest = level = 0
+    for start in range(0, len(marks), CHUNK):
+        levels = level + np.cumsum(np.frombuffer(marks, np.int8, min(CHUNK, len(marks) - start), start), dtype=np.int32)
+        deepest = max(deepest, int(levels.max()))
+        level = int(levels[-1])
+    return deepest
+
+
 def parse_body(model: type[BaseModel], body: bytes) -> BaseModel:
     """The JSON body validated against `model`, with FastAPI's error locations ("body", ...)."""
     if not body:
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
+    depth = nesting(body)
+    if depth > MAX_DEPTH:
+        message = f"nested {depth} levels deep (arrays and objects), limit {MAX_DEPTH}"
+        raise ApiError(422, "invalid_request", message, "body")
     try:
         data = json.loads(body)
     except json.JSONDecodeError as e:
@@ -202,8 +230,7 @@ class ComputeRoute(APIRoute):
             body = await request.body()  # read already, whole, by server.app.BodyLimit
             pool = state.runtime.pool
             ticket = pool.ticket()
-            if run_id is not None:
-                board.start(run_id, lambda: pool.ahead(ticket))
+            run = board.start(run_id, lambda: pool.ahead(ticket)) if run_id is not None else None
             given = {
                 "settings": state.settings,
                 "models": state.models,
@@ -220,23 +247,23 @@ class ComputeRoute(APIRoute):
                 return response
 
             def work() -> Response:
-                if run_id is None:
+                if run is None:
                     return compute()
-                board.set(run_id, "layers")
-                with reporting(lambda stage, done, total: board.set(run_id, stage, done, total)):
+                board.move(run, "layers")
+                with reporting(lambda stage, done, total: board.move(run, stage, done, total)):
                     return compute()
 
             gone = asyncio.ensure_future(disconnected(request))
             try:
                 response = await pool.run(work, gone, ticket)
             except BaseException:
-                if run_id is not None:
-                    board.set(run_id, "failed")
+                if run is not None:
+                    board.move(run, "failed")  # final: the thread of a run whose client left cannot undo it
                 raise
             finally:
                 gone.cancel()
-            if run_id is not None:
-                board.set(run_id, "done")
+            if run is not None:
+                board.move(run, "done")
             return response
 
         return handler

@@ -19,6 +19,7 @@ from server.errors import ApiError
 
 HEADER = "x-attnlab-run"
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
+FINAL = ("done", "failed")
 
 
 @dataclass
@@ -38,23 +39,35 @@ class ProgressBoard:
         self._runs: OrderedDict[str, Run] = OrderedDict()
         self._lock = threading.Lock()
 
-    def start(self, run_id: str, ahead: Callable[[], int | None] | None = None) -> None:
-        """The run is in (its body read) and waits for a compute slot; `ahead()` says behind how many other jobs."""
+    def start(self, run_id: str, ahead: Callable[[], int | None] | None = None) -> Run:
+        """The run is in (its body read) and waits for a compute slot; `ahead()` says behind how many other jobs.
+        What comes back is the run itself, for `move`: a later run of the same name is a new one."""
+        run = Run(ahead=ahead)
         with self._lock:
-            self._runs[run_id] = Run(ahead=ahead)
+            self._runs[run_id] = run
             self._runs.move_to_end(run_id)
             while len(self._runs) > self.keep:
                 self._runs.popitem(last=False)
+        return run
+
+    def move(self, run: Run, stage: str, done: int = 0, total: int = 0) -> None:
+        """Move the run to `stage`; a stage with no count (writing, done, failed) keeps the layers' count. Done and
+        failed are final: a run whose client left is failed, and its thread, still finishing a layer, does not move
+        it back to "layers"."""
+        with self._lock:
+            if run.stage in FINAL:
+                return
+            run.stage = stage
+            run.ahead = None
+            if total:
+                run.done, run.total = done, total
 
     def set(self, run_id: str, stage: str, done: int = 0, total: int = 0) -> None:
-        """Move the run to `stage`; a stage with no count (writing, done, failed) keeps the layers' count."""
+        """`move` the run of that name, if the board still holds it."""
         with self._lock:
             run = self._runs.get(run_id)
-            if run is not None:
-                run.stage = stage
-                run.ahead = None
-                if total:
-                    run.done, run.total = done, total
+        if run is not None:
+            self.move(run, stage, done, total)
 
     def get(self, run_id: str) -> dict[str, object] | None:
         with self._lock:
