@@ -13,10 +13,11 @@ from pathlib import Path
 
 import fastapi_offline
 import plotly
-from fastapi import APIRouter, HTTPException, Request
-from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
+
+from server.errors import ApiError
 
 # templates/ and static/ sit beside the server package: in the checkout, and in site-packages once installed
 WEB_ROOT = Path(str(importlib.resources.files("server"))).parent
@@ -34,14 +35,14 @@ DOCS_FILES = {
 
 # The Content-Security-Policy of every response (server/app.py Hardening). The page loads only its own files; its
 # one inline script, the import map, is allowed by its hash (page_csp); plotly adds <style> elements, hence the
-# inline styles. Swagger UI and ReDoc (/docs, /redoc) start from one inline script and ReDoc searches in a blob
-# worker.
+# inline styles. Swagger UI and ReDoc (/docs, /redoc) start from files too (static/js/docs.js, ReDoc's own <redoc>
+# element); they style with inline styles and ReDoc searches in a blob worker.
 PAGE_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
     "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
 DOCS_CSP = (
-    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "worker-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
 )
 
@@ -60,34 +61,61 @@ _gzipped: dict[tuple[Path, int, int], bytes] = {}
 _gzip_lock = threading.Lock()
 
 
+MAX_NAME = 1024  # characters in a file's name under /static or /vendor/docs; the longest served is 22
+
+
+def no_such_file(name: str) -> ApiError:
+    shown = repr(name[:80]) + (f"... ({len(name)} characters)" if len(name) > 80 else "")
+    return ApiError(404, "not_found", f"no such file: {shown}", "path")
+
+
+# What attnlab changes in a vendor file as it serves it: ReDoc's sidebar draws Redocly's logo from Redocly's CDN,
+# which the Content-Security-Policy refuses (and no request leaves this machine); "data:," fails to load as an
+# image, and ReDoc then leaves the logo out (its onError).
+REWRITES = {"redoc.standalone.js": (b'src:"https://cdn.redoc.ly/redoc/logo-mini.svg"', b'src:"data:,"')}
+_rewritten: dict[tuple[Path, int, int], bytes] = {}
+
+
 def served_file(path: Path, request: Request, cache_control: str, media_type: str | None = None) -> Response:
     """A file with an ETag and Cache-Control: a 304 when the browser has it, gzipped (once, then kept) when the
-    browser takes gzip and the type compresses."""
+    browser takes gzip and the type compresses; rewritten (REWRITES, once, then kept) where attnlab changes it."""
     try:
         st = path.stat()
-    except OSError:
-        raise HTTPException(404) from None
+    except (OSError, ValueError):  # ValueError: a NUL in the name
+        raise no_such_file(path.name) from None
     kind = media_type or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     if kind in ("text/javascript", "application/javascript", "text/css", "text/html"):
         kind += "; charset=utf-8"
-    etag = f'"{st.st_mtime_ns:x}-{st.st_size:x}"'
+    rewrite = REWRITES.get(path.name)
+    etag = f'"{st.st_mtime_ns:x}-{st.st_size:x}{"-r" if rewrite else ""}"'
     headers = {"ETag": etag, "Cache-Control": cache_control, "Vary": "Accept-Encoding"}
     if etag in request.headers.get("if-none-match", ""):
         return Response(status_code=304, headers=headers)
+    key = (path, st.st_mtime_ns, st.st_size)
     gzip_ok = "gzip" in request.headers.get("accept-encoding", "")
     if not gzip_ok or not kind.startswith(COMPRESSIBLE) or st.st_size < 1024:
-        return FileResponse(path, media_type=kind, headers=headers)
-    key = (path, st.st_mtime_ns, st.st_size)
+        if rewrite is None:
+            return FileResponse(path, media_type=kind, headers=headers)
+        return Response(rewritten(path, key, rewrite), media_type=kind, headers=headers)
     with _gzip_lock:
         body = _gzipped.get(key)
         if body is None:
-            body = gzip.compress(path.read_bytes(), compresslevel=9, mtime=0)
+            plain = path.read_bytes() if rewrite is None else rewritten(path, key, rewrite)
+            body = gzip.compress(plain, compresslevel=9, mtime=0)
             _gzipped[key] = body
     return Response(body, media_type=kind, headers={**headers, "Content-Encoding": "gzip"})
 
 
-# Modules the page never imports: the standalone viewer of an exported file (attnlab/standalone.py inlines it).
-NOT_PAGE_MODULES = {"standalone.js"}
+def rewritten(path: Path, key: tuple[Path, int, int], rewrite: tuple[bytes, bytes]) -> bytes:
+    body = _rewritten.get(key)
+    if body is None:
+        body = _rewritten[key] = path.read_bytes().replace(*rewrite)
+    return body
+
+
+# Scripts the page never imports: the standalone viewer of an exported file (attnlab/standalone.py inlines it), and
+# the start-up of Swagger UI on /docs.
+NOT_PAGE_MODULES = {"standalone.js", "docs.js"}
 
 
 def page_modules() -> list[str]:
@@ -138,11 +166,23 @@ def index(request: Request) -> Response:
     return response
 
 
+def file_under(root: Path, name: str) -> Path:
+    """root/name when that is a file inside root; a 404 naming the path otherwise (outside root, a NUL, a name
+    too long for the file system)."""
+    if len(name) > MAX_NAME or "\0" in name:
+        raise no_such_file(name)
+    try:
+        path = (root / name).resolve()
+        if path.is_relative_to(root.resolve()) and path.is_file():
+            return path
+    except (OSError, ValueError):
+        pass
+    raise no_such_file(name)
+
+
 @router.get("/static/{name:path}")
 def static_file(name: str, request: Request) -> Response:
-    path = (STATIC_DIR / name).resolve()
-    if not path.is_relative_to(STATIC_DIR.resolve()) or not path.is_file():
-        raise HTTPException(404)
+    path = file_under(STATIC_DIR, name)
     versioned = request.query_params.get("v") == digest(path)
     return served_file(path, request, OWN_VERSIONED if versioned else OWN)
 
@@ -155,27 +195,20 @@ def plotly_js(request: Request) -> Response:
 @router.get("/vendor/docs/{name}")
 def docs_asset(name: str, request: Request) -> Response:
     if name not in DOCS_FILES:
-        raise HTTPException(404)
+        raise no_such_file(name)
     return served_file(DOCS_ASSETS / name, request, VENDOR, DOCS_FILES[name])
 
 
 @router.get("/docs", response_class=HTMLResponse)
-def swagger_ui() -> HTMLResponse:
-    return get_swagger_ui_html(
-        openapi_url="/openapi.json",
-        title="attnlab · REST API",
-        swagger_js_url="/vendor/docs/swagger-ui-bundle.js",
-        swagger_css_url="/vendor/docs/swagger-ui.css",
-        swagger_favicon_url="/vendor/docs/favicon.png",
-    )
+def swagger_ui(request: Request) -> Response:
+    page = {
+        "css": "/vendor/docs/swagger-ui.css",
+        "bundle": "/vendor/docs/swagger-ui-bundle.js",
+        "start": asset_url("js/docs.js"),
+    }
+    return templates.TemplateResponse(request, "docs.html", page)
 
 
 @router.get("/redoc", response_class=HTMLResponse)
-def redoc() -> HTMLResponse:
-    return get_redoc_html(
-        openapi_url="/openapi.json",
-        title="attnlab · REST API",
-        redoc_js_url="/vendor/docs/redoc.standalone.js",
-        redoc_favicon_url="/vendor/docs/favicon.png",
-        with_google_fonts=False,
-    )
+def redoc(request: Request) -> Response:
+    return templates.TemplateResponse(request, "redoc.html", {"bundle": "/vendor/docs/redoc.standalone.js"})
