@@ -20,14 +20,22 @@ const HINTS = {
   network: "Is `attnlab serve` still running?",
 };
 
-// Fields whose limits a person running the server can raise, and the setting that does it.
+// Fields whose limits a person running the server can raise, and the setting that does it, by the status the
+// server answers with: 413 for too many characters (text, texts[i], tokens[i], source.text), 422 for too many
+// tokens or too many texts in a batch.
 const SETTINGS = {
-  text: "ATTNLAB_MAX_TOKENS",
-  texts: "ATTNLAB_MAX_TOKENS",
-  tokens: "ATTNLAB_MAX_TOKENS",
-  source: "ATTNLAB_MAX_TOKENS",
-  include: "ATTNLAB_MAX_RESULT_VALUES",
+  text: { 413: "ATTNLAB_MAX_TEXT_CHARS", 422: "ATTNLAB_MAX_TOKENS" },
+  texts: { 413: "ATTNLAB_MAX_TEXT_CHARS", 422: "ATTNLAB_MAX_TOKENS or ATTNLAB_MAX_BATCH" },
+  tokens: { 413: "ATTNLAB_MAX_TEXT_CHARS", 422: "ATTNLAB_MAX_TOKENS" },
+  source: { 413: "ATTNLAB_MAX_TEXT_CHARS", 422: "ATTNLAB_MAX_TOKENS" },
+  include: { 422: "ATTNLAB_MAX_RESULT_VALUES" },
 };
+
+// The setting that raises the limit an error hit, or null: a pure helper a test can call.
+export function limitSetting(status, field) {
+  const root = (field || "").split(/[.[]/)[0];
+  return (SETTINGS[root] && SETTINGS[root][status]) || null;
+}
 
 export class ApiError extends Error {
   constructor(status, code, field, message, details = []) {
@@ -44,14 +52,16 @@ export function describeError(err) {
   if (err instanceof ApiError) {
     const message = err.message || `The server answered ${err.status}.`;
     const root = (err.field || "").split(/[.[]/)[0];
+    const setting = limitSetting(err.status, err.field);
     let hint = HINTS[err.code] || "";
-    if (err.code === "too_large" && root === "include") {
-      hint = `Pick one layer in the Layer menu, or shorten the text. Whoever runs the server can raise the limit with ${SETTINGS.include}.`;
-    } else if (err.code === "too_large" && SETTINGS[root]) {
+    if (err.code === "too_large" && root === "include" && setting) {
+      hint = `Pick one layer in the Layer menu, or shorten the text. Whoever runs the server can raise the limit with ${setting}.`;
+    } else if (err.code === "too_large" && setting) {
+      const example = setting.split(" ")[0];
       hint =
         // the message already says to shorten the input
-        `Whoever runs the server can raise this limit with the ${SETTINGS[root]} setting ` +
-        `(for example ${SETTINGS[root]}=1024 attnlab serve); a trained model's own limit cannot be raised.`;
+        `Whoever runs the server can raise this limit with the ${setting} setting ` +
+        `(for example ${example}=1024 attnlab serve); a trained model's own limit cannot be raised.`;
     }
     return { code: err.code || "http_error", field: err.field || null, message, hint };
   }

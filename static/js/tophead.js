@@ -60,7 +60,13 @@ export function renderTopHeads(root, view, on) {
   } else if (view.status === "loading" && !top) {
     status.textContent = "ranking every head…";
   }
-  if (top && view.pair && top.query === q && top.key === k) {
+  if (top && view.pair && top.query === q && top.key === k && top.masked) {
+    // a masked cell holds exactly 0 in every head: say why instead of ranking zeros
+    status.textContent =
+      `Query ${q} “${view.tokens[q]}” → key ${k} “${view.tokens[k]}” is masked (${top.reasons.join(", ")}): ` +
+      "every head gives it weight 0, so there is nothing to rank. Choose an eligible pair.";
+    status.dataset.masked = "true";
+  } else if (top && view.pair && top.query === q && top.key === k) {
     status.textContent =
       `Weight from query ${q} “${view.tokens[q]}” to key ${k} “${view.tokens[k]}”, highest first, over all ` +
       `${view.total} head${view.total === 1 ? "" : "s"}.`;

@@ -814,3 +814,19 @@ def test_arrays_reader_gives_the_json_numbers(js: Callable[[str], Any], precisio
     assert out["half"] == ({"rowType": "Uint16Array", "widens": True} if precision == "float16" else None)
     # float32: the same float32 numbers (JSON writes their shortest decimal); float16 keeps about 3 digits
     assert out["worst"] <= (1e-6 if precision == "float32" else 5e-3), out
+
+
+def test_limit_hint_names_the_setting_of_the_limit_hit(js: Callable[[str], Any]) -> None:
+    """Too many characters (413) is ATTNLAB_MAX_TEXT_CHARS; too many tokens (422) is ATTNLAB_MAX_TOKENS."""
+    out = js(
+        """
+        const api = await mod('api.js');
+        const hint = (status, field) => api.describeError(new api.ApiError(status, 'too_large', field, 'x')).hint;
+        return {chars: hint(413, 'text'), token: hint(422, 'text'), item: hint(413, 'texts[2]'),
+                tok: hint(413, 'tokens[0]'), src: hint(422, 'source.tokens'), include: hint(422, 'include')};
+        """
+    )
+    assert "ATTNLAB_MAX_TEXT_CHARS" in out["chars"] and "ATTNLAB_MAX_TOKENS" not in out["chars"]
+    assert "ATTNLAB_MAX_TOKENS" in out["token"] and "TEXT_CHARS" not in out["token"]
+    assert "ATTNLAB_MAX_TEXT_CHARS" in out["item"] and "ATTNLAB_MAX_TEXT_CHARS" in out["tok"]
+    assert "ATTNLAB_MAX_TOKENS" in out["src"] and "ATTNLAB_MAX_RESULT_VALUES" in out["include"]
