@@ -1,7 +1,7 @@
 """Metrics in the Prometheus format and one JSON log line per request, each with a request id.
 
 Every app has its own registry (tests build several apps in one process). GET /metrics exposes:
-    attnlab_requests_total{method, route, status}   requests answered
+    attnlab_requests_total{method, route, status}   requests answered (method: one of METHODS, else "other")
     attnlab_request_seconds{route}                   latency histogram
     attnlab_errors_total{route, status}              answers of 4xx and 5xx
     attnlab_queue_depth                              computations waiting for a compute slot
@@ -26,6 +26,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 access_log = logging.getLogger("attnlab.access")
 SAFE_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# The methods a label may name: any other (a client may send any token) counts as "other", so that invented methods
+# cannot grow the number of series, and with it each scrape's size and time, without bound.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 
 
 class Metrics:
@@ -87,7 +90,8 @@ class Observe:
             seconds = time.perf_counter() - start
             found = scope.get("route")
             route = getattr(found, "path", None) or ("static" if scope["path"].startswith("/static/") else "unmatched")
-            self.metrics.requests.labels(scope["method"], route, str(status)).inc()
+            method = scope["method"] if scope["method"] in METHODS else "other"
+            self.metrics.requests.labels(method, route, str(status)).inc()
             self.metrics.latency.labels(route).observe(seconds)
             if status >= 400:
                 self.metrics.errors.labels(route, str(status)).inc()

@@ -5,6 +5,7 @@ from importlib.metadata import version
 import torch
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
 
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.schemas import HealthResponse
@@ -30,6 +31,7 @@ async def health(runtime: RuntimeDep, models: ModelsDep, settings: SettingsDep) 
 
 @router.get("/metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
-    """Prometheus text format: requests, latency, errors, queue depth and busy slots of this server."""
+    """Prometheus text format: requests, latency, errors, queue depth and busy slots of this server. Rendered on a
+    thread, so that a scrape never holds the event loop (and every other request) while it writes."""
     registry = request.app.state.metrics.registry
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(await run_in_threadpool(generate_latest, registry), media_type=CONTENT_TYPE_LATEST)
