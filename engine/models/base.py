@@ -139,6 +139,16 @@ class AttentionModel(ABC):
             real=tuple(real),
         )
 
+    def count_tokens(self, inp: RunInput) -> int:
+        """Positions of one sequence's input, counted without embedding anything, so a caller can refuse an input
+        past its token limit before any tensor is built: `tokens` and the rows of `x` as given, `text` split at
+        whitespace; 0 when the model supplies its own input."""
+        if inp.tokens is not None:
+            return len(inp.tokens)
+        if inp.x is not None:
+            return int(inp.x.shape[0])
+        return len(inp.text.split()) if inp.text is not None else 0
+
     def tokenize(self, inp: RunInput) -> list[str]:
         """The token labels this input produces (without running anything)."""
         return self.encode(inp).tokens

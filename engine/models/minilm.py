@@ -220,6 +220,12 @@ class MiniLMModel(AttentionModel):
             )
         return Encoded(labels, self.embed(ids), from_tokens=True, unknown=tuple(unknown))
 
+    def count_tokens(self, inp: RunInput) -> int:
+        """WordPiece tokens of `text` with [CLS] and [SEP] (tokenising is cheap; embedding is what costs)."""
+        if inp.tokens is None and inp.text is not None:
+            return len(self.tokenizer.encode(inp.text).ids)
+        return super().count_tokens(inp)
+
     def reject_unsupported(self, inp: RunInput) -> None:
         if inp.x is not None:
             raise InputError("x", "minilm computes its own embeddings from text or tokens: use the custom model for x")
