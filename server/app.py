@@ -47,6 +47,10 @@ class BodyLimit:
             await self._refuse(send)
             return
         if scope["method"] == "POST" and scope["path"].startswith("/api/"):
+            site = headers.get(b"sec-fetch-site", b"").decode("latin-1").strip().lower()
+            if site == "cross-site":
+                await send_error(send, 403, "cross_site", CROSS_SITE, "sec-fetch-site")
+                return
             refusal = json_only(headers)
             if refusal is not None:
                 await send_error(send, 415, "unsupported_media_type", *refusal)
@@ -91,14 +95,25 @@ class BodyLimit:
         await send_error(send, 413, "too_large", message, "body")
 
 
+# A page on another site can send a POST with no CORS preflight only as a "simple" request (a form's content types,
+# or none at all), and a browser names such a request cross-site in Sec-Fetch-Site: either refusal alone keeps
+# other sites from making a person's attnlab compute. The page's own requests are same-origin; scripts send none.
+CROSS_SITE = (
+    "sec-fetch-site: got 'cross-site': the API answers this server's own page and scripts, not pages of other sites"
+)
+
+
 def json_only(headers: dict[bytes, bytes]) -> tuple[str, str] | None:
-    """(message, field) when a POST to the API is not plain JSON: the API reads application/json, uncompressed."""
+    """(message, field) when a POST to the API is not plain JSON: the API reads application/json, uncompressed,
+    and says so (a POST with no content-type is one a page of any site could send without asking)."""
     encoding = headers.get(b"content-encoding", b"identity").decode("latin-1").strip().lower()
     if encoding not in ("", "identity"):
         return f"content-encoding: got {encoding!r}; send the JSON body uncompressed", "content-encoding"
     kind = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
-    if kind and kind != "application/json" and not kind.endswith("+json"):
-        return f"content-type: got {kind!r}; the API reads application/json", "content-type"
+    if not kind:
+        return "content-type: none given; the API reads application/json", "content-type"
+    if kind != "application/json" and not kind.endswith("+json"):
+        return f"content-type: got {kind[:100]!r}; the API reads application/json", "content-type"
     return None
 
 
@@ -186,10 +201,6 @@ class Hardening:
             await self.app(scope, receive, send)
             return
         host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
-        if not self.host_allowed(host):
-            message = f"host: {host[:100]!r} is not a name this server answers to; add it to ATTNLAB_ALLOWED_HOSTS"
-            await send_error(send, 400, "bad_host", message, "host")
-            return
         path: str = scope["path"]
         csp = DOCS_CSP if path in ("/docs", "/redoc") else PAGE_CSP
 
@@ -208,7 +219,37 @@ class Hardening:
                 message = {**message, "headers": headers}
             await send(message)
 
+        if not self.host_allowed(host):  # refused with the same headers as any answer
+            message = f"host: {host[:100]!r} is not a name this server answers to; add it to ATTNLAB_ALLOWED_HOSTS"
+            await send_error(with_headers, 400, "bad_host", message, "host")
+            return
         await self.app(scope, receive, with_headers)
+
+
+class HeadAsGet:
+    """HEAD on every GET route: the request is answered as a GET, with the same headers (Content-Length included)
+    and no body. Outside this middleware (the log, the metrics) it is still a HEAD."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                if message.get("more_body", False):
+                    return
+                message = {"type": "http.response.body", "body": b"", "more_body": False}
+            await send(message)
+
+        scope["method"] = "GET"  # in place: the router's match (scope["route"]) stays visible to Observe
+        try:
+            await self.app(scope, receive, headers_only)
+        finally:
+            scope["method"] = "HEAD"
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -253,6 +294,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(mechanics.router)
     app.include_router(pages.router)
     app.add_middleware(Unexpected)  # innermost: it sees what the exception handlers did not take
+    app.add_middleware(HeadAsGet)  # outside Unexpected: a HEAD's 500 has no body either
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, read_timeout_s=settings.read_timeout_s)
     app.add_middleware(Capacity, limit=settings.max_connections, load=app.state.load)  # inside the log and headers
     app.add_middleware(Hardening, allowed_hosts=settings.host_names())
