@@ -19,22 +19,23 @@ export function protectedPositions(checks) {
 
 // {holds, names, lines}: whether every check holds, which masks were checked, one line per check.
 // A check with tested: false put no position under its claim (causal, changing position 0): it neither holds
-// nor leaks, and says so.
+// nor leaks, and says so. A check with holds null is inconclusive: the change did not reach the model.
 export function verdictSummary(result) {
   const checks = result.checks || [];
   const where = (leak) =>
     leak ? `, first at ${leak.layer == null ? "the final output" : `layer ${leak.layer}`}, position ${leak.position}` : "";
   return {
-    holds: checks.every((c) => c.holds),
+    holds: checks.every((c) => c.holds !== false),
+    inconclusive: checks.some((c) => c.holds === null),
     names: checks.map((c) => c.name),
     lines: checks.map((c) => {
       const untested = c.tested === false;
-      const mark = untested ? "– not tested" : c.holds ? "✓ holds" : "✗ leak";
+      const mark = untested ? "– not tested" : c.holds === null ? "? inconclusive" : c.holds ? "✓ holds" : "✗ leak";
       return {
         name: c.name,
         holds: c.holds,
         tested: !untested,
-        text: `${mark} · ${c.name}: ${c.claim} (max |Δ| ${formatDelta(c.max_delta)}${c.holds ? "" : where(c.first_leak)})`,
+        text: `${mark} · ${c.name}: ${c.claim} (max |Δ| ${formatDelta(c.max_delta)}${c.holds === false ? where(c.first_leak) : ""})`,
       };
     }),
   };
@@ -200,16 +201,16 @@ export function renderPerturb(root, view) {
   }
   const sum = verdictSummary(r);
   verdict.hidden = false;
-  verdict.dataset.holds = sum.names.length ? String(sum.holds) : "none";
+  verdict.dataset.holds = !sum.names.length ? "none" : sum.inconclusive && sum.holds ? "inconclusive" : String(sum.holds);
   verdict.dataset.checks = sum.names.join(",");
   verdict.dataset.position = String(r.position);
-  verdict.classList.toggle("holds", sum.names.length > 0 && sum.holds);
+  verdict.classList.toggle("holds", sum.names.length > 0 && sum.holds && !sum.inconclusive);
   verdict.classList.toggle("leak", !sum.holds);
-  const mark = !sum.names.length ? "·" : sum.holds ? "✓" : "✗";
+  const mark = !sum.names.length ? "·" : !sum.holds ? "✗" : sum.inconclusive ? "?" : "✓";
   verdict.textContent = `${mark} ${r.verdict}`;
   checks.replaceChildren(
     ...sum.lines.map((l) => {
-      const li = node("li", { className: !l.tested ? "untested" : l.holds ? "holds" : "leak" }, l.text);
+      const li = node("li", { className: !l.tested ? "untested" : l.holds === null ? "inconclusive" : l.holds ? "holds" : "leak" }, l.text);
       li.dataset.check = l.name;
       li.dataset.holds = String(l.holds);
       li.dataset.tested = String(l.tested);

@@ -62,9 +62,10 @@ function writeControls(s, dispatch) {
   const canSwap = !!m && !String(m.tokenizer || "").startsWith("labels") && !ui.matrices;
   const kind = $("perturb-kind");
   kind.querySelector("option[value=token]").disabled = !canSwap;
-  const k = canSwap ? ui.perturb.kind : "shift";
+  const k = canSwap || ui.perturb.kind !== "token" ? ui.perturb.kind : "direction";
   kind.value = k;
-  $("perturb-amount").hidden = k !== "shift";
+  $("perturb-amount").hidden = k === "token";
+  $("perturb-amount").setAttribute("aria-label", k === "shift" ? "Amount added to every feature" : "Length of the random direction");
   $("perturb-token").hidden = k !== "token";
   if (document.activeElement !== $("perturb-amount")) $("perturb-amount").value = String(ui.perturb.amount);
   if (document.activeElement !== $("perturb-token")) $("perturb-token").value = ui.perturb.token;
@@ -111,7 +112,7 @@ function perturbFromForm() {
   const pos = $("perturb-position").value;
   return {
     position: pos === "" ? null : Number(pos),
-    kind: $("perturb-kind").value === "token" ? "token" : "shift",
+    kind: ["token", "shift"].includes($("perturb-kind").value) ? $("perturb-kind").value : "direction",
     amount: Number.isFinite(amount) ? amount : 1,
     token: $("perturb-token").value.trim(),
   };

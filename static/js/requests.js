@@ -127,11 +127,17 @@ export function topHeadsRequest(attention, pair, k) {
 }
 
 // The POST /api/perturb body: what to run (the attention request without include or layer, which it refuses),
-// the position, and the change.
+// the position, and the change; with the view's demo_bug, so the claim is tested on the code the view shows.
 export function perturbRequest(attention, position, perturb) {
   const change =
-    perturb.kind === "token" ? { kind: "token", token: perturb.token } : { kind: "shift", amount: perturb.amount };
-  return { ...headTypesRequest(attention), position, change };
+    perturb.kind === "token"
+      ? { kind: "token", token: perturb.token }
+      : perturb.kind === "shift"
+        ? { kind: "shift", amount: perturb.amount }
+        : { kind: "direction", norm: perturb.amount > 0 ? perturb.amount : 1 };
+  const req = { ...headTypesRequest(attention), position, change };
+  if (attention.demo_bug && !attention.texts && !attention.source) req.demo_bug = attention.demo_bug;
+  return req;
 }
 
 // The POST /api/intervene body: the attention request (its include and layer shape before/after) plus the

@@ -42,7 +42,7 @@ export function defaultState() {
     edits: [], // [{layer, head, query, key, weight}]: single attention weights set by hand
     pin: null, // the /api/attention body pinned as A (no include, no layer); null = nothing pinned
     perturbOn: false, // the "Test a claim" panel runs (and reruns after each change) once asked to
-    perturb: { position: null, kind: "shift", amount: 1, token: "" }, // position null = the retrieval query
+    perturb: { position: null, kind: "direction", amount: 1, token: "" }, // position null = the retrieval query; amount: the direction's norm or the shift
     bug: null, // one of BUGS: a classic bug computed on purpose (never the default)
     decodeOn: false, // the KV-cache decoding panel runs (and reruns after each change) once asked to
     decodeStep: null, // the decoding step shown; null = the last
@@ -195,14 +195,14 @@ export function parsePin(raw) {
   }
 }
 
-// "q,shift,1" / "3,token,dog" -> the perturbation the claims panel runs; null when unreadable.
+// "q,direction,1" / "q,shift,1" / "3,token,dog" -> the perturbation the claims panel runs; null when unreadable.
 export function parsePerturb(raw) {
-  const m = /^(q|\d+),(shift|token),(.*)$/s.exec(raw || "");
+  const m = /^(q|\d+),(direction|shift|token),(.*)$/s.exec(raw || "");
   if (!m) return null;
   const position = m[1] === "q" ? null : int(m[1]);
-  if (m[2] === "shift") {
+  if (m[2] !== "token") {
     const amount = Number.parseFloat(m[3]);
-    return Number.isFinite(amount) ? { position, kind: "shift", amount, token: "" } : null;
+    return Number.isFinite(amount) ? { position, kind: m[2], amount, token: "" } : null;
   }
   return m[3] ? { position, kind: "token", amount: 1, token: m[3] } : null;
 }

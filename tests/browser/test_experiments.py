@@ -50,7 +50,7 @@ def test_one_perturbation_proves_causal_masking_on_minilm(
     with page.expect_response("**/api/perturb") as resp:
         page.get_by_test_id("perturb-run").click()
     body = resp.value.request.post_data_json
-    assert body["position"] == 4 and body["change"] == {"kind": "shift", "amount": 1}  # the retrieval query
+    assert body["position"] == 4 and body["change"] == {"kind": "direction", "norm": 1}  # the retrieval query
     assert body["masks"]["causal"] is True and "include" not in body and "layer" not in body
     verdict = page.get_by_test_id("perturb-verdict")
     expect(verdict).to_have_attribute("data-holds", "true")
@@ -72,7 +72,7 @@ def test_one_perturbation_proves_causal_masking_on_minilm(
     api = httpx.post(f"{trained_server}/api/perturb", json=body, timeout=60).json()
     final = sorted((b for b in drawn if b["layer"] == "final"), key=lambda b: b["position"])
     assert [b["delta"] for b in final] == pytest.approx(api["final_delta"], abs=1e-6)
-    assert "pert=q,shift,1" in unquote(page.url)
+    assert "pert=q,direction,1" in unquote(page.url)
 
     # causal off: the panel runs again by itself, claims nothing about causal, and earlier positions move
     with page.expect_response("**/api/perturb") as resp:

@@ -440,6 +440,7 @@ def test_experiment_requests_match_the_contract(js: Callable[[str], Any]) -> Non
         return {
           shift: S.perturbRequest(att, 4, {position: null, kind: 'shift', amount: 1.5, token: 'zz'}),
           token: S.perturbRequest(att, 0, {position: 0, kind: 'token', amount: 1, token: 'dog'}),
+          dir: S.perturbRequest({...att, demo_bug: 'flipped_mask'}, 2, {position: 2, kind: 'direction', amount: 2}),
           iv: S.interveneRequest({...att, include: ['weights']}, [{layer: 1, head: 2, mode: 'mean', extra: 1}],
                                  [{layer: 0, head: 1, query: 3, key: 0, weight: 0.5}], 5),
           ivAblateOnly: S.interveneRequest(att, [{layer: 0, head: 0, mode: 'zero'}], [], 3),
@@ -453,6 +454,8 @@ def test_experiment_requests_match_the_contract(js: Callable[[str], Any]) -> Non
     assert "include" not in shift and "layer" not in shift
     assert shift["position"] == 4 and shift["change"] == {"kind": "shift", "amount": 1.5}
     assert out["token"]["change"] == {"kind": "token", "token": "dog"}
+    # the default change, and the view's demo_bug goes with it (perturb runs the code the view shows)
+    assert out["dir"]["change"] == {"kind": "direction", "norm": 2} and out["dir"]["demo_bug"] == "flipped_mask"
     iv = out["iv"]
     assert iv["ablate"] == [{"layer": 1, "head": 2, "mode": "mean"}]
     assert iv["edit"] == [{"layer": 0, "head": 1, "query": 3, "key": 0, "weight": 0.5}]
