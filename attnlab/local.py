@@ -102,7 +102,8 @@ def compute(
         if name is not None and name not in BUILDERS:
             known = ", ".join(sorted(BUILDERS))
             raise server_errors.ApiError(422, "unknown_model", f"unknown model {name!r}; attnlab has {known}", "model")
-        return attention_body(req, settings, loaded_models(name or ""), runtime)
+        # in process the matrices stay NumPy arrays: sized as the binary forms are, not as JSON text
+        return attention_body(req, settings, loaded_models(name or ""), runtime, "application/vnd.attnlab.arrays")
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from server.deps import Runtime
 from server.errors import ApiError
 from server.runcache import cacheable, run_key
 from server.schemas import AttentionRequest, Weights
-from server.serialize import check_result_size, serialize_run
+from server.serialize import ResultCount, check_result_bytes, check_result_size, form_of, serialize_run
 
 
 def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> AttentionModel:
@@ -114,6 +114,15 @@ def _check_tokens(n: int, field: str, settings: Settings) -> None:
             "shorten the input",
             field,
         )
+
+
+def reason_grids(inp: RunInput, model: AttentionModel, encoded: Encoded) -> int:
+    """How many reasons grids the answer holds (one per mask in force), at most: counted from the masks asked for."""
+    m = inp.masks if inp.masks is not None else model.info.default_masks or MaskSpec()
+    if encoded.source is not None:
+        return (encoded.source_padding is not None) + bool(m.blocked)
+    padding = m.padding is not None or m.padded is not None or encoded.batch is not None
+    return m.causal + (m.window is not None) + padding + bool(m.blocked)
 
 
 def check_token_counts(model: AttentionModel, req: AttentionRequest, inp: RunInput, settings: Settings) -> None:
@@ -249,10 +258,12 @@ def prepare(
     runtime: Runtime,
     *,
     results: int = 1,
+    accept: str | None = None,
 ) -> Prepared:
     """Pick the model, tokenise once and check every limit before any computation starts.
 
     `results`: how many results of the request's shape the answer holds (an intervention sends before and after).
+    `accept`: the request's Accept header, the form whose bytes ATTNLAB_MAX_RESULT_BYTES bounds (JSON when absent).
     """
     model = choose_model(req, models)
     given = [f for f in ("text", "tokens", "x", "texts") if getattr(req, f) is not None]
@@ -284,8 +295,17 @@ def prepare(
     per_layer = heads * s * s_k * matrices
     per_layer += ("contexts" in req.include) * heads * s * d_head + ("output" in req.include) * heads * s * d_head
     per_layer += ("qkv" in req.include) * 3 * heads * s * d_head
-    values = layers * per_layer * results * (encoded.batch or 1)
+    items = (encoded.batch or 1) * results
+    values = layers * per_layer * items
     check_result_size(values, settings.max_result_values)
+    # and what it would weigh in the form asked: eligible and the reasons grids go out whatever include says
+    stats = ("stats" in req.include) * heads * (2 * s + heads)
+    booleans = items * s * s_k * (1 + reason_grids(inp, model, encoded))
+    one_layer = ResultCount(per_layer * items, stats * items, booleans)
+    every = ResultCount(layers * per_layer * items, layers * stats * items, booleans)
+    dtype = str(runtime.dtype).removeprefix("torch.")
+    limit = settings.max_result_bytes
+    check_result_bytes(every, None if layers == 1 else one_layer, form_of(accept), req.precision, dtype, limit)
     return Prepared(model, inp, encoded)
 
 
@@ -318,10 +338,15 @@ def run_body(run: ModelRun, req: AttentionRequest, settings: Settings, runtime: 
 
 
 def attention_body(
-    req: AttentionRequest, settings: Settings, models: dict[str, AttentionModel], runtime: Runtime
+    req: AttentionRequest,
+    settings: Settings,
+    models: dict[str, AttentionModel],
+    runtime: Runtime,
+    accept: str | None = None,
 ) -> dict[str, Any]:
-    """What /api/attention answers (and attnlab.run returns): the run, serialised, with the audit when asked."""
-    prepared = prepare(req, settings, models, runtime)
+    """What /api/attention answers (and attnlab.run returns): the run, serialised, with the audit when asked.
+    `accept`: the form it goes out in (server.forms.answer), whose bytes are bounded before anything runs."""
+    prepared = prepare(req, settings, models, runtime, accept=accept)
     run = prepared.run(runtime, Interventions(bug=req.demo_bug))
     body = run_body(run, req, settings, runtime)
     if "audit" in req.include:

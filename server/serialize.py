@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from engine.masks import pair_counts
 from engine.models import ModelRun
 from engine.stats import HeadStats, head_similarity, head_stats
 from server.errors import ApiError
+from server.forms import ARRAYS_MEDIA_TYPE, NPZ_MEDIA_TYPE
 
 FLOAT16_MAX = 65504.0
 STAT_FIELDS = dataclasses.fields(HeadStats)
@@ -52,6 +54,74 @@ def check_result_size(size: int, max_values: int) -> None:
             "ask for one layer, fewer include items, or a shorter sequence",
             "include",
         )
+
+
+# Bytes a value takes in each form. JSON: a float32 written out is ~12 characters with its comma, a boolean 5-6;
+# the arrays form and .npz: the array's own itemsize (2 at precision float16, 4 at float32, 8 computed in float64),
+# a boolean 1. Stats go out as JSON numbers in every form (the arrays form's header).
+JSON_NUMBER_BYTES = 12
+JSON_BOOL_BYTES = 6
+FORM_NAMES = {"json": "JSON", "arrays": f"the arrays form (Accept: {ARRAYS_MEDIA_TYPE})", "npz": ".npz"}
+
+
+def form_of(accept: str | None) -> str:
+    """The form server.forms.answer picks for this Accept header: arrays, npz or json."""
+    if accept and ARRAYS_MEDIA_TYPE in accept:
+        return "arrays"
+    if accept and NPZ_MEDIA_TYPE in accept:
+        return "npz"
+    return "json"
+
+
+@dataclass(frozen=True)
+class ResultCount:
+    """What an answer holds, counted before anything is computed."""
+
+    floats: int  # matrix values (scores, weights, contexts, q/k/v, output): in the form's encoding
+    numbers: int  # stats and head similarity: JSON numbers in every form
+    booleans: int  # eligible and the reasons grids
+
+    def bytes(self, form: str, precision: str, dtype: str) -> int:
+        if form == "json":
+            return (self.floats + self.numbers) * JSON_NUMBER_BYTES + self.booleans * JSON_BOOL_BYTES
+        itemsize = 2 if precision == "float16" else 8 if dtype == "float64" else 4
+        return self.floats * itemsize + self.numbers * JSON_NUMBER_BYTES + self.booleans
+
+    def times(self, k: int) -> ResultCount:
+        return ResultCount(self.floats * k, self.numbers * k, self.booleans * k)
+
+
+def check_result_bytes(
+    every: ResultCount, one_layer: ResultCount | None, form: str, precision: str, dtype: str, limit: int
+) -> None:
+    """A 422 naming `include` (the field the page reads as "too large") when the answer in the form asked would pass
+    `limit` bytes; the message names the forms that would fit. `one_layer`: the same request for one layer, or None
+    when it already asks for one."""
+    size = every.bytes(form, precision, dtype)
+    if size <= limit:
+        return
+    options = [
+        (every, "arrays", "float16", f"ask for Accept: {ARRAYS_MEDIA_TYPE} with precision float16"),
+        (one_layer, form, precision, "ask for one layer with `layer`"),
+        (one_layer, "arrays", "float16", f"ask for one layer in Accept: {ARRAYS_MEDIA_TYPE} with precision float16"),
+    ]
+    fits: list[str] = []
+    tried = {(id(every), form, precision)}
+    for count, f, p, how in options:
+        if count is None or (id(count), f, p) in tried:
+            continue
+        tried.add((id(count), f, p))
+        n = count.bytes(f, p, dtype)
+        if n <= limit:
+            fits.append(f"{how} ({n:,} bytes)")
+    advice = "; or ".join(fits[:2]) if fits else "ask for one layer, fewer include items or a shorter sequence"
+    raise ApiError(
+        422,
+        "too_large",
+        f"the answer would be {size:,} bytes as {FORM_NAMES[form]}, limit {limit:,} "
+        f"(set by ATTNLAB_MAX_RESULT_BYTES on this server): {advice}",
+        "include",
+    )
 
 
 def result_size(run: ModelRun, layers: Sequence[int], include: Sequence[str]) -> int:

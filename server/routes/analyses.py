@@ -152,7 +152,7 @@ def intervene_route(
     change per position; models that predict tokens (induction) also return top-k predictions and the mean
     next-token loss before and after."""
     refuse_fields(req, ONE_SEQUENCE, "intervene runs one sequence")
-    prepared = prepare(req, settings, models, runtime, results=2)
+    prepared = prepare(req, settings, models, runtime, results=2, accept=accept)
     interventions = Interventions(
         ablate=tuple(HeadAblation(a.layer, a.head, a.mode) for a in req.ablate),
         edit=tuple(EdgeEdit(e.layer, e.head, e.query, e.key, e.weight) for e in req.edit),
@@ -220,10 +220,10 @@ def compare_route(
         )
     with naming("a"):
         refuse_fields(req.a, (*ONE_SEQUENCE, "precision"), "compare runs one sequence per side")
-        pa = prepare(req.a, settings, models, runtime, results=2)
+        pa = prepare(req.a, settings, models, runtime, results=2, accept=accept)
     with naming("b"):
         refuse_fields(req.b, (*ONE_SEQUENCE, "precision"), "compare runs one sequence per side")
-        pb = prepare(req.b, settings, models, runtime)
+        pb = prepare(req.b, settings, models, runtime, accept=accept)
     with naming("a"):
         ra = pa.run(runtime)
     with naming("b"):

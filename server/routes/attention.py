@@ -36,4 +36,4 @@ def compute_attention(
     `demo_bug` one of the chapter's classic bugs on purpose (marked wrong in `demo_bug`), and `include: ["audit"]`
     adds the audit record (measured peak memory and throughput, the engine against torch's SDPA, and the
     perturbation verdicts of the masks in force)."""
-    return answer(attention_body(req, settings, models, runtime), accept)
+    return answer(attention_body(req, settings, models, runtime, accept), accept)
