@@ -49,7 +49,7 @@ def errors(*statuses: int, ref: bool = False) -> dict[int | str, dict[str, Any]]
     """OpenAPI `responses` for `statuses` in the one error shape. `ref`: name the schema's component instead of
     the model, for a route whose own answer is not JSON (FastAPI puts a model under the route's media type)."""
     out: dict[int | str, dict[str, Any]] = {}
-    for status in statuses:
+    for status in sorted(statuses):
         if ref:
             schema = {"$ref": "#/components/schemas/ErrorResponse"}
             out[status] = {"description": WHY[status], "content": {"application/json": {"schema": schema}}}

@@ -1,0 +1,133 @@
+"""The OpenAPI document describes what the server really answers.
+
+Each answer validates against the response class its OpenAPI 200 names (strictly, with no field the class lacks),
+for every documented example and for the answers' other shapes. And schemathesis reads /openapi.json from a real
+app and, for every operation, sends the documented examples, the schema's boundary values and a bounded number of
+generated bodies (valid and invalid), and checks each answer: its status is documented, its JSON validates against
+the documented schema for that status, and it is never a 500. Derandomized and bounded, so it sends the same
+requests on every run; small limits keep each computation cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from fastapi.testclient import TestClient
+from pydantic import BaseModel
+from schemathesis.checks import not_a_server_error
+from schemathesis.python.asgi import shutdown_lifespans
+from schemathesis.specs.openapi.checks import response_schema_conformance, status_code_conformance
+
+import server.schemas
+from server.app import create_app
+from server.config import Settings
+
+# Small limits, so that a generated body that passes validation still computes in milliseconds, yet wide enough for
+# every operation's documented examples (minilm's 13 tokens, the random model's 32 x 8 heads)
+SETTINGS: dict[str, Any] = {
+    "device": "cpu",
+    "models": "all",
+    "allowed_hosts": "testserver",
+    "max_tokens": 16,
+    "max_batch": 2,
+    "max_width": 32,
+    "max_heads": 8,
+    "max_text_chars": 200,
+    "max_body_bytes": 16_384,
+    "max_result_values": 200_000,
+}
+CHECKS = [not_a_server_error, status_code_conformance, response_schema_conformance]
+EXAMPLES_PER_OPERATION = 25
+
+# schemathesis makes one test per operation at collection, so it needs the document then: the app is built here
+# (its models load in its lifespan, which schemathesis starts on the first request and this module stops). Its
+# fixture-backed loader (schemathesis.pytest.from_fixture) would build it later, but fails under pytest 9.2: it sets
+# request.node._nodeid, which pytest's nodes no longer have.
+schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(Settings(**SETTINGS)))
+schema.config.generation.update(max_examples=EXAMPLES_PER_OPERATION, deterministic=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def app_lifespan() -> Iterator[None]:
+    yield
+    shutdown_lifespans()
+
+
+@pytest.mark.slow
+@schema.parametrize()
+def test_openapi_describes_every_answer(case: schemathesis.Case) -> None:
+    case.call_and_validate(checks=CHECKS)
+
+
+# ---- the answers against their classes ------------------------------------------------------------------------------
+
+EVERY = ["scores", "weights", "contexts", "output", "stats", "qkv"]
+TEXT = "red ball king red ball king"
+# Shapes of the answers the documented examples do not show (/api/attention documents none)
+VARIANTS: list[tuple[str, dict[str, Any]]] = [
+    ("/api/attention", {"model": "textbook"}),
+    ("/api/attention", {"model": "minilm", "text": "the cat sat", "layer": 0, "include": [*EVERY, "audit"]}),
+    ("/api/attention", {"model": "random", "texts": ["a b c", "d"], "masks": {"causal": True}, "include": EVERY}),
+    ("/api/attention", {"model": "random", "text": "a b c", "source": {"text": "x y"}, "include": EVERY}),
+    ("/api/attention", {"model": "textbook", "precision": "float16", "demo_bug": "softmax_over_queries"}),
+    ("/api/attention", {"model": "textbook", "masks": {"blocked": [[0, k] for k in range(5)]}, "all_masked": "zero"}),
+    ("/api/attention", {"model": "induction", "text": TEXT, "masks": {"window": 2}, "include": [*EVERY, "audit"]}),
+    ("/api/intervene", {"model": "induction", "text": TEXT, "ablate": [{"layer": 0, "head": 1, "mode": "mean"}]}),
+    ("/api/perturb", {"model": "random", "text": "a b c d", "position": 1, "masks": {"padding": [True] * 3 + [False]}}),
+    ("/api/cost", {"seq_len": 16, "measure": True}),
+    ("/api/heads", {"model": "induction"}),
+    ("/api/heads/top", {"model": "induction", "text": TEXT, "query": 3, "key": 1}),
+]
+
+
+@pytest.fixture(scope="module")
+def api() -> Iterator[TestClient]:
+    """A real app with every model and the default limits, under which every documented example computes."""
+    with TestClient(create_app(Settings(device="cpu", models="all", allowed_hosts="testserver"))) as client:
+        yield client
+
+
+def answer_class(doc: dict[str, Any], path: str) -> type[BaseModel]:
+    """The response class whose schema the operation's JSON 200 names."""
+    ref = doc["paths"][path]["post"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    cls: type[BaseModel] = getattr(server.schemas, ref.rsplit("/", 1)[1])
+    return cls
+
+
+def assert_answer_fits(api: TestClient, path: str, body: dict[str, Any]) -> None:
+    resp = api.post(path, json=body)
+    assert resp.status_code == 200, (path, body, resp.text[:500])
+    cls = answer_class(api.get("/openapi.json").json(), path)
+    # strict: a number where the class says string fails, and so does a field the class lacks
+    cls.model_validate_json(resp.content, strict=True, extra="forbid")
+
+
+def test_documented_examples_answer_in_their_schema(api: TestClient) -> None:
+    doc = api.get("/openapi.json").json()
+    tried = []
+    for path, operation in doc["paths"].items():
+        post = operation.get("post")
+        if post is None or "application/json" not in post["responses"]["200"].get("content", {}):
+            continue
+        for example in post["requestBody"]["content"]["application/json"].get("examples", {}).values():
+            assert_answer_fits(api, path, example["value"])
+            tried.append(path)
+    documented = {"/api/perturb", "/api/intervene", "/api/compare", "/api/decode", "/api/cost", "/api/scale-sweep"}
+    assert set(tried) >= documented, tried
+
+
+@pytest.mark.parametrize(("path", "body"), VARIANTS)
+def test_answer_validates_against_its_class(api: TestClient, path: str, body: dict[str, Any]) -> None:
+    assert_answer_fits(api, path, body)
+
+
+def test_answer_classes_catch_a_field_they_lack(api: TestClient) -> None:
+    """The negative control: an answer with one field more than its class fails the check."""
+    doc = api.get("/openapi.json").json()
+    answer = api.post("/api/scale-sweep", json={"widths": [4], "samples": 10}).json()
+    answer["widths"][0]["std_unscaled_again"] = 1.0
+    with pytest.raises(ValueError, match="std_unscaled_again"):
+        answer_class(doc, "/api/scale-sweep").model_validate(answer, strict=True, extra="forbid")
