@@ -186,3 +186,39 @@ def test_audit_verdict_agrees_with_the_perturb_view(trained: TestClient, base: d
     r = trained.post("/api/perturb", json={**base, **extra, "position": p["position"]}).json()
     assert p["holds"] is r["checks"][0]["holds"] is (bug is None), (p, r["verdict"])
     assert p["verdict"] == r["verdict"]
+
+
+# ---- intervene and compare run the code the view shows, demo_bug included ----------------------------------------
+
+
+def _flat(m: list[list[float]]) -> list[float]:
+    return [v for row in m for v in row]
+
+
+def test_intervene_runs_the_views_bug(trained: TestClient) -> None:
+    body = {**IND, "demo_bug": "softmax_over_queries", "include": ["weights"], "layer": 0}
+    view = trained.post("/api/attention", json=body).json()["layers"][0]["heads"]
+    r = trained.post("/api/intervene", json={**body, "ablate": [{"layer": 1, "head": 0, "mode": "zero"}]})
+    assert r.status_code == 200, r.text[:300]
+    out = r.json()
+    assert out["before"]["demo_bug"]["name"] == out["after"]["demo_bug"]["name"] == "softmax_over_queries"
+    for h, head in enumerate(out["before"]["layers"][0]["heads"]):
+        # before is the view's run, the bug's column sums of 1 and all; layer 0 is upstream of the ablation
+        assert _flat(head["weights"]) == pytest.approx(_flat(view[h]["weights"]), abs=1e-6)
+        assert _flat(head["weights"]) == pytest.approx(
+            _flat(out["after"]["layers"][0]["heads"][h]["weights"]), abs=1e-6
+        )
+        columns = [sum(row[k] for row in head["weights"]) for k in range(len(head["weights"]))]
+        assert columns == pytest.approx([1.0] * len(columns), abs=1e-5)
+
+
+def test_compare_runs_each_sides_bug(trained: TestClient) -> None:
+    right = {**IND, "include": ["weights"], "layer": 0}
+    wrong = {**right, "demo_bug": "softmax_over_queries"}
+    r = trained.post("/api/compare", json={"a": right, "b": wrong})
+    assert r.status_code == 200, r.text[:300]
+    out = r.json()
+    assert out["a"]["demo_bug"] is None and out["b"]["demo_bug"]["name"] == "softmax_over_queries"
+    bug = trained.post("/api/attention", json=wrong).json()["layers"][0]["heads"]
+    assert _flat(out["b"]["layers"][0]["heads"][0]["weights"]) == pytest.approx(_flat(bug[0]["weights"]), abs=1e-6)
+    assert out["max_abs"] > 0.05  # the bug moves weight onto other cells: the comparison shows where

@@ -81,8 +81,9 @@ def intervene(
     dtype: torch.dtype,
     top_k: int = 5,
 ) -> InterventionResult:
-    """Every layer, as given and with the interventions; the change per layer and in the final output."""
-    before = model.run(inp, device, dtype, encoded=enc)
+    """Every layer, as given and with the interventions; the change per layer and in the final output. A classic
+    bug in `interventions` (demo_bug) runs in both: the view's own code, before and after the heads are changed."""
+    before = model.run(inp, device, dtype, interventions=Interventions(bug=interventions.bug), encoded=enc)
     after = model.run(inp, device, dtype, interventions=interventions, encoded=enc)
     return InterventionResult(
         before=before,

@@ -19,7 +19,7 @@ from engine.analysis.intervene import intervene
 from engine.analysis.perturb import Change, perturb
 from engine.errors import InputError
 from engine.interventions import EdgeEdit, HeadAblation, Interventions
-from server.compute import ONE_SEQUENCE, prepare, refuse_fields, run_body
+from server.compute import prepare, refuse_fields, run_body
 from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
@@ -151,11 +151,12 @@ def intervene_route(
     `include` shape `before` and `after` as in /api/attention. `layers[i].delta` and `final_delta` are the largest
     change per position; models that predict tokens (induction) also return top-k predictions and the mean
     next-token loss before and after."""
-    refuse_fields(req, ONE_SEQUENCE, "intervene runs one sequence")
+    refuse_fields(req, ("texts", "source"), "intervene runs one sequence")
     prepared = prepare(req, settings, models, runtime, results=2, accept=accept)
     interventions = Interventions(
         ablate=tuple(HeadAblation(a.layer, a.head, a.mode) for a in req.ablate),
         edit=tuple(EdgeEdit(e.layer, e.head, e.query, e.key, e.weight) for e in req.edit),
+        bug=req.demo_bug,
     )
     with torch.inference_mode():
         result = intervene(
@@ -213,21 +214,22 @@ def compare_route(
 ) -> Response:
     """Runs `a` and `b` (each an /api/attention body) and returns both results, B - A weights for every head of the
     layers they show (`layer`: both the same), the largest |B - A| per head, and the largest changes overall.
-    Different token counts or head counts are a 422."""
+    Different token counts or head counts are a 422. Each side may set its own `demo_bug`: a classic bug against
+    the correct code, cell by cell."""
     if req.a.layer != req.b.layer:
         raise ApiError(
             422, "invalid_request", f"is {req.b.layer} but a.layer is {req.a.layer}: show one layer", "b.layer"
         )
     with naming("a"):
-        refuse_fields(req.a, (*ONE_SEQUENCE, "precision"), "compare runs one sequence per side")
+        refuse_fields(req.a, ("texts", "source", "precision"), "compare runs one sequence per side")
         pa = prepare(req.a, settings, models, runtime, results=2, accept=accept)
     with naming("b"):
-        refuse_fields(req.b, (*ONE_SEQUENCE, "precision"), "compare runs one sequence per side")
+        refuse_fields(req.b, ("texts", "source", "precision"), "compare runs one sequence per side")
         pb = prepare(req.b, settings, models, runtime, accept=accept)
     with naming("a"):
-        ra = pa.run(runtime)
+        ra = pa.run(runtime, Interventions(bug=req.a.demo_bug))
     with naming("b"):
-        rb = pb.run(runtime)
+        rb = pb.run(runtime, Interventions(bug=req.b.demo_bug))
     layers = [req.a.layer] if req.a.layer is not None else list(range(len(ra.layers)))
     if req.a.layer is None and len(ra.layers) != len(rb.layers):
         raise ApiError(422, "invalid_request", f"has {len(rb.layers)} layers but a has {len(ra.layers)}", "b.model")

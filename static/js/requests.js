@@ -135,29 +135,33 @@ export function perturbRequest(attention, position, perturb) {
       : perturb.kind === "shift"
         ? { kind: "shift", amount: perturb.amount }
         : { kind: "direction", norm: perturb.amount > 0 ? perturb.amount : 1 };
-  const req = { ...headTypesRequest(attention), position, change };
-  if (attention.demo_bug && !attention.texts && !attention.source) req.demo_bug = attention.demo_bug;
-  return req;
+  return withBug({ ...headTypesRequest(attention), position, change }, attention);
+}
+
+// `req` with the view's classic bug (demo_bug) when the view runs one on a single sequence: the claims (perturb,
+// intervene, compare) are tested on the code the view shows.
+export function withBug(req, attention) {
+  return attention.demo_bug && !attention.texts && !attention.source ? { ...req, demo_bug: attention.demo_bug } : req;
 }
 
 // The POST /api/intervene body: the attention request (its include and layer shape before/after) plus the
-// interventions.
+// interventions, with the view's classic bug.
 export function interveneRequest(attention, ablate, edits, topK = 5) {
-  const req = { ...singleRequest(attention), top_k: topK };
+  const req = withBug({ ...singleRequest(attention), top_k: topK }, attention);
   if (ablate.length) req.ablate = ablate.map(({ layer, head, mode }) => ({ layer, head, mode }));
   if (edits.length) req.edit = edits.map(({ layer, head, query, key, weight }) => ({ layer, head, query, key, weight }));
   return req;
 }
 
-// The body pinned as A: what was run, without what only shapes the answer.
+// The body pinned as A: what was run (its classic bug too), without what only shapes the answer.
 export function pinRequest(attention) {
-  return headTypesRequest(attention);
+  return withBug(headTypesRequest(attention), attention);
 }
 
 // The POST /api/compare body: A (pinned) and B (now), both asked for weights only, over `layer` when one is shown.
 export function compareRequest(pin, attention, layer) {
   const shape = (body) => {
-    const { include: _i, layer: _l, ...rest } = singleRequest(body);
+    const { include: _i, layer: _l, ...rest } = withBug(singleRequest(body), body);
     const out = { ...rest, include: ["weights"] };
     if (layer != null) out.layer = layer;
     return out;

@@ -447,6 +447,9 @@ def test_experiment_requests_match_the_contract(js: Callable[[str], Any]) -> Non
           pin: S.pinRequest(att),
           cmp: S.compareRequest(S.pinRequest(att), {...att, masks: {causal: false}}, 2),
           cmpAll: S.compareRequest(S.pinRequest(att), att, null),
+          ivBug: S.interveneRequest({...att, demo_bug: 'softmax_over_queries'}, [{layer: 0, head: 0, mode: 'zero'}], []),
+          cmpBug: S.compareRequest(S.pinRequest(att), {...att, demo_bug: 'flipped_mask'}, null),
+          batchBug: S.interveneRequest({...att, texts: ['a', 'b'], demo_bug: 'flipped_mask'}, [], []),
         };
         """
     )
@@ -467,6 +470,10 @@ def test_experiment_requests_match_the_contract(js: Callable[[str], Any]) -> Non
     assert cmp["a"]["include"] == cmp["b"]["include"] == ["weights"]
     assert cmp["a"]["layer"] == cmp["b"]["layer"] == 2
     assert "layer" not in out["cmpAll"]["a"] and "layer" not in out["cmpAll"]["b"]
+    # intervene and compare run the view's classic bug too, each side of a comparison its own
+    assert out["ivBug"]["demo_bug"] == "softmax_over_queries" and "demo_bug" not in out["iv"]
+    assert "demo_bug" not in out["cmpBug"]["a"] and out["cmpBug"]["b"]["demo_bug"] == "flipped_mask"
+    assert "demo_bug" not in out["batchBug"]  # a batch's item runs on its own: the bug stays with /api/attention
 
 
 def test_claim_chart_helpers(js: Callable[[str], Any]) -> None:
