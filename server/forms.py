@@ -24,19 +24,21 @@ class ORJSONResponse(JSONResponse):
     def render(self, content: Any) -> bytes:
         try:
             return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
-        except TypeError:  # an integer past 64 bits (a cost estimate for absurd shapes): JSON takes it as a float
-            return orjson.dumps(_wide_ints_as_floats(content), option=orjson.OPT_SERIALIZE_NUMPY)
+        except TypeError:  # an integer past 64 bits (a cost estimate for absurd shapes), which orjson cannot write
+            return orjson.dumps(_wide_ints_exact(content), option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-def _wide_ints_as_floats(node: Any) -> Any:
+def _wide_ints_exact(node: Any) -> Any:
+    """Integers past 64 bits written as their exact digits, as JSON allows: still integers, as the answer's schema
+    says (a float would round them: 1e+26)."""
     if isinstance(node, bool):
         return node
     if isinstance(node, int) and not -(2**63) <= node < 2**64:
-        return float(node)
+        return orjson.Fragment(str(node).encode())
     if isinstance(node, dict):
-        return {k: _wide_ints_as_floats(v) for k, v in node.items()}
+        return {k: _wide_ints_exact(v) for k, v in node.items()}
     if isinstance(node, (list, tuple)):
-        return [_wide_ints_as_floats(v) for v in node]
+        return [_wide_ints_exact(v) for v in node]
     return node
 
 

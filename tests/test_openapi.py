@@ -78,6 +78,7 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("/api/intervene", {"model": "induction", "text": TEXT, "ablate": [{"layer": 0, "head": 1, "mode": "mean"}]}),
     ("/api/perturb", {"model": "random", "text": "a b c d", "position": 1, "masks": {"padding": [True] * 3 + [False]}}),
     ("/api/cost", {"seq_len": 16, "measure": True}),
+    ("/api/cost", {"seq_len": 10_000_000, "heads": 1_000_000, "batch": 1_000_000, "d_model": 1_000_000}),  # > 2^64
     ("/api/heads", {"model": "induction"}),
     ("/api/heads/top", {"model": "induction", "text": TEXT, "query": 3, "key": 1}),
 ]
