@@ -44,15 +44,21 @@ def as_numpy(t: torch.Tensor, precision: str = "float32", what: str = "") -> np.
     return np.ascontiguousarray(t.detach().to(device="cpu", dtype=dtype).numpy())  # orjson needs C order
 
 
-def check_result_size(size: int, max_values: int) -> None:
+def check_result_size(
+    size: int,
+    max_values: int,
+    field: str = "include",
+    advice: str = "ask for one layer, fewer include items, or a shorter sequence",
+) -> None:
+    """A 422 before any work when the answer would hold more than max_values numbers, naming the field the client
+    can change (an endpoint without `include` names its own)."""
     if size > max_values:
         raise ApiError(
             422,
             "too_large",
             f"the result would hold {size:,} numbers, limit {max_values:,} "
-            "(set by ATTNLAB_MAX_RESULT_VALUES on this server): "
-            "ask for one layer, fewer include items, or a shorter sequence",
-            "include",
+            f"(set by ATTNLAB_MAX_RESULT_VALUES on this server): {advice}",
+            field,
         )
 
 

@@ -174,6 +174,17 @@ HOSTILE: list[tuple[str, str, dict[str, Any], dict[str, str], dict[str, Any], in
         ("bytes as JSON", "limit 10,000,000", "ATTNLAB_MAX_RESULT_BYTES"),
         BEFORE_RUN,
     ),
+    (
+        "decode-rows",  # decode refuses include: its refusal names the input to shorten
+        "/api/decode",
+        {"model": "random", "text": words(12), "masks": {"causal": True}},
+        {},
+        {"max_result_values": 100},
+        422,
+        "text",
+        ("312 numbers", "limit 100", "ATTNLAB_MAX_RESULT_VALUES", "decode a shorter sequence"),
+        BEFORE_RUN,
+    ),
 ]
 
 

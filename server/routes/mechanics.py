@@ -73,9 +73,9 @@ def decode_route(
     refuse_fields(req, ("layer", "include", "precision", *ONE_SEQUENCE), "decode runs every layer of one sequence")
     prepared = prepare(req.model_copy(update={"include": []}), settings, models, runtime)
     model, s = prepared.model, len(prepared.encoded.tokens)
-    check_result_size(
-        model.n_layers(prepared.inp) * model.n_heads(prepared.inp) * s * (s + 1) // 2, settings.max_result_values
-    )
+    field = "tokens" if req.tokens is not None else "x" if req.x is not None else "text"
+    rows = model.n_layers(prepared.inp) * model.n_heads(prepared.inp) * s * (s + 1) // 2  # every step's new row
+    check_result_size(rows, settings.max_result_values, field, "decode a shorter sequence")
     with torch.inference_mode():
         result = decode(model, prepared.inp, prepared.encoded, runtime.device, runtime.dtype)
     w = result.full.layers[0].weights
