@@ -35,6 +35,9 @@ def test_health_reports_device_and_versions(client: TestClient) -> None:
     assert body["torch"] == torch.__version__  # the torch this server runs, whatever version is installed
     assert set(body["models"]) == {"textbook", "random", "custom"}
     assert body["limits"]["max_tokens"] == Settings().max_tokens and body["limits"]["max_body_bytes"] > 0
+    # every limit on what one request may ask for is told, with its value (the server's own capacity is not)
+    asks = {name for name in Settings.model_fields if name.startswith("max_")} - {"max_concurrent", "max_connections"}
+    assert body["limits"] == {name: getattr(Settings(), name) for name in asks}
 
 
 def test_models_lists_each_loaded_model(client: TestClient) -> None:

@@ -12,7 +12,18 @@ from server.schemas import HealthResponse
 from server.schemas.errors import ANY_ROUTE, errors
 
 router = APIRouter(tags=["health"], responses=errors(*ANY_ROUTE))
-LIMITS = ("max_tokens", "max_batch", "max_width", "max_heads", "max_text_chars", "max_body_bytes", "max_result_values")
+LIMITS = (
+    "max_tokens",
+    "max_batch",
+    "max_width",
+    "max_heads",
+    "max_text_chars",
+    "max_body_bytes",
+    "max_result_values",
+    "max_result_bytes",
+    "max_sweep_values",
+    "max_measure_flops",
+)
 
 
 @router.get("/api/health", response_model=HealthResponse)

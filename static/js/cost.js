@@ -169,4 +169,6 @@ export function renderMeasured(el, view) {
         `${formatCount(r.tokens_per_s)} tokens/s.`),
     node("p", { className: "muted small cost-method" }, `How peak memory is measured: ${m.method}.`),
   );
+  // the server measures half precision in float32 on a CPU, and says so: the figures are of that dtype
+  if (m.note) el.append(node("p", { className: "muted small cost-dtype-note" }, m.note));
 }
