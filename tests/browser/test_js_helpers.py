@@ -447,7 +447,7 @@ def test_experiment_requests_match_the_contract(js: Callable[[str], Any]) -> Non
           pin: S.pinRequest(att),
           cmp: S.compareRequest(S.pinRequest(att), {...att, masks: {causal: false}}, 2),
           cmpAll: S.compareRequest(S.pinRequest(att), att, null),
-          ivBug: S.interveneRequest({...att, demo_bug: 'softmax_over_queries'}, [{layer: 0, head: 0, mode: 'zero'}], []),
+          ivBug: S.interveneRequest({...att, demo_bug: 'softmax_over_queries'}, [{layer: 0, head: 0}], []),
           cmpBug: S.compareRequest(S.pinRequest(att), {...att, demo_bug: 'flipped_mask'}, null),
           batchBug: S.interveneRequest({...att, texts: ['a', 'b'], demo_bug: 'flipped_mask'}, [], []),
         };
