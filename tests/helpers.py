@@ -70,6 +70,38 @@ def until(check: Callable[[], bool], what: str, seconds: float = 30) -> None:
         time.sleep(0.02)
 
 
+# The request `settle` sends: a GET that no page sends, so a test can tell it from the page's own.
+SENTINEL = "/api/health?settled"
+# Sent from a page timer due after every timer by which the page itself would still send a request: the run's
+# debounce and its progress poll (effects.js), the panels' debounces (panels.js). Timers run in the order they are
+# due, however loaded the machine, so a request the page had still to send has been sent before this one.
+SETTLE = """async (url) => {
+  const effects = await import("/static/js/effects.js");
+  const { PANEL_SPECS } = await import("/static/js/panels.js");
+  const due = Math.max(effects.DEBOUNCE_MS, effects.FOLLOW_AFTER_MS + effects.FOLLOW_MS,
+    ...Object.values(PANEL_SPECS).map((spec) => spec.debounce || 0));
+  await new Promise((done) => setTimeout(done, due));
+  await fetch(url);
+}"""
+
+
+def settle(page: Any) -> None:
+    """Once the page has drawn (its `attnlab:drawn` mark): return when it has sent every request it was going to
+    send, proved by a request of the test's own (SENTINEL) that the page can only send after them. For checks of
+    the kind "nothing more was asked", which a fixed wait passes or fails with the machine's speed."""
+    with page.expect_request(lambda r: r.url.endswith(SENTINEL), timeout=30_000):
+        page.evaluate(SETTLE, SENTINEL)
+
+
+def page_until(page: Any, check: Callable[[], bool], what: str, seconds: float = 30) -> None:
+    """`until` for a check that a Playwright page's events make true (a route handler's list, say): Playwright
+    delivers them while it is asked something, so this asks the page while it polls."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"still not true after {seconds} s: {what}"
+        page.wait_for_timeout(20)
+
+
 def raw_post(port: int, body: bytes, headers: dict[str, str] | None = None) -> socket.socket:
     """A complete POST /api/attention on a socket of its own (with any extra `headers`), the answer left unread."""
     s = socket.create_connection(("127.0.0.1", port), timeout=30)

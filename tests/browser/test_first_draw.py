@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 from playwright.sync_api import Page, Route, expect
 
 from tests.browser.conftest import PageLog
+from tests.helpers import page_until, settle
 
 pytestmark = pytest.mark.browser
 
@@ -76,14 +76,16 @@ def test_without_plotly_every_other_view_draws(page: Page, page_log: PageLog, li
 def test_an_answer_that_comes_before_plotly_is_drawn_and_marked_once_plotly_is_here(
     page: Page, page_log: PageLog, live_server: str
 ) -> None:
-    def late(route: Route) -> None:
-        response = route.fetch()
-        time.sleep(1.5)  # plotly arrives well after the answer
-        route.fulfill(response=response)
-
+    held: list[Route] = []  # plotly's request, held until the answer is in, however long the forward takes
     page.add_init_script(WATCH)
-    page.route("**/vendor/plotly.min.js", late)
-    page.goto(f"{live_server}/{RANDOM}")
+    page.route("**/vendor/plotly.min.js", lambda route: held.append(route))
+    with page.expect_response("**/api/attention", timeout=60_000) as answer:
+        page.goto(f"{live_server}/{RANDOM}", wait_until="commit")  # "load" would wait for the held preload
+    answer.value.finished()
+    page_until(page, lambda: bool(held), "the page asked for plotly")
+    for route in held:
+        route.continue_()
+    page.unroute("**/vendor/plotly.min.js")  # and any request for it after these goes straight through
     page.wait_for_function("() => window.__atMarks.length > 0 && window.__plotlyAt !== undefined", timeout=20_000)
     answered = page.evaluate(ANSWERED)
     plotly_at = page.evaluate("() => window.__plotlyAt")
@@ -196,6 +198,6 @@ def test_while_the_server_computes_the_page_shows_its_stage(page: Page, page_log
     page.unroute("**/api/attention")
     expect(pill).to_be_hidden(timeout=20_000)
     polled = len(asked)
-    page.wait_for_timeout(600)
+    settle(page)
     assert len(asked) == polled, "still asking after the answer"
     assert page_log.console_errors == [] and page_log.page_errors == []

@@ -15,13 +15,12 @@ import pytest
 from playwright.sync_api import Page, Request, expect
 
 from tests.browser.conftest import PageLog
-from tests.helpers import serve
+from tests.helpers import serve, settle
 
 pytestmark = pytest.mark.browser
 
 MEDIA_TYPE = "application/vnd.attnlab.arrays"
 MARKS = "() => performance.getEntriesByName('attnlab:drawn').length"
-QUIET_MS = 800  # well past the page's 80 ms debounce: a run an action would start has started by then
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "it", "was", "warm"]  # one WordPiece each
 
 
@@ -160,7 +159,7 @@ def test_one_action_runs_one_forward_and_draws_once(page: Page, page_log: PageLo
     before = forwards(trained_server)
     page.goto(f"{trained_server}/?m=minilm&t={words(14, 'transport').replace(' ', '+')}")
     wait_marks(page, 1)
-    page.wait_for_timeout(QUIET_MS)
+    settle(page)
     expect(page.locator("#views")).to_have_attribute("aria-busy", "false")
     # the first draw: one attention run (every layer), the head types from the same forward, the cost asked once
     assert len(posts.to("/api/attention")) == 1, posts.paths()
@@ -175,7 +174,7 @@ def test_one_action_runs_one_forward_and_draws_once(page: Page, page_log: PageLo
     before = forwards(trained_server)
     page.locator("#layer-select").select_option("3")
     wait_marks(page, 2)
-    page.wait_for_timeout(QUIET_MS)
+    settle(page)
     assert posts.paths() == []
     assert marks(page) == 2
     assert forwards(trained_server) == before
@@ -189,7 +188,7 @@ def test_one_action_runs_one_forward_and_draws_once(page: Page, page_log: PageLo
     layer, head = row.get_attribute("data-layer"), row.get_attribute("data-head")
     row.locator("button").click()
     wait_marks(page, 3)
-    page.wait_for_timeout(QUIET_MS)
+    settle(page)
     expect(page.locator("#layer-select")).to_have_value(str(layer))
     expect(page.locator("#focus-plot")).to_have_attribute("data-head", str(head))
     assert posts.paths() == [] and marks(page) == 3
@@ -197,7 +196,7 @@ def test_one_action_runs_one_forward_and_draws_once(page: Page, page_log: PageLo
     # a mask toggle: exactly one attention run and one forward (the head types reuse it), and one mark
     page.get_by_test_id("mask-causal").check()
     wait_marks(page, 4)
-    page.wait_for_timeout(QUIET_MS)
+    settle(page)
     expect(page.locator("#views")).to_have_attribute("aria-busy", "false")
     runs = posts.to("/api/attention")
     assert len(runs) == 1 and runs[0].post_data_json["masks"]["causal"] is True, posts.paths()
@@ -257,11 +256,11 @@ def test_512_tokens_draw_every_layer_and_switch_without_a_request(
     assert card == {"layer": "0", "head": "5"} and abs(q - 300) <= 3 and k <= 3
     assert shown == pytest.approx(api_weights(server_512, run.post_data_json, 0)[5][q][k], abs=1e-3)
     # a switch to the last layer: drawn from what the page holds
-    page.wait_for_timeout(QUIET_MS)
+    settle(page)
     posts.clear()
     page.locator("#layer-select").select_option("5")
     wait_marks(page, 2, timeout=60_000)
-    page.wait_for_timeout(QUIET_MS)
+    settle(page)
     assert posts.paths() == [] and marks(page) == 2
     assert set(cards.evaluate_all("els => els.map(e => e.dataset.layer)")) == {"5"}
     assert page_log.page_errors == [] and page_log.console_errors == []
@@ -279,7 +278,7 @@ def test_a_new_action_aborts_the_run_in_flight(page: Page, page_log: PageLog, se
         page.get_by_test_id("mask-causal").check()
     page.get_by_test_id("mask-causal").uncheck()  # while the causal run is computing (a 512-token forward)
     wait_marks(page, 2, timeout=180_000)
-    page.wait_for_timeout(QUIET_MS)
+    settle(page)
     runs = [r.post_data_json["masks"]["causal"] for r in posts.to("/api/attention")]
     assert runs == [True, False]
     assert len(failed) == 1 and "ABORTED" in failed[0].upper(), failed
