@@ -16,7 +16,8 @@ from engine.models import BUILDERS, load_available
 from server.computing import ComputePool
 from server.config import Settings
 from server.deps import Runtime
-from server.errors import Unexpected, error_body, install_error_handlers
+from server.errors import Unexpected, bad_host_page, error_body, install_error_handlers
+from server.hosts import answered_hosts
 from server.observability import Metrics, Observe
 from server.routes import analyses, attention, export, heads, health, mechanics, models, pages, progress
 from server.routes.pages import DOCS_CSP, PAGE_CSP
@@ -128,6 +129,14 @@ async def send_error(
     await send({"type": "http.response.body", "body": body})
 
 
+async def send_page(send: Send, status: int, page: str) -> None:
+    """A small HTML page, sent by a middleware (a browser's refused Host)."""
+    body = page.encode()
+    raw = [(b"content-type", b"text/html; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
 class Load:
     """What the server holds now: the requests in flight (counted by `Capacity`) and its open connections (the
     set uvicorn keeps, handed over by the server's protocol, server.transport; none under a test client)."""
@@ -221,6 +230,10 @@ class Hardening:
 
         if not self.host_allowed(host):  # refused with the same headers as any answer
             message = f"host: {host[:100]!r} is not a name this server answers to; add it to ATTNLAB_ALLOWED_HOSTS"
+            accept = dict(scope["headers"]).get(b"accept", b"").decode("latin-1")
+            if "text/html" in accept and not path.startswith("/api"):  # a browser: a page that says what to set
+                await send_page(with_headers, 400, bad_host_page(host))
+                return
             await send_error(with_headers, 400, "bad_host", message, "host")
             return
         await self.app(scope, receive, with_headers)
@@ -280,6 +293,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
+    # bound for a class (--host 0.0.0.0): this machine's own addresses are answered too (server.hosts)
+    app.state.allowed_hosts = answered_hosts(settings.host_names(), settings.host)
     app.state.load = Load()  # the server's protocol hands it the open connections (server.transport.protocol)
     metrics = Metrics()
     app.state.metrics = metrics
@@ -297,6 +312,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(HeadAsGet)  # outside Unexpected: a HEAD's 500 has no body either
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, read_timeout_s=settings.read_timeout_s)
     app.add_middleware(Capacity, limit=settings.max_connections, load=app.state.load)  # inside the log and headers
-    app.add_middleware(Hardening, allowed_hosts=settings.host_names())
+    app.add_middleware(Hardening, allowed_hosts=app.state.allowed_hosts)
     app.add_middleware(Observe, metrics=metrics)
     return app

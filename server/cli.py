@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from server.app import create_app
 from server.config import Settings
+from server.hosts import start_line
 from server.observability import json_logging
 from server.transport import backstop, protocol
 
@@ -38,6 +39,8 @@ def main(argv: list[str] | None = None) -> None:
     json_logging(logging.INFO)
     # attnlab logs one JSON line per request itself (with its request id), so uvicorn's access log is off
     app = create_app(settings)
+    # one line: where it listens, the names it answers (its own addresses too when bound for a class), the setting
+    logging.getLogger("attnlab").info(start_line(app.state.allowed_hosts, settings.host, settings.port))
     uvicorn.run(
         app,
         host=settings.host,

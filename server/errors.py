@@ -53,12 +53,38 @@ def error_response(
 ) -> Response:
     if request.url.path.startswith("/api") or "text/html" not in request.headers.get("accept", ""):
         return JSONResponse(error_body(status, code, message, field, details), status_code=status, headers=headers)
-    page = (
-        f"<!doctype html><html lang=en><meta charset=utf-8><title>attnlab: error {status}</title>"
-        f"<body><h1>Error {status}</h1><p>{html.escape(message)}</p>"
-        "<p><a href='/'>Back to attnlab</a></p></body></html>"
+    return HTMLResponse(error_page(status, f"<p>{html.escape(message)}</p>"), status_code=status, headers=headers)
+
+
+def error_page(status: int, body: str, title: str | None = None, back: bool = True) -> str:
+    """The small HTML page an HTML route's error is: `body` is HTML already escaped."""
+    heading = html.escape(title or f"Error {status}")
+    link = "<p><a href='/'>Back to attnlab</a></p>" if back else ""
+    return (
+        f"<!doctype html><html lang=en><meta charset=utf-8><title>attnlab: {heading}</title>"
+        "<meta name=viewport content='width=device-width, initial-scale=1'>"
+        f"<body><h1>{heading}</h1>{body}{link}</body></html>"
     )
-    return HTMLResponse(page, status_code=status, headers=headers)
+
+
+def bad_host_page(host: str) -> str:
+    """What a browser that reached attnlab by a name it does not answer is told: the name, and what to set where the
+    server runs. The server's own addresses are not listed (a rebinding page could read them); its start-up line
+    lists them."""
+    name = host[: host.find("]") + 1] if host.startswith("[") else host.split(":")[0] if host.count(":") == 1 else host
+    shown = html.escape(name[:100] or "(no Host header)")
+    setting = html.escape(f"ATTNLAB_ALLOWED_HOSTS=localhost,127.0.0.1,{name[:100]}")
+    return error_page(
+        400,
+        f"<p>This attnlab does not answer to the name <strong>{shown}</strong>: it answers only the names it knows, so "
+        "that another web site cannot reach it through a name of its own.</p>"
+        "<p>If you run this attnlab and want it reached by this name, start it again with the name added:</p>"
+        f"<pre>{setting} attnlab serve --host 0.0.0.0</pre>"
+        "<p>Its start-up line lists the addresses it answers. If someone else runs it, tell them the name you "
+        "used.</p>",
+        title="attnlab does not answer to this name",
+        back=False,
+    )
 
 
 # Fields holding a union told apart by its `kind`: pydantic puts the kind in the error's location
