@@ -255,7 +255,9 @@ const reducers = {
   paletteSet: (s, a) => setUi(s, { palette: a.palette }),
   scoreScaleSet: (s, a) => setUi(s, { scoreScale: a.value }),
   layerSet: (s, a) => {
-    const fields = { layer: a.layer, page: 0, focus: null };
+    // the open head stays open where the new choice shows it: every layer, or its own layer
+    const keep = s.ui.focus && (a.layer === "all" || s.ui.focus[0] === a.layer);
+    const fields = { layer: a.layer, page: 0, focus: keep ? s.ui.focus : null };
     if (holdsLayer(s, a.layer)) return switchHeld(s, fields);
     return runWith(s, fields, "", "layer-select", { skipDiff: true, notice: "" });
   },

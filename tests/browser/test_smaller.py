@@ -1,0 +1,147 @@
+"""The page's smaller defects at length and on touch (issue 20, item 9), each against a real `attnlab serve` in
+Chromium at the sizes that matter: the open head kept through a layer switch and brought into view from the
+head-types table, the retrieval diagram opening on a real query, each layer's own protected positions hatched,
+one map for an ablated head, chance beside the losses, no "best" head of a kind no head has, what each peak memory
+measures, and analyses asked during a run using the settings on screen."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.browser.conftest import PageLog, _record, wait_idle
+
+pytestmark = pytest.mark.browser
+
+Open = Callable[[str], Page]
+MINILM = "?m=minilm&t=The+cat+sat+on+the+mat"
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture
+def phone(browser: Browser, trained_server: str) -> Iterator[Callable[[str], Page]]:
+    """A 390 px touch screen (a phone) on the server with the trained models."""
+    ctx = browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True, device_scale_factor=2)
+    page = ctx.new_page()
+    log = PageLog()
+    _record(page, log)
+
+    def open_(query: str) -> Page:
+        page.goto(f"{trained_server}/{query}")
+        wait_idle(page)
+        return page
+
+    yield open_
+    ctx.close()
+    assert not log.page_errors, log.page_errors
+
+
+def large_head_title(page: Page) -> str:
+    return page.locator("#focus-title").inner_text()
+
+
+# ---- a. "all layers" keeps the open head -----------------------------------------------------------------------
+
+
+def test_switching_to_all_layers_keeps_the_open_head(open_trained: Open) -> None:
+    page = open_trained(f"{MINILM}&layer=2&focus=2.5")
+    assert large_head_title(page).startswith("Layer 2 · head 5")
+    page.get_by_test_id("layer-select").select_option("all")
+    wait_idle(page)
+    expect(page.locator("#focus-title")).to_contain_text("Layer 2 · head 5")
+    expect(page.locator("#retrieval-title")).to_contain_text("L2 head 5")
+    assert "focus=2.5" in page.url
+    # and back to that head's own layer: still open; to another layer: that layer's first head
+    page.get_by_test_id("layer-select").select_option("2")
+    wait_idle(page)
+    expect(page.locator("#focus-title")).to_contain_text("Layer 2 · head 5")
+    page.get_by_test_id("layer-select").select_option("4")
+    wait_idle(page)
+    expect(page.locator("#focus-title")).to_contain_text("Layer 4 · head 0")
+
+
+# ---- b. a head opened from the head-types table is brought into view --------------------------------------------
+
+IN_VIEW = """() => {
+  const r = document.querySelector('section[data-view=focus]').getBoundingClientRect();
+  return r.top >= -1 && r.top < innerHeight / 2;
+}"""
+
+
+def _open_from_table(page: Page, press: Callable[[Any], None]) -> None:
+    row = page.locator("[data-testid=head-type-row][data-layer='3'][data-head='7'] button.ht-open")
+    row.scroll_into_view_if_needed()
+    assert page.evaluate(IN_VIEW) is False  # the large head is out of view while the table is read
+    press(row)
+    expect(page.locator("#focus-title")).to_contain_text("Layer 3 · head 7")
+    page.wait_for_function(IN_VIEW, timeout=5_000)
+
+
+def test_a_head_opened_from_the_head_types_table_is_scrolled_into_view(open_trained: Open) -> None:
+    page = open_trained(MINILM)
+    page.wait_for_selector("[data-testid=head-type-row]")
+    _open_from_table(page, lambda b: b.click())
+    # from the keyboard too, the focus staying on the row's button
+    page.evaluate("scrollTo(0, document.body.scrollHeight)")
+    row = page.locator("[data-testid=head-type-row][data-layer='3'][data-head='7'] button.ht-open")
+    row.focus()
+    page.locator("[data-testid=head-type-row][data-layer='1'][data-head='2'] button.ht-open").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#focus-title")).to_contain_text("Layer 1 · head 2")
+    page.wait_for_function(IN_VIEW, timeout=5_000)
+    assert page.evaluate("document.activeElement.dataset.focus") == "open-1-2"
+
+
+def test_a_head_tapped_in_the_head_types_table_on_a_phone_is_scrolled_into_view(phone: Callable[[str], Page]) -> None:
+    page = phone(MINILM)
+    page.wait_for_selector("[data-testid=head-type-row]")
+    _open_from_table(page, lambda b: b.tap())
+
+
+# ---- c. the retrieval diagram opens on a real query ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "want"),
+    [
+        ("?m=textbook", "query 3 “x4”"),  # x5 is padding by default: its row is all masked
+        (MINILM, "query 6 “mat”"),  # not [SEP]
+        ("?m=induction&t=red+ball+king+river", "query 3 “river”"),  # a decoder: the last token
+    ],
+)
+def test_the_retrieval_diagram_opens_on_the_last_real_query(open_trained: Open, query: str, want: str) -> None:
+    page = open_trained(query)
+    expect(page.locator("#retrieval-title")).to_contain_text(want)
+    q = int(want.split()[1])
+    assert page.get_by_test_id("retrieval-diagram").get_attribute("data-query") == str(q)
+    # its row has eligible keys: lines, not only struck-through boxes
+    assert page.locator("#retrieval path.rd-line:not(.rd-blocked)").count() > 0
+    # the arrow keys move on from there
+    page.get_by_test_id("retrieval-diagram").focus()
+    page.keyboard.press("ArrowUp")
+    expect(page.get_by_test_id("retrieval-diagram")).to_have_attribute("data-query", str(q - 1))
+
+
+# ---- g. no "best" head of a kind no head has ------------------------------------------------------------------------
+
+
+def test_no_best_induction_head_is_offered_on_an_encoder_without_one(open_trained: Open) -> None:
+    page = open_trained(MINILM)
+    best = page.locator("#headtypes-best [data-best=induction]")
+    expect(best).to_contain_text("none ≥ 0.4")
+    expect(best).to_be_disabled()
+    assert "L0 H10" not in best.inner_text()
+    # a kind a head does have is still offered
+    prev = page.locator("#headtypes-best [data-best=previous_token]")
+    expect(prev).to_be_enabled()
+    expect(prev).to_contain_text("1.000")
+
+
+def test_the_induction_models_induction_head_is_offered(open_trained: Open) -> None:
+    page = open_trained("?m=induction")
+    best = page.locator("#headtypes-best [data-best=induction]")
+    expect(best).to_be_enabled()
+    expect(best).to_contain_text("L1 H")
