@@ -30,6 +30,13 @@ export const COLUMNS = [
   },
 ];
 export const BEST_KINDS = ["induction", "previous_token", "duplicate_token"];
+// A head "has" a 0..1 property when its score reaches this: 40% of a query's weight, on average, on the key the
+// property names. Attention spread evenly over the keys a query sees scores about 1 / (keys seen): 0.02–0.03 for
+// induction on the 2 x 24-token probe, ~0.1 for the untrained random model's previous-token and duplicate-token
+// heads on a sentence, up to ~0.3 for previous-token on a causal text of 5 or 6 tokens; the trained heads score
+// 0.74–0.95 (induction's induction heads) and 0.88–1 (minilm's previous- and duplicate-token heads). Below it
+// the quick button says that no head has the property, and names the highest score, instead of offering a "best".
+export const HAS_KIND = 0.4;
 export const STRONG = 0.5; // a 0..1 score at or above this is drawn as a strong bar
 export const BAR_ROOM_PX = 58; // the right part of a cell, kept free of the bar for the number
 
@@ -204,7 +211,8 @@ export function renderHeadTypes(table, view, on) {
   return shown.length;
 }
 
-// The quick buttons: "best induction head: L1 H3 (0.93)"; a kind no head has a score for is disabled.
+// The quick buttons: "best induction head: L1 H3 (0.93)"; a kind no head has a score for, or no head scores
+// HAS_KIND on, is disabled and says so ("none ≥ 0.4 · top 0.025").
 export function renderBest(root, rows, multiLayer, onOpen) {
   const key = focusKey(root);
   root.replaceChildren(node("span", { className: "ht-best-label" }, "Best:"));
@@ -215,7 +223,15 @@ export function renderBest(root, rows, multiLayer, onOpen) {
     b.dataset.best = kind;
     b.dataset.focus = `best-${kind}`;
     const name = col.label.toLowerCase();
-    if (best) {
+    if (best && best[kind] < HAS_KIND) {
+      const top = formatScore(best[kind], kind);
+      b.append(node("span", { className: "ht-kind" }, name), node("span", { className: "ht-which" }, `none ≥ ${HAS_KIND} · top ${top}`));
+      b.title = `No head is a ${name} head: the highest score, ${top} (${multiLayer ? headLabel(best) : `H${best.head}`}), is under ` +
+        `${HAS_KIND}, about what attention spread evenly over the keys scores. Sort the column to see every head.`;
+      b.setAttribute("aria-label", `No ${name} head: every score is under ${HAS_KIND}; the highest is ${top}`);
+      b.dataset.none = "true";
+      b.disabled = true;
+    } else if (best) {
       const where = multiLayer ? headLabel(best) : `H${best.head}`;
       b.append(node("span", { className: "ht-kind" }, name), node("span", { className: "ht-which" }, `${where} · ${formatScore(best[kind], kind)}`));
       b.setAttribute("aria-label", `Open the best ${name} head, ${where}, score ${formatScore(best[kind], kind)}`);
@@ -230,6 +246,18 @@ export function renderBest(root, rows, multiLayer, onOpen) {
 }
 
 // ---- the view (data-view="headtypes") ------------------------------------------------------------------------
+
+// A head opened from the table (or a quick button) is drawn in the large head's panel, which is usually out of view
+// above the table: bring that panel into view (its top at the viewport's top when it is above), smoothly unless
+// the person asked for reduced motion. The keyboard focus stays on the row's button.
+export function revealLargeHead() {
+  const panel = document.querySelector("section[data-view=focus]");
+  if (!panel) return;
+  const r = panel.getBoundingClientRect();
+  if (r.top >= 0 && r.bottom <= window.innerHeight) return;
+  const still = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  panel.scrollIntoView({ block: r.height > window.innerHeight ? "start" : "nearest", behavior: still ? "auto" : "smooth" });
+}
 
 const $ = (id) => document.getElementById(id);
 
@@ -250,7 +278,10 @@ export function render(root, s, dispatch) {
   const rows = result ? result.heads : [];
   const multiLayer = result ? result.n_layers > 1 : false;
   const focus = s.ui.focus || (view ? view.focus : null);
-  const open = (l, h) => dispatch(act.headOpened(l, h, null, "headtypes"));
+  const open = (l, h) => {
+    dispatch(act.headOpened(l, h, null, "headtypes"));
+    revealLargeHead();
+  };
   $("headtypes-status").textContent = {
     idle: "",
     loading: "scoring every head…",
