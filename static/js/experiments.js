@@ -7,7 +7,7 @@ import { renderPerturb } from "./claims.js";
 import { renderCompare } from "./compare.js";
 import { headName, renderIntervention } from "./interventions.js";
 import { act } from "./store.js";
-import { modelInfo, multiLayer, pinRequestOf } from "./selectors.js";
+import { modelInfo, multiLayer, pinRequestOf, selectView } from "./selectors.js";
 import { positionLabel } from "./tophead.js";
 
 const $ = (id) => document.getElementById(id);
@@ -77,7 +77,7 @@ function writeControls(s, dispatch) {
     : "Token swap needs a model with token embeddings (random, minilm, induction); this one takes numbers.";
   if (tokens.length) {
     const S = tokens.length;
-    const q = Math.min(ui.query ?? S - 1, S - 1);
+    const q = Math.min(selectView(s)?.query ?? S - 1, S - 1);
     const sel = $("perturb-position");
     options(sel, tokens, `the retrieval query (${positionLabel(tokens, q)})`);
     sel.value = ui.perturb.position == null ? "" : String(Math.min(ui.perturb.position, S - 1));

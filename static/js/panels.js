@@ -27,7 +27,7 @@ import {
 } from "./requests.js";
 import { TOP_K } from "./tophead.js";
 import { act } from "./actions.js";
-import { modelInfo, singleOf } from "./selectors.js";
+import { modelInfo, selectView, singleOf } from "./selectors.js";
 
 // One entry per panel: `request(state)` is the body to send now (null: nothing to ask, the panel clears), `fetch`
 // sends it, `after(result)` does what the answer calls for outside the page state (a download), `then(state,
@@ -59,7 +59,7 @@ export const PANEL_SPECS = {
     request: (s) => {
       if (!s.ui.perturbOn || !s.run.result) return null;
       const S = s.run.result.tokens.length;
-      const p = Math.max(0, Math.min(S - 1, s.ui.perturb.position ?? s.ui.query ?? S - 1));
+      const p = Math.max(0, Math.min(S - 1, s.ui.perturb.position ?? selectView(s).query));
       return perturbRequest(singleOf(s), p, s.ui.perturb);
     },
     nonce: true,

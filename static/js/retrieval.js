@@ -220,6 +220,6 @@ export function bind(root, store) {
     const step = { ArrowUp: -1, ArrowLeft: -1, ArrowDown: 1, ArrowRight: 1 }[e.key];
     if (!step) return;
     e.preventDefault();
-    store.dispatch(act.querySet(((s.ui.query ?? S - 1) + step + S) % S));
+    store.dispatch(act.querySet((selectView(s).query + step + S) % S));
   });
 }

@@ -36,6 +36,32 @@ function resultMasks(r, request) {
   return { causal: r.masks.causal, window: r.masks.window, padded: paddedFromFlags(r.masks.padding), blocked: r.masks.blocked };
 }
 
+// Tokens a tokenizer adds around the text, by how tokenizers spell them: [CLS] [SEP] [PAD] (BERT), <s> </s> <pad>
+// (RoBERTa, LLaMA), <|endoftext|> (GPT-2).
+const SPECIAL_TOKEN = /^(\[[A-Z]+\]|<\/?[a-z]+>|<\|[^|]+\|>)$/;
+
+export function isSpecialToken(token) {
+  return SPECIAL_TOKEN.test(String(token));
+}
+
+// The query the retrieval diagram (and the perturbation, and the large head's hover row) opens on when the person
+// has chosen none: the last real query, the position a learner reads first. In a decoder it is the one predicting
+// what comes next; in an encoder the text's last word, not the [SEP] after it; never a padding position, a token
+// the tokenizer added or a row with no eligible key (all masked). Falls back to the last row with an eligible key,
+// then to the last position.
+export function defaultQuery(tokens, eligible, padded = []) {
+  const pad = new Set(padded);
+  const seesAKey = (q) => {
+    const row = eligible?.[q];
+    if (!row) return true;
+    for (let k = 0; k < row.length; k++) if (row[k]) return true;
+    return false;
+  };
+  for (let q = tokens.length - 1; q >= 0; q--) if (!pad.has(q) && !isSpecialToken(tokens[q]) && seesAKey(q)) return q;
+  for (let q = tokens.length - 1; q >= 0; q--) if (seesAKey(q)) return q;
+  return tokens.length - 1;
+}
+
 const viewCache = new WeakMap(); // state.run -> ui -> view: a pure function's memo, cleared with the state it reads
 
 // Everything the matrix views draw: the heads shown, the large head, the scale, the query. Pure in the state.
@@ -61,13 +87,14 @@ export function selectView(s) {
   const focusLayer = wanted || shown[0];
   const diff = s.run.diff && s.run.diff.comparable ? s.run.diff : null;
   const cross = !!r.source_tokens;
+  const masks = resultMasks(r, s.run.request);
   const view = {
     tokens: r.tokens,
     keyTokens: cross ? r.source_tokens : null,
     item: r.item ?? 0,
     eligible: drawnEligibility(r.eligible, r.demo_bug?.name),
     reasons: r.reasons || null,
-    masks: resultMasks(r, s.run.request),
+    masks,
     blocked: r.masks.blocked,
     view: ui.view,
     palette: ui.palette,
@@ -84,7 +111,8 @@ export function selectView(s) {
     weightScale: scaleFor("weights", ui.palette, maxAbs),
     changed: diff ? [...diff.newlyMasked, ...diff.newlyEligible] : [],
     focus,
-    query: ui.query ?? r.tokens.length - 1,
+    // a cross-attention source's padding is of keys, not of these queries
+    query: ui.query ?? defaultQuery(r.tokens, r.eligible, cross ? [] : masks.padded),
     focusLayer,
     focusHead: focusLayer.heads[focus[1]] || focusLayer.heads[0],
     layer: focusLayer,
