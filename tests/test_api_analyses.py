@@ -48,12 +48,25 @@ def test_perturb_proves_causal_masking_on_minilm(trained: TestClient) -> None:
             "protected": list(range(10)),
             "tested": True,
             "first_leak": None,
+            "protected_by_layer": [list(range(10))] * 6,
         }
     ]
     assert r["verdict"].startswith("Causal masking holds") and "0–9" in r["verdict"]
     # the same request without the mask: no claim, and earlier positions move
     free = trained.post("/api/perturb", json={**body, "masks": {}}).json()
     assert free["checks"] == [] and max(free["layers"][0]["delta"][:10]) > 0
+
+
+def test_perturb_window_protects_each_layer_its_own_positions(trained: TestClient) -> None:
+    body = {"model": "minilm", "text": SENTENCE, "masks": {"window": 2}, "position": 6}
+    r = trained.post("/api/perturb", json=body).json()
+    (check,) = r["checks"]
+    S = len(r["tokens"])
+    # a window of 2 lets a change travel one position a layer: after layer l, |q - 6| > l + 1 cannot move
+    assert check["protected_by_layer"] == [[q for q in range(S) if abs(q - 6) > layer + 1] for layer in range(6)]
+    assert check["protected"] == check["protected_by_layer"][-1]
+    for layer, protected in zip(r["layers"], check["protected_by_layer"], strict=True):
+        assert all(layer["delta"][q] == 0.0 for q in protected)
 
 
 def test_perturb_swaps_a_token(trained: TestClient) -> None:

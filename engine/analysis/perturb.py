@@ -27,7 +27,7 @@ that lets a later position reach an earlier one fails the causal claim here too.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import torch
@@ -63,6 +63,7 @@ class Check:
     protected: list[int]  # positions the claim says cannot move (after the last layer)
     tested: bool  # False: the change at this position puts nothing under this claim
     first_leak: Leak | None = None  # the first protected position that moved, layer by layer
+    protected_by_layer: list[list[int]] = field(default_factory=list)  # per layer: the positions it cannot move
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,14 @@ def _check(
             if row[q] != 0.0 and leak is None:
                 leak = Leak(layer if layer < len(deltas) else None, q, row[q])
     return Check(
-        name, claim, worst == 0.0, worst, protected_by_layer[-1], tested=any(protected_by_layer), first_leak=leak
+        name,
+        claim,
+        worst == 0.0,
+        worst,
+        protected_by_layer[-1],
+        tested=any(protected_by_layer),
+        first_leak=leak,
+        protected_by_layer=[list(p) for p in protected_by_layer],
     )
 
 

@@ -60,6 +60,10 @@ class CheckOut(BaseModel):
     )
     max_delta: float = Field(description="largest change at a position the claim protects (0.0 when it holds)")
     protected: list[int] = Field(description="positions the claim says cannot move, after the last layer")
+    protected_by_layer: list[list[int]] = Field(
+        description="per layer, the positions the claim says cannot move after that layer (a window's set shrinks "
+        "layer by layer; a blocked cell protects its query in layer 0 only)"
+    )
     tested: bool = Field(description="false: this change puts no position under the claim")
     first_leak: LeakOut | None
 

@@ -17,6 +17,17 @@ export function protectedPositions(checks) {
   return [...all].sort((a, b) => a - b);
 }
 
+// Per layer, every position some check protects after that layer (a window's set shrinks as the change travels;
+// a blocked cell protects its query in layer 0 only), sorted. A check without per-layer sets protects its final
+// set in every layer.
+export function protectedByLayer(checks, nLayers) {
+  return Array.from({ length: nLayers }, (_, l) => {
+    const all = new Set();
+    for (const c of checks || []) for (const p of c.protected_by_layer?.[l] ?? c.protected ?? []) all.add(p);
+    return [...all].sort((a, b) => a - b);
+  });
+}
+
 // {holds, names, lines}: whether every check holds, which masks were checked, one line per check.
 // A check with tested: false put no position under its claim (causal, changing position 0): it neither holds
 // nor leaks, and says so. A check with holds null is inconclusive: the change did not reach the model.
@@ -156,7 +167,8 @@ function defs(id) {
 }
 
 // Per-layer and final |Δ| per position. data: {tokens, layers: [{index, delta}], final_delta, final, position?,
-// protected?}. One shared scale over every row.
+// protected? (the final row's protected positions, and every layer's unless given apart), protectedByLayer? (one
+// list per layer)}. One shared scale over every row.
 export function renderDeltaCharts(root, data, testid = "delta-chart") {
   root.replaceChildren();
   // the layers share one scale; the final row has its own (it may be logits, another unit than a layer's output)
@@ -164,15 +176,22 @@ export function renderDeltaCharts(root, data, testid = "delta-chart") {
   const finalMax = data.final_delta ? sharedMax([data.final_delta]) : 0;
   const hatch = `${testid}-hatch`;
   root.append(defs(hatch));
+  const byLayer = data.protectedByLayer || null;
+  const hatched = [data.protected, ...(byLayer || [])].some((p) => p && p.length);
+  // whether the layers' sets differ (a window's): then the legend says each layer hatches its own
+  const perLayer = !!byLayer && byLayer.some((p) => p.join() !== (data.protected || []).join());
   const legend = node("p", { className: "muted small dc-legend" });
   legend.textContent =
     `Bars: max |change| of each position's output; the layers share one scale (top = ${formatDelta(max)})` +
     (data.final_delta ? `, the final row has its own (top = ${formatDelta(finalMax)}).` : ".") +
     (data.position != null ? ` ▲ marks the changed position ${data.position}.` : "") +
-    (data.protected && data.protected.length ? " Hatched slots are protected by a mask: their bar must be exactly 0; red with ! = a leak." : "");
+    (hatched
+      ? ` Hatched slots are protected by a mask${perLayer ? " after that layer" : ""}: their bar must be exactly 0; red with ! = a leak.`
+      : "");
   root.append(legend);
   const opts = { tokens: data.tokens, max, position: data.position, protected: data.protected, testid, hatch };
-  data.layers.forEach((l) => root.append(chart(`layer ${l.index}`, l.delta, { ...opts, layer: l.index })));
+  data.layers.forEach((l, i) =>
+    root.append(chart(`layer ${l.index}`, l.delta, { ...opts, layer: l.index, protected: byLayer ? byLayer[i] : data.protected })));
   if (data.final_delta) {
     const last = chart("final", data.final_delta, { ...opts, max: finalMax, layer: "final", ticks: true });
     root.append(last);
@@ -218,10 +237,17 @@ export function renderPerturb(root, view) {
     }),
   );
   if (!sum.lines.length) checks.append(node("li", { className: "muted" }, "No mask in force makes a promise to check here."));
+  const at = `position ${r.position} “${r.tokens[r.position]}”`;
   const what = r.change.kind === "token"
-    ? `position ${r.position} “${r.tokens[r.position]}” → “${r.tokens_after[r.position]}”`
-    : `position ${r.position} “${r.tokens[r.position]}” shifted by ${r.change.amount}`;
+    ? `${at} → “${r.tokens_after[r.position]}”`
+    : r.change.kind === "direction"
+      ? `${at} moved along a random direction of length ${r.change.norm ?? r.change.amount}`
+      : `${at} shifted by ${r.change.amount}`;
   charts.dataset.position = String(r.position);
-  renderDeltaCharts(charts, { ...r, protected: protectedPositions(r.checks) }, "perturb-chart");
+  renderDeltaCharts(
+    charts,
+    { ...r, protected: protectedPositions(r.checks), protectedByLayer: protectedByLayer(r.checks, r.layers.length) },
+    "perturb-chart",
+  );
   charts.prepend(node("p", { className: "small dc-what" }, `Changed: ${what}.`));
 }

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Page, ViewportSize, expect
 
 from tests.browser.conftest import PageLog, _record, wait_idle
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.browser
 
 Open = Callable[[str], Page]
 MINILM = "?m=minilm&t=The+cat+sat+on+the+mat"
-PHONE = {"width": 390, "height": 844}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 
 
 @pytest.fixture
@@ -145,3 +145,41 @@ def test_the_induction_models_induction_head_is_offered(open_trained: Open) -> N
     best = page.locator("#headtypes-best [data-best=induction]")
     expect(best).to_be_enabled()
     expect(best).to_contain_text("L1 H")
+
+
+# ---- d. each layer's own protected positions hatched --------------------------------------------------------------
+
+WORDS = "red+ball+king+river+frog+clock+seed+moon+tree+door+car+road"
+HATCHED = """svgs => svgs.map(svg => ({
+  layer: svg.dataset.layer,
+  hatched: [...svg.querySelectorAll('rect.bar.protected')].map(r => +r.dataset.position),
+}))"""
+
+
+@pytest.mark.parametrize("viewport", [{"width": 1440, "height": 900}, {"width": 800, "height": 900}])
+def test_the_window_claim_hatches_each_layers_own_protected_positions(
+    open_trained: Open, page: Page, viewport: ViewportSize
+) -> None:
+    page.set_viewport_size(viewport)
+    # the induction model's two layers, a window of 2 without causal masking, position 5 changed: the change may
+    # travel one position a layer, so layer 0 protects |q - 5| > 1 and layer 1 (and the final logits) |q - 5| > 2
+    page = open_trained(f"?m=induction&t={WORDS}&causal=0&window=2&pert=5,direction,1")
+    expect(page.get_by_test_id("perturb-verdict")).to_have_attribute("data-holds", "true")
+    rows = page.locator("[data-testid=perturb-chart]").evaluate_all(HATCHED)
+    S = 12
+    want0 = [q for q in range(S) if abs(q - 5) > 1]
+    want1 = [q for q in range(S) if abs(q - 5) > 2]
+    assert rows == [
+        {"layer": "0", "hatched": want0},
+        {"layer": "1", "hatched": want1},
+        {"layer": "final", "hatched": want1},
+    ]
+    # what a person sees: the hatched band behind positions 3 and 7 in layer 0 only
+    bands = page.locator("[data-testid=perturb-chart]").evaluate_all(
+        "svgs => svgs.map(svg => svg.querySelectorAll('rect.dc-protected').length)"
+    )
+    assert bands == [len(want0), len(want1), len(want1)]
+    expect(page.locator("#claims-panel .dc-legend")).to_contain_text("after that layer")
+    expect(page.locator("#claims-panel .dc-what")).to_have_text(
+        "Changed: position 5 “clock” moved along a random direction of length 1."
+    )
