@@ -36,6 +36,7 @@ export function render(root, s, dispatch) {
     status: slot.status,
     multiLayer: multiLayer(s),
     note: slot.result?.note,
+    vocabSize: vocabSizeOf(modelInfo(s)),
   });
   renderCompare($("compare-body"), {
     pin: s.ui.pin,
@@ -45,6 +46,13 @@ export function render(root, s, dispatch) {
     message: s.panels.compare.message,
     multiLayer: multiLayer(s),
   });
+}
+
+// The model's vocabulary size, as /api/models says it (vocab_size, else the length of its word list); null if none.
+function vocabSizeOf(m) {
+  if (!m) return null;
+  if (Number.isInteger(m.vocab_size)) return m.vocab_size;
+  return Array.isArray(m.vocab) ? m.vocab.length : null;
 }
 
 function options(sel, tokens, first) {

@@ -134,6 +134,24 @@ function heatmap(title, head, eligible, tokens, cell) {
   return fig;
 }
 
+// The loss of a guess spread evenly over a vocabulary of V tokens: ln V nats, what a model that knows nothing
+// scores. null when the model has no vocabulary to guess from.
+export function chanceLoss(vocabSize) {
+  return Number.isInteger(vocabSize) && vocabSize > 1 ? Math.log(vocabSize) : null;
+}
+
+// How a loss sits against chance, in words: "0.518 above chance", "1.691 below chance", "at chance".
+export function againstChance(loss, chance) {
+  const d = loss - chance;
+  if (Math.abs(d) < 0.0005) return "at chance";
+  return `${Math.abs(d).toFixed(3)} ${d > 0 ? "above" : "below"} chance`;
+}
+
+// An ablated head that nothing else edits keeps its own weights exactly: its context is replaced after them.
+function unchangedByAblation(h, ablated, edited) {
+  return h.affected && ablated && !edited && h.maxAbs <= MOVED;
+}
+
 function fmtLoss(v) {
   return v == null ? "–" : v.toFixed(3);
 }
@@ -175,7 +193,7 @@ function predictionTable(rows) {
   return table;
 }
 
-// view: {result, status, message, multiLayer, note}
+// view: {result, status, message, multiLayer, note, vocabSize}
 export function renderIntervention(root, view) {
   root.replaceChildren();
   const r = view.result;
@@ -197,18 +215,33 @@ export function renderIntervention(root, view) {
       `Mean next-token loss: ${r.loss_before.toFixed(3)} → ${r.loss_after.toFixed(3)} nats ` +
       `(${d >= 0 ? "+" : ""}${d.toFixed(3)}); top-1 prediction changed at ${flipped.length} of ${r.tokens.length} positions.`;
     box.append(p);
+    const chance = chanceLoss(view.vocabSize);
+    if (chance != null) {
+      const c = node("p", { className: "iv-chance small" });
+      c.dataset.chance = String(chance);
+      c.textContent =
+        `Chance, a uniform guess over the ${view.vocabSize.toLocaleString("en-US")}-token vocabulary, is ln ${view.vocabSize} = ` +
+        `${chance.toFixed(3)} nats: before ${againstChance(r.loss_before, chance)}, after ${againstChance(r.loss_after, chance)}.`;
+      box.append(c);
+    }
   }
   if (r.predictions) {
     const rows = predictionRows(r.tokens, r.predictions, r.losses_before, r.losses_after);
     const wrap = node("div", { className: "scroll iv-preds-wrap" });
     wrap.append(predictionTable(rows));
     box.append(node("h3", {}, "Top predictions, before → after"), wrap);
-    box.append(node("p", { className: "muted small" }, "⚠ and the shaded rows: the top-1 guess changed. ✓: the guess is the token that comes next."));
+    const chance = chanceLoss(view.vocabSize);
+    box.append(node("p", { className: "muted small" },
+      "⚠ and the shaded rows: the top-1 guess changed. ✓: the guess is the token that comes next. Losses in nats" +
+        (chance != null ? `; chance is ln ${view.vocabSize} = ${chance.toFixed(3)}.` : ".")));
   }
   const affected = affectedHeads(r.ablate || [], r.edit || []);
   const heads = shownHeads(r.before, r.after, affected);
   if (heads.length) {
     box.append(node("h3", {}, "Weights before and after"));
+    const note = node("p", { className: "muted small iv-same-note" });
+    box.append(note);
+    const same = []; // the ablated heads drawn once
     const grid = node("div", { className: "iv-heads" });
     const S = r.tokens.length;
     const cell = Math.max(3, Math.min(16, Math.floor(150 / S)));
@@ -222,23 +255,30 @@ export function renderIntervention(root, view) {
       const name = headName(h.layer, h.head, view.multiLayer);
       const ab = findAblation(r.ablate || [], h.layer, h.head);
       const edited = (r.edit || []).some((e) => e.layer === h.layer && e.head === h.head);
-      const role = !h.affected
-        ? " · downstream"
-        : ab && edited
-          ? ` · ${ab.mode}-ablated and edited`
-          : ab
-            ? ` · ${ab.mode}-ablated: its context is replaced, so its own weights do not change`
-            : " · edited";
-      pair.append(node("p", { className: "iv-pair-title" }, `${name}${role} · max |Δw| ${h.maxAbs.toFixed(3)}`));
       const maps = node("div", { className: "iv-maps" });
-      maps.append(
-        heatmap(`${name} before`, lb.heads[h.head], r.before.eligible, r.tokens, cell),
-        heatmap(`${name} after`, la.heads[h.head], r.after.eligible, r.tokens, cell),
-      );
+      if (unchangedByAblation(h, ab, edited)) {
+        // identical by construction (and checked: max |Δw| 0): one map, and why
+        pair.classList.add("iv-same");
+        same.push(name);
+        pair.append(node("p", { className: "iv-pair-title" }, `${name} · ${ab.mode}-ablated`));
+        maps.append(heatmap(`before = after`, lb.heads[h.head], r.before.eligible, r.tokens, cell));
+      } else {
+        const role = !h.affected ? " · downstream" : ab && edited ? ` · ${ab.mode}-ablated and edited` : ab ? ` · ${ab.mode}-ablated` : " · edited";
+        pair.append(node("p", { className: "iv-pair-title" }, `${name}${role} · max |Δw| ${h.maxAbs.toFixed(3)}`));
+        maps.append(
+          heatmap(`${name} before`, lb.heads[h.head], r.before.eligible, r.tokens, cell),
+          heatmap(`${name} after`, la.heads[h.head], r.after.eligible, r.tokens, cell),
+        );
+      }
       pair.append(maps);
       grid.append(pair);
     }
     box.append(grid);
+    note.hidden = !same.length;
+    note.textContent = same.length
+      ? `${same.join(", ")}: drawn once, identical before and after: ${same.length === 1 ? "this head's" : "each head's"} own ` +
+        "weights are not changed by ablating it (its context is replaced after them; the heads downstream move)."
+      : "";
   } else if (view.note) {
     box.append(node("p", { className: "muted small" }, view.note));
   }

@@ -6,6 +6,7 @@ measures, and analyses asked during a run using the settings on screen."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -183,3 +184,46 @@ def test_the_window_claim_hatches_each_layers_own_protected_positions(
     expect(page.locator("#claims-panel .dc-what")).to_have_text(
         "Changed: position 5 “clock” moved along a random direction of length 1."
     )
+
+
+# ---- e. an ablated head drawn once; f. chance beside the losses ----------------------------------------------------
+
+ABLATE_L1 = "?m=induction&abl=1.0.zero,1.1.zero,1.2.zero,1.3.zero"
+
+
+@pytest.mark.parametrize(("width", "most"), [(1440, 260), (800, 260), (390, 460)])
+def test_an_ablated_heads_identical_before_and_after_is_drawn_once(
+    open_trained: Open, page: Page, width: int, most: int
+) -> None:
+    page.set_viewport_size({"width": width, "height": 900})
+    page = open_trained(ABLATE_L1)
+    result = page.get_by_test_id("intervention-result")
+    expect(result.locator(".iv-pair.affected")).to_have_count(4)
+    for pair in result.locator(".iv-pair.affected").all():
+        assert pair.locator("canvas").count() == 1
+        assert float(pair.get_attribute("data-max-abs") or "nan") == 0.0
+    expect(result.locator(".iv-same-note")).to_contain_text(
+        "identical before and after: each head's own weights are not changed by ablating it"
+    )
+    # the four maps were 428 px high at 1440 and 868 px at 800 and 390 (two each, a pair a row)
+    height = result.locator(".iv-heads").bounding_box()
+    assert height is not None and height["height"] < most, height
+
+
+def test_an_edited_head_is_still_drawn_before_and_after(open_trained: Open) -> None:
+    page = open_trained("?m=induction&abl=1.0.zero&edit=1.2.20.9@0.5")
+    result = page.get_by_test_id("intervention-result")
+    expect(result.locator(".iv-pair.affected")).to_have_count(2)
+    expect(result.locator(".iv-pair.affected[data-head='2'] canvas")).to_have_count(2)
+    expect(result.locator(".iv-pair.affected[data-head='0'] canvas")).to_have_count(1)
+    expect(result.locator(".iv-same-note")).to_contain_text("L1 H0: drawn once, identical before and after")
+
+
+def test_the_ablation_result_says_what_chance_is(open_trained: Open) -> None:
+    page = open_trained(ABLATE_L1)
+    result = page.get_by_test_id("intervention-result")
+    chance = result.locator(".iv-chance")
+    expect(chance).to_contain_text("a uniform guess over the 128-token vocabulary, is ln 128 = 4.852 nats")
+    assert float(chance.get_attribute("data-chance") or "nan") == pytest.approx(math.log(128))
+    after = float(result.get_attribute("data-loss-after") or "nan")
+    expect(chance).to_contain_text(f"after {after - math.log(128):.3f} above chance")
