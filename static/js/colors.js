@@ -130,3 +130,42 @@ export function inkOn([r, g, b]) {
   const lum = (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
   return lum > 0.55 ? "#111" : "#fff";
 }
+
+// The page's theme for what JS paints itself (canvases, Plotly): the CSS custom properties of attnlab.css, read once
+// per theme (the light values where there is no document: the exported viewer's tests, node). Every chart takes its
+// ground, ink, rules and empty slots from here, so the dark theme reaches them too.
+export const LIGHT_THEME = {
+  panel: "#fff", ink: "#1d2330", muted: "#5d6575", line: "#dde1e8", field: "#fff", fieldLine: "#b9c0cc", soft: "#f3f5f9",
+};
+const THEME_VARS = { panel: "--panel", ink: "--ink", muted: "--muted", line: "--line", field: "--field", fieldLine: "--field-line", soft: "--soft" };
+let themeRead = null; // {dark, theme}
+
+export function isDark() {
+  return typeof matchMedia === "function" && matchMedia("(prefers-color-scheme: dark)").matches;
+}
+
+export function chartTheme() {
+  const dark = isDark();
+  if (themeRead && themeRead.dark === dark) return themeRead.theme;
+  if (typeof document === "undefined" || typeof getComputedStyle !== "function") return LIGHT_THEME;
+  const css = getComputedStyle(document.documentElement);
+  const theme = Object.fromEntries(
+    Object.entries(THEME_VARS).map(([k, name]) => [k, css.getPropertyValue(name).trim() || LIGHT_THEME[k]]),
+  );
+  themeRead = { dark, theme };
+  return theme;
+}
+
+// What every Plotly layout of the page shares: the panel's ground and ink, rules in the theme's line colour, a
+// hover label and a mode bar (its icons) that read on that ground. Spread it into a layout before its own keys.
+export function plotlyTheme(t = chartTheme()) {
+  const axis = { gridcolor: t.line, linecolor: t.fieldLine, zerolinecolor: t.fieldLine, tickcolor: t.fieldLine };
+  return {
+    paper_bgcolor: t.panel,
+    plot_bgcolor: t.panel,
+    font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: t.ink },
+    hoverlabel: { bgcolor: t.field, bordercolor: t.fieldLine, font: { color: t.ink } },
+    modebar: { orientation: "h", bgcolor: "rgba(0,0,0,0)", color: t.muted, activecolor: t.ink },
+    template: { layout: { xaxis: axis, yaxis: axis, legend: { font: { color: t.ink } } } },
+  };
+}

@@ -4,6 +4,7 @@
 // server's token limit and this machine's memory marked. "Measure here" runs one layer on the server and reports the
 // peak memory and time it measured, and how. Pure helpers on top (a test imports them); render functions only draw.
 
+import { plotlyTheme } from "./colors.js";
 import { formatBytes } from "./decode.js";
 import { plotlyText } from "./focus.js";
 import { node } from "./dom.js";
@@ -104,9 +105,7 @@ export function costFigure(r) {
     legend: { orientation: "h", x: 0, y: -0.22 },
     shapes,
     annotations,
-    plot_bgcolor: "#fff",
-    paper_bgcolor: "#fff",
-    font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: "#222" },
+    ...plotlyTheme(), // the panel's ground, ink and mode bar, in the dark theme too
   };
   return { traces, layout };
 }

@@ -4,7 +4,7 @@
 // growing one row per step in every layer, its size in bytes, the formula, and the check against the full pass.
 // Pure helpers on top (a test imports them); the render functions only draw.
 
-import { VIRIDIS, colorAt, rgbString } from "./colors.js";
+import { VIRIDIS, chartTheme, colorAt, rgbString } from "./colors.js";
 import { truncate } from "./heatmap.js";
 import { node, el } from "./dom.js";
 
@@ -127,14 +127,15 @@ function miniStrip(row, S) {
   canvas.setAttribute("aria-hidden", "true");
   const ctx = canvas.getContext("2d");
   ctx.scale(ratio, ratio);
-  ctx.fillStyle = "#fff";
+  const theme = chartTheme(); // the slots still to come: the theme's empty field, not white on a dark panel
+  ctx.fillStyle = theme.field;
   ctx.fillRect(0, 0, w, MINI.height);
   for (let k = 0; k < S; k++) {
     if (k < row.length) {
       ctx.fillStyle = rgbString(colorAt(VIRIDIS, row[k]));
       ctx.fillRect(k * cell, 0, cell, MINI.height);
     } else {
-      ctx.strokeStyle = "#c4c9d2";
+      ctx.strokeStyle = theme.fieldLine;
       ctx.setLineDash([2, 2]);
       ctx.strokeRect(k * cell + 0.5, 0.5, cell - 1, MINI.height - 1);
       ctx.setLineDash([]);
@@ -213,7 +214,8 @@ function cacheCanvas(geo, cols, width, kind) {
   canvas.setAttribute("aria-hidden", "true");
   const ctx = canvas.getContext("2d");
   ctx.scale(ratio, ratio);
-  ctx.fillStyle = "#f7f8fa";
+  const theme = chartTheme(); // the room still empty, and the rules, in the theme's colours
+  ctx.fillStyle = theme.soft;
   ctx.fillRect(0, 0, w, geo.height);
   const fill = kind === "K" ? "#0072b2" : "#e69f00"; // Okabe–Ito blue and orange
   const newest = kind === "K" ? "#56b4e9" : "#f0c36b";
@@ -222,7 +224,7 @@ function cacheCanvas(geo, cols, width, kind) {
     ctx.fillRect(0, i * geo.row, w, Math.max(1, geo.row - (geo.row > 3 ? 1 : 0)));
   }
   // the groups' boundaries
-  ctx.strokeStyle = "#ffffff";
+  ctx.strokeStyle = theme.panel;
   ctx.lineWidth = 1;
   const groups = cols.groups;
   for (let g = 1; g < groups; g++) {
@@ -232,7 +234,7 @@ function cacheCanvas(geo, cols, width, kind) {
     ctx.lineTo(x, geo.filled);
     ctx.stroke();
   }
-  ctx.strokeStyle = "#b9c0cc";
+  ctx.strokeStyle = theme.fieldLine;
   ctx.setLineDash([3, 3]);
   ctx.strokeRect(0.5, 0.5, w - 1, Math.max(1, geo.height - 1));
   ctx.setLineDash([]);

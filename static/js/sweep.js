@@ -3,6 +3,7 @@
 // divided by √d_k; unscaled, a softmax over the keys collapses (its entropy falls, its largest weight goes to 1),
 // scaled it does not. Pure helpers on top (a test imports them); `renderSweep` only draws.
 
+import { plotlyTheme } from "./colors.js";
 import { plotlyText } from "./focus.js";
 
 export const SWEEP_COLORS = { unscaled: "#d55e00", scaled: "#0072b2", expected: "#555555" }; // Okabe–Ito
@@ -66,9 +67,7 @@ export function sweepFigure(r) {
       text, xref: `${ax} domain`, yref: "paper", x: 0.5, y: 1.02, yanchor: "bottom", showarrow: false, font: { size: 12 },
     })),
     legend: { orientation: "h", x: 0, y: -0.25 },
-    plot_bgcolor: "#fff",
-    paper_bgcolor: "#fff",
-    font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: "#222" },
+    ...plotlyTheme(), // the panel's ground, ink and mode bar, in the dark theme too
   };
   return { traces, layout };
 }
