@@ -15,7 +15,8 @@ export function auditFilename(model) {
 
 const sci = (v) => (v === 0 ? "0" : Math.abs(v) < 1e-3 || Math.abs(v) >= 1e5 ? v.toExponential(2) : v.toFixed(4));
 
-// The headline lines: [{key, text, ok?}]; ok true/false for a check, undefined for a fact.
+// The headline lines: [{key, text, ok?, note?}]; ok true/false for a check, undefined for a fact; note: a line
+// that explains the one above it.
 export function auditLines(a) {
   const lines = [
     {
@@ -27,6 +28,14 @@ export function auditLines(a) {
     { key: "max_masked_weight", text: `largest weight on a masked key: ${sci(a.max_masked_weight)}`, ok: a.max_masked_weight === 0 },
     { key: "max_row_sum_error", text: `largest |row sum − 1|: ${sci(a.max_row_sum_error)}`, ok: a.max_row_sum_error < 1e-4 },
     { key: "peak_bytes", text: `peak memory ${formatBytes(a.peak_bytes)}, ${a.ms.toFixed(1)} ms, ${Math.round(a.tokens_per_s).toLocaleString("en-US")} tokens/s (${a.device}, ${a.dtype})` },
+    {
+      // the cost panel's "Measure here" reports another peak for the same shape: say what each one covers
+      key: "peak_scope",
+      text: `that peak is the whole forward pass of this run: all ${a.layers} layer${a.layers === 1 ? "" : "s"} and what the ` +
+        "model does around attention (embeddings, MLPs, the output, where it has them), with every intermediate the page is sent; the " +
+        "cost panel's “Measure here” measures one attention layer alone, on random weights of this shape, so its peak is smaller",
+      note: true,
+    },
     { key: "shape", text: `d_model ${a.d_model}, ${a.heads} heads on ${a.kv_heads} K/V groups, d_k ${a.d_k}, d_v ${a.d_v}, ${a.layers} layer${a.layers === 1 ? "" : "s"}; ${a.valid_tokens} of ${a.seq_len * a.batch} positions real` },
     { key: "scale", text: `scale ${a.scale.on ? `on: × ${a.scale.factor.toFixed(4)} (1/√d_k)` : "off"}; softmax over ${a.softmax_axis}` },
   ];
@@ -56,7 +65,7 @@ export function renderAudit(el, view) {
   el.append(node("p", { className: "small" }, `Downloaded ${auditFilename(view.model)} (${Object.keys(a).length} fields). In short:`));
   const ul = node("ul", { className: "audit-lines" });
   for (const l of auditLines(a)) {
-    const li = node("li", { className: l.ok === true ? "holds" : l.ok === false ? "leak" : "" }, `${l.ok === true ? "✓ " : l.ok === false ? "✗ " : ""}${l.text}`);
+    const li = node("li", { className: l.ok === true ? "holds" : l.ok === false ? "leak" : l.note ? "muted small" : "" }, `${l.ok === true ? "✓ " : l.ok === false ? "✗ " : ""}${l.text}`);
     li.dataset.key = l.key;
     ul.append(li);
   }

@@ -8,6 +8,7 @@ import { plotlyTheme } from "./colors.js";
 import { formatBytes } from "./decode.js";
 import { plotlyText } from "./focus.js";
 import { node } from "./dom.js";
+import { PLOT_CONFIG } from "./plotly.js";
 
 // Okabe–Ito colours (colour-blind safe), with a dash pattern each so the lines part without colour too.
 export const COST_COLORS = { scores: "#d55e00", kv: "#0072b2", now: "#009e73", limit: "#cc79a7", memory: "#000000" };
@@ -135,7 +136,7 @@ export function renderCost(els, view) {
   els.note.textContent = r.note;
   if (window.Plotly) {
     const { traces, layout } = costFigure(r);
-    window.Plotly.react(els.plot, traces, layout, { displaylogo: false, responsive: true });
+    window.Plotly.react(els.plot, traces, layout, PLOT_CONFIG);
     els.plot.dataset.drawn = "1";
     els.plot.dataset.points = String(r.curve.length);
     els.plot.setAttribute("aria-label", `Memory against sequence length, log-log: ${r.note}`);
@@ -167,6 +168,11 @@ export function renderMeasured(el, view) {
         `peak ${formatBytes(m.peak_bytes)} (${formatCount(m.peak_bytes)} bytes), ${m.ms.toFixed(1)} ms, ` +
         `${formatCount(r.tokens_per_s)} tokens/s.`),
     node("p", { className: "muted small cost-method" }, `How peak memory is measured: ${m.method}.`),
+    node("p", { className: "muted small cost-scope" },
+      "This peak is one attention layer alone (Q, K, V, scores, weights, contexts and the output projection) on " +
+        "random weights of this shape. The audit's peak memory is the whole model's forward pass on your text: every " +
+        "layer and whatever the model does around attention (embeddings, MLPs, the output), so for the run's own " +
+        "shape it is larger."),
   );
   // the server measures half precision in float32 on a CPU, and says so: the figures are of that dtype
   if (m.note) el.append(node("p", { className: "muted small cost-dtype-note" }, m.note));

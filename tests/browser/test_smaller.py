@@ -227,3 +227,26 @@ def test_the_ablation_result_says_what_chance_is(open_trained: Open) -> None:
     assert float(chance.get_attribute("data-chance") or "nan") == pytest.approx(math.log(128))
     after = float(result.get_attribute("data-loss-after") or "nan")
     expect(chance).to_contain_text(f"after {after - math.log(128):.3f} above chance")
+
+
+# ---- h. what each peak memory measures ------------------------------------------------------------------------------
+
+
+def test_the_cost_panel_and_the_audit_say_what_their_peak_memory_covers(open_trained: Open, page: Page) -> None:
+    page = open_trained("?m=induction")
+    with page.expect_response("**/api/cost") as measured:
+        page.locator("#cost-measure").click()
+    assert measured.value.request.post_data_json["measure"] is True
+    cost = page.locator("#cost-measured")
+    expect(cost.locator(".cost-scope")).to_contain_text("one attention layer alone")
+    expect(cost.locator(".cost-scope")).to_contain_text("The audit's peak memory is the whole model's forward pass")
+    with page.expect_download():
+        page.locator("#audit-export").click()
+    audit = page.locator("#audit-summary")
+    scope = audit.locator("li[data-key=peak_scope]")
+    expect(scope).to_contain_text("whole forward pass of this run: all 2 layers")
+    expect(scope).to_contain_text("one attention layer alone")
+    # the two figures differ, and both are on the page beside their lines
+    one_layer = int(cost.get_attribute("data-peak-bytes") or "0")
+    whole = int(audit.get_attribute("data-peak-bytes") or "0")
+    assert 0 < one_layer < whole
