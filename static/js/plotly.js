@@ -4,6 +4,11 @@
 // draw, and the "attnlab:drawn" mark, until it is here.
 
 const SRC = "/vendor/plotly.min.js";
+
+// Every plot's config: no mode bar. Its buttons were 18 tab stops on the page (lasso and box select on a heatmap,
+// pan, autoscale, a PNG export the page's own buttons already give); zoom is a drag on the plot, and a double click
+// (or the large head's "Reset zoom") goes back.
+export const PLOT_CONFIG = { displaylogo: false, responsive: true, displayModeBar: false };
 let loading = null;
 
 export function loadPlotly() {

@@ -5,6 +5,7 @@
 
 import { plotlyTheme } from "./colors.js";
 import { plotlyText } from "./focus.js";
+import { PLOT_CONFIG } from "./plotly.js";
 
 export const SWEEP_COLORS = { unscaled: "#d55e00", scaled: "#0072b2", expected: "#555555" }; // Okabe–Ito
 export const SWEEP_PLOT_HEIGHT = 330;
@@ -99,7 +100,7 @@ export function renderSweep(els, view) {
   els.summary.textContent = sweepSummary(r);
   if (!window.Plotly) return;
   const { traces, layout } = sweepFigure(r);
-  window.Plotly.react(els.plot, traces, layout, { displaylogo: false, responsive: true });
+  window.Plotly.react(els.plot, traces, layout, PLOT_CONFIG);
   els.plot.dataset.drawn = "1";
   els.plot.dataset.variance = String(r.variance);
   els.plot.setAttribute("aria-label", `Figure 21.5, measured. ${sweepSummary(r)}`);
