@@ -6,6 +6,7 @@ import { itemResult } from "./batch.js";
 import { resolvePair } from "./examples.js";
 import { keepValid } from "./interventions.js";
 import { diffResults } from "./masks.js";
+import { auditRequest, costRequest } from "./requests.js";
 
 export const answerReducers = {
   runStarted: (s, a) => ({ ...s, run: { ...s.run, status: "loading", started: s.run.want, asking: a.asking, progress: null } }),
@@ -44,17 +45,17 @@ export const answerReducers = {
       },
     };
     next = placePendingPair(next, a.result);
-    return next;
+    return askedDuringRun(next);
   },
   runFailed: (s, a) => {
     const error = { ...a.error, where: s.run.where, action: s.run.action };
     // roll the controls and the URL back to the last run that worked; the boxes keep what was typed
     const ui = s.good ? { ...s.good } : s.ui;
-    return {
+    return askedDuringRun({
       ...s,
       ui,
       run: { ...s.run, status: "error", answered: s.run.started, asking: null, progress: null, error, diff: null, skipDiff: false },
-    };
+    });
   },
   runTooLarge: (s, a) => {
     // every layer at once is more than the server sends: show one layer and say why
@@ -71,6 +72,27 @@ export const answerReducers = {
     };
   },
 };
+
+// The analyses asked while a run was wanted or in flight (store.js panelAsked marks them `waiting`) recorded what
+// they ask from the last run; once the run they waited for (or a later one) has answered, they ask it of the run
+// now on screen: the audit of its request, the measurement of its shape. A failed run rolls back to the last good
+// one, and they ask that.
+export function askedDuringRun(s) {
+  const answered = s.run.answered;
+  if (answered !== s.run.want) return s; // another run is already wanted: wait for that one
+  const waits = (name) => s.panels[name]?.waiting != null && s.panels[name].waiting <= answered;
+  if (!waits("audit") && !waits("measure")) return s;
+  const panels = { ...s.panels };
+  const r = s.run.result;
+  if (waits("audit")) {
+    panels.audit = { ...panels.audit, waiting: null, asked: s.run.request ? JSON.stringify(auditRequest(s.run.request)) : null };
+  }
+  if (waits("measure")) {
+    const shape = r ? JSON.stringify(costRequest(r.config, r.tokens.length, s.ui.cost, false)) : null;
+    panels.measure = { ...panels.measure, waiting: null, shape };
+  }
+  return { ...s, panels };
+}
 
 // Keep ui inside what a new result allows (a query past the end, a head that no longer exists, a pair that
 // falls off, interventions on heads that are gone).

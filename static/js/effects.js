@@ -33,6 +33,12 @@ function sequenceLength(s) {
   return sameInput(s) ? s.run.result.tokens.length : 0;
 }
 
+// Whether the run on screen is the one the controls ask for: none waits for its debounce, none is in flight (a
+// failed one has answered too: the controls are rolled back to the run on screen).
+export function settled(s) {
+  return s.run.status !== "loading" && s.run.answered === s.run.want;
+}
+
 export function startEffects(store) {
   let want = store.getState().run.want;
   let timer = null;
@@ -170,7 +176,8 @@ export function startEffects(store) {
       // the page's first run (the link or the defaults) has nothing to wait for; later ones gather quick clicks
       timer = setTimeout(run, s.run.answered ? DEBOUNCE_MS : 0);
     }
-    // panels follow the last good run, never one in flight
-    if (s.run.status !== "loading") syncPanels(s);
+    // panels follow the last good run, and only once no run is asked for or in flight: an analysis asked between
+    // a change and its run (the debounce) would otherwise go out with the last run's settings
+    if (settled(s)) syncPanels(s);
   });
 }

@@ -340,7 +340,12 @@ const reducers = {
   playSet: (s, a) => ({ ...s, playing: a.on }),
   costSet: (s, a) => setUi(s, { cost: a.cost }),
   sweepSet: (s, a) => setUi(s, { sweep: { variance: clampVariance(a.variance) } }),
-  panelAsked: (s, a) => setPanel(s, a.name, { nonce: s.panels[a.name].nonce + 1, ...(a.fields || {}) }),
+  panelAsked: (s, a) => {
+    // asked while a run is wanted or in flight: the fields were read off the last run, so the answer to that run
+    // re-reads them (answers.js askedDuringRun) and the analysis is of the settings on screen
+    const waiting = s.run.status === "loading" || s.run.answered !== s.run.want ? s.run.want : null;
+    return setPanel(s, a.name, { nonce: s.panels[a.name].nonce + 1, ...(a.fields || {}), waiting });
+  },
   ...answerReducers,
   panelStarted: (s, a) => setPanel(s, a.name, { key: a.key, status: "loading" }),
   panelLoaded: (s, a) =>

@@ -6,12 +6,13 @@ measures, and analyses asked during a run using the settings on screen."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, ViewportSize, expect
+from playwright.sync_api import Browser, Page, Route, ViewportSize, expect
 
 from tests.browser.conftest import PageLog, _record, wait_idle
 
@@ -250,3 +251,62 @@ def test_the_cost_panel_and_the_audit_say_what_their_peak_memory_covers(open_tra
     one_layer = int(cost.get_attribute("data-peak-bytes") or "0")
     whole = int(audit.get_attribute("data-peak-bytes") or "0")
     assert 0 < one_layer < whole
+
+
+# ---- i. an analysis asked while a run is in flight uses the settings on screen ---------------------------------------
+
+RANDOM = "?m=random&t=the+cat+sat+on+the+mat"
+
+
+def test_a_perturbation_asked_right_after_a_change_uses_the_new_settings(
+    open_page: Callable[..., Page], page: Page
+) -> None:
+    page = open_page(f"{RANDOM}&causal=1&pert=q,direction,1")
+    expect(page.get_by_test_id("perturb-verdict")).to_have_attribute("data-checks", "causal")
+    sent: list[dict[str, Any]] = []
+    page.on("request", lambda r: sent.append(r.post_data_json) if r.url.endswith("/api/perturb") else None)
+    # causal off, and Perturb pressed in the same moment: before the run for the new masks has even started
+    with page.expect_response(
+        lambda r: r.url.endswith("/api/perturb") and r.request.post_data_json["masks"].get("causal") is False
+    ):
+        page.evaluate(
+            "() => { document.querySelector('[data-testid=mask-causal]').click();"
+            " document.querySelector('[data-testid=perturb-run]').click(); }"
+        )
+    wait_idle(page)
+    expect(page.get_by_test_id("perturb-verdict")).to_have_attribute("data-checks", "")
+    assert sent and all(b["masks"].get("causal") is False for b in sent), [b["masks"] for b in sent]
+
+
+def test_an_audit_and_a_measurement_asked_during_a_run_are_of_that_run(
+    open_page: Callable[..., Page], page: Page
+) -> None:
+    page = open_page(RANDOM)
+    held: list[Route] = []
+
+    def hold_the_run(route: Route) -> None:
+        body = route.request.post_data_json or {}
+        if not held and "audit" not in (body.get("include") or []):
+            held.append(route)  # the run for the new text waits here until the analyses are asked
+        else:
+            route.continue_()
+
+    page.route("**/api/attention", hold_the_run)
+    page.get_by_test_id("sequence-input").fill("one two three four five six seven eight")
+    page.get_by_test_id("run-button").click()
+    page.wait_for_function("() => document.getElementById('views').getAttribute('aria-busy') === 'true'")
+    assert len(held) == 1
+    page.locator("#cost-measure").click()
+    page.locator("#audit-export").click()
+    with (
+        page.expect_download() as dl,
+        page.expect_request(lambda r: r.url.endswith("/api/cost") and r.post_data_json["measure"] is True) as cost,
+    ):
+        held[0].continue_()
+    wait_idle(page)
+    assert cost.value.post_data_json["seq_len"] == 8  # the new text's length, not the last run's 6
+    with open(dl.value.path()) as f:
+        audit = json.load(f)
+    assert audit["seq_len"] == 8
+    expect(page.locator("#audit-summary li[data-key=shape]")).to_contain_text("8 of 8 positions real")
+    expect(page.locator("#cost-measured")).to_contain_text("over 8 tokens")
