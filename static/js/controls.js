@@ -6,7 +6,7 @@ import { MASK_FILL, MASK_HATCH, legendTicks } from "./colors.js";
 import { EXAMPLES, exampleText } from "./examples.js";
 import { download, headsPng } from "./exporter.js";
 import { exportCards } from "./heads.js";
-import { renderMatrices } from "./matrices.js";
+import { LABELS, renderMatrices } from "./matrices.js";
 import { pairLines, splitTokens } from "./masks.js";
 import { BATCH_MODELS, RANDOM_OPTIONS, SOURCE_MODELS } from "./state.js";
 import { act } from "./store.js";
@@ -86,11 +86,14 @@ export function render(root, s, dispatch) {
   $("blocked-count").textContent = n ? `${n} cell${n === 1 ? "" : "s"} blocked` : "no cells blocked";
   $("blocked-clear").disabled = n === 0;
   $("random-options").hidden = !RANDOM_OPTIONS.some((k) => k in ui.options);
+  // the box a failed run names keeps what the person typed (marked invalid, the message beside it) while the state,
+  // the views and the link are back at the last run that worked
+  const failed = s.run.error ? controlFor(s.run.error.field) || s.run.error.where : null;
   for (const k of RANDOM_OPTIONS) {
     const el = $(`opt-${k}`);
     if (!el) continue;
     if (k === "positions") el.checked = !!ui.options[k];
-    else el.value = ui.options[k] ?? "";
+    else if (el.id !== failed) el.value = ui.options[k] ?? "";
   }
   const layers = m ? m.layers : 1;
   const sel = $("layer-select");
@@ -105,13 +108,24 @@ export function render(root, s, dispatch) {
   const tb = $("textbook-matrices");
   const isTextbook = ui.model === "textbook" && m && m.options && m.options.x;
   tb.hidden = !isTextbook;
+  if (!isTextbook) cellErrors.clear();
   if (isTextbook && !tb.contains(document.activeElement)) {
     const mats = ui.matrices || { x: m.options.x, w_q: m.options.w_q, w_k: m.options.w_k, w_v: m.options.w_v };
     renderMatrices($("matrix-editors"), mats, splitTokens(ui.text), (name, i, j, raw) => {
-      if (raw === "" || !Number.isFinite(Number(raw))) return false;
+      const key = `${name}.${i}.${j}`;
+      if (raw.trim() === "" || !Number.isFinite(Number(raw))) {
+        cellErrors.set(key, raw);
+        // this cell's error is the one that stands: an older run's message no longer names what is wrong
+        if (s.run.error) dispatch(act.errorDismissed());
+        showCellErrors();
+        return false;
+      }
+      cellErrors.delete(key);
+      showCellErrors();
       dispatch(act.matrixEntrySet(name, i, j, Number(raw), raw));
       return true;
     });
+    showCellErrors();
   }
   renderPairs($("pair-counts"), s.run.result?.pairs);
   markInvalid(root, s.run.error);
@@ -133,10 +147,49 @@ export function renderPairs(el, pairs) {
   );
 }
 
-// aria-invalid on the control the last error names (or the one the person acted on), nowhere else.
+// The textbook cells left empty or not a number ("x.1.0" -> what is in the box): each is an error named at its cell
+// until a number is typed there (the last run's numbers stay in force meanwhile). Cleared with the chapter's numbers.
+const cellErrors = new Map();
+
+// Each errored cell: its box keeps what was typed, marked invalid; the line under the editors names the cells.
+function showCellErrors() {
+  const msg = $("matrix-error");
+  const named = [];
+  for (const [key, raw] of cellErrors) {
+    const [name, i, j] = key.split(".");
+    const label = `${LABELS[name]} row ${Number(i) + 1} column ${Number(j) + 1}`;
+    const input = $("matrix-editors").querySelector(`input[aria-label="${label}"]`);
+    if (!input) {
+      cellErrors.delete(key); // the matrix no longer has this cell (a shorter sequence)
+      continue;
+    }
+    if (document.activeElement !== input) input.value = raw;
+    input.setAttribute("aria-invalid", "true");
+    input.setAttribute("aria-errormessage", "matrix-error");
+    input.dataset.localError = "1";
+    named.push(raw.trim() === "" ? `${label} is empty` : `${label} is not a number (“${raw}”)`);
+  }
+  for (const input of $("matrix-editors").querySelectorAll("input[data-local-error]")) {
+    const still = [...cellErrors.keys()].some((key) => {
+      const [name, i, j] = key.split(".");
+      return input.getAttribute("aria-label") === `${LABELS[name]} row ${Number(i) + 1} column ${Number(j) + 1}`;
+    });
+    if (!still) {
+      input.removeAttribute("aria-invalid");
+      delete input.dataset.localError;
+    }
+  }
+  msg.hidden = !named.length;
+  msg.textContent = named.length
+    ? `${named.join("; ")}: type a number there. Until then the page shows the last numbers that ran.`
+    : "";
+}
+
+// aria-invalid on the control the last error names (or the one the person acted on), nowhere else (a box whose own
+// check failed, data-local-error, keeps its mark until it is fixed).
 function markInvalid(root, error) {
   const id = error ? controlFor(error.field) || (error.where && $(error.where) && root.contains($(error.where)) ? error.where : null) : null;
-  for (const el of root.querySelectorAll("[aria-invalid=true]")) if (el.id !== id) el.removeAttribute("aria-invalid");
+  for (const el of root.querySelectorAll("[aria-invalid=true]:not([data-local-error])")) if (el.id !== id) el.removeAttribute("aria-invalid");
   if (id && $(id)) {
     $(id).setAttribute("aria-invalid", "true");
     $(id).setAttribute("aria-errormessage", "error-message");
@@ -238,11 +291,13 @@ export function bind(root, store) {
     if (on && w == null) {
       // a window of 0, -5 or 2.5 is not quietly made 1: the box says what it takes
       $("mask-window").setAttribute("aria-invalid", "true");
+      $("mask-window").dataset.localError = "1";
       msg.textContent = `The window must be a whole number of positions, 1 or more (got “${$("mask-window").value}”).`;
       msg.hidden = false;
       return;
     }
     $("mask-window").removeAttribute("aria-invalid");
+    delete $("mask-window").dataset.localError;
     msg.hidden = true;
     dispatch(act.windowSet(on, w));
   };
@@ -271,7 +326,11 @@ export function bind(root, store) {
       dispatch(act.optionSet(k, v));
     });
   }
-  $("matrices-reset").addEventListener("click", () => dispatch(act.matricesReset()));
+  $("matrices-reset").addEventListener("click", () => {
+    cellErrors.clear();
+    showCellErrors();
+    dispatch(act.matricesReset());
+  });
   $("copy-link").addEventListener("click", async () => {
     try {
       await navigator.clipboard.writeText(location.href);
@@ -316,21 +375,63 @@ export function bind(root, store) {
     const text = JSON.stringify(data, plainArrays, 1);
     download(`attnlab-${s.run.result.model}.json`, new Blob([text], { type: "application/json" }));
   });
-  // the drawer on a narrow screen: the button opens the controls over the views, Escape or the button closes them
+  bindDrawer(root);
+}
+
+// The drawer on a narrow screen (the CSS's NARROW): the button opens the controls over the views as a modal panel.
+// While it is open the rest of the page is inert (focus stays inside, a tap there does not reach it); it closes by
+// its ✕ button, a tap on the scrim beside it, Escape, or once an example is picked or Run pressed, and focus goes back
+// to the button that opened it.
+export const NARROW = "(max-width: 900px)";
+const OUTSIDE_DRAWER = [".top", "#views"]; // inert while the drawer is open (the live regions stay heard)
+
+export function bindDrawer(root) {
   const toggle = $("controls-toggle");
-  const setOpen = (open) => {
+  const scrim = $("drawer-scrim");
+  const narrow = window.matchMedia(NARROW);
+  const isOpen = () => document.body.classList.contains("drawer-open");
+  const setOpen = (open, { returnFocus = true } = {}) => {
+    if (open === isOpen()) return;
     document.body.classList.toggle("drawer-open", open);
     toggle.setAttribute("aria-expanded", open ? "true" : "false");
-  };
-  toggle.addEventListener("click", () => {
-    const open = !document.body.classList.contains("drawer-open");
-    setOpen(open);
+    root.setAttribute("aria-modal", open ? "true" : "false");
+    root.setAttribute("role", open ? "dialog" : "complementary");
+    scrim.hidden = !open;
+    for (const sel of OUTSIDE_DRAWER) document.querySelector(sel)?.toggleAttribute("inert", open);
     if (open) $("model-select").focus();
-  });
-  root.addEventListener("keydown", (e) => {
-    if (e.key === "Escape" && document.body.classList.contains("drawer-open")) {
+    else if (returnFocus && (root.contains(document.activeElement) || document.activeElement === document.body)) toggle.focus();
+  };
+  toggle.addEventListener("click", () => setOpen(!isOpen()));
+  $("controls-close").addEventListener("click", () => setOpen(false));
+  scrim.addEventListener("click", () => setOpen(false));
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && isOpen()) {
+      e.preventDefault();
       setOpen(false);
-      toggle.focus();
+    }
+  });
+  // what the person came for is on the views: an example picked or Run pressed closes the drawer over them
+  $("example-select").addEventListener("change", () => setOpen(false));
+  $("run-form").addEventListener("submit", () => setOpen(false));
+  // wide again (a phone turned, a window widened): no drawer, nothing left inert
+  narrow.addEventListener("change", () => {
+    if (!narrow.matches) setOpen(false, { returnFocus: false });
+  });
+  // focus that leaves the drawer by Tab (inert keeps it out of the page; the browser's own bar is beyond) wraps
+  root.addEventListener("keydown", (e) => {
+    if (e.key !== "Tab" || !isOpen()) return;
+    const stops = [...root.querySelectorAll("button, select, textarea, input, summary, a[href]")].filter(
+      (el) => !el.disabled && el.getClientRects().length && !el.closest("[hidden], details:not([open]) > :not(summary)"),
+    );
+    if (!stops.length) return;
+    const first = stops[0];
+    const last = stops[stops.length - 1];
+    if (e.shiftKey && document.activeElement === first) {
+      e.preventDefault();
+      last.focus();
+    } else if (!e.shiftKey && document.activeElement === last) {
+      e.preventDefault();
+      first.focus();
     }
   });
 }

@@ -64,9 +64,8 @@ function renderStatus(s) {
 
 // "what changed": the last toggle's changes, or, after a failure, that it changed nothing.
 export function summaryText(run) {
-  if (run.status === "error" && run.error) {
-    return `${run.error.action ? `${run.error.action}: ` : ""}failed, nothing changed (${run.error.message}).`;
-  }
+  // a failure is told once, where the person acted (errors.js); here it changed nothing, so there is nothing to say
+  if (run.status === "error" && run.error) return "";
   const d = run.diff;
   if (!d || !d.comparable) return "";
   const facts = [];

@@ -70,6 +70,201 @@ def settled(page: Page) -> None:
     page.wait_for_function("() => document.getAnimations().length === 0")
 
 
+# ---- the drawer on a phone ----
+
+
+def test_phone_drawer_has_a_close_button_on_screen_that_returns_focus(phone: Callable[[str], Page]) -> None:
+    page = phone(RANDOM)
+    open_drawer(page)
+    close = page.locator("#controls-close")
+    expect(close).to_be_visible()
+    box = close.bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"] and box["y"] >= 0
+    assert box["height"] >= 44 and box["width"] >= 44  # a finger's target
+    assert hit(page, box["x"] + box["width"] / 2, box["y"] + box["height"] / 2) == "#controls-close"
+    tap(page, "#controls-close")
+    expect(page.get_by_test_id("run-button")).to_be_hidden()
+    expect(page.locator("#controls-toggle")).to_have_attribute("aria-expanded", "false")
+    expect(page.locator("#controls-toggle")).to_be_focused()
+
+
+def test_phone_drawer_closes_on_a_tap_beside_it(phone: Callable[[str], Page]) -> None:
+    page = phone(RANDOM)
+    open_drawer(page)
+    drawer = page.locator("#controls").bounding_box()
+    assert drawer and drawer["x"] + drawer["width"] < PHONE["width"] - 40  # room left to tap beside it
+    x, y = PHONE["width"] - 20, 500
+    assert hit(page, x, y) == "#drawer-scrim"  # the views under it take no tap while it is open
+    page.touchscreen.tap(x, y)
+    expect(page.get_by_test_id("run-button")).to_be_hidden()
+    assert not drawer_open(page)
+    expect(page.locator("#controls-toggle")).to_be_focused()
+
+
+def test_phone_drawer_closes_after_an_example_and_after_run(phone: Callable[[str], Page]) -> None:
+    page = phone(RANDOM)
+    open_drawer(page)
+    example = page.locator("#example-select option").nth(1).get_attribute("value")
+    assert example
+    with page.expect_response(lambda r: r.url.endswith("/api/attention")):
+        page.locator("#example-select").select_option(example)
+    wait_idle(page)
+    assert not drawer_open(page)
+    # the result is what the person sees: the first head is on screen, nothing over it
+    head = page.get_by_test_id("head-heatmap").first
+    head.scroll_into_view_if_needed()
+    box = head.bounding_box()
+    assert box
+    assert "controls" not in hit(page, box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    open_drawer(page)
+    page.get_by_test_id("sequence-input").fill("a b c d")
+    with page.expect_request(lambda r: r.url.endswith("/api/attention")) as sent:
+        tap(page, "#run-button")
+    assert sent.value.post_data_json["text"] == "a b c d"
+    wait_idle(page)
+    assert not drawer_open(page)
+
+
+def test_phone_drawer_keeps_focus_inside_and_escape_gives_it_back(phone: Callable[[str], Page]) -> None:
+    page = phone(RANDOM)
+    open_drawer(page)
+    expect(page.get_by_test_id("model-select")).to_be_focused()
+    inside = "() => document.getElementById('controls').contains(document.activeElement)"
+    page.keyboard.press("Shift+Tab")
+    expect(page.locator("#controls-close")).to_be_focused()
+    page.keyboard.press("Shift+Tab")  # from the first stop to the last, not out into the page
+    assert page.evaluate(inside)
+    for _ in range(60):  # round the whole drawer and past its end: focus never leaves it
+        page.keyboard.press("Tab")
+        assert page.evaluate(inside), page.evaluate("() => document.activeElement.outerHTML.slice(0, 120)")
+    page.keyboard.press("Escape")
+    assert not drawer_open(page)
+    expect(page.locator("#controls-toggle")).to_be_focused()
+    # closed: the views take taps and focus again
+    assert page.evaluate("() => !document.getElementById('views').inert")
+
+
+# ---- a failed run, told once ----
+
+
+VISIBLE_TEXT_WITH = """(words) => {
+  const found = [];
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  // seen: laid out, not hidden, and no element around it clipped to a pixel (a visually hidden live region)
+  const seen = (el) => {
+    if (!el.checkVisibility({ visibilityProperty: true, opacityProperty: true })) return false;
+    for (let e = el; e; e = e.parentElement) {
+      const r = e.getBoundingClientRect();
+      if (r.width <= 2 || r.height <= 2) return false;
+    }
+    return true;
+  };
+  for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+    if (n.textContent.includes(words) && seen(n.parentElement)) found.push(n.parentElement.closest('[id]')?.id || '?');
+  }
+  return found;
+}"""
+
+
+def shown(page: Page, words: str) -> list[str]:
+    """The elements that show `words` to a sighted person (a visually hidden live region does not count)."""
+    return list(page.evaluate(VISIBLE_TEXT_WITH, words))
+
+
+def overlap(a: dict[str, float] | None, b: dict[str, float] | None) -> bool:
+    assert a and b
+    return not (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
+
+
+def test_an_error_is_shown_once_beside_the_field_which_keeps_what_was_typed(
+    open_page: Callable[..., Page], run_and_wait: Callable[[Callable[[], None]], dict[str, Any]]
+) -> None:
+    page = open_page(RANDOM)
+    page.set_viewport_size({"width": 1440, "height": 900})
+    layout_top = page.locator(".layout").bounding_box()
+    page.locator("#opt-heads").fill("7")
+    run_and_wait(lambda: page.locator("#opt-heads").dispatch_event("change"))
+    note = page.get_by_test_id("action-error")
+    expect(note).to_contain_text("width must divide by heads")
+    assert shown(page, "must divide by heads") == ["action-error"]
+    # the live region still says it, and the page did not move down for it
+    banner = page.get_by_test_id("error-banner")
+    expect(banner).to_have_attribute("role", "alert")
+    expect(banner).to_contain_text("width must divide by heads")
+    after = page.locator(".layout").bounding_box()
+    assert layout_top and after and after["y"] == layout_top["y"]
+    # the box keeps the 7 the message is about, marked; the views and the link are the last run that worked
+    expect(page.locator("#opt-heads")).to_have_value("7")
+    expect(page.locator("#opt-heads")).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_test_id("head-heatmap")).to_have_count(4)
+    assert "heads=7" not in page.url
+    # the message sits under the fields, over none of their labels
+    for label in page.locator("#random-options label").all():
+        assert not overlap(note.bounding_box(), label.bounding_box()), label.inner_text()
+    page.locator("#opt-heads").fill("8")
+    run_and_wait(lambda: page.locator("#opt-heads").dispatch_event("change"))
+    expect(note).to_have_count(0)
+    expect(page.locator("#opt-heads")).to_have_value("8")
+    expect(page.locator("#opt-heads")).not_to_have_attribute("aria-invalid", "true")
+
+
+def test_phone_an_error_in_the_closed_drawer_floats_a_line_that_opens_it(phone: Callable[[str], Page]) -> None:
+    page = phone(RANDOM)
+    open_drawer(page)
+    page.locator("#opt-heads").fill("7")
+    with page.expect_response(lambda r: r.url.endswith("/api/attention")):
+        page.locator("#opt-heads").dispatch_event("change")
+    wait_idle(page)
+    assert shown(page, "must divide by heads") == ["action-error"]  # beside the field, in the open drawer
+    page.keyboard.press("Escape")
+    settled(page)
+    # the drawer closed over the message: the live region's line floats on screen instead, over nothing it pushes
+    banner = page.get_by_test_id("error-banner")
+    expect(banner).to_be_visible()
+    assert shown(page, "must divide by heads") == ["error-message"]
+    box = banner.bounding_box()
+    assert box and box["y"] + box["height"] <= PHONE["height"] and box["width"] <= PHONE["width"]
+    tap(page, "#error-banner [data-role=show]")
+    settled(page)
+    assert drawer_open(page)
+    expect(page.get_by_test_id("action-error")).to_be_in_viewport()
+    assert shown(page, "must divide by heads") == ["action-error"]
+
+
+def test_an_emptied_matrix_cell_is_an_error_at_that_cell(
+    open_page: Callable[..., Page], run_and_wait: Callable[[Callable[[], None]], dict[str, Any]]
+) -> None:
+    page = open_page()  # textbook: causal, so padding position 0 leaves query 0 no key: a stale error to start with
+    run_and_wait(lambda: page.get_by_test_id("token").nth(0).click())
+    expect(page.get_by_test_id("action-error")).to_contain_text("no eligible key")
+    page.locator("#textbook-matrices summary").click()
+    cell = page.get_by_label("X row 1 column 1", exact=True)
+    cell.fill("")
+    cell.dispatch_event("change")
+    message = page.get_by_test_id("matrix-error")
+    expect(message).to_be_visible()
+    expect(message).to_contain_text("X row 1 column 1 is empty")
+    expect(cell).to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_test_id("action-error")).to_have_count(0)  # the stale error no longer stands for this one
+    # the page redraws (another control, focus gone from the cell): the cell stays empty, marked, named
+    page.locator("input[name=view][value=scores]").check()
+    expect(cell).to_have_value("")
+    expect(cell).to_have_attribute("aria-invalid", "true")
+    expect(message).to_contain_text("X row 1 column 1 is empty")
+    # a number there clears it and runs
+    cell.fill("0.5")
+    body = run_and_wait(lambda: cell.dispatch_event("change"))
+    assert body["x"][0][0] == 0.5
+    expect(message).to_be_hidden()
+    expect(page.get_by_label("X row 1 column 1", exact=True)).not_to_have_attribute("aria-invalid", "true")
+    expect(page.get_by_test_id("error-banner")).to_be_hidden()
+
+
 # ---- the charts in the dark theme ----
 
 
