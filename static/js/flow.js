@@ -3,12 +3,17 @@
 // leading B to every shape (B x H x S x S weights); cross-attention takes K and V from the source's S_k positions.
 
 import { halfRows } from "./arrays.js";
+import { blockMax } from "./blockmax.js";
 import { act } from "./store.js";
 import { selectView } from "./selectors.js";
 import { renderNumbers } from "./matrices.js";
-import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
+import { paintBlocks } from "./overview.js";
 
 export const SHOWN_HEADS = 6; // beyond this many heads the middle ones collapse into "…"
+// A head's icon: its weights in a box this many CSS px on its longer side at any length. Past ICON_PX positions each
+// pixel is the largest eligible weight of its block of cells (blockmax.js, as the overview's thumbnails are), so a
+// previous-token diagonal stays sharp and the panel is as tall at 8 tokens as at 512.
+export const ICON_PX = 36;
 
 export function shape(dims) {
   return dims.join(" × ");
@@ -47,6 +52,46 @@ function arrow() {
   a.setAttribute("aria-hidden", "true");
   a.textContent = "→";
   return a;
+}
+
+// The icon's CSS size for a rows x cols block grid: the longer side ICON_PX, the other in proportion (cross-attention).
+export function iconSize(rows, cols, side = ICON_PX) {
+  const long = Math.max(rows, cols, 1);
+  return { width: Math.max(1, Math.round((side * cols) / long)), height: Math.max(1, Math.round((side * rows) / long)) };
+}
+
+const reduced = new WeakMap(); // a head's weights -> {eligible, blocks}: a focus or palette change reuses them
+
+function blocksOf(weights, eligible) {
+  const hit = reduced.get(weights);
+  if (hit && hit.eligible === eligible) return hit.blocks;
+  const blocks = blockMax(weights, eligible, ICON_PX);
+  reduced.set(weights, { eligible, blocks });
+  return blocks;
+}
+
+// One head's icon: its (at most ICON_PX x ICON_PX) blocks painted one pixel each, then scaled up without smoothing
+// onto a canvas of the icon's size in device pixels, so every block is a crisp square whatever the length.
+function drawIcon(canvas, weights, eligible, stops) {
+  const blocks = blocksOf(weights, eligible && eligible.length === weights.length ? eligible : null);
+  const src = document.createElement("canvas");
+  src.width = blocks.cols;
+  src.height = blocks.rows;
+  const sctx = src.getContext("2d");
+  const img = sctx.createImageData(blocks.cols, blocks.rows);
+  paintBlocks(blocks, stops, img.data);
+  sctx.putImageData(img, 0, 0);
+  const size = iconSize(blocks.rows, blocks.cols);
+  const r = window.devicePixelRatio || 1;
+  canvas.width = Math.round(size.width * r);
+  canvas.height = Math.round(size.height * r);
+  canvas.style.width = `${size.width}px`;
+  canvas.style.height = `${size.height}px`;
+  const ctx = canvas.getContext("2d");
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(src, 0, 0, canvas.width, canvas.height);
+  canvas.dataset.rows = String(blocks.rows);
+  canvas.dataset.cols = String(blocks.cols);
 }
 
 // Shapes with the batch's leading B when there is one: [S, D] -> "B × S × D".
@@ -102,11 +147,9 @@ export function renderFlow(root, caption, view, layer, onOpen) {
       : `Q, K ${dims([S, c.d_head])} · V ${dims([S, c.d_v])} → A ${dims([S, S])} → A·V ${dims([S, c.d_v])}`;
     const canvas = document.createElement("canvas");
     canvas.setAttribute("aria-hidden", "true");
-    const L = layoutFor(S, { cell: Math.max(1, Math.min(6, Math.floor(36 / Math.max(S, Sk)))), labels: false, cols: Sk });
-    drawHeatmap(sizeCanvas(canvas, L), {
-      matrix: halfRows(head, "weights") ?? head.weights, eligible: view.eligible, tokens: view.tokens, keyTokens: view.keyTokens,
-      scale: view.weightScale, layout: L,
-    });
+    canvas.className = "flow-icon";
+    // a float16 answer's bit patterns: nothing widened
+    drawIcon(canvas, halfRows(head, "weights") ?? head.weights, view.eligible, view.weightScale.stops);
     b.append(canvas, label, parts);
     b.addEventListener("click", () => onOpen(layer.index, h));
     col.append(b);
