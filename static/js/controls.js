@@ -1,16 +1,12 @@
 // The controls panel (the template's <aside data-view="controls">): the form shows ui, and every input dispatches
 // one named action. Pure render from the state; bind() wires the inputs once.
 
-import { fetchAttentionNpz, plainArrays } from "./api.js";
-import { MASK_FILL, MASK_HATCH, legendTicks } from "./colors.js";
 import { EXAMPLES, exampleText } from "./examples.js";
-import { download, headsPng } from "./exporter.js";
-import { exportCards } from "./heads.js";
 import { LABELS, renderMatrices } from "./matrices.js";
 import { pairLines, splitTokens } from "./masks.js";
 import { BATCH_MODELS, RANDOM_OPTIONS, SOURCE_MODELS } from "./state.js";
 import { act } from "./store.js";
-import { modelInfo, selectView } from "./selectors.js";
+import { modelInfo } from "./selectors.js";
 import { batchOf, sourceOf } from "./requests.js";
 
 const $ = (id) => document.getElementById(id);
@@ -339,42 +335,7 @@ export function bind(root, store) {
       $("share-status").textContent = `Copy this link: ${location.href}`;
     }
   });
-  $("export-png").addEventListener("click", async () => {
-    const s = getState();
-    const view = selectView(s);
-    if (!view) return;
-    const title = `attnlab · ${s.run.result.model} · ${s.ui.view} · “${s.ui.text.slice(0, 60)}”`;
-    const perHead = view.view === "scores" && view.scoreScale === "head";
-    const shown = view.view === "scores" && view.scoreScale === "clip" ? { ...view.scale, min: -view.clipAbs, max: view.clipAbs } : view.scale;
-    const legend = {
-      stops: view.scale.stops,
-      ticks: perHead ? null : legendTicks(shown),
-      label: perHead ? "score: each head its own range (± by its name)" : view.view === "scores" ? "score" : "attention weight",
-      maskFill: MASK_FILL,
-      maskHatch: MASK_HATCH,
-    };
-    const blob = await headsPng(exportCards(view), title, legend);
-    if (blob) download(`attnlab-${s.run.result.model}-heads.png`, blob);
-  });
-  $("export-npz").addEventListener("click", async () => {
-    const s = getState();
-    if (!s.run.request) return;
-    try {
-      download(`attnlab-${s.run.result.model}.npz`, await fetchAttentionNpz(s.run.request));
-      $("share-status").textContent = "";
-    } catch (err) {
-      const { describeError } = await import("./api.js");
-      $("share-status").textContent = `Could not export: ${describeError(err).message}`;
-    }
-  });
-  $("export-json").addEventListener("click", () => {
-    const s = getState();
-    if (!s.run.result) return;
-    const data = { link: location.href, request: s.run.request, response: s.run.full || s.run.result };
-    // the result's matrices are typed rows (the arrays form): written as the plain arrays the JSON API sends
-    const text = JSON.stringify(data, plainArrays, 1);
-    download(`attnlab-${s.run.result.model}.json`, new Blob([text], { type: "application/json" }));
-  });
+  // the PNG, JSON, NPZ and HTML downloads are the exporter view's (exporter.js)
   bindDrawer(root);
 }
 

@@ -1,7 +1,15 @@
-// Export: the visible heads as one PNG (drawn from their canvases), the current data as JSON, and the view as one
-// standalone HTML file (POST /api/export: the page's own views and the weights in one file that opens offline).
-// The "Download this view as HTML" button is a view of its own (data-view="exporter"): `render` enables it once
-// there is a result, `bind` sends the export.
+// Export: the visible heads as one PNG (drawn from their canvases), the current data as JSON (written in parts, so
+// minilm's every layer at 512 tokens fits: one string of it would be past what a browser holds), the arrays as NPZ,
+// and the view as one standalone HTML file (POST /api/export: the page's own views and the weights in one file that
+// opens offline). Every download says in the share status line (a live region) what it saved: the file's name, its
+// size and what it holds. The "Download … as HTML" button is a view of its own (data-view="exporter"): `render` names
+// on it what it will export and enables it once there is a result; `bind` wires it and the PNG, JSON and NPZ buttons.
+
+import { describeError, fetchAttentionNpz } from "./api.js";
+import { halfRows, halfValues } from "./arrays.js";
+import { MASK_FILL, MASK_HATCH, legendTicks } from "./colors.js";
+import { exportCards, exportLayout } from "./heads.js";
+import { selectView } from "./selectors.js";
 
 export const PNG_MARGIN = 16;
 export const PNG_TITLE_PX = 76; // the title line and the legend under it
@@ -32,6 +40,36 @@ export function sheetLayout(sizes, columns) {
   };
 }
 
+// Which of n evenly spaced tick labels (widths in px, along a bar `w` wide: the first left-aligned at 0, the last
+// right-aligned at w, the rest centred) to draw so that none touches the next: both ends always, then every
+// other, every fourth, ... interior tick until they clear each other by TICK_GAP px. Pure.
+export const TICK_GAP = 6;
+
+export function fittingTicks(widths, w) {
+  const n = widths.length;
+  const at = (i) => (n === 1 ? 0 : (w * i) / (n - 1));
+  const span = (i) => {
+    const x = at(i);
+    if (i === 0) return [x, x + widths[i]];
+    if (i === n - 1) return [x - widths[i], x];
+    return [x - widths[i] / 2, x + widths[i] / 2];
+  };
+  for (let every = 1; every < n; every *= 2) {
+    const kept = widths.map((_, i) => i === 0 || i === n - 1 || i % every === 0);
+    const shown = kept.flatMap((k, i) => (k ? [span(i)] : []));
+    if (shown.every((s, j) => j === 0 || s[0] >= shown[j - 1][1] + TICK_GAP)) return kept;
+  }
+  return widths.map((_, i) => i === 0 || i === n - 1);
+}
+
+// Every how many positions a head's tick labels go on the PNG so that neighbours never overlap: the key labels run
+// at 45°, so two of them `step` cells apart stand step · cell · sin 45° apart across their lines, and each is
+// `font` px tall; the query labels, level, stand step · cell apart. At least the layout's own step. Pure.
+export function fittingStep(L) {
+  const need = L.font + 2;
+  return Math.max(L.step, Math.ceil(need / (L.cell * Math.SQRT1_2)), Math.ceil(need / L.cell));
+}
+
 // The legend drawn on the sheet: the scale's colours with numbers under them, and the masked key. `legend`:
 // {stops, ticks: [numbers] | null (each head its own range), label}. Returns the height it took.
 export const LEGEND = { x: PNG_MARGIN, y: 34, w: 180, h: 12 };
@@ -46,11 +84,15 @@ function drawLegend(ctx, legend) {
   ctx.strokeRect(x - 0.5, y - 0.5, w + 1, h + 1);
   ctx.fillStyle = "#333";
   ctx.font = "11px system-ui, sans-serif";
-  const ticks = legend.ticks || ["−max", "0", "+max"];
+  const ticks = (legend.ticks || ["−max", "0", "+max"]).map((t) =>
+    typeof t === "number" ? (Math.abs(t) < 1e-9 ? 0 : t).toFixed(2) : t,
+  );
+  const kept = fittingTicks(ticks.map((t) => ctx.measureText(t).width), w);
   ticks.forEach((t, i) => {
+    if (!kept[i]) return;
     const tx = x + (w * i) / (ticks.length - 1);
     ctx.textAlign = i === 0 ? "left" : i === ticks.length - 1 ? "right" : "center";
-    ctx.fillText(typeof t === "number" ? (Math.abs(t) < 1e-9 ? 0 : t).toFixed(2) : t, tx, y + h + 13);
+    ctx.fillText(t, tx, y + h + 13);
   });
   ctx.textAlign = "left";
   ctx.fillText(legend.label, x + w + 12, y + 10);
@@ -150,6 +192,231 @@ export async function exportHtml(body) {
   return { name, blob: await resp.blob() };
 }
 
+// ---- the data as JSON, written in parts --------------------------------------------------------------------------
+
+// A part of the file: the text written is cut into strings of about this many characters, each made a Blob at once,
+// and the file is one Blob of those parts. The whole never is one string (V8 stops at 2^29 characters: minilm at 512
+// tokens with every layer's scores and weights is about 300 MB of JSON).
+export const PART_CHARS = 1 << 22;
+
+// The shortest decimal that reads back as the same float32, as the JSON API writes a float32 (0.1, not
+// 0.10000000149011612). Digits that read back at p read back at p + 1, so the count is found by bisection.
+export function float32Text(v) {
+  if (!Number.isFinite(v)) return "null";
+  if (v === 0) return "0";
+  let lo = 1;
+  let hi = 9;
+  while (lo < hi) {
+    const p = (lo + hi) >> 1;
+    if (Math.fround(Number(v.toPrecision(p))) === v) hi = p;
+    else lo = p + 1;
+  }
+  return String(Number(v.toPrecision(lo)));
+}
+
+let halfTable = null;
+
+// Each float16 bit pattern's shortest decimal that reads back as the same float16 (at most 5 digits; NumPy prints a
+// float16 so), for all 65536: a float16 answer's values are written by lookup, and nothing is widened.
+export function halfTexts() {
+  if (halfTable) return halfTable;
+  const value = halfValues();
+  halfTable = new Array(65536);
+  for (let h = 0; h < 65536; h++) {
+    const v = value[h];
+    const mag = h & 0x7fff;
+    if (!Number.isFinite(v)) halfTable[h] = "null";
+    else if (mag === 0) halfTable[h] = "0";
+    else {
+      // a decimal reads back as this pattern when it is nearer to it than to either neighbour of the same sign
+      const below = value[h - 1];
+      const above = mag < 0x7bff ? value[h + 1] : 2 * v - below;
+      let text = String(v);
+      for (let p = 1; p <= 5; p++) {
+        const d = Number(v.toPrecision(p));
+        if (Math.abs(d - v) < Math.abs(d - below) && Math.abs(d - v) < Math.abs(d - above)) {
+          text = String(d);
+          break;
+        }
+      }
+      halfTable[h] = text;
+    }
+  }
+  return halfTable;
+}
+
+const isTyped = (v) => ArrayBuffer.isView(v) && !(v instanceof DataView);
+const isLeaf = (v) => v === null || typeof v !== "object";
+// a row written on one line: a typed array, or an Array of numbers, booleans, strings and nulls
+const isRow = (v) => isTyped(v) || (Array.isArray(v) && v.every(isLeaf));
+
+// One row as JSON text: float16 patterns by lookup, float32 at its shortest, other numbers as JSON writes them.
+export function rowText(row, half = false) {
+  const cells = new Array(row.length);
+  if (half) {
+    const t = halfTexts();
+    for (let i = 0; i < row.length; i++) cells[i] = t[row[i]];
+  } else if (row instanceof Float32Array) {
+    for (let i = 0; i < row.length; i++) cells[i] = float32Text(row[i]);
+  } else if (isTyped(row)) {
+    for (let i = 0; i < row.length; i++) cells[i] = Number.isFinite(Number(row[i])) ? String(row[i]) : "null";
+  } else {
+    for (let i = 0; i < row.length; i++) cells[i] = JSON.stringify(row[i]) ?? "null";
+  }
+  return `[${cells.join(",")}]`;
+}
+
+// `data` as a JSON Blob, written part by part: objects and lists one entry a line (indented by one space a level),
+// a row of numbers on one line; a matrix that came as float16 is read as its bit patterns (arrays.js halfRows), so a
+// head the views never showed is not widened to be written. Between parts it lets the page breathe and calls
+// onProgress(characters written so far).
+export async function jsonBlob(data, onProgress = () => {}) {
+  const blobs = [];
+  let strings = [];
+  let chars = 0;
+  let written = 0;
+  const flush = () => {
+    if (strings.length) blobs.push(new Blob(strings));
+    strings = [];
+    chars = 0;
+  };
+  const write = async (text) => {
+    strings.push(text);
+    chars += text.length;
+    written += text.length;
+    if (chars >= PART_CHARS) {
+      flush();
+      onProgress(written);
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+  };
+  const walk = async (v, pad, half = false) => {
+    if (v && typeof v.toJSON === "function") v = v.toJSON();
+    if (isLeaf(v)) return write(JSON.stringify(v) ?? "null");
+    if (half ? isTyped(v) : isRow(v)) return write(rowText(v, half));
+    const inner = `${pad} `;
+    if (Array.isArray(v)) {
+      if (!v.length) return write("[]");
+      await write("[\n");
+      for (let i = 0; i < v.length; i++) {
+        await write(inner);
+        await walk(v[i], inner, half);
+        await write(i < v.length - 1 ? ",\n" : "\n");
+      }
+      return write(`${pad}]`);
+    }
+    const keys = Object.keys(v).filter((k) => v[k] !== undefined && typeof v[k] !== "function");
+    if (!keys.length) return write("{}");
+    await write("{\n");
+    for (const [i, k] of keys.entries()) {
+      const bits = halfRows(v, k); // a float16 matrix's patterns, read without widening it
+      await write(`${inner}${JSON.stringify(k)}: `);
+      await walk(bits ?? v[k], inner, !!bits);
+      await write(i < keys.length - 1 ? ",\n" : "\n");
+    }
+    return write(`${pad}}`);
+  };
+  await walk(data, "");
+  flush();
+  return new Blob(blobs, { type: "application/json" });
+}
+
+// ---- what a download says --------------------------------------------------------------------------------------
+
+// A size as people read it: 812 B, 14.2 kB, 212.4 MB, 1.21 GB.
+export function sizeText(bytes) {
+  if (bytes < 1000) return `${bytes} B`;
+  if (bytes < 1e6) return `${(bytes / 1e3).toFixed(1)} kB`;
+  if (bytes < 1e9) return `${(bytes / 1e6).toFixed(1)} MB`;
+  return `${(bytes / 1e9).toFixed(2)} GB`;
+}
+
+// What a result holds, in words: "every layer (6) × 12 heads, 512 tokens" or "layer 3, 12 heads, 9 tokens".
+export function resultContents(result) {
+  const layers = result?.layers || [];
+  const S = result?.tokens?.length ?? 0;
+  const H = layers[0]?.heads?.length ?? 0;
+  const tokens = `${S} token${S === 1 ? "" : "s"}`;
+  const heads = `${H} head${H === 1 ? "" : "s"}`;
+  if (layers.length > 1) return `every layer (${layers.length}) × ${heads}, ${tokens}`;
+  if ((result?.config?.n_layers ?? 1) > 1 && layers.length === 1) return `layer ${layers[0].index}, ${heads}, ${tokens}`;
+  return `${heads}, ${tokens}`;
+}
+
+export function savedText(name, blob, what) {
+  return `Saved ${name} (${sizeText(blob.size)}): ${what}.`;
+}
+
+// ---- the buttons -------------------------------------------------------------------------------------------------
+
+function say(text) {
+  const status = document.getElementById("share-status");
+  if (status) status.textContent = text;
+}
+
+// While a download is made its button is busy: a second press waits for the first, not for a second file.
+async function busy(button, work) {
+  if (button.getAttribute("aria-busy") === "true") return;
+  button.setAttribute("aria-busy", "true");
+  try {
+    await work();
+  } finally {
+    button.removeAttribute("aria-busy");
+  }
+}
+
+export async function savePng(s) {
+  const view = selectView(s);
+  if (!view) return;
+  const title = `attnlab · ${s.run.result.model} · ${s.ui.view} · “${s.ui.text.slice(0, 60)}”`;
+  const perHead = view.view === "scores" && view.scoreScale === "head";
+  const shown = view.view === "scores" && view.scoreScale === "clip" ? { ...view.scale, min: -view.clipAbs, max: view.clipAbs } : view.scale;
+  const legend = {
+    stops: view.scale.stops,
+    ticks: perHead ? null : legendTicks(shown),
+    label: perHead ? "score: each head its own range (± by its name)" : view.view === "scores" ? "score" : "attention weight",
+    maskFill: MASK_FILL,
+    maskHatch: MASK_HATCH,
+  };
+  const L = exportLayout(view);
+  const blob = await headsPng(exportCards(view, { ...L, step: fittingStep(L) }), title, legend);
+  if (!blob) throw new Error("the browser could not encode the PNG");
+  const name = `attnlab-${s.run.result.model}-heads.png`;
+  download(name, blob);
+  const layers = new Set(view.heads.map((h) => h.layer));
+  const where = view.multiLayer ? (layers.size > 1 ? ` of ${layers.size} layers` : ` of layer ${[...layers][0]}`) : "";
+  const S = view.tokens.length;
+  say(savedText(name, blob, `${view.heads.length} head${view.heads.length === 1 ? "" : "s"}${where}, ${S} token${S === 1 ? "" : "s"}`));
+}
+
+export async function saveJson(s) {
+  const response = s.run.full || s.run.result;
+  // a large run came as float16 (api.js precisionFor): the file says so, and writes each value's float16 digits
+  const half = !!halfRows(response.layers?.[0]?.heads?.[0], "weights");
+  const data = { link: location.href, request: s.run.request, precision: half ? "float16" : "float32", response };
+  say("Writing the JSON…");
+  const blob = await jsonBlob(data, (n) => say(`Writing the JSON… ${sizeText(n)}`));
+  const name = `attnlab-${s.run.result.model}.json`;
+  download(name, blob);
+  say(savedText(name, blob, resultContents(response)));
+}
+
+export async function saveNpz(s) {
+  say("Asking the server for the arrays…");
+  const blob = await fetchAttentionNpz(s.run.request);
+  const name = `attnlab-${s.run.result.model}.npz`;
+  download(name, blob);
+  say(savedText(name, blob, resultContents(s.run.full || s.run.result)));
+}
+
+// What the HTML file holds, in words: "layer 3 head 2", "layer 3", "every layer", "the heads" (one layer only).
+export function htmlWhat(body, multi) {
+  if (body.view === "all") return "every layer";
+  const layer = multi && Number.isInteger(body.layer) ? `layer ${body.layer}` : "";
+  if (body.view === "head") return `${layer ? `${layer} ` : ""}head ${body.head}`;
+  return layer || "the heads";
+}
+
 export function deps(s) {
   return [s.run.request, s.run.result, s.ui.layer, s.ui.focus, s.ui.query, s.ui.palette];
 }
@@ -157,25 +424,41 @@ export function deps(s) {
 export function render(root, s) {
   root.disabled = !s.run.request || !s.run.result;
   if (root.disabled) return;
-  const view = exportBody(s.run.request, s.ui, s.run.result).view;
-  const what = { all: "every layer's heads", head: "the open head and its retrieval", layer: "the heads of this layer" }[view];
+  const body = exportBody(s.run.request, s.ui, s.run.result);
+  const what = { all: "every layer's heads", head: "the open head and its retrieval", layer: "the heads of this layer" }[body.view];
+  root.textContent = `Download ${htmlWhat(body, s.run.result.config.n_layers > 1)} as HTML`;
   root.title = `One HTML file of ${what}: it opens in any browser, with no server and no network`;
-  root.dataset.exportView = view;
+  root.dataset.exportView = body.view;
 }
 
 export function bind(root, store) {
+  const run = (button, save) =>
+    button?.addEventListener("click", () =>
+      busy(button, async () => {
+        const s = store.getState();
+        if (!s.run.request || !s.run.result) return;
+        try {
+          await save(s);
+        } catch (err) {
+          say(`Could not export: ${describeError(err).message}`);
+        }
+      }),
+    );
+  run(document.getElementById("export-png"), savePng);
+  run(document.getElementById("export-json"), saveJson);
+  run(document.getElementById("export-npz"), saveNpz);
   root.addEventListener("click", async () => {
     const s = store.getState();
     if (!s.run.request || !s.run.result) return;
-    const status = document.getElementById("share-status");
     root.disabled = true;
-    if (status) status.textContent = "Building the HTML file…";
+    say("Building the HTML file…");
     try {
-      const { name, blob } = await exportHtml(exportBody(s.run.request, s.ui, s.run.result));
+      const body = exportBody(s.run.request, s.ui, s.run.result);
+      const { name, blob } = await exportHtml(body);
       download(name, blob);
-      if (status) status.textContent = `Saved ${name} (${(blob.size / 1e6).toFixed(1)} MB): it opens offline.`;
+      say(savedText(name, blob, `${htmlWhat(body, s.run.result.config.n_layers > 1)}, ${s.run.result.tokens.length} tokens; it opens offline`));
     } catch (err) {
-      if (status) status.textContent = `Could not export HTML: ${err.message}`;
+      say(`Could not export HTML: ${err.message}`);
     } finally {
       root.disabled = false;
     }

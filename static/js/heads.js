@@ -343,8 +343,7 @@ export function exportLayout(view) {
   return layoutFor(S, { cell, labels: cell >= 6, maxLabel: 8, cols: keys.length });
 }
 
-export function exportCards(view) {
-  const layout = exportLayout(view);
+export function exportCards(view, layout = exportLayout(view)) {
   return view.heads.map((item) => {
     const canvas = document.createElement("canvas");
     drawHeatmap(sizeCanvas(canvas, layout), {
