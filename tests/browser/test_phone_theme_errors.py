@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Browser, BrowserContext, FloatRect, Page, ViewportSize, expect
 
 from tests.browser.conftest import wait_idle
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.browser
 
 RANDOM = "?m=random&t=the+cat+sat+on+the+mat"
 CHARTS = "?m=random&t=the+cat+sat+on+the+mat+because+it+was+warm&heads=4&seed=3&causal=1&dec=2&pert=3,direction,1"
-PHONE = {"width": 390, "height": 844}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 
 
 @pytest.fixture
@@ -120,7 +120,8 @@ def test_phone_drawer_closes_after_an_example_and_after_run(phone: Callable[[str
     page.get_by_test_id("sequence-input").fill("a b c d")
     with page.expect_request(lambda r: r.url.endswith("/api/attention")) as sent:
         tap(page, "#run-button")
-    assert sent.value.post_data_json["text"] == "a b c d"
+    body = sent.value.post_data_json
+    assert body and body["text"] == "a b c d"
     wait_idle(page)
     assert not drawer_open(page)
 
@@ -171,7 +172,7 @@ def shown(page: Page, words: str) -> list[str]:
     return list(page.evaluate(VISIBLE_TEXT_WITH, words))
 
 
-def overlap(a: dict[str, float] | None, b: dict[str, float] | None) -> bool:
+def overlap(a: FloatRect | None, b: FloatRect | None) -> bool:
     assert a and b
     return not (
         a["x"] + a["width"] <= b["x"]
@@ -324,7 +325,9 @@ def wait_charts(page: Page) -> None:
 
 
 @pytest.mark.parametrize("scheme", ["dark", "light"])
-def test_every_chart_follows_the_theme(page: Page, open_page: Callable[..., Page], scheme: str) -> None:
+def test_every_chart_follows_the_theme(
+    page: Page, open_page: Callable[..., Page], scheme: Literal["dark", "light"]
+) -> None:
     page.emulate_media(color_scheme=scheme)
     open_page(CHARTS)
     wait_charts(page)
