@@ -21,7 +21,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.browser.conftest import wait_idle
-from tests.helpers import serve
+from tests.helpers import SENTINEL, page_until, serve, settle
 
 pytestmark = pytest.mark.browser
 
@@ -287,13 +287,26 @@ def test_flow_panel_is_as_tall_at_256_tokens_as_at_8(
     assert {tuple(i[2:]) for i in seen[256]["icons"]} == {(36, 36)}
 
 
+def answered(page: Page, pending: set[Any]) -> None:
+    """Every request the page was going to send has been sent (settle) and answered, and the answers painted (two
+    animation frames after the last): a panel filled by its own request (head types, the audit) has its height."""
+    settle(page)
+    page_until(page, lambda: not pending, "every request of the page answered")
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
 def test_no_panel_grows_with_length(live_server: str, page: Page) -> None:
     """Every panel of the page at 16 and at 256 tokens: none taller by more than a line of text, but the token list,
     which shows its first tokens and a button for the rest."""
+    pending: set[Any] = set()
+    page.on("request", lambda r: None if r.url.endswith(SENTINEL) else pending.add(r))  # settle's own: unread
+    page.on("requestfinished", lambda r: pending.discard(r))
+    page.on("requestfailed", lambda r: pending.discard(r))
     heights = {}
     for n in (16, 256):
         page.goto(f"{live_server}/?m=random&t={quote_plus(words(n))}&heads=4&causal=1")
         settled(page)
+        answered(page, pending)
         heights[n] = page.evaluate(PANEL_HEIGHTS)
     grown = {
         k: (heights[16][k], h)
