@@ -1,5 +1,6 @@
 // The tokens panel (data-view="tokens"): one chip per position (click, Enter or Space marks it padding and back;
-// hovering one lights its row and column up in every head), the batch bar, the next-word predictions, the run's
+// hovering one lights its row and column up in every head; the chips are one tab stop, the arrow keys,
+// Home and End move between them), the batch bar, the next-word predictions, the run's
 // status and the "what changed" line. A long list shows its first TOKENS_SHOWN chips until opened.
 
 import { renderBatchBar } from "./batch.js";
@@ -7,6 +8,14 @@ import { act } from "./store.js";
 import { selectView, tokenMasks } from "./selectors.js";
 
 export const TOKENS_SHOWN = 48; // beyond this many tokens the list starts collapsed
+const MOVES = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
+
+// The chip an arrow key, Home or End moves to from chip i of n (null: not a key the list takes).
+export function moveToken(i, key, n) {
+  if (key === "Home") return 0;
+  if (key === "End") return n - 1;
+  return key in MOVES ? Math.max(0, Math.min(n - 1, i + MOVES[key])) : null;
+}
 
 const $ = (id) => document.getElementById(id);
 
@@ -87,9 +96,32 @@ function renderSummary(s) {
   p.classList.toggle("bad", s.run.status === "error");
 }
 
+// The chip that holds the list's one tab stop (the last one focused), per list.
+const stopOf = new WeakMap();
+
 export function renderTokens(root, view, handlers) {
   const focused = root.contains(document.activeElement) ? document.activeElement.dataset.index : null;
   const lit = view.lit || null;
+  const stop = Math.min(stopOf.get(root) ?? 0, Math.max(0, view.tokens.length - 1));
+  stopOf.set(root, stop);
+  if (!root.dataset.keys) {
+    // bound once a list: arrows move the focus (and the tab stop) along the chips
+    root.dataset.keys = "1";
+    root.addEventListener("keydown", (e) => {
+      const chips = root.querySelectorAll("button[data-index]");
+      const at = e.target instanceof Element ? e.target.closest("button[data-index]") : null;
+      const to = at ? moveToken(Number(at.dataset.index), e.key, chips.length) : null;
+      if (to == null) return;
+      e.preventDefault();
+      chips[to]?.focus();
+    });
+    root.addEventListener("focusin", (e) => {
+      const at = e.target instanceof Element ? e.target.closest("button[data-index]") : null;
+      if (!at) return;
+      stopOf.set(root, Number(at.dataset.index));
+      for (const b of root.querySelectorAll("button[data-index]")) b.tabIndex = b === at ? 0 : -1;
+    });
+  }
   root.replaceChildren();
   view.tokens.forEach((token, i) => {
     const b = document.createElement("button");
@@ -97,6 +129,7 @@ export function renderTokens(root, view, handlers) {
     b.className = "token";
     b.setAttribute("data-testid", "token");
     b.dataset.index = String(i);
+    b.tabIndex = i === stop ? 0 : -1;
     const padded = view.masks.padded.includes(i);
     b.classList.toggle("padded", padded);
     b.classList.toggle("lit", !!lit && (lit.q === i || lit.k === i));
