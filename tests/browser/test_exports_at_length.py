@@ -130,7 +130,7 @@ def test_json_numbers_are_the_shortest_that_read_back(open_page: Callable[..., P
     page = open_page("?m=random&t=the+cat+sat")
     checked = page.evaluate(
         """async () => {
-          const ex = await import('/static/js/exporter.js');
+          const ex = await import('/static/js/jsonparts.js');
           const { halfValues } = await import('/static/js/arrays.js');
           const t = ex.halfTexts(), v = halfValues();
           let bad = [];
