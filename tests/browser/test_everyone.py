@@ -378,9 +378,7 @@ def test_the_png_has_every_head_a_legend_and_the_masked_key(open_page: Callable[
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_the_large_head_marks_the_query_and_pair(
-    at: Callable[[int, str], Page], width: int
-) -> None:
+def test_the_large_head_marks_the_query_and_pair(at: Callable[[int, str], Page], width: int) -> None:
     page = at(width, RANDOM + "&causal=1&query=3&pair=3-1")
     plot = page.locator("#focus-plot")
     layout = page.evaluate("() => document.getElementById('focus-plot').layout")
