@@ -6,7 +6,7 @@
 
 import { plotlyTheme } from "./colors.js";
 import { formatBytes } from "./decode.js";
-import { plotlyText } from "./focus.js";
+import { plotlyText } from "./focuscells.js";
 import { node } from "./dom.js";
 import { PLOT_CONFIG } from "./plotly.js";
 

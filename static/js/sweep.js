@@ -4,7 +4,7 @@
 // scaled it does not. Pure helpers on top (a test imports them); `renderSweep` only draws.
 
 import { plotlyTheme } from "./colors.js";
-import { plotlyText } from "./focus.js";
+import { plotlyText } from "./focuscells.js";
 import { PLOT_CONFIG } from "./plotly.js";
 
 export const SWEEP_COLORS = { unscaled: "#d55e00", scaled: "#0072b2", expected: "#555555" }; // Okabe–Ito

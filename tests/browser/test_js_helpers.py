@@ -191,7 +191,7 @@ def test_heatmap_geometry(js: Callable[[str], Any]) -> None:
 def test_view_helpers(js: Callable[[str], Any]) -> None:
     out = js(
         """
-        const heads = await mod('heads.js'), flow = await mod('flow.js'), focus = await mod('focus.js');
+        const heads = await mod('heads.js'), flow = await mod('flow.js'), focus = await mod('focuscells.js');
         const rd = await mod('retrieval.js'), api = await mod('api.js'), ex = await mod('exporter.js');
         const mx = await mod('matrices.js'), el = await mod('eligibility.js'), st = await mod('stats.js');
         const all = Array.from({length: 72}, (_, i) => i);

@@ -294,7 +294,7 @@ def test_fast_drawing_helpers_give_what_the_plain_ones_gave(page: Page, live_ser
     page.goto(f"{live_server}/api/health")
     out = page.evaluate(
         """async () => {
-          const focus = await import('/static/js/focus.js'), heatmap = await import('/static/js/heatmap.js');
+          const focus = await import('/static/js/focuscells.js'), heatmap = await import('/static/js/heatmap.js');
           const colors = await import('/static/js/colors.js'), api = await import('/static/js/api.js');
           const S = 7, K = 9, rnd = (i) => Math.sin(i * 12.9898) * 0.5 + 0.5;
           const grid = (f) => Array.from({length: S}, (_, q) => Array.from({length: K}, (_, k) => f(q, k)));
