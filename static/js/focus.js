@@ -5,8 +5,7 @@
 // picks the pair. On touch a tap shows the cell's numbers in the readout under the plot, whose buttons block it or
 // pick it. By keyboard the plot is one tab stop: the arrow keys move a cell cursor (announced in the readout), Enter
 // or Space blocks or unblocks, Shift+Enter picks the pair. Under it: the row and column sums, and the form that sets
-// one weight (an intervention). The cells as data (labels, paths, hover
-// text, the image) are in focuscells.js.
+// one weight (an intervention). The cells as data (labels, paths, hover text, the image) are in focuscells.js.
 
 import { renderSums } from "./bugs.js";
 import { MASK_FILL, MASK_HATCH, headScale, plotlyScale } from "./colors.js";
