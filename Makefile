@@ -8,7 +8,7 @@ CHROMIUM ?= /usr/bin/chromium
 NGINX ?= /usr/sbin/nginx
 NODE ?= /usr/bin/node
 
-.PHONY: run test test-quick lint bench bench-load bench-api bench-page install install-test chromium nginx node clean
+.PHONY: run test test-quick lint bench bench-load bench-api bench-page bench-mask install install-test chromium nginx node clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -104,6 +104,10 @@ bench-api: $(VENV)/.bench
 # minilm's first draw and a layer switch in headless chromium against the transformers forward (bench/README.md)
 bench-page: $(VENV)/.bench $(VENV)/.test chromium
 	$(PY) -m bench.page --profile
+
+# a mask change on minilm at 128 and 512 tokens, the large head as HEAD has it against the working tree (bench/README.md)
+bench-mask: $(VENV)/.bench $(VENV)/.test chromium
+	$(PY) -m bench.mask_change --lengths 128,512 --before HEAD
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
