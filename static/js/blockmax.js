@@ -239,3 +239,17 @@ function blockMaxHalf(w, eligible, side) {
   for (let i = 0; i < values.length; i++) values[i] = any && !any[i] ? Number.NaN : value[best[i]];
   return { rows, cols, values };
 }
+
+const reduced = new WeakMap(); // a head's weights -> side -> {eligible, blocks}: a focus or palette change reuses them
+
+// blockMax kept per head and side: the overview's thumbnails and the flow's icons redraw from it without reducing the
+// head again. A new eligibility (a mask change) reduces it anew.
+export function cachedBlockMax(weights, eligible, side) {
+  let bySide = reduced.get(weights);
+  if (!bySide) reduced.set(weights, (bySide = new Map()));
+  const hit = bySide.get(side);
+  if (hit && hit.eligible === eligible) return hit.blocks;
+  const blocks = blockMax(weights, eligible, side);
+  bySide.set(side, { eligible, blocks });
+  return blocks;
+}

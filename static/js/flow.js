@@ -3,8 +3,8 @@
 // leading B to every shape (B x H x S x S weights); cross-attention takes K and V from the source's S_k positions.
 
 import { halfRows } from "./arrays.js";
-import { blockMax } from "./blockmax.js";
-import { act } from "./store.js";
+import { cachedBlockMax } from "./blockmax.js";
+import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 import { renderNumbers } from "./matrices.js";
 import { paintBlocks } from "./overview.js";
@@ -60,15 +60,7 @@ export function iconSize(rows, cols, side = ICON_PX) {
   return { width: Math.max(1, Math.round((side * cols) / long)), height: Math.max(1, Math.round((side * rows) / long)) };
 }
 
-const reduced = new WeakMap(); // a head's weights -> {eligible, blocks}: a focus or palette change reuses them
-
-function blocksOf(weights, eligible) {
-  const hit = reduced.get(weights);
-  if (hit && hit.eligible === eligible) return hit.blocks;
-  const blocks = blockMax(weights, eligible, ICON_PX);
-  reduced.set(weights, { eligible, blocks });
-  return blocks;
-}
+const blocksOf = (weights, eligible) => cachedBlockMax(weights, eligible, ICON_PX);
 
 // One head's icon: its (at most ICON_PX x ICON_PX) blocks painted one pixel each, then scaled up without smoothing
 // onto a canvas of the icon's size in device pixels, so every block is a crisp square whatever the length.

@@ -11,7 +11,7 @@
 
 import { act } from "./actions.js";
 import { halfRows } from "./arrays.js";
-import { blockMax } from "./blockmax.js";
+import { cachedBlockMax } from "./blockmax.js";
 import { MASK_FILL, PALETTES, VIRIDIS, colorAt, hexToRgb } from "./colors.js";
 import { node } from "./dom.js";
 
@@ -69,15 +69,7 @@ export function thumbSize(rows, cols, side = THUMB_PX) {
   return { width: cols * f, height: rows * f };
 }
 
-const reduced = new WeakMap(); // a head's weights -> {eligible, blocks}: a palette or focus change reuses them
-
-function blocksOf(weights, eligible) {
-  const hit = reduced.get(weights);
-  if (hit && hit.eligible === eligible) return hit.blocks;
-  const blocks = blockMax(weights, eligible, THUMB_PX);
-  reduced.set(weights, { eligible, blocks });
-  return blocks;
-}
+const blocksOf = (weights, eligible) => cachedBlockMax(weights, eligible, THUMB_PX);
 
 // ---- drawing ---------------------------------------------------------------------------------------------------
 
