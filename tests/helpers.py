@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -142,26 +143,46 @@ def serve(models: str = "textbook,random,custom", **env: str) -> Iterator[str]:
 
 @contextmanager
 def serve_process(models: str = "textbook,random,custom", **env: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Start `attnlab serve` as its own process on a free loopback port; yield its base URL and the process.
+    """Start `attnlab serve` as its own process on a free loopback port; yield its base URL and the process."""
+    with serve_on("127.0.0.1", models, env) as served:
+        yield served.base, served.proc
+
+
+@dataclass(frozen=True)
+class Served:
+    base: str  # its URL on the loopback address
+    port: int
+    proc: subprocess.Popen[bytes]
+    output: Callable[[], str]  # what it has logged so far
+
+
+@contextmanager
+def serve_on(
+    host: str, models: str, env: dict[str, str] | None = None, unset: tuple[str, ...] = ()
+) -> Iterator[Served]:
+    """`attnlab serve --host HOST` as its own process on a free port, reached on 127.0.0.1, with ATTNLAB_DEVICE=cpu,
+    `env` added and the variables in `unset` removed.
 
     Its output goes to a file, not a pipe: uvicorn logs a line per request, and a pipe nobody reads until the
     process ends fills at 64 KiB (about 800 requests) and then blocks the server. The file's tail goes into the
     error when the server fails to start.
     """
     port = free_port()
-    environ = {**os.environ, "ATTNLAB_DEVICE": "cpu", **env}
-    cmd = [sys.executable, "-m", "server", "serve", "--host", "127.0.0.1", "--port", str(port), "--models", models]
+    environ = {**os.environ, "ATTNLAB_DEVICE": "cpu", **(env or {})}
+    for name in unset:
+        environ.pop(name, None)
+    cmd = [sys.executable, "-m", "server", "serve", "--host", host, "--port", str(port), "--models", models]
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}"
 
         def output() -> str:
             log.seek(0)
-            return log.read().decode(errors="replace")[-4000:]
+            return log.read().decode(errors="replace")
 
         try:
-            wait_healthy(proc, base, output)
-            yield base, proc
+            wait_healthy(proc, base, lambda: output()[-4000:])
+            yield Served(base, port, proc, output)
         finally:
             proc.terminate()
             try:

@@ -7,10 +7,6 @@ act on when a browser asks and in the one JSON error shape when an API client do
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 
@@ -19,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from server.hosts import answered_hosts, is_loopback, own_addresses, start_line
-from tests.helpers import ROOT, assert_error, free_port, wait_healthy
+from tests.helpers import assert_error, serve_on
 
 DEFAULTS = ["localhost", "127.0.0.1", "::1", "[::1]"]
 HTML = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
@@ -28,28 +24,8 @@ HTML = {"accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0
 @pytest.fixture(scope="module")
 def class_server() -> Iterator[tuple[str, int, Callable[[], str]]]:
     """A real `attnlab serve --host 0.0.0.0` on a free port: its loopback URL, the port and its log so far."""
-    port = free_port()
-    env = {**os.environ, "ATTNLAB_DEVICE": "cpu"}
-    env.pop("ATTNLAB_ALLOWED_HOSTS", None)
-    cmd = [sys.executable, "-m", "server", "serve", "--host", "0.0.0.0", "--port", str(port), "--models", "textbook"]
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-        def output() -> str:
-            log.seek(0)
-            return log.read().decode(errors="replace")
-
-        base = f"http://127.0.0.1:{port}"
-        try:
-            wait_healthy(proc, base, output)
-            yield base, port, output
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with serve_on("0.0.0.0", "textbook", unset=("ATTNLAB_ALLOWED_HOSTS",)) as served:
+        yield served.base, served.port, served.output
 
 
 def lan_address() -> str | None:
