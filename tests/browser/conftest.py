@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from playwright.sync_api import Page, Request
+from playwright.sync_api import Browser, Page, Request, ViewportSize
 
 from tests.helpers import CHROMIUM, CHROMIUM_ARGS, serve
 
@@ -160,3 +160,25 @@ def run_and_wait(page: Page) -> Iterator[Callable[[Callable[[], None]], dict[str
         return body  # type: ignore[no-any-return]
 
     yield go
+
+
+PHONE: ViewportSize = {"width": 390, "height": 844}
+
+
+@pytest.fixture
+def phone_at(browser: Browser) -> Iterator[Callable[[str, str], Page]]:
+    """A 390 px touch screen (a phone: touch, a mobile viewport, two device pixels a px). `open(base, query)` opens
+    attnlab there at `query` and waits for the heads; the page must raise no uncaught error."""
+    ctx = browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True, device_scale_factor=2)
+    page = ctx.new_page()
+    log = PageLog()
+    _record(page, log)
+
+    def open_(base: str, query: str) -> Page:
+        page.goto(f"{base}/{query}")
+        wait_idle(page)
+        return page
+
+    yield open_
+    ctx.close()
+    assert not log.page_errors, log.page_errors

@@ -6,18 +6,17 @@ head and the token list one tab stop each, and no mode bar."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog, _record, wait_idle
+from tests.browser.conftest import wait_idle
 
 pytestmark = pytest.mark.browser
 
 Open = Callable[..., Page]
-PHONE = {"width": 390, "height": 844}
 
 
 def words(n: int) -> str:
@@ -130,22 +129,15 @@ def test_one_blocked_cell_and_a_whole_triangle_take_the_same_paths(page: Page, o
 
 
 @pytest.fixture
-def phone(browser: Browser, live_server: str) -> Iterator[Callable[[str], Page]]:
-    """A 390 px touch screen (a phone)."""
-    ctx = browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True, device_scale_factor=2)
-    page = ctx.new_page()
-    log = PageLog()
-    _record(page, log)
+def phone(phone_at: Callable[[str, str], Page], live_server: str) -> Callable[[str], Page]:
+    """A 390 px touch screen (a phone) on the fast models, its large head placed."""
 
     def open_(query: str) -> Page:
-        page.goto(f"{live_server}/{query}")
-        wait_idle(page)
+        page = phone_at(live_server, query)
         settled(page)
         return page
 
-    yield open_
-    ctx.close()
-    assert not log.page_errors, log.page_errors
+    return open_
 
 
 def test_a_tap_shows_the_cells_numbers_and_the_readout_blocks_it(phone: Callable[[str], Page]) -> None:

@@ -8,37 +8,24 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, Route, ViewportSize, expect
+from playwright.sync_api import Page, Route, ViewportSize, expect
 
-from tests.browser.conftest import PageLog, _record, wait_idle
+from tests.browser.conftest import wait_idle
 
 pytestmark = pytest.mark.browser
 
 Open = Callable[[str], Page]
 MINILM = "?m=minilm&t=The+cat+sat+on+the+mat"
-PHONE: ViewportSize = {"width": 390, "height": 844}
 
 
 @pytest.fixture
-def phone(browser: Browser, trained_server: str) -> Iterator[Callable[[str], Page]]:
+def phone(phone_at: Callable[[str, str], Page], trained_server: str) -> Callable[[str], Page]:
     """A 390 px touch screen (a phone) on the server with the trained models."""
-    ctx = browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True, device_scale_factor=2)
-    page = ctx.new_page()
-    log = PageLog()
-    _record(page, log)
-
-    def open_(query: str) -> Page:
-        page.goto(f"{trained_server}/{query}")
-        wait_idle(page)
-        return page
-
-    yield open_
-    ctx.close()
-    assert not log.page_errors, log.page_errors
+    return lambda query: phone_at(trained_server, query)
 
 
 def large_head_title(page: Page) -> str:
