@@ -5,7 +5,7 @@ import { EXAMPLES, exampleText } from "./examples.js";
 import { LABELS, renderMatrices } from "./matrices.js";
 import { pairLines, splitTokens } from "./masks.js";
 import { BATCH_MODELS, RANDOM_OPTIONS, SOURCE_MODELS } from "./state.js";
-import { act } from "./store.js";
+import { act } from "./actions.js";
 import { modelInfo } from "./selectors.js";
 import { batchOf, sourceOf } from "./requests.js";
 

@@ -11,7 +11,7 @@ import { ApiError, describeError, fetchAttention, fetchProgress, isTooLarge, pre
 import { splitTokens } from "./masks.js";
 import { batchOf, buildRequest, resultValues, sizeKey, sourceOf } from "./requests.js";
 import { PANEL_SPECS } from "./panels.js";
-import { act } from "./store.js";
+import { act } from "./actions.js";
 import { clampedMasks, modelInfo, sameInput } from "./selectors.js";
 
 export const DEBOUNCE_MS = 80;

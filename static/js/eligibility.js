@@ -5,7 +5,7 @@
 
 import { cellAt, drawHeatmap, drawHighlight, layoutFor, sizeCanvas } from "./heatmap.js";
 import { cellReasons } from "./masks.js";
-import { act } from "./store.js";
+import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 
 export const MAX_GRID_TOKENS = 32; // beyond this the grid is drawn on a canvas instead of as buttons

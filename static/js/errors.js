@@ -7,7 +7,7 @@
 
 import { controlFor } from "./controls.js";
 import { node } from "./dom.js";
-import { act } from "./store.js";
+import { act } from "./actions.js";
 
 const $ = (id) => document.getElementById(id);
 

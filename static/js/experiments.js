@@ -6,7 +6,7 @@
 import { renderPerturb } from "./claims.js";
 import { renderCompare } from "./compare.js";
 import { headName, renderIntervention } from "./interventions.js";
-import { act } from "./store.js";
+import { act } from "./actions.js";
 import { modelInfo, multiLayer, pinRequestOf, selectView } from "./selectors.js";
 import { positionLabel } from "./tophead.js";
 

@@ -32,7 +32,7 @@ import { themeInk } from "./heatmap.js";
 import { headName } from "./interventions.js";
 import { moveCursor } from "./eligibility.js";
 import { PLOT_CONFIG } from "./plotly.js";
-import { act } from "./store.js";
+import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 import { positionLabel } from "./tophead.js";
 

@@ -10,7 +10,7 @@ import { renderBugBanner } from "./bugs.js";
 import { headScale, legendTicks } from "./colors.js";
 import { node } from "./dom.js";
 import { cellAt, drawHeatmap, layoutFor, maskedCells, repaintHighlight, sizeCanvas } from "./heatmap.js";
-import { act } from "./store.js";
+import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 
 export const PAGE_SIZE = 24;

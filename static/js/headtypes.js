@@ -3,7 +3,7 @@
 // one press opens the best head of a kind. The helpers on top are pure; `renderHeadTypes` only builds the DOM.
 
 import { node } from "./dom.js";
-import { act } from "./store.js";
+import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 
 export const COLUMNS = [

@@ -8,7 +8,7 @@ import { renderCost, renderMeasured } from "./cost.js";
 import { PLAY_MS, clampStep, decodeHead, renderDecodeStep, renderKvCache } from "./decode.js";
 import { COST_FIELDS, DTYPES } from "./state.js";
 import { auditKey, costOf } from "./panels.js";
-import { act } from "./store.js";
+import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 import { renderSweep } from "./sweep.js";
 

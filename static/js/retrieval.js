@@ -6,7 +6,7 @@
 import { colorAt, inkOn, rgbString, PALETTES } from "./colors.js";
 import { cellReasons } from "./masks.js";
 import { el, node } from "./dom.js";
-import { act } from "./store.js";
+import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 
 export const ROW_PX = { max: 30, min: 16 };

@@ -4,7 +4,7 @@
 // status and the "what changed" line. A long list shows its first TOKENS_SHOWN chips until opened.
 
 import { renderBatchBar } from "./batch.js";
-import { act } from "./store.js";
+import { act } from "./actions.js";
 import { selectView, tokenMasks } from "./selectors.js";
 
 export const TOKENS_SHOWN = 48; // beyond this many tokens the list starts collapsed

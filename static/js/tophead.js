@@ -3,7 +3,7 @@
 // the retrieval diagram; press a head in the list to open it.
 
 import { node } from "./dom.js";
-import { act } from "./store.js";
+import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 
 export const TOP_K = 10;
