@@ -1,7 +1,7 @@
 """attnlab.run: the engine in the caller's own process, no server, through the server's own path.
 
 A call is an /api/attention request: the body is validated by the same schema (AttentionRequest), checked and
-tokenised by server.compute.prepare under the same limits (ATTNLAB_* settings, as a server started in this
+tokenised by server.prepare.prepare under the same limits (ATTNLAB_* settings, as a server started in this
 environment would read them), run by the same engine and serialised by the same serialize_run, so the result is
 the one /api/attention answers, with its matrices as NumPy arrays. Errors are the API's too, as attnlab.ApiError.
 Each model loads once per process; runs are not kept.
@@ -24,11 +24,11 @@ from engine.device import resolve_device, resolve_dtype
 from engine.errors import InputError
 from engine.models import BUILDERS, LoadedModels, load_available
 from server import errors as server_errors
-from server.compute import attention_body
-from server.computing import ComputePool
 from server.config import Settings
 from server.deps import Runtime
+from server.prepare import attention_body
 from server.runcache import RunCache
+from server.scheduling import ComputePool
 from server.schemas import AttentionRequest
 
 _models = LoadedModels({}, {})
@@ -89,7 +89,7 @@ def compute(
     dtype: str | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
-    """The /api/attention body as server.compute.attention_body returns it, validated and refused as the API does
+    """The /api/attention body as server.prepare.attention_body returns it, validated and refused as the API does
     (what `run` returns and `attnlab.show` embeds)."""
     settings = Settings()
     body = jsonable({**fields, "model": model, "text": text, "masks": masks, "layer": layer})

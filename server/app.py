@@ -13,7 +13,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.device import resolve_device, resolve_dtype
 from engine.models import BUILDERS, load_available
-from server.computing import ComputePool
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import Unexpected, bad_host_page, error_body, install_error_handlers
@@ -22,6 +21,7 @@ from server.observability import Metrics, Observe
 from server.routes import analyses, attention, export, heads, health, mechanics, models, pages, progress
 from server.routes.pages import DOCS_CSP, PAGE_CSP
 from server.runcache import RunCache
+from server.scheduling import ComputePool
 
 log = logging.getLogger("attnlab")
 

@@ -9,17 +9,17 @@ import torch
 from fastapi import Depends, Request
 
 from engine.models import AttentionModel
-from server.computing import ComputePool
 from server.config import Settings
 from server.progress import ProgressBoard
 from server.runcache import RunCache
+from server.scheduling import ComputePool
 
 
 @dataclass
 class Runtime:
     device: torch.device
     dtype: torch.dtype
-    pool: ComputePool  # the compute threads every computing route runs on (server/computing.py)
+    pool: ComputePool  # the compute threads every computing route runs on (server/scheduling.py)
     runs: RunCache  # recent forward passes (server/runcache.py)
     progress: ProgressBoard = field(default_factory=ProgressBoard)  # where named runs are (server/progress.py)
 

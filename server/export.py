@@ -12,9 +12,9 @@ from typing import Any
 import orjson
 
 from attnlab.standalone import standalone_html
-from server.compute import refuse_fields
 from server.errors import ApiError
 from server.forms import ArraysResponse
+from server.prepare import refuse_fields
 from server.schemas import AttentionRequest, ExportRequest
 
 EXPORT_FIELDS = {"view", "head", "query", "palette", "title"}

@@ -16,7 +16,7 @@ from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 from prometheus_client import Metric
 
-from server.computing import MAX_DEPTH
+from server.scheduling import MAX_DEPTH
 from tests.helpers import assert_error, raw_post, until, uvicorn_here
 
 MakeClient = Callable[..., AbstractContextManager[TestClient]]

@@ -19,11 +19,11 @@ from engine.analysis.intervene import intervene
 from engine.analysis.perturb import Change, perturb
 from engine.errors import InputError
 from engine.interventions import EdgeEdit, HeadAblation, Interventions
-from server.compute import prepare, refuse_fields, run_body
-from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
 from server.forms import OTHER_FORMS, ORJSONResponse, answer
+from server.prepare import prepare, refuse_fields, run_body
+from server.scheduling import ComputeRoute
 from server.schemas import (
     CompareRequest,
     CompareResult,

@@ -5,10 +5,10 @@ from typing import Annotated
 from fastapi import APIRouter, Header
 from fastapi.responses import Response
 
-from server.compute import attention_body
-from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.forms import OTHER_FORMS, ORJSONResponse, answer
+from server.prepare import attention_body
+from server.scheduling import ComputeRoute
 from server.schemas import AttentionRequest, AttentionResult
 from server.schemas.errors import COMPUTE_ERRORS
 

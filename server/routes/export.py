@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, Response
 
-from server.compute import attention_body
-from server.computing import ComputeRoute
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.export import build_export
+from server.prepare import attention_body
+from server.scheduling import ComputeRoute
 from server.schemas import ExportRequest
 from server.schemas.errors import ANY_ROUTE, BODY, errors
 

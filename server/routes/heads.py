@@ -7,11 +7,11 @@ from fastapi import APIRouter
 
 from engine.analysis.heads import head_type_scores, pair_mask_reasons, probe_sequence, top_heads_for_pair
 from engine.models import AttentionModel
-from server.compute import ONE_SEQUENCE, cached_run, check_limits, choose_model, prepare, refuse_fields, to_run_input
-from server.computing import ComputeRoute
 from server.config import Settings
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
+from server.prepare import ONE_SEQUENCE, cached_run, check_limits, choose_model, prepare, refuse_fields, to_run_input
+from server.scheduling import ComputeRoute
 from server.schemas import (
     AttentionRequest,
     HeadTypeRow,

@@ -13,12 +13,12 @@ from fastapi import APIRouter, Body
 from engine.analysis.cost import CostQuery, cost, measure_cost
 from engine.analysis.decode import decode
 from engine.analysis.sweep import scale_sweep, sweep_values
-from server.compute import ONE_SEQUENCE, prepare, refuse_fields
-from server.computing import ComputeRoute
 from server.config import Settings
 from server.deps import ModelsDep, RuntimeDep, SettingsDep
 from server.errors import ApiError
 from server.forms import ORJSONResponse
+from server.prepare import ONE_SEQUENCE, prepare, refuse_fields
+from server.scheduling import ComputeRoute
 from server.schemas import (
     CostRequest,
     CostResult,

@@ -218,7 +218,7 @@ class Prepared:
     encoded: Encoded
 
     def run(self, runtime: Runtime, interventions: Interventions = NO_INTERVENTIONS) -> ModelRun:
-        """The forward pass (on the request's compute thread: server/computing.py), or the same pass kept in the
+        """The forward pass (on the request's compute thread: server/scheduling.py), or the same pass kept in the
         run cache. A pass through every layer also serves a request for one of them."""
         return cached_run(self.model, self.inp, runtime, interventions, self.encoded)
 
