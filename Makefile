@@ -76,8 +76,8 @@ run: install
 	MALLOC_ARENA_MAX=2 $(VENV)/bin/attnlab serve
 
 test: install-test chromium nginx node
-	$(VENV)/bin/ruff check attnlab engine server tests bench
-	$(VENV)/bin/ruff format --check attnlab engine server tests bench
+	$(VENV)/bin/ruff check attnlab engine server wire tests bench
+	$(VENV)/bin/ruff format --check attnlab engine server wire tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint -t warning Dockerfile
 	$(PY) -m pytest
@@ -87,7 +87,7 @@ test-quick: install-test
 	$(PY) -m pytest -m "not slow and not browser"
 
 lint: install-test
-	$(VENV)/bin/ruff check attnlab engine server tests bench
+	$(VENV)/bin/ruff check attnlab engine server wire tests bench
 	$(VENV)/bin/mypy
 
 bench: install

@@ -1,76 +1,18 @@
-"""The reader of the arrays form (`Accept: application/vnd.attnlab.arrays`), with NumPy and the standard library only.
-
-The layout (server/forms.py's ArraysResponse writes it), little-endian:
-
-    bytes 0-3      b"ATNA"
-    bytes 4-7      uint32: the header's length H
-    bytes 8..8+H   UTF-8 JSON: the result, each array replaced by
-                   {"$array": {"dtype": "float16" | "float32" | "float64" | "bool", "shape": [...], "offset": o}}
-    from 8+H rounded up to a multiple of 8: the arrays, C order, each starting at a multiple of 8 bytes
-                   (`offset` counts from there)
-
-A list whose items (dicts) all hold an array of one dtype and shape under the same key (a layer's heads, each with
-its weights) comes as one stacked array: {"$items": [the items without that key], "$stacked": {key: spec}}, where
-spec's shape has the item count first. Item i gets the stack's slice i back under the key. When what is left of
-the items is the same flat fields, they come as columns: {"$columns": {field: [one value per item]}, "$stacked": ...}.
+"""The client's side of the arrays form: its reader (wire/arrays.py, which holds the format and its writer too),
+re-exported here as attnlab.arrays.read_arrays, and the client's two conversions to and from NumPy: a request body
+with NumPy values in it as JSON (`jsonable`), and an /api/attention JSON answer with its matrices as NumPy arrays
+(`attention_arrays`). NumPy and the standard library only.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 
-MEDIA_TYPE = "application/vnd.attnlab.arrays"
-MAGIC = b"ATNA"
+from wire.arrays import MAGIC, MEDIA_TYPE, read_arrays
 
-
-def read_arrays(data: bytes | bytearray | memoryview) -> Any:
-    """The arrays form back into the result, each array a NumPy array: a view over `data` (read-only over bytes,
-    writable over a bytearray)."""
-    if bytes(data[:4]) != MAGIC:
-        raise ValueError(f"not the attnlab arrays form: it starts with {MAGIC!r}, this with {bytes(data[:4])!r}")
-    if len(data) < 8:
-        raise ValueError(f"the arrays form is at least 8 bytes; got {len(data)}")
-    length = int.from_bytes(data[4:8], "little")
-    if 8 + length > len(data):
-        raise ValueError(f"the header claims {length} bytes but only {len(data) - 8} follow the first 8")
-    start = _align8(8 + length)
-
-    def array(spec: dict[str, Any]) -> np.ndarray:
-        dtype = np.dtype(spec["dtype"]).newbyteorder("<")
-        count = int(np.prod(spec["shape"], dtype=np.int64))
-        flat = np.frombuffer(data, dtype=dtype, count=count, offset=start + spec["offset"])
-        return flat.reshape(spec["shape"])
-
-    def build(node: Any) -> Any:
-        if isinstance(node, dict):
-            spec = node.get("$array")
-            if len(node) == 1 and isinstance(spec, dict):
-                return array(spec)
-            if "$stacked" in node and ("$items" in node or "$columns" in node):
-                columns = node.get("$columns")
-                if columns is not None:
-                    n = next(iter(node["$stacked"].values()))["shape"][0]
-                    items = [{k: values[i] for k, values in columns.items()} for i in range(n)]
-                else:
-                    items = build(node["$items"])
-                for key, stacked in node["$stacked"].items():
-                    whole = array(stacked)
-                    for i, item in enumerate(items):
-                        item[key] = whole[i]
-                return items
-            return {k: build(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [build(v) for v in node]
-        return node
-
-    return build(json.loads(bytes(data[8 : 8 + length])))
-
-
-def _align8(n: int) -> int:
-    return (n + 7) // 8 * 8
+__all__ = ["MAGIC", "MEDIA_TYPE", "attention_arrays", "jsonable", "read_arrays"]
 
 
 def jsonable(value: Any) -> Any:

@@ -1,7 +1,7 @@
 """attnlab.show and attnlab.export_html: the standalone view of a run in this process, for a notebook or a file.
 
 The run is attnlab.run's (the engine in this process, through the server's own path, no server), its weights in
-the arrays form at float16; the page is the one POST /api/export answers (attnlab/standalone.py), built by the same
+the arrays form at float16; the page is the one POST /api/export answers (wire/standalone.py), built by the same
 code (server/export.py build_export), so the same arguments are refused with the same field named.
 
 In a notebook the view goes in an <iframe srcdoc> sandboxed to scripts only: the page's script runs in its own

@@ -8,7 +8,7 @@ timed from sending the request to holding the decoded answer on the client:
 
     json f32      Accept: application/json, decoded by orjson.loads
     npz f32       Accept: application/x-npz, every array read by numpy.load
-    arrays f32    Accept: application/vnd.attnlab.arrays, decoded by attnlab.arrays.read_arrays (the client's reader)
+    arrays f32    Accept: application/vnd.attnlab.arrays, decoded by wire.arrays.read_arrays (the client's reader)
     arrays f16    the same with `precision: "float16"` (the page's transport)
     transformers  BertModel (eager attention, output_attentions=True) on the same ids, in this process, no HTTP
 
@@ -61,9 +61,9 @@ import numpy as np
 import orjson
 import torch
 
-from attnlab.arrays import MEDIA_TYPE as ARRAYS_MEDIA_TYPE
-from attnlab.arrays import read_arrays
 from server.forms import NPZ_MEDIA_TYPE
+from wire.arrays import MEDIA_TYPE as ARRAYS_MEDIA_TYPE
+from wire.arrays import read_arrays
 
 ROOT = Path(__file__).resolve().parent.parent
 LENGTHS = (16, 64, 128, 256, 512)

@@ -11,11 +11,11 @@ from typing import Any
 
 import orjson
 
-from attnlab.standalone import standalone_html
 from server.errors import ApiError
-from server.forms import ArraysResponse
 from server.prepare import refuse_fields
 from server.schemas import AttentionRequest, ExportRequest
+from wire.arrays import write_arrays
+from wire.standalone import standalone_html
 
 EXPORT_FIELDS = {"view", "head", "query", "palette", "title"}
 
@@ -42,7 +42,7 @@ def build_export(req: ExportRequest, compute: Callable[[AttentionRequest], dict[
         message = f"got query {req.query}; the sequence has positions 0-{seq_len - 1}"
         raise ApiError(422, "invalid_request", message, "query")
     page = standalone_html(
-        ArraysResponse(body).body,
+        write_arrays(body),
         view=req.view,
         title=req.title or default_title(body["model"], req),
         layer=req.layer if req.layer is not None else 0,

@@ -1,6 +1,6 @@
 """The forms a result goes out in, chosen by the request's Accept: JSON (orjson), a NumPy .npz archive, and the
-arrays form (a JSON header and the raw little-endian arrays, the page's transport; its layout and reader are in
-attnlab/arrays.py). server/serialize.py shapes the result; this module only writes it."""
+arrays form (a JSON header and the raw little-endian arrays, the page's transport; its layout, writer and reader
+are in wire/arrays.py). server/serialize.py shapes the result; this module only writes it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import orjson
 from fastapi.responses import JSONResponse, Response
 
-from attnlab.arrays import MAGIC, MEDIA_TYPE  # the arrays form: its reader (read_arrays) ships with the client
 from engine import progress
+from wire.arrays import MEDIA_TYPE, plain_list, write_arrays
 
 
 class ORJSONResponse(JSONResponse):
@@ -71,56 +71,12 @@ OTHER_FORMS = {
 class ArraysResponse(Response):
     """The same result as one JSON header followed by the raw arrays, for readers that want typed arrays without
     parsing numbers (the page: a Float16Array or Float32Array straight over the bytes). The layout is written down
-    once, in attnlab/arrays.py beside its reader."""
+    once, in wire/arrays.py beside its reader."""
 
     media_type = ARRAYS_MEDIA_TYPE
 
     def render(self, content: Any) -> bytes | memoryview:
-        blocks: dict[str, list[np.ndarray]] = {}
-        stacks: set[str] = set()
-        header_tree = _split_blocks(content, "", blocks, stacks)
-        placed: dict[str, dict[str, Any]] = {}
-        offset = 0
-        for path, parts in blocks.items():
-            first = parts[0]
-            shape = [len(parts), *first.shape] if path in stacks else list(first.shape)
-            placed[path] = {"dtype": str(first.dtype), "shape": shape, "offset": offset}
-            offset += _align8(sum(p.nbytes for p in parts))
-        header = orjson.dumps(_place(header_tree, placed))
-        start = _align8(8 + len(header))
-        # np.empty, not bytearray(n): no pass that zeroes the whole answer first, and NumPy asks for huge pages for
-        # a large array (79 MB at 512 tokens: 100-137 ms to make and fill as a bytearray, 22-27 ms this way); the
-        # few bytes of padding are zeroed one by one below
-        dest = np.empty(start + offset, dtype=np.uint8)
-        dest[0:4] = np.frombuffer(MAGIC, dtype=np.uint8)
-        dest[4:8] = np.frombuffer(len(header).to_bytes(4, "little"), dtype=np.uint8)
-        dest[8 : 8 + len(header)] = np.frombuffer(header, dtype=np.uint8)
-        dest[8 + len(header) : start] = 0
-        for path, parts in blocks.items():
-            at = start + placed[path]["offset"]
-            for part in parts:  # a stack's parts one after another: one block, no np.stack copy
-                little = np.ascontiguousarray(part).astype(part.dtype.newbyteorder("<"), copy=False)
-                dest[at : at + part.nbytes] = little.reshape(-1).view(np.uint8)
-                at += part.nbytes
-            dest[at : _align8(at)] = 0
-        return dest.data  # a memoryview, no copy of the whole answer: Starlette sends it as it is
-
-
-def _align8(n: int) -> int:
-    return (n + 7) // 8 * 8
-
-
-def _place(node: Any, placed: dict[str, dict[str, Any]]) -> Any:
-    if isinstance(node, dict):
-        if set(node) == {"$array"} and isinstance(node["$array"], str):
-            return {"$array": placed[node["$array"]]}
-        if "$stacked" in node:
-            stacked = {k: placed[path] for k, path in node["$stacked"].items()}
-            return {**{k: _place(v, placed) for k, v in node.items() if k != "$stacked"}, "$stacked": stacked}
-        return {k: _place(v, placed) for k, v in node.items()}
-    if isinstance(node, list):
-        return node if _plain_list(node) else [_place(v, placed) for v in node]
-    return node
+        return write_arrays(content)  # a memoryview, no copy of the whole answer: Starlette sends it as it is
 
 
 def answer(body: dict[str, Any], accept: str | None) -> Response:
@@ -141,69 +97,5 @@ def _split_arrays(node: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
     if isinstance(node, dict):
         return {k: _split_arrays(v, f"{path}.{k}" if path else str(k), arrays) for k, v in node.items()}
     if isinstance(node, list):
-        return node if _plain_list(node) else [_split_arrays(v, f"{path}.{i}", arrays) for i, v in enumerate(node)]
+        return node if plain_list(node) else [_split_arrays(v, f"{path}.{i}", arrays) for i, v in enumerate(node)]
     return node
-
-
-def _split_blocks(node: Any, path: str, blocks: dict[str, list[np.ndarray]], stacks: set[str]) -> Any:
-    """The arrays form's split: as _split_arrays, each array a block of one part, except that a list of two or more
-    dicts whose items all hold an array of one dtype and shape under the same key (a layer's heads, each with its
-    weights) sends those arrays as one stack, a block of one part per item: the list becomes
-    {"$items": [the items without the key], "$stacked": {key: path}}, or {"$columns": {field: [one value per
-    item]}, "$stacked": ...} when what is left of the items is the same flat fields. The header then names a
-    layer's weights once, not once per head (at 16 tokens the per-head entries were a fifth of the bytes), and a
-    reader gets one typed array per layer."""
-    if isinstance(node, np.ndarray):
-        blocks[path] = [node]
-        return {"$array": path}
-    if isinstance(node, dict):
-        return {k: _split_blocks(v, f"{path}.{k}" if path else str(k), blocks, stacks) for k, v in node.items()}
-    if isinstance(node, list):
-        if _plain_list(node):  # a head's entropy per query: 512 numbers at 512 tokens, 72 heads a layer
-            return node
-        keys = _stackable_keys(node)
-        if not keys:
-            return [_split_blocks(v, f"{path}.{i}", blocks, stacks) for i, v in enumerate(node)]
-        stacked = {}
-        for key in keys:
-            stacked[key] = f"{path}.*.{key}"
-            blocks[stacked[key]] = [item[key] for item in node]
-            stacks.add(stacked[key])
-        items = [{k: v for k, v in item.items() if k not in keys} for item in node]
-        names = list(items[0])
-        if all(list(item) == names and all(_scalar(v) for v in item.values()) for item in items):
-            # what is left is flat and alike (a head's index and K/V group): one list per field
-            return {"$columns": {k: [item[k] for item in items] for k in names}, "$stacked": stacked}
-        return {
-            "$items": [_split_blocks(v, f"{path}.{i}", blocks, stacks) for i, v in enumerate(items)],
-            "$stacked": stacked,
-        }
-    return node
-
-
-def _scalar(value: Any) -> bool:
-    return value is None or isinstance(value, (bool, int, float, str))
-
-
-_PLAIN = frozenset((float, int, bool, str, type(None)))
-
-
-def _plain_list(node: list[Any]) -> bool:
-    """A list of plain values only (no dict, list or array inside), which the walks above return as it is: a
-    check by exact type per item, in C (a generator took four times as long), and much faster than recursing into
-    each (110,000 numbers at 512 tokens)."""
-    return _PLAIN.issuperset(map(type, node))
-
-
-def _stackable_keys(node: list[Any]) -> list[str]:
-    """The keys under which every item of `node` (dicts, two or more) holds an array of one dtype and shape."""
-    if len(node) < 2 or not all(isinstance(item, dict) for item in node):
-        return []
-    keys = []
-    for key, first in node[0].items():
-        if isinstance(first, np.ndarray) and all(
-            isinstance(a := item.get(key), np.ndarray) and a.dtype == first.dtype and a.shape == first.shape
-            for item in node
-        ):
-            keys.append(key)
-    return keys

@@ -20,11 +20,11 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from attnlab.arrays import read_arrays
 from engine.device import resolve_device
 from engine.models.textbook import W_K, W_Q, W_V, X
 from server.config import Settings
 from tests.helpers import assert_error, occupy
+from wire.arrays import read_arrays
 
 MakeClient = Callable[..., AbstractContextManager[TestClient]]
 

@@ -17,6 +17,7 @@ import time
 import httpx
 
 from tests.helpers import ROOT, free_port
+from tests.test_layers import imported_packages
 
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
@@ -49,6 +50,24 @@ def test_image_runs_as_a_non_root_user_and_declares_a_healthcheck() -> None:
     assert user not in ("root", "0")
     assert "--interval" in instruction("HEALTHCHECK")
     assert json.loads(instruction("CMD")) == ["attnlab", "serve"]
+
+
+def served_packages() -> set[str]:
+    """The first-party packages the server runs on: server/ and what its sources import, transitively."""
+    found, todo = set(), ["server"]
+    while todo:
+        package = todo.pop()
+        found.add(package)
+        for path in (ROOT / package).rglob("*.py"):
+            todo += sorted(imported_packages(path.read_text(encoding="utf-8")) - found - set(todo))
+    return found
+
+
+def test_image_copies_every_package_the_server_imports() -> None:
+    """The image installs what it COPYs: a package the server imports but the image lacks fails at start-up."""
+    copied = {m.group(1) for m in re.finditer(r"^COPY (\w+) \./\1$", DOCKERFILE, flags=re.MULTILINE)}
+    assert served_packages() == {"server", "engine", "wire"}
+    assert served_packages() <= copied, sorted(served_packages() - copied)
 
 
 def test_entry_command_serves_and_the_healthcheck_passes() -> None:

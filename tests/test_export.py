@@ -1,4 +1,4 @@
-"""The standalone export: the JS bundler (attnlab/jsbundle.py) on toy and real modules, and POST /api/export.
+"""The standalone export: the JS bundler (wire/jsbundle.py) on toy and real modules, and POST /api/export.
 
 The exported page's numbers are checked against /api/attention's answer to the same body; its drawing and its
 offline promise are checked in Chromium by tests/browser/test_export.py.
@@ -19,10 +19,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from attnlab.arrays import read_arrays
-from attnlab.jsbundle import bundle, module_order
-from attnlab.standalone import FORBID, read_embedded, script_safe, standalone_html, static_dir, viewer_script
 from tests.helpers import assert_error, node
+from wire.arrays import read_arrays
+from wire.jsbundle import bundle, module_order
+from wire.standalone import FORBID, read_embedded, script_safe, standalone_html, static_dir, viewer_script
 
 
 def test_the_viewer_bundle_holds_standalone_and_never_the_page_store() -> None:

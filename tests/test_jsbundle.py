@@ -1,4 +1,4 @@
-"""attnlab/jsbundle.py: the page's ES modules as one classic script, on toy modules (run by node) and the page's."""
+"""wire/jsbundle.py: the page's ES modules as one classic script, on toy modules (run by node) and the page's."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.jsbundle import BundleError, bundle, module_order, parse_module
 from server.routes.pages import STATIC_DIR
 from tests.helpers import node
+from wire.jsbundle import BundleError, bundle, module_order, parse_module
 
 TOY = {
     "a.js": 'export const A = 1;\nexport function twice(x) {\n  return 2 * x;\n}\nconst hidden = "import x";\n',

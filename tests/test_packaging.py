@@ -88,6 +88,9 @@ def test_the_wheel_holds_the_page_and_the_checkpoint(installed: Path) -> None:
     assert "engine/checkpoints/induction.safetensors" in names
     js = {p.relative_to(ROOT).as_posix() for p in (ROOT / "static").rglob("*.js")}
     assert js <= names, sorted(js - names)
+    # wire/: the arrays form and the export builder, which both the server and the attnlab client import
+    shared = {p.relative_to(ROOT).as_posix() for p in (ROOT / "wire").rglob("*.py")}
+    assert {"wire/arrays.py", "wire/standalone.py", "wire/jsbundle.py"} <= shared <= names, sorted(shared - names)
 
 
 def test_the_installed_server_serves_the_page_and_every_model(installed: Path, tmp_path: Path) -> None:

@@ -113,7 +113,7 @@ def rewritten(path: Path, key: tuple[Path, int, int], rewrite: tuple[bytes, byte
     return body
 
 
-# Scripts the page never imports: the standalone viewer of an exported file (attnlab/standalone.py inlines it), and
+# Scripts the page never imports: the standalone viewer of an exported file (wire/standalone.py inlines it), and
 # the start-up of Swagger UI on /docs.
 NOT_PAGE_MODULES = {"standalone.js", "docs.js"}
 

@@ -1,5 +1,5 @@
 // The arrays form (Accept: application/vnd.attnlab.arrays) read into the result as its JSON has it, with no number
-// parsed from text. The layout is written down once, in attnlab/arrays.py beside its NumPy reader:
+// parsed from text. The layout is written down once, in wire/arrays.py beside its writer and NumPy reader:
 //
 //   "ATNA", a uint32 header length H (little-endian), H bytes of JSON in which each array is
 //   {"$array": {dtype, shape, offset}}, then the arrays from the next multiple of 8, each at a multiple of 8;

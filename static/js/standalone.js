@@ -1,7 +1,7 @@
 // The standalone viewer: the page a saved export (POST /api/export, attnlab.show) opens with, no server behind it.
 // The result is embedded in the file as the arrays form (float16, deflated, base64) in
 // <script type="application/octet-stream" id="attnlab-data">; what to show first in <script type="application/json"
-// id="attnlab-view">. attnlab/jsbundle.py inlines this module and what it imports (never the page's store) into one
+// id="attnlab-view">. wire/jsbundle.py inlines this module and what it imports (never the page's store) into one
 // script that calls `boot()`.
 //
 // Three views, the page's own: "layer" (the heads of one layer as a grid of heatmaps), "all" (every head of every

@@ -15,10 +15,10 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, Route
 
 import attnlab
-from attnlab.arrays import read_arrays
-from attnlab.standalone import read_embedded
 from tests.browser.conftest import wait_idle
 from tests.helpers import serve
+from wire.arrays import read_arrays
+from wire.standalone import read_embedded
 
 pytestmark = pytest.mark.browser
 

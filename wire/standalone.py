@@ -8,7 +8,7 @@
   (about 2.2 bytes per float16 attention value at 512 tokens: 1.66 deflated, times 4/3); the page inflates it with
   the browser's own DecompressionStream and reads it with static/js/arrays.js's readArrays;
 - what to show first (view, layer, head, query, palette) as JSON in <script type="application/json">;
-- static/js/standalone.js and every module it imports, as one classic script (attnlab/jsbundle.py), which draws.
+- static/js/standalone.js and every module it imports, as one classic script (wire/jsbundle.py), which draws.
 
 Nothing in the file names another host or file: it opens from disk, in a sandboxed iframe and with no network.
 """
@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from attnlab.jsbundle import bundle
+from wire.jsbundle import bundle
 
 View = Literal["layer", "all", "head"]
 VIEWS: tuple[str, ...] = ("layer", "all", "head")
@@ -36,8 +36,9 @@ ENCODING = "deflate+base64"
 
 
 def static_dir() -> Path:
-    """static/ beside the server package, as server/routes/pages.py finds it: in a checkout and once installed."""
-    return Path(str(importlib.resources.files("server"))).parent / "static"
+    """static/ beside this package, where server/routes/pages.py finds it beside the server's: in a checkout and
+    once installed (the wheel puts wire/, server/ and static/ side by side)."""
+    return Path(str(importlib.resources.files("wire"))).parent / "static"
 
 
 @cache
