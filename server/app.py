@@ -276,7 +276,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.models = load_available(names)
         for name, why in app.state.models.unavailable.items():
             log.warning("model %s is unavailable: %s", name, why)
-        pool = ComputePool(settings.max_concurrent, settings.queue_timeout_s, metrics)
+        # the compute threads the computing routes run on (server/scheduling.py): the app's, not the runtime's, so
+        # a Runtime runs a request in any thread (attnlab.run: the caller's) and needs no pool to exist
+        app.state.pool = pool = ComputePool(settings.max_concurrent, settings.queue_timeout_s, metrics)
         app.state.runtime = Runtime(device, dtype, pool, RunCache(settings.cache_bytes, metrics))
         log.info("attnlab ready on %s (%s) with models %s", device, settings.dtype, ", ".join(app.state.models))
         try:
