@@ -193,8 +193,9 @@ def serve_on(
 
 
 @contextmanager
-def occupy(runtime: Any, jobs: int = 1) -> Iterator[None]:
-    """Keep `jobs` of the app's compute threads busy (as long computations would) until the block ends."""
+def occupy(pool: Any, jobs: int = 1) -> Iterator[None]:
+    """Keep `jobs` of the app's compute threads (`pool`: its app.state.pool) busy, as long computations would,
+    until the block ends."""
     release = threading.Event()
     running = threading.Semaphore(0)
 
@@ -204,7 +205,7 @@ def occupy(runtime: Any, jobs: int = 1) -> Iterator[None]:
 
     async def one() -> None:
         never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        await runtime.pool.run(blocker, never)
+        await pool.run(blocker, never)
 
     threads = [threading.Thread(target=asyncio.run, args=(one(),), daemon=True) for _ in range(jobs)]
     for t in threads:

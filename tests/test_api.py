@@ -323,8 +323,7 @@ def test_body_size_limit_is_a_413(make_client: MakeClient) -> None:
 
 def test_busy_server_answers_503_not_a_hang(make_client: MakeClient) -> None:
     with make_client(max_concurrent=1, queue_timeout_s=0.05) as c:
-        runtime = c.app.state.runtime  # type: ignore[attr-defined]
-        with occupy(runtime):
+        with occupy(c.app.state.pool):  # type: ignore[attr-defined]
             busy = c.post("/api/attention", json={"model": "random", "text": "a b"})
             assert_error(busy, 503, None, "busy")
             assert busy.headers["retry-after"] == "1"

@@ -40,7 +40,7 @@ def answer(s: socket.socket) -> bytes:
 @contextmanager
 def held_requests(base: str, app: Any) -> Iterator[list[socket.socket]]:
     """LIMIT requests in flight, waiting for the one compute slot, which stays busy until the block ends."""
-    with occupy(app.state.runtime):
+    with occupy(app.state.pool):
         sockets = [held_post(port_of(base)) for _ in range(LIMIT)]
         until(lambda: app.state.load.requests == LIMIT, f"{LIMIT} requests in flight")
         yield sockets

@@ -41,8 +41,7 @@ def test_metrics_count_requests_errors_and_latency(client: TestClient) -> None:
 
 def test_busy_slots_and_queue_depth_are_reported(make_client: MakeClient) -> None:
     with make_client(max_concurrent=2) as c:
-        runtime = c.app.state.runtime  # type: ignore[attr-defined]
-        with occupy(runtime):
+        with occupy(c.app.state.pool):  # type: ignore[attr-defined]
             assert sample(c.get("/metrics").text, "attnlab_busy_slots") == 1
         assert sample(c.get("/metrics").text, "attnlab_busy_slots") == 0
 

@@ -52,7 +52,7 @@ def test_a_named_run_is_queued_then_goes_layer_by_layer_then_is_done(monkeypatch
                 resp = c.post("/api/attention", json=body, headers={"x-attnlab-run": run})
                 answer["status"] = resp.status_code
 
-        with occupy(app.state.runtime):  # the only compute slot is busy: the run waits its turn
+        with occupy(app.state.pool):  # the only compute slot is busy: the run waits its turn
             asker = threading.Thread(target=ask)
             asker.start()
             deadline = time.monotonic() + 30
@@ -114,7 +114,7 @@ def test_queued_runs_say_how_many_wait_before_them() -> None:
 
         body = b'{"model": "minilm", "text": "a b", "include": ["weights"]}'
         asker = threading.Thread(target=ask)
-        with occupy(app.state.runtime):
+        with occupy(app.state.pool):
             with raw_post(int(base.rsplit(":", 1)[1]), body, {"X-Attnlab-Run": first}):
                 progress_of(base, first, "queued:0")
                 asker.start()

@@ -97,7 +97,7 @@ def test_a_client_that_goes_away_while_waiting_is_not_computed() -> None:
     with uvicorn_here(max_concurrent=1) as (base, app):
         port = int(base.rsplit(":", 1)[1])
         runs = count_runs(app, "random")
-        with occupy(app.state.runtime):
+        with occupy(app.state.pool):
             clients = [raw_post(port, body) for _ in range(4)]
             until(lambda: metric(base, "attnlab_queue_depth") == 4, "four requests queued")
             for s in clients:
