@@ -106,7 +106,7 @@ BAD: list[tuple[str, dict[str, Any], int, str, str]] = [
     ("option seed", {**R, "options": {"seed": 2**70}}, 422, "options.seed", "less than or equal"),
     ("random with heads", {**R, "heads": 8}, 422, "heads", "options.heads"),
     ("random with kv_heads", {**R, "kv_heads": 2}, 422, "kv_heads", "options.kv_heads"),
-    ("random with weights", {**R, "weights": W2}, 422, "weights", "makes its own weights"),
+    ("random with weights", {**R, "weights": W2}, 422, "weights", "random does not read weights"),
     ("textbook wrong count", {"model": "textbook", "text": "a b c"}, 422, "text", "3 tokens for 5"),
     ("scores overflow", {"model": "textbook", "x": [[1e19] * 4] * 5}, 422, "x", "overflowed float32"),
 ]

@@ -197,7 +197,7 @@ def test_a_batch_pads_to_the_longest_and_each_item_equals_its_own_run(trained: T
 
 
 def test_batch_refusals(trained: TestClient) -> None:
-    assert_error(trained.post("/api/attention", json={"model": "textbook", "texts": ["a"]}), 422, "texts", "reads x")
+    assert_error(trained.post("/api/attention", json={"model": "textbook", "texts": ["a"]}), 422, "texts", "no batch")
     assert_error(trained.post("/api/attention", json={"model": "random", "texts": ["a", "  "]}), 422, "texts[1]")
     assert_error(trained.post("/api/attention", json={"model": "random", "texts": ["a"], "text": "b"}), 422, "texts")
     assert_error(

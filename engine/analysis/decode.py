@@ -21,6 +21,7 @@ import torch
 from engine.errors import InputError
 from engine.forward import KVCache, Network, forward
 from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput, top_predictions
+from engine.models.declare import able
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,10 @@ def decode(
     model: AttentionModel, inp: RunInput, enc: Encoded, device: torch.device, dtype: torch.dtype
 ) -> DecodeResult:
     """Decode `enc` position by position with a KV cache, and compare every step with the full pass."""
-    if not model.can_decode:
+    if not model.capabilities.decode:
         raise InputError(
             "model",
-            f"{model.info.name} is an encoder that reads the whole sequence at once: "
-            "decode with random, induction, textbook or custom",
+            f"{model.name} is an encoder that reads the whole sequence at once: decode with {able('decode')}",
         )
     s = len(enc.tokens)
     masks = model.resolve_masks(inp, s)

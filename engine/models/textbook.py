@@ -9,6 +9,7 @@ from engine.errors import InputError
 from engine.forward import Network
 from engine.masks import MaskSpec
 from engine.models.base import AttentionModel, Encoded, ModelInfo, RunInput, one_layer
+from engine.models.declare import Capabilities
 
 X = [
     [1.0, 0.0, 0.2, 0.1],
@@ -24,9 +25,11 @@ TOKENS = ["x1", "x2", "x3", "x4", "x5"]
 
 
 class TextbookModel(AttentionModel):
-    batches = False
+    name = "textbook"
+    reads = frozenset({"text", "tokens", "x", "weights"})  # every number can be replaced; text labels the rows
+    capabilities = Capabilities(batches=False)
     info = ModelInfo(
-        name="textbook",
+        name=name,
         description=(
             "The chapter's worked example: one head over 5 positions with 4 features, d_k = 2, d_v = 3, "
             "no W_O. Default masks: causal, and position 5 is padding. Every number can be replaced."
@@ -40,7 +43,7 @@ class TextbookModel(AttentionModel):
         tokenizer="labels for the rows of X (one per position)",
         default_text=" ".join(TOKENS),
         default_masks=MaskSpec(causal=True, padding=(True, True, True, True, False)),
-        options={"x": X, "w_q": W_Q, "w_k": W_K, "w_v": W_V},
+        defaults={"x": X, "w_q": W_Q, "w_k": W_K, "w_v": W_V},
     )
 
     def encode_sequence(self, inp: RunInput) -> Encoded:

@@ -2,8 +2,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from engine.models.declare import INPUT_FIELDS
 from server.deps import ModelsDep
 from server.schemas import ModelEntry, ModelsResponse, UnavailableModel
+from server.schemas.attention import ModelCapabilities
 from server.schemas.errors import ANY_ROUTE, errors
 
 router = APIRouter(prefix="/api", tags=["models"], responses=errors(*ANY_ROUTE))
@@ -29,6 +31,9 @@ async def list_models(models: ModelsDep) -> ModelsResponse:
                 default_text=i.default_text,
                 default_masks=i.default_masks.to_dict() if i.default_masks else None,
                 options=i.options,
+                capabilities=ModelCapabilities(**model.capabilities.as_dict()),
+                reads=[f for f in INPUT_FIELDS if f in model.reads],
+                defaults=i.defaults,
                 vocab=i.vocab,
             )
         )

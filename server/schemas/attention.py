@@ -9,6 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from engine.models.declare import able, reading
+
 Include = Literal["scores", "weights", "contexts", "output", "stats", "qkv", "audit"]
 DEFAULT_INCLUDE: list[Include] = ["scores", "weights", "stats"]
 
@@ -87,11 +89,13 @@ class Weights(Strict):
 
 
 class ModelOptions(Strict):
-    d_model: int | None = Field(None, ge=1, description="random: width of the token vectors")
-    heads: int | None = Field(None, ge=1, description="random: number of heads")
-    kv_heads: int | None = Field(None, ge=1, description="random: K/V groups; must divide heads")
-    seed: int | None = Field(None, ge=0, le=2**63 - 1, description="random: seeds weights and embeddings")
-    positions: bool | None = Field(None, description="random: add sinusoidal position encodings")
+    """The options of the models that read them (each entry's `options` in GET /api/models says which it takes)."""
+
+    d_model: int | None = Field(None, ge=1, description="width of the token vectors")
+    heads: int | None = Field(None, ge=1, description="number of heads")
+    kv_heads: int | None = Field(None, ge=1, description="K/V groups; must divide heads")
+    seed: int | None = Field(None, ge=0, le=2**63 - 1, description="seeds weights and embeddings")
+    positions: bool | None = Field(None, description="add sinusoidal position encodings")
 
 
 class SourceRequest(Strict):
@@ -101,7 +105,7 @@ class SourceRequest(Strict):
     tokens: list[Text] | None = Field(
         None, max_length=MAX_ITEMS, description="the source tokens one by one (or labels for rows of x)"
     )
-    x: Matrix | None = Field(None, description="an S_k x D source matrix (custom, textbook, random)")
+    x: Matrix | None = Field(None, description=f"an S_k x D source matrix (models that read x: {reading('x')})")
     padding: list[bool] | None = Field(
         None, max_length=MAX_ITEMS, description="one flag per source position: false = padding"
     )
@@ -115,10 +119,12 @@ class AttentionRequest(Strict):
         min_length=1,
         max_length=1024,
         description="a batch: each text tokenised, padded to the longest, each item's padding mask filled in; "
-        "matrices gain a leading batch axis (random, minilm, induction)",
+        f"matrices gain a leading batch axis (models with capabilities.batches: {able('batches')})",
     )
     source: SourceRequest | None = Field(
-        None, description="cross-attention: keys and values from this sequence (random, custom, textbook)"
+        None,
+        description="cross-attention: keys and values from this sequence "
+        f"(models with capabilities.cross_attention: {able('cross_attention')})",
     )
     tokens: list[Text] | None = Field(
         None, max_length=MAX_ITEMS, description="tokens given one by one (or labels for the rows of x)"
@@ -227,6 +233,18 @@ class AttentionResult(BaseModel):
     audit: dict[str, Any] | None = None
 
 
+class ModelCapabilities(BaseModel):
+    """What a model can do, as it declares it (engine/models/declare.py Capabilities)."""
+
+    decode: bool = Field(description="decodes one position at a time with a KV cache (/api/decode); false: an encoder")
+    batches: bool = Field(description="takes a batch of texts (`texts`)")
+    cross_attention: bool = Field(description="keys and values may come from a `source` sequence")
+    predicts_tokens: bool = Field(description="unembeds: next-token predictions (config.next_word, /api/intervene)")
+
+
+InputField = Literal["text", "tokens", "x", "weights", "options"]
+
+
 class ModelEntry(BaseModel):
     name: str
     description: str
@@ -237,10 +255,18 @@ class ModelEntry(BaseModel):
     d_head: int
     d_v: int
     max_tokens: int | None
-    tokenizer: str
+    tokenizer: str = Field(description="how text becomes tokens: `whitespace` for models that split it at spaces")
     default_text: str | None
     default_masks: dict[str, Any] | None
-    options: dict[str, Any]
+    options: dict[str, Any] = Field(description="the options the model takes, each with its default ({}: none)")
+    capabilities: ModelCapabilities
+    reads: list[InputField] = Field(
+        description="the input fields the model reads; a request that gives another of them is a 422 naming it "
+        "(`heads` and `kv_heads` go with `weights`)"
+    )
+    defaults: dict[str, Any] = Field(
+        default_factory=dict, description="the numbers the model runs on where a request gives none (x, w_q, ...)"
+    )
     vocab: list[str] | None = None
 
 

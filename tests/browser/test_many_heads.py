@@ -37,6 +37,8 @@ def fake_models() -> dict[str, Any]:
         "default_text": "the quick fox jumped",
         "default_masks": None,
         "options": {},
+        "capabilities": {"decode": False, "batches": True, "cross_attention": False, "predicts_tokens": False},
+        "reads": ["text", "tokens"],
         "vocab": None,
     }
     return {"models": [entry]}
