@@ -19,3 +19,7 @@ def test_views_name_their_actions_from_actions_js_not_the_store() -> None:
     importers = sorted(p.name for p in JS.glob("*.js") if "store.js" in imports_of(p.name))
     assert importers == ["main.js"], importers
 
+
+def test_no_page_module_is_over_400_lines() -> None:
+    long = {p.name: n for p in JS.glob("*.js") if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    assert long == {}, long

@@ -8,7 +8,9 @@
   (about 2.2 bytes per float16 attention value at 512 tokens: 1.66 deflated, times 4/3); the page inflates it with
   the browser's own DecompressionStream and reads it with static/js/arrays.js's readArrays;
 - what to show first (view, layer, head, query, palette) as JSON in <script type="application/json">;
-- static/js/standalone.js and every module it imports, as one classic script (wire/jsbundle.py), which draws.
+- static/js/standalone.js and every module it imports, as one classic script (wire/jsbundle.py), which draws with
+  the page's own views (heads.js, overview.js, retrieval.js) into the page's own panels, copied from
+  templates/index.html into <template> elements (`PANELS`).
 
 Nothing in the file names another host or file: it opens from disk, in a sandboxed iframe and with no network.
 """
@@ -30,9 +32,52 @@ from wire.jsbundle import bundle
 View = Literal["layer", "all", "head"]
 VIEWS: tuple[str, ...] = ("layer", "all", "head")
 ENTRY = "standalone.js"
-# the page's own state and its fetches stay out: the standalone page has its own state, and no server
-FORBID = frozenset({"store.js", "state.js", "main.js", "api.js", "effects.js", "requests.js"})
+# the page's store, its effects and its fetches stay out: the standalone page has a state of the store's shape, and
+# no server
+FORBID = frozenset({"store.js", "main.js", "api.js", "effects.js", "answers.js", "panels.js"})
+# what the file shows -> the page's panels it draws into (templates/index.html's elements with data-view=NAME)
+PANELS: dict[str, tuple[str, ...]] = {"layer": ("heads",), "all": ("overview",), "head": ("retrieval",)}
 ENCODING = "deflate+base64"
+
+
+def templates_dir() -> Path:
+    """templates/ beside static/."""
+    return static_dir().parent / "templates"
+
+
+def panel_markup(page: str, view: str) -> str:
+    """The element of the page's template with data-view=`view` (a <section> or <div>, with what it holds), as the
+    template writes it: the markup the page's view module draws into."""
+    m = re.search(rf'<(section|div)\b[^>]*\bdata-view="{re.escape(view)}"[^>]*>', page)
+    if m is None:
+        raise ValueError(f"templates/index.html has no element with data-view={view!r}")
+    tag = m.group(1)
+    depth, at = 1, m.end()
+    for inner in re.finditer(rf"<(/?){tag}\b[^>]*>", page[at:]):
+        depth += -1 if inner.group(1) else 1
+        if depth == 0:
+            return page[m.start() : at + inner.end()]
+    raise ValueError(f"templates/index.html: the data-view={view!r} element is not closed")
+
+
+@cache
+def _panels(path: Path, stamp: int) -> str:
+    del stamp  # part of the cache key only: an edited template is read again
+    page = path.read_text(encoding="utf-8")
+    shown = "\n".join(panel_markup(page, v) for v in PANELS["head"])
+    parts = [
+        f'<template id="sa-layer">{"".join(panel_markup(page, v) for v in PANELS["layer"])}</template>',
+        f'<template id="sa-all">{"".join(panel_markup(page, v) for v in PANELS["all"])}</template>',
+        '<template id="sa-head"><div class="sa-two"><section class="panel"><div id="sa-large"></div></section>'
+        f"{shown}</div></template>",
+    ]
+    return "\n".join(parts)
+
+
+def panels_html(templates: Path | None = None) -> str:
+    """The page's panels the standalone views draw into, one <template id="sa-VIEW"> per view."""
+    path = (templates or templates_dir()) / "index.html"
+    return _panels(path, path.stat().st_mtime_ns)
 
 
 def static_dir() -> Path:
@@ -103,6 +148,7 @@ def standalone_html(
         data=embed(data),
         encoding=ENCODING,
         shown=shown_json,
+        panels=panels_html(root.parent / "templates" if static else None),
         script=viewer_script(root),
     )
 
@@ -138,10 +184,11 @@ PAGE = """<!doctype html>
       <select id="palette-select"><option value="viridis">viridis</option><option value="cividis">cividis</option>
       </select></div>
   </section>
-  <section class="panel"><div id="sa-view" class="sa-view"></div></section>
+  <div id="sa-view" class="sa-view"></div>
   <p class="muted small sa-foot">A saved attnlab view: everything it needs is in this file. Hover a cell for its
     query, key and weight; press a head to open it large.</p>
 </main>
+{panels}
 <div id="tooltip" class="tooltip" data-testid="tooltip" hidden></div>
 <script type="application/json" id="attnlab-view">{shown}</script>
 <script type="application/octet-stream" id="attnlab-data" data-encoding="{encoding}">{data}</script>

@@ -127,7 +127,8 @@ export function render(root, s, dispatch) {
   const handlers = {
     onOpen: (layer, head, query) => dispatch(act.headOpened(layer, head, query, `head-${layer}-${head}`)),
     onHover: (cell, event) => hover(view, cell, event, dispatch),
-    onAblate: (layer, head) => dispatch(act.ablationToggled(layer, head)),
+    // a state with no ablation list (an exported file's: no server to run an intervention) offers none
+    onAblate: s.ui.ablate ? (layer, head) => dispatch(act.ablationToggled(layer, head)) : null,
   };
   const cards = renderHeads(grid, $("heads-pager"), view, handlers);
   drawn.set(grid, { key, cards });
@@ -154,7 +155,7 @@ function hover(view, cell, event, dispatch) {
   const lines = [
     `${view.multiLayer ? `Layer ${cell.layer} · ` : ""}head ${cell.head}`,
     `query ${cell.q} “${view.tokens[cell.q]}” → key ${cell.k} “${(view.keyTokens || view.tokens)[cell.k]}”`,
-    `score ${head.scores[cell.q][cell.k].toFixed(4)}${ok ? "" : " (before masking)"}`,
+    ...(head.scores ? [`score ${head.scores[cell.q][cell.k].toFixed(4)}${ok ? "" : " (before masking)"}`] : []),
     ok ? `weight ${head.weights[cell.q][cell.k].toFixed(4)}` : `masked · weight ${head.weights[cell.q][cell.k].toFixed(4)}`,
   ];
   tip.replaceChildren(...lines.map((l) => node("div", {}, l)));

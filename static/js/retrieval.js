@@ -92,7 +92,7 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
   all.append(
     el("text", { x: COL.query, y: 16, class: "rd-head" }, "Query (pick one)"),
     el("text", { x: COL.key, y: 16, class: "rd-head" }, view.keyTokens ? "Keys (source)" : "Keys"),
-    el("text", { x: COL.labels, y: 16, class: "rd-head" }, "score · weight"),
+    el("text", { x: COL.labels, y: 16, class: "rd-head" }, head.scores ? "score · weight" : "weight"),
   );
   const y = (i) => 30 + i * rh + rh / 2;
   const m = models(rh, font);
@@ -144,9 +144,10 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
     label.textContent = `${r.k}  ${clip(r.token, 12)}`;
     label.style.fill = colour ? inkOn(colour) : "#333";
     if (!r.eligible) label.setAttribute("text-decoration", "line-through");
-    const s = r.score === null ? "–" : r.score.toFixed(3);
+    // a result with weights only (an exported file's) shows the weight alone
+    const s = r.score === null ? "" : `${r.score.toFixed(3)} · `;
     num.setAttribute("y", String(y(r.k) + font / 3));
-    num.textContent = r.eligible ? `${s} · ${(r.weight ?? 0).toFixed(3)}` : `${s} · ✕ ${r.reasons.join("+") || "masked"}`;
+    num.textContent = r.eligible ? `${s}${(r.weight ?? 0).toFixed(3)}` : `${s}✕ ${r.reasons.join("+") || "masked"}`;
     all.append(g);
   }
   svg.append(all);

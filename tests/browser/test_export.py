@@ -260,3 +260,76 @@ def test_show_draws_inside_its_sandboxed_iframe(offline: Offline, tmp_path: Path
     large = frame.locator("[data-testid=head-heatmap]")
     assert large.get_attribute("data-layer") == "1" and large.get_attribute("data-head") == "3"
     assert offline.left() == [] and offline.errors == []
+
+
+# ---- the page and the file draw with the same views ------------------------------------------------------------
+
+# What the heads grid and the retrieval diagram drew, as geometry: each head's cell layout and canvas size; the
+# diagram's size, its rows' boxes and its lines' paths and widths.
+DRAWN_JS = """() => {
+  const grid = document.querySelector('.heads-grid');
+  const svg = document.querySelector('[data-testid=retrieval-diagram]');
+  const attrs = (sel, names) =>
+    svg ? [...svg.querySelectorAll(sel)].map((e) => names.map((n) => e.getAttribute(n))) : null;
+  return {
+    width: grid ? grid.clientWidth : null,
+    heads: grid ? [...grid.querySelectorAll('[data-testid=head-heatmap]')].map((f) => {
+      const c = f.querySelector('canvas');
+      return {head: f.dataset.head, layout: JSON.parse(f.dataset.layout), size: [c.style.width, c.style.height]};
+    }) : null,
+    viewBox: svg ? svg.getAttribute('viewBox') : null,
+    keys: attrs('.rd-key rect', ['y', 'height']),
+    queries: attrs('.rd-query rect', ['y', 'height']),
+    lines: attrs('.rd-line', ['d', 'stroke-width', 'data-key']),
+  };
+}"""
+
+
+def drawn(page: Page) -> dict[str, Any]:
+    return page.evaluate(DRAWN_JS)
+
+
+def test_the_page_and_its_export_draw_the_heads_grid_and_the_retrieval_alike(
+    export_server: str, page: Page, context: BrowserContext, tmp_path: Path
+) -> None:
+    """One run drawn on the page and in its exported file: the same cell size and layout for every head of the grid
+    (at the grid's width), the same diagram rows, row height and line widths (the file's weights are float16: the
+    widths agree to within its precision). A copy of the views in the file, with its own row height, line width or
+    cell size, fails this."""
+    text = "red ball king river red ball king river"
+    page.goto(f"{export_server}/?m=induction&t={text.replace(' ', '+')}&focus=0.1&query=5")
+    wait_idle(page)
+    on_page = drawn(page)
+    assert len(on_page["heads"]) == 4 and len(on_page["lines"]) == 8, on_page
+
+    offline = Offline(context.new_page())
+    offline.page.route(
+        "**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort()
+    )
+    offline.page.on("pageerror", lambda e: offline.errors.append(str(e)))
+    body = {"model": "induction", "text": text, "layer": 0}
+    grid_file = export(export_server, {**body, "view": "layer"}, tmp_path / "layer.html")
+    file_page = open_file(offline, grid_file)
+    # the file's grid as wide as the page's: a grid's cell size follows its width
+    grown = on_page["width"] - drawn(file_page)["width"]
+    viewport = file_page.viewport_size
+    assert viewport is not None
+    file_page.set_viewport_size({"width": viewport["width"] + grown, "height": viewport["height"]})
+    file_page.reload()
+    file_page.wait_for_function("() => document.body.dataset.drawn")
+    in_file = drawn(file_page)
+    assert in_file["width"] == on_page["width"]
+    assert in_file["heads"] == on_page["heads"]
+
+    head_file = export(export_server, {**body, "view": "head", "head": 1, "query": 5}, tmp_path / "head.html")
+    file_page = open_file(offline, head_file)
+    in_file = drawn(file_page)
+    assert in_file["viewBox"] == on_page["viewBox"]
+    assert in_file["keys"] == on_page["keys"] and in_file["queries"] == on_page["queries"]
+    assert [(d, k) for d, _, k in in_file["lines"]] == [(d, k) for d, _, k in on_page["lines"]]
+    widths = [
+        (float(w_file), float(w_page))
+        for (_, w_file, _), (_, w_page, _) in zip(in_file["lines"], on_page["lines"], strict=True)
+    ]
+    assert all(abs(a - b) < 0.02 for a, b in widths), widths
+    assert offline.errors == []
