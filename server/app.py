@@ -13,12 +13,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.device import resolve_device, resolve_dtype
 from engine.models import BUILDERS, load_available
+from server import analyses
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import Unexpected, bad_host_page, error_body, install_error_handlers
 from server.hosts import answered_hosts
 from server.observability import Metrics, Observe
-from server.routes import analyses, attention, export, heads, health, mechanics, models, pages, progress
+from server.routes import health, models, pages, progress
 from server.routes.pages import DOCS_CSP, PAGE_CSP
 from server.runcache import RunCache
 from server.scheduling import ComputePool
@@ -279,7 +280,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # the compute threads the computing routes run on (server/scheduling.py): the app's, not the runtime's, so
         # a Runtime runs a request in any thread (attnlab.run: the caller's) and needs no pool to exist
         app.state.pool = pool = ComputePool(settings.max_concurrent, settings.queue_timeout_s, metrics)
-        app.state.runtime = Runtime(device, dtype, pool, RunCache(settings.cache_bytes, metrics))
+        app.state.runtime = Runtime(device, dtype, RunCache(settings.cache_bytes, metrics))
         log.info("attnlab ready on %s (%s) with models %s", device, settings.dtype, ", ".join(app.state.models))
         try:
             yield
@@ -304,11 +305,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(progress.router)
     app.include_router(models.router)
-    app.include_router(attention.router)
-    app.include_router(export.router)
-    app.include_router(heads.router)
-    app.include_router(analyses.router)
-    app.include_router(mechanics.router)
+    analyses.install(app)  # every declared analysis's route (server/analyses/), and GET /api/analyses
     app.include_router(pages.router)
     app.add_middleware(Unexpected)  # innermost: it sees what the exception handlers did not take
     app.add_middleware(HeadAsGet)  # outside Unexpected: a HEAD's 500 has no body either

@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     # connections and requests in flight: past it a JSON 503 (server.app.Capacity); uvicorn's own plain 503 only
     # past server.transport.backstop, a margin above
     max_connections: int = Field(512, ge=1)
+    # every JSON answer of an analysis checked against its declared answer type (server/declare.py), a 500 naming
+    # the bad field when it does not fit: on in the test suite, off in service (it costs a second parse)
+    check_answers: bool = False
 
     def host_names(self) -> list[str]:
         return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import inspect
 import itertools
 import json
 import re
 import threading
-import typing
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -36,7 +34,6 @@ from starlette.responses import Response
 from engine.progress import reporting
 from engine.stop import stop_when
 from server.errors import ApiError
-from server.forms import ORJSONResponse
 from server.observability import Metrics
 from server.progress import HEADER, run_id_of
 
@@ -203,47 +200,33 @@ def parse_body(model: type[BaseModel], body: bytes) -> BaseModel:
         raise RequestValidationError(errors) from e
 
 
-# What a compute endpoint may ask for, by parameter name; FastAPI still reads the signature for the OpenAPI document
-PROVIDED = ("req", "settings", "models", "runtime", "accept")
-
-
 class ComputeRoute(APIRoute):
     """A POST route whose whole work (body, computation, answer) runs on a compute thread (see the module doc).
 
-    Its endpoint is a plain function of `req` (the validated body) and any of settings, models, runtime and
-    accept (the Accept header), returning a Response.
+    Its endpoint carries the analysis it serves (`endpoint.analysis`, a server.declare.Analysis): FastAPI reads
+    the endpoint's signature for the OpenAPI document only; this handler parses the body against
+    `analysis.request`, builds the analysis's Context (`analysis.context(request)`: settings, models and runtime,
+    dependency overrides honoured) and runs `analysis.respond`.
     """
 
     def get_route_handler(self) -> Callable[[Request], Any]:
-        endpoint = self.endpoint
-        names = list(inspect.signature(endpoint).parameters)
-        unknown = [n for n in names if n not in PROVIDED]
-        if "req" not in names or unknown:
-            raise TypeError(f"{endpoint.__name__}: a compute endpoint takes req and {PROVIDED[1:]}, not {unknown}")
-        hint = typing.get_type_hints(endpoint)["req"]
-        model: type[BaseModel] = hint
+        analysis = getattr(self.endpoint, "analysis", None)
+        if analysis is None:
+            raise TypeError(f"{self.endpoint.__name__}: a compute route serves a declared analysis (server/declare.py)")
+        model: type[BaseModel] = analysis.request
 
         async def handler(request: Request) -> Response:
-            state = request.app.state
-            board = state.runtime.progress
+            ctx = analysis.context(request)
+            board = ctx.runtime.progress
             run_id = run_id_of(request.headers.get(HEADER))  # a client that shows progress names its run
             body = await request.body()  # read already, whole, by server.app.BodyLimit
-            pool = state.runtime.pool
+            pool: ComputePool = request.app.state.pool  # server/app.py lifespan
             ticket = pool.ticket()
             run = board.start(run_id, lambda: pool.ahead(ticket)) if run_id is not None else None
-            given = {
-                "settings": state.settings,
-                "models": state.models,
-                "runtime": state.runtime,
-                "accept": request.headers.get("accept"),
-            }
-            kwargs = {n: given[n] for n in names if n != "req"}
+            check = ctx.settings.check_answers
 
             def compute() -> Response:
-                answer = endpoint(req=parse_body(model, body), **kwargs)
-                if isinstance(answer, BaseModel):  # serialised here too, on the compute thread
-                    return ORJSONResponse(answer.model_dump(mode="json"))
-                response: Response = answer
+                response: Response = analysis.respond(parse_body(model, body), ctx, check)
                 return response
 
             def work() -> Response:

@@ -13,7 +13,6 @@ import torch
 
 from engine.analysis.compare import Comparison
 from engine.analysis.intervene import InterventionResult
-from engine.analysis.perturb import REACH_THRESHOLD, PerturbResult
 from engine.interventions import Interventions
 from engine.masks import pair_counts
 from engine.models import ModelRun
@@ -277,24 +276,6 @@ def layer_delta_list(deltas: list[list[float]]) -> list[dict[str, Any]]:
 
 def bug_body(bug: str | None) -> dict[str, Any] | None:
     return {"name": bug, "wrong": True, "note": BUG_NOTES[bug]} if bug is not None else None
-
-
-def perturb_body(model: str, result: PerturbResult, change: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "model": model,
-        "tokens": result.tokens,
-        "tokens_after": result.tokens_after,
-        "position": result.position,
-        "change": change,
-        "final": result.final,
-        "layers": layer_delta_list(result.layers),
-        "final_delta": result.final_delta,
-        "reach": result.reach,
-        "reach_threshold": REACH_THRESHOLD,
-        "checks": [dataclasses.asdict(c) for c in result.checks],
-        "verdict": result.verdict,
-        "demo_bug": bug_body(result.bug),
-    }
 
 
 def intervention_body(

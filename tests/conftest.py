@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
@@ -11,6 +12,9 @@ from server.app import create_app
 from server.config import Settings
 from tests.helpers import serve
 
+# every app the suite builds (and every server it starts) checks each JSON answer against its declared type: an
+# answer that does not fit is a 500 naming the field (server/declare.py check_answer)
+os.environ.setdefault("ATTNLAB_CHECK_ANSWERS", "1")
 FAST_MODELS = "textbook,random,custom"
 
 

@@ -19,7 +19,8 @@ import torch
 from fastapi.testclient import TestClient
 
 import engine.analysis.cost as cost_module
-import server.routes.mechanics as mechanics
+import server.analyses.cost as cost_analysis
+import server.analyses.sweep as sweep_analysis
 from engine.analysis.cost import CostQuery, measure_cost
 from engine.analysis.sweep import scale_sweep
 from engine.models.base import AttentionModel
@@ -200,8 +201,8 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
         return counted
 
-    monkeypatch.setattr(mechanics, "scale_sweep", spy(SWEEP, mechanics.scale_sweep))
-    monkeypatch.setattr(mechanics, "measure_cost", spy(MEASURE, mechanics.measure_cost))
+    monkeypatch.setattr(sweep_analysis, "scale_sweep", spy(SWEEP, sweep_analysis.scale_sweep))
+    monkeypatch.setattr(cost_analysis, "measure_cost", spy(MEASURE, cost_analysis.measure_cost))
     monkeypatch.setattr(AttentionModel, "encode", spy(ENCODE, AttentionModel.encode))
     monkeypatch.setattr(AttentionModel, "run", spy(RUN, AttentionModel.run))
     return calls

@@ -2,36 +2,79 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
-from fastapi import APIRouter
+from pydantic import BaseModel, Field
 
 from engine.analysis.heads import head_type_scores, pair_mask_reasons, probe_sequence, top_heads_for_pair
 from engine.models import AttentionModel
 from server.config import Settings
-from server.deps import ModelsDep, RuntimeDep, SettingsDep
+from server.declare import Analysis, Context
 from server.errors import ApiError
 from server.prepare import ONE_SEQUENCE, cached_run, check_limits, choose_model, prepare, refuse_fields, to_run_input
-from server.scheduling import ComputeRoute
-from server.schemas import (
-    AttentionRequest,
-    HeadTypeRow,
-    HeadTypesRequest,
-    HeadTypesResult,
-    TopHead,
-    TopHeadsRequest,
-    TopHeadsResult,
-)
-from server.schemas.errors import COMPUTE_ERRORS
-
-router = APIRouter(prefix="/api/heads", tags=["analysis"], route_class=ComputeRoute, responses=COMPUTE_ERRORS)
+from server.schemas.attention import AttentionRequest, Text
 
 
-@router.post("", response_model=HeadTypesResult, summary="Score every head of a model by type")
-def head_types(req: HeadTypesRequest, settings: SettingsDep, models: ModelsDep, runtime: RuntimeDep) -> HeadTypesResult:
+class HeadTypesRequest(AttentionRequest):
+    """The /api/attention body (text, tokens or x are optional here) plus the induction probe's settings."""
+
+    model: Text | None = Field(None, description="a name from GET /api/models")
+    segment_len: int = Field(24, ge=2, description="L: the induction probe is L random tokens, then the same L again")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="seeds the probe's random tokens")
+
+
+class HeadTypeRow(BaseModel):
+    layer: int
+    head: int
+    previous_token: float | None
+    duplicate_token: float | None
+    induction: float | None
+    mean_distance: float | None
+    entropy: float | None
+
+
+class HeadTypesResult(BaseModel):
+    model: str
+    scored_on: Literal["probe", "input"]
+    probe_tokens: list[str] | None
+    segment_len: int
+    seed: int
+    n_layers: int
+    n_heads: int
+    heads: list[HeadTypeRow]
+
+
+class TopHeadsRequest(AttentionRequest):
+    query: int = Field(ge=0, description="query position (a row)")
+    key: int = Field(ge=0, description="key position (a column)")
+    k: int = Field(10, ge=1, le=1000, description="how many heads to return")
+
+
+class TopHead(BaseModel):
+    layer: int
+    head: int
+    weight: float
+
+
+class TopHeadsResult(BaseModel):
+    model: str
+    tokens: list[str]
+    query: int
+    key: int
+    masked: bool = Field(False, description="true: the masks exclude this cell, so every head gives it exactly 0")
+    reasons: list[str] = Field(
+        default_factory=list, description="the masks that exclude the cell (causal, window, padding, blocked)"
+    )
+    heads: list[TopHead] = Field(description="highest weight first; empty when the pair is masked")
+
+
+def head_types(req: HeadTypesRequest, ctx: Context) -> HeadTypesResult:
     """Every layer's every head: previous-token, duplicate-token and induction scores, mean attention distance
     and entropy. Induction is measured on a seeded probe (L random tokens from the model's vocabulary, twice);
     the others on `text`/`tokens`/`x` when given, else on the probe too. Options (random's width and heads),
     custom weights and `scale` hold for every run, so the scores describe the heads the page shows."""
+    settings, models, runtime = ctx.settings, ctx.models, ctx.runtime
     refuse_fields(req, ONE_SEQUENCE, "head types are scored on one sequence")
     refuse_fields(
         req, ("layer", "include", "precision"), "head types score every layer and return scores, not matrices"
@@ -94,8 +137,7 @@ def check_probe_length(model: AttentionModel, segment_len: int, settings: Settin
         )
 
 
-@router.post("/top", response_model=TopHeadsResult, summary="The heads that put the most weight from a query on a key")
-def top_heads(req: TopHeadsRequest, settings: SettingsDep, models: ModelsDep, runtime: RuntimeDep) -> TopHeadsResult:
+def top_heads(req: TopHeadsRequest, ctx: Context) -> TopHeadsResult:
     """Rank every (layer, head) by weight[query, key] on your sequence and masks: "which heads make 'it' look at
     'animal'?". Positions count the model's own tokens (for minilm, [CLS] is position 0). A pair the masks exclude
     holds 0 in every head: `masked` is true, `reasons` names the masks, and `heads` is empty."""
@@ -106,7 +148,7 @@ def top_heads(req: TopHeadsRequest, settings: SettingsDep, models: ModelsDep, ru
     as_attention = AttentionRequest.model_validate(
         req.model_dump(exclude={"query", "key", "k"}) | {"layer": None, "include": []}
     )
-    run = prepare(as_attention, settings, models, runtime).run(runtime)
+    run = prepare(as_attention, ctx.settings, ctx.models, ctx.runtime).run(ctx.runtime)
     ranked = top_heads_for_pair(run, req.query, req.key, req.k)
     reasons = pair_mask_reasons(run, req.query, req.key)
     return TopHeadsResult(
@@ -118,3 +160,23 @@ def top_heads(req: TopHeadsRequest, settings: SettingsDep, models: ModelsDep, ru
         reasons=reasons,
         heads=[TopHead.model_validate(r) for r in ranked],
     )
+
+
+HEADS = Analysis(
+    name="heads",
+    request=HeadTypesRequest,
+    answer=HeadTypesResult,
+    run=head_types,
+    summary="Score every head of a model by type",
+    panel="headTypes",
+)
+TOP_HEADS = Analysis(
+    name="heads/top",
+    request=TopHeadsRequest,
+    answer=TopHeadsResult,
+    run=top_heads,
+    summary="The heads that put the most weight from a query on a key",
+    panel="top",
+    client="top_heads",
+)
+ANALYSES = (HEADS, TOP_HEADS)

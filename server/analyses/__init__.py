@@ -1,0 +1,116 @@
+"""Every analysis's declaration (server/declare.py), found in this package's modules, and the routes made from them.
+
+A module here declares one analysis or a small family and lists them in `ANALYSES`; modules are read in file-name
+order. `install(app)` adds one POST /api/<name> per declaration (run by server.scheduling.ComputeRoute) and
+GET /api/analyses, which lists them for the client and the page.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from functools import cache
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, FastAPI, Header
+from fastapi.responses import HTMLResponse
+from pydantic import BaseModel, Field
+
+from server.declare import Analysis
+from server.forms import OTHER_FORMS, ORJSONResponse
+from server.scheduling import ComputeRoute
+from server.schemas.errors import ANY_ROUTE, BODY, COMPUTE_ERRORS, errors
+
+
+@cache
+def declared() -> tuple[Analysis, ...]:
+    """Every module's ANALYSES, modules in file-name order; a name declared twice is an error at start."""
+    found: list[Analysis] = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        found += getattr(module, "ANALYSES", ())
+    for key in ("name", "client"):
+        values = [getattr(a, key) for a in found]
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise ValueError(f"analyses declared twice ({key}): {twice}")
+    return tuple(found)
+
+
+def by_name(name: str) -> Analysis:
+    return {a.name: a for a in declared()}[name]
+
+
+def endpoint(analysis: Analysis) -> Any:
+    """A stand-in endpoint whose signature tells FastAPI (for OpenAPI only) the body, its examples and the Accept
+    header; ComputeRoute runs the analysis itself."""
+
+    def serve(**_: Any) -> None:
+        raise AssertionError("ComputeRoute answers this route")
+
+    body: Any = analysis.request
+    if analysis.examples:
+        examples: Any = analysis.examples  # OpenAPI Example objects, written as dicts
+        body = Annotated[analysis.request, Body(openapi_examples=examples)]
+    params = [inspect.Parameter("req", inspect.Parameter.KEYWORD_ONLY, annotation=body)]
+    if len(analysis.forms) > 1:
+        accept = Annotated[str | None, Header()]
+        params.append(inspect.Parameter("accept", inspect.Parameter.KEYWORD_ONLY, annotation=accept, default=None))
+    serve.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    serve.__name__ = analysis.client
+    serve.__doc__ = analysis.description
+    serve.analysis = analysis  # type: ignore[attr-defined]
+    return serve
+
+
+class AnalysisEntry(BaseModel):
+    name: str = Field(description="the path under /api/")
+    path: str = Field(description='"/api/" + name: POST it the request body')
+    client: str = Field(description="attnlab.Client's method for it")
+    panel: str | None = Field(description="the page's panel that shows it; null: none")
+    summary: str
+    forms: list[str] = Field(description="the forms it answers in, by Accept: json, arrays, npz (or html)")
+
+
+class AnalysesResponse(BaseModel):
+    analyses: list[AnalysisEntry] = Field(description="every declared analysis, in declaration order")
+
+
+def install(app: FastAPI) -> None:
+    """The routes of every declared analysis, and GET /api/analyses."""
+    compute = APIRouter(prefix="/api", route_class=ComputeRoute)
+    for a in declared():
+        if a.answer is None:  # its answer is HTML; its errors are JSON, as everywhere under /api
+            html: dict[int | str, dict[str, Any]] = {
+                200: {"content": {"text/html": {}}, "description": "an HTML file, as an attachment"}
+            }
+            responses: dict[int | str, dict[str, Any]] = {**errors(*ANY_ROUTE, *BODY, ref=True), **html}
+        else:
+            responses = {**COMPUTE_ERRORS, **({200: OTHER_FORMS} if len(a.forms) > 1 else {})}
+        compute.add_api_route(
+            f"/{a.name}",
+            endpoint(a),
+            methods=["POST"],
+            response_model=a.answer,
+            response_class=ORJSONResponse if a.answer is not None else HTMLResponse,
+            summary=a.summary,
+            description=a.description,
+            responses=responses,
+            tags=list(a.tags),
+            name=a.client,
+        )
+    listing = APIRouter(prefix="/api", tags=["meta"])
+    entries = AnalysesResponse.model_validate({"analyses": [a.entry() for a in declared()]})
+
+    @listing.get(
+        "/analyses",
+        response_model=AnalysesResponse,
+        summary="Every analysis this server computes: its path, client method, page panel and answer forms",
+        responses=errors(*ANY_ROUTE),
+    )
+    def list_analyses() -> AnalysesResponse:
+        return entries
+
+    app.include_router(listing)
+    app.include_router(compute)

@@ -1,0 +1,124 @@
+"""/api/intervene: ablate heads and edit single attention weights, through the same forward as /api/attention
+(engine/analysis/intervene.py, engine/interventions.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, Field
+
+from engine.analysis.intervene import intervene
+from engine.interventions import EdgeEdit as EngineEdgeEdit
+from engine.interventions import HeadAblation, Interventions
+from server.analyses.perturb import INDUCTION, LayerDelta
+from server.declare import Analysis, Context
+from server.prepare import prepare, refuse_fields, run_body
+from server.schemas.attention import AttentionRequest, AttentionResult, Strict
+from server.serialize import intervention_body
+
+
+class Ablation(Strict):
+    layer: int = Field(ge=0)
+    head: int = Field(ge=0)
+    mode: Literal["zero", "mean"] = Field("zero", description="contexts set to 0, or to their mean over positions")
+
+
+class EdgeEdit(Strict):
+    layer: int = Field(ge=0)
+    head: int = Field(ge=0)
+    query: int = Field(ge=0)
+    key: int = Field(ge=0, description="must be eligible for the query")
+    weight: float = Field(ge=0, le=1, allow_inf_nan=False, description="the new weight; the row's others rescale")
+
+
+class InterveneRequest(AttentionRequest):
+    """The /api/attention body (`layer` and `include` shape `before` and `after`) plus the interventions."""
+
+    ablate: list[Ablation] = Field(default_factory=list, max_length=4096)
+    edit: list[EdgeEdit] = Field(default_factory=list, max_length=4096)
+    top_k: int = Field(5, ge=1, le=50, description="next-token predictions listed per position (induction)")
+
+
+class PredictionOut(BaseModel):
+    token: str
+    p: float
+
+
+class PredictionsOut(BaseModel):
+    before: list[list[PredictionOut]]
+    after: list[list[PredictionOut]]
+
+
+class InterventionResult(BaseModel):
+    model: str
+    tokens: list[str]
+    ablate: list[Ablation]
+    edit: list[EdgeEdit]
+    before: AttentionResult
+    after: AttentionResult
+    final: str
+    layers: list[LayerDelta]
+    final_delta: list[float]
+    predictions: PredictionsOut | None
+    loss_before: float | None = Field(description="mean next-token loss over the sequence, nats")
+    loss_after: float | None
+    losses_before: list[float] | None = Field(description="per position t: -ln p(token t + 1)")
+    losses_after: list[float] | None
+
+
+def intervene_route(req: InterveneRequest, ctx: Context) -> dict[str, Any]:
+    """Runs every layer twice: as given (`before`) and with the heads in `ablate` zeroed or mean-ablated and the
+    weights in `edit` set (the row's other eligible weights rescaled to keep the sum 1) (`after`). `layer` and
+    `include` shape `before` and `after` as in /api/attention. `layers[i].delta` and `final_delta` are the largest
+    change per position; models that predict tokens (induction) also return top-k predictions and the mean
+    next-token loss before and after."""
+    settings, runtime = ctx.settings, ctx.runtime
+    refuse_fields(req, ("texts", "source"), "intervene runs one sequence")
+    prepared = prepare(req, settings, ctx.models, runtime, results=2, accept=ctx.accept)
+    interventions = Interventions(
+        ablate=tuple(HeadAblation(a.layer, a.head, a.mode) for a in req.ablate),
+        edit=tuple(EngineEdgeEdit(e.layer, e.head, e.query, e.key, e.weight) for e in req.edit),
+        bug=req.demo_bug,
+    )
+    with torch.inference_mode():
+        result = intervene(
+            prepared.model,
+            prepared.every_layer(),
+            prepared.encoded,
+            interventions,
+            runtime.device,
+            runtime.dtype,
+            req.top_k,
+        )
+    before = run_body(result.before, req, settings, runtime)
+    after = run_body(result.after, req, settings, runtime)
+    return intervention_body(result, before, after, interventions)
+
+
+INTERVENE = Analysis(
+    name="intervene",
+    request=InterveneRequest,
+    answer=InterventionResult,
+    run=intervene_route,
+    summary="Ablate heads and edit single attention weights; see the change in every layer and the predictions",
+    examples={
+        "induction": {
+            "summary": "Ablate the induction model's layer-1 heads: the repeat is no longer predicted",
+            "value": {
+                "model": "induction",
+                "text": INDUCTION,
+                "ablate": [{"layer": 1, "head": h, "mode": "zero"} for h in range(4)],
+                "include": ["weights"],
+                "layer": 1,
+            },
+        },
+        "edit": {
+            "summary": "Move head 0's weight for query 2 onto key 0 (textbook)",
+            "value": {"model": "textbook", "edit": [{"layer": 0, "head": 0, "query": 2, "key": 0, "weight": 0.9}]},
+        },
+    },
+    forms=("json", "arrays", "npz"),
+    panel="intervene",
+)
+ANALYSES = (INTERVENE,)
