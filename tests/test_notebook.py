@@ -20,7 +20,7 @@ from nbclient import NotebookClient
 
 import attnlab
 from attnlab.arrays import read_arrays
-from attnlab.standalone import read_embedded
+from wire.standalone import read_embedded
 
 pytestmark = pytest.mark.slow
 
