@@ -1,0 +1,104 @@
+"""The analysis declarations (server/declare.py, server/analyses/): GET /api/analyses lists them, the routes honour
+app.dependency_overrides, and every JSON answer is checked against its declared answer type."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import Field
+
+import server.analyses.cost as cost_analysis
+from engine.analysis.cost import Cost
+from engine.stats import HeadStats
+from server.analyses import declared
+from server.config import Settings
+from server.declare import answer_of
+from server.deps import get_settings
+from server.schemas import HeadStatsOut
+from tests.helpers import assert_error
+
+MakeClient = Callable[..., AbstractContextManager[TestClient]]
+COMPUTING = {
+    "attention", "export", "heads", "heads/top", "perturb", "intervene", "compare", "decode", "cost", "scale-sweep"
+}  # fmt: skip
+
+
+def test_analyses_lists_every_declaration(client: TestClient) -> None:
+    body = client.get("/api/analyses").json()
+    entries = body["analyses"]
+    assert [e["name"] for e in entries] == [a.name for a in declared()]
+    assert {e["name"] for e in entries} == COMPUTING
+    for e in entries:
+        assert e["path"] == "/api/" + e["name"]
+        assert set(e) == {"name", "path", "client", "panel", "summary", "forms"}
+        assert e["forms"] == ["html"] or set(e["forms"]) <= {"json", "arrays", "npz"}
+    by_name = {e["name"]: e for e in entries}
+    assert by_name["scale-sweep"]["client"] == "scale_sweep" and by_name["scale-sweep"]["panel"] == "sweep"
+    assert by_name["heads/top"]["client"] == "top_heads"
+    assert by_name["attention"]["forms"] == ["json", "arrays", "npz"] and by_name["attention"]["panel"] is None
+
+
+def test_every_computing_route_is_declared(client: TestClient) -> None:
+    """The OpenAPI document's POST routes are the declared ones, each with its JSON 200 (export: HTML)."""
+    doc = client.get("/openapi.json").json()
+    posts = {path for path, op in doc["paths"].items() if "post" in op}
+    assert posts == {"/api/" + n for n in COMPUTING}
+    for path in posts - {"/api/export"}:
+        schema = doc["paths"][path]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+        assert "$ref" in schema, (path, schema)
+
+
+def test_route_uses_an_overridden_dependency(make_client: MakeClient, make_settings: Callable[..., Settings]) -> None:
+    """app.dependency_overrides reaches the value a declared route runs with: here a lower sweep limit."""
+    small = make_settings(max_sweep_values=100)
+    body = {"widths": [4], "samples": 10, "keys": 4}  # 160 q.k products
+    with make_client() as client:
+        assert client.post("/api/scale-sweep", json=body).status_code == 200
+        client.app.dependency_overrides[get_settings] = lambda: small  # type: ignore[attr-defined]
+        resp = client.post("/api/scale-sweep", json=body)
+    assert_error(resp, 422, "widths", "limit 100")
+
+
+def bad_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's cost answering d_head as a string: the answer no longer fits CostResult."""
+    real = cost_analysis.cost
+    monkeypatch.setattr(cost_analysis, "cost", lambda q: dataclasses.replace(real(q), d_head="sixty-four"))
+
+
+def test_an_answer_that_misfits_its_type_is_a_500_naming_the_field(
+    make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad_cost(monkeypatch)
+    with make_client(check_answers=True) as client:
+        resp = client.post("/api/cost", json={"seq_len": 16})
+    error = assert_error(resp, 500, "d_head", "CostResult")
+    assert error["code"] == "answer_mismatch"
+
+
+def test_answers_go_unchecked_with_the_setting_off(make_client: MakeClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The negative control: the same misfit answer goes out as it is when ATTNLAB_CHECK_ANSWERS is off."""
+    bad_cost(monkeypatch)
+    with make_client(check_answers=False) as client:
+        resp = client.post("/api/cost", json={"seq_len": 16})
+    assert resp.status_code == 200 and resp.json()["d_head"] == "sixty-four"
+
+
+def test_answer_of_derives_the_engine_fields() -> None:
+    derived = answer_of(Cost, "Derived", note=(str, ...), d_head=Field(description="width of one head"))
+    assert list(derived.model_fields)[: len(dataclasses.fields(Cost))] == [f.name for f in dataclasses.fields(Cost)]
+    assert derived.model_fields["d_head"].description == "width of one head"
+    with pytest.raises(TypeError, match="no fields"):
+        answer_of(Cost, "Wrong", not_a_field=Field(description="x"))
+
+
+def test_head_stats_answer_matches_the_engine() -> None:
+    """HeadStatsOut (its descriptions are the API's) holds the engine's HeadStats field for field, type for type."""
+    engine = typing.get_type_hints(HeadStats)
+    answer: dict[str, Any] = {name: f.annotation for name, f in HeadStatsOut.model_fields.items()}
+    assert answer == engine
