@@ -39,19 +39,13 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import platform
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import textwrap
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.client import HTTPConnection, RemoteDisconnected
 from pathlib import Path
@@ -61,6 +55,8 @@ import numpy as np
 import orjson
 import torch
 
+from bench.bertviz import Bertviz, bertviz_page
+from bench.serving import attnlab_server
 from server.forms import NPZ_MEDIA_TYPE
 from wire.arrays import MEDIA_TYPE as ARRAYS_MEDIA_TYPE
 from wire.arrays import read_arrays
@@ -84,53 +80,7 @@ RATIO_GOALS = {128: 2.0, 512: 2.5}  # arrays f16 end to end / transformers forwa
 TF = "transformers"
 
 
-# ---- the server ----------------------------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def attnlab_server(threads: int, log: Path) -> Iterator[int]:
-    """`attnlab serve` on a free loopback port with minilm only, on the CPU, with no run cache; yields the port."""
-    port = free_port()
-    exe = Path(sys.executable).with_name("attnlab")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "server"]
-    env = {
-        **os.environ,
-        "ATTNLAB_MODELS": "minilm",
-        "ATTNLAB_DEVICE": "cpu",
-        "ATTNLAB_CACHE_BYTES": "0",  # a repeated request would otherwise skip its forward
-        "OMP_NUM_THREADS": str(threads),
-        "MKL_NUM_THREADS": str(threads),
-    }
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [*cmd, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=out, stderr=out, cwd=ROOT
-        )
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"attnlab serve did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.5)
-        yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+# ---- the answers -----------------------------------------------------------------------------------------------------
 
 
 def decode(form: str, data: bytes) -> Any:
@@ -257,69 +207,6 @@ def interleaved(calls: dict[str, Call], rounds: int, warmup: int) -> dict[str, l
                     calls[name].head_ms.append(out[2])
             del out
     return times
-
-
-# ---- bertviz -------------------------------------------------------------------------------------------------------
-
-BERTVIZ_CHILD = textwrap.dedent(
-    """
-    import json, statistics, sys, time
-    import numpy as np, torch
-    from bertviz import head_view
-    w = torch.from_numpy(np.load(sys.argv[1]))
-    tokens = json.loads(open(sys.argv[2]).read())
-    attention = tuple(w[i][None] for i in range(w.shape[0]))
-    print("ready", flush=True)
-    times, size = [], 0
-    for _ in range(int(sys.argv[3])):
-        start = time.perf_counter()
-        html = head_view(attention, tokens, html_action="return")
-        times.append(time.perf_counter() - start)
-        size = len(html.data.encode("utf-8"))
-        del html
-    print(json.dumps({"bytes": size, "seconds": statistics.median(times)}), flush=True)
-    """
-)
-
-
-@dataclass
-class Bertviz:
-    bytes: int | None = None
-    seconds: float | None = None
-    note: str = ""
-
-
-def bertviz_page(weights: torch.Tensor, tokens: list[str], cap: float, repeats: int) -> Bertviz:
-    """head_view's HTML for (L, H, S, S) weights, built in a child process: its bytes and build time, or why not."""
-    try:
-        import bertviz  # noqa: F401
-    except ImportError:
-        return Bertviz(note="bertviz not installed (pip install '.[bench]')")
-    with tempfile.TemporaryDirectory() as tmp:
-        npy, tok = Path(tmp, "w.npy"), Path(tmp, "tokens.json")
-        np.save(npy, weights.numpy())
-        tok.write_text(json.dumps(tokens))
-        child = subprocess.Popen(
-            [sys.executable, "-c", BERTVIZ_CHILD, str(npy), str(tok), str(repeats)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},
-        )
-        assert child.stdout is not None
-        if child.stdout.readline().strip() != "ready":
-            child.wait()
-            return Bertviz(note=f"bertviz failed: {child.stderr.read()[-300:] if child.stderr else ''}")
-        try:
-            out, err = child.communicate(timeout=cap * repeats + 5)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.communicate()
-            return Bertviz(note=f"> {cap:g} s: stopped")
-        if child.returncode != 0:
-            return Bertviz(note=f"bertviz failed: {err[-300:]}")
-        result = json.loads(out.strip().splitlines()[-1])
-        return Bertviz(bytes=result["bytes"], seconds=result["seconds"])
 
 
 # ---- the report ----------------------------------------------------------------------------------------------------

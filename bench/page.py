@@ -1,7 +1,7 @@
 """The page's draw time in headless Chromium against the bare transformers forward, side by side in one run.
 
 MiniLM (all-MiniLM-L6-v2) at 128 and 512 tokens ([CLS], single-WordPiece words of a fixed text, [SEP]; the count
-is checked against the server's answer). A real `attnlab serve` on a free loopback port (bench/api.py's: minilm
+is checked against the server's answer). A real `attnlab serve` on a free loopback port (bench/serving.py's: minilm
 only, ATTNLAB_DEVICE=cpu, ATTNLAB_CACHE_BYTES=0 so that every draw runs its forward instead of hitting the run
 cache) and Debian's /usr/bin/chromium driven by playwright, launched as tests/browser/conftest.py launches it.
 Per round, for each length in turn, the calls run interleaved (their order rotates every round):
@@ -47,21 +47,17 @@ from urllib.parse import urlencode
 
 import orjson
 import torch
-from playwright.sync_api import Browser, Page, Request, sync_playwright
+from playwright.sync_api import Page, sync_playwright
 
-from bench.api import attnlab_server
-from tests.helpers import CHROMIUM, CHROMIUM_ARGS  # as the browser tests launch it
+from bench.page_timing import Phases, Switch, Traffic, first_draw, layer_switch, profiled, settle, watch
+from bench.serving import VIEWPORT, attnlab_server, launch
 
-VIEWPORT = {"width": 1400, "height": 900}
 TEXT = (
     "The animal did not cross the street because it was too tired. Attention lets every position read every other "
     "one, weighted by how well its query matches their keys; a head is one such reading, and a layer has twelve."
 )
 LAYERS = 6
 GOALS = {"first draw": 10.0, "layer switch": 3.0}  # x the transformers forward, at 512 tokens
-MARK = "attnlab:drawn"
-LAYER_SELECT = "[data-testid=layer-select], #layer-select"
-QUIET_S = 1.0  # the network quiet this long after a draw ends the action's request count
 
 
 # ---- inputs ----------------------------------------------------------------------------------------------------
@@ -83,204 +79,6 @@ def page_url(base: str, text: str, layer: str | None) -> str:
     if layer is not None:
         params["layer"] = layer
     return f"{base}/?{urlencode(params)}"
-
-
-# ---- the page --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Traffic:
-    """What the page sent during one action: requests, in flight and finished, with their response bytes."""
-
-    started: list[Request] = field(default_factory=list)
-    done: set[int] = field(default_factory=set)
-    last_event: float = 0.0
-
-    def pending(self) -> int:
-        return sum(1 for r in self.started if id(r) not in self.done)
-
-    def summary(self) -> dict[str, Any]:
-        posts: dict[str, int] = {}
-        post_bytes = get_bytes = gets = 0
-        types: set[str] = set()
-        for r in self.started:
-            try:
-                size = r.sizes()["responseBodySize"]
-            except Exception:  # an aborted request has no sizes
-                size = 0
-            path = r.url.split("://", 1)[-1].split("/", 1)[-1].split("?", 1)[0]
-            if r.method == "POST":
-                posts[f"/{path}"] = posts.get(f"/{path}", 0) + 1
-                post_bytes += size
-                if path.endswith("api/attention"):
-                    resp = r.response()
-                    types.add((resp.headers.get("content-type", "?") if resp else "?").split(";")[0])
-            else:
-                gets += 1
-                get_bytes += size
-        return {"posts": posts, "post_bytes": post_bytes, "gets": gets, "get_bytes": get_bytes, "types": types}
-
-
-def watch(page: Page) -> Callable[[], Traffic]:
-    """Record the page's requests; the returned function starts a fresh record and returns it."""
-    box = [Traffic()]
-
-    def on_request(r: Request) -> None:
-        box[0].started.append(r)
-        box[0].last_event = time.monotonic()
-
-    def on_end(r: Request) -> None:
-        box[0].done.add(id(r))
-        box[0].last_event = time.monotonic()
-
-    page.on("request", on_request)
-    page.on("requestfinished", on_end)
-    page.on("requestfailed", on_end)
-
-    def fresh() -> Traffic:
-        box[0] = Traffic(last_event=time.monotonic())
-        return box[0]
-
-    return fresh
-
-
-def settle(page: Page, traffic: Traffic, cap_s: float = 30.0) -> None:
-    """Wait until nothing is in flight and the network has been quiet for QUIET_S (at most cap_s)."""
-    end = time.monotonic() + cap_s
-    while time.monotonic() < end:
-        if traffic.pending() == 0 and time.monotonic() - traffic.last_event >= QUIET_S:
-            return
-        page.wait_for_timeout(100)
-
-
-MARKS_JS = f"() => performance.getEntriesByName('{MARK}').map((e) => e.startTime)"
-
-
-# The /api/attention answers that started at or after t0: [requestStart, responseStart, responseEnd] each, page time.
-ANSWERS_JS = """(t0) => performance.getEntriesByType("resource")
-  .filter((e) => e.name.endsWith("/api/attention") && e.startTime >= t0 && e.responseEnd > 0)
-  .map((e) => [e.requestStart || e.startTime, e.responseStart, e.responseEnd])"""
-
-
-@dataclass
-class Phases:
-    """Where one action's time went, in ms from the action (navigation start, or the switch)."""
-
-    sent: float  # the /api/attention request sent
-    first_byte: float  # its answer's first byte (the server's forward, serialisation, queueing)
-    answered: float  # its answer's last byte
-    drawn: float  # the `attnlab:drawn` mark
-    views: dict[str, float] = field(default_factory=dict)  # ms each view's render took between t0 and the mark
-
-
-# Each view's render time between t0 and the mark (main.js measures every render as attnlab:view:NAME).
-VIEWS_JS = """([t0, mark]) => {
-  const out = {};
-  for (const e of performance.getEntriesByType("measure")) {
-    if (!e.name.startsWith("attnlab:view:") || e.startTime < t0 || e.startTime > mark) continue;
-    const name = e.name.slice(13);
-    out[name] = (out[name] || 0) + e.duration;
-  }
-  return out;
-}"""
-
-
-def phases(page: Page, t0: float, mark: float) -> Phases | None:
-    answers: list[list[float]] = page.evaluate(ANSWERS_JS, t0)
-    if not answers:
-        return None
-    sent, first, end = answers[-1]
-    views: dict[str, float] = page.evaluate(VIEWS_JS, [t0, mark])
-    return Phases(sent - t0, first - t0, end - t0, mark - t0, views)
-
-
-def first_draw(page: Page, url: str, give_up_s: float) -> tuple[float | None, Phases | None]:
-    """ms from navigation start to the first `attnlab:drawn` mark (None when it gave up), and its phases."""
-    page.goto(url, wait_until="commit")
-    try:
-        page.wait_for_function(
-            f"() => performance.getEntriesByName('{MARK}').length > 0", timeout=give_up_s * 1000, polling=20
-        )
-    except Exception:  # playwright's TimeoutError: recorded as a MISS
-        return None, None
-    marks: list[float] = page.evaluate(MARKS_JS)
-    return marks[0], phases(page, 0.0, marks[0])
-
-
-SWITCH_JS = """(sel) => {
-  const s = document.querySelector(sel);
-  const values = [...s.options].map((o) => o.value).filter((v) => v !== "all");
-  const next = values[(values.indexOf(s.value) + 1) % values.length];
-  s.value = next;
-  const t0 = performance.now();
-  s.dispatchEvent(new Event("change", { bubbles: true }));
-  return [t0, next];
-}"""
-
-# The draw that follows the switch: after the last /api/attention answer that started after t0, when there was one.
-DRAWN_AFTER_JS = f"""([t0, sawPost]) => {{
-  const answers = performance.getEntriesByType("resource")
-    .filter((e) => e.name.endsWith("/api/attention") && e.startTime >= t0 && e.responseEnd > 0)
-    .map((e) => e.responseEnd);
-  if (sawPost && !answers.length) return null;
-  const after = answers.length ? Math.max(...answers) : t0;
-  const m = performance.getEntriesByName("{MARK}").map((e) => e.startTime).find((t) => t >= after);
-  return m === undefined ? null : [m, answers.length ? after : null];
-}}"""
-
-
-@dataclass
-class Switch:
-    ms: float | None  # to the draw of the new layer's data; None: gave up
-    early_mark_ms: float | None  # the first mark after the switch, which may come before the new data
-    phases: Phases | None  # when it sent a POST /api/attention
-    views: dict[str, float] = field(default_factory=dict)  # ms each view's render took, switch to mark
-
-
-def layer_switch(page: Page, traffic: Traffic, give_up_s: float) -> Switch:
-    t0, _ = page.evaluate(SWITCH_JS, LAYER_SELECT)
-    # the page debounces (80 ms) before it asks: give a POST the time to start before deciding there is none
-    page.wait_for_timeout(300)
-    saw_post = any(r.method == "POST" and r.url.endswith("/api/attention") for r in traffic.started)
-    end = time.monotonic() + give_up_s
-    found = None
-    while time.monotonic() < end:
-        found = page.evaluate(DRAWN_AFTER_JS, [t0, saw_post])
-        if found:
-            break
-        page.wait_for_timeout(20)
-    marks: list[float] = page.evaluate(MARKS_JS)
-    early = next((m - t0 for m in marks if m >= t0), None)
-    if not found:
-        return Switch(None, early, None)
-    mark, _ = found
-    return Switch(mark - t0, early, phases(page, t0, mark), page.evaluate(VIEWS_JS, [t0, mark]))
-
-
-def profiled(page: Page, action: Callable[[], object], top: int = 8) -> list[tuple[float, str]]:
-    """Run `action` under Chromium's sampling JS profiler (CDP); the functions with the most self time, in ms.
-
-    "(program)" is the renderer's own work outside JS (style, layout, paint, parsing), "(garbage collector)" GC.
-    """
-    cdp = page.context.new_cdp_session(page)
-    cdp.send("Profiler.enable")
-    cdp.send("Profiler.setSamplingInterval", {"interval": 500})
-    cdp.send("Profiler.start")
-    try:
-        action()
-    finally:
-        prof = cdp.send("Profiler.stop")["profile"]
-        cdp.detach()
-    nodes = {n["id"]: n["callFrame"] for n in prof["nodes"]}
-    self_us: dict[str, float] = {}
-    for node, dt in zip(prof["samples"], prof["timeDeltas"], strict=False):
-        f = nodes[node]
-        where = f["url"].rsplit("/", 1)[-1]
-        line = f["lineNumber"] + 1
-        name = f"{f['functionName'] or '(anonymous)'}" + (f" {where}:{line}" if where else "")
-        self_us[name] = self_us.get(name, 0.0) + dt
-    ranked = sorted(self_us.items(), key=lambda kv: -kv[1])
-    return [(us / 1000, name) for name, us in ranked if name != "(idle)"][:top]
 
 
 # ---- the run ---------------------------------------------------------------------------------------------------
@@ -399,12 +197,6 @@ def check_tokens(page: Page, base: str, text: str, n: int) -> None:
     )
     tokens = got.json()["tokens"]
     assert len(tokens) == n, f"the server made {len(tokens)} tokens of the {n}-token text"
-
-
-def launch(p: Any) -> Browser:
-    if not CHROMIUM.exists():
-        raise SystemExit(f"{CHROMIUM} is missing: install Debian's chromium (make chromium)")
-    return p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)  # type: ignore[no-any-return]
 
 
 def main() -> None:
