@@ -1,18 +1,22 @@
 """A Python client for the attnlab REST API: one method per endpoint, NumPy arrays out, one exception type.
 
-Needs only httpx and NumPy (not torch, not the server). Matrices come as NumPy arrays: /api/attention,
-/api/intervene and /api/compare are asked for the arrays form (`Accept: application/vnd.attnlab.arrays`); every
-other endpoint returns its JSON as dicts. An error answer raises attnlab.ApiError; a transport
-failure (no server, a timeout) stays an httpx.TransportError.
+Needs only httpx and NumPy (not torch, not the server). The analyses' methods come from the server: GET
+/api/analyses names each analysis's path, client method and answer forms (read once per client), so
+`api.perturb(...)`, `api.scale_sweep(...)` or the method of an analysis added later is `api.call(name, ...)`.
+Matrices come as NumPy arrays: an analysis that answers in the arrays form (/api/attention, /api/intervene,
+/api/compare) is asked for it (`Accept: application/vnd.attnlab.arrays`); the others return their JSON as dicts.
+An error answer raises attnlab.ApiError; a transport failure (no server, a timeout) stays an httpx.TransportError.
 
     with attnlab.Client("http://127.0.0.1:8000") as api:
         r = api.attention("random", text="the cat sat", masks={"causal": True})
         r["layers"][0]["heads"][0]["weights"]  # (S, S) float32
+        api.scale_sweep(widths=[1, 4, 16])       # POST /api/scale-sweep, as GET /api/analyses declares it
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -39,6 +43,7 @@ class Client:
     ) -> None:
         self.url = url.rstrip("/")
         self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=headers, transport=transport)
+        self._analyses: dict[str, dict[str, Any]] | None = None  # GET /api/analyses by client name, once read
 
     def close(self) -> None:
         self._http.close()
@@ -74,43 +79,11 @@ class Client:
         (while queued: how many requests wait before it), `done` of `total` layers, `elapsed_ms`."""
         return self._call("GET", f"/api/progress/{run}")
 
-    def heads(self, model: str | None = None, **fields: Any) -> dict[str, Any]:
-        """POST /api/heads: every head's previous-token, duplicate-token and induction scores, mean distance and
-        entropy (`segment_len`, `seed` set the induction probe)."""
-        return self._call("POST", "/api/heads", _body(model, fields))
-
-    def top_heads(self, model: str | None = None, **fields: Any) -> dict[str, Any]:
-        """POST /api/heads/top: every (layer, head) ranked by the weight from `query` to `key` (`k` of them)."""
-        return self._call("POST", "/api/heads/top", _body(model, fields))
-
-    def perturb(self, model: str | None = None, **fields: Any) -> dict[str, Any]:
-        """POST /api/perturb: change `position` (`change`: {"kind": "shift", "amount"} or {"kind": "token", "token"})
-        and see per layer which positions move, with a check per mask and a `verdict`."""
-        return self._call("POST", "/api/perturb", _body(model, fields))
-
-    def intervene(self, model: str | None = None, **fields: Any) -> dict[str, Any]:
-        """POST /api/intervene: `ablate` heads and `edit` weights; `before` and `after` are attention results
-        (arrays), with `layers` deltas, `final_delta`, and predictions and losses for models that predict tokens."""
-        return self._call("POST", "/api/intervene", _body(model, fields), arrays=True)
-
     def compare(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         """POST /api/compare: two /api/attention bodies; `a` and `b` results and per layer and head `diff` (B - A
         weights, an array) and `max_abs`."""
-        result: dict[str, Any] = self._call("POST", "/api/compare", {"a": jsonable(a), "b": jsonable(b)}, arrays=True)
+        result: dict[str, Any] = self.call("compare", a=jsonable(a), b=jsonable(b))
         return result
-
-    def decode(self, model: str | None = None, **fields: Any) -> dict[str, Any]:
-        """POST /api/decode: causal decoding one token at a time with a KV cache: `steps`, `max_diff_vs_full`,
-        `cache`."""
-        return self._call("POST", "/api/decode", _body(model, fields))
-
-    def cost(self, **fields: Any) -> dict[str, Any]:
-        """POST /api/cost: `batch`, `heads`, `kv_heads`, `seq_len`, `d_model`, `layers`, `dtype`, `measure`."""
-        return self._call("POST", "/api/cost", jsonable(fields))
-
-    def scale_sweep(self, **fields: Any) -> dict[str, Any]:
-        """POST /api/scale-sweep: `widths`, `samples`, `seed`, `variance`, `keys`."""
-        return self._call("POST", "/api/scale-sweep", jsonable(fields))
 
     def export(self, model: str | None = None, *, path: str | os.PathLike[str] | None = None, **fields: Any) -> str:
         """POST /api/export: the /api/attention body plus `view` ("layer", "all", "head"), `head`, `query`,
@@ -121,6 +94,54 @@ class Client:
         if path is not None:
             Path(path).write_text(resp.text, encoding="utf-8")
         return resp.text
+
+    # ---- the declared analyses ----------------------------------------------------------------------------------
+
+    def analyses(self) -> dict[str, dict[str, Any]]:
+        """GET /api/analyses, by client method name (read once per client): each analysis's `name`, `path`,
+        `summary` and `forms`."""
+        if self._analyses is None:
+            listed = self._call("GET", "/api/analyses")["analyses"]
+            self._analyses = {a["client"]: a for a in listed}
+        return self._analyses
+
+    def call(self, name: str, model: str | None = None, /, **fields: Any) -> Any:
+        """POST the analysis `name` (its client method name, "scale_sweep", or its API name, "scale-sweep") with
+        the body's fields; the answer as its method gives it: arrays where the analysis answers in the arrays form,
+        a dict of its JSON otherwise (an HTML answer as text)."""
+        declared = self.analyses()
+        found = declared.get(name) or next((a for a in declared.values() if a["name"] == name), None)
+        if found is None:
+            raise AttributeError(f"this server declares no analysis {name!r}; it has {', '.join(sorted(declared))}")
+        if found["forms"] == ["html"]:
+            resp = self._http.post(found["path"], json=_body(model, fields), headers={"accept": "text/html"})
+            _raise_for(resp)
+            return resp.text
+        return self._call("POST", found["path"], _body(model, fields), arrays="arrays" in found["forms"])
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        """A declared analysis's method: `api.perturb("random", text=..., position=1)` is api.call("perturb", ...)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def method(model: str | None = None, /, **fields: Any) -> Any:
+            return self.call(name, model, **fields)
+
+        found = self.analyses().get(name)
+        if found is None:
+            raise AttributeError(
+                f"{type(self).__name__!r} has no attribute {name!r}, and the server declares no such analysis"
+            )
+        method.__name__ = name
+        method.__doc__ = f"POST {found['path']}: {found['summary']}"
+        return method
+
+    def __dir__(self) -> list[str]:
+        try:
+            declared = list(self.analyses())
+        except (httpx.TransportError, ApiError):  # no server to ask: the methods written here
+            declared = []
+        return sorted({*super().__dir__(), *declared})
 
     # ---- transport -----------------------------------------------------------------------------------------------
 

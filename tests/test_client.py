@@ -227,13 +227,30 @@ def test_client_round_trips_every_endpoint(
         assert max(got["final_delta"]) > 0  # the ablation did something, and the client carried it
 
 
-def test_client_has_a_method_for_every_endpoint(base: str) -> None:
-    """Every POST route of the API's own schema is a client method (by the path's last part, dashes as _)."""
+def test_client_has_a_method_for_every_endpoint(api: attnlab.Client, base: str) -> None:
+    """Every POST route of the API's own schema is a client method, named as GET /api/analyses says, and dir()
+    lists it."""
     spec = httpx.get(f"{base}/openapi.json").json()
     posts = sorted(p for p, ops in spec["paths"].items() if "post" in ops and p.startswith("/api/"))
     assert len(posts) >= 10, posts
-    missing = [p for p in posts if not callable(getattr(attnlab.Client, _method_name(p), None))]
+    declared = {a["path"]: a["client"] for a in httpx.get(f"{base}/api/analyses").json()["analyses"]}
+    assert sorted(declared) == posts
+    missing = [p for p in posts if not callable(getattr(api, declared[p], None))]
     assert missing == []
+    assert {_method_name(p) for p in posts} <= set(dir(api))  # today's names, as scripts call them
+
+
+def test_client_calls_a_declared_analysis_by_name(api: attnlab.Client, base: str) -> None:
+    """call() reaches an analysis by its client name or its API name, as its method does; an undeclared name is an
+    AttributeError naming the declared ones."""
+    body = {"widths": [2, 8], "samples": 20}
+    want = raw(base, "POST", "/api/scale-sweep", body).json()
+    assert same(api.call("scale_sweep", **body), want) == []
+    assert same(api.call("scale-sweep", **body), want) == []
+    with pytest.raises(AttributeError, match="scale_sweep"):
+        api.call("no_such_analysis")
+    with pytest.raises(AttributeError, match="no_such_analysis"):
+        api.no_such_analysis  # noqa: B018
 
 
 def test_client_names_a_run_and_follows_its_progress(api: attnlab.Client) -> None:
@@ -281,13 +298,17 @@ def test_client_asks_for_the_arrays_form_where_there_is_one(base: str) -> None:
         api.attention("textbook")
         api.intervene("textbook", edit=[{"layer": 0, "head": 0, "query": 2, "key": 0, "weight": 0.9}])
         api.health()
+        api.intervene("textbook")  # the declared analyses are read once per client
     arrays = "application/vnd.attnlab.arrays"
     assert [(path, kind) for path, _, kind in recording.seen] == [
         ("/api/attention", arrays),
+        ("/api/analyses", "application/json"),
         ("/api/intervene", arrays),
         ("/api/health", "application/json"),
+        ("/api/intervene", arrays),
     ]
-    assert all(accept.startswith(arrays) for _, accept, _ in recording.seen[:2])
+    computed = [accept for path, accept, _ in recording.seen if path in ("/api/attention", "/api/intervene")]
+    assert len(computed) == 3 and all(accept.startswith(arrays) for accept in computed)
 
 
 def test_client_compare_gives_diffs_as_arrays(api: attnlab.Client, base: str) -> None:
