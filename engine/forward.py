@@ -37,59 +37,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from engine import progress, stop
 from engine.attention import AllMaskedPolicy, AttentionOutput, AttentionWeights, attention
+from engine.feedforward import MLP
 from engine.interventions import NO_INTERVENTIONS, Interventions, shift_input
+from engine.norms import Norm
 from engine.timing import timed
-
-
-@dataclass(frozen=True)
-class LayerNorm:
-    weight: Tensor  # (D,)
-    bias: Tensor  # (D,)
-    eps: float = 1e-5
-
-    def __call__(self, x: Tensor) -> Tensor:
-        return F.layer_norm(x, (x.shape[-1],), self.weight, self.bias, self.eps)
-
-    def to(self, device: torch.device | str, dtype: torch.dtype) -> LayerNorm:
-        return LayerNorm(self.weight.to(device=device, dtype=dtype), self.bias.to(device=device, dtype=dtype), self.eps)
-
-
-@dataclass(frozen=True)
-class FeedForward:
-    """gelu(x W_in + b_in) W_out + b_out, with the exact (erf) gelu."""
-
-    W_in: Tensor  # (D, d_mlp)
-    b_in: Tensor  # (d_mlp,)
-    W_out: Tensor  # (d_mlp, D)
-    b_out: Tensor  # (D,)
-
-    def __call__(self, x: Tensor) -> Tensor:
-        return F.gelu(x @ self.W_in + self.b_in) @ self.W_out + self.b_out
-
-    @property
-    def d_mlp(self) -> int:
-        return self.W_in.shape[1]
-
-    def to(self, device: torch.device | str, dtype: torch.dtype) -> FeedForward:
-        return FeedForward(*(t.to(device=device, dtype=dtype) for t in (self.W_in, self.b_in, self.W_out, self.b_out)))
 
 
 @dataclass(frozen=True)
 class Block:
     attn: AttentionWeights
     residual: bool = True  # x + attention(x); False: the block's output is the attention output itself
-    ln_pre: LayerNorm | None = None  # before attention (pre-LN)
-    ln_attn: LayerNorm | None = None  # after the attention residual (post-LN)
-    mlp: FeedForward | None = None
-    ln_mlp: LayerNorm | None = None  # after the feed-forward residual (post-LN)
+    ln_pre: Norm | None = None  # before attention (pre-LN); engine/norms.py
+    ln_attn: Norm | None = None  # after the attention residual (post-LN)
+    mlp: MLP | None = None  # engine/feedforward.py
+    ln_mlp: Norm | None = None  # after the feed-forward residual (post-LN)
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> Block:
-        def move(m: LayerNorm | None) -> LayerNorm | None:
+        def move(m: Norm | None) -> Norm | None:
             return None if m is None else m.to(device, dtype)
 
         return Block(
@@ -104,7 +72,7 @@ class Block:
 
 @dataclass(frozen=True)
 class Unembed:
-    ln_final: LayerNorm
+    ln_final: Norm
     W_U: Tensor  # (D, V)
 
     def __call__(self, x: Tensor) -> Tensor:

@@ -26,10 +26,11 @@ from torch import Tensor
 
 from engine.attention import from_concatenated
 from engine.errors import InputError
-from engine.forward import Block, LayerNorm, Network, Unembed
+from engine.forward import Block, Network, Unembed
 from engine.masks import MaskSpec
 from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunInput
 from engine.models.declare import Capabilities, ModelSource
+from engine.norms import LayerNorm
 
 CHECKPOINT = Path(__file__).resolve().parent.parent / "checkpoints" / "induction.safetensors"
 DEFAULT_TEXT = (

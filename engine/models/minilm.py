@@ -27,9 +27,11 @@ from torch import Tensor
 
 from engine.attention import AttentionWeights, from_concatenated
 from engine.errors import InputError
-from engine.forward import Block, FeedForward, LayerNorm, Network
+from engine.feedforward import FeedForward
+from engine.forward import Block, Network
 from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunInput
 from engine.models.declare import Capabilities, ModelSource
+from engine.norms import LayerNorm
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired"
 
