@@ -1,15 +1,15 @@
-"""attnlab.run: the engine in the caller's own process, no server, through the server's own path.
+"""attnlab.run: the engine in the caller's own process and thread, no server, through the server's own path.
 
-A call is an /api/attention request: the body is validated by the same schema (AttentionRequest), checked and
-tokenised by server.prepare.prepare under the same limits (ATTNLAB_* settings, as a server started in this
-environment would read them), run by the same engine and serialised by the same serialize_run, so the result is
-the one /api/attention answers, with its matrices as NumPy arrays. Errors are the API's too, as attnlab.ApiError.
-Each model loads once per process; runs are not kept.
+A call is an /api/attention request, run by server/inprocess.py (the server's entry for one request with no HTTP):
+the body is validated by the same schema (AttentionRequest), checked and tokenised by server.prepare.prepare under
+the same limits (ATTNLAB_* settings, as a server started in this environment would read them), run by the same
+engine and serialised by the same serialize_run, so the result is the one /api/attention answers, with its
+matrices as NumPy arrays. Errors are the API's too, as attnlab.ApiError. Each model loads once per process; runs
+are not kept, and no compute threads start.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,16 +20,12 @@ import pydantic
 
 from attnlab.arrays import jsonable
 from attnlab.errors import ApiError
-from engine.device import resolve_device, resolve_dtype
 from engine.errors import InputError
 from engine.models import BUILDERS, LoadedModels, load_available
 from server import errors as server_errors
+from server import inprocess
 from server.config import Settings
 from server.deps import Runtime
-from server.prepare import attention_body
-from server.runcache import RunCache
-from server.scheduling import ComputePool
-from server.schemas import AttentionRequest
 
 _models = LoadedModels({}, {})
 _loading = threading.Lock()
@@ -45,10 +41,19 @@ def loaded_models(name: str) -> LoadedModels:
     return _models
 
 
+def models_for(name: str | None) -> LoadedModels:
+    """The loaded models, with `name` among them (None: a request that names none, which the server refuses); an
+    unknown name is the 422 the server gives, naming every model attnlab has rather than those loaded so far."""
+    if name is not None and name not in BUILDERS:
+        known = ", ".join(sorted(BUILDERS))
+        raise server_errors.ApiError(422, "unknown_model", f"unknown model {name!r}; attnlab has {known}", "model")
+    return loaded_models(name or "")
+
+
 @cache
-def _runtime(device: str, dtype: str) -> Runtime:
-    # no compute threads are started (the pool is never used here), and no run is kept: a cache of 0 bytes
-    return Runtime(resolve_device(device), resolve_dtype(dtype), ComputePool(1, 1.0), RunCache(0))
+def runtime(device: str, dtype: str) -> Runtime:
+    """One runtime per device and dtype in this process (server/inprocess.py's: no threads, no runs kept)."""
+    return inprocess.local_runtime(device, dtype)
 
 
 def run(
@@ -89,21 +94,16 @@ def compute(
     dtype: str | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
-    """The /api/attention body as server.prepare.attention_body returns it, validated and refused as the API does
+    """The /api/attention body as server/inprocess.py run_attention returns it, validated and refused as the API does
     (what `run` returns and `attnlab.show` embeds)."""
     settings = Settings()
     body = jsonable({**fields, "model": model, "text": text, "masks": masks, "layer": layer})
     body = {k: v for k, v in body.items() if v is not None or k in fields}
-    runtime = _runtime(device or settings.device, dtype or settings.dtype)
     with api_errors():
-        # validated from JSON, as the server validates a body: strict types, no unknown fields
-        req = AttentionRequest.model_validate_json(json.dumps(body))
-        name = req.model or ("custom" if req.x is not None else None)
-        if name is not None and name not in BUILDERS:
-            known = ", ".join(sorted(BUILDERS))
-            raise server_errors.ApiError(422, "unknown_model", f"unknown model {name!r}; attnlab has {known}", "model")
-        # in process the matrices stay NumPy arrays: sized as the binary forms are, not as JSON text
-        return attention_body(req, settings, loaded_models(name or ""), runtime, "application/vnd.attnlab.arrays")
+        req = inprocess.attention_request(body)
+        models = models_for(req.model or ("custom" if req.x is not None else None))
+        where = runtime(device or settings.device, dtype or settings.dtype)
+        return inprocess.run_attention(req, settings, models, where)
 
 
 @contextmanager

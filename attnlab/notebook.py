@@ -2,7 +2,8 @@
 
 The run is attnlab.run's (the engine in this process, through the server's own path, no server), its weights in
 the arrays form at float16; the page is the one POST /api/export answers (wire/standalone.py), built by the same
-code (server/export.py build_export), so the same arguments are refused with the same field named.
+code (server/inprocess.py run_export, which calls server/export.py build_export as the route does), so the same
+arguments are refused with the same field named.
 
 In a notebook the view goes in an <iframe srcdoc> sandboxed to scripts only: the page's script runs in its own
 document, apart from the notebook's, so JupyterLab, classic Jupyter and VS Code show it alike, with no internet.
@@ -11,14 +12,13 @@ document, apart from the notebook's, so JupyterLab, classic Jupyter and VS Code 
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any
 
 from attnlab.arrays import jsonable
-from attnlab.local import api_errors, compute
-from server.export import build_export
-from server.schemas import AttentionRequest, ExportRequest
+from attnlab.local import api_errors, models_for, runtime
+from server import inprocess
+from server.config import Settings
 
 # the iframe's height (px) for each view when none is given: the controls, and a grid, the thumbnails or a head
 HEIGHTS = {"layer": 760, "all": 620, "head": 800}
@@ -78,14 +78,12 @@ def view_of(
     body = {k: v for k, v in body.items() if v is not None or k in fields}
     shown = {"view": view, "head": head, "query": query, "palette": palette, "title": title}
     body.update({k: v for k, v in shown.items() if v is not None})
+    settings = Settings()
     with api_errors():
-        req = ExportRequest.model_validate_json(json.dumps(body))  # as the server validates a body
-
-        def run(attention: AttentionRequest) -> dict[str, Any]:
-            given = attention.model_dump(mode="json", exclude_unset=True)
-            return compute(**given, device=device, dtype=dtype)
-
-        page, name = build_export(req, run)
+        req = inprocess.export_request(body)
+        models = models_for(req.model or ("custom" if req.x is not None else None))
+        where = runtime(device or settings.device, dtype or settings.dtype)
+        page, name = inprocess.run_export(req, settings, models, where)
     what = "every layer" if req.view == "all" else f"layer {req.layer}" if req.layer is not None else "every layer"
     summary = f"{req.model or 'custom'}, {req.view} view, {what}"
     return StandaloneView(page, name, summary, height or HEIGHTS[req.view])

@@ -1,4 +1,7 @@
-"""What routes receive: settings, the loaded models, and the runtime (device, dtype, compute slots)."""
+"""What routes receive: settings, the loaded models, and the runtime (device, dtype, the run cache, progress).
+
+The compute threads are the app's (app.state.pool, server/scheduling.py), not the runtime's: a Runtime runs a
+request in whatever thread holds it, as attnlab.run does in the caller's (server/inprocess.py)."""
 
 from __future__ import annotations
 
@@ -12,14 +15,12 @@ from engine.models import AttentionModel
 from server.config import Settings
 from server.progress import ProgressBoard
 from server.runcache import RunCache
-from server.scheduling import ComputePool
 
 
 @dataclass
 class Runtime:
     device: torch.device
     dtype: torch.dtype
-    pool: ComputePool  # the compute threads every computing route runs on (server/scheduling.py)
     runs: RunCache  # recent forward passes (server/runcache.py)
     progress: ProgressBoard = field(default_factory=ProgressBoard)  # where named runs are (server/progress.py)
 

@@ -1,6 +1,6 @@
 """An export: the /api/attention body of an export request, computed, as one standalone HTML file and its name.
 
-Shared by POST /api/export (server/routes/export.py) and attnlab.show (attnlab/notebook.py), so both refuse the
+Shared by POST /api/export (server/analyses/attention.py) and server/inprocess.py (attnlab.show), so both refuse the
 same arguments with the same field named."""
 
 from __future__ import annotations
