@@ -9,18 +9,21 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import Field
+from pydantic import BaseModel, Field
 
+import attnlab
+import server.analyses
 import server.analyses.cost as cost_analysis
 from engine.analysis.cost import Cost
 from engine.stats import HeadStats
 from server.analyses import declared
 from server.config import Settings
-from server.declare import answer_of
+from server.declare import Analysis, Context, answer_of
 from server.deps import get_settings
-from server.schemas import HeadStatsOut
+from server.schemas import HeadStatsOut, Strict
 from tests.helpers import assert_error
 
 MakeClient = Callable[..., AbstractContextManager[TestClient]]
@@ -102,3 +105,56 @@ def test_head_stats_answer_matches_the_engine() -> None:
     engine = typing.get_type_hints(HeadStats)
     answer: dict[str, Any] = {name: f.annotation for name, f in HeadStatsOut.model_fields.items()}
     assert answer == engine
+
+
+class WordsRequest(Strict):
+    words: list[str] = Field(max_length=100)
+
+
+class WordsResult(BaseModel):
+    count: int
+    longest: str | None
+
+
+def word_count(req: WordsRequest, ctx: Context) -> dict[str, Any]:
+    """How many words, and the longest."""
+    return {"count": len(req.words), "longest": max(req.words, key=len) if req.words else None}
+
+
+class Through(httpx.BaseTransport):
+    """attnlab.Client's requests answered by a TestClient's app."""
+
+    def __init__(self, client: TestClient) -> None:
+        self.client = client
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        got = self.client.request(request.method, request.url.path, content=request.content, headers=request.headers)
+        return httpx.Response(got.status_code, headers=got.headers, content=got.content)
+
+
+WORD_COUNT = Analysis(
+    name="word-count", request=WordsRequest, answer=WordsResult, run=word_count, summary="Count the words"
+)
+
+
+def test_one_declaration_is_a_route_a_listing_an_openapi_answer_and_a_client_method(
+    make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An analysis added as one declaration (and nothing else) is served, documented, listed and callable."""
+    real = declared()
+    monkeypatch.setattr(server.analyses, "declared", lambda: (*real, WORD_COUNT))
+    with make_client() as client:
+        assert client.post("/api/word-count", json={"words": ["a", "bcd"]}).json() == {"count": 2, "longest": "bcd"}
+        assert_error(client.post("/api/word-count", json={"words": "a"}), 422, "words")
+        doc = client.get("/openapi.json").json()
+        answer = doc["paths"]["/api/word-count"]["post"]["responses"]["200"]["content"]["application/json"]
+        assert answer["schema"] == {"$ref": "#/components/schemas/WordsResult"}
+        assert doc["paths"]["/api/word-count"]["post"]["description"] == "How many words, and the longest."
+        listed = client.get("/api/analyses").json()["analyses"]
+        assert listed[-1] == {
+            "name": "word-count", "path": "/api/word-count", "client": "word_count", "panel": None,
+            "summary": "Count the words", "forms": ["json"],
+        }  # fmt: skip
+        with attnlab.Client("http://testserver", transport=Through(client)) as api:
+            assert api.word_count(words=["x", "yy", "z"]) == {"count": 3, "longest": "yy"}
+            assert "word_count" in dir(api)
