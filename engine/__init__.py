@@ -1,4 +1,4 @@
-"""attnlab's attention engine: pure torch, no web imports."""
+"""attnlab's attention engine: pure torch, nothing from the web layer (a test walks its sources)."""
 
 from engine.attention import AttentionOutput, AttentionWeights, attention, from_concatenated
 from engine.masks import MaskSpec, eligibility
