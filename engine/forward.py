@@ -1,35 +1,19 @@
 """One forward pass for every model, with named hook points and interventions passed in as data.
 
 A model is a stack of blocks over an input x_0 (B, S, D). Each block is one attention layer with the
-optional pieces that real architectures put around it:
+optional pieces that real architectures put around it (norms: engine/norms.py; MLPs: engine/feedforward.py):
 
     resid_pre  = x
-    h          = LayerNorm_pre(x)           if ln_pre          (pre-LN decoders: induction)
+    h          = Norm_pre(x)                if ln_pre          (pre-LN decoders: induction)
     attn       = Attention(h)               engine.attention.attention, with this layer's interventions
-    x          = x + attn.output            if residual, else attn.output (a single attention layer)
-    x          = LayerNorm_attn(x)          if ln_attn         (post-LN encoders: BERT, MiniLM)
-    resid_mid  = x
-    x          = x + MLP(x)                 if mlp
-    x          = LayerNorm_mlp(x)           if ln_mlp
-    resid_post = x
-    logits     = LayerNorm_final(x) W_U     if the model unembeds (after its last layer)
+    resid_mid  = x + attn.output            if residual, else attn.output (a single attention layer)
+    m          = Norm_attn(resid_mid)       if ln_attn, else resid_mid   (post-LN encoders: BERT, MiniLM)
+    resid_post = m + MLP(m)                 if mlp, else m
+    x'         = Norm_mlp(resid_post)       if ln_mlp, else resid_post   what the block passes on
+    logits     = Norm_final(x) W_U          if the model unembeds (after its last layer)
 
-Every intermediate has a name, the way TransformerLens names its hook points, without hooks registered
-on modules (global state that outlives a run): `ForwardResult.cache()` maps
-
-    hook_embed                     x_0 after any InputShift                         (B, S, D)
-    blocks.{l}.hook_resid_pre      what layer l reads                              (B, S, D)
-    blocks.{l}.attn.hook_q/k/v     projections                                     (B, H|G, S, d)
-    blocks.{l}.attn.hook_scores    scaled Q K^T, before masking                    (B, H, S, S)
-    blocks.{l}.attn.hook_pattern   weights after mask, softmax and edge edits      (B, H, S, S)
-    blocks.{l}.attn.hook_z         contexts after head ablations                   (B, H, S, d_v)
-    blocks.{l}.attn.hook_result    the attention output after W_O                  (B, S, d_out)
-    blocks.{l}.hook_resid_mid      after the attention residual (and its LayerNorm)
-    blocks.{l}.hook_mlp_out        the feed-forward's output (models with one)
-    blocks.{l}.hook_resid_post     what layer l passes on
-    hook_logits                    next-token logits (models that predict tokens)  (B, S, V)
-
-to the tensors the pass produced, so nothing is recomputed to show them.
+Every intermediate has a name, TransformerLens's hook name with TransformerLens's meaning, without hooks
+registered on modules (global state that outlives a run): `ForwardResult.cache()`, the table in engine/hooks.py.
 """
 
 from __future__ import annotations
@@ -124,11 +108,14 @@ class KVCache:
 class LayerTrace:
     index: int
     attn: AttentionOutput
-    resid_in: Tensor  # (B, S, D) what the layer read
-    resid_mid: Tensor  # (B, S, D') after the attention residual (and its LayerNorm)
-    resid_out: Tensor  # (B, S, D') what the layer passed on
+    resid_in: Tensor  # (B, S, D) what the layer read: resid_pre
+    resid_mid: Tensor  # (B, S, D') x + attention output (the output alone without a residual), before any norm
+    resid_out: Tensor  # (B, S, D') what the layer passed on: resid_post, after Norm_mlp where there is one
     weights: AttentionWeights  # the projections this layer used
     mlp_out: Tensor | None = None  # (B, S, D) the feed-forward's output, where there is one
+    attn_in: Tensor | None = None  # (B, S, D) Norm_pre(x), what attention read, in a pre-LN block
+    mlp_in: Tensor | None = None  # (B, S, D') Norm_attn(resid_mid) in a post-LN block
+    resid_post: Tensor | None = None  # (B, S, D') before Norm_mlp, in a block that has one (else resid_out)
 
 
 @dataclass
@@ -144,29 +131,10 @@ class ForwardResult:
         return self.logits if self.logits is not None else self.layers[-1].resid_out
 
     def cache(self) -> dict[str, Tensor]:
-        """Every intermediate by hook name (see the module docstring)."""
-        out = {"hook_embed": self.embed}
-        for t in self.layers:
-            p, a = f"blocks.{t.index}", t.attn
-            out.update(
-                {
-                    f"{p}.hook_resid_pre": t.resid_in,
-                    f"{p}.attn.hook_q": a.q,
-                    f"{p}.attn.hook_k": a.k,
-                    f"{p}.attn.hook_v": a.v,
-                    f"{p}.attn.hook_scores": a.scores,
-                    f"{p}.attn.hook_pattern": a.weights,
-                    f"{p}.attn.hook_z": a.contexts,
-                    f"{p}.attn.hook_result": a.output,
-                    f"{p}.hook_resid_mid": t.resid_mid,
-                    f"{p}.hook_resid_post": t.resid_out,
-                }
-            )
-            if t.mlp_out is not None:
-                out[f"{p}.hook_mlp_out"] = t.mlp_out
-        if self.logits is not None:
-            out["hook_logits"] = self.logits
-        return out
+        """Every intermediate by TransformerLens's hook name (engine/hooks.py)."""
+        from engine.hooks import cache  # hooks reads these classes
+
+        return cache(self)
 
 
 def block_forward(
@@ -195,15 +163,24 @@ def block_forward(
         past=past,
     )
     mid = x + out.output if block.residual else out.output
-    if block.ln_attn is not None:
-        mid = block.ln_attn(mid)
-    y, mlp_out = mid, None
+    m = block.ln_attn(mid) if block.ln_attn is not None else mid
+    post, mlp_out = m, None
     if block.mlp is not None:
-        mlp_out = block.mlp(mid)
-        y = mid + mlp_out
-    if block.ln_mlp is not None:
-        y = block.ln_mlp(y)
-    return LayerTrace(index, out, x, mid, y, block.attn, mlp_out)
+        mlp_out = block.mlp(m)
+        post = m + mlp_out
+    y = block.ln_mlp(post) if block.ln_mlp is not None else post
+    return LayerTrace(
+        index,
+        out,
+        x,
+        mid,
+        y,
+        block.attn,
+        mlp_out,
+        attn_in=h if block.ln_pre is not None else None,
+        mlp_in=m if block.ln_attn is not None else None,
+        resid_post=post if block.ln_mlp is not None else None,
+    )
 
 
 def forward(

@@ -4,7 +4,7 @@ A claim about attention ("causal masking holds", "head 1.3 copies the next token
 one thing and watching what moves. Each change here is a value that `engine.forward.forward` reads at a
 named hook point, so every model runs the same code with or without them:
 
-    InputShift    hook_embed            x_0[position] += amount (every feature), or, with a seed, += a seeded
+    InputShift    hook_full_embed       x_0[position] += amount (every feature), or, with a seed, += a seeded
                                         random direction of norm `amount` with its mean removed (a LayerNorm
                                         removes a uniform shift; it cannot remove this)
     EdgeEdit      blocks.l.attn.hook_pattern   W[head, query, key] = weight, the row's other eligible

@@ -52,7 +52,7 @@ def run_bytes(run: ModelRun) -> int:
     """Bytes the run's tensors hold (each storage once: views of one tensor share it)."""
     seen: set[int] = set()
     total = 0
-    for t in [run.eligible, *run.cache().values()]:
+    for t in run.tensors():
         storage = t.untyped_storage()
         if storage.data_ptr() in seen:
             continue

@@ -44,8 +44,8 @@ def test_cache_names_every_intermediate_of_every_model(models: dict[str, Attenti
     cases = {
         "textbook": (RunInput(), []),
         "random": (RunInput(text="a b c"), []),
-        "minilm": (RunInput(text="a cat"), ["hook_mlp_out"]),
-        "induction": (RunInput(text="red ball king"), []),
+        "minilm": (RunInput(text="a cat"), ["hook_mlp_out", "ln1.hook_normalized", "hook_normalized_resid_post"]),
+        "induction": (RunInput(text="red ball king"), ["ln1.hook_normalized"]),
     }
     for name, (inp, extra) in cases.items():
         r = models[name].run(inp, CPU, torch.float32)
@@ -53,14 +53,16 @@ def test_cache_names_every_intermediate_of_every_model(models: dict[str, Attenti
         for i, t in enumerate(r.layers):
             p = f"blocks.{i}"
             assert cache[f"{p}.attn.hook_pattern"] is t.attn.weights  # the tensors of the pass, not copies
-            assert cache[f"{p}.attn.hook_scores"] is t.attn.scores
-            assert cache[f"{p}.attn.hook_z"] is t.attn.contexts
+            assert cache[f"{p}.attn.scores_unmasked"] is t.attn.scores
+            assert cache[f"{p}.attn.hook_z"].data_ptr() == t.attn.contexts.data_ptr()  # a view, transposed
+            assert cache[f"{p}.hook_attn_out"] is t.attn.output
             assert cache[f"{p}.hook_resid_pre"] is t.resid_in
-            assert cache[f"{p}.hook_resid_post"] is t.resid_out
             for e in extra:
                 assert f"{p}.{e}" in cache
-        assert cache["hook_embed"] is r.layers[0].resid_in
-        assert ("hook_logits" in cache) == (name == "induction")
+            if i + 1 < len(r.layers):
+                assert cache[f"blocks.{i + 1}.hook_resid_pre"] is t.resid_out  # what the block passed on
+        assert cache["hook_full_embed"] is r.layers[0].resid_in
+        assert ("logits" in cache) == (name == "induction")
 
 
 def test_minilm_block_reads_resid_mid_and_mlp_out_like_bert(models: dict[str, AttentionModel]) -> None:
@@ -68,8 +70,11 @@ def test_minilm_block_reads_resid_mid_and_mlp_out_like_bert(models: dict[str, At
     block = models["minilm"].network(RunInput(), CPU, torch.float64).blocks[2]
     t = r.layers[2]
     assert block.ln_attn is not None and block.ln_mlp is not None and t.mlp_out is not None
-    assert torch.allclose(t.resid_mid, block.ln_attn(t.resid_in + t.attn.output), atol=1e-12)
-    assert torch.allclose(t.resid_out, block.ln_mlp(t.resid_mid + t.mlp_out), atol=1e-12)
+    assert torch.allclose(t.resid_mid, t.resid_in + t.attn.output, atol=1e-12)  # before BERT's ln1
+    assert t.mlp_in is not None and t.resid_post is not None
+    assert torch.allclose(t.mlp_in, block.ln_attn(t.resid_mid), atol=1e-12)
+    assert torch.allclose(t.resid_post, t.mlp_in + t.mlp_out, atol=1e-12)
+    assert torch.allclose(t.resid_out, block.ln_mlp(t.resid_post), atol=1e-12)
 
 
 # ---- head ablation -------------------------------------------------------------------------------------------------
@@ -260,7 +265,7 @@ def test_shift_is_the_embedding_plus_the_amount(models: dict[str, AttentionModel
     inp = RunInput(text="a b c d")
     before = run(model, inp)
     after = run(model, inp, shift=(InputShift(2, 0.5),))
-    diff = after.cache()["hook_embed"] - before.cache()["hook_embed"]
+    diff = after.cache()["hook_full_embed"] - before.cache()["hook_full_embed"]
     assert torch.allclose(diff[0, 2], torch.full_like(diff[0, 2], 0.5), atol=1e-15, rtol=0)
     assert float(diff[0, [0, 1, 3]].abs().max()) == 0.0
     assert replace(inp).text == "a b c d"  # inputs are not mutated by a run

@@ -10,6 +10,7 @@ from torch import Tensor
 
 from engine.attention import AllMaskedPolicy
 from engine.forward import ForwardResult, LayerTrace
+from engine.hooks import stored
 from engine.interventions import NO_INTERVENTIONS, Interventions
 from engine.masks import MaskSpec, batch_reason_grids, cross_reason_grids, reason_grids
 
@@ -137,8 +138,12 @@ class ModelRun:
         return reason_grids(self.masks, s)
 
     def cache(self) -> dict[str, Tensor]:
-        """Every intermediate by hook name: hook_embed, blocks.0.attn.hook_pattern, ..., hook_logits."""
+        """Every intermediate by TransformerLens's hook name: blocks.0.attn.hook_pattern, ... (engine/hooks.py)."""
         return self.result.cache()
+
+    def tensors(self) -> list[Tensor]:
+        """The tensors the run holds (what its bytes are), nothing worked out from them."""
+        return [self.eligible, *stored(self.result)]
 
 
 def top_predictions(logits: Tensor, vocab: list[str], k: int) -> list[list[dict[str, Any]]]:

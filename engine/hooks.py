@@ -1,0 +1,109 @@
+"""A forward pass's intermediates by TransformerLens's hook names, with TransformerLens's meanings and shapes, so a
+person who knows its ActivationCache reads attnlab's without a dictionary. B = batch, S = positions, S_k = key
+positions, H = query heads, G = K/V groups, D = d_model.
+
+    hook_full_embed                  x_0 as layer 0 reads it, after any InputShift      (B, S, D)
+    blocks.{l}.hook_resid_pre        what layer l reads                                 (B, S, D)
+    blocks.{l}.ln1.hook_normalized   the norm before attention (pre-LN), or after the   (B, S, D)
+                                     attention residual (post-LN, BERT's ln1)
+    blocks.{l}.attn.hook_q           queries                                            (B, S, H, d_head)
+    blocks.{l}.attn.hook_k / hook_v  keys, values                                       (B, S_k, G, d_head | d_v)
+    blocks.{l}.attn.hook_attn_scores scaled Q K^T after the mask (-inf where a key is   (B, H, S, S_k)
+                                     masked), before the softmax
+    blocks.{l}.attn.hook_pattern     weights after mask, softmax and edge edits         (B, H, S, S_k)
+    blocks.{l}.attn.hook_z           contexts after head ablations                      (B, S, H, d_v)
+    blocks.{l}.attn.hook_result      each head's output, z_h W_O[h], without b_O        (B, S, H, d_out)
+    blocks.{l}.hook_attn_out         the attention output: hook_result summed over      (B, S, d_out)
+                                     heads, plus b_O
+    blocks.{l}.hook_resid_mid        hook_resid_pre + hook_attn_out (the attention      (B, S, D)
+                                     output alone in a block without a residual)
+    blocks.{l}.hook_mlp_out          the feed-forward's output (models with one)        (B, S, D)
+    blocks.{l}.hook_resid_post       after the feed-forward residual                    (B, S, D)
+    blocks.{l}.ln2.hook_normalized,  the norm after the feed-forward residual (post-LN: (B, S, D)
+    blocks.{l}.hook_normalized_resid_post   what the block passes on)
+
+and attnlab's own, named without `hook_` since TransformerLens has no such hook:
+
+    blocks.{l}.attn.scores_unmasked  scaled Q K^T for every cell, before the mask (what the page draws)
+    logits                           next-token logits (models that predict tokens)    (B, S, V)
+
+Most are the pass's own tensors (q, k, v, z as transposed views of them); hook_attn_scores and hook_result are
+worked out from them when the cache is read (TransformerLens too makes hook_result only when asked). `stored`
+lists what a pass holds, for whoever counts its bytes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from engine.attention import AttentionOutput, AttentionWeights
+
+if TYPE_CHECKING:
+    from engine.forward import ForwardResult
+
+
+def masked_scores(a: AttentionOutput) -> Tensor:
+    """(B, H, S, S_k): the scores with -inf on every key a query may not attend to, as the softmax reads them."""
+    eligible = a.eligible if a.eligible.dim() == 2 else a.eligible[:, None]  # (S, S_k) or (B, 1, S, S_k)
+    return a.scores.masked_fill(~eligible, float("-inf"))
+
+
+def per_head_result(a: AttentionOutput, w: AttentionWeights) -> Tensor:
+    """(B, S, H, d_out): head h's context through its rows of W_O; without W_O, the context in head h's slot of
+    the concatenation (zeros elsewhere). Summed over heads, plus b_O, it is the attention output."""
+    z = a.contexts.transpose(1, 2)  # (B, S, H, d_v)
+    if w.W_O is not None:
+        return torch.einsum("bshd,hde->bshe", z, w.W_O)
+    b, s, h, d_v = z.shape
+    out = z.new_zeros(b, s, h, h, d_v)
+    out.diagonal(dim1=2, dim2=3).copy_(z.permute(0, 1, 3, 2))  # out[:, :, i, i] = z[:, :, i]
+    return out.reshape(b, s, h, h * d_v)
+
+
+def cache(result: ForwardResult) -> dict[str, Tensor]:
+    """Every intermediate of `result` by hook name (the module docstring's table)."""
+    out = {"hook_full_embed": result.embed}
+    for t in result.layers:
+        p, a = f"blocks.{t.index}", t.attn
+        out[f"{p}.hook_resid_pre"] = t.resid_in
+        normalized = t.attn_in if t.attn_in is not None else t.mlp_in
+        if normalized is not None:
+            out[f"{p}.ln1.hook_normalized"] = normalized
+        out.update(
+            {
+                f"{p}.attn.hook_q": a.q.transpose(1, 2),
+                f"{p}.attn.hook_k": a.k.transpose(1, 2),
+                f"{p}.attn.hook_v": a.v.transpose(1, 2),
+                f"{p}.attn.scores_unmasked": a.scores,
+                f"{p}.attn.hook_attn_scores": masked_scores(a),
+                f"{p}.attn.hook_pattern": a.weights,
+                f"{p}.attn.hook_z": a.contexts.transpose(1, 2),
+                f"{p}.attn.hook_result": per_head_result(a, t.weights),
+                f"{p}.hook_attn_out": a.output,
+                f"{p}.hook_resid_mid": t.resid_mid,
+            }
+        )
+        if t.mlp_out is not None:
+            out[f"{p}.hook_mlp_out"] = t.mlp_out
+        out[f"{p}.hook_resid_post"] = t.resid_post if t.resid_post is not None else t.resid_out
+        if t.resid_post is not None:
+            out[f"{p}.ln2.hook_normalized"] = t.resid_out
+            out[f"{p}.hook_normalized_resid_post"] = t.resid_out
+    if result.logits is not None:
+        out["logits"] = result.logits
+    return out
+
+
+def stored(result: ForwardResult) -> list[Tensor]:
+    """The tensors the pass holds (views of one another included; nothing worked out)."""
+    held = [result.embed]
+    for t in result.layers:
+        a = t.attn
+        held += [t.resid_in, a.q, a.k, a.v, a.scores, a.weights, a.contexts, a.concat, a.output, t.resid_mid]
+        held += [x for x in (t.attn_in, t.mlp_in, t.mlp_out, t.resid_post) if x is not None] + [t.resid_out]
+    if result.logits is not None:
+        held.append(result.logits)
+    return held
