@@ -12,12 +12,17 @@ Head health:
     identical_to      heads of the same layer whose weights have cosine similarity >= IDENTICAL_SIMILARITY
     qk_rank           rank of W_Q^h (W_K^g)^T (D x D, at most d_head): the bilinear form the head scores with
     qk_symmetric      W_Q = W_K for the head: q_i . k_j = q_j . k_i, so its scores are a symmetric matrix
+
+What a statistic assumes is declared (ASSUMES, from ASSUMPTIONS), and a model declares the assumptions that do not
+hold for it (AttentionModel.breaks: name -> why). Where one does not hold, the statistics that assume it are None
+and `refused` says why, rather than a number about weights that are not what the head scores with.
 """
 
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -27,6 +32,31 @@ from engine.attention import AttentionWeights
 DEAD_KL = 0.01  # nats: a head whose rows are on average within this of uniform is flagged dead
 IDENTICAL_SIMILARITY = 0.999  # cosine similarity of two heads' flattened weights above which they are "identical"
 RANK_RTOL = 1e-6  # singular values below this fraction of the largest count as zero
+
+
+@dataclass(frozen=True)
+class Assumption:
+    name: str
+    says: str
+
+
+FIXED_QK = Assumption(
+    "fixed_qk",
+    "one fixed bilinear form W_Q W_K^T per head, the same at every pair of positions (no rotary embeddings)",
+)
+ASSUMPTIONS = {a.name: a for a in (FIXED_QK,)}
+ASSUMES: dict[str, Assumption] = {"qk_rank": FIXED_QK, "qk_rank_max": FIXED_QK, "qk_symmetric": FIXED_QK}
+
+
+def refusals(broken: Mapping[str, str]) -> dict[str, str]:
+    """The statistics that assume something `broken` names (assumption -> why it fails), each with the reason."""
+    unknown = sorted(set(broken) - set(ASSUMPTIONS))
+    assert not unknown, f"a model breaks assumptions no statistic makes: {unknown}; known: {sorted(ASSUMPTIONS)}"
+    return {
+        stat: f"assumes {a.says}; it does not hold here: {broken[a.name]}"
+        for stat, a in ASSUMES.items()
+        if a.name in broken
+    }
 
 
 @dataclass(frozen=True)
@@ -49,6 +79,7 @@ class HeadStats:
     qk_rank: int | None  # rank of W_Q W_K^T for this head; None when the weights are not known
     qk_rank_max: int | None  # d_head: the most that rank can be
     qk_symmetric: bool | None  # W_Q = W_K for this head, so its scores are symmetric (before masking)
+    refused: dict[str, str] = field(default_factory=dict)  # statistic -> why it is None: what it assumes fails
 
 
 def row_entropy(weights: Tensor) -> Tensor:
@@ -159,9 +190,11 @@ def head_stats(
     eligible: Tensor,
     w: AttentionWeights | None = None,
     similarity: Tensor | None = None,
+    broken: Mapping[str, str] | None = None,
 ) -> list[HeadStats]:
     """scores, weights (H, S, S) for one sequence; eligible (S, S); w the layer's projections (for ranks);
-    similarity: head_similarity(weights), when the caller has it already.
+    similarity: head_similarity(weights), when the caller has it already; broken: the assumptions that do not
+    hold for the model (AttentionModel.breaks), whose statistics are None with the reason in `refused`.
 
     Every figure is computed for all heads at once; the loop at the end only reads them out.
     """
@@ -190,8 +223,10 @@ def head_stats(
     kl = kl_from_uniform(weights, eligible, entropy)
     similarity = head_similarity(weights) if similarity is None else similarity
     similar = similarity >= IDENTICAL_SIMILARITY  # (H, H)
-    ranks = qk_ranks(w) if w is not None else None
-    symmetric = qk_symmetric(w) if w is not None else None
+    refused = refusals(broken or {})
+    fixed_qk = w if w is not None and FIXED_QK.name not in (broken or {}) else None
+    ranks = qk_ranks(fixed_qk) if fixed_qk is not None else None
+    symmetric = qk_symmetric(fixed_qk) if fixed_qk is not None else None
     zero_rows = [int(i) for i in (~live).nonzero().flatten().tolist()]
     any_eligible = bool(eligible.any())
     score_min = scores.amin(dim=(-1, -2)).tolist()
@@ -232,8 +267,9 @@ def head_stats(
                 dead=kl_h is not None and kl_h < DEAD_KL,
                 identical_to=[int(o) for o in similar[h].nonzero().flatten().tolist() if o != h],
                 qk_rank=ranks[h] if ranks is not None else None,
-                qk_rank_max=w.d_head if w is not None else None,
+                qk_rank_max=fixed_qk.d_head if fixed_qk is not None else None,
                 qk_symmetric=symmetric[h] if symmetric is not None else None,
+                refused=dict(refused),
             )
         )
     return out

@@ -236,7 +236,8 @@ def _layer(run: ModelRun, i: int, include: Sequence[str], eligible: torch.Tensor
         w = run.layers[i].weights
         sims = [head_similarity(a.weights[b].cpu()) for b in range(n_items)]
         stats = [
-            head_stats(a.scores[b].cpu(), a.weights[b].cpu(), item_eligible(b), w, sims[b]) for b in range(n_items)
+            head_stats(a.scores[b].cpu(), a.weights[b].cpu(), item_eligible(b), w, sims[b], run.breaks)
+            for b in range(n_items)
         ]
     heads = []
     for h in range(n_heads):

@@ -82,7 +82,9 @@ def audit(
     stats = [
         s
         for t in run.layers
-        for s in head_stats(t.attn.scores[0].cpu(), t.attn.weights[0].cpu(), eligible.cpu(), t.weights)
+        for s in head_stats(
+            t.attn.scores[0].cpu(), t.attn.weights[0].cpu(), eligible.cpu(), t.weights, broken=run.breaks
+        )
     ]
     # no eligible cell at all (every row masked, all_masked "zero"): no score range, rather than min() of nothing
     eligible_scores = (

@@ -266,6 +266,7 @@ class AttentionModel(ABC):
             batch_padding=enc.real,
             source_tokens=None if enc.source is None else enc.source.tokens,
             source_padding=None if enc.source_padding is None else tuple(enc.source_padding),
+            breaks=dict(self.breaks),
         )
 
     def run_config(self, net: Network, fwd: ForwardResult, enc: Encoded) -> RunConfig:

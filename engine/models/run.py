@@ -117,6 +117,7 @@ class ModelRun:
     batch_padding: tuple[tuple[bool, ...], ...] | None = None  # a batch: B x S, False where an item is padding
     source_tokens: list[str] | None = None  # cross-attention: the key/value sequence's labels
     source_padding: tuple[bool, ...] | None = None  # cross-attention: False where a source position is padding
+    breaks: dict[str, str] = field(default_factory=dict)  # the model's: statistics' assumptions that fail, and why
 
     @property
     def layers(self) -> list[LayerTrace]:

@@ -18,7 +18,7 @@ async def list_models(models: ModelsDep) -> ModelsResponse:
         i = model.info
         entries.append(
             ModelEntry(
-                name=i.name,
+                name=model.name,
                 description=i.description,
                 layers=i.n_layers,
                 heads=i.n_heads,
@@ -34,6 +34,7 @@ async def list_models(models: ModelsDep) -> ModelsResponse:
                 capabilities=ModelCapabilities(**model.capabilities.as_dict()),
                 reads=[f for f in INPUT_FIELDS if f in model.reads],
                 defaults=i.defaults,
+                breaks=dict(model.breaks),
                 vocab=i.vocab,
             )
         )

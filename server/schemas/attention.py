@@ -174,9 +174,20 @@ class HeadStatsOut(BaseModel):
     kl_from_uniform: float | None = Field(description="nats from uniform over eligible keys; ~0: a dead head")
     dead: bool = Field(description="near-uniform over its eligible keys")
     identical_to: list[int] = Field(description="heads of the same layer with (near) identical weights")
-    qk_rank: int | None = Field(description="rank of this head's W_Q W_K^T")
-    qk_rank_max: int | None = Field(description="d_head, the most the rank can be")
-    qk_symmetric: bool | None = Field(description="W_Q = W_K for this head: its scores are symmetric")
+    qk_rank: int | None = Field(
+        description="rank of this head's W_Q W_K^T; null where the weights are not known or where its assumption "
+        "(one fixed bilinear form per head) does not hold for the model: `refused` then says why"
+    )
+    qk_rank_max: int | None = Field(description="d_head, the most the rank can be (null with qk_rank)")
+    qk_symmetric: bool | None = Field(
+        description="W_Q = W_K for this head: its scores are symmetric; null where its assumption does not hold"
+    )
+    refused: dict[str, str] = Field(
+        default_factory=dict,
+        description="the statistics left null because what they assume does not hold for this model, each with "
+        "what it assumes and why that fails (qk_rank, qk_rank_max, qk_symmetric assume one fixed W_Q W_K^T per "
+        "head, which rotary embeddings break); {} where every statistic holds",
+    )
 
 
 Matrix2 = list[list[float]]
@@ -266,6 +277,11 @@ class ModelEntry(BaseModel):
     )
     defaults: dict[str, Any] = Field(
         default_factory=dict, description="the numbers the model runs on where a request gives none (x, w_q, ...)"
+    )
+    breaks: dict[str, str] = Field(
+        default_factory=dict,
+        description="assumptions of attnlab's statistics that do not hold for this model, each with why "
+        "(fixed_qk: one fixed W_Q W_K^T per head); the statistics that make them are null in its answers",
     )
     vocab: list[str] | None = None
 
