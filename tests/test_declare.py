@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 import attnlab
 import server.analyses
+import server.analyses.attention as attention_analysis
 import server.analyses.cost as cost_analysis
 from engine.analysis.cost import Cost
 from engine.stats import HeadStats
@@ -90,6 +91,18 @@ def test_answers_go_unchecked_with_the_setting_off(make_client: MakeClient, monk
     with make_client(check_answers=False) as client:
         resp = client.post("/api/cost", json={"seq_len": 16})
     assert resp.status_code == 200 and resp.json()["d_head"] == "sixty-four"
+
+
+@pytest.mark.parametrize("accept", ["application/json", "application/vnd.attnlab.arrays", "application/x-npz"])
+def test_every_form_of_an_answer_is_checked(
+    make_client: MakeClient, monkeypatch: pytest.MonkeyPatch, accept: str
+) -> None:
+    """An /api/attention answer with a field AttentionResult lacks is a 500 in JSON, the arrays form and .npz."""
+    real = attention_analysis.attention_body
+    monkeypatch.setattr(attention_analysis, "attention_body", lambda *a: {**real(*a), "surplus": 1})
+    with make_client() as client:
+        resp = client.post("/api/attention", json={"model": "textbook"}, headers={"accept": accept})
+    assert_error(resp, 500, "surplus", "AttentionResult")
 
 
 def test_answer_of_derives_the_engine_fields() -> None:
