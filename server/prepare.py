@@ -13,7 +13,7 @@ import torch
 from engine.analysis.audit import audit
 from engine.interventions import NO_INTERVENTIONS, Interventions
 from engine.masks import MaskSpec
-from engine.models import AttentionModel, ModelRun, RunInput
+from engine.models import AttentionModel, ModelRun, RunInput, model_for
 from engine.models.base import Encoded, SourceInput
 from server.config import Settings
 from server.deps import Runtime
@@ -24,7 +24,7 @@ from server.serialize import ResultCount, check_result_bytes, check_result_size,
 
 
 def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> AttentionModel:
-    name = req.model or ("custom" if req.x is not None else None)
+    name = model_for(req.model, req.x is not None)
     if name is None:
         raise ApiError(422, "invalid_request", "give a model name, or x with weights", "model")
     unavailable: dict[str, str] = getattr(models, "unavailable", {})
@@ -267,7 +267,7 @@ def prepare(
     """
     model = choose_model(req, models)
     given = [f for f in ("text", "tokens", "x", "texts") if getattr(req, f) is not None]
-    if req.model not in (None, "textbook") and not given:
+    if model.needs_input and not given:
         raise ApiError(422, "invalid_request", "give one of text, tokens, texts or x", "text")
     if req.text is not None and req.tokens is not None:
         raise ApiError(422, "invalid_request", "give text or tokens, not both", "tokens")

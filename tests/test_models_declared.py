@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 import engine.models
 from engine.errors import InputError
 from engine.forward import Network
-from engine.models import FAMILIES, AttentionModel, Capabilities, ModelSource, RunInput, build, load_models
+from engine.models import FAMILIES, AttentionModel, Capabilities, ModelSource, RunInput, build, load_models, model_for
 from engine.models.base import Encoded, ModelInfo, one_layer, whitespace_tokens
 from engine.models.declare import INPUT_FIELDS
 from engine.models.induction import CHECKPOINT
@@ -133,3 +133,23 @@ def test_builders_take_a_source() -> None:
         build("induction", ModelSource(Path("/nowhere")))
     with pytest.raises(ValueError, match="unknown models"):
         build("nope")
+
+
+def test_which_model_a_bare_x_runs_on_and_which_runs_alone_are_declared(
+    make_client: Callable[..., AbstractContextManager[TestClient]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert (
+        model_for(None, True) == "custom" and model_for("random", True) == "random" and model_for(None, False) is None
+    )
+    bare = {"x": [[1.0, 0.0], [0.0, 1.0]], "weights": FIELD_VALUES["weights"]}
+    with make_client() as client:
+        assert client.post("/api/attention", json=bare).json()["model"] == "custom"
+        assert client.post("/api/attention", json={"model": "textbook"}).status_code == 200  # its own numbers
+        assert_error(client.post("/api/attention", json={"model": "random"}), 422, "text")
+    monkeypatch.setattr(FAMILIES["custom"], "serves_bare_x", False)
+    monkeypatch.setattr(FAMILIES["textbook"], "serves_bare_x", True)
+    monkeypatch.setattr(FAMILIES["textbook"], "needs_input", True)
+    assert model_for(None, True) == "textbook"
+    with make_client() as client:
+        assert client.post("/api/attention", json=bare).json()["model"] == "textbook"
+        assert_error(client.post("/api/attention", json={"model": "textbook"}), 422, "text")

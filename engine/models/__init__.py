@@ -35,6 +35,13 @@ def build(name: str, source: ModelSource | None = None) -> AttentionModel:
     return BUILDERS[name](source)
 
 
+def model_for(name: str | None, x_given: bool) -> str | None:
+    """The model a request runs on: the one it names, or, for x without a name, the family that serves a bare x."""
+    if name is not None or not x_given:
+        return name
+    return next((n for n, family in FAMILIES.items() if family.serves_bare_x), None)
+
+
 def load_models(names: Iterable[str]) -> dict[str, AttentionModel]:
     """Build each named model once (loading weights where a model has them)."""
     names = list(names)
@@ -82,4 +89,5 @@ __all__ = [
     "build",
     "load_available",
     "load_models",
+    "model_for",
 ]

@@ -62,6 +62,8 @@ class AttentionModel(ABC):
     capabilities: ClassVar[Capabilities] = Capabilities()
     breaks: ClassVar[Mapping[str, str]] = {}  # a statistic's assumption (engine/stats.py) -> why it fails here
     install: ClassVar[str | None] = None  # the command that installs the package its weights come from
+    needs_input: ClassVar[bool] = True  # False: it runs on its own numbers when a request gives no input
+    serves_bare_x: ClassVar[bool] = False  # the model a request with x (and weights) but no model name runs on
     info: ModelInfo
     architecture: str = "one multi-head attention layer: the output is the attention output itself"
     pad_token: str | None = "[PAD]"  # what a batch pads short items with; None: zero vectors

@@ -15,6 +15,7 @@ class CustomModel(AttentionModel):
     name = "custom"
     reads = frozenset({"text", "tokens", "x", "weights"})  # text and tokens label the rows of x
     capabilities = Capabilities(batches=False)
+    serves_bare_x = True
     info = ModelInfo(
         name=name,
         description=(

@@ -28,6 +28,7 @@ class TextbookModel(AttentionModel):
     name = "textbook"
     reads = frozenset({"text", "tokens", "x", "weights"})  # every number can be replaced; text labels the rows
     capabilities = Capabilities(batches=False)
+    needs_input = False  # the chapter's own X
     info = ModelInfo(
         name=name,
         description=(
