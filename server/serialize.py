@@ -11,9 +11,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.analysis.compare import Comparison
-from engine.analysis.intervene import InterventionResult
-from engine.interventions import Interventions
 from engine.masks import pair_counts
 from engine.models import ModelRun
 from engine.stats import HeadStats, head_similarity, head_stats
@@ -277,51 +274,3 @@ def layer_delta_list(deltas: list[list[float]]) -> list[dict[str, Any]]:
 
 def bug_body(bug: str | None) -> dict[str, Any] | None:
     return {"name": bug, "wrong": True, "note": BUG_NOTES[bug]} if bug is not None else None
-
-
-def intervention_body(
-    result: InterventionResult, before: dict[str, Any], after: dict[str, Any], interventions: Interventions
-) -> dict[str, Any]:
-    p = result.predictions
-    return {
-        "model": result.before.model,
-        "tokens": result.before.tokens,
-        "ablate": [dataclasses.asdict(a) for a in interventions.ablate],
-        "edit": [dataclasses.asdict(e) for e in interventions.edit],
-        "before": before,
-        "after": after,
-        "final": result.final,
-        "layers": layer_delta_list(result.layers),
-        "final_delta": result.final_delta,
-        "predictions": {"before": p.before, "after": p.after} if p is not None else None,
-        "loss_before": p.loss_before if p is not None else None,
-        "loss_after": p.loss_after if p is not None else None,
-        "losses_before": p.losses_before if p is not None else None,
-        "losses_after": p.losses_after if p is not None else None,
-    }
-
-
-def compare_body(comparison: Comparison, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    # the differences go out in the runs' own dtype, as their weights do (float32 unless the server runs float64)
-    dtype = torch.float64 if a["config"]["dtype"] == "float64" else torch.float32
-    return {
-        "a": a,
-        "b": b,
-        "max_abs": comparison.max_abs,
-        "layers": [
-            {
-                "index": ld.index,
-                "heads": [
-                    {
-                        "index": hd.index,
-                        "diff": as_numpy(hd.diff.to(dtype)),
-                        "max_abs": hd.max_abs,
-                        "where": list(hd.where),
-                    }
-                    for hd in ld.heads
-                ],
-            }
-            for ld in comparison.layers
-        ],
-        "largest": [dataclasses.asdict(c) for c in comparison.largest],
-    }

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import torch
 from pydantic import BaseModel, Field
 
-from engine.analysis.compare import Change, compare
+from engine.analysis.compare import Change, Comparison, compare
 from engine.errors import InputError
 from engine.interventions import Interventions
 from server.analyses.perturb import SENTENCE
@@ -16,7 +18,7 @@ from server.declare import Analysis, Context, answer_of
 from server.errors import ApiError
 from server.prepare import prepare, refuse_fields, run_body
 from server.schemas.attention import AttentionRequest, AttentionResult, Strict
-from server.serialize import check_result_size, compare_body, result_size
+from server.serialize import as_numpy, check_result_size, result_size
 
 
 class CompareRequest(Strict):
@@ -88,6 +90,32 @@ def compare_route(req: CompareRequest, ctx: Context) -> dict[str, Any]:
     check_result_size(total, settings.max_result_values)
     a, b = run_body(ra, req.a, settings, runtime), run_body(rb, req.b, settings, runtime)
     return compare_body(comparison, a, b)
+
+
+def compare_body(comparison: Comparison, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    # the differences go out in the runs' own dtype, as their weights do (float32 unless the server runs float64)
+    dtype = torch.float64 if a["config"]["dtype"] == "float64" else torch.float32
+    return {
+        "a": a,
+        "b": b,
+        "max_abs": comparison.max_abs,
+        "layers": [
+            {
+                "index": ld.index,
+                "heads": [
+                    {
+                        "index": hd.index,
+                        "diff": as_numpy(hd.diff.to(dtype)),
+                        "max_abs": hd.max_abs,
+                        "where": list(hd.where),
+                    }
+                    for hd in ld.heads
+                ],
+            }
+            for ld in comparison.layers
+        ],
+        "largest": [dataclasses.asdict(c) for c in comparison.largest],
+    }
 
 
 COMPARE = Analysis(

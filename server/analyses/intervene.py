@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, Field
 
+from engine.analysis.intervene import InterventionResult as EngineResult
 from engine.analysis.intervene import intervene
 from engine.interventions import EdgeEdit as EngineEdgeEdit
 from engine.interventions import HeadAblation, Interventions
@@ -15,7 +17,7 @@ from server.analyses.perturb import INDUCTION, LayerDelta
 from server.declare import Analysis, Context
 from server.prepare import prepare, refuse_fields, run_body
 from server.schemas.attention import AttentionRequest, AttentionResult, Strict
-from server.serialize import intervention_body
+from server.serialize import layer_delta_list
 
 
 class Ablation(Strict):
@@ -94,6 +96,28 @@ def intervene_route(req: InterveneRequest, ctx: Context) -> dict[str, Any]:
     before = run_body(result.before, req, settings, runtime)
     after = run_body(result.after, req, settings, runtime)
     return intervention_body(result, before, after, interventions)
+
+
+def intervention_body(
+    result: EngineResult, before: dict[str, Any], after: dict[str, Any], interventions: Interventions
+) -> dict[str, Any]:
+    p = result.predictions
+    return {
+        "model": result.before.model,
+        "tokens": result.before.tokens,
+        "ablate": [dataclasses.asdict(a) for a in interventions.ablate],
+        "edit": [dataclasses.asdict(e) for e in interventions.edit],
+        "before": before,
+        "after": after,
+        "final": result.final,
+        "layers": layer_delta_list(result.layers),
+        "final_delta": result.final_delta,
+        "predictions": {"before": p.before, "after": p.after} if p is not None else None,
+        "loss_before": p.loss_before if p is not None else None,
+        "loss_after": p.loss_after if p is not None else None,
+        "losses_before": p.losses_before if p is not None else None,
+        "losses_after": p.losses_after if p is not None else None,
+    }
 
 
 INTERVENE = Analysis(
