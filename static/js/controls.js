@@ -1,11 +1,11 @@
 // The controls panel (the template's <aside data-view="controls">): the form shows ui, and every input dispatches
 // one named action. Pure render from the state; bind() wires the inputs once.
 
-import { EXAMPLES, exampleText } from "./examples.js";
+import { examplesFor, exampleText } from "./examples.js";
 import { LABELS, renderMatrices } from "./matrices.js";
 import { pairLines, splitTokens } from "./masks.js";
-import { BATCH_MODELS, RANDOM_OPTIONS, SOURCE_MODELS } from "./state.js";
 import { act } from "./actions.js";
+import { can, namesThat, numbersOf, offered } from "./capabilities.js";
 import { modelInfo } from "./selectors.js";
 import { batchOf, sourceOf } from "./requests.js";
 
@@ -27,11 +27,17 @@ export const FIELD_CONTROLS = {
   include: "layer-select",
   demo_bug: "bug-select",
 };
-for (const k of RANDOM_OPTIONS) FIELD_CONTROLS[`options.${k}`] = `opt-${k}`;
+
+// The option fields of the template (the options fieldset's inputs, opt-NAME): {name: element}.
+function optionFields() {
+  return Object.fromEntries([...document.querySelectorAll("#random-options [id^=opt-]")].map((el) => [el.id.slice(4), el]));
+}
 
 // The control to mark for an error's field ("options.heads" -> "opt-heads"); null when none names it.
 export function controlFor(field) {
   if (!field) return null;
+  const option = /^options\.(\w+)/.exec(field);
+  if (option) return document.getElementById(`opt-${option[1]}`) ? `opt-${option[1]}` : null;
   for (let f = field; f; f = f.includes(".") ? f.slice(0, f.lastIndexOf(".")) : "") {
     const bare = f.replace(/\[\d+\]/g, "");
     if (FIELD_CONTROLS[bare]) return FIELD_CONTROLS[bare];
@@ -44,14 +50,6 @@ export function controlFor(field) {
 export function modelLabel(m, ui) {
   const heads = m.name === ui.model && ui.options?.heads ? ui.options.heads : m.heads;
   return `${m.name} · ${m.layers > 1 ? `${m.layers} layers × ` : ""}${heads} head${heads === 1 ? "" : "s"}`;
-}
-
-export function examples(models) {
-  const listed = new Set(EXAMPLES.map((e) => e.model));
-  const extra = models
-    .filter((m) => !listed.has(m.name) && m.default_text && m.name !== "custom")
-    .map((m) => ({ model: m.name, text: m.default_text, label: `${m.name}: ${m.default_text.slice(0, 50)}` }));
-  return EXAMPLES.concat(extra);
 }
 
 export function deps(s) {
@@ -81,14 +79,13 @@ export function render(root, s, dispatch) {
   const n = ui.masks.blocked.length;
   $("blocked-count").textContent = n ? `${n} cell${n === 1 ? "" : "s"} blocked` : "no cells blocked";
   $("blocked-clear").disabled = n === 0;
-  $("random-options").hidden = !RANDOM_OPTIONS.some((k) => k in ui.options);
+  const fields = optionFields();
+  $("random-options").hidden = !Object.keys(fields).some((k) => k in ui.options);
   // the box a failed run names keeps what the person typed (marked invalid, the message beside it) while the state,
   // the views and the link are back at the last run that worked
   const failed = s.run.error ? controlFor(s.run.error.field) || s.run.error.where : null;
-  for (const k of RANDOM_OPTIONS) {
-    const el = $(`opt-${k}`);
-    if (!el) continue;
-    if (k === "positions") el.checked = !!ui.options[k];
+  for (const [k, el] of Object.entries(fields)) {
+    if (el.type === "checkbox") el.checked = !!ui.options[k];
     else if (el.id !== failed) el.value = ui.options[k] ?? "";
   }
   const layers = m ? m.layers : 1;
@@ -102,11 +99,11 @@ export function render(root, s, dispatch) {
   sel.value = String(ui.layer);
   sel.disabled = layers <= 1;
   const tb = $("textbook-matrices");
-  const isTextbook = ui.model === "textbook" && m && m.options && m.options.x;
-  tb.hidden = !isTextbook;
-  if (!isTextbook) cellErrors.clear();
-  if (isTextbook && !tb.contains(document.activeElement)) {
-    const mats = ui.matrices || { x: m.options.x, w_q: m.options.w_q, w_k: m.options.w_k, w_v: m.options.w_v };
+  const numbers = numbersOf(m); // a model whose x and weights the page edits: its own numbers
+  tb.hidden = !numbers;
+  if (!numbers) cellErrors.clear();
+  if (numbers && !tb.contains(document.activeElement)) {
+    const mats = ui.matrices || numbers;
     renderMatrices($("matrix-editors"), mats, splitTokens(ui.text), (name, i, j, raw) => {
       const key = `${name}.${i}.${j}`;
       if (raw.trim() === "" || !Number.isFinite(Number(raw))) {
@@ -194,15 +191,15 @@ function markInvalid(root, error) {
 
 function fillModels(s) {
   const sel = $("model-select");
-  // custom needs numbers typed in as x; the page offers it through textbook's editors instead
-  const models = s.models.filter((m) => m.name !== "custom");
+  // a model with no example text needs numbers typed in as x: the page offers that through the number editors
+  const models = s.models.filter(offered);
   const labels = models.map((m) => modelLabel(m, s.ui));
   if ([...sel.options].map((o) => o.textContent).join("\n") !== labels.join("\n")) {
     sel.replaceChildren(...models.map((m, i) => Object.assign(document.createElement("option"), { value: m.name, textContent: labels[i] })));
   }
   const ex = $("example-select");
   const names = s.models.map((m) => m.name);
-  const list = examples(s.models);
+  const list = examplesFor(s.models);
   if (ex.options.length === 1 && s.models.length) {
     list.forEach((e, i) => {
       if (!names.includes(e.model)) return;
@@ -217,19 +214,20 @@ function writeMoreInputs(s) {
   const ui = s.ui;
   if (document.activeElement !== $("source-input")) $("source-input").value = s.draft.source;
   if (document.activeElement !== $("batch-input")) $("batch-input").value = s.draft.batch;
-  const canSource = SOURCE_MODELS.includes(ui.model);
-  const canBatch = BATCH_MODELS.includes(ui.model) && !ui.matrices;
-  const batch = batchOf(ui);
-  const source = sourceOf(ui);
+  const m = modelInfo(s);
+  const canSource = can(m, "cross_attention");
+  const canBatch = can(m, "batches") && !ui.matrices;
+  const batch = batchOf(ui, m);
+  const source = sourceOf(ui, m);
   $("source-help").textContent = !canSource
-    ? `Cross-attention takes its keys and values from a second sequence: on ${SOURCE_MODELS.join(", ")} here.`
+    ? `Cross-attention takes its keys and values from a second sequence: on ${namesThat(s.models, "cross_attention").join(", ") || "no model"} here.`
     : batch
       ? "The batch below wins while it has text."
       : source
         ? "Queries come from the sequence above, keys and values from this one: every head is S_q × S_k."
         : "Keys and values from this text instead of the sequence: cross-attention.";
   $("batch-help").textContent = !canBatch
-    ? `A batch runs on ${BATCH_MODELS.join(", ")}.`
+    ? `A batch runs on ${namesThat(s.models, "batches").join(", ") || "no model"}.`
     : batch
       ? `${batch.length} text${batch.length === 1 ? "" : "s"}, padded to the longest; the sequence above is not used.`
       : "Each line one text; they are padded to the longest and run together.";
@@ -274,7 +272,7 @@ export function bind(root, store) {
   $("model-select").addEventListener("change", (e) => dispatch(act.modelChosen(e.target.value, "model-select")));
   $("example-select").addEventListener("change", (e) => {
     const s = getState();
-    const ex = examples(s.models)[Number(e.target.value)];
+    const ex = examplesFor(s.models)[Number(e.target.value)];
     e.target.value = "";
     if (!ex) return;
     dispatch(act.exampleChosen(ex, exampleText(ex, modelInfo(s, ex.model))));
@@ -310,14 +308,15 @@ export function bind(root, store) {
   $("palette-select").addEventListener("change", (e) => dispatch(act.paletteSet(e.target.value)));
   $("score-scale").addEventListener("change", (e) => dispatch(act.scoreScaleSet(e.target.value)));
   $("layer-select").addEventListener("change", (e) => dispatch(act.layerSet(e.target.value === "all" ? "all" : Number(e.target.value))));
-  for (const k of RANDOM_OPTIONS) {
-    const el = $(`opt-${k}`);
-    el?.addEventListener("change", () => {
+  for (const [k, el] of Object.entries(optionFields())) {
+    el.addEventListener("change", () => {
       let v;
-      if (k === "positions") v = el.checked;
+      if (el.type === "checkbox") v = el.checked;
       else {
+        // an emptied box: the model's default where that is none (kv_heads: as many as heads), else the last value
         const n = Number.parseInt(el.value, 10);
-        v = Number.isFinite(n) ? n : k === "kv_heads" ? null : ui().options[k];
+        const model = modelInfo(getState());
+        v = Number.isFinite(n) ? n : model?.options?.[k] === null ? null : ui().options[k];
       }
       dispatch(act.optionSet(k, v));
     });

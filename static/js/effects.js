@@ -7,6 +7,7 @@
 // draws from what the page holds (store.js holdsLayer). When every layer of an input is over the server's result
 // limit, it asks for the layer shown, and remembers that for the input (state.run.oneLayer).
 
+import { splitsAtWhitespace } from "./capabilities.js";
 import { ApiError, describeError, fetchAttention, fetchProgress, isTooLarge, precisionFor, runName } from "./api.js";
 import { splitTokens } from "./masks.js";
 import { batchOf, buildRequest, resultValues, sizeKey, sourceOf } from "./requests.js";
@@ -18,7 +19,6 @@ export const DEBOUNCE_MS = 80;
 export const PROGRESS_MS = 100;
 export const FOLLOW_AFTER_MS = 300; // a run shorter than this never asks for its progress
 export const FOLLOW_MS = 250;
-const WHITESPACE_MODELS = ["textbook", "random", "custom", "induction"];
 
 // How many positions the request will have, when the page knows without asking: whitespace models split the text
 // here (a batch: its longest text), edited numbers have their rows, an unchanged text has its last result. 0 when
@@ -26,8 +26,9 @@ const WHITESPACE_MODELS = ["textbook", "random", "custom", "induction"];
 function sequenceLength(s) {
   const ui = s.ui;
   if (ui.matrices) return ui.matrices.x.length;
-  const texts = batchOf(ui);
-  if (WHITESPACE_MODELS.includes(ui.model)) {
+  const info = modelInfo(s);
+  const texts = batchOf(ui, info);
+  if (splitsAtWhitespace(info)) {
     return texts ? Math.max(...texts.map((t) => splitTokens(t).length)) : splitTokens(ui.text).length;
   }
   return sameInput(s) ? s.run.result.tokens.length : 0;
@@ -54,13 +55,13 @@ export function startEffects(store) {
     let following = null;
     try {
       const S = sequenceLength(s);
-      const source = sourceOf(s.ui);
-      const masks = clampedMasks(s.ui, S, source ? splitTokens(source).length : S);
       const info = modelInfo(s);
-      const view = buildRequest({ ...s.ui, masks }, info, S); // the layer shown, when one is
-      key = sizeKey(view);
-      const { layer: _layer, ...every } = view;
-      let req = view.layer != null && s.run.oneLayer !== key ? every : view;
+      const source = sourceOf(s.ui, info);
+      const masks = clampedMasks(s.ui, S, source ? splitTokens(source).length : S);
+      const layerShown = buildRequest({ ...s.ui, masks }, info, S); // names the layer shown, when one is
+      key = sizeKey(layerShown);
+      const { layer: _layer, ...everyLayer } = layerShown;
+      let req = layerShown.layer != null && s.run.oneLayer !== key ? everyLayer : layerShown;
       store.dispatch(act.runStarted(req.layer ?? "all"));
       // progress for the busy indicator: the server's stage while it computes (asked every FOLLOW_MS once the run
       // has taken FOLLOW_AFTER_MS), then the download, at most one dispatch every PROGRESS_MS
@@ -95,9 +96,9 @@ export function startEffects(store) {
         result = await send(req);
       } catch (err) {
         // every layer is more than the server sends: the layer shown, and this input asks for one from now on
-        if (req === view || !isTooLarge(err) || controller !== mine) throw err;
+        if (req === layerShown || !isTooLarge(err) || controller !== mine) throw err;
         store.dispatch(act.layersTooMany(key));
-        req = view;
+        req = layerShown;
         result = await send(req);
       }
       if (controller !== mine) return;

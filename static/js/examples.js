@@ -2,6 +2,8 @@
 // An example may build its text from the model's vocabulary (`repeat`), and may name a query/key pair by its
 // words (`pair`), resolved against the model's own tokens once they come back.
 
+import { offered } from "./capabilities.js";
+
 export const EXAMPLES = [
   { model: "textbook", text: null, label: "Textbook: the chapter's worked example (causal, x5 padding)" },
   { model: "random", text: "the cat sat on the mat", label: "Random: the cat sat on the mat" },
@@ -52,6 +54,15 @@ export function repeatedWords(vocab, n, seed) {
     words.push(pool.splice(i, 1)[0]);
   }
   return [...words, ...words];
+}
+
+// The menu for the models served: EXAMPLES, then each other model's own example text.
+export function examplesFor(models) {
+  const listed = new Set(EXAMPLES.map((e) => e.model));
+  const extra = models
+    .filter((m) => !listed.has(m.name) && offered(m))
+    .map((m) => ({ model: m.name, text: m.default_text, label: `${m.name}: ${m.default_text.slice(0, 50)}` }));
+  return EXAMPLES.concat(extra);
 }
 
 // The example's text for this model's info: its own text, or its repeated vocabulary words.

@@ -7,6 +7,7 @@
 // module, its element in the template.
 
 import { fetchModels } from "./api.js";
+import { numbersOf, offered, optionsOf } from "./capabilities.js";
 import { startEffects } from "./effects.js";
 import { loadPlotly } from "./plotly.js";
 import { decodeState, encodeState, stateForModel } from "./state.js";
@@ -109,21 +110,21 @@ async function init() {
   });
 }
 
-// The state a link names, on top of its model's defaults; the first model's defaults without one.
+// The state a link names, on top of its model's defaults; the first model's defaults without one. A link to a model
+// with no numbers of its own (it runs numbers typed in as x) opens the number editors' model with the link's numbers.
 export function restoredUi(models) {
   const find = (name) => models.find((m) => m.name === name);
-  const fromUrl = decodeState(location.search);
-  if (fromUrl && fromUrl.model === "custom" && find("textbook")) {
-    // custom runs numbers typed in as x: the page offers that through textbook's editors
-    return { ...stateForModel(find("textbook")), matrices: fromUrl.matrices };
-  }
-  if (fromUrl && find(fromUrl.model)) {
-    const base = stateForModel(find(fromUrl.model));
+  const fromUrl = decodeState(location.search, (name) => optionsOf(find(name)));
+  const named = fromUrl && find(fromUrl.model);
+  const editor = models.find((m) => numbersOf(m) && offered(m));
+  if (named && !offered(named) && editor) return { ...stateForModel(editor), matrices: fromUrl.matrices };
+  if (named) {
+    const base = stateForModel(named);
     const ui = { ...fromUrl, options: { ...base.options, ...fromUrl.options }, masks: fromUrl.masks ?? base.masks };
     if (!ui.text) ui.text = base.text;
     return ui;
   }
-  return stateForModel(find("textbook") || models[0]);
+  return stateForModel(find("textbook") || models.find(offered) || models[0]);
 }
 
 init();

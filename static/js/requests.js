@@ -1,8 +1,9 @@
 // The request bodies the page sends, built from its state: /api/attention, and the one-sequence bodies of every
 // analysis (head types, top heads, perturb, intervene, compare, decode, cost, audit, the sweep). Pure: no DOM, no fetch.
 
+import { can } from "./capabilities.js";
 import { masksRequest, paddingFlags, splitTokens } from "./masks.js";
-import { BATCH_MODELS, ONE_SEQUENCE, SMALL_MODEL_VALUES, SOURCE_MODELS } from "./state.js";
+import { ONE_SEQUENCE, SMALL_MODEL_VALUES } from "./state.js";
 
 // The batch textarea's lines that hold text: one item each.
 export function batchTexts(raw) {
@@ -35,8 +36,8 @@ export function buildRequest(s, info, seqLen) {
     req.include.push("contexts", "qkv");
   }
   if (s.bug) req.demo_bug = s.bug;
-  const texts = batchOf(s);
-  const source = sourceOf(s);
+  const texts = batchOf(s, info);
+  const source = sourceOf(s, info);
   if (texts) {
     // a batch replaces the text; each item's padding comes from its length
     delete req.text;
@@ -54,16 +55,18 @@ export function buildRequest(s, info, seqLen) {
   return req;
 }
 
-// The batch's texts when this state runs one (two or more lines on a model that takes batches), else null.
-export function batchOf(s) {
+// The batch's texts when this state runs one (a line or more on a model whose /api/models entry `info` says it
+// batches), else null.
+export function batchOf(s, info) {
   const texts = batchTexts(s.batch);
-  return texts.length && BATCH_MODELS.includes(s.model) && !s.matrices ? texts : null;
+  return texts.length && can(info, "batches") && !s.matrices ? texts : null;
 }
 
-// The cross-attention source text when this state runs one, else null. A batch wins over a source.
-export function sourceOf(s) {
+// The cross-attention source text when this state runs one (on a model whose entry says cross_attention), else
+// null. A batch wins over a source.
+export function sourceOf(s, info) {
   const t = (s.source || "").trim();
-  return t && SOURCE_MODELS.includes(s.model) && !batchOf(s) ? t : null;
+  return t && can(info, "cross_attention") && !batchOf(s, info) ? t : null;
 }
 
 // The attention request as one plain sequence: without a batch, a cross-attention source or a classic bug, which

@@ -142,5 +142,5 @@ export function sameInput(s) {
   const r = s.run.result;
   const req = s.run.request;
   if (!r || !req) return false;
-  return r.model === s.ui.model && (req.text ?? null) === (s.ui.text ?? null) && !batchOf(s.ui) && !req.texts;
+  return r.model === s.ui.model && (req.text ?? null) === (s.ui.text ?? null) && !batchOf(s.ui, modelInfo(s)) && !req.texts;
 }

@@ -1,12 +1,12 @@
 // The page's one state object, its defaults, and its round trip through the URL.
 // Everything a person sets lives here, so a link reproduces the view. Pure: no DOM, no fetch.
 
+import { optionsOf } from "./capabilities.js";
 import { paddedFromFlags } from "./masks.js";
 
 export const VIEWS = ["weights", "scores"];
 export const PALETTE_NAMES = ["viridis", "cividis"];
 export const SCORE_SCALES = ["head", "clip", "shared"];
-export const RANDOM_OPTIONS = ["d_model", "heads", "kv_heads", "seed", "positions"];
 export const MATRIX_NAMES = ["x", "w_q", "w_k", "w_v"];
 export const SMALL_MODEL_VALUES = 4096; // below this many S*D numbers the page also asks for Q, K, V and contexts
 
@@ -62,11 +62,6 @@ export const BUGS = ["softmax_over_queries", "flipped_mask"];
 export const COST_FIELDS = ["batch", "heads", "kv_heads", "seq_len", "d_model", "layers"];
 export const DTYPES = ["float32", "float64", "bfloat16", "float16"];
 export const SWEEP_VARIANCE = { min: 0.1, max: 4, fallback: 1 };
-// Which models take a batch of texts, and which a cross-attention source text (README "The chapter's mechanics";
-// textbook's source must be five labels for its own five rows, so the page offers a source text on random only).
-export const BATCH_MODELS = ["random", "minilm", "induction"];
-export const SOURCE_MODELS = ["random"];
-
 // Fields the server takes on /api/attention only: every other endpoint runs one sequence and refuses them.
 export const ONE_SEQUENCE = ["texts", "source", "demo_bug"];
 
@@ -80,8 +75,7 @@ export function stateForModel(info, base = defaultState()) {
   s.masks = dm
     ? { causal: !!dm.causal, window: dm.window ?? null, padded: paddedFromFlags(dm.padding), blocked: dm.blocked || [] }
     : defaultMasks();
-  s.options = {};
-  for (const k of RANDOM_OPTIONS) if (k in (info.options || {})) s.options[k] = info.options[k];
+  s.options = optionsOf(info);
   return s;
 }
 
@@ -95,8 +89,7 @@ export function encodeState(s) {
   const p = new URLSearchParams();
   p.set("m", s.model);
   if (s.text) p.set("t", s.text);
-  for (const k of RANDOM_OPTIONS) {
-    const v = s.options?.[k];
+  for (const [k, v] of Object.entries(s.options || {})) {
     if (v === undefined || v === null) continue;
     p.set(k, typeof v === "boolean" ? (v ? "1" : "0") : String(v));
   }
@@ -231,16 +224,18 @@ export function parseCost(raw) {
 // Query string -> state, or null when the string names no model (the page then starts from defaults).
 // Values it cannot read fall back to a fresh state's, so a mangled link still opens a page. A link that
 // sets no mask at all (a bare "?m=induction") gives masks = null: the model's default masks apply.
-export function decodeState(search) {
+// `optionsOf(model)`: the options a model takes, {name: default} (its /api/models entry's): the link's values of
+// those are read, each as its default's type (a boolean "1" or "0", a number).
+export function decodeState(search, optionsOf = () => ({})) {
   const p = new URLSearchParams(search);
   const model = p.get("m");
   if (!model) return null;
   const s = defaultState();
   s.model = model;
   s.text = p.get("t") ?? "";
-  for (const k of RANDOM_OPTIONS) {
+  for (const [k, dflt] of Object.entries(optionsOf(model) || {})) {
     if (!p.has(k)) continue;
-    s.options[k] = k === "positions" ? p.get(k) === "1" : int(p.get(k));
+    s.options[k] = typeof dflt === "boolean" ? p.get(k) === "1" : typeof dflt === "string" ? p.get(k) : int(p.get(k));
   }
   if (p.has("mx")) s.matrices = parseMatrices(p.get("mx"));
   if (["causal", "window", "pad", "block"].some((k) => p.has(k))) {

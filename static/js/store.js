@@ -24,6 +24,7 @@
 // its failure) does to the state is answers.js's.
 
 import { answerReducers } from "./answers.js";
+import { numbersOf } from "./capabilities.js";
 import { itemResult } from "./batch.js";
 import { addEdit, toggleAblation } from "./interventions.js";
 import { setEntry } from "./matrices.js";
@@ -203,7 +204,7 @@ const reducers = {
   draftTyped: (s, a) => ({ ...s, draft: { ...s.draft, [a.field]: a.value } }),
   sequenceSubmitted: (s, a) => {
     const fields = { text: s.draft.text, source: s.draft.source, batch: s.draft.batch };
-    if (s.ui.model === "textbook" && s.ui.matrices) {
+    if (s.ui.matrices) {
       const n = s.draft.text.trim() ? s.draft.text.trim().split(/\s+/).length : 0;
       const x = s.ui.matrices.x;
       const width = x[0]?.length ?? 1;
@@ -268,9 +269,8 @@ const reducers = {
     return runWith(s, { options, focus: null }, `${a.key} = ${a.value}`, `opt-${a.key}`);
   },
   matrixEntrySet: (s, a) => {
-    const m = modelInfo(s);
-    const base = s.ui.matrices || { x: m.options.x, w_q: m.options.w_q, w_k: m.options.w_k, w_v: m.options.w_v };
-    const matrices = setEntry(base, a.name, a.i, a.j, a.value);
+    const base = s.ui.matrices || numbersOf(modelInfo(s));
+    const matrices = base && setEntry(base, a.name, a.i, a.j, a.value);
     if (!matrices) return s;
     return runWith(s, { matrices }, `${a.name.toUpperCase()}[${a.i + 1}][${a.j + 1}] set to ${a.raw ?? a.value}`, "matrix-editors");
   },

@@ -33,14 +33,18 @@ def test_state_round_trips_through_the_url(js: Callable[[str], Any]) -> None:
           allMasked: 'zero', scale: false, view: 'scores', palette: 'cividis', layer: 'all',
           focus: [2, 5], query: 3, page: 1});
         s.masks = {causal: true, window: 2, padded: [0, 4], blocked: [[1, 0], [3, 2]]};
-        const back = S.decodeState('?' + S.encodeState(s));
+        // the link's options are read as the model's /api/models entry declares them
+        const random = {d_model: 64, heads: 4, kv_heads: null, seed: 0, positions: false};
+        const back = S.decodeState('?' + S.encodeState(s), (m) => (m === 'random' ? random : {}));
+        const undeclared = S.decodeState('?' + S.encodeState(s)).options;
         const tb = S.defaultState();
         tb.matrices = {x: [[1, 2]], w_q: [[0.5]], w_k: [[1]], w_v: [[-1e-3]]};
-        return {s, back, tb: S.decodeState(S.encodeState(tb)).matrices, none: S.decodeState('?t=hello'),
+        return {s, back, undeclared, tb: S.decodeState(S.encodeState(tb)).matrices, none: S.decodeState('?t=hello'),
                 junk: S.decodeState('?m=random&pad=x,-1,2&block=1-a,2-3&view=nope&layer=-4&focus=a.b&query=-2&mx=%7B')};
         """
     )
     assert out["back"] == out["s"]
+    assert out["undeclared"] == {}  # a model that declares no options reads none from the link
     assert out["tb"] == {"x": [[1, 2]], "w_q": [[0.5]], "w_k": [[1]], "w_v": [[-0.001]]}
     assert out["none"] is None
     junk = out["junk"]
@@ -688,8 +692,10 @@ def test_a_batch_and_a_source_become_one_sequence_for_the_other_endpoints(js: Ca
         const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
         const s = {...S.defaultState(), model: 'random', text: 'a b c'};
         s.masks = {causal: true, window: 2, padded: [1], blocked: [[0, 0], [2, 4]]};
-        const src = S.buildRequest({...s, source: 'x y z w v', sourcePadded: [4]}, {layers: 1}, 3);
-        const batch = S.buildRequest({...s, batch: 'p q\\n\\n r s t ', source: 'x y'}, {layers: 1}, 3);
+        // what a model takes is its /api/models entry's capabilities
+        const random = {layers: 1, capabilities: {batches: true, cross_attention: true}};
+        const src = S.buildRequest({...s, source: 'x y z w v', sourcePadded: [4]}, random, 3);
+        const batch = S.buildRequest({...s, batch: 'p q\\n\\n r s t ', source: 'x y'}, random, 3);
         const textbook = S.buildRequest({...s, model: 'textbook', source: 'x y', batch: 'p q'}, {layers: 1}, 3);
         return {src, batch, textbook, srcOne: S.singleRequest(src), item1: S.singleRequest(batch, 1),
                 item9: S.singleRequest(batch, 9)};
@@ -738,7 +744,7 @@ def test_the_store_is_one_pure_reducer_over_named_actions(js: Callable[[str], An
           return o;
         };
         const model = {name: 'random', layers: 1, heads: 1, options: {heads: 1, seed: 0}, default_text: 'a b c',
-                       default_masks: null, description: ''};
+                       reads: ['text', 'tokens', 'x', 'options'], default_masks: null, description: ''};
         const store = S.createStore((s, a) => freeze(S.reducer(freeze(s), a)), S.initialState());
         const seen = [];
         store.subscribe((s, prev, a) => seen.push(a.type));
