@@ -21,7 +21,7 @@ import pydantic
 from attnlab.arrays import jsonable
 from attnlab.errors import ApiError
 from engine.errors import InputError
-from engine.models import BUILDERS, LoadedModels, load_available
+from engine.models import BUILDERS, LoadedModels, load_available, model_for
 from server import errors as server_errors
 from server import inprocess
 from server.config import Settings
@@ -101,7 +101,7 @@ def compute(
     body = {k: v for k, v in body.items() if v is not None or k in fields}
     with api_errors():
         req = inprocess.attention_request(body)
-        models = models_for(req.model or ("custom" if req.x is not None else None))
+        models = models_for(model_for(req.model, req.x is not None))
         where = runtime(device or settings.device, dtype or settings.dtype)
         return inprocess.run_attention(req, settings, models, where)
 

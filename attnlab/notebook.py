@@ -17,6 +17,7 @@ from typing import Any
 
 from attnlab.arrays import jsonable
 from attnlab.local import api_errors, models_for, runtime
+from engine.models import model_for
 from server import inprocess
 from server.config import Settings
 
@@ -81,11 +82,12 @@ def view_of(
     settings = Settings()
     with api_errors():
         req = inprocess.export_request(body)
-        models = models_for(req.model or ("custom" if req.x is not None else None))
+        name_of_model = model_for(req.model, req.x is not None)
+        models = models_for(name_of_model)
         where = runtime(device or settings.device, dtype or settings.dtype)
         page, name = inprocess.run_export(req, settings, models, where)
     what = "every layer" if req.view == "all" else f"layer {req.layer}" if req.layer is not None else "every layer"
-    summary = f"{req.model or 'custom'}, {req.view} view, {what}"
+    summary = f"{name_of_model}, {req.view} view, {what}"
     return StandaloneView(page, name, summary, height or HEIGHTS[req.view])
 
 
