@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import os
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -33,12 +34,9 @@ class Settings(BaseSettings):
     # page's own request (minilm, 512 tokens, every layer, arrays form at float16: ~80 MB) passes, its JSON (~460 MB)
     # does not
     max_result_bytes: int = Field(256 * 1024 * 1024, ge=1024)
-    # q.k products of one /api/scale-sweep (samples x keys x the sum of its widths): the chapter's Figure 21.5 and the
-    # default widths (32.7M) pass
-    max_sweep_values: int = Field(64_000_000, ge=1)
-    # FLOPs of the one layer /api/cost measures with `measure: true` (three runs of it): minilm's shape at 512 tokens
-    # is ~1.0 GFLOP
-    max_measure_flops: int = Field(20_000_000_000, ge=1)
+    # the limits an analysis declares for itself (server/declare.py Limit, e.g. ATTNLAB_MAX_SWEEP_VALUES), by name:
+    # each read from its ATTNLAB_ variable or given by name to Settings(...), else its declared default
+    declared: dict[str, int] = Field(default_factory=dict)
     max_concurrent: int = Field(2, ge=1)  # computations at once; later ones wait
     queue_timeout_s: float = Field(30.0, gt=0)  # how long a request waits for a free slot before a 503
     cache_bytes: int = Field(512 * 1024 * 1024, ge=0)  # recent forward passes kept for the requests that repeat them
@@ -49,6 +47,33 @@ class Settings(BaseSettings):
     # every JSON answer of an analysis checked against its declared answer type (server/declare.py), a 500 naming
     # the bad field when it does not fit: on in the test suite, off in service (it costs a second parse)
     check_answers: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def read_declared(cls, data: Any) -> Any:
+        """Each declared limit from the arguments (Settings(max_sweep_values=100)), else its environment variable,
+        else its default; an integer at least its minimum, or the settings do not load (naming the variable)."""
+        if not isinstance(data, dict):
+            return data
+        from server.analyses import declared_limits  # the analyses import this module
+
+        data = dict(data)
+        given = dict(data.get("declared") or {})
+        for limit in declared_limits():
+            raw = data.pop(limit.name, given.get(limit.name, os.environ.get(limit.env, limit.default)))
+            try:
+                value = int(raw)
+            except (TypeError, ValueError):
+                raise ValueError(f"{limit.env} is {raw!r}: give a whole number") from None
+            if value < limit.minimum:
+                raise ValueError(f"{limit.env} is {value}: at least {limit.minimum}")
+            given[limit.name] = value
+        data["declared"] = given
+        return data
+
+    def limit(self, name: str) -> int:
+        """A limit an analysis declared (server/declare.py Limit), as this server sets it."""
+        return self.declared[name]
 
     def host_names(self) -> list[str]:
         return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]

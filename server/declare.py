@@ -57,6 +57,21 @@ Run = Callable[[Any, Context], Any]
 
 
 @dataclass(frozen=True)
+class Limit:
+    """A bound an analysis puts on the work one request may ask of it, set by ATTNLAB_<NAME> like every other limit
+    (server/config.py reads it; GET /api/health lists it; the analysis reads ctx.settings.limit(name))."""
+
+    name: str  # "max_sweep_values": ATTNLAB_MAX_SWEEP_VALUES
+    default: int
+    doc: str  # what it counts, for the settings table
+    minimum: int = 1
+
+    @property
+    def env(self) -> str:
+        return f"ATTNLAB_{self.name.upper()}"
+
+
+@dataclass(frozen=True)
 class Analysis:
     name: str  # the path under /api/ ("scale-sweep", "heads/top")
     request: type[BaseModel]  # the JSON body, validated strictly
@@ -69,6 +84,7 @@ class Analysis:
     panel: str | None = None  # the page's panel that shows it (static/js/store.js PANELS)
     client: str = ""  # the client's method name; "" : the name with - and / as _
     tags: tuple[str, ...] = ("analysis",)
+    limits: tuple[Limit, ...] = ()  # the bounds it declares on one request's work (ATTNLAB_ settings of its own)
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.forms if f not in FORMS] if self.forms != ("html",) else []

@@ -22,6 +22,7 @@ from fastapi.testclient import TestClient
 
 from engine.device import resolve_device
 from engine.models.textbook import W_K, W_Q, W_V, X
+from server.analyses import declared_limits
 from server.config import Settings
 from tests.helpers import assert_error, occupy
 from wire.arrays import read_arrays
@@ -37,7 +38,9 @@ def test_health_reports_device_and_versions(client: TestClient) -> None:
     assert body["limits"]["max_tokens"] == Settings().max_tokens and body["limits"]["max_body_bytes"] > 0
     # every limit on what one request may ask for is told, with its value (the server's own capacity is not)
     asks = {name for name in Settings.model_fields if name.startswith("max_")} - {"max_concurrent", "max_connections"}
-    assert body["limits"] == {name: getattr(Settings(), name) for name in asks}
+    declared = {limit.name: limit.default for limit in declared_limits()}  # ATTNLAB_MAX_SWEEP_VALUES and the like
+    assert "max_sweep_values" in declared and "max_measure_flops" in declared
+    assert body["limits"] == {**{name: getattr(Settings(), name) for name in asks}, **declared}
 
 
 def test_models_lists_each_loaded_model(client: TestClient) -> None:

@@ -22,8 +22,9 @@ from engine.analysis.cost import Cost
 from engine.stats import HeadStats
 from server.analyses import declared
 from server.config import Settings
-from server.declare import Analysis, Context, answer_of
+from server.declare import Analysis, Context, Limit, answer_of
 from server.deps import get_settings
+from server.errors import ApiError
 from server.schemas import HeadStatsOut, Strict
 from tests.helpers import assert_error
 
@@ -131,6 +132,9 @@ class WordsResult(BaseModel):
 
 def word_count(req: WordsRequest, ctx: Context) -> dict[str, Any]:
     """How many words, and the longest."""
+    limit = ctx.settings.limit("max_words")
+    if len(req.words) > limit:
+        raise ApiError(422, "too_large", f"{len(req.words)} words, limit {limit} (ATTNLAB_MAX_WORDS)", "words")
     return {"count": len(req.words), "longest": max(req.words, key=len) if req.words else None}
 
 
@@ -146,7 +150,12 @@ class Through(httpx.BaseTransport):
 
 
 WORD_COUNT = Analysis(
-    name="word-count", request=WordsRequest, answer=WordsResult, run=word_count, summary="Count the words"
+    name="word-count",
+    request=WordsRequest,
+    answer=WordsResult,
+    run=word_count,
+    summary="Count the words",
+    limits=(Limit("max_words", 3, "words in one /api/word-count"),),
 )
 
 
@@ -171,3 +180,25 @@ def test_one_declaration_is_a_route_a_listing_an_openapi_answer_and_a_client_met
         with attnlab.Client("http://testserver", transport=Through(client)) as api:
             assert api.word_count(words=["x", "yy", "z"]) == {"count": 3, "longest": "yy"}
             assert "word_count" in dir(api)
+
+
+def test_a_declared_limit_is_a_setting_reported_and_enforced(
+    make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A limit in an analysis's declaration is read from its ATTNLAB_ variable (else its default), listed by
+    GET /api/health and enforced, with no line of server/config.py or the health route written for it."""
+    real = declared()
+    monkeypatch.setattr(server.analyses, "declared", lambda: (*real, WORD_COUNT))
+    four = {"words": ["a", "b", "c", "d"]}
+    with make_client() as client:
+        assert client.get("/api/health").json()["limits"]["max_words"] == 3
+        assert_error(client.post("/api/word-count", json=four), 422, "words", "limit 3")
+    monkeypatch.setenv("ATTNLAB_MAX_WORDS", "5")
+    with make_client() as client:
+        assert client.get("/api/health").json()["limits"]["max_words"] == 5
+        assert client.post("/api/word-count", json=four).json()["count"] == 4
+    assert Settings(**{"max_words": 2}).limit("max_words") == 2  # given by name, as for every other setting
+    for bad in ("many", "0"):
+        monkeypatch.setenv("ATTNLAB_MAX_WORDS", bad)
+        with pytest.raises(ValueError, match="ATTNLAB_MAX_WORDS"):
+            Settings()

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Body, FastAPI, Header
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
-from server.declare import Analysis
+from server.declare import Analysis, Limit
 from server.forms import OTHER_FORMS, ORJSONResponse
 from server.scheduling import ComputeRoute
 from server.schemas.errors import ANY_ROUTE, BODY, COMPUTE_ERRORS, errors
@@ -36,6 +36,19 @@ def declared() -> tuple[Analysis, ...]:
         if twice:
             raise ValueError(f"analyses declared twice ({key}): {twice}")
     return tuple(found)
+
+
+def declared_limits() -> tuple[Limit, ...]:
+    """Every analysis's declared limits (server/config.py reads them), in declaration order; a limit declared twice
+    or named like a setting of server/config.py is an error at start."""
+    from server.config import Settings
+
+    limits = [limit for a in declared() for limit in a.limits]
+    names = [limit.name for limit in limits]
+    clash = sorted({n for n in names if names.count(n) > 1 or n in Settings.model_fields})
+    if clash:
+        raise ValueError(f"limits declared twice: {clash}")
+    return tuple(limits)
 
 
 def by_name(name: str) -> Analysis:

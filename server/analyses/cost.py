@@ -12,7 +12,7 @@ from pydantic import Field
 
 from engine.analysis.cost import Cost, CostQuery, CurvePoint, MeasuredLayer, cost, measure_cost
 from server.config import Settings
-from server.declare import Analysis, Context, answer_of
+from server.declare import Analysis, Context, Limit, answer_of
 from server.errors import ApiError
 from server.schemas.attention import Strict
 
@@ -74,12 +74,13 @@ def check_measurable(q: CostQuery, settings: Settings) -> None:
             "seq_len",
         )
     flops = cost(q).flops["total"]
-    if flops > settings.max_measure_flops:
+    limit = settings.limit("max_measure_flops")
+    if flops > limit:
         raise ApiError(
             422,
             "too_large",
             f"one layer of batch {q.batch:,} x seq_len {q.seq_len:,} at d_model {q.d_model:,} is {flops:,} FLOPs, "
-            f"limit {settings.max_measure_flops:,} (set by ATTNLAB_MAX_MEASURE_FLOPS on this server): "
+            f"limit {limit:,} (set by ATTNLAB_MAX_MEASURE_FLOPS on this server): "
             "a smaller batch, seq_len or d_model; or leave measure off",
             "measure",
         )
@@ -142,6 +143,14 @@ COST = Analysis(
         "measure": {"summary": "Measure one layer on this server", "value": {"seq_len": 256, "measure": True}},
     },
     panel="cost",
+    limits=(
+        Limit(
+            "max_measure_flops",
+            20_000_000_000,
+            "FLOPs of the one layer `/api/cost` measures (`measure: true`, three runs of it; minilm's shape at 512 "
+            "tokens is about 1 GFLOP); on a CPU float16 and bfloat16 are measured in float32",
+        ),
+    ),
     tags=("mechanics",),
 )
 ANALYSES = (COST,)

@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field
 
 from engine.analysis.sweep import SweepRow, scale_sweep, sweep_values
-from server.declare import Analysis, Context, answer_of
+from server.declare import Analysis, Context, Limit, answer_of
 from server.errors import ApiError
 from server.schemas.attention import Strict
 
@@ -39,14 +39,14 @@ def scale_sweep_route(req: ScaleSweepRequest, ctx: Context) -> ScaleSweepResult:
     sqrt(d_k)) and of q.k / sqrt(d_k) (stays flat), and what a softmax over `keys` such scores does: its entropy
     and its largest weight, unscaled and scaled. samples x keys x the sum of the widths is bounded by
     ATTNLAB_MAX_SWEEP_VALUES."""
-    settings = ctx.settings
+    limit = ctx.settings.limit("max_sweep_values")
     work = sweep_values(req.widths, req.samples, req.keys)
-    if work > settings.max_sweep_values:
+    if work > limit:
         raise ApiError(
             422,
             "too_large",
             f"samples x keys x sum of widths = {req.samples:,} x {req.keys:,} x {sum(req.widths):,} = {work:,} "
-            f"q.k products, limit {settings.max_sweep_values:,} (set by ATTNLAB_MAX_SWEEP_VALUES on this server): "
+            f"q.k products, limit {limit:,} (set by ATTNLAB_MAX_SWEEP_VALUES on this server): "
             "ask for fewer or narrower widths, fewer samples or fewer keys",
             "widths",
         )
@@ -69,5 +69,13 @@ SCALE_SWEEP = Analysis(
     examples={"figure": {"summary": "The chapter's Figure 21.5", "value": {"widths": [1, 4, 16, 64, 256]}}},
     panel="sweep",
     tags=("mechanics",),
+    limits=(
+        Limit(
+            "max_sweep_values",
+            64_000_000,
+            "q.k products of one `/api/scale-sweep` (samples x keys x the sum of its widths): Figure 21.5 and the "
+            "default widths pass",
+        ),
+    ),
 )
 ANALYSES = (SCALE_SWEEP,)

@@ -14,7 +14,7 @@ from server.schemas.errors import ANY_ROUTE, errors
 
 router = APIRouter(tags=["health"], responses=errors(*ANY_ROUTE))
 # what one request may ask for: every max_* setting but the server-wide two (computations and connections at once),
-# so a limit an analysis adds to server/config.py is reported with no change here
+# and every limit an analysis declares (server/declare.py Limit), so a new one is reported with no change here
 LIMITS = tuple(
     n for n in Settings.model_fields if n.startswith("max_") and n not in ("max_concurrent", "max_connections")
 )
@@ -30,7 +30,7 @@ async def health(runtime: RuntimeDep, models: ModelsDep, settings: SettingsDep) 
         torch=torch.__version__,
         cuda_available=torch.cuda.is_available(),
         models=sorted(models),
-        limits={name: getattr(settings, name) for name in LIMITS},
+        limits={**{name: getattr(settings, name) for name in LIMITS}, **settings.declared},
     )
 
 
