@@ -23,3 +23,13 @@ def test_views_name_their_actions_from_actions_js_not_the_store() -> None:
 def test_no_page_module_is_over_400_lines() -> None:
     long = {p.name: n for p in JS.glob("*.js") if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
     assert long == {}, long
+
+
+def test_an_analysis_panel_is_its_view_module_and_its_template_element() -> None:
+    """The scale sweep on the page is static/js/sweep.js (its `panel` declaration: what it asks, its setting in the
+    link, how it draws) and its data-panel element: no other page module names it (eight did)."""
+    naming = sorted(p.name for p in JS.glob("*.js") if "sweep" in p.read_text(encoding="utf-8").lower())
+    assert naming == ["sweep.js"], naming
+    templates = JS.parent.parent / "templates"
+    marked = [p.name for p in templates.glob("*.html") if 'data-panel="sweep"' in p.read_text(encoding="utf-8")]
+    assert marked == ["mechanics.html"], marked

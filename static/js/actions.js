@@ -53,8 +53,8 @@ export const act = {
   decodeStepSet: (step) => ({ type: "decodeStepSet", step }),
   playSet: (on) => ({ type: "playSet", on }),
   costSet: (cost) => ({ type: "costSet", cost }),
-  sweepSet: (variance) => ({ type: "sweepSet", variance }),
   panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
+  panelSet: (name, value) => ({ type: "panelSet", name, value }), // a registered panel's setting (registry.js)
   // effects
   runStarted: (asking = "all") => ({ type: "runStarted", asking }),
   layersTooMany: (key) => ({ type: "layersTooMany", key }),

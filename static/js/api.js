@@ -1,5 +1,5 @@
 // The JSON API the page is built on: GET /api/models, POST /api/attention, /api/heads, /api/heads/top, /api/perturb,
-// /api/intervene, /api/compare, /api/decode, /api/cost and /api/scale-sweep.
+// /api/intervene, /api/compare, /api/decode, /api/cost and each declared analysis by its name (`analyse`).
 // Errors come back as {"error": {status, code, field, message, details}}; `describeError` turns one into plain words.
 // The page's own attention run comes in the arrays form (arrays.js: matrices as Float32Array rows, no number parsed
 // from text), float16 when it is large; its errors are JSON as everywhere else.
@@ -140,9 +140,9 @@ export function fetchCost(request, signal) {
   return post("/api/cost", request, signal);
 }
 
-// Figure 21.5: the spread of q·k against d_k, unscaled and scaled.
-export function fetchScaleSweep(request, signal) {
-  return post("/api/scale-sweep", request, signal);
+// A declared analysis by its name (GET /api/analyses): POST /api/NAME, JSON in and out.
+export function analyse(name, request, signal) {
+  return post(`/api/${name}`, request, signal);
 }
 
 // Above this many matrix values a run travels as float16 (2 bytes a value, about 3 significant digits): minilm's

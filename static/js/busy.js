@@ -6,6 +6,8 @@
 // polite live region that stays in the document; the seconds are aria-hidden, so a screen reader hears what is
 // running once, not every tick.
 
+import { panelOf } from "./registry.js";
+
 export const TICK_MS = 250; // how often the seconds are redrawn
 
 // What each analysis panel (store.js PANELS) is called in the indicator.
@@ -19,7 +21,6 @@ export const PANEL_WORDS = {
   cost: "cost",
   measure: "the measurement",
   audit: "the audit",
-  sweep: "the scale sweep",
   nextWords: "next words",
 };
 
@@ -28,7 +29,7 @@ export function busyOf(s) {
   if (s.run.status === "loading") return { kind: "run", ...runText(s.run.progress) };
   const names = Object.entries(s.panels || {})
     .filter(([, slot]) => slot && slot.status === "loading")
-    .map(([name]) => PANEL_WORDS[name] || name);
+    .map(([name]) => PANEL_WORDS[name] || panelOf(name)?.words || name);
   if (names.length) return { kind: "panels", text: `Updating ${names.join(", ")}…` };
   return { kind: null, text: "" };
 }

@@ -11,7 +11,7 @@ import { splitsAtWhitespace } from "./capabilities.js";
 import { ApiError, describeError, fetchAttention, fetchProgress, isTooLarge, precisionFor, runName } from "./api.js";
 import { splitTokens } from "./masks.js";
 import { batchOf, buildRequest, resultValues, sizeKey, sourceOf } from "./requests.js";
-import { PANEL_SPECS } from "./panels.js";
+import { panelSpecs } from "./panels.js";
 import { act } from "./actions.js";
 import { clampedMasks, modelInfo, sameInput } from "./selectors.js";
 
@@ -147,7 +147,7 @@ export function startEffects(store) {
   }
 
   function syncPanels(s) {
-    for (const [name, spec] of Object.entries(PANEL_SPECS)) {
+    for (const [name, spec] of Object.entries(panelSpecs())) {
       const req = spec.request(s);
       const slot = s.panels[name];
       if (!req) {

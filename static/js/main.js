@@ -3,26 +3,43 @@
 // Every element of the template with a `data-view` attribute is drawn by the module of that name: it exports
 // `render(root, state, dispatch)` (a pure function of the state: it draws into its own root and never changes the
 // state), optionally `deps(state)` (the parts of the state it reads: it is redrawn only when one of them changes)
-// and `bind(root, store)` (its event listeners, once). Adding a panel: an action and a slot in the store, one view
-// module, its element in the template.
+// and `bind(root, store)` (its event listeners, once). An element with a `data-panel` attribute is an analysis
+// panel: the module of that name exports its one declaration, `panel` (registry.js), registered before the store is
+// made. Adding an analysis panel: its module and its element in the template.
 
 import { fetchModels } from "./api.js";
 import { numbersOf, offered, optionsOf } from "./capabilities.js";
 import { startEffects } from "./effects.js";
 import { loadPlotly } from "./plotly.js";
 import { decodeState, encodeState, stateForModel } from "./state.js";
+import { register } from "./registry.js";
 import { act, createStore, initialState, reducer } from "./store.js";
 
-const store = createStore(reducer, initialState());
+let store = null; // made once the panels are registered: their slots and settings are part of its state
 
 // The views in the template's order, except that those that plot with plotly draw last: plotly measures text as it
 // plots, which makes the browser lay the page out there and then; after every other view's writes, that happens once.
 async function loadViews() {
-  const roots = [...document.querySelectorAll("[data-view]")];
+  const roots = [...document.querySelectorAll("[data-view], [data-panel]")];
   const views = await Promise.all(
-    roots.map(async (root) => ({ root, mod: await import(`./${root.dataset.view}.js`), last: null })),
+    roots.map(async (root) => {
+      const name = root.dataset.view || root.dataset.panel;
+      const mod = await import(`./${name}.js`);
+      return { root, name, mod: root.dataset.view ? mod : panelView(name, mod.panel), last: null };
+    }),
   );
   return [...views.filter((v) => !v.mod.needsPlotly), ...views.filter((v) => v.mod.needsPlotly)];
+}
+
+// A registered panel as a view: drawn from its slot when its slot, its setting or the run changes.
+function panelView(name, panel) {
+  register(name, panel);
+  return {
+    render: (root, s, dispatch) => panel.render(root, s.panels[name], s, dispatch),
+    deps: (s) => [s.panels[name], s.ui[name], ...(panel.deps ? panel.deps(s) : [])],
+    bind: panel.bind,
+    needsPlotly: panel.needsPlotly,
+  };
 }
 
 function sameDeps(a, b) {
@@ -66,7 +83,7 @@ function draw(views, s, prev) {
     v.last = deps;
     const t0 = performance.now();
     v.mod.render(v.root, s, store.dispatch);
-    performance.measure(`attnlab:view:${v.root.dataset.view}`, { start: t0 });
+    performance.measure(`attnlab:view:${v.name}`, { start: t0 });
   }
   if (key && !document.contains(active)) findByKey(key)?.focus({ preventScroll: true });
   const qs = encodeState(s.ui);
@@ -86,6 +103,7 @@ async function init() {
     (err) => ({ err }),
   );
   const views = await loadViews();
+  store = createStore(reducer, initialState());
   for (const v of views) v.mod.bind?.(v.root, store);
   store.subscribe((s, prev) => draw(views, s, prev));
   startEffects(store);

@@ -1,7 +1,6 @@
 // The chapter's mechanics panels (data-view="mechanics"): KV-cache decoding (POST /api/decode), cost and memory
-// (POST /api/cost), the audit record (/api/attention with include ["audit"]) and the scaling sweep
-// (POST /api/scale-sweep). Their settings live in ui (so the URL carries them); what they ask is the store's
-// (panels.js PANEL_SPECS); this module draws and dispatches. bind() keeps the play timer's handle (a clock, not state).
+// (POST /api/cost) and the audit record (/api/attention with include ["audit"]). Their settings live in ui (so the
+// URL carries them); what they ask is the store's (panels.js PANEL_SPECS); this module draws and dispatches. bind() keeps the play timer's handle (a clock, not state).
 
 import { renderAudit } from "./audit.js";
 import { renderCost, renderMeasured } from "./cost.js";
@@ -10,7 +9,6 @@ import { COST_FIELDS, DTYPES } from "./state.js";
 import { auditKey, costOf } from "./panels.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
-import { renderSweep } from "./sweep.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -18,7 +16,7 @@ export const needsPlotly = true; // main.js draws this view once plotly is loade
 
 export function deps(s) {
   const p = s.panels;
-  return [s.run.result, s.ui.decodeOn, s.ui.decodeStep, s.ui.focus, s.ui.cost, s.ui.sweep, s.playing, p.decode, p.cost, p.measure, p.audit, p.sweep];
+  return [s.run.result, s.ui.decodeOn, s.ui.decodeStep, s.ui.focus, s.ui.cost, s.playing, p.decode, p.cost, p.measure, p.audit];
 }
 
 function decodeResult(s) {
@@ -40,15 +38,6 @@ export function render(root, s, dispatch) {
     message: a.message,
     model: a.result?.model,
   });
-  const sw = s.panels.sweep;
-  const v = s.ui.sweep ? s.ui.sweep.variance : 1;
-  if (document.activeElement !== $("sweep-variance")) $("sweep-variance").value = String(v);
-  if (document.activeElement !== $("sweep-variance-range")) $("sweep-variance-range").value = String(v);
-  $("sweep-draw").hidden = !!s.ui.sweep;
-  renderSweep(
-    { status: $("sweep-status"), plot: $("sweep-plot"), summary: $("sweep-summary") },
-    { result: sw.status === "error" ? null : sw.result, status: sw.status, message: sw.message },
-  );
 }
 
 function renderDecode(s, dispatch) {
@@ -182,15 +171,5 @@ export function bind(root, store) {
   $("audit-export").addEventListener("click", () => {
     const key = auditKey(getState());
     if (key) dispatch(act.panelAsked("audit", { fields: { asked: key } }));
-  });
-  $("sweep-draw").addEventListener("click", () => {
-    const s = getState();
-    dispatch(act.sweepSet(s.ui.sweep ? s.ui.sweep.variance : 1));
-    $("sweep-variance").focus();
-  });
-  $("sweep-variance").addEventListener("change", (e) => dispatch(act.sweepSet(Number.parseFloat(e.target.value))));
-  $("sweep-variance-range").addEventListener("input", (e) => {
-    $("sweep-variance").value = e.target.value;
-    dispatch(act.sweepSet(Number.parseFloat(e.target.value)));
   });
 }

@@ -9,8 +9,8 @@ import {
   fetchHeadTypes,
   fetchInterveneOrDeltas,
   fetchPerturb,
-  fetchScaleSweep,
   fetchTopHeads,
+  analyse,
 } from "./api.js";
 import { auditFilename } from "./audit.js";
 import { download } from "./exporter.js";
@@ -22,11 +22,11 @@ import {
   headTypesRequest,
   interveneRequest,
   perturbRequest,
-  sweepRequest,
   topHeadsRequest,
 } from "./requests.js";
 import { TOP_K } from "./tophead.js";
 import { act } from "./actions.js";
+import { registered } from "./registry.js";
 import { modelInfo, selectView, singleOf } from "./selectors.js";
 
 // One entry per panel: `request(state)` is the body to send now (null: nothing to ask, the panel clears), `fetch`
@@ -115,12 +115,6 @@ export const PANEL_SPECS = {
     after: (result) =>
       download(auditFilename(result.model), new Blob([JSON.stringify(result.audit, null, 1)], { type: "application/json" })),
   },
-  sweep: {
-    fetch: fetchScaleSweep,
-    request: (s) => (s.ui.sweep ? sweepRequest(s.ui.sweep) : null),
-    debounce: 250,
-    keep: true,
-  },
   nextWords: {
     fetch: fetchAttentionJson,
     // a model that predicts tokens says what comes next in config.next_word, but only when the run went through its
@@ -135,6 +129,22 @@ export const PANEL_SPECS = {
     },
   },
 };
+
+// PANEL_SPECS and a spec for each registered panel (registry.js), from its declaration: it asks its analysis by
+// name with the body its `request` makes of the state and its setting.
+export function panelSpecs() {
+  const declared = registered().map(([name, p]) => [
+    name,
+    {
+      fetch: (req, signal) => analyse(p.analysis, req, signal),
+      request: (s) => p.request(s, s.ui[name]),
+      debounce: p.debounce,
+      keep: p.keep,
+      nonce: p.nonce,
+    },
+  ]);
+  return { ...PANEL_SPECS, ...Object.fromEntries(declared) };
+}
 
 export const INTERVENE_TOP_K = 5;
 

@@ -1,5 +1,5 @@
 // The request bodies the page sends, built from its state: /api/attention, and the one-sequence bodies of every
-// analysis (head types, top heads, perturb, intervene, compare, decode, cost, audit, the sweep). Pure: no DOM, no fetch.
+// analysis (head types, top heads, perturb, intervene, compare, decode, cost, audit). Pure: no DOM, no fetch.
 
 import { can } from "./capabilities.js";
 import { masksRequest, paddingFlags, splitTokens } from "./masks.js";
@@ -116,12 +116,6 @@ export function costRequest(config, seqLen, overrides = {}, measure = false) {
   const req = { ...base, ...overrides, measure };
   if (req.kv_heads > req.heads) req.kv_heads = req.heads;
   return req;
-}
-
-// The POST /api/scale-sweep body.
-export const SWEEP_SAMPLES = 500; // query rows per width: the figure's spread to about 3%, in well under a second
-export function sweepRequest(sweep) {
-  return { variance: sweep.variance, samples: SWEEP_SAMPLES };
 }
 
 // The POST /api/heads/top body: the same, plus the pair.

@@ -3,6 +3,7 @@
 
 import { optionsOf } from "./capabilities.js";
 import { paddedFromFlags } from "./masks.js";
+import { registered } from "./registry.js";
 
 export const VIEWS = ["weights", "scores"];
 export const PALETTE_NAMES = ["viridis", "cividis"];
@@ -15,7 +16,7 @@ export function defaultMasks() {
 }
 
 export function defaultState() {
-  return {
+  const s = {
     model: "textbook",
     text: "",
     options: {},
@@ -47,12 +48,13 @@ export function defaultState() {
     decodeOn: false, // the KV-cache decoding panel runs (and reruns after each change) once asked to
     decodeStep: null, // the decoding step shown; null = the last
     cost: {}, // the cost panel's fields that differ from the current run's: {seq_len: 8192, dtype: "bfloat16"}
-    sweep: null, // the scaling sweep once drawn: {variance}
     source: "", // cross-attention: keys and values from this text ("" = self-attention)
     sourcePadded: [], // source positions marked padding
     batch: "", // a batch: one text per line ("" = one sequence)
     item: 0, // the batch item the views show
   };
+  for (const [name, panel] of registered()) if (panel.setting) s[name] = null; // a registered panel's setting
+  return s;
 }
 
 export const ABLATE_MODES = ["zero", "mean"];
@@ -61,7 +63,6 @@ export const CHANGE_KINDS = ["shift", "token"];
 export const BUGS = ["softmax_over_queries", "flipped_mask"];
 export const COST_FIELDS = ["batch", "heads", "kv_heads", "seq_len", "d_model", "layers"];
 export const DTYPES = ["float32", "float64", "bfloat16", "float16"];
-export const SWEEP_VARIANCE = { min: 0.1, max: 4, fallback: 1 };
 // Fields the server takes on /api/attention only: every other endpoint runs one sequence and refuses them.
 export const ONE_SEQUENCE = ["texts", "source", "demo_bug"];
 
@@ -123,7 +124,9 @@ export function encodeState(s) {
   if (s.decodeOn) p.set("dec", s.decodeStep == null ? "last" : String(s.decodeStep));
   const cost = encodeCost(s.cost);
   if (cost) p.set("cost", cost);
-  if (s.sweep) p.set("sweep", String(s.sweep.variance));
+  for (const [name, panel] of registered()) {
+    if (panel.setting && s[name] != null) p.set(panel.setting.key, panel.setting.encode(s[name]));
+  }
   if (s.source) p.set("src", s.source);
   if (s.source && s.sourcePadded?.length) p.set("spad", s.sourcePadded.join(","));
   if (s.batch) p.set("batch", s.batch);
@@ -295,8 +298,9 @@ export function decodeState(search, optionsOf = () => ({})) {
     s.decodeStep = step != null && step >= 0 ? step : null;
   }
   s.cost = parseCost(p.get("cost"));
-  const variance = Number.parseFloat(p.get("sweep"));
-  if (p.has("sweep")) s.sweep = { variance: clampVariance(variance) };
+  for (const [name, panel] of registered()) {
+    if (panel.setting && p.has(panel.setting.key)) s[name] = panel.setting.decode(p.get(panel.setting.key));
+  }
   s.source = (p.get("src") || "").slice(0, 20000);
   s.sourcePadded = (p.get("spad") || "")
     .split(",")
@@ -306,11 +310,6 @@ export function decodeState(search, optionsOf = () => ({})) {
   s.batch = (p.get("batch") || "").slice(0, 20000);
   s.item = Math.max(0, int(p.get("item")) ?? 0);
   return s;
-}
-
-export function clampVariance(v) {
-  if (!Number.isFinite(v)) return SWEEP_VARIANCE.fallback;
-  return Math.min(SWEEP_VARIANCE.max, Math.max(SWEEP_VARIANCE.min, v));
 }
 
 // Resize a matrix to n rows: extra rows are zeros, missing rows are dropped.

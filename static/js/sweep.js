@@ -1,14 +1,23 @@
 // The scaling sweep (POST /api/scale-sweep), the chapter's Figure 21.5 measured: for random q and k with a given
 // per-coordinate variance, the spread (std) of q·k grows like variance·√d_k unscaled and stays at the variance once
 // divided by √d_k; unscaled, a softmax over the keys collapses (its entropy falls, its largest weight goes to 1),
-// scaled it does not. Pure helpers on top (a test imports them); `renderSweep` only draws.
+// scaled it does not. The panel's one declaration (`panel`, read by registry.js: what it asks, its setting in the
+// link, how it draws) on top of pure helpers a test imports.
 
+import { act } from "./actions.js";
 import { plotlyTheme } from "./colors.js";
 import { plotlyText } from "./focuscells.js";
 import { PLOT_CONFIG } from "./plotly.js";
 
 export const SWEEP_COLORS = { unscaled: "#d55e00", scaled: "#0072b2", expected: "#555555" }; // Okabe–Ito
 export const SWEEP_PLOT_HEIGHT = 330;
+export const SWEEP_VARIANCE = { min: 0.1, max: 4, fallback: 1 };
+export const SWEEP_SAMPLES = 500; // query rows per width: the figure's spread to about 3%, in well under a second
+
+export function clampVariance(v) {
+  if (!Number.isFinite(v)) return SWEEP_VARIANCE.fallback;
+  return Math.min(SWEEP_VARIANCE.max, Math.max(SWEEP_VARIANCE.min, v));
+}
 
 // The series the figure draws, from the server's `widths`.
 export function sweepSeries(r) {
@@ -105,3 +114,39 @@ export function renderSweep(els, view) {
   els.plot.dataset.variance = String(r.variance);
   els.plot.setAttribute("aria-label", `Figure 21.5, measured. ${sweepSummary(r)}`);
 }
+
+const $ = (id) => document.getElementById(id);
+const variance = (value) => ({ variance: clampVariance(value) });
+
+export const panel = {
+  analysis: "scale-sweep",
+  words: "the scale sweep",
+  setting: { key: "sweep", encode: (v) => String(v.variance), decode: (raw) => variance(Number.parseFloat(raw)) },
+  request: (s, value) => (value ? { variance: value.variance, samples: SWEEP_SAMPLES } : null),
+  debounce: 250,
+  keep: true,
+  needsPlotly: true,
+  render(root, slot, s) {
+    const v = s.ui.sweep ? s.ui.sweep.variance : SWEEP_VARIANCE.fallback;
+    if (document.activeElement !== $("sweep-variance")) $("sweep-variance").value = String(v);
+    if (document.activeElement !== $("sweep-variance-range")) $("sweep-variance-range").value = String(v);
+    $("sweep-draw").hidden = !!s.ui.sweep;
+    renderSweep(
+      { status: $("sweep-status"), plot: $("sweep-plot"), summary: $("sweep-summary") },
+      { result: slot.status === "error" ? null : slot.result, status: slot.status, message: slot.message },
+    );
+  },
+  bind(root, { dispatch, getState }) {
+    const set = (value) => dispatch(act.panelSet("sweep", variance(value)));
+    $("sweep-draw").addEventListener("click", () => {
+      const s = getState();
+      set(s.ui.sweep ? s.ui.sweep.variance : SWEEP_VARIANCE.fallback);
+      $("sweep-variance").focus();
+    });
+    $("sweep-variance").addEventListener("change", (e) => set(Number.parseFloat(e.target.value)));
+    $("sweep-variance-range").addEventListener("input", (e) => {
+      $("sweep-variance").value = e.target.value;
+      set(Number.parseFloat(e.target.value));
+    });
+  },
+};

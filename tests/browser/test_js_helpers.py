@@ -621,6 +621,9 @@ def test_a_leak_is_drawn_as_a_leak(js: Callable[[str], Any]) -> None:
 def test_the_chapter_settings_round_trip_and_stay_out_of_other_endpoints(js: Callable[[str], Any]) -> None:
     out = js(
         """
+        // the sweep's setting is its panel's declaration, registered as main.js registers data-panel="sweep"
+        const R = await mod('registry.js'), Sw = await mod('sweep.js');
+        R.register('sweep', Sw.panel);
         const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
         const s = S.defaultState();
         Object.assign(s, {model: 'random', text: 'a b c', bug: 'flipped_mask', decodeOn: true, decodeStep: 3,
@@ -629,7 +632,7 @@ def test_the_chapter_settings_round_trip_and_stay_out_of_other_endpoints(js: Cal
         const fresh = S.decodeState('?' + S.encodeState({...S.defaultState(), model: 'random'}));
         const att = {...S.buildRequest(s, {layers: 2, heads: 4, d_model: 64}, 3), layer: 1};
         const junk = S.decodeState('?m=random&bug=typo&cost=seq_len:-1,heads:x,dtype:int8,layers:3&sweep=99&dec=x');
-        return {s, back, fresh, att, sweepMax: S.SWEEP_VARIANCE.max,
+        return {s, back, fresh, att, sweepMax: Sw.SWEEP_VARIANCE.max,
                 heads: S.headTypesRequest(att), decode: S.decodeRequest(att),
                 audit: S.auditRequest(att), junk,
                 cost: S.costRequest({n_heads: 8, n_kv_heads: 2, d_model: 32, n_layers: 1, dtype: 'float32',
