@@ -68,3 +68,22 @@ def test_the_check_catches_an_attnlab_import_in_server() -> None:
     MAGIC from attnlab.arrays) fail the check."""
     before = "from attnlab.arrays import MAGIC, MEDIA_TYPE\nfrom engine import progress\n"
     assert imported_packages(before) & MAY_NOT["server"] == {"attnlab"}
+
+
+SOURCE_DIRS = ("engine", "server", "attnlab", "wire", "bench", "static", "templates")
+SOURCE_SUFFIXES = {".py", ".js", ".css", ".html"}
+MAX_LINES = 400
+
+
+def test_no_source_file_is_over_400_lines() -> None:
+    """Every source file of the product and its benchmarks (Python, the page's modules, stylesheets and templates)
+    stays under MAX_LINES lines: past that a file holds more than one job."""
+    long = {
+        path.relative_to(ROOT).as_posix(): lines
+        for top in SOURCE_DIRS
+        for path in (ROOT / top).rglob("*")
+        if path.suffix in SOURCE_SUFFIXES
+        and "__pycache__" not in path.parts
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert long == {}, long

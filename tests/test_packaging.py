@@ -84,7 +84,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def test_the_wheel_holds_the_page_and_the_checkpoint(installed: Path) -> None:
     wheel = next(installed.parent.glob("dist/attnlab-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"templates/index.html", "templates/mechanics.html", "static/js/main.js", "static/css/attnlab.css"} <= names
+    assert {
+        "templates/index.html",
+        "templates/mechanics.html",
+        "static/js/main.js",
+        "static/css/attnlab.css",
+        "static/css/claims.css",
+        "static/css/screens.css",
+    } <= names
     assert "engine/checkpoints/induction.safetensors" in names
     js = {p.relative_to(ROOT).as_posix() for p in (ROOT / "static").rglob("*.js")}
     assert js <= names, sorted(js - names)

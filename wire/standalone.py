@@ -3,7 +3,7 @@
 `standalone_html(data, view=..., ...)` takes an /api/attention result in the arrays form (float16, as
 `precision: "float16"` makes it) and returns the file POST /api/export answers and attnlab.show displays:
 
-- the page's CSS (static/css/attnlab.css, then static/css/standalone.css), inline; light or dark follows the system;
+- the page's CSS (static/css: PAGE_STYLESHEETS, then standalone.css), inline; light or dark follows the system;
 - the result, deflated (zlib) and base64-encoded, in <script type="application/octet-stream" id="attnlab-data">
   (about 2.2 bytes per float16 attention value at 512 tokens: 1.66 deflated, times 4/3); the page inflates it with
   the browser's own DecompressionStream and reads it with static/js/arrays.js's readArrays;
@@ -38,6 +38,9 @@ FORBID = frozenset({"store.js", "main.js", "api.js", "effects.js", "answers.js",
 # what the file shows -> the page's panels it draws into (templates/index.html's elements with data-view=NAME)
 PANELS: dict[str, tuple[str, ...]] = {"layer": ("heads",), "all": ("overview",), "head": ("retrieval",)}
 ENCODING = "deflate+base64"
+# the page's stylesheets under static/css, in cascade order: the page links them (server/routes/pages.py) and the
+# exported file inlines them, in this order
+PAGE_STYLESHEETS = ("attnlab.css", "claims.css", "screens.css")
 
 
 def templates_dir() -> Path:
@@ -138,7 +141,8 @@ def standalone_html(
     if view not in VIEWS:
         raise ValueError(f"view: got {view!r}; one of {', '.join(VIEWS)}")
     root = static or static_dir()
-    css = "\n".join((root / "css" / name).read_text(encoding="utf-8") for name in ("attnlab.css", "standalone.css"))
+    names = (*PAGE_STYLESHEETS, "standalone.css")
+    css = "\n".join((root / "css" / name).read_text(encoding="utf-8") for name in names)
     shown: dict[str, Any] = {"view": view, "layer": layer, "head": head, "query": query, "palette": palette}
     shown_json = json.dumps(shown).replace("</", "<\\/")
     t = html.escape(title)

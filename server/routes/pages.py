@@ -18,6 +18,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
 from server.errors import ApiError
+from wire.standalone import PAGE_STYLESHEETS
 
 # templates/ and static/ sit beside the server package: in the checkout, and in site-packages once installed
 WEB_ROOT = Path(str(importlib.resources.files("server"))).parent
@@ -158,7 +159,7 @@ def index(request: Request) -> Response:
     page = {
         "importmap": imports,
         "main": urls["/static/js/main.js"],
-        "css": asset_url("css/attnlab.css"),
+        "stylesheets": [asset_url(f"css/{name}") for name in PAGE_STYLESHEETS],
         "preloads": list(urls.values()),
     }
     response = templates.TemplateResponse(request, "index.html", page)
