@@ -74,13 +74,14 @@ def until(check: Callable[[], bool], what: str, seconds: float = 30) -> None:
 # The request `settle` sends: a GET that no page sends, so a test can tell it from the page's own.
 SENTINEL = "/api/health?settled"
 # Sent from a page timer due after every timer by which the page itself would still send a request: the run's
-# debounce and its progress poll (effects.js), the panels' debounces (panels.js). Timers run in the order they are
-# due, however loaded the machine, so a request the page had still to send has been sent before this one.
+# debounce and its progress poll (effects.js), the panels' debounces (panels.js panelSpecs: PANEL_SPECS and the
+# registered panels' declarations). Timers run in the order they are due, however loaded the machine, so a request
+# the page had still to send has been sent before this one.
 SETTLE = """async (url) => {
   const effects = await import("/static/js/effects.js");
-  const { PANEL_SPECS } = await import("/static/js/panels.js");
+  const { panelSpecs } = await import("/static/js/panels.js");
   const due = Math.max(effects.DEBOUNCE_MS, effects.FOLLOW_AFTER_MS + effects.FOLLOW_MS,
-    ...Object.values(PANEL_SPECS).map((spec) => spec.debounce || 0));
+    ...Object.values(panelSpecs()).map((spec) => spec.debounce || 0));
   await new Promise((done) => setTimeout(done, due));
   await fetch(url);
 }"""

@@ -33,3 +33,23 @@ def test_an_analysis_panel_is_its_view_module_and_its_template_element() -> None
     templates = JS.parent.parent / "templates"
     marked = [p.name for p in templates.glob("*.html") if 'data-panel="sweep"' in p.read_text(encoding="utf-8")]
     assert marked == ["mechanics.html"], marked
+
+
+# Naming the cost panel in code: its path, its slot or link key as a string or a field ("cost", cost:, s.ui.cost),
+# its measure part's slot, or an identifier built on the word (costOf, fetchCost, COST_FIELDS). Prose that uses the
+# word ("costs nothing", the audit's note on "the cost panel's Measure here") names nothing a module must change.
+COST_NAMES = re.compile(
+    r"""\bcost\w*\s*[:(=]|\.cost\b|[a-z]Cost\b|\bCOST_|["'`]cost["'`.]|/api/cost\b|\./cost\.js"""
+    r"""|["']measure["']|panels\.measure\b|\bmeasure:"""
+)
+
+
+def test_the_cost_panel_is_its_view_module_and_its_template_element() -> None:
+    """The cost panel (POST /api/cost, with its `measure` part: one layer measured on the server) is static/js/cost.js
+    and its data-panel element; ten modules named it (actions, answers, api, busy, cost, mechanics, panels, requests,
+    state, store)."""
+    naming = sorted(p.name for p in JS.glob("*.js") if COST_NAMES.search(p.read_text(encoding="utf-8")))
+    assert naming == ["cost.js"], naming
+    templates = JS.parent.parent / "templates"
+    marked = [p.name for p in templates.glob("*.html") if 'data-panel="cost"' in p.read_text(encoding="utf-8")]
+    assert marked == ["mechanics.html"], marked

@@ -52,7 +52,6 @@ export const act = {
   decodeSet: (on) => ({ type: "decodeSet", on }),
   decodeStepSet: (step) => ({ type: "decodeStepSet", step }),
   playSet: (on) => ({ type: "playSet", on }),
-  costSet: (cost) => ({ type: "costSet", cost }),
   panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
   panelSet: (name, value) => ({ type: "panelSet", name, value }), // a registered panel's setting (registry.js)
   // effects

@@ -1,5 +1,5 @@
 // The JSON API the page is built on: GET /api/models, POST /api/attention, /api/heads, /api/heads/top, /api/perturb,
-// /api/intervene, /api/compare, /api/decode, /api/cost and each declared analysis by its name (`analyse`).
+// /api/intervene, /api/compare, /api/decode and each declared analysis by its name (`analyse`).
 // Errors come back as {"error": {status, code, field, message, details}}; `describeError` turns one into plain words.
 // The page's own attention run comes in the arrays form (arrays.js: matrices as Float32Array rows, no number parsed
 // from text), float16 when it is large; its errors are JSON as everywhere else.
@@ -133,11 +133,6 @@ export function fetchCompare(request, signal) {
 // against the full pass.
 export function fetchDecode(request, signal) {
   return post("/api/decode", request, signal);
-}
-
-// Score, KV-cache and parameter counts for a shape; with measure: true, one layer measured on this server.
-export function fetchCost(request, signal) {
-  return post("/api/cost", request, signal);
 }
 
 // A declared analysis by its name (GET /api/analyses): POST /api/NAME, JSON in and out.

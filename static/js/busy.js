@@ -6,11 +6,11 @@
 // polite live region that stays in the document; the seconds are aria-hidden, so a screen reader hears what is
 // running once, not every tick.
 
-import { panelOf } from "./registry.js";
+import { slotOf } from "./registry.js";
 
 export const TICK_MS = 250; // how often the seconds are redrawn
 
-// What each analysis panel (store.js PANELS) is called in the indicator.
+// What each analysis panel (store.js PANELS) is called in the indicator; a registered one says (registry.js).
 export const PANEL_WORDS = {
   headTypes: "head types",
   top: "top heads",
@@ -18,8 +18,6 @@ export const PANEL_WORDS = {
   intervene: "interventions",
   compare: "the comparison",
   decode: "decoding",
-  cost: "cost",
-  measure: "the measurement",
   audit: "the audit",
   nextWords: "next words",
 };
@@ -29,7 +27,7 @@ export function busyOf(s) {
   if (s.run.status === "loading") return { kind: "run", ...runText(s.run.progress) };
   const names = Object.entries(s.panels || {})
     .filter(([, slot]) => slot && slot.status === "loading")
-    .map(([name]) => PANEL_WORDS[name] || panelOf(name)?.words || name);
+    .map(([name]) => PANEL_WORDS[name] || slotOf(name)?.words || name);
   if (names.length) return { kind: "panels", text: `Updating ${names.join(", ")}…` };
   return { kind: null, text: "" };
 }

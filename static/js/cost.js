@@ -2,8 +2,10 @@
 // that grows with the square of the length), the KV cache, the projection parameters of one wide head against H
 // heads, the FLOPs — and a log-log plot of memory against S from the server's `curve`, with this run's length, the
 // server's token limit and this machine's memory marked. "Measure here" runs one layer on the server and reports the
-// peak memory and time it measured, and how. Pure helpers on top (a test imports them); render functions only draw.
+// peak memory and time it measured, and how: the panel's `measure` part. The panel's one declaration (`panel`, read
+// by registry.js: what it asks, its setting in the link, how it draws) on top of pure helpers a test imports.
 
+import { act } from "./actions.js";
 import { plotlyTheme } from "./colors.js";
 import { formatBytes } from "./decode.js";
 import { plotlyText } from "./focuscells.js";
@@ -13,6 +15,51 @@ import { PLOT_CONFIG } from "./plotly.js";
 // Okabe–Ito colours (colour-blind safe), with a dash pattern each so the lines part without colour too.
 export const COST_COLORS = { scores: "#d55e00", kv: "#0072b2", now: "#009e73", limit: "#cc79a7", memory: "#000000" };
 export const COST_PLOT_HEIGHT = 340;
+export const COST_FIELDS = ["batch", "heads", "kv_heads", "seq_len", "d_model", "layers"];
+export const DTYPES = ["float32", "float64", "bfloat16", "float16"];
+
+// The POST /api/cost body: this run's shape (from its result's config) with the person's overrides on top.
+export function costRequest(config, seqLen, overrides = {}, measure = false) {
+  const base = {
+    batch: config.batch ?? 1,
+    heads: config.n_heads,
+    kv_heads: config.n_kv_heads,
+    seq_len: seqLen,
+    d_model: config.d_model,
+    layers: config.n_layers,
+    dtype: config.dtype,
+  };
+  const req = { ...base, ...overrides, measure };
+  if (req.kv_heads > req.heads) req.kv_heads = req.heads;
+  return req;
+}
+
+// The body for the run on screen with `overrides` (the panel's setting: null for none), or null before a run.
+export function costOf(s, overrides, measure = false) {
+  const r = s.run.result;
+  return r ? costRequest(r.config, r.tokens.length, overrides || {}, measure) : null;
+}
+
+// {seq_len: 8192, dtype: "bfloat16"} -> "seq_len:8192,dtype:bfloat16"; "" when nothing differs from the run.
+export function encodeCost(cost) {
+  return Object.entries(cost || {})
+    .filter(([k, v]) => (COST_FIELDS.includes(k) && Number.isInteger(v) && v >= 1) || (k === "dtype" && DTYPES.includes(v)))
+    .map(([k, v]) => `${k}:${v}`)
+    .join(",");
+}
+
+// The cost overrides from their string; unreadable entries are dropped.
+export function parseCost(raw) {
+  const out = {};
+  for (const part of (raw || "").split(",")) {
+    const [k, v] = part.split(":");
+    if (COST_FIELDS.includes(k)) {
+      const n = Number.parseInt(v, 10);
+      if (Number.isFinite(n) && n >= 1) out[k] = n;
+    } else if (k === "dtype" && DTYPES.includes(v)) out.dtype = v;
+  }
+  return out;
+}
 
 export function formatCount(n) {
   if (n == null || !Number.isFinite(n)) return "–";
@@ -177,3 +224,74 @@ export function renderMeasured(el, view) {
   // the server measures half precision in float32 on a CPU, and says so: the figures are of that dtype
   if (m.note) el.append(node("p", { className: "muted small cost-dtype-note" }, m.note));
 }
+
+const $ = (id) => document.getElementById(id);
+const MEASURE = "cost.measure"; // the measure part's slot (registry.js)
+const overridesOf = (value) => value || {};
+const orNone = (cost) => (Object.keys(cost).length ? cost : null); // no override is no setting (and no link key)
+
+export const panel = {
+  analysis: "cost",
+  words: "cost",
+  // the overrides describe the run's model: another model drops them
+  setting: { key: "cost", encode: encodeCost, decode: (raw) => orNone(parseCost(raw)), dropOnModel: true },
+  request: (s, value) => costOf(s, value),
+  keep: true,
+  parts: {
+    measure: {
+      words: "the measurement",
+      // a measurement belongs to the shape it measured: another shape clears it
+      request: (s, value, slot) => {
+        const shape = costOf(s, value);
+        if (!slot.nonce || !shape || slot.shape !== JSON.stringify(shape)) return null;
+        return costOf(s, value, true);
+      },
+      nonce: true,
+      asked: (s, value) => ({ shape: s.run.result ? JSON.stringify(costOf(s, value)) : null }),
+    },
+  },
+  needsPlotly: true,
+  deps: (s) => [s.run.result],
+  render(root, slot, s) {
+    const overrides = overridesOf(s.ui.cost);
+    const req = costOf(s, overrides);
+    if (!req) return;
+    for (const k of COST_FIELDS) {
+      const input = $(`cost-${k}`);
+      if (document.activeElement !== input) input.value = String(req[k] ?? "");
+      input.classList.toggle("changed", k in overrides);
+    }
+    const dt = $("cost-dtype");
+    dt.value = req.dtype;
+    dt.classList.toggle("changed", "dtype" in overrides);
+    $("cost-reset").disabled = !Object.keys(overrides).length;
+    renderCost(
+      { status: $("cost-status"), table: $("cost-table"), plot: $("cost-plot"), note: $("cost-note") },
+      { result: slot.status === "error" ? null : slot.result, status: slot.status, message: slot.message },
+    );
+    const m = s.panels[MEASURE];
+    renderMeasured($("cost-measured"), { result: m.result, status: m.status, message: m.message });
+  },
+  bind(root, { dispatch, getState }) {
+    const set = (cost) => dispatch(act.panelSet("cost", orNone(cost)));
+    $("cost-form").addEventListener("submit", (e) => e.preventDefault());
+    const fromForm = () => {
+      const base = costOf(getState(), null);
+      if (!base) return;
+      const next = {};
+      for (const k of COST_FIELDS) {
+        const v = Number.parseInt($(`cost-${k}`).value, 10);
+        if (Number.isInteger(v) && v >= 1 && v !== base[k]) next[k] = v;
+      }
+      const dtype = $("cost-dtype").value;
+      if (DTYPES.includes(dtype) && dtype !== base.dtype) next.dtype = dtype;
+      set(next);
+    };
+    for (const id of [...COST_FIELDS.map((k) => `cost-${k}`), "cost-dtype"]) $(id).addEventListener("change", fromForm);
+    $("cost-reset").addEventListener("click", () => set({}));
+    $("cost-measure").addEventListener("click", () => {
+      const s = getState();
+      if (s.run.result) dispatch(act.panelAsked(MEASURE, { fields: panel.parts.measure.asked(s, s.ui.cost) }));
+    });
+  },
+};

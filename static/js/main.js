@@ -31,12 +31,14 @@ async function loadViews() {
   return [...views.filter((v) => !v.mod.needsPlotly), ...views.filter((v) => v.mod.needsPlotly)];
 }
 
-// A registered panel as a view: drawn from its slot when its slot, its setting or the run changes.
+// A registered panel as a view: drawn from its slot when its slots (its own, its parts'), its setting or what its
+// `deps` name changes.
 function panelView(name, panel) {
   register(name, panel);
+  const parts = Object.keys(panel.parts || {}).map((part) => `${name}.${part}`);
   return {
     render: (root, s, dispatch) => panel.render(root, s.panels[name], s, dispatch),
-    deps: (s) => [s.panels[name], s.ui[name], ...(panel.deps ? panel.deps(s) : [])],
+    deps: (s) => [s.panels[name], s.ui[name], ...parts.map((p) => s.panels[p]), ...(panel.deps ? panel.deps(s) : [])],
     bind: panel.bind,
     needsPlotly: panel.needsPlotly,
   };

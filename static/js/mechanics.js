@@ -1,22 +1,19 @@
-// The chapter's mechanics panels (data-view="mechanics"): KV-cache decoding (POST /api/decode), cost and memory
-// (POST /api/cost) and the audit record (/api/attention with include ["audit"]). Their settings live in ui (so the
-// URL carries them); what they ask is the store's (panels.js PANEL_SPECS); this module draws and dispatches. bind() keeps the play timer's handle (a clock, not state).
+// The chapter's mechanics panels (data-view="mechanics"): KV-cache decoding (POST /api/decode) and the audit record
+// (/api/attention with include ["audit"]). Their settings live in ui (so the URL carries them); what they ask is the
+// store's (panels.js PANEL_SPECS); this module draws and dispatches. bind() keeps the play timer's handle (a clock,
+// not state). The group's other panels are registered ones (registry.js), each its own module.
 
 import { renderAudit } from "./audit.js";
-import { renderCost, renderMeasured } from "./cost.js";
 import { PLAY_MS, clampStep, decodeHead, renderDecodeStep, renderKvCache } from "./decode.js";
-import { COST_FIELDS, DTYPES } from "./state.js";
-import { auditKey, costOf } from "./panels.js";
+import { auditKey } from "./panels.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 
 const $ = (id) => document.getElementById(id);
 
-export const needsPlotly = true; // main.js draws this view once plotly is loaded
-
 export function deps(s) {
   const p = s.panels;
-  return [s.run.result, s.ui.decodeOn, s.ui.decodeStep, s.ui.focus, s.ui.cost, s.playing, p.decode, p.cost, p.measure, p.audit];
+  return [s.run.result, s.ui.decodeOn, s.ui.decodeStep, s.ui.focus, s.playing, p.decode, p.audit];
 }
 
 function decodeResult(s) {
@@ -30,7 +27,6 @@ export function shownStep(s) {
 
 export function render(root, s, dispatch) {
   renderDecode(s, dispatch);
-  renderCostPanel(s);
   const a = s.panels.audit;
   renderAudit($("audit-summary"), {
     audit: a.status === "error" ? null : a.result?.audit,
@@ -85,27 +81,6 @@ function renderDecode(s, dispatch) {
   renderKvCache($("kv-cache"), { result: r, step: t });
 }
 
-function renderCostPanel(s) {
-  const req = costOf(s, false);
-  if (!req) return;
-  for (const k of COST_FIELDS) {
-    const input = $(`cost-${k}`);
-    if (document.activeElement !== input) input.value = String(req[k] ?? "");
-    input.classList.toggle("changed", k in s.ui.cost);
-  }
-  const dt = $("cost-dtype");
-  dt.value = req.dtype;
-  dt.classList.toggle("changed", "dtype" in s.ui.cost);
-  $("cost-reset").disabled = !Object.keys(s.ui.cost).length;
-  const slot = s.panels.cost;
-  renderCost(
-    { status: $("cost-status"), table: $("cost-table"), plot: $("cost-plot"), note: $("cost-note") },
-    { result: slot.status === "error" ? null : slot.result, status: slot.status, message: slot.message },
-  );
-  const m = s.panels.measure;
-  renderMeasured($("cost-measured"), { result: m.result, status: m.status, message: m.message });
-}
-
 export function bind(root, store) {
   const { dispatch, getState } = store;
   let playing = null; // the timer's handle while the steps play
@@ -148,25 +123,6 @@ export function bind(root, store) {
   $("decode-slider").addEventListener("input", (e) => {
     stopPlay();
     setStep(Number(e.target.value));
-  });
-  $("cost-form").addEventListener("submit", (e) => e.preventDefault());
-  const costFromForm = () => {
-    const base = costOf(getState(), "base");
-    if (!base) return;
-    const next = {};
-    for (const k of COST_FIELDS) {
-      const v = Number.parseInt($(`cost-${k}`).value, 10);
-      if (Number.isInteger(v) && v >= 1 && v !== base[k]) next[k] = v;
-    }
-    const dtype = $("cost-dtype").value;
-    if (DTYPES.includes(dtype) && dtype !== base.dtype) next.dtype = dtype;
-    dispatch(act.costSet(next));
-  };
-  for (const id of [...COST_FIELDS.map((k) => `cost-${k}`), "cost-dtype"]) $(id).addEventListener("change", costFromForm);
-  $("cost-reset").addEventListener("click", () => dispatch(act.costSet({})));
-  $("cost-measure").addEventListener("click", () => {
-    const shape = costOf(getState(), false);
-    if (shape) dispatch(act.panelAsked("measure", { fields: { shape: JSON.stringify(shape) } }));
   });
   $("audit-export").addEventListener("click", () => {
     const key = auditKey(getState());

@@ -4,7 +4,6 @@
 import {
   fetchAttentionJson,
   fetchCompareOrLayer,
-  fetchCost,
   fetchDecode,
   fetchHeadTypes,
   fetchInterveneOrDeltas,
@@ -17,7 +16,6 @@ import { download } from "./exporter.js";
 import {
   auditRequest,
   compareRequest,
-  costRequest,
   decodeRequest,
   headTypesRequest,
   interveneRequest,
@@ -26,7 +24,7 @@ import {
 } from "./requests.js";
 import { TOP_K } from "./tophead.js";
 import { act } from "./actions.js";
-import { registered } from "./registry.js";
+import { slots } from "./registry.js";
 import { modelInfo, selectView, singleOf } from "./selectors.js";
 
 // One entry per panel: `request(state)` is the body to send now (null: nothing to ask, the panel clears), `fetch`
@@ -86,22 +84,6 @@ export const PANEL_SPECS = {
     request: (s) => (s.ui.decodeOn && s.run.request ? decodeRequest(singleOf(s)) : null),
     nonce: true,
   },
-  cost: {
-    fetch: fetchCost,
-    request: (s) => costOf(s, false),
-    keep: true,
-  },
-  measure: {
-    fetch: fetchCost,
-    // a measurement belongs to the shape it measured: another shape clears it
-    request: (s) => {
-      const slot = s.panels.measure;
-      const shape = costOf(s, false);
-      if (!slot.nonce || !shape || slot.shape !== JSON.stringify(shape)) return null;
-      return costOf(s, true);
-    },
-    nonce: true,
-  },
   audit: {
     fetch: fetchAttentionJson,
     // an audit describes the run it was taken of: another run clears it
@@ -130,14 +112,14 @@ export const PANEL_SPECS = {
   },
 };
 
-// PANEL_SPECS and a spec for each registered panel (registry.js), from its declaration: it asks its analysis by
-// name with the body its `request` makes of the state and its setting.
+// PANEL_SPECS and a spec for each slot of the registered panels (registry.js slots), from its declaration: it asks
+// its analysis by name with the body its `request` makes of the state, its panel's setting and its slot.
 export function panelSpecs() {
-  const declared = registered().map(([name, p]) => [
+  const declared = slots().map(([name, p]) => [
     name,
     {
       fetch: (req, signal) => analyse(p.analysis, req, signal),
-      request: (s) => p.request(s, s.ui[name]),
+      request: (s) => p.request(s, s.ui[p.panel], s.panels[name]),
       debounce: p.debounce,
       keep: p.keep,
       nonce: p.nonce,
@@ -147,11 +129,6 @@ export function panelSpecs() {
 }
 
 export const INTERVENE_TOP_K = 5;
-
-export function costOf(s, measure) {
-  const r = s.run.result;
-  return r ? costRequest(r.config, r.tokens.length, measure === "base" ? {} : s.ui.cost, measure === true) : null;
-}
 
 // The auditRequest body this state would send, as its key: what the audit button records as asked.
 export function auditKey(s) {

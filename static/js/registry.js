@@ -7,11 +7,18 @@
 //   analysis   the API analysis it asks: POST /api/ANALYSIS (GET /api/analyses lists them)
 //   words      what the busy indicator calls it while it loads ("Updating WORDS…")
 //   setting    the panel's own settings, kept in ui[NAME] and in the link under `key`: {key, encode(value) -> string,
-//              decode(string) -> value}; null (the default) until the panel is asked for. Kept on a model change
-//   request(s, value)   the body to send now, from the state and the settings (null: nothing to ask; the slot clears)
+//              decode(string) -> value, dropOnModel}; null (the default) until the panel is asked for. Kept on a
+//              model change, unless dropOnModel (a setting that describes the old model's run)
+//   request(s, value, slot)   the body to send now, from the state, the settings and the slot (null: nothing to
+//              ask; the slot clears)
 //   debounce, keep, nonce   as panels.js's specs: wait for a slider (ms), keep the old answer while the next loads,
-//              ask again on a button press
+//              ask again on a button press (act.panelAsked(slot, {fields}) counts the press)
+//   parts      {PART: a declaration of analysis (the panel's by default), words, request, debounce, keep, nonce,
+//              asked}: a second request of the panel's, with a slot of its own, s.panels["NAME.PART"]. asked(s,
+//              value) gives the fields a button press records in the slot; a press while a run is on its way is
+//              recorded again from the run that answers (answers.js askedDuringRun)
 //   render(root, slot, s, dispatch)   draws the panel from its slot ({result, status, message}) and the state
+//   deps(s)    what else in the state it draws from (its slots and its setting always count)
 //   bind(root, store)   its event listeners, once; needsPlotly: drawn once plotly is loaded
 // Pure: no DOM, no fetch.
 
@@ -28,4 +35,22 @@ export function registered() {
 
 export function panelOf(name) {
   return panels.get(name) || null;
+}
+
+// [[slot, declaration]] of every slot the registered panels ask into: a panel's own (its name) and each of its
+// parts' ("NAME.PART"); each declaration carries `panel`, the name of the panel whose setting it reads.
+export function slots() {
+  const out = [];
+  for (const [name, p] of panels) {
+    out.push([name, { ...p, panel: name }]);
+    for (const [part, q] of Object.entries(p.parts || {})) {
+      out.push([`${name}.${part}`, { analysis: p.analysis, ...q, panel: name }]);
+    }
+  }
+  return out;
+}
+
+export function slotOf(slot) {
+  const found = slots().find(([name]) => name === slot);
+  return found ? found[1] : null;
 }

@@ -1,5 +1,5 @@
 // The request bodies the page sends, built from its state: /api/attention, and the one-sequence bodies of every
-// analysis (head types, top heads, perturb, intervene, compare, decode, cost, audit). Pure: no DOM, no fetch.
+// analysis (head types, top heads, perturb, intervene, compare, decode, audit). Pure: no DOM, no fetch.
 
 import { can } from "./capabilities.js";
 import { masksRequest, paddingFlags, splitTokens } from "./masks.js";
@@ -100,22 +100,6 @@ export function decodeRequest(attention) {
 export function auditRequest(attention) {
   const { layer: _layer, ...rest } = attention;
   return { ...rest, include: ["audit"] };
-}
-
-// The POST /api/cost body: this run's shape (from its result's config) with the person's overrides on top.
-export function costRequest(config, seqLen, overrides = {}, measure = false) {
-  const base = {
-    batch: config.batch ?? 1,
-    heads: config.n_heads,
-    kv_heads: config.n_kv_heads,
-    seq_len: seqLen,
-    d_model: config.d_model,
-    layers: config.n_layers,
-    dtype: config.dtype,
-  };
-  const req = { ...base, ...overrides, measure };
-  if (req.kv_heads > req.heads) req.kv_heads = req.heads;
-  return req;
 }
 
 // The POST /api/heads/top body: the same, plus the pair.

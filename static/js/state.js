@@ -47,7 +47,6 @@ export function defaultState() {
     bug: null, // one of BUGS: a classic bug computed on purpose (never the default)
     decodeOn: false, // the KV-cache decoding panel runs (and reruns after each change) once asked to
     decodeStep: null, // the decoding step shown; null = the last
-    cost: {}, // the cost panel's fields that differ from the current run's: {seq_len: 8192, dtype: "bfloat16"}
     source: "", // cross-attention: keys and values from this text ("" = self-attention)
     sourcePadded: [], // source positions marked padding
     batch: "", // a batch: one text per line ("" = one sequence)
@@ -61,8 +60,6 @@ export const ABLATE_MODES = ["zero", "mean"];
 export const CHANGE_KINDS = ["shift", "token"];
 
 export const BUGS = ["softmax_over_queries", "flipped_mask"];
-export const COST_FIELDS = ["batch", "heads", "kv_heads", "seq_len", "d_model", "layers"];
-export const DTYPES = ["float32", "float64", "bfloat16", "float16"];
 // Fields the server takes on /api/attention only: every other endpoint runs one sequence and refuses them.
 export const ONE_SEQUENCE = ["texts", "source", "demo_bug"];
 
@@ -122,8 +119,6 @@ export function encodeState(s) {
   }
   if (s.bug) p.set("bug", s.bug);
   if (s.decodeOn) p.set("dec", s.decodeStep == null ? "last" : String(s.decodeStep));
-  const cost = encodeCost(s.cost);
-  if (cost) p.set("cost", cost);
   for (const [name, panel] of registered()) {
     if (panel.setting && s[name] != null) p.set(panel.setting.key, panel.setting.encode(s[name]));
   }
@@ -203,27 +198,6 @@ export function parsePerturb(raw) {
   return m[3] ? { position, kind: "token", amount: 1, token: m[3] } : null;
 }
 
-// {seq_len: 8192, dtype: "bfloat16"} -> "seq_len:8192,dtype:bfloat16"; "" when nothing differs from the run.
-export function encodeCost(cost) {
-  return Object.entries(cost || {})
-    .filter(([k, v]) => (COST_FIELDS.includes(k) && Number.isInteger(v) && v >= 1) || (k === "dtype" && DTYPES.includes(v)))
-    .map(([k, v]) => `${k}:${v}`)
-    .join(",");
-}
-
-// The cost overrides from their string; unreadable entries are dropped.
-export function parseCost(raw) {
-  const out = {};
-  for (const part of (raw || "").split(",")) {
-    const [k, v] = part.split(":");
-    if (COST_FIELDS.includes(k)) {
-      const n = int(v);
-      if (n != null && n >= 1) out[k] = n;
-    } else if (k === "dtype" && DTYPES.includes(v)) out.dtype = v;
-  }
-  return out;
-}
-
 // Query string -> state, or null when the string names no model (the page then starts from defaults).
 // Values it cannot read fall back to a fresh state's, so a mangled link still opens a page. A link that
 // sets no mask at all (a bare "?m=induction") gives masks = null: the model's default masks apply.
@@ -297,7 +271,6 @@ export function decodeState(search, optionsOf = () => ({})) {
     const step = int(p.get("dec"));
     s.decodeStep = step != null && step >= 0 ? step : null;
   }
-  s.cost = parseCost(p.get("cost"));
   for (const [name, panel] of registered()) {
     if (panel.setting && p.has(panel.setting.key)) s[name] = panel.setting.decode(p.get(panel.setting.key));
   }

@@ -31,7 +31,7 @@ import { setEntry } from "./matrices.js";
 import { toggleBlocked, togglePadded } from "./masks.js";
 import { act } from "./actions.js";
 import { modelInfo, pinOf } from "./selectors.js";
-import { registered } from "./registry.js";
+import { registered, slots } from "./registry.js";
 import { BUGS, defaultState, stateForModel } from "./state.js";
 
 // ---- the store ------------------------------------------------------------------------------------------------
@@ -70,8 +70,8 @@ export function createStore(reducer, initial) {
 
 // ---- the initial state ----------------------------------------------------------------------------------------
 
-// the panels of panels.js PANEL_SPECS; a registered panel (registry.js) gets its slot from its declaration
-export const PANELS = ["headTypes", "top", "perturb", "intervene", "compare", "decode", "cost", "measure", "audit", "nextWords"];
+// the panels of panels.js PANEL_SPECS; a registered panel (registry.js) gets its slots from its declaration
+export const PANELS = ["headTypes", "top", "perturb", "intervene", "compare", "decode", "audit", "nextWords"];
 
 export function emptySlot() {
   return { key: null, result: null, status: "idle", message: "", nonce: 0 };
@@ -104,7 +104,7 @@ export function initialState() {
       error: null, // {code, field, message, hint, where, action}
       loadError: null, // /api/models failed
     },
-    panels: Object.fromEntries([...PANELS, ...registered().map(([name]) => name)].map((p) => [p, emptySlot()])),
+    panels: Object.fromEntries([...PANELS, ...slots().map(([name]) => name)].map((p) => [p, emptySlot()])),
     highlight: null,
     pending: { pair: null, open: false },
     cursor: null,
@@ -164,8 +164,7 @@ const KEEP_ON_MODEL = [
   // a pinned A stays (compare two models or seeds); the perturbation settings stay; interventions name heads of
   // the old model and go
   "pin", "perturbOn", "ablMode",
-  // a classic bug and decoding are page settings (and a registered panel's); the cost overrides describe the old
-  // model and go
+  // a classic bug and decoding are page settings (and a registered panel's, unless it drops on a model change)
   "bug", "decodeOn",
   // a source and a batch stay while the new model takes them
   "source", "sourcePadded", "batch",
@@ -176,7 +175,7 @@ function chooseModel(s, name, text, options, where) {
   if (!m) return s;
   const ui = stateForModel(m, defaultState());
   for (const k of KEEP_ON_MODEL) ui[k] = s.ui[k];
-  for (const [name, p] of registered()) if (p.setting) ui[name] = s.ui[name];
+  for (const [name, p] of registered()) if (p.setting && !p.setting.dropOnModel) ui[name] = s.ui[name];
   ui.perturb = { ...s.ui.perturb, position: null };
   if (text) ui.text = text;
   if (options) ui.options = { ...ui.options, ...options };
@@ -342,7 +341,6 @@ const reducers = {
   },
   decodeStepSet: (s, a) => setUi(s, { decodeStep: a.step }),
   playSet: (s, a) => ({ ...s, playing: a.on }),
-  costSet: (s, a) => setUi(s, { cost: a.cost }),
   panelSet: (s, a) => setUi(s, { [a.name]: a.value }),
   panelAsked: (s, a) => {
     // asked while a run is wanted or in flight: the fields were read off the last run, so the answer to that run

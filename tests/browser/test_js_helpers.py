@@ -621,8 +621,10 @@ def test_a_leak_is_drawn_as_a_leak(js: Callable[[str], Any]) -> None:
 def test_the_chapter_settings_round_trip_and_stay_out_of_other_endpoints(js: Callable[[str], Any]) -> None:
     out = js(
         """
-        // the sweep's setting is its panel's declaration, registered as main.js registers data-panel="sweep"
-        const R = await mod('registry.js'), Sw = await mod('sweep.js');
+        // the cost's and the sweep's settings are their panels' declarations, registered as main.js registers
+        // data-panel="cost" and data-panel="sweep"
+        const R = await mod('registry.js'), Sw = await mod('sweep.js'), Co = await mod('cost.js');
+        R.register('cost', Co.panel);
         R.register('sweep', Sw.panel);
         const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
         const s = S.defaultState();
@@ -635,13 +637,13 @@ def test_the_chapter_settings_round_trip_and_stay_out_of_other_endpoints(js: Cal
         return {s, back, fresh, att, sweepMax: Sw.SWEEP_VARIANCE.max,
                 heads: S.headTypesRequest(att), decode: S.decodeRequest(att),
                 audit: S.auditRequest(att), junk,
-                cost: S.costRequest({n_heads: 8, n_kv_heads: 2, d_model: 32, n_layers: 1, dtype: 'float32',
+                cost: Co.costRequest({n_heads: 8, n_kv_heads: 2, d_model: 32, n_layers: 1, dtype: 'float32',
                                      batch: null}, 6, {heads: 2, kv_heads: 2}, true)};
         """
     )
     assert out["back"] == out["s"]
     fresh = out["fresh"]
-    assert (fresh["bug"], fresh["decodeOn"], fresh["cost"], fresh["sweep"]) == (None, False, {}, None)
+    assert (fresh["bug"], fresh["decodeOn"], fresh["cost"], fresh["sweep"]) == (None, False, None, None)
     assert out["att"]["demo_bug"] == "flipped_mask"
     for key in ("heads", "decode"):
         assert "demo_bug" not in out[key] and "include" not in out[key] and "layer" not in out[key]
