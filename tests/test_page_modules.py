@@ -53,3 +53,18 @@ def test_the_cost_panel_is_its_view_module_and_its_template_element() -> None:
     templates = JS.parent.parent / "templates"
     marked = [p.name for p in templates.glob("*.html") if 'data-panel="cost"' in p.read_text(encoding="utf-8")]
     assert marked == ["mechanics.html"], marked
+
+
+# Naming the audit panel in code, as COST_NAMES: its slot as a string ("audit"), the record's field (result.audit),
+# an identifier built on the word (auditRequest, renderAudit) or its module.
+AUDIT_NAMES = re.compile(r"""\baudit\w*\s*[:(=]|\.audit\b|[a-z]Audit\b|["'`]audit["'`]|\./audit\.js""")
+
+
+def test_the_audit_panel_is_its_view_module_and_its_template_element() -> None:
+    """The audit record (POST /api/attention with include ["audit"], downloaded as JSON) is static/js/audit.js and its
+    data-panel element; seven modules named it (answers, audit, busy, mechanics, panels, requests, store)."""
+    naming = sorted(p.name for p in JS.glob("*.js") if AUDIT_NAMES.search(p.read_text(encoding="utf-8")))
+    assert naming == ["audit.js"], naming
+    templates = JS.parent.parent / "templates"
+    marked = [p.name for p in templates.glob("*.html") if 'data-panel="audit"' in p.read_text(encoding="utf-8")]
+    assert marked == ["mechanics.html"], marked

@@ -7,7 +7,6 @@ import { resolvePair } from "./examples.js";
 import { keepValid } from "./interventions.js";
 import { diffResults } from "./masks.js";
 import { slots } from "./registry.js";
-import { auditRequest } from "./requests.js";
 
 export const answerReducers = {
   runStarted: (s, a) => ({ ...s, run: { ...s.run, status: "loading", started: s.run.want, asking: a.asking, progress: null } }),
@@ -76,18 +75,15 @@ export const answerReducers = {
 
 // The analyses asked while a run was wanted or in flight (store.js panelAsked marks them `waiting`) recorded what
 // they ask from the last run; once the run they waited for (or a later one) has answered, they ask it of the run
-// now on screen: the audit of its request, a registered slot what its `asked` reads (registry.js). A failed run
-// rolls back to the last good one, and they ask that.
+// now on screen: what their `asked` reads of it (registry.js). A failed run rolls back to the last good one, and
+// they ask that.
 export function askedDuringRun(s) {
   const answered = s.run.answered;
   if (answered !== s.run.want) return s; // another run is already wanted: wait for that one
   const waits = (name) => s.panels[name]?.waiting != null && s.panels[name].waiting <= answered;
   const declared = slots().filter(([name, d]) => d.asked && waits(name));
-  if (!waits("audit") && !declared.length) return s;
+  if (!declared.length) return s;
   const panels = { ...s.panels };
-  if (waits("audit")) {
-    panels.audit = { ...panels.audit, waiting: null, asked: s.run.request ? JSON.stringify(auditRequest(s.run.request)) : null };
-  }
   for (const [name, d] of declared) panels[name] = { ...panels[name], waiting: null, ...d.asked(s, s.ui[d.panel]) };
   return { ...s, panels };
 }

@@ -2,12 +2,21 @@
 // about an attention run — widths, heads, projection shapes, scale, softmax axis, masks, dtype, device, lengths,
 // score range, entropy, masked weight, row sums, cache policy, measured memory and speed, the engine against torch's
 // scaled_dot_product_attention, and a perturbation verdict per mask. The page downloads it as JSON and lists the
-// headline numbers. Pure helpers on top (a test imports them); `renderAudit` only draws.
+// headline numbers. The panel's one declaration (`panel`, read by registry.js: what it asks, how it draws) on top of
+// pure helpers a test imports; `renderAudit` only draws.
 
+import { act } from "./actions.js";
 import { formatBytes } from "./decode.js";
 import { node } from "./dom.js";
+import { download } from "./exporter.js";
 
 export const SDPA_TOLERANCE = 1e-5; // the engine agrees with torch's SDPA below this
+
+// The POST /api/attention body for the audit record: the run as it is (bug, batch and all), with the audit only.
+export function auditRequest(attention) {
+  const { layer: _layer, ...rest } = attention;
+  return { ...rest, include: ["audit"] };
+}
 
 export function auditFilename(model) {
   return `attnlab-audit-${String(model || "custom").replace(/[^A-Za-z0-9_.-]+/g, "_")}.json`;
@@ -71,3 +80,35 @@ export function renderAudit(el, view) {
   }
   el.append(ul);
 }
+
+const $ = (id) => document.getElementById(id);
+
+export const panel = {
+  analysis: "attention", // POST /api/attention, as JSON, with include ["audit"]
+  words: "the audit",
+  // an audit describes the run it was taken of: another run clears it
+  request: (s, value, slot) => {
+    if (!slot.nonce || !s.run.request) return null;
+    const req = auditRequest(s.run.request);
+    return slot.asked === JSON.stringify(req) ? req : null;
+  },
+  nonce: true,
+  // the request the button asks of the run on screen, as its key
+  asked: (s) => ({ asked: s.run.request ? JSON.stringify(auditRequest(s.run.request)) : null }),
+  after: (result) =>
+    download(auditFilename(result.model), new Blob([JSON.stringify(result.audit, null, 1)], { type: "application/json" })),
+  render(root, slot) {
+    renderAudit($("audit-summary"), {
+      audit: slot.status === "error" ? null : slot.result?.audit,
+      status: slot.status,
+      message: slot.message,
+      model: slot.result?.model,
+    });
+  },
+  bind(root, { dispatch, getState }) {
+    $("audit-export").addEventListener("click", () => {
+      const s = getState();
+      if (s.run.request) dispatch(act.panelAsked("audit", { fields: panel.asked(s) }));
+    });
+  },
+};

@@ -18,7 +18,6 @@ export const PANEL_WORDS = {
   intervene: "interventions",
   compare: "the comparison",
   decode: "decoding",
-  audit: "the audit",
   nextWords: "next words",
 };
 

@@ -1,11 +1,9 @@
-// The chapter's mechanics panels (data-view="mechanics"): KV-cache decoding (POST /api/decode) and the audit record
-// (/api/attention with include ["audit"]). Their settings live in ui (so the URL carries them); what they ask is the
-// store's (panels.js PANEL_SPECS); this module draws and dispatches. bind() keeps the play timer's handle (a clock,
-// not state). The group's other panels are registered ones (registry.js), each its own module.
+// The chapter's mechanics group (data-view="mechanics"): its KV-cache decoding panel (POST /api/decode). Its settings
+// live in ui (so the URL carries them); what it asks is the store's (panels.js PANEL_SPECS); this module draws and
+// dispatches. bind() keeps the play timer's handle (a clock, not state). The group's other panels are registered ones
+// (registry.js), each its own module.
 
-import { renderAudit } from "./audit.js";
 import { PLAY_MS, clampStep, decodeHead, renderDecodeStep, renderKvCache } from "./decode.js";
-import { auditKey } from "./panels.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 
@@ -13,7 +11,7 @@ const $ = (id) => document.getElementById(id);
 
 export function deps(s) {
   const p = s.panels;
-  return [s.run.result, s.ui.decodeOn, s.ui.decodeStep, s.ui.focus, s.playing, p.decode, p.audit];
+  return [s.run.result, s.ui.decodeOn, s.ui.decodeStep, s.ui.focus, s.playing, p.decode];
 }
 
 function decodeResult(s) {
@@ -27,13 +25,6 @@ export function shownStep(s) {
 
 export function render(root, s, dispatch) {
   renderDecode(s, dispatch);
-  const a = s.panels.audit;
-  renderAudit($("audit-summary"), {
-    audit: a.status === "error" ? null : a.result?.audit,
-    status: a.status,
-    message: a.message,
-    model: a.result?.model,
-  });
 }
 
 function renderDecode(s, dispatch) {
@@ -123,9 +114,5 @@ export function bind(root, store) {
   $("decode-slider").addEventListener("input", (e) => {
     stopPlay();
     setStep(Number(e.target.value));
-  });
-  $("audit-export").addEventListener("click", () => {
-    const key = auditKey(getState());
-    if (key) dispatch(act.panelAsked("audit", { fields: { asked: key } }));
   });
 }

@@ -11,10 +11,7 @@ import {
   fetchTopHeads,
   analyse,
 } from "./api.js";
-import { auditFilename } from "./audit.js";
-import { download } from "./exporter.js";
 import {
-  auditRequest,
   compareRequest,
   decodeRequest,
   headTypesRequest,
@@ -84,19 +81,6 @@ export const PANEL_SPECS = {
     request: (s) => (s.ui.decodeOn && s.run.request ? decodeRequest(singleOf(s)) : null),
     nonce: true,
   },
-  audit: {
-    fetch: fetchAttentionJson,
-    // an audit describes the run it was taken of: another run clears it
-    request: (s) => {
-      const slot = s.panels.audit;
-      if (!slot.nonce || !s.run.request) return null;
-      const req = auditRequest(s.run.request);
-      return slot.asked === JSON.stringify(req) ? req : null;
-    },
-    nonce: true,
-    after: (result) =>
-      download(auditFilename(result.model), new Blob([JSON.stringify(result.audit, null, 1)], { type: "application/json" })),
-  },
   nextWords: {
     fetch: fetchAttentionJson,
     // a model that predicts tokens says what comes next in config.next_word, but only when the run went through its
@@ -123,14 +107,10 @@ export function panelSpecs() {
       debounce: p.debounce,
       keep: p.keep,
       nonce: p.nonce,
+      after: p.after,
     },
   ]);
   return { ...PANEL_SPECS, ...Object.fromEntries(declared) };
 }
 
 export const INTERVENE_TOP_K = 5;
-
-// The auditRequest body this state would send, as its key: what the audit button records as asked.
-export function auditKey(s) {
-  return s.run.request ? JSON.stringify(auditRequest(s.run.request)) : null;
-}

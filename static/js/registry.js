@@ -13,10 +13,11 @@
 //              ask; the slot clears)
 //   debounce, keep, nonce   as panels.js's specs: wait for a slider (ms), keep the old answer while the next loads,
 //              ask again on a button press (act.panelAsked(slot, {fields}) counts the press)
+//   asked(s, value)   the fields a button press records in the slot (act.panelAsked(slot, {fields})); a press
+//              while a run is on its way is recorded again from the run that answers (answers.js askedDuringRun)
+//   after(result)   what an answer calls for outside the page state (a download)
 //   parts      {PART: a declaration of analysis (the panel's by default), words, request, debounce, keep, nonce,
-//              asked}: a second request of the panel's, with a slot of its own, s.panels["NAME.PART"]. asked(s,
-//              value) gives the fields a button press records in the slot; a press while a run is on its way is
-//              recorded again from the run that answers (answers.js askedDuringRun)
+//              asked, after}: a second request of the panel's, with a slot of its own, s.panels["NAME.PART"]
 //   render(root, slot, s, dispatch)   draws the panel from its slot ({result, status, message}) and the state
 //   deps(s)    what else in the state it draws from (its slots and its setting always count)
 //   bind(root, store)   its event listeners, once; needsPlotly: drawn once plotly is loaded

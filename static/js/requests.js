@@ -1,5 +1,5 @@
 // The request bodies the page sends, built from its state: /api/attention, and the one-sequence bodies of every
-// analysis (head types, top heads, perturb, intervene, compare, decode, audit). Pure: no DOM, no fetch.
+// analysis (head types, top heads, perturb, intervene, compare, decode). Pure: no DOM, no fetch.
 
 import { can } from "./capabilities.js";
 import { masksRequest, paddingFlags, splitTokens } from "./masks.js";
@@ -94,12 +94,6 @@ export function headTypesRequest(attention) {
 // The POST /api/decode body: the sequence, masks and options, decoded one position at a time.
 export function decodeRequest(attention) {
   return headTypesRequest(attention);
-}
-
-// The POST /api/attention body for the audit record: the run as it is (bug, batch and all), with the audit only.
-export function auditRequest(attention) {
-  const { layer: _layer, ...rest } = attention;
-  return { ...rest, include: ["audit"] };
 }
 
 // The POST /api/heads/top body: the same, plus the pair.

@@ -71,7 +71,7 @@ export function createStore(reducer, initial) {
 // ---- the initial state ----------------------------------------------------------------------------------------
 
 // the panels of panels.js PANEL_SPECS; a registered panel (registry.js) gets its slots from its declaration
-export const PANELS = ["headTypes", "top", "perturb", "intervene", "compare", "decode", "audit", "nextWords"];
+export const PANELS = ["headTypes", "top", "perturb", "intervene", "compare", "decode", "nextWords"];
 
 export function emptySlot() {
   return { key: null, result: null, status: "idle", message: "", nonce: 0 };

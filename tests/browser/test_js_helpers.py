@@ -623,7 +623,7 @@ def test_the_chapter_settings_round_trip_and_stay_out_of_other_endpoints(js: Cal
         """
         // the cost's and the sweep's settings are their panels' declarations, registered as main.js registers
         // data-panel="cost" and data-panel="sweep"
-        const R = await mod('registry.js'), Sw = await mod('sweep.js'), Co = await mod('cost.js');
+        const R = await mod('registry.js'), Sw = await mod('sweep.js'), Co = await mod('cost.js'), Au = await mod('audit.js');
         R.register('cost', Co.panel);
         R.register('sweep', Sw.panel);
         const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
@@ -636,7 +636,7 @@ def test_the_chapter_settings_round_trip_and_stay_out_of_other_endpoints(js: Cal
         const junk = S.decodeState('?m=random&bug=typo&cost=seq_len:-1,heads:x,dtype:int8,layers:3&sweep=99&dec=x');
         return {s, back, fresh, att, sweepMax: Sw.SWEEP_VARIANCE.max,
                 heads: S.headTypesRequest(att), decode: S.decodeRequest(att),
-                audit: S.auditRequest(att), junk,
+                audit: Au.auditRequest(att), junk,
                 cost: Co.costRequest({n_heads: 8, n_kv_heads: 2, d_model: 32, n_layers: 1, dtype: 'float32',
                                      batch: null}, 6, {heads: 2, kv_heads: 2}, true)};
         """
