@@ -623,7 +623,8 @@ def test_the_chapter_settings_round_trip_and_stay_out_of_other_endpoints(js: Cal
         """
         // the cost's and the sweep's settings are their panels' declarations, registered as main.js registers
         // data-panel="cost" and data-panel="sweep"
-        const R = await mod('registry.js'), Sw = await mod('sweep.js'), Co = await mod('cost.js'), Au = await mod('audit.js');
+        const R = await mod('registry.js'), Sw = await mod('sweep.js'), Co = await mod('cost.js');
+        const Au = await mod('audit.js');
         R.register('cost', Co.panel);
         R.register('sweep', Sw.panel);
         const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
