@@ -89,11 +89,10 @@ class Client:
         """POST /api/export: the /api/attention body plus `view` ("layer", "all", "head"), `head`, `query`,
         `palette`, `title`; one self-contained HTML file of that view, returned as text and written to `path` when
         one is given."""
-        resp = self._http.post("/api/export", json=_body(model, fields), headers={"accept": "text/html"})
-        _raise_for(resp)
+        page: str = self.call("export", model, **fields)  # export declares the html form: the page as text
         if path is not None:
-            Path(path).write_text(resp.text, encoding="utf-8")
-        return resp.text
+            Path(path).write_text(page, encoding="utf-8")
+        return page
 
     # ---- the declared analyses ----------------------------------------------------------------------------------
 
