@@ -205,7 +205,8 @@ def to_run_input(req: AttentionRequest) -> RunInput:
         masks=masks,
         scale=req.scale,
         all_masked=req.all_masked,
-        last_layer=req.layer,
+        # the final output is the model's last: a request for it runs every layer, whichever one it shows
+        last_layer=None if "final" in req.include else req.layer,
     )
 
 
@@ -296,7 +297,7 @@ def prepare(
     per_layer += ("contexts" in req.include) * heads * s * d_head + ("output" in req.include) * heads * s * d_head
     per_layer += ("qkv" in req.include) * 3 * heads * s * d_head
     items = (encoded.batch or 1) * results
-    values = layers * per_layer * items
+    values = (layers * per_layer + ("final" in req.include) * s * final_width(model)) * items
     check_result_size(values, settings.max_result_values)
     # and what it would weigh in the form asked: eligible and the reasons grids go out whatever include says
     stats = ("stats" in req.include) * heads * (2 * s + heads)
@@ -307,6 +308,15 @@ def prepare(
     limit = settings.max_result_bytes
     check_result_bytes(every, None if layers == 1 else one_layer, form_of(accept), req.precision, dtype, limit)
     return Prepared(model, inp, encoded)
+
+
+def final_width(model: AttentionModel) -> int:
+    """Columns of the model's final output: its vocabulary when it predicts tokens, else its width (a lower
+    bound where options or weights set the width)."""
+    info = model.info
+    if model.capabilities.predicts_tokens:
+        return len(info.vocab) if info.vocab else int(getattr(info, "vocab_size", None) or 1)
+    return info.d_model or 1
 
 
 ONE_SEQUENCE = ("texts", "source", "demo_bug")

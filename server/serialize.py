@@ -142,6 +142,8 @@ def result_size(run: ModelRun, layers: Sequence[int], include: Sequence[str]) ->
             total += a.output.numel()
         if "stats" in include:
             total += b * h * (2 * s + h)
+    if "final" in include:
+        total += run.result.final.numel()
     return total + run.eligible.numel()
 
 
@@ -178,6 +180,10 @@ def serialize_run(
     axis = 0 if batched else 1  # a batch keeps the leading axis in shapes
     bug = run.interventions.bug
     single = not batched and run.source_tokens is None
+    final = None
+    if "final" in include:
+        final = as_numpy(run.result.final, precision, "the model's final output")
+        final = final if batched else final[0]
     return {
         "model": run.model,
         "tokens": run.tokens,
@@ -204,6 +210,7 @@ def serialize_run(
         "batch_padding": [list(p) for p in run.batch_padding] if run.batch_padding is not None else None,
         "source_tokens": run.source_tokens,
         "demo_bug": bug_body(bug),
+        "final": final,
     }
 
 

@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from engine.models.declare import able, reading
 
-Include = Literal["scores", "weights", "contexts", "output", "stats", "qkv", "audit"]
+Include = Literal["scores", "weights", "contexts", "output", "stats", "qkv", "audit", "final"]
 DEFAULT_INCLUDE: list[Include] = ["scores", "weights", "stats"]
 
 
@@ -147,7 +147,8 @@ class AttentionRequest(Strict):
     )
     include: list[Include] = Field(
         default_factory=lambda: list(DEFAULT_INCLUDE),
-        description="what to return; `audit` adds the chapter's audit record (measured, so slower)",
+        description="what to return; `audit` adds the chapter's audit record (measured, so slower); `final` the "
+        "model's last output: logits (S x V) for a model that predicts tokens, else the last layer's output (S x D)",
     )
     demo_bug: Literal["softmax_over_queries", "flipped_mask"] | None = Field(
         None,
@@ -242,6 +243,11 @@ class AttentionResult(BaseModel):
     source_tokens: list[str] | None = None
     demo_bug: BugOut | None = None
     audit: dict[str, Any] | None = None
+    final: Matrices | None = Field(
+        None,
+        description="with include final: logits (S x V) for a model that predicts tokens, else the last layer's "
+        "output (S x D); B x ... for a batch",
+    )
 
 
 class ModelCapabilities(BaseModel):
