@@ -30,18 +30,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def attnlab_server(threads: int, log: Path) -> Iterator[int]:
-    """`attnlab serve` on a free loopback port with minilm only, on the CPU, with no run cache; yields the port."""
+def attnlab_server(threads: int, log: Path, models: str = "minilm", env: dict[str, str] | None = None) -> Iterator[int]:
+    """`attnlab serve` on a free loopback port with `models` (minilm), on the CPU, with no run cache; yields the
+    port. `env`: more ATTNLAB_ settings."""
     port = free_port()
     exe = Path(sys.executable).with_name("attnlab")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "server"]
     env = {
         **os.environ,
-        "ATTNLAB_MODELS": "minilm",
+        "ATTNLAB_MODELS": models,
         "ATTNLAB_DEVICE": "cpu",
         "ATTNLAB_CACHE_BYTES": "0",  # a repeated request would otherwise skip its forward
         "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads),
+        **(env or {}),
     }
     with log.open("wb") as out:
         proc = subprocess.Popen(
