@@ -3,20 +3,31 @@
     encode(text)    ids as Hugging Face encodes them (special tokens added by the tokenizer's post-processor),
                     each piece's readable text, and which pieces are special tokens
     labels(ids)     the readable text of each piece: byte-level BPE pieces ("Ġthe", "Ċ") decoded to the text
-                    they stand for (" the", "\n"); SentencePiece's "▁" a space; WordPiece pieces as they are
-    ids_for(tokens) the ids of pieces given back as answered (readable) or as raw vocabulary strings
+                    they stand for (" the", "\n"); SentencePiece's "▁" a space and its byte pieces ("<0xE4>")
+                    bytes; WordPiece pieces as they are ("##ing"); special tokens as written ("<s>")
+    ids_for(tokens) the ids of pieces given back as answered (readable) or as raw vocabulary strings ("Ġthe")
 
-The page draws a label's leading space and newlines visibly; here they stay the text itself, so a script reads
-the pieces of its text.
+A character whose UTF-8 bytes are split over several pieces (a CJK character or an emoji in a small vocabulary) is
+shown whole on the piece where it starts; each following piece that holds more of its bytes starts with one
+CONTINUED mark per byte it holds ("你", "◌◌" for a 3-byte character split 1 + 2), so no label holds half a character
+(never U+FFFD) and the split is still exact: ids_for reads the marks back into bytes. Bytes that are no UTF-8 at all
+(a sequence cut in the middle of a character) read "<0xE4>", as SentencePiece writes a byte.
+
+The page draws a label's leading space, newlines and tabs visibly; here they stay the text itself, so a script
+reads the pieces of its text.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 
 from tokenizers import Tokenizer
+
+CONTINUED = "◌"  # U+25CC: one byte of the character the piece before started
+HEX_BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 
 @cache
@@ -41,35 +52,99 @@ class Pieces:
     special: list[bool]
 
 
+def utf8_chars(data: bytes) -> list[tuple[int, int, str]]:
+    """(start, end, text) of each character in `data`; a byte that starts no valid UTF-8 character is its own
+    item, written "<0xNN>"."""
+    out, i = [], 0
+    while i < len(data):
+        b = data[i]
+        n = 1 if b < 0x80 else 2 if 0xC2 <= b < 0xE0 else 3 if 0xE0 <= b < 0xF0 else 4 if 0xF0 <= b < 0xF5 else 0
+        if n:
+            try:
+                out.append((i, i + n, data[i : i + n].decode("utf-8")))
+                i += n
+                continue
+            except UnicodeDecodeError:
+                pass
+        out.append((i, i + 1, f"<0x{b:02X}>"))
+        i += 1
+    return out
+
+
+def text_bytes(text: str, hex_bytes: bool) -> bytes:
+    """A label's text as bytes; "<0xNN>" read as that byte when `hex_bytes`."""
+    if not hex_bytes:
+        return text.encode("utf-8")
+    parts, last = [], 0
+    for m in HEX_BYTE.finditer(text):
+        parts += [text[last : m.start()].encode("utf-8"), bytes([int(m.group(1), 16)])]
+        last = m.end()
+    return b"".join([*parts, text[last:].encode("utf-8")])
+
+
 class TokenPieces:
     def __init__(self, tokenizer: Tokenizer) -> None:
         self.tokenizer = tokenizer
         self.vocab: dict[str, int] = tokenizer.get_vocab(with_added_tokens=True)
         self.by_id: dict[int, str] = {i: t for t, i in self.vocab.items()}
-        self.special_ids: frozenset[int] = frozenset(
-            int(i) for i, added in tokenizer.get_added_tokens_decoder().items() if added.special
-        )
-        self.byte_level = "ByteLevel" in _component_names(tokenizer)
-        self._readable: dict[str, int] | None = None
+        added = tokenizer.get_added_tokens_decoder()
+        self.added: dict[str, int] = {a.content: int(i) for i, a in added.items()}
+        self.special_ids: frozenset[int] = frozenset(int(i) for i, a in added.items() if a.special)
+        spec = json.loads(tokenizer.to_str())
+        parts = json.dumps([spec.get("pre_tokenizer"), spec.get("decoder"), spec.get("normalizer")], ensure_ascii=False)
+        self.byte_level = '"ByteLevel"' in parts
+        self.metaspace = "▁" in parts  # SentencePiece: "▁" stands for a space
+        self.byte_fallback = bool((spec.get("model") or {}).get("byte_fallback")) or '"ByteFallback"' in parts
+        self._by_bytes: dict[bytes, int] | None = None
 
     def piece_bytes(self, token: str) -> bytes | None:
-        """The bytes a byte-level piece stands for; None where the piece is not byte-level text."""
-        alphabet = byte_alphabet()
-        if not self.byte_level or any(ch not in alphabet for ch in token):
+        """The bytes a piece stands for; None where the piece is not text of bytes (WordPiece, added tokens)."""
+        if self.byte_level:
+            alphabet = byte_alphabet()
+            if all(ch in alphabet for ch in token):
+                return bytes(alphabet[ch] for ch in token)
             return None
-        return bytes(alphabet[ch] for ch in token)
+        if self.byte_fallback and HEX_BYTE.fullmatch(token):
+            return bytes([int(token[3:5], 16)])
+        if self.metaspace:
+            return token.replace("▁", " ").encode("utf-8")
+        return None
 
-    def label(self, token_id: int) -> str:
-        token = self.by_id.get(token_id, "")
-        if token_id in self.special_ids:
-            return token
-        raw = self.piece_bytes(token)
-        if raw is not None:
-            return raw.decode("utf-8", errors="replace")
-        return token.replace("▁", " ")
+    def _bytes_of(self, token_id: int) -> bytes | None:
+        if token_id in self.added.values() or token_id not in self.by_id:
+            return None
+        return self.piece_bytes(self.by_id[token_id])
 
     def labels(self, ids: list[int]) -> list[str]:
-        return [self.label(i) for i in ids]
+        """Each piece's readable text; a run of byte pieces is decoded together, so a character split over
+        pieces is shown whole where it starts and as CONTINUED marks on the pieces that hold the rest."""
+        out: list[str] = [""] * len(ids)
+        run: list[tuple[int, bytes]] = []  # (position, bytes) of the byte pieces since the last other piece
+
+        def flush() -> None:
+            data = b"".join(b for _, b in run)
+            starts = [0]
+            for _, b in run:
+                starts.append(starts[-1] + len(b))
+            chars = utf8_chars(data)
+            for k, (pos, _) in enumerate(run):
+                lo, hi = starts[k], starts[k + 1]
+                held = sum(min(e, hi) - lo for s, e, _ in chars if s < lo < e)  # bytes of a character begun before
+                out[pos] = CONTINUED * held + "".join(t for s, _, t in chars if lo <= s < hi)
+            run.clear()
+
+        for pos, token_id in enumerate(ids):
+            raw = self._bytes_of(token_id)
+            if raw is None:
+                flush()
+                out[pos] = self.by_id.get(token_id, "")
+            else:
+                run.append((pos, raw))
+        flush()
+        return out
+
+    def label(self, token_id: int) -> str:
+        return self.labels([token_id])[0]
 
     def is_special(self, token_id: int) -> bool:
         return token_id in self.special_ids
@@ -79,24 +154,80 @@ class TokenPieces:
         ids = list(enc.ids)
         return Pieces(ids, self.labels(ids), [self.is_special(i) for i in ids])
 
-    def ids_for(self, tokens: list[str]) -> tuple[list[int], list[tuple[int, str]]]:
-        """Ids of `tokens`, each a readable label or a raw vocabulary string; unknown ones as (position, given)."""
-        if self._readable is None:
-            readable: dict[str, int] = {}
+    def by_bytes(self) -> dict[bytes, int]:
+        """Each byte string's piece; a SentencePiece byte piece only where no other piece holds that byte."""
+        if self._by_bytes is None:
+            found: dict[bytes, int] = {}
+            fallback: dict[bytes, int] = {}
             for i in sorted(self.by_id):
-                readable.setdefault(self.label(i), i)
-            self._readable = readable
+                raw = self._bytes_of(i)
+                if raw is not None:
+                    (fallback if self.byte_fallback and HEX_BYTE.fullmatch(self.by_id[i]) else found).setdefault(raw, i)
+            self._by_bytes = {**fallback, **found}
+        return self._by_bytes
+
+    def ids_for(self, tokens: list[str]) -> tuple[list[int], list[tuple[int, str]]]:
+        """Ids of `tokens`, each a readable label (as answered) or a raw vocabulary string; unknown ones as
+        (position, given). Labels are read back as bytes together, so CONTINUED marks give a split character's
+        bytes back to the pieces that held them."""
+        found: list[int | None] = [self.added.get(t) for t in tokens]
+        if self.byte_level or self.metaspace or self.byte_fallback:
+            for hex_bytes in (True, False):
+                pieces = self._read_bytes(tokens, found, hex_bytes)
+                table = self.by_bytes()
+                for pos, raw in enumerate(pieces):
+                    if found[pos] is None and raw is not None and raw in table:
+                        found[pos] = table[raw]
         ids, unknown = [], []
         for pos, t in enumerate(tokens):
-            found = self.vocab.get(t, self._readable.get(t))
-            if found is None:
+            got = found[pos] if found[pos] is not None else self.vocab.get(t)
+            if got is None:
                 unknown.append((pos, t))
             else:
-                ids.append(found)
+                ids.append(got)
         return ids, unknown
 
+    def _read_bytes(self, tokens: list[str], fixed: list[int | None], hex_bytes: bool) -> list[bytes | None]:
+        """Each label's bytes: its text after its CONTINUED marks, plus the marked bytes taken back from the
+        character the pieces before began. None where the marks do not fit."""
+        pieces: list[bytes | None] = [None] * len(tokens)
+        owner: tuple[int, bytes] | None = None  # (position, bytes) of the last character a label began
+        chain: list[tuple[int, int]] = []  # (position, marks) of the labels continuing it
 
-def _component_names(tokenizer: Tokenizer) -> str:
-    """The tokenizer's pre-tokenizer and decoder as one JSON string, to look a component's type name up in."""
-    spec = json.loads(tokenizer.to_str())
-    return json.dumps([spec.get("pre_tokenizer"), spec.get("decoder")])
+        def settle() -> None:
+            if owner is None or not chain:
+                chain.clear()
+                return
+            j, char = owner
+            total = sum(c for _, c in chain)
+            head = pieces[j]
+            if total >= len(char) or head is None:
+                for k, _ in chain:
+                    pieces[k] = None
+            else:
+                pieces[j], offset = head[: len(head) - total], len(char) - total
+                for k, c in chain:
+                    rest = pieces[k]
+                    pieces[k] = None if rest is None else char[offset : offset + c] + rest
+                    offset += c
+            chain.clear()
+
+        for pos, t in enumerate(tokens):
+            if fixed[pos] is not None:
+                settle()
+                owner = None
+                continue
+            marks = len(t) - len(t.lstrip(CONTINUED))
+            rest = t[marks:]
+            pieces[pos] = text_bytes(rest, hex_bytes)
+            if marks:
+                chain.append((pos, marks))
+            if rest:
+                settle()
+                last = utf8_chars(pieces[pos] or b"")
+                owner = (pos, (pieces[pos] or b"")[last[-1][0] :]) if last else None
+            elif not marks:
+                settle()
+                owner = None
+        settle()
+        return pieces

@@ -1,0 +1,108 @@
+"""engine/tokens.py: readable pieces from tokenizer.json, characters split over pieces shown whole, special tokens
+flagged, and every answered label read back to the same id."""
+
+from __future__ import annotations
+
+import pytest
+from tokenizers import Tokenizer, decoders, models, normalizers
+
+from engine.tokens import CONTINUED, TokenPieces
+from tests.checkpoints import tokenizer_for
+
+# CJK, Hebrew, Arabic, emoji (one with a skin-tone modifier), accents, newlines, tabs, a run of spaces
+TEXT = "The key 你好世界 opens\n\tשלום עולם, مرحبا 😀👍🏽 done é ñ\r\n  x\t\ty"
+BYTE_LEVEL = ("gpt2", "llama", "qwen2", "roberta")
+
+
+@pytest.fixture(scope="module")
+def pieces() -> dict[str, TokenPieces]:
+    return {family: TokenPieces(tokenizer_for(family)) for family in (*BYTE_LEVEL, "bert")}
+
+
+def sentencepiece_tokenizer() -> Tokenizer:
+    """A LLaMA-style tokenizer: "▁" for a space, a few merged pieces, and byte pieces <0x00>..<0xFF> for the rest."""
+    words = ["<unk>", "<s>", "</s>", "▁", "▁the", "▁key", "e", "h", "k", "t", "y", "x", "▁o", "pens", "é"]
+    vocab = {w: i for i, w in enumerate(words)}
+    for b in range(256):
+        vocab[f"<0x{b:02X}>"] = len(vocab)
+    merges = [("▁", "t"), ("h", "e"), ("▁t", "he"), ("▁", "k"), ("e", "y"), ("▁k", "ey")]
+    for left, right in merges:
+        vocab.setdefault(left + right, len(vocab))
+    tok = Tokenizer(models.BPE(vocab, merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
+    tok.add_special_tokens(["<s>", "</s>"])
+    return tok
+
+
+@pytest.mark.parametrize("family", [*BYTE_LEVEL, "bert"])
+def test_answered_labels_read_back_to_the_same_ids(pieces: dict[str, TokenPieces], family: str) -> None:
+    p = pieces[family].encode(TEXT)
+    ids, unknown = pieces[family].ids_for(p.labels)
+    assert unknown == []
+    assert ids == p.ids
+
+
+@pytest.mark.parametrize("family", BYTE_LEVEL)
+def test_byte_level_labels_are_the_text(pieces: dict[str, TokenPieces], family: str) -> None:
+    p = pieces[family].encode(TEXT)
+    text = "".join(lab.lstrip(CONTINUED) for lab, special in zip(p.labels, p.special, strict=True) if not special)
+    assert text == TEXT
+    shown = "".join(p.labels)
+    for raw in ("Ġ", "Ċ", "ĉ", "\ufffd", "ä½"):
+        assert raw not in shown
+
+
+def test_a_split_character_is_whole_where_it_starts(pieces: dict[str, TokenPieces]) -> None:
+    tp = pieces["gpt2"]
+    p = tp.encode("你")
+    assert len(p.ids) == 3  # the small vocabulary holds the character as its three bytes
+    assert p.labels == ["你", CONTINUED, CONTINUED]
+    # each mark stands for one byte the piece holds; the bytes are the character's, in order
+    assert p.ids == [tp.by_bytes()[b] for b in (b"\xe4", b"\xbd", b"\xa0")]
+    assert tp.ids_for(p.labels) == (p.ids, [])
+
+
+def test_a_sequence_cut_inside_a_character_shows_the_byte(pieces: dict[str, TokenPieces]) -> None:
+    tp = pieces["gpt2"]
+    ids = tp.encode("a 😀").ids[:-1]  # the emoji's last byte left out: what is left is no character
+    labels = tp.labels(ids)
+    assert "\ufffd" not in "".join(labels)
+    assert labels[-3:] == ["<0xF0>", "<0x9F>", "<0x98>"]
+    assert tp.ids_for(labels) == (ids, [])
+
+
+def test_raw_vocabulary_strings_are_accepted(pieces: dict[str, TokenPieces]) -> None:
+    tp = pieces["gpt2"]
+    p = tp.encode("The key opens\nthe door")
+    raw = [tp.by_id[i] for i in p.ids]
+    assert any(r.startswith("Ġ") for r in raw)
+    assert tp.ids_for(raw) == (p.ids, [])
+
+
+def test_unknown_pieces_are_named_by_position(pieces: dict[str, TokenPieces]) -> None:
+    ids, unknown = pieces["bert"].ids_for(["the", "zzzqqq", "key"])
+    assert unknown == [(1, "zzzqqq")]
+    assert ids == [pieces["bert"].vocab["the"], pieces["bert"].vocab["key"]]
+
+
+@pytest.mark.parametrize(("family", "first", "last"), [("bert", "[CLS]", "[SEP]"), ("roberta", "<s>", "</s>")])
+def test_special_tokens_are_flagged(pieces: dict[str, TokenPieces], family: str, first: str, last: str) -> None:
+    p = pieces[family].encode("the key")
+    assert (p.labels[0], p.labels[-1]) == (first, last)
+    assert p.special[0] and p.special[-1]
+    assert not any(p.special[1:-1])
+
+
+def test_sentencepiece_spaces_and_byte_pieces() -> None:
+    tp = TokenPieces(sentencepiece_tokenizer())
+    p = tp.encode("the key opens 你 é")
+    raw = [tp.by_id[i] for i in p.ids]
+    assert "<0xE4>" in raw  # 你 is not in the vocabulary: three byte pieces
+    assert p.labels[:2] == [" the", " key"]
+    at = raw.index("<0xE4>")
+    assert p.labels[at : at + 3] == ["你", CONTINUED, CONTINUED]
+    assert "é" in p.labels  # a piece of its own, not its two bytes
+    assert tp.ids_for(p.labels) == (p.ids, [])
