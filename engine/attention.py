@@ -3,13 +3,15 @@
     Q = X W_Q + b_Q          per head h: (S, d_head)
     K = X W_K + b_K          per K/V group g: (S, d_head)
     V = X W_V + b_V          per K/V group g: (S, d_v)
-    scores  = Q K^T / sqrt(d_head)          (scaling switchable)
+    Q, K = R(Q), R(K)        rotary position embeddings, in layers that have them (engine/rotary.py)
+    scores  = Q K^T / sqrt(d_head)          (scaling switchable; a layer may declare another factor)
     weights = softmax over keys of scores, with ineligible keys removed   (engine/softmax.py)
     (interventions: edge edits change weights here, head ablations change contexts below)
     context = weights V
     output  = concat_h(context_h) W_O + b_O  (the concatenation itself when there is no W_O)
 
 Grouped K/V: `n_kv_heads` divides `n_heads`, and query head h reads K/V group h // (n_heads / n_kv_heads).
+A KV cache holds keys already rotated; new positions rotate from the cache's length on.
 Every intermediate tensor is returned by name in `AttentionOutput`, so nothing is recomputed to show it.
 """
 
@@ -27,6 +29,7 @@ from torch import Tensor
 from engine.errors import InputError
 from engine.finite import cannot_overflow, is_finite, refuse_first_non_finite, require_finite
 from engine.interventions import LayerInterventions, ablate_contexts, edit_weights
+from engine.rotary import Rotary
 from engine.softmax import buggy_softmax, check_policy, masked_softmax, softmax_contexts
 
 AllMaskedPolicy = Literal["error", "zero"]
@@ -44,6 +47,8 @@ class AttentionWeights:
     b_K: Tensor | None = None  # (G, d_head)
     b_V: Tensor | None = None  # (G, d_v)
     b_O: Tensor | None = None  # (d_out,)
+    rotary: Rotary | None = None  # rotary position embeddings on Q and K (engine/rotary.py)
+    scale: float | None = None  # what Q K^T is multiplied by when scaling is on; None: 1 / sqrt(d_head)
 
     @property
     def n_heads(self) -> int:
@@ -93,6 +98,8 @@ class AttentionWeights:
             b_K=move(self.b_K),
             b_V=move(self.b_V),
             b_O=move(self.b_O),
+            rotary=None if self.rotary is None else self.rotary.to(device, dtype),
+            scale=self.scale,
         )
 
     @cached_property
@@ -121,8 +128,8 @@ def _linear_form(name: str, W: Tensor) -> Tensor:
 class AttentionOutput:
     """Every named step of one attention layer. B = batch, S = positions."""
 
-    q: Tensor  # (B, H, S, d_head)
-    k: Tensor  # (B, G, S_k, d_head); S_k = S unless keys come from a source or a cache
+    q: Tensor  # (B, H, S, d_head) what the scores read: after rotary, where the layer has it
+    k: Tensor  # (B, G, S_k, d_head) likewise; S_k = S unless keys come from a source or a cache
     v: Tensor  # (B, G, S_k, d_v)
     scores: Tensor  # (B, H, S, S_k) scaled Q K^T for every cell, before masking
     eligible: Tensor  # (S, S_k) or (B, S, S_k), True = the query may attend to the key
@@ -131,6 +138,8 @@ class AttentionOutput:
     concat: Tensor  # (B, S, H * d_v)
     output: Tensor  # (B, S, d_out)
     scale_factor: float  # what Q K^T was multiplied by
+    q_pre_rotary: Tensor | None = None  # (B, H, S, d_head) queries before rotary; None without it
+    k_pre_rotary: Tensor | None = None  # (B, G, S, d_head) this pass's keys before rotary (not the cache's)
 
 
 def from_concatenated(
@@ -227,8 +236,11 @@ def expand_groups(t: Tensor, n_heads: int) -> Tensor:
     return t if groups == n_heads else t.repeat_interleave(n_heads // groups, dim=1)
 
 
-def scale_factor(d_head: int, scale: bool) -> float:
-    return 1.0 / math.sqrt(d_head) if scale else 1.0
+def scale_factor(d_head: int, scale: bool, declared: float | None = None) -> float:
+    """1 / sqrt(d_head), or the layer's declared factor, when scaling is on; 1 when it is off."""
+    if not scale:
+        return 1.0
+    return 1.0 / math.sqrt(d_head) if declared is None else declared
 
 
 def attention_scores(q: Tensor, k: Tensor, factor: float, out: Tensor | None = None) -> Tensor:
@@ -289,6 +301,10 @@ def attention(
 
     q, k, v = project(x, w, source)
     steps = [(q, "Q", "weights.w_q"), (k, "K", "weights.w_k"), (v, "V", "weights.w_v")]
+    q_pre, k_pre = (q, k) if w.rotary is not None else (None, None)
+    if w.rotary is not None:  # new positions start where the cache ends
+        offset = 0 if past is None else past[0].shape[2]
+        q, k = w.rotary(q, offset), w.rotary(k, offset)
     if interventions is not None:  # an ablation can replace every context that V fed: look at V itself
         require_finite(v, "V", "weights.w_v")
     if past is not None:
@@ -297,7 +313,7 @@ def attention(
         eligible = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=x.device)
     bug = interventions.bug if interventions is not None else None
     every_row_keyed = check_policy(~eligible if bug == "flipped_mask" else eligible, all_masked)
-    factor = scale_factor(w.d_head, scale)
+    factor = scale_factor(w.d_head, scale, w.scale)
     k_per_head = expand_groups(k, w.n_heads)
     bounded = cannot_overflow(q, k_per_head, factor)
     # Scores and weights in one block (2, B, H, S, S_k): glibc then keeps it in its heap from call to call, where
@@ -328,4 +344,4 @@ def attention(
     steps.append((output, "output", "weights.w_o" if w.W_O is not None else "weights.w_v"))
     if not is_finite(output):
         refuse_first_non_finite(steps)
-    return AttentionOutput(q, k, v, scores, eligible, weights, contexts, concat, output, factor)
+    return AttentionOutput(q, k, v, scores, eligible, weights, contexts, concat, output, factor, q_pre, k_pre)

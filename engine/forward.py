@@ -4,13 +4,22 @@ A model is a stack of blocks over an input x_0 (B, S, D). Each block is one atte
 optional pieces that real architectures put around it (norms: engine/norms.py; MLPs: engine/feedforward.py):
 
     resid_pre  = x
-    h          = Norm_pre(x)                if ln_pre          (pre-LN decoders: induction)
+    h          = Norm_pre(x)                if ln_pre          (pre-LN decoders: induction, GPT-2, LLaMA)
     attn       = Attention(h)               engine.attention.attention, with this layer's interventions
     resid_mid  = x + attn.output            if residual, else attn.output (a single attention layer)
     m          = Norm_attn(resid_mid)       if ln_attn, else resid_mid   (post-LN encoders: BERT, MiniLM)
-    resid_post = m + MLP(m)                 if mlp, else m
+    u          = Norm_pre_mlp(m)            if ln_pre_mlp, else m        (pre-LN: what the MLP reads)
+    resid_post = m + MLP(u)                 if mlp, else m
     x'         = Norm_mlp(resid_post)       if ln_mlp, else resid_post   what the block passes on
     logits     = Norm_final(x) W_U          if the model unembeds (after its last layer)
+
+A parallel block (GPT-NeoX's use_parallel_residual) reads x in both branches instead:
+
+    u          = Norm_pre_mlp(x)
+    resid_post = x + attn.output + MLP(u)   = resid_mid + MLP(u)
+
+so resid_mid there is x plus the attention branch alone: the stream as it would stand had the MLP not run, a sum
+the model itself never passes on.
 
 Every intermediate has a name, TransformerLens's hook name with TransformerLens's meaning, without hooks
 registered on modules (global state that outlives a run): `ForwardResult.cache()`, the table in engine/hooks.py.
@@ -39,6 +48,8 @@ class Block:
     ln_attn: Norm | None = None  # after the attention residual (post-LN)
     mlp: MLP | None = None  # engine/feedforward.py
     ln_mlp: Norm | None = None  # after the feed-forward residual (post-LN)
+    ln_pre_mlp: Norm | None = None  # before the feed-forward, off the residual (pre-LN decoders)
+    parallel: bool = False  # attention and feed-forward both read x (GPT-NeoX): x' = x + Attn(.) + MLP(.)
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> Block:
         def move(m: Norm | None) -> Norm | None:
@@ -51,6 +62,8 @@ class Block:
             ln_attn=move(self.ln_attn),
             mlp=None if self.mlp is None else self.mlp.to(device, dtype),
             ln_mlp=move(self.ln_mlp),
+            ln_pre_mlp=move(self.ln_pre_mlp),
+            parallel=self.parallel,
         )
 
 
@@ -116,6 +129,7 @@ class LayerTrace:
     attn_in: Tensor | None = None  # (B, S, D) Norm_pre(x), what attention read, in a pre-LN block
     mlp_in: Tensor | None = None  # (B, S, D') Norm_attn(resid_mid) in a post-LN block
     resid_post: Tensor | None = None  # (B, S, D') before Norm_mlp, in a block that has one (else resid_out)
+    mlp_norm: Tensor | None = None  # (B, S, D) Norm_pre_mlp(.), what the feed-forward read, in a pre-LN block
 
 
 @dataclass
@@ -164,9 +178,11 @@ def block_forward(
     )
     mid = x + out.output if block.residual else out.output
     m = block.ln_attn(mid) if block.ln_attn is not None else mid
+    read = x if block.parallel else m
+    u = block.ln_pre_mlp(read) if block.ln_pre_mlp is not None else read
     post, mlp_out = m, None
     if block.mlp is not None:
-        mlp_out = block.mlp(m)
+        mlp_out = block.mlp(u)
         post = m + mlp_out
     y = block.ln_mlp(post) if block.ln_mlp is not None else post
     return LayerTrace(
@@ -180,6 +196,7 @@ def block_forward(
         attn_in=h if block.ln_pre is not None else None,
         mlp_in=m if block.ln_attn is not None else None,
         resid_post=post if block.ln_mlp is not None else None,
+        mlp_norm=u if block.ln_pre_mlp is not None else None,
     )
 
 

@@ -6,8 +6,11 @@ positions, H = query heads, G = K/V groups, D = d_model.
     blocks.{l}.hook_resid_pre        what layer l reads                                 (B, S, D)
     blocks.{l}.ln1.hook_normalized   the norm before attention (pre-LN), or after the   (B, S, D)
                                      attention residual (post-LN, BERT's ln1)
-    blocks.{l}.attn.hook_q           queries                                            (B, S, H, d_head)
-    blocks.{l}.attn.hook_k / hook_v  keys, values                                       (B, S_k, G, d_head | d_v)
+    blocks.{l}.attn.hook_q           queries (before rotary, where the layer has it)    (B, S, H, d_head)
+    blocks.{l}.attn.hook_k / hook_v  keys (before rotary; this pass's positions only    (B, S_k, G, d_head | d_v)
+                                     when rotary and a KV cache meet), values
+    blocks.{l}.attn.hook_rot_q,      queries and keys after rotary, what the scores     (B, S | S_k, ., d_head)
+      hook_rot_k                     read (layers with rotary only)
     blocks.{l}.attn.hook_attn_scores scaled Q K^T after the mask (-inf where a key is   (B, H, S, S_k)
                                      masked), before the softmax
     blocks.{l}.attn.hook_pattern     weights after mask, softmax and edge edits         (B, H, S, S_k)
@@ -17,6 +20,7 @@ positions, H = query heads, G = K/V groups, D = d_model.
                                      heads, plus b_O
     blocks.{l}.hook_resid_mid        hook_resid_pre + hook_attn_out (the attention      (B, S, D)
                                      output alone in a block without a residual)
+    blocks.{l}.ln2.hook_normalized   the norm before the feed-forward (pre-LN decoders) (B, S, D)
     blocks.{l}.hook_mlp_out          the feed-forward's output (models with one)        (B, S, D)
     blocks.{l}.hook_resid_post       after the feed-forward residual                    (B, S, D)
     blocks.{l}.ln2.hook_normalized,  the norm after the feed-forward residual (post-LN: (B, S, D)
@@ -72,10 +76,14 @@ def cache(result: ForwardResult) -> dict[str, Tensor]:
         normalized = t.attn_in if t.attn_in is not None else t.mlp_in
         if normalized is not None:
             out[f"{p}.ln1.hook_normalized"] = normalized
+        q, k = (a.q, a.k) if a.q_pre_rotary is None or a.k_pre_rotary is None else (a.q_pre_rotary, a.k_pre_rotary)
+        if a.q_pre_rotary is not None:
+            out[f"{p}.attn.hook_rot_q"] = a.q.transpose(1, 2)
+            out[f"{p}.attn.hook_rot_k"] = a.k.transpose(1, 2)
         out.update(
             {
-                f"{p}.attn.hook_q": a.q.transpose(1, 2),
-                f"{p}.attn.hook_k": a.k.transpose(1, 2),
+                f"{p}.attn.hook_q": q.transpose(1, 2),
+                f"{p}.attn.hook_k": k.transpose(1, 2),
                 f"{p}.attn.hook_v": a.v.transpose(1, 2),
                 f"{p}.attn.scores_unmasked": a.scores,
                 f"{p}.attn.hook_attn_scores": masked_scores(a),
@@ -86,6 +94,8 @@ def cache(result: ForwardResult) -> dict[str, Tensor]:
                 f"{p}.hook_resid_mid": t.resid_mid,
             }
         )
+        if t.mlp_norm is not None:
+            out[f"{p}.ln2.hook_normalized"] = t.mlp_norm
         if t.mlp_out is not None:
             out[f"{p}.hook_mlp_out"] = t.mlp_out
         out[f"{p}.hook_resid_post"] = t.resid_post if t.resid_post is not None else t.resid_out
@@ -103,7 +113,9 @@ def stored(result: ForwardResult) -> list[Tensor]:
     for t in result.layers:
         a = t.attn
         held += [t.resid_in, a.q, a.k, a.v, a.scores, a.weights, a.contexts, a.concat, a.output, t.resid_mid]
-        held += [x for x in (t.attn_in, t.mlp_in, t.mlp_out, t.resid_post) if x is not None] + [t.resid_out]
+        held += [x for x in (a.q_pre_rotary, a.k_pre_rotary) if x is not None]
+        held += [x for x in (t.attn_in, t.mlp_in, t.mlp_norm, t.mlp_out, t.resid_post) if x is not None]
+        held.append(t.resid_out)
     if result.logits is not None:
         held.append(result.logits)
     return held

@@ -1,0 +1,168 @@
+"""How a Hugging Face checkpoint of each architecture becomes attnlab's engine pieces: one module per family.
+
+A family module declares one `Family`:
+
+    model_types   the config.json `model_type` values it reads ("gpt2"; "llama", "mistral", ...)
+    prefix        the base model's key prefix in the *ForCausalLM / *ForMaskedLM layouts ("transformer.",
+                  "model."); the loader strips it, so a bare model's keys and a head model's read the same
+    sizes         config dict -> Sizes, from config.json alone: checked against the limits before any tensor loads
+    shapes        config dict -> {tensor name: shape}: every tensor `build` reads (names without the prefix),
+                  each checked against the file's header before it is loaded
+    build         (config dict, tensors by name) -> Mapped: the embedding (ids -> x_0), the Network (blocks,
+                  unembedding), the default masks, the statistics' assumptions that fail, the data flow in words
+
+A missing or unsupported setting is a CheckpointError naming the config field (engine/models/checkpoint.py raises
+it; `refuse` here builds it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from engine.feedforward import Activation
+from engine.forward import Network
+from engine.masks import MaskSpec
+from engine.norms import LayerNorm
+
+Config = Mapping[str, Any]
+Shapes = dict[str, tuple[int, ...]]
+
+
+class CheckpointError(Exception):
+    """A checkpoint attnlab cannot read, with `reason`: the file or config field, and what to do."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """A checkpoint's dimensions from config.json alone."""
+
+    n_layers: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    d_head: int
+    vocab_size: int
+    max_positions: int  # the longest input: learned positions, or the config's max_position_embeddings
+    decoder: bool  # causal, decodes token by token; False: an encoder that reads the whole sequence
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """ids -> x_0: word embeddings, learned positions and token type 0 where the family has them, a norm, a scale.
+
+    x_0 = Norm(W_E[id] * scale + W_pos[position + position_offset] + W_type)
+    """
+
+    W_E: Tensor  # (V, D)
+    W_pos: Tensor | None = None  # (P, D) learned positions
+    position_offset: int = 0  # the row of position 0 in W_pos (RoBERTa: padding_idx + 1)
+    W_type: Tensor | None = None  # (D,) token type 0
+    ln: LayerNorm | None = None  # after the sum (BERT)
+    scale: float | None = None  # Gemma: sqrt(D), rounded to the run's dtype as Gemma rounds it
+
+    def __call__(self, ids: Tensor, start: int = 0) -> Tensor:
+        """(S,) ids at positions start .. start + S - 1 -> (S, D), in W_E's dtype."""
+        x = self.W_E[ids]
+        if self.scale is not None:
+            x = x * torch.tensor(self.scale, dtype=x.dtype)
+        if self.W_pos is not None:
+            first = start + self.position_offset
+            x = x + self.W_pos[first : first + ids.shape[0]]
+        if self.W_type is not None:
+            x = x + self.W_type
+        if self.ln is not None:
+            x = F.layer_norm(x, (x.shape[-1],), self.ln.weight, self.ln.bias, self.ln.eps)
+        return x
+
+    @property
+    def positions(self) -> int | None:
+        """How many positions the learned embeddings cover; None without them."""
+        return None if self.W_pos is None else self.W_pos.shape[0] - self.position_offset
+
+
+@dataclass(frozen=True)
+class Mapped:
+    """What a family makes of one checkpoint."""
+
+    embedding: Embedding
+    network: Network
+    architecture: str  # the block's data flow, in words
+    default_masks: MaskSpec | None = None  # causal (and windowed) for decoders
+    breaks: Mapping[str, str] = field(default_factory=dict)  # engine/stats.py assumptions that fail, and why
+
+
+@dataclass(frozen=True)
+class Family:
+    model_types: tuple[str, ...]
+    prefix: str
+    sizes: Callable[[Config], Sizes]
+    shapes: Callable[[Config], Shapes]
+    build: Callable[[Config, Mapping[str, Tensor]], Mapped]
+
+
+def refuse(field_name: str, why: str) -> CheckpointError:
+    return CheckpointError(f"config.json {field_name}: {why}")
+
+
+def need(config: Config, name: str, kind: type = int) -> Any:
+    """config[name], required and of `kind` (positive for ints): a CheckpointError naming it otherwise."""
+    if name not in config or config[name] is None:
+        raise refuse(name, "missing: the family needs it")
+    value = config[name]
+    if kind is int and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise refuse(name, f"got {value!r}: need a positive integer")
+    if kind is float and (not isinstance(value, int | float) or isinstance(value, bool) or not value > 0):
+        raise refuse(name, f"got {value!r}: need a positive number")
+    if kind is str and not isinstance(value, str):
+        raise refuse(name, f"got {value!r}: need a string")
+    return value
+
+
+def heads_divide(d_model: int, n_heads: int, n_kv_heads: int, width: str = "hidden_size") -> None:
+    if n_kv_heads > n_heads or n_heads % n_kv_heads:
+        raise refuse("num_key_value_heads", f"got {n_kv_heads} for {n_heads} heads: heads must divide by it")
+    if d_model % n_heads:
+        raise refuse("num_attention_heads", f"got {n_heads} heads for {width} {d_model}: {width} must divide by heads")
+
+
+def activation(config: Config, name: str, known: Mapping[str, Activation]) -> Activation:
+    """The engine's name (engine/feedforward.py) for the config's activation `name`."""
+    act = need(config, name, str)
+    if act not in known:
+        raise refuse(name, f"got {act!r}: attnlab runs {', '.join(sorted(known))}")
+    return known[act]
+
+
+def linear_T(t: Tensor) -> Tensor:
+    """A torch Linear's (out, in) weight as the (in, out) matrix x W multiplies by."""
+    return t.T.contiguous()
+
+
+def _registry() -> dict[str, Family]:
+    from engine.models.families import gpt2
+
+    families = [gpt2.FAMILY]
+    for module in ("gpt_neox", "llama", "bert"):
+        try:
+            families.append(__import__(f"engine.models.families.{module}", fromlist=["FAMILY"]).FAMILY)
+        except ModuleNotFoundError as err:  # a family module not written yet
+            if err.name != f"engine.models.families.{module}":
+                raise
+    return {t: f for f in families for t in f.model_types}
+
+
+def family_for(model_type: str) -> Family | None:
+    return _registry().get(model_type)
+
+
+SUPPORTED = ("bert", "roberta", "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
