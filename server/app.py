@@ -274,7 +274,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         device = resolve_device(settings.device)
         dtype = resolve_dtype(settings.dtype)
         names = settings.model_names(list(BUILDERS))
-        app.state.models = load_available(names)
+        # checkpoint directories (NAME=DIR) after the built-in models; one that cannot load is listed, not fatal
+        checkpoints = settings.checkpoints()
+        loading = settings.checkpoint_loading() if checkpoints else {}
+        app.state.models = load_available(names, checkpoints, **loading)
         for name, why in app.state.models.unavailable.items():
             log.warning("model %s is unavailable: %s", name, why)
         # the compute threads the computing routes run on (server/scheduling.py): the app's, not the runtime's, so

@@ -1,4 +1,4 @@
-"""`attnlab serve --host H --port P`: start uvicorn on create_app(Settings())."""
+"""`attnlab serve --host H --port P [--model NAME=DIR ...]`: start uvicorn on create_app(Settings())."""
 
 from __future__ import annotations
 
@@ -23,17 +23,31 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--host", help="address to bind (default 127.0.0.1, or ATTNLAB_HOST)")
     serve.add_argument("--port", type=int, help="port to bind (default 8000, or ATTNLAB_PORT)")
     serve.add_argument("--device", choices=["auto", "cpu", "cuda"], help="where to compute (ATTNLAB_DEVICE)")
-    serve.add_argument("--models", help="comma-separated models to load, or 'all' (ATTNLAB_MODELS)")
+    serve.add_argument(
+        "--models", help="comma-separated models to load: names, 'all', NAME=DIR checkpoints (ATTNLAB_MODELS)"
+    )
+    serve.add_argument(
+        "--model",
+        action="append",
+        metavar="NAME=DIR",
+        help="also serve the checkpoint directory DIR as NAME (repeatable); added to --models or ATTNLAB_MODELS",
+    )
     args = parser.parse_args(argv)
 
-    overrides = {k: v for k, v in vars(args).items() if k != "command" and v is not None}
+    added = args.model or []
+    overrides = {k: v for k, v in vars(args).items() if k not in ("command", "model") and v is not None}
     try:
+        if added:  # to the models given, or to those ATTNLAB_MODELS (or its default) names
+            base = overrides.get("models") or Settings(**overrides).models
+            overrides["models"] = ",".join([base, *added])
         settings = Settings(**overrides)
     except ValidationError as err:
         # one line per bad setting, named as the person set it, instead of a traceback
         for e in err.errors():
             name = str(e["loc"][0]) if e["loc"] else "settings"
             where = f"--{name.replace('_', '-')}" if name in overrides else f"ATTNLAB_{name.upper()}"
+            if name == "models" and added:
+                where = "--models/--model" if args.models is not None else "ATTNLAB_MODELS/--model"
             sys.stderr.write(f"attnlab: {where}: {e['msg']} (got {e.get('input')!r})\n")
         raise SystemExit(2) from None
     json_logging(logging.INFO)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -16,7 +19,16 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=1, le=65535)
     device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: cuda when torch sees a GPU
     dtype: Literal["float32", "float64", "bfloat16", "float16"] = "float32"
-    models: str = "all"  # comma-separated model names to load at start-up, or "all"
+    # the models to load at start-up, comma-separated: built-in names, "all" (every built-in one), and NAME=DIR for
+    # a checkpoint directory served as NAME (engine/models/checkpoint.py); one that cannot load is listed as
+    # unavailable, with why, and the server starts without it
+    models: str = "all"
+    # checkpoints: measure each against transformers' own forward pass at load (GET /api/models `reference`), when
+    # transformers is installed; off skips the second load that costs (about as long as attnlab's own)
+    reference: bool = True
+    # the most parameters a checkpoint may have, read from its config.json before any weight is allocated: 2e9 is
+    # 8 GB in float32, twice that while the reference check holds transformers' copy too (this 24 GiB machine)
+    checkpoint_parameters: int = Field(2_000_000_000, ge=1)
     # Host headers the server answers (against DNS rebinding): comma-separated names, "*." prefixes, or "*" for any.
     # The loopback names by default, since `make run` serves a person's own machine; set the names a deployment uses.
     allowed_hosts: str = "localhost,127.0.0.1,::1,[::1]"
@@ -47,6 +59,13 @@ class Settings(BaseSettings):
     # every JSON answer of an analysis checked against its declared answer type (server/declare.py), a 500 naming
     # the bad field when it does not fit: on in the test suite, off in service (it costs a second parse)
     check_answers: bool = False
+
+    @field_validator("models")
+    @classmethod
+    def read_models(cls, value: str) -> str:
+        """Each entry a name, "all" or NAME=DIR with NAME a plain identifier no built-in model has, each NAME once."""
+        model_entries(value)
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -79,6 +98,65 @@ class Settings(BaseSettings):
         return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]
 
     def model_names(self, known: list[str]) -> list[str]:
-        if self.models.strip() == "all":
-            return list(known)
-        return [m.strip() for m in self.models.split(",") if m.strip()]
+        """The built-in models to load: those named, every one in `known` for "all"."""
+        return model_entries(self.models).names(known)
+
+    def checkpoint_loading(self) -> dict[str, Any]:
+        """How this server loads a checkpoint (engine/models/checkpoint.py load_checkpoint's keywords): its limits,
+        and whether to measure it against transformers."""
+        from engine.models.checkpoint import CheckpointLimits
+
+        return {"limits": CheckpointLimits(max_parameters=self.checkpoint_parameters), "reference": self.reference}
+
+    def checkpoints(self) -> dict[str, Path]:
+        """The checkpoint directories to serve, by the name each is served as (NAME=DIR entries), in order given."""
+        return dict(model_entries(self.models).checkpoints)
+
+
+# a checkpoint's name in requests, the page and URLs: a letter, then letters, digits, "_", "-" or "." (64 at most)
+CHECKPOINT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+
+
+@dataclass(frozen=True)
+class ModelEntries:
+    """ATTNLAB_MODELS read: the built-in names given (or "all"), and NAME=DIR checkpoints in order."""
+
+    every: bool = False
+    given: tuple[str, ...] = ()
+    checkpoints: tuple[tuple[str, Path], ...] = field(default=())
+
+    def names(self, known: list[str]) -> list[str]:
+        if not self.every:
+            return list(self.given)
+        return list(known) + [n for n in self.given if n not in known]
+
+
+def model_entries(value: str) -> ModelEntries:
+    """ATTNLAB_MODELS ("textbook,all,mine=/path/to/dir") read, or a ValueError that names the entry and says why."""
+    from engine.models import FAMILIES  # the engine's registry imports torch: only once settings are read
+
+    every, given, checkpoints = False, [], {}
+    for raw in value.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        if entry == "all":
+            every = True
+        elif "=" not in entry:
+            if entry not in given:
+                given.append(entry)
+        else:
+            name, _, directory = (part.strip() for part in entry.partition("="))
+            if not CHECKPOINT_NAME.fullmatch(name):
+                raise ValueError(
+                    f"{entry!r}: the name before = is {name!r}; give a letter, then letters, digits, _ - or . "
+                    "(64 at most), as in mine=/path/to/checkpoint"
+                )
+            if name in FAMILIES or name == "all":
+                raise ValueError(f"{entry!r}: {name} is a built-in model's name; serve the checkpoint as another name")
+            if not directory:
+                raise ValueError(f"{entry!r}: no directory after =; give NAME=DIR, as in mine=/path/to/checkpoint")
+            if name in checkpoints:
+                raise ValueError(f"{entry!r}: {name} is given twice; give each checkpoint a name of its own")
+            checkpoints[name] = Path(directory).expanduser()
+    return ModelEntries(every, tuple(given), tuple(checkpoints.items()))

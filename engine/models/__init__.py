@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
 
 from engine.models.base import AttentionModel, ModelInfo, ModelRun, RunInput
 from engine.models.custom import CustomModel
@@ -57,9 +60,11 @@ class LoadedModels(dict[str, AttentionModel]):
         self.unavailable = unavailable
 
 
-def load_available(names: Iterable[str]) -> LoadedModels:
+def load_available(names: Iterable[str], checkpoints: Mapping[str, Path] | None = None, **loading: Any) -> LoadedModels:
     """Like load_models, but a model whose weights package is not installed is left out, with the command that
-    installs it, instead of stopping the server from starting."""
+    installs it, instead of stopping the server from starting; so is a checkpoint directory (`checkpoints`: name ->
+    directory, loaded by engine/models/checkpoint.py load_checkpoint with `loading`: limits, reference) that
+    cannot load, with the loader's reason."""
     names = list(names)
     check_known(names)
     models: dict[str, AttentionModel] = {}
@@ -71,7 +76,28 @@ def load_available(names: Iterable[str]) -> LoadedModels:
             if name not in INSTALL:
                 raise
             missing[name] = f"its weights package is not installed ({err.name}): {INSTALL[name]}"
+    for name, directory in (checkpoints or {}).items():
+        loaded = load_checkpoint_or_why(name, directory, **loading)
+        if isinstance(loaded, str):
+            missing[name] = loaded
+        else:
+            models[name] = loaded
     return LoadedModels(models, missing)
+
+
+def load_checkpoint_or_why(name: str, directory: Path, **loading: Any) -> AttentionModel | str:
+    """The checkpoint in `directory` served as `name`, or why it cannot be: the loader's reason for what it refuses
+    (a pickle, an unknown family, a missing file, a limit), and the error itself for anything else, so that one
+    person's directory never stops a server from starting."""
+    from engine.models.checkpoint import CheckpointError, load_checkpoint  # loads the checkpoint families' code
+
+    try:
+        return load_checkpoint(name, directory, **loading)
+    except CheckpointError as err:
+        return err.reason
+    except Exception as err:  # a directory anyone can point at: say what failed, keep serving
+        logging.getLogger("attnlab").exception("checkpoint %s in %s did not load", name, directory)
+        return f"{directory}: did not load ({type(err).__name__}: {err})"
 
 
 __all__ = [
