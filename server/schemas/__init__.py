@@ -1,6 +1,6 @@
 """The schemas every analysis shares (the /api/attention body and answer), /api/export's body, and those of
-/api/models, /api/health and /api/progress; every name is importable from here. An analysis's own request and answer
-types live in its declaration (server/analyses/)."""
+/api/health and /api/progress; every name is importable from here. An analysis's own request and answer
+types live in its declaration (server/analyses/); /api/models's in server/schemas/models.py."""
 
 from __future__ import annotations
 
@@ -19,17 +19,15 @@ from server.schemas.attention import (
     Matrices,
     Matrix,
     Matrix2,
-    ModelEntry,
     ModelOptions,
-    ModelsResponse,
     ProgressResponse,
     SourceRequest,
     Strict,
     Text,
-    UnavailableModel,
     Weights,
 )
 from server.schemas.export import ExportRequest, ExportView
+from server.schemas.models import ModelEntry, ModelReference, ModelsResponse, UnavailableModel
 
 __all__ = [
     "MAX_ITEMS",
@@ -50,6 +48,7 @@ __all__ = [
     "Matrix2",
     "ModelEntry",
     "ModelOptions",
+    "ModelReference",
     "ModelsResponse",
     "ProgressResponse",
     "SourceRequest",

@@ -250,58 +250,6 @@ class AttentionResult(BaseModel):
     )
 
 
-class ModelCapabilities(BaseModel):
-    """What a model can do, as it declares it (engine/models/declare.py Capabilities)."""
-
-    decode: bool = Field(description="decodes one position at a time with a KV cache (/api/decode); false: an encoder")
-    batches: bool = Field(description="takes a batch of texts (`texts`)")
-    cross_attention: bool = Field(description="keys and values may come from a `source` sequence")
-    predicts_tokens: bool = Field(description="unembeds: next-token predictions (config.next_word, /api/intervene)")
-
-
-InputField = Literal["text", "tokens", "x", "weights", "options"]
-
-
-class ModelEntry(BaseModel):
-    name: str
-    description: str
-    layers: int
-    heads: int
-    kv_heads: int
-    d_model: int
-    d_head: int
-    d_v: int
-    max_tokens: int | None
-    tokenizer: str = Field(description="how text becomes tokens: `whitespace` for models that split it at spaces")
-    default_text: str | None
-    default_masks: dict[str, Any] | None
-    options: dict[str, Any] = Field(description="the options the model takes, each with its default ({}: none)")
-    capabilities: ModelCapabilities
-    reads: list[InputField] = Field(
-        description="the input fields the model reads; a request that gives another of them is a 422 naming it "
-        "(`heads` and `kv_heads` go with `weights`)"
-    )
-    defaults: dict[str, Any] = Field(
-        default_factory=dict, description="the numbers the model runs on where a request gives none (x, w_q, ...)"
-    )
-    breaks: dict[str, str] = Field(
-        default_factory=dict,
-        description="assumptions of attnlab's statistics that do not hold for this model, each with why "
-        "(fixed_qk: one fixed W_Q W_K^T per head); the statistics that make them are null in its answers",
-    )
-    vocab: list[str] | None = None
-
-
-class UnavailableModel(BaseModel):
-    name: str
-    reason: str = Field(description="why it is not loaded, with the command that installs it")
-
-
-class ModelsResponse(BaseModel):
-    models: list[ModelEntry]
-    unavailable: list[UnavailableModel] = Field(default_factory=list)
-
-
 class ProgressResponse(BaseModel):
     run: str = Field(description="the name the client gave its run in the X-Attnlab-Run header")
     stage: Literal["queued", "layers", "writing", "done", "failed"] = Field(

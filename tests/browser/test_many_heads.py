@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, Route, expect
 
-from server.schemas.attention import AttentionRequest, AttentionResult, ModelsResponse
+from server.schemas.attention import AttentionRequest, AttentionResult
+from server.schemas.models import ModelsResponse
 from tests.browser.conftest import PageLog, masked_cells, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -26,6 +27,13 @@ def fake_models() -> dict[str, Any]:
     entry = {
         "name": "deep",
         "description": "a stub with minilm's shape",
+        "family": "bert",
+        "n_layers": LAYERS,
+        "n_heads": HEADS,
+        "n_kv_heads": HEADS,
+        "vocab_size": None,
+        "max_positions": 512,
+        "reference": None,
         "layers": LAYERS,
         "heads": HEADS,
         "kv_heads": HEADS,
