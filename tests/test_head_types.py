@@ -28,7 +28,7 @@ from engine.models.textbook import TextbookModel
 
 CPU = torch.device("cpu")
 S = 8
-SCORE_NAMES = ("previous_token", "duplicate_token", "induction", "mean_distance", "entropy")
+SCORE_NAMES = ("previous_token", "duplicate_token", "induction", "bracket_match", "mean_distance", "entropy")
 
 
 def one_hot_rows(targets: list[int], s: int = S) -> torch.Tensor:

@@ -9,6 +9,8 @@ For one head's weights W (S, S), rows = queries, columns = keys, and tokens t_0 
                      q of W[q, q-L+1], the key just after the previous occurrence of t_q
     mean distance    mean over queries of sum_k W[q, k] |q - k|
     entropy          mean over queries of -sum_k W[q, k] ln W[q, k], in nats
+    bracket match    mean over matched bracket pairs of W[close, open], from the token holding each closing
+                     bracket to the token holding its opening one (engine/analysis/brackets.py)
 
 A pure previous-token head scores 1.0 on the first; a head that attends only to itself scores 0 on
 the first three. Queries with no eligible key are left out of every mean, and a score with no query
@@ -17,9 +19,9 @@ to average over is None (not 0).
 Where the numbers come from: each model with free token input (induction, minilm, random) is run on
 a probe: L words drawn without replacement from its own vocabulary (`token_pool`), then the same L
 words again, framed as the model needs ([CLS] ... [SEP] for minilm), with the model's default masks
-(causal for induction) unless the caller gives masks. All five scores come from the probe unless
-the caller gives text or tokens: then previous-token, duplicate-token, distance and entropy are
-measured on that input (with the caller's masks), and induction still on the probe (with the
+(causal for induction) unless the caller gives masks. All six scores come from the probe unless
+the caller gives text or tokens: then previous-token, duplicate-token, bracket match, distance and
+entropy are measured on that input (with the caller's masks), and induction still on the probe (with the
 model's default masks), since it needs a repeat of known length.
 The textbook example has 5 fixed positions and no vocabulary: it is scored on its own input, and its
 induction score is None (there is no repeated segment to measure it on).
@@ -34,6 +36,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
+from engine.analysis.brackets import bracket_match_score, bracket_pairs
 from engine.errors import InputError
 from engine.models.base import AttentionModel, ModelRun, RunInput
 from engine.stats import row_distance, row_entropy
@@ -139,12 +142,12 @@ def head_type_scores(
     inp: RunInput | None = None,
     runner: Callable[[RunInput], ModelRun] | None = None,
 ) -> list[list[HeadScores]]:
-    """Every layer's every head: previous_token, duplicate_token, induction, mean_distance, entropy.
+    """Every layer's every head: previous_token, duplicate_token, induction, bracket_match, mean_distance, entropy.
 
     `inp` is the caller's input: its options (random's width and heads, say), scale and all-masked
     policy hold for every run. With text, tokens or x in it, previous-token, duplicate-token,
-    distance and entropy are scored on that input with its masks, and induction on the probe with
-    the model's default masks (the caller's masks were made for another length). Without, all five
+    bracket match, distance and entropy are scored on that input with its masks, and induction on the probe with
+    the model's default masks (the caller's masks were made for another length). Without, all six
     are scored on the probe, with inp.masks (None: the model's defaults). A model with no probe
     (textbook) is scored on its input alone. Returns layers x heads of plain dicts; a score that
     cannot be measured is None. `runner` runs an input (default: model.run on device in dtype); a caller that
@@ -159,6 +162,7 @@ def head_type_scores(
         probe_inp = replace(inp, text=None, tokens=probe.tokens, x=None, masks=None if given else inp.masks)
         probe_run = run_on(probe_inp)
     run = probe_run if probe_run is not None and not given else run_on(inp)
+    pairs = bracket_pairs(run.tokens)
     table = []
     for layer, trace in enumerate(run.layers):
         w = trace.attn.weights[0].detach().double()  # (H, S, S)
@@ -168,6 +172,7 @@ def head_type_scores(
             "mean_distance": mean_distance(w, run.eligible),
             "entropy": mean_entropy(w, run.eligible),
             "induction": None,
+            "bracket_match": bracket_match_score(w, pairs, run.eligible),
         }
         if probe is not None and probe_run is not None:
             pw = probe_run.layers[layer].attn.weights[0].detach().double()

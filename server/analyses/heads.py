@@ -1,4 +1,4 @@
-"""Head-type scores (previous-token, duplicate-token, induction, distance, entropy) and top heads for a pair."""
+"""Head-type scores (previous-token, duplicate-token, induction, bracket match, distance, entropy); top heads."""
 
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ class HeadTypeRow(BaseModel):
     previous_token: float | None
     duplicate_token: float | None
     induction: float | None
+    bracket_match: float | None = Field(
+        description="mean weight from each closing bracket's token to its opening bracket's token; null: no pair"
+    )
     mean_distance: float | None
     entropy: float | None
 
@@ -70,10 +73,10 @@ class TopHeadsResult(BaseModel):
 
 
 def head_types(req: HeadTypesRequest, ctx: Context) -> HeadTypesResult:
-    """Every layer's every head: previous-token, duplicate-token and induction scores, mean attention distance
-    and entropy. Induction is measured on a seeded probe (L random tokens from the model's vocabulary, twice);
-    the others on `text`/`tokens`/`x` when given, else on the probe too. Options (random's width and heads),
-    custom weights and `scale` hold for every run, so the scores describe the heads the page shows."""
+    """Every layer's every head: previous-token, duplicate-token, induction and bracket-match scores, mean
+    attention distance and entropy. Induction is measured on a seeded probe (L random tokens from the model's
+    vocabulary, twice); the others on `text`/`tokens`/`x` when given, else on the probe too. Options (random's
+    width and heads), custom weights and `scale` hold for every run, so the scores describe the heads the page shows."""
     settings, models, runtime = ctx.settings, ctx.models, ctx.runtime
     refuse_fields(req, ONE_SEQUENCE, "head types are scored on one sequence")
     refuse_fields(
