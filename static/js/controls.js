@@ -6,6 +6,7 @@ import { LABELS, renderMatrices } from "./matrices.js";
 import { pairLines, splitTokens } from "./masks.js";
 import { act } from "./actions.js";
 import { can, namesThat, numbersOf, offered } from "./capabilities.js";
+import { modelLabel, referenceLine } from "./modelinfo.js";
 import { modelInfo } from "./selectors.js";
 import { batchOf, sourceOf } from "./requests.js";
 
@@ -47,11 +48,6 @@ export function controlFor(field) {
 }
 
 // Model menu labels: the current heads count for the model in use (random's heads are an option).
-export function modelLabel(m, ui) {
-  const heads = m.name === ui.model && ui.options?.heads ? ui.options.heads : m.heads;
-  return `${m.name} · ${m.layers > 1 ? `${m.layers} layers × ` : ""}${heads} head${heads === 1 ? "" : "s"}`;
-}
-
 export function deps(s) {
   return [s.ui, s.models, s.draft, s.run.error, s.run.result];
 }
@@ -62,6 +58,8 @@ export function render(root, s, dispatch) {
   fillModels(s);
   $("model-select").value = ui.model;
   $("model-description").textContent = m ? m.description : "";
+  $("model-reference").textContent = referenceLine(m);
+  $("model-reference").hidden = !$("model-reference").textContent;
   if (document.activeElement !== $("sequence-input")) $("sequence-input").value = s.draft.text;
   $("mask-causal").checked = ui.masks.causal;
   $("mask-window-on").checked = ui.masks.window != null;
