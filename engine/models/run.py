@@ -32,6 +32,9 @@ class ModelInfo:
     options: dict[str, Any] = field(default_factory=dict)  # the options the model takes: option -> default value
     defaults: dict[str, Any] = field(default_factory=dict)  # the numbers it runs on where a request gives none
     vocab: list[str] | None = None
+    family: str | None = None  # a checkpoint's config model_type ("gpt2", "llama", ...)
+    vocab_size: int | None = None  # ids the model embeds and predicts over, where it has a vocabulary of ids
+    max_positions: int | None = None  # positions the model was made for (a checkpoint's config)
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class Encoded:
     real: tuple[tuple[bool, ...], ...] | None = None  # a batch: B x S, False where an item is padding
     source: Encoded | None = None  # cross-attention: keys and values come from this sequence
     source_padding: tuple[bool, ...] | None = None  # one per source position: False = padding
+    special: tuple[bool, ...] | None = None  # one per position: True = a special token the tokenizer added
 
     @property
     def batch(self) -> int | None:
@@ -101,6 +105,7 @@ class RunConfig:
     next_word: tuple[dict[str, Any], ...] = ()  # per position, the most likely next token and its probability
     batch: int | None = None  # B, for a batch of texts
     source_len: int | None = None  # S_k, for cross-attention
+    special: tuple[bool, ...] | None = None  # per position, a special token ([CLS], <s>...); None: not known
 
 
 @dataclass

@@ -5,6 +5,7 @@ A family module declares one `Family`:
     model_types   the config.json `model_type` values it reads ("gpt2"; "llama", "mistral", ...)
     prefix        the base model's key prefix in the *ForCausalLM / *ForMaskedLM layouts ("transformer.",
                   "model."); the loader strips it, so a bare model's keys and a head model's read the same
+    aliases       other names a tensor is saved under (GPT-NeoX's head is embed_out on disk, lm_head in memory)
     sizes         config dict -> Sizes, from config.json alone: checked against the limits before any tensor loads
     shapes        config dict -> {tensor name: shape}: every tensor `build` reads (names without the prefix),
                   each checked against the file's header before it is loaded
@@ -29,6 +30,7 @@ from engine.feedforward import Activation
 from engine.forward import Network
 from engine.masks import MaskSpec
 from engine.norms import LayerNorm
+from engine.rotary import Rotary
 
 Config = Mapping[str, Any]
 Shapes = dict[str, tuple[int, ...]]
@@ -74,7 +76,7 @@ class Embedding:
         """(S,) ids at positions start .. start + S - 1 -> (S, D), in W_E's dtype."""
         x = self.W_E[ids]
         if self.scale is not None:
-            x = x * torch.tensor(self.scale, dtype=x.dtype)
+            x = x * torch.tensor(self.scale).to(x.dtype)  # a float32 scalar first, as Gemma rounds it
         if self.W_pos is not None:
             first = start + self.position_offset
             x = x + self.W_pos[first : first + ids.shape[0]]
@@ -108,6 +110,15 @@ class Family:
     sizes: Callable[[Config], Sizes]
     shapes: Callable[[Config], Shapes]
     build: Callable[[Config, Mapping[str, Tensor]], Mapped]
+    aliases: Mapping[str, str] = field(default_factory=dict)  # another name a tensor is saved under -> the one read
+
+    def name(self, key: str) -> str:
+        """A saved tensor's name as `shapes` and `build` know it: the prefix stripped, an alias resolved."""
+        bare = key.removeprefix(self.prefix)
+        return self.aliases.get(bare, bare)
+
+
+ROTARY_BREAKS = {"fixed_qk": "rotary position embeddings turn Q and K by position, so the form differs per pair"}
 
 
 def refuse(field_name: str, why: str) -> CheckpointError:
@@ -141,6 +152,30 @@ def activation(config: Config, name: str, known: Mapping[str, Activation]) -> Ac
     if act not in known:
         raise refuse(name, f"got {act!r}: attnlab runs {', '.join(sorted(known))}")
     return known[act]
+
+
+def rotary(config: Config, d_head: int, factor_default: float = 1.0) -> Rotary:
+    """The rotary embedding config.json declares: rope_parameters (transformers 5) or the older top-level
+    rope_theta / rope_scaling, GPT-NeoX's rotary_pct / rotary_emb_base. Only rope_type "default" is read."""
+    rope = dict(config.get("rope_parameters") or {})
+    scaling = config.get("rope_scaling") or {}
+    kind = rope.get("rope_type", scaling.get("rope_type", scaling.get("type", "default")))
+    if kind != "default":
+        raise refuse("rope_parameters.rope_type", f"got {kind!r}: attnlab runs only the default rotary embedding")
+    theta = rope.get("rope_theta", config.get("rope_theta", config.get("rotary_emb_base", 10000.0)))
+    factor = rope.get("partial_rotary_factor", config.get("partial_rotary_factor", config.get("rotary_pct")))
+    factor = factor_default if factor is None else factor
+    if not isinstance(theta, int | float) or isinstance(theta, bool) or not theta > 0:
+        raise refuse("rope_parameters.rope_theta", f"got {theta!r}: need a positive number")
+    if not isinstance(factor, int | float) or isinstance(factor, bool) or not 0 < factor <= 1:
+        raise refuse("rope_parameters.partial_rotary_factor", f"got {factor!r}: need a fraction in (0, 1]")
+    rot_dim = int(d_head * factor)
+    if rot_dim < 2 or rot_dim % 2:
+        raise refuse(
+            "rope_parameters.partial_rotary_factor",
+            f"{factor} of head width {d_head} rotates {rot_dim} dims: rotary needs an even number, at least 2",
+        )
+    return Rotary(rot_dim=rot_dim, theta=float(theta))
 
 
 def linear_T(t: Tensor) -> Tensor:
