@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from engine.analysis.generate import GeneratedToken, Sampling, check_generation, generate
 from engine.errors import InputError
 from engine.forward import KVCache, Network, forward
 from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput, top_predictions
@@ -46,6 +47,7 @@ class DecodeResult:
     steps: list[DecodeStep]
     max_diff_vs_full: float
     cache: CacheFormula
+    generated: list[GeneratedToken] | None = None  # the tokens generated after the input, when asked
 
 
 def cache_formula(net: Network, dtype: torch.dtype) -> CacheFormula:
@@ -67,15 +69,23 @@ def cache_formula(net: Network, dtype: torch.dtype) -> CacheFormula:
 
 
 def decode(
-    model: AttentionModel, inp: RunInput, enc: Encoded, device: torch.device, dtype: torch.dtype
+    model: AttentionModel,
+    inp: RunInput,
+    enc: Encoded,
+    device: torch.device,
+    dtype: torch.dtype,
+    sampling: Sampling | None = None,
 ) -> DecodeResult:
-    """Decode `enc` position by position with a KV cache, and compare every step with the full pass."""
+    """Decode `enc` position by position with a KV cache, and compare every step with the full pass; then generate
+    `sampling.tokens` more through the same cache when asked (engine/analysis/generate.py)."""
     if not model.capabilities.decode:
+        field = "model" if sampling is None else "generate"
         raise InputError(
-            "model",
-            f"{model.name} is an encoder that reads the whole sequence at once: decode with {able('decode')}",
+            field, f"{model.name} is an encoder that reads the whole sequence at once: decode with {able('decode')}"
         )
     s = len(enc.tokens)
+    if sampling is not None:
+        check_generation(model, sampling, s)
     masks = model.resolve_masks(inp, s)
     if not masks.causal:
         raise InputError(
@@ -120,4 +130,8 @@ def decode(
                 next_token=next_token,
             )
         )
-    return DecodeResult(full, steps, worst, cache_formula(net, dtype))
+    generated = None
+    if sampling is not None:
+        assert step.logits is not None  # check_generation: the model predicts tokens
+        generated, _ = generate(model, inp, enc, net, cache, step.logits[0, -1], sampling, device, dtype)
+    return DecodeResult(full, steps, worst, cache_formula(net, dtype), generated)
