@@ -163,3 +163,36 @@ def test_the_generate_limit_is_the_servers(make_client: Callable[..., AbstractCo
         body["generate"] = {"tokens": 3}
         assert len(client.post("/api/decode", json=body).json()["generated"]) == 3
         assert client.get("/api/health").json()["limits"]["max_generate_tokens"] == 3
+
+
+# ---- checkpoints ---------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from engine.models.checkpoint import load_checkpoint
+    from tests.checkpoints import make_checkpoint
+
+    return {
+        family: load_checkpoint(family, make_checkpoint(family, tmp_path_factory.mktemp(family)), reference=False)
+        for family in ("gpt2", "llama", "mistral")
+    }
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "mistral"])  # learned positions; rotary; a 4-key window
+@pytest.mark.parametrize("sampling", ["greedy", "sample"])
+def test_a_checkpoint_generates_its_full_pass(checkpoints: dict[str, Any], family: str, sampling: str) -> None:
+    model = checkpoints[family]
+    inp = RunInput(text="The key opens 你 the door")
+    enc = model.encode(inp)
+    spec = Sampling(tokens=8, sampling=sampling, seed=4, temperature=2.0)  # type: ignore[arg-type]
+    result = decode(model, inp, enc, CPU, torch.float32, spec)
+    assert result.generated is not None and result.max_diff_vs_full < 1e-5
+    tokens = [*enc.tokens, *(g.token for g in result.generated)]
+    full = model.run(RunInput(tokens=tokens), CPU, torch.float32)
+    assert full.tokens == tokens  # the labels read back to the same pieces
+    assert full.logits is not None
+    for g in result.generated:
+        assert row_diff(g, full) <= 1e-5
+        if sampling == "greedy":
+            assert g.id == int(full.logits[0, g.position - 1].argmax())
