@@ -79,20 +79,19 @@ def family_of(config: Mapping[str, Any]) -> Family:
 
 def check_limits(sizes: Sizes, n_parameters: int, limits: CheckpointLimits) -> None:
     checks = (
-        ("num_hidden_layers", sizes.n_layers, limits.max_layers, "layers"),
-        ("hidden_size", sizes.d_model, limits.max_d_model, "width"),
-        ("num_attention_heads", sizes.n_heads, limits.max_heads, "heads"),
-        ("vocab_size", sizes.vocab_size, limits.max_vocab, "vocabulary"),
-        ("max_position_embeddings", sizes.max_positions, limits.max_positions, "positions"),
+        ("max_layers", sizes.n_layers, limits.max_layers, "layers"),
+        ("max_d_model", sizes.d_model, limits.max_d_model, "width (hidden size)"),
+        ("max_heads", sizes.n_heads, limits.max_heads, "attention heads"),
+        ("max_vocab", sizes.vocab_size, limits.max_vocab, "vocabulary entries"),
+        ("max_positions", sizes.max_positions, limits.max_positions, "positions"),
+        ("max_parameters", n_parameters, limits.max_parameters, "parameters"),
     )
     for name, got, limit, what in checks:
         if got > limit:
-            raise CheckpointError(f"config.json {name}: {got} {what}, past this server's limit of {limit}")
-    if n_parameters > limits.max_parameters:
-        raise CheckpointError(
-            f"config.json: its sizes make {n_parameters:,} parameters, past this server's limit of "
-            f"{limits.max_parameters:,} (ATTNLAB_CHECKPOINT_PARAMETERS)"
-        )
+            raise CheckpointError(
+                f"config.json: its sizes make {got:,} {what}, past this server's limit of {limit:,} ({name}"
+                + (", ATTNLAB_CHECKPOINT_PARAMETERS)" if name == "max_parameters" else ")")
+            )
 
 
 def weight_files(directory: Path) -> list[Path]:

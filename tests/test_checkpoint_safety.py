@@ -1,0 +1,166 @@
+"""What load_checkpoint refuses, and that it refuses before doing harm: a pickle is never opened, a config past the
+limits loads no tensor, and every refusal is a CheckpointError whose reason names the file or the field."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import pickle
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import engine.models.checkpoint as checkpoint
+from engine.models.checkpoint import SUPPORTED, CheckpointError, CheckpointLimits, load_checkpoint
+from tests.checkpoints import make_checkpoint
+
+
+class TouchOnUnpickle:
+    """Unpickling this creates the file at `path`: what a hostile pytorch_model.bin can do."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (pathlib.Path.touch, (self.path,))
+
+
+@pytest.fixture(scope="module")
+def gpt2_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_checkpoint("gpt2", tmp_path_factory.mktemp("gpt2"))
+
+
+@pytest.fixture
+def copy(gpt2_dir: Path, tmp_path: Path) -> Path:
+    """A copy of the tiny gpt2 checkpoint to break."""
+    target = tmp_path / "ckpt"
+    shutil.copytree(gpt2_dir, target)
+    return target
+
+
+def edit_config(directory: Path, **changes: Any) -> None:
+    path = directory / "config.json"
+    config = json.loads(path.read_text())
+    config.update(changes)
+    path.write_text(json.dumps(config))
+
+
+def refusal(directory: Path, **kw: Any) -> str:
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint("mine", directory, reference=False, **kw)
+    return err.value.reason
+
+
+def test_pickle_is_refused_and_never_opened(copy: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "unpickled"
+    (copy / "model.safetensors").unlink()
+    (copy / "pytorch_model.bin").write_bytes(pickle.dumps(TouchOnUnpickle(marker)))
+    reason = refusal(copy)
+    assert "pytorch_model.bin" in reason and "save_pretrained" in reason and "safe_serialization=True" in reason
+    assert not marker.exists()
+    pickle.loads((copy / "pytorch_model.bin").read_bytes())  # the control: opening it would have run its code
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("name", ["model.pt", "weights.pth", "last.ckpt"])
+def test_other_pickles_are_refused_by_name(copy: Path, name: str) -> None:
+    (copy / "model.safetensors").unlink()
+    (copy / name).write_bytes(b"not opened")
+    assert name in refusal(copy)
+
+
+def test_unknown_model_type_lists_the_supported(copy: Path) -> None:
+    edit_config(copy, model_type="mamba")
+    reason = refusal(copy)
+    assert "model_type" in reason and "'mamba'" in reason
+    assert all(family in reason for family in SUPPORTED)
+
+
+@pytest.mark.parametrize("missing", ["config.json", "tokenizer.json", "model.safetensors"])
+def test_missing_file_is_named(copy: Path, missing: str) -> None:
+    (copy / missing).unlink()
+    assert missing in refusal(copy)
+
+
+def test_wrong_tensor_shape_names_it(copy: Path) -> None:
+    tensors = load_file(str(copy / "model.safetensors"))
+    tensors["transformer.h.1.attn.c_proj.weight"] = torch.zeros(32, 31)
+    save_file(tensors, str(copy / "model.safetensors"), metadata={"format": "pt"})
+    reason = refusal(copy)
+    assert "transformer.h.1.attn.c_proj.weight" in reason and "[32, 31]" in reason and "[32, 32]" in reason
+
+
+def test_missing_tensor_names_it(copy: Path) -> None:
+    tensors = load_file(str(copy / "model.safetensors"))
+    del tensors["transformer.h.0.mlp.c_fc.bias"]
+    save_file(tensors, str(copy / "model.safetensors"), metadata={"format": "pt"})
+    assert "h.0.mlp.c_fc.bias" in refusal(copy)
+
+
+@pytest.mark.parametrize(
+    ("family", "changes", "named"),
+    [
+        ("gpt2", {"n_head": 5}, "n_head"),
+        ("llama", {"num_key_value_heads": 3}, "num_key_value_heads"),
+        ("llama", {"hidden_size": 0}, "hidden_size"),
+        ("llama", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0}}, "rope_type"),
+        ("qwen2", {"use_sliding_window": True}, "use_sliding_window"),
+        ("gpt_neox", {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.1}}, "partial_rotary"),
+    ],
+)
+def test_bad_config_field_is_named(family: str, changes: dict[str, Any], named: str, tmp_path: Path) -> None:
+    directory = make_checkpoint(family, tmp_path / family)
+    edit_config(directory, **changes)
+    assert named in refusal(directory)
+
+
+def test_past_the_limits_loads_no_tensor(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config claiming about 10^12 parameters is refused from config.json alone: safetensors is never opened."""
+    edit_config(copy, model_type="llama", hidden_size=8192, num_hidden_layers=100, intermediate_size=400_000)
+    edit_config(copy, num_attention_heads=64, num_key_value_heads=64, max_position_embeddings=4096)
+    opened: list[str] = []
+    monkeypatch.setattr(checkpoint, "safe_open", lambda *a, **k: opened.append(str(a[0])) or pytest.fail("opened"))
+    reason = refusal(copy)
+    assert "parameters" in reason and "limit" in reason and not opened
+    claimed = int(reason.split("make ")[1].split()[0].replace(",", ""))
+    assert claimed > 10**12
+
+
+@pytest.mark.parametrize(
+    ("limit", "value", "named"),
+    [
+        ("max_layers", 1, "2 layers"),
+        ("max_d_model", 16, "32 width"),
+        ("max_heads", 2, "4 attention heads"),
+        ("max_vocab", 100, "320 vocabulary"),
+        ("max_positions", 32, "64 positions"),
+        ("max_parameters", 1000, "parameters"),
+    ],
+)
+def test_each_limit_is_checked(copy: Path, limit: str, value: int, named: str) -> None:
+    reason = refusal(copy, limits=CheckpointLimits(**{limit: value}))
+    assert named in reason and f"limit of {value:,} ({limit}" in reason
+
+
+def test_sharded_safetensors_load(tmp_path: Path) -> None:
+    directory = make_checkpoint("llama", tmp_path / "llama")
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(directory))
+    sharded = tmp_path / "sharded"
+    model.save_pretrained(sharded, safe_serialization=True, max_shard_size="40KB")
+    shutil.copy(directory / "tokenizer.json", sharded / "tokenizer.json")
+    assert (sharded / "model.safetensors.index.json").is_file() and not (sharded / "model.safetensors").exists()
+    loaded = load_checkpoint("sharded", sharded)
+    assert loaded.reference is not None and loaded.reference["max_abs_diff"]["output"] < 1e-5
+
+
+def test_shard_outside_the_directory_is_refused(copy: Path) -> None:
+    (copy / "model.safetensors").rename(copy.parent / "elsewhere.safetensors")
+    index = {"weight_map": {"wte.weight": "../elsewhere.safetensors"}}
+    (copy / "model.safetensors.index.json").write_text(json.dumps(index))
+    assert "../elsewhere.safetensors" in refusal(copy)
