@@ -198,3 +198,27 @@ def test_mistral_window_one_too_wide_fails(directory: Callable[..., Path], monke
     monkeypatch.setattr(llama, "window", lambda config: 5)
     d = diffs(load_checkpoint("mistral", directory("mistral")))
     assert d["weights"] > WRONG, d
+
+
+@pytest.mark.parametrize("family", ["gemma", "gpt_neox"])
+def test_head_ablation_and_edge_edit_act_on_checkpoint_layers(family: str, directory: Callable[..., Path]) -> None:
+    """Zero-ablating head h of layer 1 changes that layer's attention output by exactly -z_h W_O[h] (grouped K/V,
+    rotary, parallel blocks alike) and leaves layer 0; an edge edit sets the weight it names."""
+    from engine.interventions import EdgeEdit, HeadAblation, Interventions
+
+    model = load_checkpoint(family, directory(family), reference=False)
+    inp = RunInput(text=PROBE)
+    plain = model.run(inp, CPU, torch.float64)
+    ablated = model.run(inp, CPU, torch.float64, interventions=Interventions(ablate=(HeadAblation(1, 2),)))
+    assert torch.equal(plain.layers[0].resid_out, ablated.layers[0].resid_out)
+    a, w = plain.layers[1].attn, plain.layers[1].weights
+    assert w.W_O is not None
+    expected = a.output - a.contexts[:, 2] @ w.W_O[2]
+    assert torch.allclose(ablated.layers[1].attn.output, expected, atol=1e-10)
+    assert (ablated.layers[1].attn.output - a.output).abs().max() > WRONG
+    edit = Interventions(edit=(EdgeEdit(layer=0, head=1, query=6, key=2, weight=0.9),))
+    edited = model.run(inp, CPU, torch.float64, interventions=edit)
+    assert float(edited.layers[0].attn.weights[0, 1, 6, 2]) == pytest.approx(0.9)
+    assert torch.allclose(
+        edited.layers[0].attn.weights.sum(-1), torch.ones(1, 4, len(plain.tokens), dtype=torch.float64)
+    )
