@@ -56,6 +56,27 @@ def test_family_matches_transformers(family: str, directory: Callable[..., Path]
     assert d["weights"] < TOLERANCE and d["output"] < TOLERANCE, (family, d)
     assert model.info.family == family and model.family == family
     assert model.capabilities.decode == (family in DECODERS)
+    rotary = family not in ("gpt2", "bert", "roberta")
+    assert ("fixed_qk" in model.breaks) == rotary  # engine/stats.py: qk_rank and qk_symmetric null, with why
+
+
+@pytest.mark.parametrize(
+    ("family", "old"),
+    [
+        ("gpt_neox", {"rotary_pct": 0.5, "rotary_emb_base": 10000}),
+        ("llama", {"rope_theta": 10000.0, "rope_scaling": None}),
+    ],
+)
+def test_older_rope_fields_read(family: str, old: dict[str, Any], tmp_path: Path) -> None:
+    """A config.json written before transformers 5 (rope_theta, rotary_pct at the top level) reads the same."""
+    import json
+
+    path = make_checkpoint(family, tmp_path) / "config.json"
+    config = json.loads(path.read_text())
+    del config["rope_parameters"]
+    path.write_text(json.dumps({**config, **old}))
+    d = diffs(load_checkpoint(family, tmp_path))
+    assert d["weights"] < TOLERANCE and d["output"] < TOLERANCE, d
 
 
 @pytest.mark.parametrize("family", [f for f in ("gpt2", "qwen2", "bert") if family_for(f) is not None])
