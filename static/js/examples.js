@@ -29,6 +29,22 @@ export const EXAMPLES = [
     pair: { at: [20, 9] },
     label: "Induction: 12 random words, twice — find the induction head",
   },
+  {
+    model: "pycode",
+    text: "def scale(values, factor):\n    return [v * factor for v in values]\n\n\n" +
+      "print(scale([1, 2, 3], 2), len([4, 5]))\n",
+    sort: "bracket_match",
+    // the ")" of "scale(values, factor):" -> its "("
+    pair: { query: "):", key: "(" },
+    label: "Pycode: which head matches brackets?",
+  },
+  {
+    model: "pycode",
+    text: "for i in range(len(items)):\n    total += items[i] * weights[i]\n" +
+      "for i in range(len(items)):\n    total += items[i] * weights[i]\n",
+    sort: "induction",
+    label: "Pycode: induction on repeated code",
+  },
 ];
 
 // A small seeded generator (mulberry32): the same seed gives the same words on every machine.

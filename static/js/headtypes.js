@@ -1,4 +1,4 @@
-// Head types: every (layer, head) of the model with its previous-token, duplicate-token and induction scores,
+// Head types: every (layer, head) of the model with its previous-token, duplicate-token, induction and bracket scores,
 // mean attention distance and entropy (POST /api/heads). Sort by a column, filter, press a row to open that head;
 // one press opens the best head of a kind. The helpers on top are pure; `renderHeadTypes` only builds the DOM.
 
@@ -21,6 +21,11 @@ export const COLUMNS = [
       "the token that followed its first occurrence (Olsson et al. 2022)",
   },
   {
+    key: "bracket_match", label: "Bracket match", short: "brk", max: 1,
+    help: "mean weight from each closing bracket's token to the token holding its opening bracket " +
+      "(empty when the text has no pair across tokens)",
+  },
+  {
     key: "mean_distance", label: "Mean distance", short: "dist", max: null,
     help: "mean over queries of Σ weight · |query − key|, in positions (small = local)",
   },
@@ -29,7 +34,7 @@ export const COLUMNS = [
     help: "mean over queries of the weights' entropy in nats (0 = one key takes all the weight)",
   },
 ];
-export const BEST_KINDS = ["induction", "previous_token", "duplicate_token"];
+export const BEST_KINDS = ["induction", "previous_token", "duplicate_token", "bracket_match"];
 // A head "has" a 0..1 property when its score reaches this: 40% of a query's weight, on average, on the key the
 // property names. Attention spread evenly over the keys a query sees scores about 1 / (keys seen): 0.02–0.03 for
 // induction on the 2 x 24-token probe, ~0.1 for the untrained random model's previous-token and duplicate-token

@@ -63,7 +63,9 @@ export const BUGS = ["softmax_over_queries", "flipped_mask"];
 // Fields the server takes on /api/attention only: every other endpoint runs one sequence and refuses them.
 export const ONE_SEQUENCE = ["texts", "source", "demo_bug"];
 
-export const HEAD_SORTS = ["head", "previous_token", "duplicate_token", "induction", "mean_distance", "entropy"];
+export const HEAD_SORTS = [
+  "head", "previous_token", "duplicate_token", "induction", "bracket_match", "mean_distance", "entropy",
+];
 
 // The state a person gets on choosing a model: its example text, default masks and options.
 export function stateForModel(info, base = defaultState()) {
