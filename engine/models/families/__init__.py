@@ -1,6 +1,6 @@
 """How a Hugging Face checkpoint of each architecture becomes attnlab's engine pieces: one module per family.
 
-A family module declares one `Family`:
+A family module declares one `Family` as FAMILY (or several as FAMILIES, where their key prefixes differ):
 
     model_types   the config.json `model_type` values it reads ("gpt2"; "llama", "mistral", ...)
     prefix        the base model's key prefix in the *ForCausalLM / *ForMaskedLM layouts ("transformer.",
@@ -183,16 +183,21 @@ def linear_T(t: Tensor) -> Tensor:
     return t.T.contiguous()
 
 
-def _registry() -> dict[str, Family]:
-    from engine.models.families import gpt2
+MODULES = ("gpt2", "gpt_neox", "llama", "bert")  # engine/models/families/<module>.py, each with FAMILY or FAMILIES
 
-    families = [gpt2.FAMILY]
-    for module in ("gpt_neox", "llama", "bert"):
+
+def _registry() -> dict[str, Family]:
+    import importlib
+
+    families: list[Family] = []
+    for module in MODULES:
         try:
-            families.append(__import__(f"engine.models.families.{module}", fromlist=["FAMILY"]).FAMILY)
-        except ModuleNotFoundError as err:  # a family module not written yet
+            found = importlib.import_module(f"engine.models.families.{module}")
+        except ModuleNotFoundError as err:  # a family module not written yet: its model types stay unsupported
             if err.name != f"engine.models.families.{module}":
                 raise
+            continue
+        families += getattr(found, "FAMILIES", None) or (found.FAMILY,)
     return {t: f for f in families for t in f.model_types}
 
 
