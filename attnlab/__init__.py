@@ -3,13 +3,17 @@
 - `attnlab.Client(url)`: the REST API of a running `attnlab serve`, one method per endpoint, NumPy arrays out
   (needs only httpx and NumPy).
 - `attnlab.run(model, text, masks=..., layer=...)`: the same result in this process, no server (needs the engine:
-  torch and the server's schemas).
+  torch and the server's schemas). `model` is a name, a checkpoint directory, or a transformers model object with
+  `tokenizer=`.
+- `attnlab.load(directory)`: a checkpoint directory (config.json, safetensors weights, tokenizer.json) loaded and
+  checked against transformers, registered here under its name for run and show.
 - `attnlab.show(model, text, masks=..., layer=..., view=...)`: that run's standalone view, shown inline by a
   notebook (Jupyter, JupyterLab, VS Code) with no server and no internet; `attnlab.export_html(..., path=...)`: the
   same page as one HTML file, as POST /api/export answers it.
 - `attnlab.ApiError`: what they all raise for a request the API refuses: status, code, field, message, details.
 
-Client, run, show and export_html are imported on first use, so each works with only its own dependencies installed.
+Client, run, load, show and export_html are imported on first use, so each works with only its own dependencies
+installed.
 """
 
 from __future__ import annotations
@@ -20,10 +24,10 @@ from attnlab.errors import ApiError
 
 if TYPE_CHECKING:
     from attnlab.client import Client
-    from attnlab.local import run
+    from attnlab.local import load, run
     from attnlab.notebook import export_html, show
 
-__all__ = ["ApiError", "Client", "export_html", "run", "show"]
+__all__ = ["ApiError", "Client", "export_html", "load", "run", "show"]
 
 
 def __getattr__(name: str) -> Any:
@@ -31,10 +35,10 @@ def __getattr__(name: str) -> Any:
         from attnlab.client import Client
 
         return Client
-    if name == "run":
-        from attnlab.local import run
+    if name in ("run", "load"):
+        from attnlab import local
 
-        return run
+        return getattr(local, name)
     if name in ("show", "export_html"):
         from attnlab import notebook
 

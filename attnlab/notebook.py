@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.arrays import jsonable
-from attnlab.local import api_errors, models_for, runtime
+from attnlab.local import api_errors, model_named, models_for, runtime
 from engine.models import model_for
 from server import inprocess
 from server.config import Settings
@@ -60,7 +60,7 @@ def iframe(page: str, height: int) -> str:
 
 
 def view_of(
-    model: str | None = None,
+    model: Any = None,
     text: str | None = None,
     masks: dict[str, Any] | None = None,
     layer: int | None = None,
@@ -73,8 +73,11 @@ def view_of(
     height: int | None = None,
     device: str | None = None,
     dtype: str | None = None,
+    tokenizer: Any = None,
     **fields: Any,
 ) -> StandaloneView:
+    with api_errors():
+        model = model_named(model, tokenizer)  # a directory or a model object, registered under its name
     body = jsonable({**fields, "model": model, "text": text, "masks": masks, "layer": layer})
     body = {k: v for k, v in body.items() if v is not None or k in fields}
     shown = {"view": view, "head": head, "query": query, "palette": palette, "title": title}
@@ -92,7 +95,7 @@ def view_of(
 
 
 def show(
-    model: str | None = None,
+    model: Any = None,
     text: str | None = None,
     masks: dict[str, Any] | None = None,
     layer: int | None = None,
@@ -102,6 +105,9 @@ def show(
     **fields: Any,
 ) -> StandaloneView:
     """Run `model` on `text` in this process and return its standalone view, which a notebook displays inline.
+
+    `model`: a name, a checkpoint directory, a model attnlab.load returned, or a transformers model object with
+    `tokenizer=` (its tokenizer), as attnlab.run takes.
 
     `view`: "layer" (the heads of one layer), "all" (every head of every layer as thumbnails) or "head" (one head
     large, `head=`, with the retrieval of `query=`). `layer` embeds that layer only (all layers when omitted;
@@ -114,7 +120,7 @@ def show(
 
 
 def export_html(
-    model: str | None = None,
+    model: Any = None,
     text: str | None = None,
     masks: dict[str, Any] | None = None,
     layer: int | None = None,

@@ -43,6 +43,12 @@ def test_a_bad_checkpoint_entry_stops_the_settings_naming_it(models: str, said: 
     assert said in str(err.value) and err.value.errors()[0]["loc"] == ("models",)
 
 
+def test_checkpoint_loading_keywords_come_from_the_settings() -> None:
+    loading = Settings(reference=False, checkpoint_parameters=1234).checkpoint_loading()
+    assert loading["reference"] is False and loading["limits"].max_parameters == 1234
+    assert Settings().checkpoint_loading()["reference"] is True
+
+
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """What `attnlab serve` would start uvicorn with (uvicorn itself not run)."""

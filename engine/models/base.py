@@ -75,6 +75,19 @@ class AttentionModel(ABC):
             raise ValueError(f"{cls.name} makes its own weights: it reads no checkpoint (got {source.directory})")
         return cls()
 
+    def __repr__(self) -> str:
+        """One line, as a notebook prints a model: its name, family, size and (a checkpoint) its match to
+        transformers: <attnlab model mine: llama, 2 layers x 4 heads, width 32; matches transformers 5.24.0 to 3e-07>"""
+        i = self.info
+        said = f"<attnlab model {self.name}: {i.family or self.name}, {i.n_layers} layers x {i.n_heads} heads"
+        said += f", width {i.d_model}"
+        ref: dict[str, Any] | None = getattr(self, "reference", None)
+        if ref and ref.get("max_abs_diff"):
+            said += f"; matches {ref['library']} to {max(ref['max_abs_diff'].values()):.0e}"
+        elif ref:
+            said += f"; not compared with transformers: {ref.get('reason')}"
+        return said + ">"
+
     @abstractmethod
     def encode_sequence(self, inp: RunInput) -> Encoded:
         """Validate one sequence's input, tokenise it and build x_0 (S, D) on the CPU."""

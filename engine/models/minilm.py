@@ -180,6 +180,8 @@ class MiniLMModel(AttentionModel):
             max_tokens=self.cfg.n_positions,
             tokenizer="wordpiece (bert-base-uncased vocabulary, [CLS] ... [SEP])",
             default_text=DEFAULT_TEXT,
+            family="bert",  # a BERT encoder (what /api/models says it is)
+            vocab_size=self.cfg.vocab_size,
         )
 
     def vocab_id(self, token: str) -> int:

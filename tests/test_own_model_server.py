@@ -1,0 +1,167 @@
+"""A user's checkpoint served by a real `attnlab serve` (ATTNLAB_MODELS="textbook,mine=DIR"): listed by GET
+/api/models with its family, sizes and its match to transformers, and answered on every route; a directory that
+cannot load (a pickle, an unknown family, no directory at all) is listed under unavailable with why, never opened,
+and the server starts anyway."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.checkpoints import make_checkpoint
+from tests.helpers import serve
+
+TEXT = "the door opens on the garden and the key opens the door"
+
+
+@pytest.fixture(scope="module")
+def mine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_checkpoint("llama", tmp_path_factory.mktemp("mine"))
+
+
+@pytest.fixture(scope="module")
+def server(mine: Path) -> Iterator[httpx.Client]:
+    with serve(f"textbook,mine={mine}") as base, httpx.Client(base_url=base, timeout=60) as client:
+        yield client
+
+
+def ok(resp: httpx.Response) -> Any:
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def test_models_lists_the_checkpoint_with_its_family_and_reference(server: httpx.Client, mine: Path) -> None:
+    listed = ok(server.get("/api/models"))
+    assert [m["name"] for m in listed["models"]] == ["textbook", "mine"] and listed["unavailable"] == []
+    entry = listed["models"][1]
+    config = json.loads((mine / "config.json").read_text())
+    assert entry["family"] == "llama" == config["model_type"]
+    assert (entry["n_layers"], entry["n_heads"], entry["n_kv_heads"], entry["d_model"]) == (
+        config["num_hidden_layers"],
+        config["num_attention_heads"],
+        config["num_key_value_heads"],
+        config["hidden_size"],
+    )
+    assert (entry["layers"], entry["heads"], entry["kv_heads"]) == (entry["n_layers"], entry["n_heads"], 2)
+    assert entry["vocab_size"] == config["vocab_size"] and entry["max_positions"] == config["max_position_embeddings"]
+    assert entry["capabilities"]["decode"] and entry["capabilities"]["predicts_tokens"]
+    reference = entry["reference"]
+    assert reference["library"].startswith("transformers ")
+    assert 0 <= reference["max_abs_diff"]["weights"] <= 1e-5 and 0 <= reference["max_abs_diff"]["output"] <= 1e-5
+    textbook = listed["models"][0]
+    assert textbook["family"] == "textbook" and textbook["reference"] is None and textbook["card"] == {}
+    assert textbook["vocab_size"] is None and textbook["n_layers"] == textbook["layers"] == 1
+
+
+def causal_rows(weights: np.ndarray) -> None:
+    """Each row a distribution over the keys at or before its query, exact zeros after it."""
+    s = weights.shape[-1]
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert (weights[..., np.triu_indices(s, 1)[0], np.triu_indices(s, 1)[1]] == 0.0).all()
+    assert (weights >= 0).all()
+
+
+def test_every_route_answers_on_the_checkpoint(server: httpx.Client) -> None:
+    body = {"model": "mine", "text": TEXT}
+    run = ok(server.post("/api/attention", json={**body, "include": ["weights", "final"]}))
+    entry = next(m for m in ok(server.get("/api/models"))["models"] if m["name"] == "mine")
+    s = len(run["tokens"])
+    assert len(run["layers"]) == entry["n_layers"] and len(run["layers"][0]["heads"]) == entry["n_heads"]
+    for layer in run["layers"]:
+        causal_rows(np.array([h["weights"] for h in layer["heads"]]))
+    assert np.array(run["final"]).shape == (s, entry["vocab_size"])
+
+    heads = ok(server.post("/api/heads", json=body))
+    assert len(heads["heads"]) == entry["n_layers"] * entry["n_heads"]
+    top = ok(server.post("/api/heads/top", json={**body, "query": s - 1, "key": 0, "k": 3}))
+    assert len(top["heads"]) == 3
+
+    perturbed = ok(server.post("/api/perturb", json={**body, "masks": {"causal": True}, "position": s - 2}))
+    assert perturbed["checks"][0]["holds"] is True  # a causal decoder: a change never moves an earlier position
+    assert all(layer["delta"][: s - 2] == [0.0] * (s - 2) for layer in perturbed["layers"])
+
+    ablated = ok(server.post("/api/intervene", json={**body, "ablate": [{"layer": 0, "head": 1}]}))
+    assert max(ablated["final_delta"]) > 0 and ablated["predictions"] is not None
+
+    windowed = {**body, "masks": {"causal": True, "window": 2}}
+    compared = ok(server.post("/api/compare", json={"a": body, "b": windowed}))
+    assert compared["max_abs"] > 0 and len(compared["layers"]) == entry["n_layers"]
+    for layer in compared["layers"]:
+        for head in layer["heads"]:
+            assert np.triu(np.array(head["diff"]), 1).max() == 0.0  # both causal: nothing above the diagonal moves
+
+    decoded = ok(server.post("/api/decode", json={**body, "generate": {"tokens": 3}}))
+    assert decoded["max_diff_vs_full"] <= 1e-5 and len(decoded["generated"]) == 3
+    for step in decoded["steps"]:
+        for layer in step["weights"]:
+            np.testing.assert_allclose(np.array(layer).sum(-1), 1.0, atol=1e-5)
+
+    page = server.post("/api/export", json={**body, "view": "layer", "layer": 0})
+    assert page.status_code == 200 and page.text.startswith("<!doctype html>") and "mine" in page.text
+
+
+def test_a_pickle_is_never_opened_and_the_server_starts(tmp_path: Path) -> None:
+    bad = make_checkpoint("gpt2", tmp_path / "bad")
+    (bad / "model.safetensors").unlink()  # weights only as a pickle, as older checkpoints ship them
+    opened = tmp_path / "unpickled"
+
+    class Trap:
+        def __reduce__(self) -> tuple[Any, ...]:
+            return (Path.touch, (opened,))  # unpickling this creates the file
+
+    (bad / "pytorch_model.bin").write_bytes(pickle.dumps(Trap()))
+    nowhere = tmp_path / "nowhere"
+    unknown = tmp_path / "t5"
+    unknown.mkdir()
+    (unknown / "config.json").write_text('{"model_type": "t5"}')
+    with serve(f"textbook,bad={bad},gone={nowhere},t5={unknown}") as base:
+        listed = httpx.get(f"{base}/api/models").json()
+        assert [m["name"] for m in listed["models"]] == ["textbook"]
+        reasons = {u["name"]: u["reason"] for u in listed["unavailable"]}
+        assert set(reasons) == {"bad", "gone", "t5"}
+        assert "pytorch_model.bin" in reasons["bad"] and "safetensors" in reasons["bad"]
+        assert "convert" in reasons["bad"].lower()
+        assert str(nowhere) in reasons["gone"] or "nowhere" in reasons["gone"]
+        assert "t5" in reasons["t5"] and "llama" in reasons["t5"]  # says which families it reads
+        refused = httpx.post(f"{base}/api/attention", json={"model": "bad", "text": "a"})
+        assert refused.status_code == 422 and refused.json()["error"]["field"] == "model"
+        assert "pytorch_model.bin" in refused.json()["error"]["message"]
+    assert not opened.exists()
+
+
+def test_built_in_models_say_what_they_are(make_client: Callable[..., AbstractContextManager[TestClient]]) -> None:
+    with make_client(models="textbook,random,custom,minilm,induction") as client:
+        entries = {m["name"]: m for m in ok(client.get("/api/models"))["models"]}
+    assert {n: m["family"] for n, m in entries.items()} == {
+        "textbook": "textbook",
+        "random": "random",
+        "custom": "custom",
+        "minilm": "bert",
+        "induction": "induction",
+    }
+    minilm = entries["minilm"]
+    assert (minilm["n_layers"], minilm["n_heads"], minilm["d_model"], minilm["vocab_size"]) == (6, 12, 384, 30522)
+    assert minilm["max_positions"] == 512 and minilm["reference"] is None
+    assert entries["induction"]["vocab_size"] == len(entries["induction"]["vocab"])
+    assert all(m["card"] == {} for m in entries.values())
+
+
+def test_checkpoint_loading_follows_the_settings(
+    mine: Path, make_client: Callable[..., AbstractContextManager[TestClient]]
+) -> None:
+    with make_client(models=f"textbook,mine={mine}", reference=False) as client:
+        (entry,) = [m for m in ok(client.get("/api/models"))["models"] if m["name"] == "mine"]
+    assert entry["reference"] is None  # not compared: transformers was never loaded
+    with make_client(models=f"mine={mine}", checkpoint_parameters=1000) as client:
+        listed = ok(client.get("/api/models"))
+    assert listed["models"] == [] and listed["unavailable"][0]["name"] == "mine"
+    assert "parameters" in listed["unavailable"][0]["reason"] and "1,000" in listed["unavailable"][0]["reason"]
