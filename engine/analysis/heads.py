@@ -162,7 +162,8 @@ def head_type_scores(
         probe_inp = replace(inp, text=None, tokens=probe.tokens, x=None, masks=None if given else inp.masks)
         probe_run = run_on(probe_inp)
     run = probe_run if probe_run is not None and not given else run_on(inp)
-    pairs = bracket_pairs(run.tokens)
+    special = run.config.special
+    pairs = bracket_pairs(run.tokens, list(special) if special is not None else None)
     table = []
     for layer, trace in enumerate(run.layers):
         w = trace.attn.weights[0].detach().double()  # (H, S, S)
