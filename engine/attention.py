@@ -236,11 +236,8 @@ def expand_groups(t: Tensor, n_heads: int) -> Tensor:
     return t if groups == n_heads else t.repeat_interleave(n_heads // groups, dim=1)
 
 
-def scale_factor(d_head: int, scale: bool, declared: float | None = None) -> float:
-    """1 / sqrt(d_head), or the layer's declared factor, when scaling is on; 1 when it is off."""
-    if not scale:
-        return 1.0
-    return 1.0 / math.sqrt(d_head) if declared is None else declared
+def scale_factor(d_head: int, scale: bool) -> float:
+    return 1.0 / math.sqrt(d_head) if scale else 1.0
 
 
 def attention_scores(q: Tensor, k: Tensor, factor: float, out: Tensor | None = None) -> Tensor:
@@ -313,7 +310,7 @@ def attention(
         eligible = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=x.device)
     bug = interventions.bug if interventions is not None else None
     every_row_keyed = check_policy(~eligible if bug == "flipped_mask" else eligible, all_masked)
-    factor = scale_factor(w.d_head, scale, w.scale)
+    factor = w.scale if scale and w.scale is not None else scale_factor(w.d_head, scale)  # a declared factor
     k_per_head = expand_groups(k, w.n_heads)
     bounded = cannot_overflow(q, k_per_head, factor)
     # Scores and weights in one block (2, B, H, S, S_k): glibc then keeps it in its heap from call to call, where

@@ -243,3 +243,17 @@ def test_head_ablation_and_edge_edit_act_on_checkpoint_layers(family: str, direc
     assert torch.allclose(
         edited.layers[0].attn.weights.sum(-1), torch.ones(1, 4, len(plain.tokens), dtype=torch.float64)
     )
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{"scale_attn_by_inverse_layer_idx": True}, {"scale_attn_weights": False}, {"n_inner": 48}],
+)
+def test_gpt2_declared_scales_and_widths(overrides: dict[str, Any], directory: Callable[..., Path]) -> None:
+    """GPT-2's other score factors (1 / sqrt(d_head) / (layer + 1); none) through AttentionWeights.scale."""
+    model = load_checkpoint("gpt2", directory("gpt2", **overrides))
+    d = diffs(model)
+    assert d["weights"] < TOLERANCE and d["output"] < TOLERANCE, d
+    if "scale_attn_weights" not in overrides:
+        return
+    assert model.run(RunInput(text=PROBE), CPU, torch.float32).layers[1].attn.scale_factor == 1.0
