@@ -19,7 +19,7 @@ import torch
 
 from engine.analysis.decode import decode
 from engine.models.base import RunInput
-from engine.models.checkpoint import CheckpointModel, from_transformers, load_checkpoint
+from engine.models.checkpoint import SUPPORTED, CheckpointModel, from_transformers, load_checkpoint
 from engine.models.families import family_for
 from engine.rotary import Rotary
 from tests.checkpoints import DECODERS, ENCODERS, PROBE, make_checkpoint, make_model
@@ -27,7 +27,7 @@ from tests.checkpoints import DECODERS, ENCODERS, PROBE, make_checkpoint, make_m
 TOLERANCE = 1e-5
 WRONG = 1e-3
 CPU = torch.device("cpu")
-FAMILIES = DECODERS + tuple(f for f in ENCODERS if family_for(f) is not None)
+FAMILIES = DECODERS + ENCODERS
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,14 @@ def test_older_rope_fields_read(family: str, old: dict[str, Any], tmp_path: Path
     assert d["weights"] < TOLERANCE and d["output"] < TOLERANCE, d
 
 
-@pytest.mark.parametrize("family", [f for f in ("gpt2", "qwen2", "bert") if family_for(f) is not None])
+def test_every_supported_model_type_has_a_family() -> None:
+    assert sorted(SUPPORTED) == sorted(FAMILIES)
+    for model_type in SUPPORTED:
+        family = family_for(model_type)
+        assert family is not None and model_type in family.model_types
+
+
+@pytest.mark.parametrize("family", ["gpt2", "qwen2", "bert", "roberta"])
 def test_bare_layout_matches_transformers(family: str, tmp_path: Path) -> None:
     """The base model's keys (no transformer. / model. / bert. prefix) load the same way."""
     model = load_checkpoint(family, make_checkpoint(family, tmp_path, bare=True))
