@@ -164,3 +164,34 @@ def test_shard_outside_the_directory_is_refused(copy: Path) -> None:
     index = {"weight_map": {"wte.weight": "../elsewhere.safetensors"}}
     (copy / "model.safetensors.index.json").write_text(json.dumps(index))
     assert "../elsewhere.safetensors" in refusal(copy)
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"layer_norm_epsilon": "small"}, "layer_norm_epsilon"),
+        ({"tie_word_embeddings": "yes"}, "tie_word_embeddings"),
+        ({"n_embd": 32.5}, "n_embd"),
+        ({"n_layer": True}, "n_layer"),
+        ({"n_positions": -1}, "n_positions"),
+        ({"activation_function": "swiglu"}, "activation_function"),
+        ({"model_type": ["gpt2"]}, "model_type"),
+    ],
+)
+def test_hostile_config_values_are_named(copy: Path, changes: dict[str, Any], named: str) -> None:
+    edit_config(copy, **changes)
+    assert named in refusal(copy)
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("config.json", b"{not json"),
+        ("config.json", b"[1, 2]"),
+        ("tokenizer.json", b"{}"),
+        ("model.safetensors", b"\xff" * 64),
+    ],
+)
+def test_damaged_file_is_named(copy: Path, name: str, content: bytes) -> None:
+    (copy / name).write_bytes(content)
+    assert name in refusal(copy)

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from safetensors import safe_open
@@ -39,6 +39,7 @@ __all__ = [
     "load_checkpoint",
 ]
 
+T = TypeVar("T")
 PICKLES = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 CONVERT = (
     'python -c "from transformers import AutoModelForCausalLM as M; '
@@ -124,9 +125,13 @@ def read_tensors(files: list[Path], family: Family, shapes: Mapping[str, tuple[i
     """Every tensor `shapes` names, its shape checked against the header before it is loaded, as float32."""
     found: dict[str, tuple[Path, str]] = {}
     for path in files:
-        with safe_open(str(path), framework="pt") as f:
-            for key in f.keys():  # noqa: SIM118 (safe_open is not a dict)
-                found.setdefault(family.name(key), (path, key))
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                keys = list(f.keys())
+        except Exception as err:  # safetensors raises its own error for a damaged header
+            raise CheckpointError(f"{path}: not a readable safetensors file ({err})") from err
+        for key in keys:
+            found.setdefault(family.name(key), (path, key))
     missing = [n for n in shapes if n not in found]
     if missing:
         raise CheckpointError(
@@ -164,6 +169,17 @@ def load_tokenizer(directory: Path) -> Tokenizer:
     return tokenizer
 
 
+def reading_config(step: Callable[[dict[str, Any]], T], config: dict[str, Any]) -> T:
+    """A family's step on config.json; a value of the wrong kind that the family reads without checking (a string
+    for a number, say) is a CheckpointError about config.json rather than a crash."""
+    try:
+        return step(config)
+    except (TypeError, ValueError, KeyError) as err:
+        raise CheckpointError(
+            f"config.json: a field has a value of the wrong kind ({type(err).__name__}: {err})"
+        ) from err
+
+
 def parameters(shapes: Mapping[str, tuple[int, ...]]) -> int:
     return sum(math.prod(s) for s in shapes.values())
 
@@ -186,18 +202,17 @@ def load_checkpoint(
         raise CheckpointError(f"{config_path}: missing; a Hugging Face checkpoint has config.json (save_pretrained)")
     config = read_json(config_path, "config.json")
     family = family_of(config)
-    sizes = family.sizes(config)
+    sizes = reading_config(family.sizes, config)
     check_limits(sizes, 0, limits)  # the layer count bounds the work of listing the shapes
-    shapes = family.shapes(config)
+    shapes = reading_config(family.shapes, config)
     check_limits(sizes, parameters(shapes), limits)
     tokenizer = load_tokenizer(directory)
     files = weight_files(directory)
     tensors = read_tensors(files, family, shapes)
     card_path = directory / "attnlab.json"
     card = read_json(card_path, "the model card") if card_path.is_file() else {}
-    model = model_class(
-        name, str(config["model_type"]), sizes, family.build(config, tensors), tokenizer, directory=directory, card=card
-    )
+    mapped = reading_config(lambda c: family.build(c, tensors), config)
+    model = model_class(name, str(config["model_type"]), sizes, mapped, tokenizer, directory=directory, card=card)
     if reference:
         from engine.models.reference import compare
 

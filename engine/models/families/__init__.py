@@ -139,6 +139,26 @@ def need(config: Config, name: str, kind: type = int) -> Any:
     return value
 
 
+def number(config: Config, name: str, default: float) -> float:
+    """config[name] as a positive number (an epsilon, say), `default` where the config leaves it out."""
+    value = config.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+        raise refuse(name, f"got {value!r}: need a positive number")
+    return float(value)
+
+
+def flag(config: Config, name: str, default: bool) -> bool:
+    """config[name] as true or false, `default` where the config leaves it out."""
+    value = config.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise refuse(name, f"got {value!r}: need true or false")
+    return value
+
+
 def heads_divide(d_model: int, n_heads: int, n_kv_heads: int, width: str = "hidden_size") -> None:
     if n_kv_heads > n_heads or n_heads % n_kv_heads:
         raise refuse("num_key_value_heads", f"got {n_kv_heads} for {n_heads} heads: heads must divide by it")

@@ -20,7 +20,19 @@ from engine.attention import from_concatenated
 from engine.feedforward import Activation, FeedForward
 from engine.forward import Block, Network, Unembed
 from engine.masks import MaskSpec
-from engine.models.families import Config, Embedding, Family, Mapped, Shapes, Sizes, activation, heads_divide, need
+from engine.models.families import (
+    Config,
+    Embedding,
+    Family,
+    Mapped,
+    Shapes,
+    Sizes,
+    activation,
+    flag,
+    heads_divide,
+    need,
+    number,
+)
 from engine.models.families import refuse as refused
 from engine.norms import LayerNorm
 
@@ -51,7 +63,7 @@ def d_mlp(config: Config) -> int:
 
 
 def tied(config: Config) -> bool:
-    return bool(config.get("tie_word_embeddings", True))
+    return flag(config, "tie_word_embeddings", True)
 
 
 def shapes(config: Config) -> Shapes:
@@ -73,7 +85,7 @@ def shapes(config: Config) -> Shapes:
 
 def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activation) -> Block:
     p, d, h = f"h.{i}", s.d_model, s.n_heads
-    eps = float(config.get("layer_norm_epsilon", 1e-5))
+    eps = number(config, "layer_norm_epsilon", 1e-5)
     w_qkv, b_qkv = t[f"{p}.attn.c_attn.weight"], t[f"{p}.attn.c_attn.bias"]  # (D, 3D): Q | K | V, Conv1D (in, out)
     w = from_concatenated(w_qkv[:, :d], w_qkv[:, d : 2 * d], w_qkv[:, 2 * d :], t[f"{p}.attn.c_proj.weight"], h)
     factor: float | None = None
@@ -106,7 +118,7 @@ def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activa
 def build(config: Config, t: Mapping[str, Tensor]) -> Mapped:
     s = sizes(config)
     act = activation(config, "activation_function", ACTIVATIONS)
-    eps = float(config.get("layer_norm_epsilon", 1e-5))
+    eps = number(config, "layer_norm_epsilon", 1e-5)
     W_U = t["wte.weight"].T if tied(config) else t["lm_head.weight"].T
     net = Network(
         tuple(block(config, t, i, s, act) for i in range(s.n_layers)),

@@ -31,9 +31,11 @@ from engine.models.families import (
     Shapes,
     Sizes,
     activation,
+    flag,
     heads_divide,
     linear_T,
     need,
+    number,
     rotary,
 )
 from engine.norms import LayerNorm
@@ -60,7 +62,7 @@ def sizes(config: Config) -> Sizes:
 def shapes(config: Config) -> Shapes:
     s = sizes(config)
     d, m = s.d_model, need(config, "intermediate_size")
-    bias = bool(config.get("attention_bias", True))
+    bias = flag(config, "attention_bias", True)
     out: Shapes = {"embed_in.weight": (s.vocab_size, d)}
     for i in range(s.n_layers):
         p = f"layers.{i}"
@@ -72,7 +74,7 @@ def shapes(config: Config) -> Shapes:
         out |= {f"{p}.mlp.dense_h_to_4h.weight": (m, d), f"{p}.mlp.dense_h_to_4h.bias": (m,)}
         out |= {f"{p}.mlp.dense_4h_to_h.weight": (d, m), f"{p}.mlp.dense_4h_to_h.bias": (d,)}
     out |= {"final_layer_norm.weight": (d,), "final_layer_norm.bias": (d,)}
-    if not config.get("tie_word_embeddings", False):
+    if not flag(config, "tie_word_embeddings", False):
         out["embed_out.weight"] = (s.vocab_size, d)
     return out
 
@@ -85,10 +87,10 @@ def per_head_split(t: Tensor, n_heads: int, d_head: int) -> tuple[Tensor, Tensor
 
 def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activation) -> Block:
     p, h, dh = f"layers.{i}", s.n_heads, s.d_head
-    eps = float(config.get("layer_norm_eps", 1e-5))
+    eps = number(config, "layer_norm_eps", 1e-5)
     w_q, w_k, w_v = per_head_split(t[f"{p}.attention.query_key_value.weight"], h, dh)
     w = from_concatenated(w_q.T, w_k.T, w_v.T, linear_T(t[f"{p}.attention.dense.weight"]), h)
-    if config.get("attention_bias", True):
+    if flag(config, "attention_bias", True):
         b_q, b_k, b_v = per_head_split(t[f"{p}.attention.query_key_value.bias"], h, dh)
         w = replace(
             w,
@@ -106,7 +108,7 @@ def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activa
         attn=w,
         ln_pre=norm["input_layernorm"],
         ln_pre_mlp=norm["post_attention_layernorm"],
-        parallel=bool(config.get("use_parallel_residual", True)),
+        parallel=flag(config, "use_parallel_residual", True),
         mlp=FeedForward(
             W_in=linear_T(t[f"{p}.mlp.dense_h_to_4h.weight"]),
             b_in=t[f"{p}.mlp.dense_h_to_4h.bias"],
@@ -120,10 +122,10 @@ def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activa
 def build(config: Config, t: Mapping[str, Tensor]) -> Mapped:
     s = sizes(config)
     act = activation(config, "hidden_act", ACTIVATIONS)
-    eps = float(config.get("layer_norm_eps", 1e-5))
-    W_U = t["embed_in.weight"] if config.get("tie_word_embeddings", False) else t["embed_out.weight"]
+    eps = number(config, "layer_norm_eps", 1e-5)
+    W_U = t["embed_in.weight"] if flag(config, "tie_word_embeddings", False) else t["embed_out.weight"]
     final = LayerNorm(t["final_layer_norm.weight"], t["final_layer_norm.bias"], eps)
-    parallel = bool(config.get("use_parallel_residual", True))
+    parallel = flag(config, "use_parallel_residual", True)
     flow = (
         "x' = x + Attention(LayerNorm(x)) + MLP(LayerNorm'(x)) (parallel)"
         if parallel

@@ -33,9 +33,11 @@ from engine.models.families import (
     Shapes,
     Sizes,
     activation,
+    flag,
     heads_divide,
     linear_T,
     need,
+    number,
     refuse,
     rotary,
 )
@@ -87,12 +89,12 @@ def biases(config: Config) -> tuple[bool, bool, bool]:
         return True, False, False
     if t == "mistral":
         return False, False, False
-    attn = bool(config.get("attention_bias", False))
-    return attn, attn, t == "llama" and bool(config.get("mlp_bias", False))
+    attn = flag(config, "attention_bias", False)
+    return attn, attn, t == "llama" and flag(config, "mlp_bias", False)
 
 
 def tied(config: Config) -> bool:
-    return bool(config.get("tie_word_embeddings", kind(config) == "gemma"))
+    return flag(config, "tie_word_embeddings", kind(config) == "gemma")
 
 
 def shapes(config: Config) -> Shapes:
@@ -123,7 +125,7 @@ def shapes(config: Config) -> Shapes:
 
 def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activation) -> Block:
     p, h, g, dh = f"layers.{i}", s.n_heads, s.n_kv_heads, s.d_head
-    eps, offset = float(config.get("rms_norm_eps", 1e-6)), kind(config) == "gemma"
+    eps, offset = number(config, "rms_norm_eps", 1e-6), kind(config) == "gemma"
     a = f"{p}.self_attn"
     w = from_concatenated(
         linear_T(t[f"{a}.q_proj.weight"]),
@@ -173,7 +175,7 @@ def build(config: Config, t: Mapping[str, Tensor]) -> Mapped:
     gemma = kind(config) == "gemma"
     known = {**ACTIVATIONS, "gelu": "gelu_tanh"} if gemma else ACTIVATIONS  # Gemma's "gelu" means the tanh one
     act = activation(config, "hidden_act", known)
-    eps = float(config.get("rms_norm_eps", 1e-6))
+    eps = number(config, "rms_norm_eps", 1e-6)
     W_U = t["embed_tokens.weight"] if tied(config) else t["lm_head.weight"]
     net = Network(
         tuple(block(config, t, i, s, act) for i in range(s.n_layers)),
