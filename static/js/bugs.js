@@ -4,6 +4,7 @@
 // columns sum to 1 instead. Pure helpers on top (a test imports them); the render functions only draw.
 
 import { node } from "./dom.js";
+import { pieceQuote } from "./piece.js";
 
 export const BUG_LABELS = {
   softmax_over_queries: "softmax over queries",
@@ -80,7 +81,7 @@ function sumLine(label, sums, tokens, what) {
     const list = node("span", { className: "sums-values" });
     sums.forEach((s, i) => {
       const v = node("span", { className: Math.abs(s - 1) <= SUM_TOLERANCE ? "one" : "off" }, s.toFixed(3));
-      v.title = `${what} ${i} “${tokens[i] ?? ""}”`;
+      v.title = `${what} ${i} ${pieceQuote(tokens[i] ?? "")}`;
       list.append(v);
     });
     p.append(list);

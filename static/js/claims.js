@@ -5,6 +5,7 @@
 // Pure helpers on top; `renderDeltaCharts` and `renderPerturb` only draw. The intervention panel reuses the charts.
 
 import { node, el } from "./dom.js";
+import { pieceQuote } from "./piece.js";
 
 export const CHART = { width: 560, height: 58, left: 64, right: 8, top: 6, labelBand: 14 };
 export const ZERO_TOLERANCE = 0; // "exactly 0": a protected bar above this is a leak
@@ -134,7 +135,7 @@ function chart(label, deltas, opts) {
       x: b.x, y: base - b.height, width: b.width, height: Math.max(b.height, 0), class: cls,
       "data-position": b.position, "data-delta": b.value,
     });
-    r.append(el("title", {}, `position ${b.position} “${opts.tokens[b.position]}”: |Δ| ${formatDelta(b.value)}` +
+    r.append(el("title", {}, `position ${b.position} ${pieceQuote(opts.tokens[b.position])}: |Δ| ${formatDelta(b.value)}` +
       (prot.has(b.position) ? (b.leak ? " — protected, but it moved: a leak" : " — protected: exactly 0") : "")));
     svg.append(r);
     if (b.leak) svg.append(el("text", { x: b.x + b.width / 2, y: g.top + 9, class: "dc-leak-mark", "text-anchor": "middle" }, "!"));
@@ -237,7 +238,7 @@ export function renderPerturb(root, view) {
     }),
   );
   if (!sum.lines.length) checks.append(node("li", { className: "muted" }, "No mask in force makes a promise to check here."));
-  const at = `position ${r.position} “${r.tokens[r.position]}”`;
+  const at = `position ${r.position} ${pieceQuote(r.tokens[r.position])}`;
   const what = r.change.kind === "token"
     ? `${at} → “${r.tokens_after[r.position]}”`
     : r.change.kind === "direction"

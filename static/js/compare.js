@@ -5,6 +5,7 @@
 import { RDBU } from "./colors.js";
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 import { node } from "./dom.js";
+import { pieceQuote } from "./piece.js";
 
 export const MAX_DIFF_MAPS = 24; // beyond this many heads the ones that changed most are drawn
 
@@ -133,7 +134,7 @@ export function renderCompare(root, view) {
       const tok = (i) => r.b.tokens[i] ?? "";
       tr.append(
         node("th", { scope: "row" }, view.multiLayer ? `L${c.layer} H${c.head}` : `H${c.head}`),
-        node("td", {}, `${c.query} “${tok(c.query)}” → ${c.key} “${tok(c.key)}”`),
+        node("td", {}, `${c.query} ${pieceQuote(tok(c.query))} → ${c.key} ${pieceQuote(tok(c.key))}`),
         node("td", {}, c.a.toFixed(4)),
         node("td", {}, c.b.toFixed(4)),
         node("td", { className: c.diff > 0 ? "up" : "down" }, `${c.diff > 0 ? "+" : ""}${c.diff.toFixed(4)}`),

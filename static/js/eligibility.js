@@ -7,6 +7,7 @@ import { cellAt, drawHeatmap, drawHighlight, layoutFor, sizeCanvas } from "./hea
 import { cellReasons } from "./masks.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
+import { pieceLabel, pieceQuote } from "./piece.js";
 
 export const MAX_GRID_TOKENS = 32; // beyond this the grid is drawn on a canvas instead of as buttons
 export const CANVAS_PX = 280; // the canvas grid's plot side, whatever the length
@@ -69,7 +70,7 @@ export function render(root, s, dispatch) {
     status.id = "elig-cursor";
     status.className = "small";
     status.setAttribute("aria-live", "polite");
-    status.textContent = `query ${q} “${view.tokens[q]}” → key ${k} “${keys[k]}”: ${reasons.length ? `masked by ${reasons.join(", ")}` : "eligible"}`;
+    status.textContent = `query ${q} ${pieceQuote(view.tokens[q])} → key ${k} ${pieceQuote(keys[k])}: ${reasons.length ? `masked by ${reasons.join(", ")}` : "eligible"}`;
     canvas.addEventListener("click", (e) => {
       const r = canvas.getBoundingClientRect();
       const at = cellAt(L, e.clientX - r.left, e.clientY - r.top);
@@ -117,7 +118,7 @@ export function render(root, s, dispatch) {
     const tr = document.createElement("tr");
     const th = document.createElement("th");
     th.scope = "row";
-    th.textContent = `${q} ${view.tokens[q].length > 10 ? `${view.tokens[q].slice(0, 9)}…` : view.tokens[q]}`;
+    th.textContent = `${q} ${pieceLabel(view.tokens[q], 10)}`;
     tr.append(th);
     for (let k = 0; k < keys.length; k++) {
       const td = document.createElement("td");

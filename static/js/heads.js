@@ -12,6 +12,7 @@ import { node } from "./dom.js";
 import { cellAt, drawHeatmap, layoutFor, maskedCells, repaintHighlight, sizeCanvas } from "./heatmap.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
+import { pieceQuote } from "./piece.js";
 
 export const PAGE_SIZE = 24;
 export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 heads on a page, and for more
@@ -154,7 +155,7 @@ function hover(view, cell, event, dispatch) {
   const ok = view.eligible[cell.q][cell.k];
   const lines = [
     `${view.multiLayer ? `Layer ${cell.layer} · ` : ""}head ${cell.head}`,
-    `query ${cell.q} “${view.tokens[cell.q]}” → key ${cell.k} “${(view.keyTokens || view.tokens)[cell.k]}”`,
+    `query ${cell.q} ${pieceQuote(view.tokens[cell.q])} → key ${cell.k} ${pieceQuote((view.keyTokens || view.tokens)[cell.k])}`,
     ...(head.scores ? [`score ${head.scores[cell.q][cell.k].toFixed(4)}${ok ? "" : " (before masking)"}`] : []),
     ok ? `weight ${head.weights[cell.q][cell.k].toFixed(4)}` : `masked · weight ${head.weights[cell.q][cell.k].toFixed(4)}`,
   ];

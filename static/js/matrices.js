@@ -1,6 +1,7 @@
 // The textbook's numbers, editable: X (positions x features), W_Q, W_K, W_V as grids of number inputs.
 
 import { MATRIX_NAMES } from "./state.js";
+import { pieceLabel } from "./piece.js";
 
 export const LABELS = { x: "X", w_q: "W_Q", w_k: "W_K", w_v: "W_V" };
 
@@ -28,7 +29,7 @@ export function renderMatrices(root, matrices, tokens, onEdit) {
       if (name === "x") {
         const th = document.createElement("th");
         th.scope = "row";
-        th.textContent = tokens[i] ?? `x${i + 1}`;
+        th.textContent = tokens[i] != null ? pieceLabel(tokens[i]) : `x${i + 1}`;
         tr.append(th);
       }
       row.forEach((v, j) => {
@@ -67,7 +68,7 @@ export function renderNumbers(root, tokens, parts) {
       const tr = document.createElement("tr");
       const th = document.createElement("th");
       th.scope = "row";
-      th.textContent = tokens[i] ?? String(i);
+      th.textContent = tokens[i] != null ? pieceLabel(tokens[i]) : String(i);
       tr.append(th);
       for (const v of row) {
         const td = document.createElement("td");

@@ -8,6 +8,7 @@ import { cellReasons } from "./masks.js";
 import { el, node } from "./dom.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
+import { pieceLabel, pieceQuote } from "./piece.js";
 
 export const ROW_PX = { max: 30, min: 16 };
 export const MAX_LINE_PX = 16;
@@ -36,10 +37,6 @@ export function retrievalRows(view, head, q) {
       weight: head.weights ? head.weights[q][k] : null,
     };
   });
-}
-
-function clip(s, n) {
-  return s.length > n ? `${s.slice(0, n - 1)}…` : s;
 }
 
 // One element of each kind the diagram repeats (a line, a query's box, a key's box), with the attributes every copy
@@ -125,7 +122,7 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
     g.setAttribute("data-query", String(i));
     g.firstChild.setAttribute("y", String(y(i) - rh / 2 + 2));
     g.lastChild.setAttribute("y", String(y(i) + font / 3));
-    g.lastChild.textContent = `${i}  ${clip(view.tokens[i], 12)}`;
+    g.lastChild.textContent = `${i}  ${pieceLabel(view.tokens[i], 12)}`;
     g.addEventListener("click", () => onQuery(i));
     all.append(g);
   }
@@ -141,7 +138,7 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
     box.setAttribute("fill", colour ? rgbString(colour) : "url(#rd-hatch)");
     box.setAttribute("stroke", colour ? "none" : "#8c8c8c");
     label.setAttribute("y", String(y(r.k) + font / 3));
-    label.textContent = `${r.k}  ${clip(r.token, 12)}`;
+    label.textContent = `${r.k}  ${pieceLabel(r.token, 12)}`;
     label.style.fill = colour ? inkOn(colour) : "#333";
     if (!r.eligible) label.setAttribute("text-decoration", "line-through");
     // a result with weights only (an exported file's) shows the weight alone
@@ -153,7 +150,7 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
   svg.append(all);
   svg.setAttribute(
     "aria-label",
-    `Retrieval for query ${q} “${view.tokens[q]}”: ${rows.filter((r) => r.eligible).length} of ${keys.length} keys eligible. ` +
+    `Retrieval for query ${q} ${pieceQuote(view.tokens[q])}: ${rows.filter((r) => r.eligible).length} of ${keys.length} keys eligible. ` +
       "Up and down arrows choose another query.",
   );
 }
@@ -177,7 +174,7 @@ function renderContext(root, view, head, q) {
   const table = node("table", { className: "stats ctx-table" });
   for (const r of c.rows) {
     const tr = node("tr");
-    tr.append(node("th", {}, `${r.k} ${view.tokens[r.k] ?? ""}`), node("td", {}, `${r.weight.toFixed(3)} × ${vec(r.v)}`));
+    tr.append(node("th", {}, `${r.k} ${pieceLabel(view.tokens[r.k] ?? "")}`), node("td", {}, `${r.weight.toFixed(3)} × ${vec(r.v)}`));
     table.append(tr);
   }
   const total = node("tr", { className: "ctx-total" });
@@ -194,7 +191,7 @@ export function render(root, s, dispatch) {
   const view = selectView(s);
   if (!view) return;
   const [fl, fh] = view.focus;
-  $("retrieval-title").textContent = `Retrieval · ${view.multiLayer ? `L${fl} ` : ""}head ${fh} · query ${view.query} “${view.tokens[view.query]}”`;
+  $("retrieval-title").textContent = `Retrieval · ${view.multiLayer ? `L${fl} ` : ""}head ${fh} · query ${view.query} ${pieceQuote(view.tokens[view.query])}`;
   const svg = $("retrieval");
   renderRetrieval(svg, view, view.focusHead, view.query, (q) => dispatch(act.querySet(q)), (k) => dispatch(act.pairSet(view.query, k)));
   renderContext($("retrieval-context"), view, view.focusHead, view.query);

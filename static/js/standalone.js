@@ -20,6 +20,7 @@ import { cellReasons } from "./masks.js";
 import { render as renderOverview } from "./overview.js";
 import { bind as bindRetrieval, render as renderRetrieval } from "./retrieval.js";
 import { selectView } from "./selectors.js";
+import { pieceLabel, pieceQuote } from "./piece.js";
 
 export const SHOWS = { layer: "Heads of one layer", all: "All layers", head: "One head, with retrieval" };
 export const MAX_CELL = 34;
@@ -121,7 +122,7 @@ export function describeCell(view, head, cell) {
   const w = head.weights[cell.q][cell.k];
   return [
     `${view.multiLayer ? `Layer ${cell.layer} · ` : ""}head ${cell.head}`,
-    `query ${cell.q} “${view.tokens[cell.q]}” → key ${cell.k} “${keys[cell.k]}”`,
+    `query ${cell.q} ${pieceQuote(view.tokens[cell.q])} → key ${cell.k} ${pieceQuote(keys[cell.k])}`,
     ok ? `weight ${w.toFixed(4)}` : `masked (${cellReasons(view, cell.q, cell.k).join("+") || "masked"}) · weight ${w.toFixed(4)}`,
   ];
 }
@@ -193,11 +194,6 @@ function option(value, text, selected) {
   return o;
 }
 
-function clip(s, n) {
-  const t = String(s);
-  return t.length > n ? `${t.slice(0, n - 1)}…` : t;
-}
-
 function renderControls(s) {
   const result = s.run.result;
   const show = $("sa-view-select");
@@ -216,7 +212,7 @@ function renderControls(s) {
   $("head-field").hidden = s.show !== "head";
   const query = $("query-select");
   if (query.options.length !== result.tokens.length) {
-    query.replaceChildren(...result.tokens.map((t, i) => option(i, `${i}  ${clip(t, 16)}`, i === view.query)));
+    query.replaceChildren(...result.tokens.map((t, i) => option(i, `${i}  ${pieceLabel(t, 16)}`, i === view.query)));
   }
   query.value = String(view.query);
   $("query-field").hidden = s.show !== "head";

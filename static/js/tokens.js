@@ -6,6 +6,7 @@
 import { renderBatchBar } from "./batch.js";
 import { act } from "./actions.js";
 import { selectView, tokenMasks } from "./selectors.js";
+import { pieceQuote, pieceTitle, renderPiece, specialAt } from "./piece.js";
 
 export const TOKENS_SHOWN = 48; // beyond this many tokens the list starts collapsed
 const MOVES = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
@@ -33,7 +34,7 @@ export function render(root, s, dispatch) {
   const open = !!s.tokensOpen || view.tokens.length <= TOKENS_SHOWN;
   renderTokens(
     $("tokens"),
-    { tokens: open ? view.tokens : view.tokens.slice(0, TOKENS_SHOWN), masks: tokenMasks(s), locked: batched || !!view.keyTokens, lit: hl },
+    { tokens: open ? view.tokens : view.tokens.slice(0, TOKENS_SHOWN), masks: tokenMasks(s), locked: batched || !!view.keyTokens, lit: hl, special: (i) => specialAt(r, i) },
     { onPad: (i) => dispatch(act.tokenPadded(i, view.tokens[i])), onHover: (i) => dispatch(act.highlightSet(i === null ? null : { q: i, k: i })) },
   );
   const more = $("tokens-more");
@@ -143,9 +144,13 @@ export function renderTokens(root, view, handlers) {
     const idx = document.createElement("span");
     idx.className = "idx";
     idx.textContent = String(i);
-    const text = document.createElement("span");
-    text.className = "text";
-    text.textContent = token;
+    const special = !!view.special?.(i);
+    const text = renderPiece(token, { special, tag: "span" });
+    text.classList.add("text");
+    text.title = "";
+    b.classList.toggle("special", special);
+    b.title = `${pieceTitle(token, special)}\n${b.title}`;
+    b.setAttribute("aria-label", `${i} ${pieceTitle(token, special)}`);
     b.append(idx, text);
     if (!view.locked) b.addEventListener("click", () => handlers.onPad(i));
     b.addEventListener("mouseenter", () => handlers.onHover(i));
@@ -182,13 +187,13 @@ export function renderNextWords(root, tokens, nextWord) {
     li.dataset.position = String(r.position);
     li.dataset.predicted = r.predicted;
     li.dataset.p = String(r.p);
-    li.title = `after position ${r.position} “${r.token}” the model predicts “${r.predicted}” with p = ${r.p.toFixed(3)}`;
+    li.title = `after position ${r.position} ${pieceQuote(r.token)} the model predicts ${pieceQuote(r.predicted)} with p = ${r.p.toFixed(3)}`;
     const idx = document.createElement("span");
     idx.className = "idx";
     idx.textContent = String(r.position);
     const word = document.createElement("span");
     word.className = "word";
-    word.textContent = `${r.right ? "✓ " : ""}${r.predicted}`;
+    word.append(`${r.right ? "✓ " : ""}`, renderPiece(r.predicted));
     const p = document.createElement("span");
     p.className = "p";
     p.textContent = r.p.toFixed(2);

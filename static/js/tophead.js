@@ -5,12 +5,12 @@
 import { node } from "./dom.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
+import { pieceLabel, pieceQuote } from "./piece.js";
 
 export const TOP_K = 10;
 
 export function positionLabel(tokens, i) {
-  const t = String(tokens[i] ?? "");
-  return `${i} ${t.length > 16 ? `${t.slice(0, 15)}…` : t}`;
+  return `${i} ${pieceLabel(tokens[i] ?? "", 16)}`;
 }
 
 const choices = new WeakMap(); // tokens -> a <select> holding "choose…" and one option a position: cloned, not rebuilt
@@ -63,12 +63,12 @@ export function renderTopHeads(root, view, on) {
   if (top && view.pair && top.query === q && top.key === k && top.masked) {
     // a masked cell holds exactly 0 in every head: say why instead of ranking zeros
     status.textContent =
-      `Query ${q} “${view.tokens[q]}” → key ${k} “${view.tokens[k]}” is masked (${top.reasons.join(", ")}): ` +
+      `Query ${q} ${pieceQuote(view.tokens[q])} → key ${k} ${pieceQuote(view.tokens[k])} is masked (${top.reasons.join(", ")}): ` +
       "every head gives it weight 0, so there is nothing to rank. Choose an eligible pair.";
     status.dataset.masked = "true";
   } else if (top && view.pair && top.query === q && top.key === k) {
     status.textContent =
-      `Weight from query ${q} “${view.tokens[q]}” to key ${k} “${view.tokens[k]}”, highest first, over all ` +
+      `Weight from query ${q} ${pieceQuote(view.tokens[q])} to key ${k} ${pieceQuote(view.tokens[k])}, highest first, over all ` +
       `${view.total} head${view.total === 1 ? "" : "s"}.`;
     const list = node("ol", { className: "th-list" });
     list.setAttribute("data-testid", "top-heads");
