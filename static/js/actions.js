@@ -51,6 +51,7 @@ export const act = {
   // mechanics
   decodeSet: (on) => ({ type: "decodeSet", on }),
   decodeStepSet: (step) => ({ type: "decodeStepSet", step }),
+  decodeGenSet: (gen) => ({ type: "decodeGenSet", gen }),
   playSet: (on) => ({ type: "playSet", on }),
   panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
   panelSet: (name, value) => ({ type: "panelSet", name, value }), // a registered panel's setting (registry.js)

@@ -5,14 +5,43 @@
 // Pure helpers on top (a test imports them); the render functions only draw.
 
 import { VIRIDIS, chartTheme, colorAt, rgbString } from "./colors.js";
-import { truncate } from "./heatmap.js";
 import { node, el } from "./dom.js";
+import { pieceLabel, pieceQuote, pieceTitle, renderPiece } from "./piece.js";
 
 export const MATCH_TOLERANCE = 1e-4; // max |cached − full| below this reads "matches the full pass"
 export const STRIP = { width: 640, height: 120, left: 8, right: 8, top: 16, bottom: 34 };
 export const MINI = { cell: 10, height: 12, maxWidth: 320 };
 export const CACHE = { feature: 4, maxWidth: 260, maxRow: 10, maxHeight: 200 };
 export const PLAY_MS = 650;
+
+export const GENERATE_DEFAULT = { tokens: 8, sampling: "greedy", seed: 0 };
+
+// The generation setting in the link: "8" (8 tokens, greedy) or "8s42" (8 sampled from seed 42); null: none.
+export function genText(gen) {
+  return gen.sampling === "sample" ? `${gen.tokens}s${gen.seed}` : String(gen.tokens);
+}
+
+export function parseGen(text) {
+  const m = /^(\d{1,4})(?:s(\d{1,15}))?$/.exec(text || "");
+  if (!m || Number(m[1]) < 1) return null;
+  return { tokens: Number(m[1]), sampling: m[2] != null ? "sample" : "greedy", seed: m[2] != null ? Number(m[2]) : 0 };
+}
+
+// A decode answer with its generated tokens (generate) folded in as further steps: each new token's row is drawn
+// like an input step's, the cache holding one more token per step. `prompt` is the input's length.
+const folded = new WeakMap();
+export function withGenerated(r) {
+  if (!r || !r.generated?.length) return r;
+  if (folded.has(r)) return folded.get(r);
+  const per = r.cache.bytes_per_token;
+  const more = r.generated.map((g) => ({
+    position: g.position, token: g.token, weights: g.weights, cache_length: g.position + 1,
+    cache_bytes: (g.position + 1) * per, next_token: null, generated: g,
+  }));
+  const out = { ...r, prompt: r.tokens.length, tokens: [...r.tokens, ...more.map((g) => g.token)], steps: [...r.steps, ...more] };
+  folded.set(r, out);
+  return out;
+}
 
 // The step shown: `step` clamped into the result's steps; null means the last.
 export function clampStep(step, nSteps) {
@@ -78,7 +107,7 @@ function stepStrip(row, tokens, t) {
   const base = g.top + plotH;
   svg.setAttribute(
     "aria-label",
-    `Step ${t}: query ${t} “${tokens[t]}” over ${t + 1} cached keys; largest weight ${Math.max(...row).toFixed(3)} on key ${row.indexOf(Math.max(...row))}`,
+    `Step ${t}: query ${t} ${pieceQuote(tokens[t])} over ${t + 1} cached keys; largest weight ${Math.max(...row).toFixed(3)} on key ${row.indexOf(Math.max(...row))}`,
   );
   for (let k = 0; k < S; k++) {
     const x = g.left + k * slot;
@@ -93,7 +122,7 @@ function stepStrip(row, tokens, t) {
       x: x + 1, y: base - h, width: Math.max(1, slot - 2), height: h, fill,
       class: `dec-bar${k === t ? " dec-self" : ""}`, "data-key": k, "data-weight": w,
     });
-    r.append(el("title", {}, `key ${k} “${tokens[k]}”: weight ${w.toFixed(4)}${k === t ? " (the new token itself)" : ""}`));
+    r.append(el("title", {}, `key ${k} ${pieceQuote(tokens[k])}: weight ${w.toFixed(4)}${k === t ? " (the new token itself)" : ""}`));
     svg.append(r);
     if (slot >= 26) {
       svg.append(el("text", { x: x + slot / 2, y: Math.max(g.top + 9, base - h - 3), class: "dec-val", "text-anchor": "middle" }, w.toFixed(2)));
@@ -103,7 +132,7 @@ function stepStrip(row, tokens, t) {
   const every = Math.ceil(S / Math.max(1, Math.floor(plotW / 34)));
   for (let k = 0; k < S; k++) {
     if (k % every !== 0 && k !== t) continue;
-    const label = `${k === t ? "▲" : ""}${truncate(tokens[k], 6)}`;
+    const label = `${k === t ? "▲" : ""}${pieceLabel(tokens[k], 6)}`;
     svg.append(el("text", {
       x: g.left + k * slot + slot / 2, y: base + 13, "text-anchor": "middle",
       class: `dec-tick${k === t ? " now" : ""}${k > t ? " future" : ""}`,
@@ -112,6 +141,24 @@ function stepStrip(row, tokens, t) {
   svg.append(el("text", { x: g.left, y: g.height - 4, class: "dec-axis-label" },
     `keys in the cache: 0–${t}${t + 1 < S ? ` · ${S - t - 1} still to come (dashed)` : ""}`));
   return svg;
+}
+
+// The generated tokens as one row of chips after the input: press one (or use the step controls) to show its row.
+function generatedRow(r, t, onStep) {
+  const row = node("div", { className: "dec-generated", role: "group" });
+  row.setAttribute("aria-label", "Generated tokens");
+  row.setAttribute("data-testid", "decode-generated");
+  row.append(node("span", { className: "muted small" }, `Generated after the ${r.prompt} input tokens:`));
+  r.generated.forEach((g) => {
+    const b = node("button", { type: "button", className: "token dec-gen" });
+    b.dataset.position = String(g.position);
+    b.setAttribute("aria-pressed", g.position === t ? "true" : "false");
+    b.setAttribute("aria-label", `position ${g.position} ${pieceTitle(g.token)}, p = ${g.p.toFixed(3)}`);
+    b.append(node("span", { className: "idx" }, String(g.position)), renderPiece(g.token, { tag: "span" }));
+    b.addEventListener("click", () => onStep?.(g.position));
+    row.append(b);
+  });
+  return row;
 }
 
 // One mini strip per head: the new query row over the cached keys, coloured by weight.
@@ -161,22 +208,26 @@ export function renderDecodeStep(root, view) {
   const name = multi ? `L${l} H${h}` : `H${h}`;
   Object.assign(root.dataset, {
     step: String(t), token: s.token, layer: String(l), head: String(h), weights: JSON.stringify(row),
-    next: s.next_token ? s.next_token.token : "",
+    next: s.next_token ? s.next_token.token : "", generated: s.generated ? "1" : "",
   });
   const title = node("p", { className: "dec-title" });
+  const how = s.generated ? `${view.sampling === "sample" ? "sampled" : "the most likely"}, p = ${s.generated.p.toFixed(3)}` : "";
   title.append(
     node("strong", {}, `Step ${t + 1} of ${r.steps.length}: `),
-    node("span", {}, `position ${t} “${s.token}” enters the cache; its query attends over ${t + 1} cached key${t ? "s" : ""} (${name}).`),
+    node("span", {}, s.generated
+      ? `generated token ${pieceQuote(s.token)} (${how}) enters the cache at position ${t}; its query attends over ${t + 1} cached keys (${name}).`
+      : `position ${t} ${pieceQuote(s.token)} enters the cache; its query attends over ${t + 1} cached key${t ? "s" : ""} (${name}).`),
   );
   root.append(title);
+  if (r.generated?.length) root.append(generatedRow(r, t, view.onStep));
   if (s.next_token) {
     const next = t + 1 < r.tokens.length ? r.tokens[t + 1] : null;
     const right = next != null && s.next_token.token === next;
     const p = node("p", { className: `dec-next${right ? " right" : ""}` });
     p.setAttribute("data-testid", "decode-next");
     p.textContent =
-      `Predicted next token: “${s.next_token.token}” (p = ${s.next_token.p.toFixed(3)})` +
-      (next == null ? "." : right ? ` ✓ — and “${next}” does come next.` : ` — the text continues with “${next}”.`);
+      `Predicted next token: ${pieceQuote(s.next_token.token)} (p = ${s.next_token.p.toFixed(3)})` +
+      (next == null ? "." : right ? ` ✓ — and ${pieceQuote(next)} does come next.` : ` — the text continues with ${pieceQuote(next)}.`);
     root.append(p);
   }
   root.append(stepStrip(row, r.tokens, t));
@@ -193,7 +244,7 @@ export function renderDecodeStep(root, view) {
       const label = multi ? `L${li} H${hi}` : `H${hi}`;
       const wrow = stepRow(r, t, li, hi);
       const top = wrow.indexOf(Math.max(...wrow));
-      b.setAttribute("aria-label", `${label}: most weight on key ${top} “${r.tokens[top]}” (${wrow[top].toFixed(2)})`);
+      b.setAttribute("aria-label", `${label}: most weight on key ${top} ${pieceQuote(r.tokens[top])} (${wrow[top].toFixed(2)})`);
       b.append(node("span", { className: "dec-mini-name" }, label), miniStrip(wrow, r.tokens.length));
       b.addEventListener("click", () => view.onPick(li, hi));
       grid.append(b);

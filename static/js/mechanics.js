@@ -3,19 +3,21 @@
 // dispatches. bind() keeps the play timer's handle (a clock, not state). The group's other panels are registered ones
 // (registry.js), each its own module.
 
-import { PLAY_MS, clampStep, decodeHead, renderDecodeStep, renderKvCache } from "./decode.js";
+import { GENERATE_DEFAULT, PLAY_MS, clampStep, decodeHead, renderDecodeStep, renderKvCache, withGenerated } from "./decode.js";
 import { act } from "./actions.js";
-import { selectView } from "./selectors.js";
+import { can } from "./capabilities.js";
+import { pieceQuote } from "./piece.js";
+import { modelInfo, selectView } from "./selectors.js";
 
 const $ = (id) => document.getElementById(id);
 
 export function deps(s) {
   const p = s.panels;
-  return [s.run.result, s.ui.decodeOn, s.ui.decodeStep, s.ui.focus, s.playing, p.decode];
+  return [s.run.result, s.ui.model, s.ui.decodeOn, s.ui.decodeStep, s.ui.decodeGen, s.ui.focus, s.playing, p.decode, s.models];
 }
 
 function decodeResult(s) {
-  return s.panels.decode.status === "error" ? null : s.panels.decode.result;
+  return s.panels.decode.status === "error" ? null : withGenerated(s.panels.decode.result);
 }
 
 export function shownStep(s) {
@@ -41,6 +43,7 @@ function renderDecode(s, dispatch) {
           ? ""
           : "Press “Decode step by step” to run the sequence through a KV cache, one position at a time.";
   $("decode-off").hidden = !s.ui.decodeOn;
+  renderGenerate(s);
   const n = r ? r.steps.length : 0;
   const t = shownStep(s);
   const nav = !!r && n > 0;
@@ -51,7 +54,7 @@ function renderDecode(s, dispatch) {
     const slider = $("decode-slider");
     slider.max = String(n - 1);
     slider.value = String(t);
-    slider.setAttribute("aria-valuetext", `step ${t + 1} of ${n}: “${r.steps[t].token}”`);
+    slider.setAttribute("aria-valuetext", `step ${t + 1} of ${n}: ${pieceQuote(r.steps[t].token)}${r.steps[t].generated ? " (generated)" : ""}`);
     $("decode-step-label").textContent = `step ${t + 1} of ${n}`;
   } else {
     $("decode-step-label").textContent = "";
@@ -68,12 +71,45 @@ function renderDecode(s, dispatch) {
     step: t,
     head,
     onPick: (layer, h) => dispatch(act.headOpened(layer, h, null, "decode-step")),
+    onStep: (position) => dispatch(act.decodeStepSet(position)),
+    sampling: s.ui.decodeGen?.sampling,
   });
   renderKvCache($("kv-cache"), { result: r, step: t });
 }
 
+// The generate controls: offered for a model that predicts tokens, showing the setting in force (not over a field
+// being typed in); the seed is read for sampling only.
+function renderGenerate(s) {
+  const form = $("decode-generate");
+  form.hidden = !can(modelInfo(s), "predicts_tokens");
+  const gen = s.ui.decodeGen || GENERATE_DEFAULT;
+  for (const [id, value] of [["gen-tokens", gen.tokens], ["gen-sampling", gen.sampling], ["gen-seed", gen.seed]]) {
+    if (document.activeElement !== $(id)) $(id).value = String(value);
+  }
+  $("gen-seed").disabled = $("gen-sampling").value !== "sample";
+  $("gen-off").hidden = !s.ui.decodeGen;
+}
+
+function readGenerate() {
+  const tokens = Math.max(1, Math.trunc(Number($("gen-tokens").value)) || GENERATE_DEFAULT.tokens);
+  const sampling = $("gen-sampling").value === "sample" ? "sample" : "greedy";
+  const seed = Math.max(0, Math.trunc(Number($("gen-seed").value)) || 0);
+  return { tokens, sampling, seed };
+}
+
 export function bind(root, store) {
   const { dispatch, getState } = store;
+  $("decode-generate").addEventListener("submit", (e) => {
+    e.preventDefault();
+    dispatch(act.decodeGenSet(readGenerate()));
+  });
+  $("gen-sampling").addEventListener("change", () => {
+    $("gen-seed").disabled = $("gen-sampling").value !== "sample";
+  });
+  $("gen-off").addEventListener("click", () => {
+    dispatch(act.decodeGenSet(null));
+    $("gen-run").focus();
+  });
   let playing = null; // the timer's handle while the steps play
   const stopPlay = () => {
     if (playing) clearInterval(playing);

@@ -23,6 +23,7 @@ import { TOP_K } from "./tophead.js";
 import { act } from "./actions.js";
 import { slots } from "./registry.js";
 import { modelInfo, selectView, singleOf } from "./selectors.js";
+import { can } from "./capabilities.js";
 
 // One entry per panel: `request(state)` is the body to send now (null: nothing to ask, the panel clears), `fetch`
 // sends it, `after(result)` does what the answer calls for outside the page state (a download), `then(state,
@@ -78,7 +79,10 @@ export const PANEL_SPECS = {
   },
   decode: {
     fetch: fetchDecode,
-    request: (s) => (s.ui.decodeOn && s.run.request ? decodeRequest(singleOf(s)) : null),
+    request: (s) => {
+      if (!s.ui.decodeOn || !s.run.request) return null;
+      return decodeRequest(singleOf(s), can(modelInfo(s), "predicts_tokens") ? s.ui.decodeGen : null);
+    },
     nonce: true,
   },
   nextWords: {

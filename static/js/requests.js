@@ -91,9 +91,13 @@ export function headTypesRequest(attention) {
   return rest;
 }
 
-// The POST /api/decode body: the sequence, masks and options, decoded one position at a time.
-export function decodeRequest(attention) {
-  return headTypesRequest(attention);
+// The POST /api/decode body: the sequence, masks and options, decoded one position at a time; with `gen`
+// ({tokens, sampling, seed}), that many tokens generated after it (the seed only for sampling).
+export function decodeRequest(attention, gen = null) {
+  const body = headTypesRequest(attention);
+  if (!gen) return body;
+  const generate = { tokens: gen.tokens, sampling: gen.sampling, ...(gen.sampling === "sample" ? { seed: gen.seed } : {}) };
+  return { ...body, generate };
 }
 
 // The POST /api/heads/top body: the same, plus the pair.

@@ -4,6 +4,7 @@
 import { optionsOf } from "./capabilities.js";
 import { paddedFromFlags } from "./masks.js";
 import { registered } from "./registry.js";
+import { genText, parseGen } from "./decode.js";
 
 export const VIEWS = ["weights", "scores"];
 export const PALETTE_NAMES = ["viridis", "cividis"];
@@ -47,6 +48,7 @@ export function defaultState() {
     bug: null, // one of BUGS: a classic bug computed on purpose (never the default)
     decodeOn: false, // the KV-cache decoding panel runs (and reruns after each change) once asked to
     decodeStep: null, // the decoding step shown; null = the last
+    decodeGen: null, // tokens generated after the input: {tokens, sampling: "greedy" | "sample", seed}; null = none
     source: "", // cross-attention: keys and values from this text ("" = self-attention)
     sourcePadded: [], // source positions marked padding
     batch: "", // a batch: one text per line ("" = one sequence)
@@ -121,6 +123,7 @@ export function encodeState(s) {
   }
   if (s.bug) p.set("bug", s.bug);
   if (s.decodeOn) p.set("dec", s.decodeStep == null ? "last" : String(s.decodeStep));
+  if (s.decodeOn && s.decodeGen) p.set("gen", genText(s.decodeGen));
   for (const [name, panel] of registered()) {
     if (panel.setting && s[name] != null) p.set(panel.setting.key, panel.setting.encode(s[name]));
   }
@@ -272,6 +275,7 @@ export function decodeState(search, optionsOf = () => ({})) {
     s.decodeOn = true;
     const step = int(p.get("dec"));
     s.decodeStep = step != null && step >= 0 ? step : null;
+    s.decodeGen = parseGen(p.get("gen"));
   }
   for (const [name, panel] of registered()) {
     if (panel.setting && p.has(panel.setting.key)) s[name] = panel.setting.decode(p.get(panel.setting.key));

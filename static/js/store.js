@@ -165,7 +165,7 @@ const KEEP_ON_MODEL = [
   // the old model and go
   "pin", "perturbOn", "ablMode",
   // a classic bug and decoding are page settings (and a registered panel's, unless it drops on a model change)
-  "bug", "decodeOn",
+  "bug", "decodeOn", "decodeGen",
   // a source and a batch stay while the new model takes them
   "source", "sourcePadded", "batch",
 ];
@@ -340,6 +340,11 @@ const reducers = {
     return a.on ? setPanel(next, "decode", { nonce: s.panels.decode.nonce + 1 }) : next;
   },
   decodeStepSet: (s, a) => setUi(s, { decodeStep: a.step }),
+  // generate after the input (or stop generating: gen null); the last step, the newest token, is shown
+  decodeGenSet: (s, a) => {
+    const next = setUi(s, { decodeOn: true, decodeGen: a.gen, decodeStep: null });
+    return setPanel(next, "decode", { nonce: s.panels.decode.nonce + 1 });
+  },
   playSet: (s, a) => ({ ...s, playing: a.on }),
   panelSet: (s, a) => setUi(s, { [a.name]: a.value }),
   panelAsked: (s, a) => {
