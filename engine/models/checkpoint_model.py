@@ -120,8 +120,8 @@ class CheckpointModel(AttentionModel):
                 pos, given = unknown[0]
                 raise InputError(
                     "tokens",
-                    f"{given!r} at position {pos} is not a piece of {self.name}'s vocabulary: give pieces as answers "
-                    "label them, or raw vocabulary strings",
+                    f"{given!r} at position {pos} is not a piece of {self.name}'s vocabulary: give pieces as the "
+                    "answers label them (' the') or as raw vocabulary strings",
                 )
             labels = self.pieces.labels(ids)
             special = [self.pieces.is_special(i) for i in ids]
