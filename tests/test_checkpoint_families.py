@@ -264,3 +264,22 @@ def test_gpt2_declared_scales_and_widths(overrides: dict[str, Any], directory: C
     if "scale_attn_weights" not in overrides:
         return
     assert model.run(RunInput(text=PROBE), CPU, torch.float32).layers[1].attn.scale_factor == 1.0
+
+
+def test_pre_ln_and_parallel_hooks(directory: Callable[..., Path]) -> None:
+    """GPT-2: ln2.hook_normalized is what its MLP read, LayerNorm(resid_mid). GPT-NeoX's parallel block: the MLP
+    reads ln2(resid_pre), and resid_post = resid_pre + attn_out + mlp_out (resid_mid: resid_pre + attn_out)."""
+    gpt2 = load_checkpoint("gpt2", directory("gpt2"), reference=False)
+    run = gpt2.run(RunInput(text=PROBE), CPU, torch.float64)
+    c, block = run.cache(), gpt2.net.on(CPU, torch.float64).blocks[0]
+    assert block.ln_pre_mlp is not None and block.mlp is not None
+    assert torch.allclose(c["blocks.0.ln2.hook_normalized"], block.ln_pre_mlp(c["blocks.0.hook_resid_mid"]))
+    assert torch.allclose(c["blocks.0.hook_mlp_out"], block.mlp(c["blocks.0.ln2.hook_normalized"]))
+    neox = load_checkpoint("gpt_neox", directory("gpt_neox"), reference=False)
+    c, block = neox.run(RunInput(text=PROBE), CPU, torch.float64).cache(), neox.net.on(CPU, torch.float64).blocks[1]
+    assert block.parallel and block.ln_pre_mlp is not None
+    p = "blocks.1"
+    assert torch.allclose(c[f"{p}.ln2.hook_normalized"], block.ln_pre_mlp(c[f"{p}.hook_resid_pre"]))
+    assert torch.allclose(c[f"{p}.hook_resid_mid"], c[f"{p}.hook_resid_pre"] + c[f"{p}.hook_attn_out"])
+    summed = c[f"{p}.hook_resid_pre"] + c[f"{p}.hook_attn_out"] + c[f"{p}.hook_mlp_out"]
+    assert torch.allclose(c[f"{p}.hook_resid_post"], summed)
