@@ -102,3 +102,14 @@ def test_load_refuses_a_pickle_without_opening_it(tmp_path: Path) -> None:
     with pytest.raises(ApiError) as err:
         attnlab.run(str(tmp_path / "nowhere"), TEXT)
     assert err.value.field == "model" and "give a checkpoint directory" in err.value.message
+
+
+def test_a_model_prints_its_match_or_why_not() -> None:
+    from engine.models import build
+
+    model = build("textbook")
+    assert repr(model) == "<attnlab model textbook: textbook, 1 layer x 1 head, width 4>"
+    model.reference = {"library": "transformers 5.24.0", "max_abs_diff": {"weights": 3.1e-7, "output": 0.2}}  # type: ignore[attr-defined]
+    assert repr(model).endswith("; differs from transformers 5.24.0 by up to 2e-1>")  # the worse one, no "matches"
+    model.reference = {"library": None, "reason": "transformers is not importable"}  # type: ignore[attr-defined]
+    assert repr(model).endswith("; not compared with transformers: transformers is not importable>")
