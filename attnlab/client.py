@@ -64,7 +64,9 @@ class Client:
         return self._call("GET", "/api/health")
 
     def models(self) -> dict[str, Any]:
-        """GET /api/models: `models` (name, layers, heads, widths, default text and masks...) and `unavailable`."""
+        """GET /api/models: `models` (name, family, n_layers, n_heads, widths, vocab_size, max_positions, a
+        checkpoint's `reference` match to transformers and `card`, default text and masks...) and `unavailable`
+        ({name, reason}: a checkpoint that did not load says why)."""
         return self._call("GET", "/api/models")
 
     def attention(self, model: str | None = None, *, run: str | None = None, **fields: Any) -> dict[str, Any]:
