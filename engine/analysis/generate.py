@@ -76,7 +76,7 @@ def choose(logits: Tensor, spec: Sampling, generator: torch.Generator) -> tuple[
     if spec.sampling == "greedy":
         chosen = int(torch.argmax(logits))
     else:
-        scaled = logits / spec.temperature
+        scaled = (logits - logits.max()) / spec.temperature  # the largest at 0: no inf / inf at a tiny temperature
         if spec.top_k is not None and spec.top_k < scaled.numel():
             kth = torch.topk(scaled, spec.top_k).values[-1]
             scaled = scaled.masked_fill(scaled < kth, float("-inf"))
