@@ -27,6 +27,7 @@ from functools import cache
 from tokenizers import Tokenizer
 
 CONTINUED = "◌"  # U+25CC: one byte of the character the piece before started
+SHOWN = {"␣": " ", "↵": "\n", "→": "\t", "∅": ""}  # the page's marks for what would not show (static/js/piece.js)
 HEX_BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 
@@ -167,9 +168,22 @@ class TokenPieces:
         return self._by_bytes
 
     def ids_for(self, tokens: list[str]) -> tuple[list[int], list[tuple[int, str]]]:
-        """Ids of `tokens`, each a readable label (as answered) or a raw vocabulary string; unknown ones as
-        (position, given). Labels are read back as bytes together, so CONTINUED marks give a split character's
-        bytes back to the pieces that held them."""
+        """Ids of `tokens`, each a readable label (as answered), a raw vocabulary string, or a label as the page
+        shows it ("␣the", "↵"); unknown ones as (position, given). Labels are read back as bytes together, so
+        CONTINUED marks give a split character's bytes back to the pieces that held them."""
+        ids, unknown = self._ids_for(tokens)
+        if not unknown:
+            return ids, unknown
+        # a label the page showed: its marks read as what they stand for, where the label as given is no piece
+        retry = list(tokens)
+        for pos, t in unknown:
+            retry[pos] = "".join(SHOWN.get(ch, ch) for ch in t)
+        again, still = self._ids_for(retry)
+        if len(still) < len(unknown):
+            return again, [(pos, tokens[pos]) for pos, _ in still]
+        return ids, unknown
+
+    def _ids_for(self, tokens: list[str]) -> tuple[list[int], list[tuple[int, str]]]:
         found: list[int | None] = [self.added.get(t) for t in tokens]
         if self.byte_level or self.metaspace or self.byte_fallback:
             for hex_bytes in (True, False):

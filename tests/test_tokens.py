@@ -82,6 +82,14 @@ def test_raw_vocabulary_strings_are_accepted(pieces: dict[str, TokenPieces]) -> 
     assert tp.ids_for(raw) == (p.ids, [])
 
 
+def test_labels_as_the_page_shows_them_are_accepted(pieces: dict[str, TokenPieces]) -> None:
+    tp = pieces["gpt2"]
+    p = tp.encode("The key opens\n\tthe door")
+    shown = [t.replace(" ", "␣").replace("\n", "↵").replace("\t", "→") for t in p.labels]
+    assert shown != p.labels
+    assert tp.ids_for(shown) == (p.ids, [])
+
+
 def test_unknown_pieces_are_named_by_position(pieces: dict[str, TokenPieces]) -> None:
     ids, unknown = pieces["bert"].ids_for(["the", "zzzqqq", "key"])
     assert unknown == [(1, "zzzqqq")]
