@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -227,3 +227,16 @@ def empty_rows(eligible: Tensor) -> list[int]:
     while dead.dim() > 1:
         dead = dead.any(dim=0)
     return [int(i) for i in dead.nonzero().flatten().tolist()]
+
+
+def batch_policy(
+    eligible: Tensor, real: tuple[tuple[bool, ...], ...] | None, policy: Literal["error", "zero"]
+) -> Literal["error", "zero"]:
+    """The empty-row policy a batch runs under: a padding position's query row, which no real token reads (padding
+    is never a key), may be left without a key by a window (a short item's padding further than the window from
+    its last real token); those rows take zero weights under "error" too, so only a real row is refused."""
+    if real is None or policy != "error" or eligible.dim() != 3:
+        return policy
+    dead = ~eligible.any(dim=-1)  # (B, S)
+    padded = ~torch.tensor(real, dtype=torch.bool, device=eligible.device)
+    return "zero" if bool(dead.any()) and not bool((dead & ~padded).any()) else policy
