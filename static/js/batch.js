@@ -5,6 +5,7 @@
 // the render functions only draw.
 
 import { node } from "./dom.js";
+import { renderPiece } from "./piece.js";
 
 // Item b of a batched result, shaped like a one-sequence result (a result without a batch comes back as it is).
 export function itemResult(r, b) {
@@ -83,7 +84,9 @@ export function renderBatchBar(root, view) {
       b.classList.toggle("padded", padded);
       b.setAttribute("aria-pressed", padded ? "true" : "false");
       b.title = padded ? `Source position ${i} is padding: click to make it a real key` : `Click to mark source position ${i} as padding`;
-      b.append(node("span", { className: "idx" }, String(i)), node("span", { className: "text" }, t));
+      const text = renderPiece(t, { tag: "span" });
+      text.classList.add("text");
+      b.append(node("span", { className: "idx" }, String(i)), text);
       b.addEventListener("click", () => view.onSourcePad(i));
       return b;
     }),

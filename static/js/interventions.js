@@ -7,6 +7,7 @@ import { renderDeltaCharts } from "./claims.js";
 import { VIRIDIS } from "./colors.js";
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 import { node } from "./dom.js";
+import { pieceLabel } from "./piece.js";
 
 export const EXTRA_HEADS = 4; // heads shown besides the affected ones: those whose weights moved most
 export const MOVED = 1e-6; // a weight change below this is "did not move"
@@ -167,7 +168,7 @@ function predictionTable(rows) {
   table.append(node("thead"));
   table.tHead.append(head);
   const body = node("tbody");
-  const guess = (g, right) => (g ? `${right ? "✓ " : ""}${g.token} ${g.p.toFixed(2)}` : "–");
+  const guess = (g, right) => (g ? `${right ? "✓ " : ""}${pieceLabel(g.token)} ${g.p.toFixed(2)}` : "–");
   for (const r of rows) {
     const tr = node("tr", { className: r.changed ? "flipped" : "" });
     tr.dataset.position = String(r.position);
@@ -175,15 +176,15 @@ function predictionTable(rows) {
     tr.dataset.before = r.before?.token ?? "";
     tr.dataset.after = r.after?.token ?? "";
     const cells = [
-      String(r.position), r.token, r.next ?? "–",
+      String(r.position), pieceLabel(r.token), r.next != null ? pieceLabel(r.next) : "–",
       guess(r.before, r.rightBefore), `${r.changed ? "⚠ " : ""}${guess(r.after, r.rightAfter)}`,
       fmtLoss(r.lossBefore), fmtLoss(r.lossAfter),
     ];
     cells.forEach((c, i) => {
       const td = node(i === 0 ? "th" : "td", {}, c);
       if (i === 0) td.scope = "row";
-      if (i === 3) td.title = r.beforeTop.map((g) => `${g.token} ${g.p.toFixed(3)}`).join(", ");
-      if (i === 4) td.title = r.afterTop.map((g) => `${g.token} ${g.p.toFixed(3)}`).join(", ");
+      if (i === 3) td.title = r.beforeTop.map((g) => `${pieceLabel(g.token)} ${g.p.toFixed(3)}`).join(", ");
+      if (i === 4) td.title = r.afterTop.map((g) => `${pieceLabel(g.token)} ${g.p.toFixed(3)}`).join(", ");
       if (i === 6 && r.lossBefore != null && r.lossAfter != null && r.lossAfter > r.lossBefore + 0.5) td.className = "worse";
       tr.append(td);
     });
