@@ -199,8 +199,10 @@ def rotary(config: Config, d_head: int, factor_default: float = 1.0) -> Rotary:
 
 
 def linear_T(t: Tensor) -> Tensor:
-    """A torch Linear's (out, in) weight as the (in, out) matrix x W multiplies by."""
-    return t.T.contiguous()
+    """A torch Linear's (out, in) weight as the (in, out) matrix x W multiplies by: a view, not a copy. The
+    attention projections go back to the stored (out, in) form for F.linear (AttentionWeights.linear), and a
+    product with a transposed view reads it in place, so loading copies no weight twice."""
+    return t.T
 
 
 def _registry() -> dict[str, Family]:

@@ -110,9 +110,9 @@ def block(t: Mapping[str, Tensor], i: int, s: Sizes, eps: float, act: Activation
         residual=True,
         ln_attn=LayerNorm(t[f"{a}.output.LayerNorm.weight"], t[f"{a}.output.LayerNorm.bias"], eps),
         mlp=FeedForward(
-            W_in=t[f"{p}.intermediate.dense.weight"].T.contiguous(),
+            W_in=t[f"{p}.intermediate.dense.weight"].T,
             b_in=t[f"{p}.intermediate.dense.bias"],
-            W_out=t[f"{p}.output.dense.weight"].T.contiguous(),
+            W_out=t[f"{p}.output.dense.weight"].T,
             b_out=t[f"{p}.output.dense.bias"],
             act=act,
         ),
