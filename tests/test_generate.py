@@ -196,5 +196,21 @@ def test_a_checkpoint_generates_its_full_pass(checkpoints: dict[str, Any], famil
     assert full.logits is not None
     for g in result.generated:
         assert row_diff(g, full) <= 1e-5
+        assert g.special == model.pieces.is_special(g.id)
         if sampling == "greedy":
             assert g.id == int(full.logits[0, g.position - 1].argmax())
+
+
+def test_decode_says_which_tokens_are_special(
+    make_client: Callable[..., AbstractContextManager[TestClient]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from tests.checkpoints import make_checkpoint
+
+    directory = make_checkpoint("llama", tmp_path_factory.mktemp("llama"))
+    with make_client(models=f"mine={directory}") as client:
+        body = {"model": "mine", "text": "the key", "generate": {"tokens": 3}}
+        r = client.post("/api/decode", json=body)
+        assert r.status_code == 200, r.text
+        out = r.json()
+        assert out["tokens"][0] == "<s>" and out["special"] == [True] + [False] * (len(out["tokens"]) - 1)
+        assert all(isinstance(g["special"], bool) for g in out["generated"])

@@ -45,6 +45,7 @@ class GeneratedToken:
     id: int  # its index in the unembedding
     token: str  # its readable label
     p: float  # its probability under the model's distribution at the position before (temperature 1)
+    special: bool  # a special token of the tokenizer (<|endoftext|>, </s>...)
     weights: list[list[list[float]]]  # per layer, per head: its query's weights over position + 1 keys
 
 
@@ -120,6 +121,7 @@ def generate(
         assert step.kv is not None and step.logits is not None
         cache, logits = step.kv, step.logits[0, -1]
         rows = [layer.attn.weights[0, :, 0, :].float().tolist() for layer in step.layers]  # per layer (H, t + 1)
-        out.append(GeneratedToken(position=t, id=token_id, token=current.tokens[t], p=p, weights=rows))
+        special = bool(current.special[t]) if current.special is not None else False
+        out.append(GeneratedToken(position=t, id=token_id, token=current.tokens[t], p=p, special=special, weights=rows))
     labels = current.tokens  # a character split over generated pieces reads whole once all its pieces are there
     return [replace(g, token=labels[g.position]) for g in out], current

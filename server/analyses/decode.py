@@ -60,6 +60,9 @@ GeneratedTokenOut = answer_of(
 class DecodeResult(BaseModel):
     model: str
     tokens: list[str]
+    special: list[bool] | None = Field(
+        None, description="per token: a special token the tokenizer added; null: not known"
+    )
     layers: int
     heads: int
     kv_heads: int
@@ -107,6 +110,7 @@ def decode_route(req: DecodeRequest, ctx: Context) -> dict[str, Any]:
     return {
         "model": model.info.name,
         "tokens": result.full.tokens,
+        "special": None if prepared.encoded.special is None else list(prepared.encoded.special),
         "layers": len(result.full.layers),
         "heads": w.n_heads,
         "kv_heads": w.n_kv_heads,

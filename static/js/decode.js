@@ -154,7 +154,8 @@ function generatedRow(r, t, onStep) {
     b.dataset.position = String(g.position);
     b.setAttribute("aria-pressed", g.position === t ? "true" : "false");
     b.setAttribute("aria-label", `position ${g.position} ${pieceTitle(g.token)}, p = ${g.p.toFixed(3)}`);
-    b.append(node("span", { className: "idx" }, String(g.position)), renderPiece(g.token, { tag: "span" }));
+    b.classList.toggle("special", !!g.special);
+    b.append(node("span", { className: "idx" }, String(g.position)), renderPiece(g.token, { special: !!g.special, tag: "span" }));
     b.addEventListener("click", () => onStep?.(g.position));
     row.append(b);
   });
