@@ -1,0 +1,73 @@
+"""`pycode`: a small LLaMA-family code model attnlab trains and ships (engine/train_pycode.py).
+
+Its checkpoint, engine/checkpoints/pycode/, is an ordinary Hugging Face directory (config.json, model.safetensors,
+tokenizer.json) with its card, attnlab.json (held-out loss, what it was trained on, the heads measured); it is
+served like any user's checkpoint, through load_checkpoint, every layer computed by attnlab's engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from engine.models.checkpoint import load_checkpoint
+from engine.models.checkpoint_model import CheckpointModel
+from engine.models.declare import ModelSource
+from engine.train_pycode_eval import DEFAULT_TEXT  # brackets nested and side by side, and a repeat
+
+DIRECTORY = Path(__file__).resolve().parent.parent / "checkpoints" / "pycode"
+
+
+def heads_line(card: dict) -> str:
+    """The heads the card says training found, in words: "previous-token head 0.3 (0.92), ..."."""
+    names = {"previous_token": "previous-token", "induction": "induction", "bracket_match": "bracket-matching"}
+    found = card.get("heads", {})
+    parts = [
+        f"{words} head {found[key]['head']} ({found[key]['score']:.2f})"
+        for key, words in names.items()
+        if isinstance(found.get(key), dict) and found[key].get("head") is not None
+    ]
+    return "; its heads (layer.head, score): " + ", ".join(parts) if parts else ""
+
+
+def reference_from(card: dict) -> dict:
+    """The card's comparison with transformers, measured when pycode was trained, as a reason (it was not
+    re-measured at this load)."""
+    ref = card.get("reference") or {}
+    diff = ref.get("max_abs_diff") or {}
+    if not ref.get("library") or not diff:
+        return {"library": None, "reason": "pycode is not compared with transformers at load"}
+    return {
+        "library": None,
+        "reason": (
+            f"measured when trained, not at each load: against {ref['library']} the weights differ by at most "
+            f"{diff.get('weights', float('nan')):.1e} and the output by {diff.get('output', float('nan')):.1e} "
+            "(tests/test_pycode.py measures it again)"
+        ),
+    }
+
+
+class PycodeModel(CheckpointModel):
+    """The built-in code model: a checkpoint like any other, loaded from the directory attnlab ships."""
+
+    name = "pycode"
+
+    @classmethod
+    def build(cls, source: ModelSource | None = None) -> CheckpointModel:
+        if source is not None:
+            raise ValueError(f"pycode reads its own checkpoint ({DIRECTORY}); serve another as NAME=DIR")
+        # compared with transformers when trained and by tests/test_pycode.py, not at every start (about 7 s)
+        model = load_checkpoint("pycode", DIRECTORY, model_class=cls, reference=False)
+        card = model.card
+        model.reference = reference_from(card)
+        loss = card.get("held_out_loss")
+        description = (
+            f"pycode: a {model.info.n_layers}-layer LLaMA-family code model (rotary positions, RMSNorm, SwiGLU, "
+            f"{model.info.n_heads} heads over {model.info.n_kv_heads} K/V groups, width {model.info.d_model}) "
+            "trained by attnlab on the Python standard library"
+            + (f", held-out loss {loss:.2f} nats per token" if isinstance(loss, int | float) else "")
+            + heads_line(card)
+            + "."
+        )
+        model.info = replace(model.info, description=description, default_text=DEFAULT_TEXT)
+        return model

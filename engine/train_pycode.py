@@ -1,0 +1,345 @@
+"""Train attnlab's `pycode` model, a small LLaMA-family code model, on the running Python's standard library.
+
+    python -m engine.train_pycode --out engine/checkpoints/pycode --seed 0 [--steps N]
+
+Run by hand, never in CI. Everything follows from the seed and the Python whose standard library it reads:
+
+    data       the .py files under sysconfig's stdlib path, sorted (test suites included), without site-packages,
+               encodings/ and pydoc_data/ (tables, not code) or any file over MAX_FILE_BYTES; HELD_OUT
+               files are kept out of training and measure the held-out loss
+    tokenizer  byte-level BPE trained with the tokenizers library on the training files (VOCAB_SIZE pieces,
+               <|endoftext|> the one special token, put before every input as its beginning-of-text token)
+    model      transformers' LlamaForCausalLM (rotary positions, RMSNorm, SwiGLU, grouped K/V), trained with
+               AdamW; saved with save_pretrained (config.json, model.safetensors) beside tokenizer.json
+    card       attnlab.json: the held-out loss (nats per token), token counts, steps, seed, the command, the
+               wall time, the Python version, and the head scores measured the way /api/heads does
+
+One sequence in REPEAT_EVERY (--repeat-every) is not code but a random run of vocabulary pieces repeated to
+the end of the context (--repeat-words: whole-word pieces only, the kind /api/heads' probe draws): in code an
+exact repeat of 8+ pieces is rare, and these rows are what an induction head forms on (the card says which
+were used). --init DIR continues from a checkpoint this script saved (its weights and tokenizer; the new card
+keeps the old one under "init"), so a run can go in stages. Deterministic kernels are switched on: same
+seed, same torch, same machine, same weights.
+
+The shipped pycode was trained in two stages on two CPU cores shared with other work (its card has both):
+
+    python -m engine.train_pycode --out STAGE1 --steps 900 --seed 0 --save-every 100   # kept its 500-step save
+    python -m engine.train_pycode --init STAGE1 --out engine/checkpoints/pycode --steps 600 --seed 1 \
+        --lr 2e-3 --warmup 20 --repeat-every 2 --repeat-words --save-every 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import sysconfig
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from torch import Tensor
+
+from engine.train_pycode_eval import DEFAULT_TEXT, EOT, held_out_loss, measure_heads, measure_reference
+
+VOCAB_SIZE = 2048
+MAX_FILE_BYTES = 300_000
+SKIP_DIRS = frozenset({"site-packages", "encodings", "pydoc_data"})
+# Held out of training (tokenizer included); the card's held_out_loss is measured on these.
+HELD_OUT = ("textwrap.py", "heapq.py", "fractions.py", "json/decoder.py", "shlex.py", "graphlib.py")
+REPEAT_EVERY = 8  # one row in 8 is a random run of pieces repeated (induction)
+
+
+@dataclass(frozen=True)
+class PycodeConfig:
+    layers: int = 4
+    d_model: int = 128
+    heads: int = 4
+    kv_heads: int = 2
+    d_ff: int = 384
+    context: int = 256
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    steps: int = 900
+    batch_size: int = 32
+    lr: float = 3e-3  # AdamW peak (linear warm-up, cosine decay to a tenth)
+    warmup: int = 50
+    weight_decay: float = 0.1
+    seed: int = 0
+    repeat_every: int = REPEAT_EVERY  # one row in this many is a repeated run of pieces
+    repeat_words: bool = False  # draw the repeated runs from whole-word pieces (the probe's pool), not every id
+    init: str | None = None  # start from this checkpoint's weights and tokenizer instead of new ones
+
+
+def stdlib_files(root: Path | None = None) -> tuple[list[Path], list[Path]]:
+    """(training files, held-out files) of the standard library, sorted by path."""
+    root = root or Path(sysconfig.get_paths()["stdlib"])
+    found = sorted(
+        p
+        for p in root.rglob("*.py")
+        if not SKIP_DIRS.intersection(p.relative_to(root).parts[:-1])
+        and not p.name.startswith("_sysconfigdata")
+        and p.stat().st_size <= MAX_FILE_BYTES
+    )
+    held = [root / name for name in HELD_OUT]
+    return [p for p in found if p not in held], held
+
+
+def read(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def train_tokenizer(texts: list[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    eot = tok.token_to_id(EOT)
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{EOT} $A", pair=f"{EOT} $A {EOT} $B", special_tokens=[(EOT, eot)]
+    )
+    return tok
+
+
+def token_stream(tok: Tokenizer, texts: list[str]) -> Tensor:
+    """Every text's ids (no special tokens), each followed by <|endoftext|>, as one long 1-D tensor."""
+    eot = tok.token_to_id(EOT)
+    assert eot is not None, EOT
+    ids: list[int] = []
+    for enc in tok.encode_batch(texts, add_special_tokens=False):
+        ids.extend(enc.ids)
+        ids.append(eot)
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def make_model(cfg: PycodeConfig, vocab_size: int, eot: int) -> Any:  # a LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=cfg.d_model,
+        intermediate_size=cfg.d_ff,
+        num_hidden_layers=cfg.layers,
+        num_attention_heads=cfg.heads,
+        num_key_value_heads=cfg.kv_heads,
+        max_position_embeddings=cfg.context,
+        rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        tie_word_embeddings=False,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        pad_token_id=eot,
+    )
+    model = LlamaForCausalLM(config)
+    model.set_attn_implementation("sdpa")
+    return model
+
+
+def batch(
+    rng: random.Random,
+    stream: Tensor,
+    cfg: PycodeConfig,
+    size: int,
+    vocab: int,
+    step: int,
+    repeat_every: int = REPEAT_EVERY,
+    pool: list[int] | None = None,
+) -> Tensor:
+    """(size, context): <|endoftext|> (id 0), then a window of the stream; every repeat_every-th row a random run
+    of pieces (from `pool`, else any id but 0) repeated instead."""
+    rows = []
+    for i in range(size):
+        if (step * size + i) % repeat_every == repeat_every - 1:
+            length = rng.randint(8, 64)
+            if pool is None:
+                run = [rng.randrange(1, vocab) for _ in range(length)]  # id 0 is <|endoftext|>
+            else:
+                run = [rng.choice(pool) for _ in range(length)]
+            body = (run * (cfg.context // length + 1))[: cfg.context - 1]
+            rows.append(torch.tensor([0, *body]))
+        else:
+            start = rng.randrange(0, len(stream) - cfg.context)
+            rows.append(torch.cat([torch.tensor([0]), stream[start : start + cfg.context - 1]]))
+    return torch.stack(rows)
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def loss_of(model: Any, tokens: Tensor) -> Tensor:
+    logits = model(input_ids=tokens).logits  # (B, S, V)
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
+
+
+def word_pieces(tok: Tokenizer) -> list[int]:
+    """Ids of whole-word pieces (ASCII letters, 2 or more, a leading space allowed): the kind of piece the probe of
+    /api/heads draws for a checkpoint (engine/models/checkpoint_model.py token_pool)."""
+    out = []
+    for i in range(1, tok.get_vocab_size()):
+        label = tok.decode([i]).strip()
+        if label.isascii() and label.isalpha() and len(label) > 1:
+            out.append(i)
+    return out
+
+
+def train(
+    model_cfg: PycodeConfig,
+    cfg: TrainConfig,
+    out: Path,
+    *,
+    files: tuple[list[Path], list[Path]] | None = None,
+    save_every: int = 0,
+) -> dict:
+    """Train from cfg.seed, save the checkpoint into `out`, return the card (also written as attnlab.json)."""
+    started = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    train_files, held_files = files or stdlib_files()
+    train_texts, held_texts = [read(p) for p in train_files], [read(p) for p in held_files]
+    tok = Tokenizer.from_file(str(Path(cfg.init) / "tokenizer.json")) if cfg.init else train_tokenizer(train_texts)
+    eot = tok.token_to_id(EOT)
+    assert eot == 0, eot
+    stream = token_stream(tok, train_texts)
+    print(f"{len(train_files)} files, {len(stream)} training tokens, vocab {tok.get_vocab_size()}", flush=True)
+    if cfg.init:
+        from transformers import LlamaForCausalLM
+
+        model = LlamaForCausalLM.from_pretrained(cfg.init, attn_implementation="sdpa")
+    else:
+        model = make_model(model_cfg, tok.get_vocab_size(), eot)
+    pool = word_pieces(tok) if cfg.repeat_words else None
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
+    model.train()
+    for step in range(cfg.steps):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        loss = loss_of(
+            model, batch(rng, stream, model_cfg, cfg.batch_size, tok.get_vocab_size(), step, cfg.repeat_every, pool)
+        )
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step % 25 == 0 or step == cfg.steps - 1:
+            print(f"step {step:5d}  loss {loss.item():.3f}  {time.perf_counter() - started:.0f} s", flush=True)
+        if save_every and step % save_every == save_every - 1 and step < cfg.steps - 1:
+            save(model, tok, {"partial": True, "steps_done": step + 1, "default_text": DEFAULT_TEXT}, out)
+            heads = measure_heads(out)
+            write_card(out, {"partial": True, "steps_done": step + 1, "default_text": DEFAULT_TEXT, "heads": heads})
+            print(f"step {step:5d}  heads {json.dumps(heads)}", flush=True)
+    model.eval()
+    held, held_tokens = held_out_loss(model, tok, held_texts, model_cfg.context)
+    seconds = time.perf_counter() - started
+    card = {
+        "description": "a small LLaMA-family code model trained by attnlab on the Python standard library",
+        "held_out_loss": round(held, 4),
+        "held_out_unit": "nats per token",
+        "held_out_files": list(HELD_OUT),
+        "held_out_tokens": held_tokens,
+        "train_files": len(train_files),
+        "train_tokens": len(stream),
+        "tokens_seen": cfg.steps * cfg.batch_size * model_cfg.context,
+        "repeat_rows": (
+            f"1 row in {cfg.repeat_every}: a random run of 8-64 {'whole-word ' if cfg.repeat_words else ''}pieces "
+            "repeated to the end of the context (for induction)"
+        ),
+        "steps": cfg.steps,
+        "seed": cfg.seed,
+        "model": asdict(model_cfg),
+        "train": asdict(cfg),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "command": "python -m engine.train_pycode " + " ".join(sys.argv[1:]),
+        "wall_seconds": round(seconds, 1),
+        "threads": torch.get_num_threads(),
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "default_text": DEFAULT_TEXT,
+    }
+    if cfg.init:  # what it started from: that checkpoint's own card (its steps, command, seed)
+        init_card = Path(cfg.init) / "attnlab.json"
+        card["init"] = json.loads(init_card.read_text()) if init_card.is_file() else {"from": cfg.init}
+    save(model, tok, card, out)
+    card["heads"] = measure_heads(out)
+    card["reference"] = measure_reference(out)
+    write_card(out, card)
+    return card
+
+
+def save(model: Any, tok: Tokenizer, card: dict, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save(str(out / "tokenizer.json"))
+    (out / "generation_config.json").unlink(missing_ok=True)
+    for path in out.iterdir():
+        path.chmod(0o644)  # readable by a server running as another user
+    write_card(out, card)
+
+
+def write_card(out: Path, card: dict) -> None:
+    (out / "attnlab.json").write_text(json.dumps(card, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("engine/checkpoints/pycode"))
+    parser.add_argument("--seed", type=int, default=TrainConfig.seed)
+    parser.add_argument("--steps", type=int, default=TrainConfig.steps)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--init", type=str, default=None, help="start from this checkpoint (its tokenizer too)")
+    parser.add_argument("--repeat-every", type=int, default=REPEAT_EVERY)
+    parser.add_argument("--repeat-words", action="store_true", help="repeated runs of whole-word pieces")
+    parser.add_argument("--lr", type=float, default=TrainConfig.lr)
+    parser.add_argument("--warmup", type=int, default=TrainConfig.warmup)
+    parser.add_argument("--score-only", action="store_true", help="measure the heads of the checkpoint in --out")
+    parser.add_argument("--save-every", type=int, default=0, help="save (and score the heads) every N steps")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    if args.score_only:
+        card = json.loads((args.out / "attnlab.json").read_text())
+        card["heads"] = measure_heads(args.out)
+        card["reference"] = measure_reference(args.out)
+        write_card(args.out, card)
+        print(json.dumps({"heads": card["heads"], "reference": card["reference"]}))
+        return
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        card = train(
+            PycodeConfig(),
+            TrainConfig(
+                steps=args.steps,
+                seed=args.seed,
+                lr=args.lr,
+                warmup=args.warmup,
+                repeat_every=args.repeat_every,
+                repeat_words=args.repeat_words,
+                init=args.init,
+            ),
+            args.out,
+            save_every=args.save_every,
+        )
+    finally:
+        torch.use_deterministic_algorithms(was)
+    print(f"held-out loss {card['held_out_loss']} nats per token; {card['wall_seconds']} s; wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
