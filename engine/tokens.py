@@ -127,11 +127,23 @@ class TokenPieces:
             starts = [0]
             for _, b in run:
                 starts.append(starts[-1] + len(b))
-            chars = utf8_chars(data)
+            chars = utf8_chars(data)  # in byte order: one walk over them and the pieces together
+            c = 0
             for k, (pos, _) in enumerate(run):
                 lo, hi = starts[k], starts[k + 1]
-                held = sum(min(e, hi) - lo for s, e, _ in chars if s < lo < e)  # bytes of a character begun before
-                out[pos] = CONTINUED * held + "".join(t for s, _, t in chars if lo <= s < hi)
+                while c < len(chars) and chars[c][1] <= lo:
+                    c += 1
+                held = 0
+                if c < len(chars) and chars[c][0] < lo:  # bytes of a character begun before this piece
+                    held = min(chars[c][1], hi) - lo
+                    c += 1 if chars[c][1] <= hi else 0
+                text = []
+                while c < len(chars) and lo <= chars[c][0] < hi:
+                    text.append(chars[c][2])
+                    if chars[c][1] > hi:  # it goes on into the next piece, which holds more of its bytes
+                        break
+                    c += 1
+                out[pos] = CONTINUED * held + "".join(text)
             run.clear()
 
         for pos, token_id in enumerate(ids):

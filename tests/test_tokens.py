@@ -4,9 +4,10 @@ flagged, and every answered label read back to the same id."""
 from __future__ import annotations
 
 import pytest
+import torch
 from tokenizers import Tokenizer, decoders, models, normalizers
 
-from engine.tokens import CONTINUED, TokenPieces
+from engine.tokens import CONTINUED, TokenPieces, utf8_chars
 from tests.checkpoints import tokenizer_for
 
 # CJK, Hebrew, Arabic, emoji (one with a skin-tone modifier), accents, newlines, tabs, a run of spaces
@@ -63,6 +64,35 @@ def test_a_split_character_is_whole_where_it_starts(pieces: dict[str, TokenPiece
     # each mark stands for one byte the piece holds; the bytes are the character's, in order
     assert p.ids == [tp.by_bytes()[b] for b in (b"\xe4", b"\xbd", b"\xa0")]
     assert tp.ids_for(p.labels) == (p.ids, [])
+
+
+def reference_labels(tp: TokenPieces, ids: list[int]) -> list[str]:
+    """The rule written out for byte pieces alone: a piece's marks are the bytes it holds of a character begun
+    before it, its text the characters that begin in it."""
+    raw = [tp.piece_bytes(tp.by_id[i]) or b"" for i in ids]
+    starts = [sum(len(b) for b in raw[:k]) for k in range(len(raw) + 1)]
+    chars = utf8_chars(b"".join(raw))
+    out = []
+    for k in range(len(ids)):
+        lo, hi = starts[k], starts[k + 1]
+        held = sum(min(e, hi) - lo for s, e, _ in chars if s < lo < e)
+        out.append(CONTINUED * held + "".join(t for s, _, t in chars if lo <= s < hi))
+    return out
+
+
+def test_labels_follow_the_rule_on_any_sequence(pieces: dict[str, TokenPieces]) -> None:
+    tp = pieces["gpt2"]
+    byte_ids = [i for i in tp.by_id if i not in tp.special_ids]
+    text_ids = tp.encode(TEXT).ids
+    g = torch.Generator().manual_seed(0)
+    for n in (1, 2, 5, 40):
+        for _ in range(50):  # random pieces, and random stretches of a real text's (cut anywhere)
+            ids = [byte_ids[int(j)] for j in torch.randint(len(byte_ids), (n,), generator=g)]
+            at = int(torch.randint(len(text_ids), (1,), generator=g))
+            for seq in (ids, text_ids[at : at + n]):
+                labels = tp.labels(seq)
+                assert labels == reference_labels(tp, seq)
+                assert tp.ids_for(labels) == (seq, [])
 
 
 def test_a_sequence_cut_inside_a_character_shows_the_byte(pieces: dict[str, TokenPieces]) -> None:
