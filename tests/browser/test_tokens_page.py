@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import quote
 
 import httpx
 import pytest
@@ -56,12 +55,17 @@ def test_piece_text_marks_what_would_not_show(js: Callable[[str], Any]) -> None:
     assert out["held"] == '"◌◌" · 2 more bytes of the character before'
 
 
-def test_a_checkpoints_tokens_read_as_text(page: Page, llama_server: str) -> None:
+def test_a_checkpoints_tokens_read_as_text(
+    page: Page, llama_server: str, run_and_wait: Callable[[Callable[[], None]], dict[str, Any]]
+) -> None:
     answer = httpx.post(f"{llama_server}/api/attention", json={"model": "mine", "text": TEXT}).json()
     labels = answer["tokens"]
     assert labels[0] == "<s>" and answer["config"]["special"][0] is True
-    page.goto(f"{llama_server}/?m=mine&t={quote(TEXT)}")
+    page.goto(f"{llama_server}/?m=mine")
     wait_idle(page)
+    page.get_by_test_id("sequence-input").fill(TEXT)  # typed: spaces, a newline, CJK and Hebrew
+    body = run_and_wait(lambda: page.get_by_test_id("run-button").click())
+    assert body["text"] == TEXT
     chips = page.get_by_test_id("token")
     expect(chips).to_have_count(len(labels))
     shown = chips.locator(".text").all_text_contents()
