@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -76,3 +78,23 @@ def test_declarations_come_from_the_config(models: dict[str, CheckpointModel]) -
     assert llama.info.vocab is not None and len(llama.info.vocab) == 320
     run = llama.run(RunInput(text=PROBE), CPU, torch.float32)
     assert run.logits is not None and run.logits.shape[-1] == 320 and len(run.config.next_word) == len(run.tokens)
+
+
+def test_the_vocabulary_reads_each_piece_alone(tmp_path: Path) -> None:
+    """info.vocab (next-word labels, the probe pool) is each id's own label, never its neighbours' bytes joined to
+    it: a byte-level vocabulary whose ids 0, 1, 2 are the three bytes of 你 reads <0xE4>, <0xBD>, <0xA0> there."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    from engine.tokens import byte_alphabet
+
+    directory = make_checkpoint("gpt2", tmp_path)
+    by_byte = {b: ch for ch, b in byte_alphabet().items()}
+    order = [0xE4, 0xBD, 0xA0, *(b for b in range(256) if b not in (0xE4, 0xBD, 0xA0))]
+    tok = Tokenizer(models.BPE(vocab={by_byte[b]: i for i, b in enumerate(order)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.save(str(directory / "tokenizer.json"))
+    model = load_checkpoint("bytes", directory, reference=False)
+    assert model.info.vocab is not None
+    assert model.info.vocab[:3] == ["<0xE4>", "<0xBD>", "<0xA0>"]
+    assert model.encode(RunInput(text="你")).tokens == ["你", "◌", "◌"]  # together, in a text, the character whole

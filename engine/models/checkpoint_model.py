@@ -59,7 +59,7 @@ class CheckpointModel(AttentionModel):
         setattr(self, "capabilities", caps)  # noqa: B010
         setattr(self, "breaks", dict(mapped.breaks))  # noqa: B010
         n_ids = max(sizes.vocab_size, max(self.pieces.by_id, default=-1) + 1)
-        vocab = self.pieces.labels(list(range(n_ids)))
+        vocab = [self.pieces.label(i) for i in range(n_ids)]  # each piece read alone, not joined to its neighbours
         self.frame = self._frame()
         self._pool = sorted(
             {
