@@ -283,6 +283,23 @@ def train(
     return card
 
 
+def held_out_fields(out: Path) -> dict:
+    """The card's held-out loss fields for the checkpoint saved in `out`."""
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(out, attn_implementation="sdpa").eval()
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+    _, held_files = stdlib_files()
+    held, count = held_out_loss(model, tok, [read(p) for p in held_files], model.config.max_position_embeddings)
+    return {
+        "held_out_loss": round(held, 4),
+        "held_out_unit": "nats per token",
+        "held_out_files": list(HELD_OUT),
+        "held_out_tokens": count,
+        "python": sys.version.split()[0],
+    }
+
+
 def save(model: Any, tok: Tokenizer, card: dict, out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
@@ -314,6 +331,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     if args.score_only:
         card = json.loads((args.out / "attnlab.json").read_text())
+        if "held_out_loss" not in card:  # a save made during a run: measure what the end of a run measures
+            card.update(held_out_fields(args.out))
         card["heads"] = measure_heads(args.out)
         card["reference"] = measure_reference(args.out)
         write_card(args.out, card)

@@ -109,14 +109,15 @@ def test_a_new_family_gets_the_check_and_the_messages_from_its_declaration(monke
     with pytest.raises(InputError) as err:
         model.encode(RunInput(tokens=["a"]))
     assert err.value.field == "tokens" and "letters does not read tokens (it reads text)" in err.value.message
-    assert "models that read tokens: custom, induction, minilm, random or textbook" in err.value.message
+    assert "models that read tokens: custom, induction, minilm, pycode, random or textbook" in err.value.message
     # a family added to the registry appears in every message that lists models with a capability
     monkeypatch.setitem(engine.models.FAMILIES, "letters", Letters)
     monkeypatch.setattr(Letters, "capabilities", Capabilities())
     models = load_models(["textbook", "minilm"])
     with pytest.raises(InputError) as err:
         models["textbook"].encode(RunInput(texts=["a"]))
-    assert err.value.field == "texts" and "models that take one: induction, letters, minilm or random" in str(err.value)
+    assert err.value.field == "texts"
+    assert "models that take one: induction, letters, minilm, pycode or random" in str(err.value)
     with pytest.raises(InputError) as err:
         models["minilm"].encode(RunInput(text="a", source=SourceInput(text="b c")))
     assert err.value.field == "source" and "custom, letters, random or textbook" in err.value.message

@@ -93,6 +93,10 @@ def test_the_wheel_holds_the_page_and_the_checkpoint(installed: Path) -> None:
         "static/css/screens.css",
     } <= names
     assert "engine/checkpoints/induction.safetensors" in names
+    pycode = {
+        f"engine/checkpoints/pycode/{n}" for n in ("config.json", "model.safetensors", "tokenizer.json", "attnlab.json")
+    }
+    assert pycode <= names, sorted(pycode - names)
     js = {p.relative_to(ROOT).as_posix() for p in (ROOT / "static").rglob("*.js")}
     assert js <= names, sorted(js - names)
     # wire/: the arrays form and the export builder, which both the server and the attnlab client import

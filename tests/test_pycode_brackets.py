@@ -18,26 +18,26 @@ from server.config import Settings
 CPU = torch.device("cpu")
 
 
-def test_pairs_follow_nesting_and_skip_a_pair_inside_one_token():
+def test_pairs_follow_nesting_and_skip_a_pair_inside_one_token() -> None:
     #            0     1    2    3    4    5     6    7    8
     labels = ["f", "(", "g", "[", "x", "]", "()", ")", "{"]
     # "]" at 5 closes "[" at 3; "()" at 6 is one token: skipped; ")" at 7 closes "(" at 1; "{" never closes
     assert bracket_pairs(labels) == [(5, 3), (7, 1)]
 
 
-def test_a_closing_bracket_that_does_not_match_is_left_out():
+def test_a_closing_bracket_that_does_not_match_is_left_out() -> None:
     assert bracket_pairs(["(", "]", ")"]) == [(2, 0)]
     assert bracket_pairs(["a", ")", "b"]) == []
     # a special token's characters are not brackets
     assert bracket_pairs(["[CLS", "(", ")", "]"], [True, False, False, False]) == [(2, 1)]
 
 
-def test_pairs_span_pieces_that_hold_more_than_the_bracket():
+def test_pairs_span_pieces_that_hold_more_than_the_bracket() -> None:
     # byte-level BPE pieces: "(x" opens, "))" closes two
     assert bracket_pairs(["f", "((", "x", "))"]) == [(3, 1), (3, 1)]
 
 
-def test_score_is_the_mean_weight_on_the_pairs():
+def test_score_is_the_mean_weight_on_the_pairs() -> None:
     w = torch.zeros(2, 4, 4, dtype=torch.float64)
     w[:, torch.arange(4), torch.arange(4)] = 1.0  # head 0 attends to itself
     w[1, 2] = torch.tensor([0.25, 0.75, 0.0, 0.0])  # head 1: query 2 puts 0.75 on key 1
@@ -53,13 +53,14 @@ def test_score_is_the_mean_weight_on_the_pairs():
     assert left is not None and left.tolist() == pytest.approx([0.0, 0.75])
 
 
-def test_head_types_score_brackets_on_the_callers_text():
+def test_head_types_score_brackets_on_the_callers_text() -> None:
     model = RandomModel()
     text = "f ( x [ y ] ) z"
     table = head_type_scores(model, CPU, torch.float64, inp=RunInput(text=text))
     w = model.run(RunInput(text=text), CPU, torch.float64).layers[0].attn.weights[0]  # (H, S, S)
     for row in table[0]:
         h = row["head"]
+        assert isinstance(h, int)
         assert row["bracket_match"] == pytest.approx(float((w[h, 5, 3] + w[h, 6, 1]) / 2), abs=1e-12)
     plain = head_type_scores(model, CPU, torch.float64, inp=RunInput(text="no brackets here"))
     assert all(row["bracket_match"] is None for row in plain[0])

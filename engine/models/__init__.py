@@ -12,13 +12,14 @@ from engine.models.custom import CustomModel
 from engine.models.declare import Capabilities, ModelSource
 from engine.models.induction import InductionModel
 from engine.models.minilm import MiniLMModel
+from engine.models.pycode import PycodeModel
 from engine.models.random_layer import RandomModel
 from engine.models.textbook import TextbookModel
 
 # Every model family attnlab knows, by name, in the order /api/models lists them: the one place a new family is
 # added. Each class declares what it reads and can do (engine/models/declare.py) and how it is built.
 FAMILIES: dict[str, type[AttentionModel]] = {
-    m.name: m for m in (TextbookModel, RandomModel, CustomModel, MiniLMModel, InductionModel)
+    m.name: m for m in (TextbookModel, RandomModel, CustomModel, MiniLMModel, InductionModel, PycodeModel)
 }
 Builder = Callable[[ModelSource | None], AttentionModel]
 BUILDERS: dict[str, Builder] = {name: family.build for name, family in FAMILIES.items()}

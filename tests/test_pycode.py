@@ -1,0 +1,110 @@
+"""pycode, the code model attnlab trains and ships: its training script, its committed checkpoint and the heads the
+card claims, measured again through the API."""
+
+from __future__ import annotations
+
+import json
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from engine.models.checkpoint import load_checkpoint
+from engine.models.pycode import DIRECTORY, PycodeModel
+from engine.models.reference import compare
+from engine.train_pycode import DEFAULT_TEXT, PycodeConfig, TrainConfig, stdlib_files, train
+from server.app import create_app
+from server.config import Settings
+
+CARD = json.loads((DIRECTORY / "attnlab.json").read_text())
+
+
+@pytest.mark.slow
+def test_the_script_trains_a_tiny_model_that_loads(tmp_path: Path) -> None:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = ([root / "heapq.py", root / "bisect.py", root / "colorsys.py"], [root / "textwrap.py"])
+    tiny = PycodeConfig(layers=2, d_model=32, heads=4, kv_heads=2, d_ff=64, context=128)
+    card = train(tiny, TrainConfig(steps=3, batch_size=2), tmp_path, files=files)
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "attnlab.json"):
+        assert (tmp_path / name).is_file(), name
+    model = load_checkpoint("tiny", tmp_path)
+    assert model.family == "llama" and model.info.n_layers == 2 and model.info.n_kv_heads == 2
+    assert model.card["steps"] == 3 and model.card["held_out_files"] == card["held_out_files"]
+    assert 0 < card["held_out_loss"] < 20 and card["held_out_tokens"] > 0
+    assert model.reference is not None and model.reference["max_abs_diff"]["output"] < 1e-4
+    assert set(card["heads"]) >= {"previous_token", "induction", "bracket_match"}
+
+
+def test_held_out_files_are_not_trained_on() -> None:
+    training, held = stdlib_files()
+    assert held and not set(held) & set(training)
+    assert [p.name for p in held] == [Path(n).name for n in CARD["held_out_files"]]
+    assert training == sorted(training) and all("site-packages" not in p.parts for p in training)
+
+
+def test_committed_checkpoint_is_small_and_hugging_face_shaped() -> None:
+    config = json.loads((DIRECTORY / "config.json").read_text())
+    assert config["model_type"] == "llama" and config["num_key_value_heads"] < config["num_attention_heads"]
+    assert (DIRECTORY / "model.safetensors").stat().st_size < 20_000_000
+    assert not list(DIRECTORY.glob("*.bin")) and not list(DIRECTORY.glob("*.pt"))
+
+
+def test_engine_matches_transformers_on_the_committed_checkpoint() -> None:
+    model = PycodeModel.build(None)
+    ref = compare(model, DIRECTORY)
+    assert ref["library"] is not None and ref["max_abs_diff"]["output"] < 1e-4
+    assert ref["max_abs_diff"]["weights"] < 1e-5
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[TestClient]:
+    settings = Settings(device="cpu", models="pycode", allowed_hosts="testserver")
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def best(rows: list[dict], key: str) -> dict:
+    return max((r for r in rows if r[key] is not None), key=lambda r: r[key])
+
+
+def test_the_card_states_the_probe_scores_the_api_measures(client: TestClient) -> None:
+    body = client.post("/api/heads", json={"model": "pycode", "seed": 0}).json()
+    assert body["scored_on"] == "probe" and body["segment_len"] == 24
+    prev, ind = best(body["heads"], "previous_token"), best(body["heads"], "induction")
+    assert prev["previous_token"] == pytest.approx(CARD["heads"]["previous_token"]["score"], abs=1e-3)
+    assert ind["induction"] == pytest.approx(CARD["heads"]["induction"]["score"], abs=1e-3)
+    assert f"{ind['layer']}.{ind['head']}" == CARD["heads"]["induction"]["head"]
+
+
+def test_default_text_has_a_previous_token_head(client: TestClient) -> None:
+    body = client.post("/api/heads", json={"model": "pycode", "text": DEFAULT_TEXT}).json()
+    prev = best(body["heads"], "previous_token")
+    assert prev["previous_token"] >= 0.5
+    assert prev["previous_token"] == pytest.approx(CARD["heads"]["previous_token_on_default_text"]["score"], abs=1e-3)
+
+
+def test_default_text_finds_a_bracket_matching_head(client: TestClient) -> None:
+    models = {m["name"]: m for m in client.get("/api/models").json()["models"]}
+    assert models["pycode"]["default_text"] == DEFAULT_TEXT
+    body = client.post("/api/heads", json={"model": "pycode", "text": DEFAULT_TEXT}).json()
+    assert body["scored_on"] == "input"
+    top = best(body["heads"], "bracket_match")
+    assert top["bracket_match"] >= 0.3
+    assert top["bracket_match"] == pytest.approx(CARD["heads"]["bracket_match"]["score"], abs=1e-3)
+
+
+def test_models_lists_pycode_with_its_card(client: TestClient) -> None:
+    entry = next(m for m in client.get("/api/models").json()["models"] if m["name"] == "pycode")
+    assert entry["family"] == "llama" and entry["n_kv_heads"] < entry["n_heads"]
+    assert entry["card"]["held_out_loss"] == CARD["held_out_loss"] < 4.0  # ln(2048) = 7.62 is chance
+    assert "held-out loss" in entry["description"]
+
+
+def test_pycode_runs_and_predicts_code(client: TestClient) -> None:
+    text = "for i in range(len(items)):\n    total += items[i]\nfor i in range(len(items)):\n    total += items[i]\n"
+    body = client.post("/api/attention", json={"model": "pycode", "text": text, "include": []})
+    assert body.status_code == 200, body.text
+    tokens = body.json()["tokens"]
+    assert tokens[0] == "<|endoftext|>" and "".join(tokens[1:]) == text
