@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from engine.models.checkpoint import load_checkpoint
-from engine.models.pycode import DIRECTORY, PycodeModel
+from engine.models.pycode import DIRECTORY, PycodeModel, heads_line
 from engine.models.reference import compare
 from engine.train_pycode import DEFAULT_TEXT, PycodeConfig, TrainConfig, stdlib_files, train
 from server.app import create_app
@@ -108,3 +108,17 @@ def test_pycode_runs_and_predicts_code(client: TestClient) -> None:
     assert body.status_code == 200, body.text
     tokens = body.json()["tokens"]
     assert tokens[0] == "<|endoftext|>" and "".join(tokens[1:]) == text
+
+
+def test_description_says_which_heads_it_has_and_which_it_lacks() -> None:
+    card = {
+        "heads": {
+            "bracket_match": {"head": "2.1", "score": 0.51},
+            "induction": {"head": "1.2", "score": 0.04},
+        }
+    }
+    line = heads_line(card)
+    assert "bracket-matching head 2.1 (0.51 on the default text)" in line
+    assert "no induction head (best 0.04" in line and "previous-token" not in line
+    described = PycodeModel.build(None).info.description
+    assert heads_line(CARD) in described and f"{CARD['held_out_loss']:.2f} nats per token" in described

@@ -18,16 +18,28 @@ from engine.train_pycode_eval import DEFAULT_TEXT  # brackets nested and side by
 DIRECTORY = Path(__file__).resolve().parent.parent / "checkpoints" / "pycode"
 
 
+HAS_KIND = 0.4  # a head "is" of a kind from this score on (the head-types panel's threshold, headtypes.js)
+KINDS = (  # card key, words, what it was measured on
+    ("bracket_match", "bracket-matching", "the default text"),
+    ("previous_token_on_default_text", "previous-token", "the default text"),
+    ("induction", "induction", "the seeded probe of /api/heads"),
+)
+
+
 def heads_line(card: dict) -> str:
-    """The heads the card says training found, in words: "previous-token head 0.3 (0.92), ..."."""
-    names = {"previous_token": "previous-token", "induction": "induction", "bracket_match": "bracket-matching"}
+    """What the card's head scores say, in words: "; bracket-matching head 2.1 (0.51 on the default text), ...";
+    a kind whose best score is under HAS_KIND is said to be missing, with that best score."""
     found = card.get("heads", {})
-    parts = [
-        f"{words} head {found[key]['head']} ({found[key]['score']:.2f})"
-        for key, words in names.items()
-        if isinstance(found.get(key), dict) and found[key].get("head") is not None
-    ]
-    return "; its heads (layer.head, score): " + ", ".join(parts) if parts else ""
+    parts = []
+    for key, words, on in KINDS:
+        row = found.get(key)
+        if not isinstance(row, dict) or row.get("head") is None:
+            continue
+        if row["score"] >= HAS_KIND:
+            parts.append(f"{words} head {row['head']} ({row['score']:.2f} on {on})")
+        else:
+            parts.append(f"no {words} head (best {row['score']:.2f} on {on})")
+    return "; " + ", ".join(parts) if parts else ""
 
 
 def reference_from(card: dict) -> dict:
