@@ -21,11 +21,14 @@ were used). --init DIR continues from a checkpoint this script saved (its weight
 keeps the old one under "init"), so a run can go in stages. Deterministic kernels are switched on: same
 seed, same torch, same machine, same weights.
 
-The shipped pycode was trained in two stages on two CPU cores shared with other work (its card has both):
+The shipped pycode was trained in three stages on two CPU cores shared with other work (its card has each
+stage's command, steps, wall time, held-out loss and heads under stages_before):
 
     python -m engine.train_pycode --out STAGE1 --steps 900 --seed 0 --save-every 100   # kept its 500-step save
-    python -m engine.train_pycode --init STAGE1 --out engine/checkpoints/pycode --steps 600 --seed 1 \
+    python -m engine.train_pycode --init STAGE1 --out STAGE2 --steps 600 --seed 1 \
         --lr 2e-3 --warmup 20 --repeat-every 2 --repeat-words --save-every 100
+    python -m engine.train_pycode --init STAGE2 --out engine/checkpoints/pycode --steps 700 --seed 2 \
+        --lr 1.5e-3 --warmup 20 --repeat-every 8 --repeat-words --save-every 100
 """
 
 from __future__ import annotations
