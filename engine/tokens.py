@@ -157,6 +157,16 @@ class TokenPieces:
         return out
 
     def label(self, token_id: int) -> str:
+        """One piece's text read alone; a piece that is whole UTF-8 is its text (the quick path of a vocabulary)."""
+        raw = self._bytes_of(token_id)
+        if raw is not None:
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+            else:
+                if CONTINUED not in text[:1]:
+                    return text
         return self.labels([token_id])[0]
 
     def is_special(self, token_id: int) -> bool:

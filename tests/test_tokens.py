@@ -144,3 +144,12 @@ def test_sentencepiece_spaces_and_byte_pieces() -> None:
     assert p.labels[at : at + 3] == ["你", CONTINUED, CONTINUED]
     assert "é" in p.labels  # a piece of its own, not its two bytes
     assert tp.ids_for(p.labels) == (p.ids, [])
+
+
+def test_one_piece_read_alone_is_labels_of_that_piece(pieces: dict[str, TokenPieces]) -> None:
+    """label(id), the quick path a vocabulary is read with, gives what labels([id]) gives, for every id of every
+    tokenizer here and of a SentencePiece one with byte pieces (where a lone byte piece reads <0xNN>)."""
+    every = {**pieces, "sentencepiece": TokenPieces(sentencepiece_tokenizer())}
+    for name, tp in every.items():
+        wrong = [i for i in sorted(tp.by_id) if tp.label(i) != tp.labels([i])[0]]
+        assert wrong == [], (name, wrong[:5])

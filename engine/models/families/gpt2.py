@@ -122,7 +122,7 @@ def build(config: Config, t: Mapping[str, Tensor]) -> Mapped:
     W_U = t["wte.weight"].T if tied(config) else t["lm_head.weight"].T
     net = Network(
         tuple(block(config, t, i, s, act) for i in range(s.n_layers)),
-        Unembed(LayerNorm(t["ln_f.weight"], t["ln_f.bias"], eps), W_U.contiguous()),
+        Unembed(LayerNorm(t["ln_f.weight"], t["ln_f.bias"], eps), W_U),  # a view: wte is not copied
     )
     return Mapped(
         embedding=Embedding(W_E=t["wte.weight"], W_pos=t["wpe.weight"]),
