@@ -8,7 +8,7 @@ CHROMIUM ?= /usr/bin/chromium
 NGINX ?= /usr/sbin/nginx
 NODE ?= /usr/bin/node
 
-.PHONY: run test test-quick lint bench bench-load bench-api bench-page bench-mask install install-test chromium nginx node clean
+.PHONY: run test test-quick lint bench bench-load bench-api bench-checkpoints bench-page bench-mask install install-test chromium nginx node clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -100,6 +100,10 @@ bench-load: install-test nginx
 # minilm over HTTP (JSON, NPZ, arrays f32/f16) against the transformers forward, bytes against bertviz (bench/README.md)
 bench-api: $(VENV)/.bench
 	$(PY) -m bench.api --plot bench/api.png
+
+# users' checkpoints (GPT-2-small-shaped and LLaMA-shaped, random) over the API and loaded, against transformers
+bench-checkpoints: $(VENV)/.bench
+	$(PY) -m bench.checkpoints
 
 # minilm's first draw and a layer switch in headless chromium against the transformers forward (bench/README.md)
 bench-page: $(VENV)/.bench $(VENV)/.test chromium
