@@ -123,10 +123,10 @@ def post(conn: HTTPConnection, body: bytes) -> Any:
 
 
 def bench_family(family: str, directory: Path, conn: HTTPConnection, s: int, rounds: int) -> list[str]:
-    from engine.models.checkpoint import load_checkpoint
     from tokenizers import Tokenizer
     from transformers import AutoModelForCausalLM
 
+    from engine.models.checkpoint import load_checkpoint
     from engine.tokens import TokenPieces
 
     hf = AutoModelForCausalLM.from_pretrained(directory, attn_implementation="eager").eval()
