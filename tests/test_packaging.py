@@ -21,7 +21,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from engine.models import load_available
+from engine.models import FAMILIES, load_available
 from server.app import create_app
 from server.config import Settings
 from tests.helpers import ROOT, assert_error, free_port
@@ -141,9 +141,11 @@ def test_the_installed_server_serves_the_page_and_every_model(installed: Path, t
             assert httpx.get(f"{base}{path}").status_code == 200, path
         models = httpx.get(f"{base}/api/models").json()
         names = [m["name"] for m in models["models"]]
-        assert sorted(names) == ["custom", "induction", "minilm", "random", "textbook"] and models["unavailable"] == []
-        for name in ("textbook", "random", "minilm", "induction"):
-            body = {"model": name} if name == "textbook" else {"model": name, "text": "red ball king"}
+        # every built-in model, pycode (a checkpoint directory inside the wheel) too
+        assert sorted(names) == sorted(FAMILIES) and models["unavailable"] == []
+        for name in ("textbook", "random", "minilm", "induction", "pycode"):
+            text = "def f(x):\n    return [x]" if name == "pycode" else "red ball king"
+            body = {"model": name} if name == "textbook" else {"model": name, "text": text}
             assert httpx.post(f"{base}/api/attention", json=body, timeout=60).status_code == 200, name
     finally:
         proc.terminate()
