@@ -43,7 +43,7 @@ from torch import Tensor
 
 from engine.attention import AttentionWeights, attention
 from engine.masks import MaskSpec, eligibility
-from engine.models.minilm import attention_weights
+from engine.models.families.bert import self_attention as attention_weights
 
 ROOT = Path(__file__).resolve().parent.parent
 LENGTHS = (16, 64, 128, 256, 512)

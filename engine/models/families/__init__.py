@@ -166,7 +166,12 @@ def heads_divide(d_model: int, n_heads: int, n_kv_heads: int, width: str = "hidd
         raise refuse("num_attention_heads", f"got {n_heads} heads for {width} {d_model}: {width} must divide by heads")
 
 
-def activation(config: Config, name: str, known: Mapping[str, Activation]) -> Activation:
+# transformers' activation names (its ACT2FN) -> the engine's (engine/feedforward.py), for every family
+ACTIVATIONS: dict[str, Activation] = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+ACTIVATIONS |= {"relu": "relu", "silu": "silu", "swish": "silu"}
+
+
+def activation(config: Config, name: str, known: Mapping[str, Activation] = ACTIVATIONS) -> Activation:
     """The engine's name (engine/feedforward.py) for the config's activation `name`."""
     act = need(config, name, str)
     if act not in known:

@@ -19,15 +19,12 @@ from dataclasses import replace
 
 from torch import Tensor
 
-from engine.attention import from_concatenated
+from engine.attention import AttentionWeights, from_concatenated
 from engine.feedforward import Activation, FeedForward
 from engine.forward import Block, Network
 from engine.models.families import Config, Embedding, Family, Mapped, Shapes, Sizes, activation, heads_divide, need
 from engine.models.families import refuse as refused
-from engine.models.families.gpt2 import ACTIVATIONS as GPT2_ACTIVATIONS
 from engine.norms import LayerNorm
-
-ACTIVATIONS: dict[str, Activation] = dict(GPT2_ACTIVATIONS)
 
 
 def position_offset(config: Config) -> int:
@@ -87,24 +84,28 @@ def shapes(config: Config) -> Shapes:
     return out
 
 
-def block(t: Mapping[str, Tensor], i: int, s: Sizes, eps: float, act: Activation) -> Block:
+def self_attention(t: Mapping[str, Tensor], prefix: str, n_heads: int) -> AttentionWeights:
+    """A BERT self-attention block (`prefix`.self.query ... `prefix`.output.dense) as per-head weights and biases."""
+    w = from_concatenated(
+        t[f"{prefix}.self.query.weight"].T,
+        t[f"{prefix}.self.key.weight"].T,
+        t[f"{prefix}.self.value.weight"].T,
+        t[f"{prefix}.output.dense.weight"].T,
+        n_heads=n_heads,
+    )
+    return replace(
+        w,
+        b_Q=t[f"{prefix}.self.query.bias"].reshape(n_heads, w.d_head),
+        b_K=t[f"{prefix}.self.key.bias"].reshape(n_heads, w.d_head),
+        b_V=t[f"{prefix}.self.value.bias"].reshape(n_heads, w.d_v),
+        b_O=t[f"{prefix}.output.dense.bias"],
+    )
+
+
+def block(t: Mapping[str, Tensor], i: int, n_heads: int, eps: float, act: Activation) -> Block:
     p = f"encoder.layer.{i}"
     a = f"{p}.attention"
-    h, dh = s.n_heads, s.d_head
-    w = from_concatenated(
-        t[f"{a}.self.query.weight"].T,
-        t[f"{a}.self.key.weight"].T,
-        t[f"{a}.self.value.weight"].T,
-        t[f"{a}.output.dense.weight"].T,
-        n_heads=h,
-    )
-    w = replace(
-        w,
-        b_Q=t[f"{a}.self.query.bias"].reshape(h, dh),
-        b_K=t[f"{a}.self.key.bias"].reshape(h, dh),
-        b_V=t[f"{a}.self.value.bias"].reshape(h, dh),
-        b_O=t[f"{a}.output.dense.bias"],
-    )
+    w = self_attention(t, a, n_heads)
     return Block(
         attn=w,
         residual=True,
@@ -122,7 +123,7 @@ def block(t: Mapping[str, Tensor], i: int, s: Sizes, eps: float, act: Activation
 
 def build(config: Config, t: Mapping[str, Tensor]) -> Mapped:
     s = sizes(config)
-    act = activation(config, "hidden_act", ACTIVATIONS)
+    act = activation(config, "hidden_act")
     eps = float(config.get("layer_norm_eps", 1e-12))
     e = "embeddings"
     name = "RoBERTa" if config.get("model_type") == "roberta" else "BERT"
@@ -134,7 +135,7 @@ def build(config: Config, t: Mapping[str, Tensor]) -> Mapped:
             W_type=t[f"{e}.token_type_embeddings.weight"][0],
             ln=LayerNorm(t[f"{e}.LayerNorm.weight"], t[f"{e}.LayerNorm.bias"], eps),
         ),
-        network=Network(tuple(block(t, i, s, eps, act) for i in range(s.n_layers))),
+        network=Network(tuple(block(t, i, s.n_heads, eps, act) for i in range(s.n_layers))),
         architecture=(
             f"{name} post-LN encoder: a = LayerNorm(x + Attention(x)); x' = LayerNorm(a + FeedForward(a)), {act}; "
             "learned positions; bidirectional"

@@ -36,9 +36,6 @@ from engine.models.families import (
 from engine.models.families import refuse as refused
 from engine.norms import LayerNorm
 
-ACTIVATIONS: dict[str, Activation] = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu"}
-ACTIVATIONS |= {"relu": "relu", "silu": "silu", "swish": "silu"}
-
 
 def sizes(config: Config) -> Sizes:
     d, h = need(config, "n_embd"), need(config, "n_head")
@@ -117,7 +114,7 @@ def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activa
 
 def build(config: Config, t: Mapping[str, Tensor]) -> Mapped:
     s = sizes(config)
-    act = activation(config, "activation_function", ACTIVATIONS)
+    act = activation(config, "activation_function")
     eps = number(config, "layer_norm_epsilon", 1e-5)
     W_U = t["wte.weight"].T if tied(config) else t["lm_head.weight"].T
     net = Network(

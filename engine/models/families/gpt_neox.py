@@ -40,9 +40,6 @@ from engine.models.families import (
 )
 from engine.norms import LayerNorm
 
-ACTIVATIONS: dict[str, Activation] = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
-ACTIVATIONS |= {"relu": "relu", "silu": "silu"}
-
 
 def sizes(config: Config) -> Sizes:
     d, h = need(config, "hidden_size"), need(config, "num_attention_heads")
@@ -121,7 +118,7 @@ def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activa
 
 def build(config: Config, t: Mapping[str, Tensor]) -> Mapped:
     s = sizes(config)
-    act = activation(config, "hidden_act", ACTIVATIONS)
+    act = activation(config, "hidden_act")
     eps = number(config, "layer_norm_eps", 1e-5)
     W_U = t["embed_in.weight"] if flag(config, "tie_word_embeddings", False) else t["embed_out.weight"]
     final = LayerNorm(t["final_layer_norm.weight"], t["final_layer_norm.bias"], eps)

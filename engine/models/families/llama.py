@@ -25,6 +25,7 @@ from engine.feedforward import Activation, GatedFeedForward
 from engine.forward import Block, Network, Unembed
 from engine.masks import MaskSpec
 from engine.models.families import (
+    ACTIVATIONS,
     ROTARY_BREAKS,
     Config,
     Embedding,
@@ -43,8 +44,6 @@ from engine.models.families import (
 )
 from engine.norms import RMSNorm
 
-ACTIVATIONS: dict[str, Activation] = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh"}
-ACTIVATIONS |= {"gelu_new": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 NAMES = {"llama": "LLaMA", "mistral": "Mistral", "qwen2": "Qwen2", "gemma": "Gemma"}
 
 
