@@ -286,6 +286,7 @@ def prepare(
         s_k = len(encoded.source.tokens)
         _check_tokens(s_k, "source.tokens" if req.source and req.source.tokens is not None else "source.text", settings)
     model.last_layer(inp)  # a 422 naming `layer` when it is past the model's last
+    check_rollout(req, encoded)
     # refuse before computing what could not be sent: the S x S_k matrices, and the per-position vectors asked for
     layers = 1 if req.layer is not None else model.n_layers(inp)
     heads, s = model.n_heads(inp), len(tokens)
@@ -296,6 +297,8 @@ def prepare(
     per_layer = heads * s * s_k * matrices
     per_layer += ("contexts" in req.include) * heads * s * d_head + ("output" in req.include) * heads * s * d_head
     per_layer += ("qkv" in req.include) * 3 * heads * s * d_head
+    per_layer += ("value_norms" in req.include) * heads * s * s_k + ("head_contributions" in req.include) * heads * s
+    per_layer += ("rollout" in req.include) * s * s_k
     items = (encoded.batch or 1) * results
     values = (layers * per_layer + ("final" in req.include) * s * final_width(model)) * items
     check_result_size(values, settings.max_result_values)
@@ -308,6 +311,22 @@ def prepare(
     limit = settings.max_result_bytes
     check_result_bytes(every, None if layers == 1 else one_layer, form_of(accept), req.precision, dtype, limit)
     return Prepared(model, inp, encoded)
+
+
+def check_rollout(req: AttentionRequest, encoded: Encoded) -> None:
+    """Rollout's options need include rollout; rollout needs keys that are the queries' own positions."""
+    if req.rollout is not None and "rollout" not in req.include:
+        raise ApiError(
+            422, "invalid_request", "rollout options need include rollout: add it or leave rollout out", "rollout"
+        )
+    if "rollout" in req.include and encoded.source is not None:
+        raise ApiError(
+            422,
+            "invalid_request",
+            "rollout multiplies each layer's map by the one before, which needs the keys to be the queries' own "
+            "positions; with a source the keys are another sequence: leave rollout out of include",
+            "include",
+        )
 
 
 def final_width(model: AttentionModel) -> int:
@@ -344,6 +363,8 @@ def run_body(run: ModelRun, req: AttentionRequest, settings: Settings, runtime: 
         dtype=str(runtime.dtype).removeprefix("torch."),
         max_values=settings.max_result_values,
         precision=req.precision,
+        rollout_heads=req.rollout.heads if req.rollout is not None else "mean",
+        rollout_residual=req.rollout.residual if req.rollout is not None else True,
     )
 
 

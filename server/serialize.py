@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.analysis.flow import Fuse, head_contributions, rollout, value_norms
 from engine.masks import pair_counts
 from engine.models import ModelRun
 from engine.stats import HeadStats, head_similarity, head_stats
@@ -142,6 +143,8 @@ def result_size(run: ModelRun, layers: Sequence[int], include: Sequence[str]) ->
             total += a.output.numel()
         if "stats" in include:
             total += b * h * (2 * s + h)
+        total += b * h * s * s_k * ("value_norms" in include) + b * h * s * ("head_contributions" in include)
+        total += b * s * s_k * ("rollout" in include)
     if "final" in include:
         total += run.result.final.numel()
     return total + run.eligible.numel()
@@ -166,12 +169,18 @@ def serialize_run(
     dtype: str,
     max_values: int,
     precision: str = "float32",
+    rollout_heads: Fuse = "mean",
+    rollout_residual: bool = True,
 ) -> dict[str, Any]:
     layers = [layer] if layer is not None else list(range(len(run.layers)))
     size = result_size(run, layers, include)
     check_result_size(size, max_values)
     eligible = run.eligible.cpu()
-    out_layers = [_layer(run, i, include, eligible, precision) for i in layers]
+    rolled: list[torch.Tensor] = []
+    if "rollout" in include:  # through every layer up to the last one shown
+        maps = [run.layers[i].attn.weights for i in range(max(layers) + 1)]
+        rolled = rollout(maps, rollout_heads, rollout_residual)
+    out_layers = [_layer(run, i, include, eligible, precision, rolled[i] if rolled else None) for i in layers]
     a0 = run.layers[layers[0]].attn
     s = len(run.tokens)
     config = dataclasses.asdict(run.config)
@@ -214,20 +223,30 @@ def serialize_run(
     }
 
 
-def _layer(run: ModelRun, i: int, include: Sequence[str], eligible: torch.Tensor, precision: str) -> dict[str, Any]:
-    """One layer's heads. For a batch every array keeps its leading batch axis and stats come per item."""
+def _layer(
+    run: ModelRun,
+    i: int,
+    include: Sequence[str],
+    eligible: torch.Tensor,
+    precision: str,
+    rolled: torch.Tensor | None = None,
+) -> dict[str, Any]:
+    """One layer's heads. For a batch every array keeps its leading batch axis and stats come per item.
+    `rolled`: the rollout after this layer (B, S, S), when include asks for it."""
     a = run.layers[i].attn
     batched = run.batch_tokens is not None
     n_items, n_heads, n_groups = a.scores.shape[0], a.scores.shape[1], a.k.shape[1]
     per_group = n_heads // n_groups
 
     converted: dict[str, np.ndarray] = {}
+    derived = {"value_norms": value_norms, "contribution": head_contributions}
 
     def pick(name: str, index: int) -> np.ndarray:
         """Head (or K/V group) `index` of the layer's tensor `name`: the whole tensor is converted once, then
         each head is a view of it (C-contiguous, as orjson needs)."""
         if name not in converted:
-            converted[name] = as_numpy(getattr(a, name), precision, f"layer {i}'s {name}")
+            t = derived[name](a, run.layers[i].weights) if name in derived else getattr(a, name)
+            converted[name] = as_numpy(t, precision, f"layer {i}'s {name}")
         per_head = converted[name][:, index]
         return np.ascontiguousarray(per_head) if batched else per_head[0]
 
@@ -257,6 +276,10 @@ def _layer(run: ModelRun, i: int, include: Sequence[str], eligible: torch.Tensor
             head["q"] = pick("q", h)
             head["k"] = pick("k", g)
             head["v"] = pick("v", g)
+        if "value_norms" in include:
+            head["value_norms"] = pick("value_norms", h)
+        if "head_contributions" in include:
+            head["contribution"] = pick("contribution", h)
         if stats is not None:
             # field by field: dataclasses.asdict deep-copies every list (1.5 s of 7 at 512 tokens)
             per_item = [{f.name: getattr(st[h], f.name) for f in STAT_FIELDS} for st in stats]
@@ -266,6 +289,9 @@ def _layer(run: ModelRun, i: int, include: Sequence[str], eligible: torch.Tensor
     if "output" in include:
         out = as_numpy(a.output, precision, f"layer {i}'s output")
         layer["output"] = out if batched else out[0]
+    if rolled is not None:
+        r = as_numpy(rolled, precision, f"layer {i}'s rollout")
+        layer["rollout"] = r if batched else r[0]
     if "stats" in include:
         similarity = [sim.float().numpy() for sim in sims]
         layer["head_similarity"] = np.stack(similarity) if batched else similarity[0]

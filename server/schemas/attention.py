@@ -11,7 +11,19 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from engine.models.declare import able, reading
 
-Include = Literal["scores", "weights", "contexts", "output", "stats", "qkv", "audit", "final"]
+Include = Literal[
+    "scores",
+    "weights",
+    "contexts",
+    "output",
+    "stats",
+    "qkv",
+    "audit",
+    "final",
+    "rollout",
+    "value_norms",
+    "head_contributions",
+]
 DEFAULT_INCLUDE: list[Include] = ["scores", "weights", "stats"]
 
 
@@ -111,6 +123,11 @@ class SourceRequest(Strict):
     )
 
 
+class RolloutOptions(Strict):
+    heads: Literal["mean", "max", "min"] = Field("mean", description="how each layer's heads are fused, cell by cell")
+    residual: bool = Field(True, description="add the residual identity before normalising each layer's rows")
+
+
 class AttentionRequest(Strict):
     model: Text | None = Field(None, description="a name from GET /api/models; optional when x is given")
     text: Text | None = Field(None, description="a sequence, tokenised by the model")
@@ -148,7 +165,13 @@ class AttentionRequest(Strict):
     include: list[Include] = Field(
         default_factory=lambda: list(DEFAULT_INCLUDE),
         description="what to return; `audit` adds the chapter's audit record (measured, so slower); `final` the "
-        "model's last output: logits (S x V) for a model that predicts tokens, else the last layer's output (S x D)",
+        "model's last output: logits (S x V) for a model that predicts tokens, else the last layer's output (S x D); "
+        "`rollout` each layer's attention rollout (S x S, Abnar & Zuidema 2020: J_l = rownorm(fuse_h A_l + I) "
+        "J_l-1); `value_norms` per head |a_ij v_j W_O^h| (S x S_k, Kobayashi et al. 2020: how much each key moves, "
+        "not only how hard it is looked at); `head_contributions` per head |context_h W_O^h| at each query (S)",
+    )
+    rollout: RolloutOptions | None = Field(
+        None, description="with include rollout: how the heads are fused and whether the residual identity is added"
     )
     demo_bug: Literal["softmax_over_queries", "flipped_mask"] | None = Field(
         None,
@@ -204,6 +227,10 @@ class HeadResult(BaseModel):
     q: Matrices | None = None
     k: Matrices | None = None
     v: Matrices | None = None
+    value_norms: Matrices | None = Field(None, description="with include value_norms: |a_ij v_j W_O^h|, S x S_k")
+    contribution: list[float] | list[list[float]] | None = Field(
+        None, description="with include head_contributions: |context_h W_O^h| per query (S; B x S for a batch)"
+    )
     stats: HeadStatsOut | list[HeadStatsOut] | None = Field(None, description="a list, one per item, for a batch")
 
 
@@ -212,6 +239,11 @@ class LayerResult(BaseModel):
     heads: list[HeadResult]
     output: Matrices | None = None
     head_similarity: Matrices | None = None
+    rollout: Matrices | None = Field(
+        None,
+        description="with include rollout: J_l after this layer, S x S (B x S x S for a batch); row q is the share "
+        "of position q's state traced back to each input position",
+    )
 
 
 class BugOut(BaseModel):
