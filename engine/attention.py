@@ -28,7 +28,7 @@ from torch import Tensor
 
 from engine.errors import InputError
 from engine.finite import cannot_overflow, is_finite, refuse_first_non_finite, require_finite
-from engine.interventions import LayerInterventions, ablate_contexts, edit_weights
+from engine.interventions import SOFTMAX_BUGS, LayerInterventions, ablate_contexts, edit_weights
 from engine.rotary import Rotary
 from engine.softmax import buggy_softmax, check_policy, masked_softmax, softmax_contexts
 
@@ -271,6 +271,15 @@ def merge_heads(contexts: Tensor, w: AttentionWeights) -> tuple[Tensor, Tensor]:
     return concat, output
 
 
+def standardise_over_positions(x: Tensor, eps: float = 1e-5) -> Tensor:
+    """The classic bug norm_over_sequence: (B, S, D) with each feature standardised over the S positions (the
+    batch-norm axis, where a layer norm standardises over the D features). Position i then depends on every
+    position, the ones after it included, through the mean and the spread."""
+    mean = x.mean(dim=-2, keepdim=True)
+    spread = x.var(dim=-2, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(spread + eps)
+
+
 def attention(
     x: Tensor,
     w: AttentionWeights,
@@ -296,6 +305,9 @@ def attention(
         if t is not None and t.shape[-1] != w.d_model:
             raise InputError(name, f"has width {t.shape[-1]} but the weights expect d_model = {w.d_model}")
 
+    bug = interventions.bug if interventions is not None else None
+    if bug == "norm_over_sequence":
+        x = standardise_over_positions(x)
     q, k, v = project(x, w, source)
     steps = [(q, "Q", "weights.w_q"), (k, "K", "weights.w_k"), (v, "V", "weights.w_v")]
     q_pre, k_pre = (q, k) if w.rotary is not None else (None, None)
@@ -308,7 +320,6 @@ def attention(
         k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
     if eligible is None:
         eligible = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=x.device)
-    bug = interventions.bug if interventions is not None else None
     every_row_keyed = check_policy(~eligible if bug == "flipped_mask" else eligible, all_masked)
     factor = w.scale if scale and w.scale is not None else scale_factor(w.d_head, scale)  # a declared factor
     k_per_head = expand_groups(k, w.n_heads)
@@ -317,7 +328,7 @@ def attention(
     # two blocks of half the size went back to the system and were faulted in again, page by page, on every call.
     # Not where the weights are made elsewhere: a classic bug, half precision (float32 first), edge edits (a copy).
     edits = interventions.edits if interventions is not None else ()
-    in_one = bug is None and not edits and q.dtype not in (torch.float16, torch.bfloat16)
+    in_one = bug not in SOFTMAX_BUGS and not edits and q.dtype not in (torch.float16, torch.bfloat16)
     both = q.new_empty((2 if in_one else 1, *q.shape[:-1], k_per_head.shape[-2]))
     scores = attention_scores(q, k_per_head, factor, out=both[0])
     steps.append((scores, "scores", "x"))
@@ -328,7 +339,7 @@ def attention(
             scores, eligible, expand_groups(v, w.n_heads), both[1], every_row_keyed=every_row_keyed
         )
     else:
-        if bug is not None:
+        if bug is not None and bug in SOFTMAX_BUGS:
             weights = buggy_softmax(scores, eligible, bug)
         else:
             weights = masked_softmax(scores, eligible, every_row_keyed=every_row_keyed)

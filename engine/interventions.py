@@ -13,8 +13,11 @@ named hook point, so every model runs the same code with or without them:
                                         live query positions ("mean"), before W_O
 
 Zero-ablating head h therefore changes the layer's attention output by exactly -contexts_h W_O[h].
-A ClassicBug (softmax over queries, a flipped mask) computes one of the chapter's common bugs on purpose,
-so a page can show what it looks like.
+A ClassicBug (softmax over queries, a flipped mask, a normalisation over the sequence axis) computes one of the
+chapter's common bugs on purpose, so a page can show what it looks like. norm_over_sequence is the one a heatmap
+cannot see: every layer's attention input is standardised over the positions (each feature minus its mean over
+the sequence, over its spread), so every position reads the ones after it through the statistics while the
+causal map stays exactly triangular; the perturbation test finds the leak.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from torch import Tensor
 from engine.errors import InputError
 
 AblationMode = Literal["zero", "mean"]
-ClassicBug = Literal["softmax_over_queries", "flipped_mask"]
+ClassicBug = Literal["softmax_over_queries", "flipped_mask", "norm_over_sequence"]
+SOFTMAX_BUGS = ("softmax_over_queries", "flipped_mask")  # the ones computed inside the softmax
 
 
 @dataclass(frozen=True)

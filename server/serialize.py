@@ -155,6 +155,10 @@ BUG_NOTES = {
     "and rows do not; a query's weights no longer form a distribution over keys",
     "flipped_mask": "WRONG ON PURPOSE: the mask was read as True = blocked, so every eligible key was removed and "
     "every masked key attended to",
+    "norm_over_sequence": "WRONG ON PURPOSE: every layer's attention input was standardised over the sequence axis "
+    "(each feature's mean and spread over all positions) instead of over its features, so each position reads the "
+    "ones after it through those statistics; the causal map still looks perfectly triangular, and only a "
+    "perturbation (/api/perturb) shows the leak",
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -165,7 +166,7 @@ def test_default_change_reaches_the_model_and_causal_masking_holds(trained: Test
     assert causal["holds"] is True and r["verdict"].startswith("Causal masking holds"), r["verdict"]
 
 
-@pytest.mark.parametrize("bug", ["softmax_over_queries", "flipped_mask"])
+@pytest.mark.parametrize("bug", ["softmax_over_queries", "flipped_mask", "norm_over_sequence"])
 @pytest.mark.parametrize("base", [IND, MINI], ids=["induction", "minilm"])
 def test_default_change_catches_a_leaking_bug(trained: TestClient, base: dict[str, Any], bug: str) -> None:
     """The negative control: a bug that lets a later token reach an earlier row must fail the causal check."""
@@ -176,7 +177,7 @@ def test_default_change_catches_a_leaking_bug(trained: TestClient, base: dict[st
     assert r["verdict"].startswith("Leak: causal"), r["verdict"]
 
 
-@pytest.mark.parametrize("bug", [None, "softmax_over_queries", "flipped_mask"])
+@pytest.mark.parametrize("bug", [None, "softmax_over_queries", "flipped_mask", "norm_over_sequence"])
 @pytest.mark.parametrize("base", [IND, MINI], ids=["induction", "minilm"])
 def test_audit_verdict_agrees_with_the_perturb_view(trained: TestClient, base: dict[str, Any], bug: str | None) -> None:
     """The audit beside a view runs the view's code: its causal verdict is the one /api/perturb gives."""
@@ -186,6 +187,33 @@ def test_audit_verdict_agrees_with_the_perturb_view(trained: TestClient, base: d
     r = trained.post("/api/perturb", json={**base, **extra, "position": p["position"]}).json()
     assert p["holds"] is r["checks"][0]["holds"] is (bug is None), (p, r["verdict"])
     assert p["verdict"] == r["verdict"]
+
+
+@pytest.mark.parametrize("base", [IND, MINI], ids=["induction", "minilm"])
+def test_norm_over_sequence_leaks_behind_a_perfectly_triangular_map(trained: TestClient, base: dict[str, Any]) -> None:
+    """The chapter's misconception "a triangular heatmap proves causal implementation", shown live: under the
+    bug every layer's every head puts exactly 0 above the diagonal, yet the perturbation at the last position moves
+    every position before it in layer 0 already, and a change at position 3 moves positions 0-2."""
+    bugged = {**base, "demo_bug": "norm_over_sequence"}
+    view = trained.post("/api/attention", json={**bugged, "include": ["weights"]}).json()
+    assert view["demo_bug"]["name"] == "norm_over_sequence" and "triangular" in view["demo_bug"]["note"]
+    clean = trained.post("/api/attention", json={**base, "include": ["weights"]}).json()
+    differs = 0.0
+    for layer, plain in zip(view["layers"], clean["layers"], strict=True):
+        for head, ok in zip(layer["heads"], plain["heads"], strict=True):
+            w = np.asarray(head["weights"])
+            assert np.triu(w, 1).max() == 0.0
+            assert np.abs(w.sum(-1) - 1).max() < 1e-5
+            differs = max(differs, float(np.abs(w - np.asarray(ok["weights"])).max()))
+    assert differs > 1e-3  # the bug is computed: the maps are not the correct ones
+    last = len(view["tokens"]) - 1
+    r = trained.post("/api/perturb", json={**bugged, "position": last}).json()
+    causal = next(c for c in r["checks"] if c["name"] == "causal")
+    assert causal["holds"] is False
+    first = r["layers"][0]["delta"]
+    assert min(first[:last]) > 0.0, first  # every earlier position moved, in the first layer
+    fixed = trained.post("/api/perturb", json={**base, "position": last}).json()
+    assert max(fixed["layers"][0]["delta"][:last]) == 0.0
 
 
 # ---- intervene and compare run the code the view shows, demo_bug included ----------------------------------------

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from engine.interventions import ClassicBug
 from engine.models.declare import able, reading
 
 Include = Literal[
@@ -173,10 +174,11 @@ class AttentionRequest(Strict):
     rollout: RolloutOptions | None = Field(
         None, description="with include rollout: how the heads are fused and whether the residual identity is added"
     )
-    demo_bug: Literal["softmax_over_queries", "flipped_mask"] | None = Field(
+    demo_bug: ClassicBug | None = Field(
         None,
         description="compute one of the chapter's classic bugs on purpose, as a labelled demonstration: "
-        "softmax over queries (columns sum to 1) or a flipped mask (True read as blocked)",
+        "softmax over queries (columns sum to 1), a flipped mask (True read as blocked), or a normalisation over "
+        "the sequence axis before attention (the map stays triangular; /api/perturb finds the leak)",
     )
 
 
@@ -247,7 +249,7 @@ class LayerResult(BaseModel):
 
 
 class BugOut(BaseModel):
-    name: Literal["softmax_over_queries", "flipped_mask"]
+    name: ClassicBug
     wrong: Literal[True]
     note: str
 

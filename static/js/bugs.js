@@ -9,6 +9,7 @@ import { pieceQuote } from "./piece.js";
 export const BUG_LABELS = {
   softmax_over_queries: "softmax over queries",
   flipped_mask: "flipped mask (True read as blocked)",
+  norm_over_sequence: "norm over the sequence axis",
 };
 export const SUM_TOLERANCE = 1e-3; // a sum within this of 1 reads as 1
 export const MAX_SUMS_SHOWN = 24; // beyond this many positions only the extremes are listed
@@ -53,14 +54,18 @@ export function renderBugBanner(el, demoBug) {
     return;
   }
   el.dataset.bug = demoBug.name;
-  const extra =
-    demoBug.name === "flipped_mask"
-      ? " Masked cells are drawn coloured here, to show the weight that went onto them."
-      : " The large head lists its row and column sums.";
+  const extra = {
+    flipped_mask: " Masked cells are drawn coloured here, to show the weight that went onto them.",
+    norm_over_sequence:
+      " The map below is still triangular: a heatmap cannot show this leak. Run Claims' perturbation, which runs" +
+      " this same code, to find it.",
+  }[demoBug.name] ?? " The large head lists its row and column sums.";
+  const rest =
+    demoBug.name === "norm_over_sequence" ? "" : " The analysis panels below run the correct code.";
   el.replaceChildren(
     node("strong", {}, `WRONG: ${BUG_LABELS[demoBug.name] || demoBug.name}. `),
     node("span", {}, demoBug.note),
-    node("span", { className: "bug-extra" }, `${extra} The analysis panels below run the correct code.`),
+    node("span", { className: "bug-extra" }, `${extra}${rest}`),
   );
 }
 
