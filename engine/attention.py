@@ -328,7 +328,8 @@ def attention(
     # two blocks of half the size went back to the system and were faulted in again, page by page, on every call.
     # Not where the weights are made elsewhere: a classic bug, half precision (float32 first), edge edits (a copy).
     edits = interventions.edits if interventions is not None else ()
-    in_one = bug not in SOFTMAX_BUGS and not edits and q.dtype not in (torch.float16, torch.bfloat16)
+    patch = interventions.patch if interventions is not None else None
+    in_one = bug not in SOFTMAX_BUGS and not edits and patch is None and q.dtype not in (torch.float16, torch.bfloat16)
     both = q.new_empty((2 if in_one else 1, *q.shape[:-1], k_per_head.shape[-2]))
     scores = attention_scores(q, k_per_head, factor, out=both[0])
     steps.append((scores, "scores", "x"))
@@ -345,9 +346,15 @@ def attention(
             weights = masked_softmax(scores, eligible, every_row_keyed=every_row_keyed)
         if interventions is not None:
             weights = edit_weights(weights, eligible, interventions.edits)
+        if patch is not None and interventions is not None and patch.hook == "pattern":
+            clean_w = patch.clean.layers[interventions.layer].attn.weights
+            weights = patch.apply("pattern", interventions.layer, weights, clean_w)
         contexts = weights @ expand_groups(v, w.n_heads)
     if interventions is not None:
         contexts = ablate_contexts(contexts, eligible, interventions.ablations)
+        if patch is not None and patch.hook == "z":
+            clean_z = patch.clean.layers[interventions.layer].attn.contexts
+            contexts = patch.apply("z", interventions.layer, contexts, clean_z)
     concat, output = merge_heads(contexts, w)
     steps.append((output, "output", "weights.w_o" if w.W_O is not None else "weights.w_v"))
     if not is_finite(output):

@@ -27,7 +27,7 @@ registered on modules (global state that outlives a run): `ForwardResult.cache()
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -176,6 +176,9 @@ def block_forward(
         source=source,
         past=past,
     )
+    patch = interventions.patch
+    if patch is not None and patch.hook == "attn_out":
+        out = replace(out, output=patch.apply("attn_out", index, out.output, patch.clean.layers[index].attn.output))
     mid = x + out.output if block.residual else out.output
     m = block.ln_attn(mid) if block.ln_attn is not None else mid
     read = x if block.parallel else m
@@ -183,6 +186,10 @@ def block_forward(
     post, mlp_out = m, None
     if block.mlp is not None:
         mlp_out = block.mlp(u)
+        if patch is not None and patch.hook == "mlp_out":
+            clean_mlp = patch.clean.layers[index].mlp_out
+            assert clean_mlp is not None
+            mlp_out = patch.apply("mlp_out", index, mlp_out, clean_mlp)
         post = m + mlp_out
     y = block.ln_mlp(post) if block.ln_mlp is not None else post
     return LayerTrace(
@@ -227,6 +234,8 @@ def forward(
     for i, block in enumerate(net.blocks[: last + 1]):
         stop.check()  # whoever asked may have gone: stop between layers rather than finish the pass
         past = cache.layers[i] if cache is not None else None
+        if interventions.patch is not None and interventions.patch.hook == "resid_pre":
+            x = interventions.patch.apply("resid_pre", i, x, interventions.patch.clean.layers[i].resid_in)
         with timed(timings, f"layer_{i}", x.device):
             trace = block_forward(
                 i,

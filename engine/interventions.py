@@ -24,12 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 from torch import Tensor
 
 from engine.errors import InputError
+
+if TYPE_CHECKING:
+    from engine.forward import ForwardResult
 
 AblationMode = Literal["zero", "mean"]
 ClassicBug = Literal["softmax_over_queries", "flipped_mask", "norm_over_sequence"]
@@ -59,13 +62,46 @@ class InputShift:
     seed: int | None = None  # a seeded random direction (mean removed) instead of the same amount everywhere
 
 
+PatchHook = Literal["resid_pre", "attn_out", "mlp_out", "z", "pattern"]
+
+
+@dataclass(frozen=True)
+class Patches:
+    """Activation patching as data: batch item b takes the activations named by cells[b] from the clean run:
+    (layer, position) pairs for resid_pre, attn_out and mlp_out, (layer, head) pairs for z and pattern; an empty
+    tuple leaves item b as it is. `clean` is the clean input's own pass (batch 1) through the same network
+    (engine/analysis/patch.py)."""
+
+    hook: PatchHook
+    cells: tuple[tuple[tuple[int, int], ...], ...]
+    clean: ForwardResult
+
+    def at(self, hook: PatchHook, layer: int) -> tuple[list[int], list[int]]:
+        """(items, positions or heads) patched at this hook in this layer."""
+        if hook != self.hook:
+            return [], []
+        found = [(b, i) for b, item in enumerate(self.cells) for (at_layer, i) in item if at_layer == layer]
+        return [b for b, _ in found], [i for _, i in found]
+
+    def apply(self, hook: PatchHook, layer: int, t: Tensor, clean: Tensor) -> Tensor:
+        """t (B, S, ...) for positions, (B, H, ...) for heads, with the patched items' slices from `clean` (1, ...)."""
+        items, where = self.at(hook, layer)
+        if not items:
+            return t
+        out = t.clone()
+        out[items, where] = clean[0, where].to(out.dtype)
+        return out
+
+
 @dataclass(frozen=True)
 class LayerInterventions:
-    """What one layer's attention changes: edits on its weights, ablations on its contexts."""
+    """What one layer's attention changes: edits on its weights, ablations on its contexts, patched heads."""
 
     edits: tuple[EdgeEdit, ...] = ()
     ablations: tuple[HeadAblation, ...] = ()
     bug: ClassicBug | None = None  # a classic bug computed on purpose, as a labelled demonstration
+    patch: Patches | None = None  # z or pattern patched from the clean run in this layer
+    layer: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,14 +110,19 @@ class Interventions:
     edit: tuple[EdgeEdit, ...] = ()
     shift: tuple[InputShift, ...] = ()
     bug: ClassicBug | None = None  # every layer computes this classic bug (a demonstration, never a default)
+    patch: Patches | None = None  # activation patching: one clean activation per batch item
 
     def is_empty(self) -> bool:
-        return not (self.ablate or self.edit or self.shift or self.bug)
+        return not (self.ablate or self.edit or self.shift or self.bug or self.patch)
 
     def for_layer(self, layer: int) -> LayerInterventions | None:
         edits = tuple(e for e in self.edit if e.layer == layer)
         ablations = tuple(a for a in self.ablate if a.layer == layer)
-        return LayerInterventions(edits, ablations, self.bug) if edits or ablations or self.bug else None
+        patch = self.patch if self.patch is not None and self.patch.hook in ("z", "pattern") else None
+        patch = patch if patch is not None and patch.at(patch.hook, layer)[0] else None
+        if not (edits or ablations or self.bug or patch):
+            return None
+        return LayerInterventions(edits, ablations, self.bug, patch, layer)
 
     def validate(self, n_layers: int, n_heads: int, seq_len: int) -> None:
         """Every index inside the model and the sequence, each (layer, head) ablated once, each cell edited once."""

@@ -30,7 +30,8 @@ from tests.helpers import assert_error
 
 MakeClient = Callable[..., AbstractContextManager[TestClient]]
 COMPUTING = {
-    "attention", "export", "heads", "heads/top", "perturb", "intervene", "compare", "decode", "cost", "scale-sweep"
+    "attention", "export", "heads", "heads/top", "perturb", "intervene", "compare", "decode", "cost", "scale-sweep",
+    "patch",
 }  # fmt: skip
 
 
