@@ -62,10 +62,10 @@ REPEAT_EVERY = 8  # one row in 8 is a random run of pieces repeated (induction)
 @dataclass(frozen=True)
 class PycodeConfig:
     layers: int = 4
-    d_model: int = 128
-    heads: int = 4
+    d_model: int = 192
+    heads: int = 6
     kv_heads: int = 2
-    d_ff: int = 384
+    d_ff: int = 512
     context: int = 256
 
 
@@ -80,6 +80,9 @@ class TrainConfig:
     repeat_every: int = REPEAT_EVERY  # one row in this many is a repeated run of pieces
     repeat_words: bool = False  # draw the repeated runs from whole-word pieces (the probe's pool), not every id
     init: str | None = None  # start from this checkpoint's weights and tokenizer instead of new ones
+    repeat_first: int = 0  # at most this many first steps have every row a repeated run (induction first)
+    repeat_until: float = 1.0  # ... and they end early once the later copies' loss falls below this (nats)
+    bf16: bool = False  # matmuls in bfloat16 under torch.autocast (weights, optimiser and loss in float32)
 
 
 def stdlib_files(root: Path | None = None) -> tuple[list[Path], list[Path]]:
@@ -231,18 +234,34 @@ def train(
     pool = word_pieces(tok) if cfg.repeat_words else None
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
     model.train()
+    first = cfg.repeat_first  # steps of the all-repeats phase, shortened once induction has formed
     for step in range(cfg.steps):
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
-        loss = loss_of(
-            model, batch(rng, stream, model_cfg, cfg.batch_size, tok.get_vocab_size(), step, cfg.repeat_every, pool)
+        every = 1 if step < first else cfg.repeat_every
+        tokens = batch(rng, stream, model_cfg, cfg.batch_size, tok.get_vocab_size(), step, every, pool)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16):
+            logits = model(input_ids=tokens).logits
+        per = F.cross_entropy(logits[:, :-1].float().flatten(0, 1), tokens[:, 1:].flatten(), reduction="none").view(
+            tokens.shape[0], -1
         )
+        loss = per.mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        repeated = torch.tensor([(step * cfg.batch_size + i) % every == every - 1 for i in range(tokens.shape[0])])
+        later = float(per[repeated][:, model_cfg.context // 2 :].mean()) if bool(repeated.any()) else float("nan")
+        if step < first and later < cfg.repeat_until:
+            first = step + 1
+            print(f"step {step:5d}  induction formed (later copies {later:.3f} nats): code rows from here", flush=True)
         if step % 25 == 0 or step == cfg.steps - 1:
-            print(f"step {step:5d}  loss {loss.item():.3f}  {time.perf_counter() - started:.0f} s", flush=True)
+            code = float(per[~repeated].mean()) if bool((~repeated).any()) else float("nan")
+            print(
+                f"step {step:5d}  loss {loss.item():.3f}  code {code:.3f}  repeats' later copies {later:.3f}  "
+                f"{time.perf_counter() - started:.0f} s",
+                flush=True,
+            )
         if save_every and step % save_every == save_every - 1 and step < cfg.steps - 1:
             save(model, tok, {"partial": True, "steps_done": step + 1, "default_text": DEFAULT_TEXT}, out)
             heads = measure_heads(out)
@@ -265,6 +284,7 @@ def train(
             "repeated to the end of the context (for induction)"
         ),
         "steps": cfg.steps,
+        "repeat_first_steps": first,
         "seed": cfg.seed,
         "model": asdict(model_cfg),
         "train": asdict(cfg),
@@ -328,6 +348,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat-words", action="store_true", help="repeated runs of whole-word pieces")
     parser.add_argument("--lr", type=float, default=TrainConfig.lr)
     parser.add_argument("--warmup", type=int, default=TrainConfig.warmup)
+    parser.add_argument("--repeat-first", type=int, default=0, help="first steps with every row a repeated run")
+    parser.add_argument("--repeat-until", type=float, default=TrainConfig.repeat_until)
+    parser.add_argument("--bf16", action="store_true", help="matmuls in bfloat16 (torch.autocast)")
     parser.add_argument("--score-only", action="store_true", help="measure the heads of the checkpoint in --out")
     parser.add_argument("--save-every", type=int, default=0, help="save (and score the heads) every N steps")
     args = parser.parse_args(argv)
@@ -354,6 +377,9 @@ def main(argv: list[str] | None = None) -> None:
                 repeat_every=args.repeat_every,
                 repeat_words=args.repeat_words,
                 init=args.init,
+                repeat_first=args.repeat_first,
+                repeat_until=args.repeat_until,
+                bf16=args.bf16,
             ),
             args.out,
             save_every=args.save_every,

@@ -147,6 +147,10 @@ def test_what_patching_cannot_honour_is_refused_by_name(
         "hook": "z",
     }
     assert refused(client, **encoder)["field"] == "metric.kind"
+    unscaled = {**INDUCTION, "corrupted": {**INDUCTION["corrupted"], "scale": False}, "hook": "z"}
+    assert refused(client, **unscaled)["field"] == "corrupted.scale"
+    masked = {**INDUCTION, "corrupted": {**INDUCTION["corrupted"], "masks": {"causal": True, "window": 2}}, "hook": "z"}
+    assert refused(client, **masked)["field"] == "corrupted.masks"
     layer = {**INDUCTION, "clean": {**INDUCTION["clean"], "layer": 1}, "hook": "z"}
     assert refused(client, **layer)["field"] == "clean.layer"
     with make_client(models="induction", max_patch_cells=10) as small:

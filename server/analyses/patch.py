@@ -78,6 +78,14 @@ def patch_route(req: PatchRequest, ctx: Context) -> PatchResult:
     for side, body in (("clean", req.clean), ("corrupted", req.corrupted)):
         with naming(side):
             refuse_fields(body, ("layer", "include", "precision", *ONE_SEQUENCE), why)
+    for name in ("scale", "all_masked", "options", "heads", "kv_heads", "weights"):
+        if getattr(req.clean, name) != getattr(req.corrupted, name):
+            raise ApiError(
+                422,
+                "invalid_request",
+                f"differs from clean.{name}: both inputs run through one network, so only their tokens may differ",
+                f"corrupted.{name}",
+            )
     with naming("clean"):
         pc = prepare(req.clean.model_copy(update={"include": []}), settings, models, runtime)
     with naming("corrupted"):
