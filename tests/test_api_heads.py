@@ -131,4 +131,9 @@ def test_head_endpoints_refuse_fields_they_cannot_honour(
     trained: TestClient, path: str, extra: dict[str, Any], field: str
 ) -> None:
     body = {"model": "random", "text": "a b c", "query": 1, "key": 0} if path.endswith("top") else {"model": "random"}
+    if path == "/api/heads" and field == "include":  # its include takes ablation_effect only: a schema 422
+        r = trained.post(path, json={**body, **extra})
+        assert r.status_code == 422 and r.json()["error"]["field"] == "include[0]", r.text
+        assert "ablation_effect" in r.json()["error"]["message"]
+        return
     assert_error(trained.post(path, json={**body, **extra}), 422, field, f"leave {field} out")

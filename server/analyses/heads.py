@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 import torch
 from pydantic import BaseModel, Field
 
+from engine.analysis.ablation import ablation_effects, spearman
 from engine.analysis.heads import head_type_scores, pair_mask_reasons, probe_sequence, top_heads_for_pair
 from engine.models import AttentionModel
 from server.config import Settings
-from server.declare import Analysis, Context
+from server.declare import Analysis, Context, Limit
 from server.errors import ApiError
 from server.prepare import ONE_SEQUENCE, cached_run, check_limits, choose_model, prepare, refuse_fields, to_run_input
 from server.schemas.attention import AttentionRequest, Text
@@ -22,6 +24,11 @@ class HeadTypesRequest(AttentionRequest):
     model: Text | None = Field(None, description="a name from GET /api/models")
     segment_len: int = Field(24, ge=2, description="L: the induction probe is L random tokens, then the same L again")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="seeds the probe's random tokens")
+    include: list[Literal["ablation_effect"]] = Field(  # type: ignore[assignment]
+        default_factory=list,
+        description="`ablation_effect`: each head's effect when zero-ablated alone (one more forward per head), on "
+        "the input the scores are measured on, with its rank correlation to each score",
+    )
 
 
 class HeadTypeRow(BaseModel):
@@ -35,6 +42,11 @@ class HeadTypeRow(BaseModel):
     )
     mean_distance: float | None
     entropy: float | None
+    ablation_effect: float | None = Field(
+        None,
+        description="with include ablation_effect: the change in mean next-token loss (nats; decoders) or the mean "
+        "L2 change of the final output (encoders) when this head alone is zero-ablated",
+    )
 
 
 class HeadTypesResult(BaseModel):
@@ -46,6 +58,15 @@ class HeadTypesResult(BaseModel):
     n_layers: int
     n_heads: int
     heads: list[HeadTypeRow]
+    ablation_metric: Literal["loss", "output"] | None = Field(
+        None, description="what ablation_effect measures: loss (decoders on their own tokens) or output"
+    )
+    ablation_baseline: float | None = Field(None, description="the unablated loss (nats); 0 for output")
+    ablation_rank_correlation: dict[str, float | None] | None = Field(
+        None,
+        description="Spearman's rank correlation between ablation_effect and each head-type score over the heads; "
+        "null where a score is missing or constant",
+    )
 
 
 class TopHeadsRequest(AttentionRequest):
@@ -79,11 +100,9 @@ def head_types(req: HeadTypesRequest, ctx: Context) -> HeadTypesResult:
     width and heads), custom weights and `scale` hold for every run, so the scores describe the heads the page shows."""
     settings, models, runtime = ctx.settings, ctx.models, ctx.runtime
     refuse_fields(req, ONE_SEQUENCE, "head types are scored on one sequence")
-    refuse_fields(
-        req, ("layer", "include", "precision"), "head types score every layer and return scores, not matrices"
-    )
+    refuse_fields(req, ("layer", "precision"), "head types score every layer and return scores, not matrices")
     as_attention = AttentionRequest.model_validate(
-        req.model_dump(exclude={"segment_len", "seed"}) | {"layer": None, "include": []}
+        req.model_dump(exclude={"segment_len", "seed", "include"}) | {"layer": None, "include": []}
     )
     given = req.text is not None or req.tokens is not None or req.x is not None
     model = choose_model(as_attention, models)
@@ -106,6 +125,31 @@ def head_types(req: HeadTypesRequest, ctx: Context) -> HeadTypesResult:
             runner=lambda i: cached_run(model, i, runtime),
         )
     rows = [HeadTypeRow.model_validate(row) for layer in table for row in layer]
+    extra: dict[str, object] = {}
+    if "ablation_effect" in req.include:
+        limit = settings.limit("max_ablation_heads")
+        n = len(rows)
+        if n > limit:
+            raise ApiError(
+                422,
+                "too_large",
+                f"ablating {n} heads one at a time is {n} forward passes; limit {limit} (set by "
+                "ATTNLAB_MAX_ABLATION_HEADS on this server)",
+                "include",
+            )
+        scored = inp if given or probe is None else replace(inp, text=None, tokens=probe.tokens, x=None)
+        with torch.inference_mode():
+            base = cached_run(model, scored, runtime)
+            found = ablation_effects(model, scored, base, runtime.device, runtime.dtype)
+        for row in rows:
+            row.ablation_effect = found.effects[row.layer][row.head]
+        effect = [r.ablation_effect for r in rows]
+        scores = ("previous_token", "duplicate_token", "induction", "bracket_match", "mean_distance", "entropy")
+        extra = {
+            "ablation_metric": found.metric,
+            "ablation_baseline": found.baseline,
+            "ablation_rank_correlation": {k: spearman(effect, [getattr(r, k) for r in rows]) for k in scores},
+        }
     return HeadTypesResult(
         model=model.info.name,
         scored_on="input" if given or probe is None else "probe",
@@ -115,6 +159,7 @@ def head_types(req: HeadTypesRequest, ctx: Context) -> HeadTypesResult:
         n_layers=len(table),
         n_heads=len(table[0]) if table else 0,
         heads=rows,
+        **extra,
     )
 
 
@@ -172,6 +217,13 @@ HEADS = Analysis(
     run=head_types,
     summary="Score every head of a model by type",
     panel="headTypes",
+    limits=(
+        Limit(
+            "max_ablation_heads",
+            1024,
+            "heads one `/api/heads` with include ablation_effect may ablate, one forward pass each",
+        ),
+    ),
 )
 TOP_HEADS = Analysis(
     name="heads/top",
