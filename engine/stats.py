@@ -21,12 +21,13 @@ and `refused` says why, rather than a number about weights that are not what the
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
+from engine.analysis.sinks import sink_mass
 from engine.attention import AttentionWeights
 
 DEAD_KL = 0.01  # nats: a head whose rows are on average within this of uniform is flagged dead
@@ -79,6 +80,7 @@ class HeadStats:
     qk_rank: int | None  # rank of W_Q W_K^T for this head; None when the weights are not known
     qk_rank_max: int | None  # d_head: the most that rank can be
     qk_symmetric: bool | None  # W_Q = W_K for this head, so its scores are symmetric (before masking)
+    sink_mass: float = 0.0  # mean over live queries of the weight on the sink keys (position 0 unless given)
     refused: dict[str, str] = field(default_factory=dict)  # statistic -> why it is None: what it assumes fails
 
 
@@ -191,10 +193,12 @@ def head_stats(
     w: AttentionWeights | None = None,
     similarity: Tensor | None = None,
     broken: Mapping[str, str] | None = None,
+    sinks: Sequence[int] = (0,),
 ) -> list[HeadStats]:
     """scores, weights (H, S, S) for one sequence; eligible (S, S); w the layer's projections (for ranks);
     similarity: head_similarity(weights), when the caller has it already; broken: the assumptions that do not
-    hold for the model (AttentionModel.breaks), whose statistics are None with the reason in `refused`.
+    hold for the model (AttentionModel.breaks), whose statistics are None with the reason in `refused`;
+    sinks: the key positions sink_mass counts (engine/analysis/sinks.py).
 
     Every figure is computed for all heads at once; the loop at the end only reads them out.
     """
@@ -245,6 +249,7 @@ def head_stats(
     entropy_rows, share_rows, weight_rows = entropy.tolist(), masked_share.tolist(), masked_weight.tolist()
     max_masked_list = max_masked.tolist()
     kl_list = kl.tolist() if kl is not None else None
+    sink_list = sink_mass(weights, sinks, eligible).tolist()
 
     out = []
     for h in range(n_heads):
@@ -269,6 +274,7 @@ def head_stats(
                 qk_rank=ranks[h] if ranks is not None else None,
                 qk_rank_max=fixed_qk.d_head if fixed_qk is not None else None,
                 qk_symmetric=symmetric[h] if symmetric is not None else None,
+                sink_mass=sink_list[h],
                 refused=dict(refused),
             )
         )

@@ -21,6 +21,7 @@ from server.errors import ApiError
 from server.runcache import cacheable, run_key
 from server.schemas import AttentionRequest, Weights
 from server.serialize import ResultCount, check_result_bytes, check_result_size, form_of, serialize_run
+from server.views import check_rollout, sink_positions
 
 
 def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> AttentionModel:
@@ -313,22 +314,6 @@ def prepare(
     return Prepared(model, inp, encoded)
 
 
-def check_rollout(req: AttentionRequest, encoded: Encoded) -> None:
-    """Rollout's options need include rollout; rollout needs keys that are the queries' own positions."""
-    if req.rollout is not None and "rollout" not in req.include:
-        raise ApiError(
-            422, "invalid_request", "rollout options need include rollout: add it or leave rollout out", "rollout"
-        )
-    if "rollout" in req.include and encoded.source is not None:
-        raise ApiError(
-            422,
-            "invalid_request",
-            "rollout multiplies each layer's map by the one before, which needs the keys to be the queries' own "
-            "positions; with a source the keys are another sequence: leave rollout out of include",
-            "include",
-        )
-
-
 def final_width(model: AttentionModel) -> int:
     """Columns of the model's final output: its vocabulary when it predicts tokens, else its width (a lower
     bound where options or weights set the width)."""
@@ -346,6 +331,8 @@ def refuse_fields(req: AttentionRequest, fields: tuple[str, ...], why: str) -> N
     for name in fields:
         if name in req.model_fields_set and getattr(req, name) is not None:
             raise ApiError(422, "invalid_request", f"{why}: leave {name} out", name)
+    if "include" in fields and req.sinks is not None:  # a view of weights, where no weights come back
+        raise ApiError(422, "invalid_request", f"{why}: leave sinks out", "sinks")
     if "include" in fields or "audit" not in req.include:
         return
     raise ApiError(422, "invalid_request", f"{why}: the audit comes with /api/attention only", "include")
@@ -365,6 +352,7 @@ def run_body(run: ModelRun, req: AttentionRequest, settings: Settings, runtime: 
         precision=req.precision,
         rollout_heads=req.rollout.heads if req.rollout is not None else "mean",
         rollout_residual=req.rollout.residual if req.rollout is not None else True,
+        sinks=sink_positions(req, run),
     )
 
 

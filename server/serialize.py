@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from engine.analysis.flow import Fuse, head_contributions, rollout, value_norms
+from engine.analysis.sinks import hide_keys
 from engine.masks import pair_counts
 from engine.models import ModelRun
 from engine.stats import HeadStats, head_similarity, head_stats
@@ -175,7 +176,10 @@ def serialize_run(
     precision: str = "float32",
     rollout_heads: Fuse = "mean",
     rollout_residual: bool = True,
+    sinks: tuple[list[int], bool] | None = None,
 ) -> dict[str, Any]:
+    """`sinks`: (hidden key positions, renormalise) for the weights view; None shows the weights as computed
+    (sink_mass is then the weight on position 0, the first token)."""
     layers = [layer] if layer is not None else list(range(len(run.layers)))
     size = result_size(run, layers, include)
     check_result_size(size, max_values)
@@ -184,7 +188,7 @@ def serialize_run(
     if "rollout" in include:  # through every layer up to the last one shown
         maps = [run.layers[i].attn.weights for i in range(max(layers) + 1)]
         rolled = rollout(maps, rollout_heads, rollout_residual)
-    out_layers = [_layer(run, i, include, eligible, precision, rolled[i] if rolled else None) for i in layers]
+    out_layers = [_layer(run, i, include, eligible, precision, rolled[i] if rolled else None, sinks) for i in layers]
     a0 = run.layers[layers[0]].attn
     s = len(run.tokens)
     config = dataclasses.asdict(run.config)
@@ -223,6 +227,7 @@ def serialize_run(
         "batch_padding": [list(p) for p in run.batch_padding] if run.batch_padding is not None else None,
         "source_tokens": run.source_tokens,
         "demo_bug": bug_body(bug),
+        "sinks": {"hidden": sinks[0], "renormalised": sinks[1]} if sinks is not None else None,
         "final": final,
     }
 
@@ -234,9 +239,10 @@ def _layer(
     eligible: torch.Tensor,
     precision: str,
     rolled: torch.Tensor | None = None,
+    sinks: tuple[list[int], bool] | None = None,
 ) -> dict[str, Any]:
     """One layer's heads. For a batch every array keeps its leading batch axis and stats come per item.
-    `rolled`: the rollout after this layer (B, S, S), when include asks for it."""
+    `rolled`: the rollout after this layer (B, S, S), when include asks for it; `sinks`: see serialize_run."""
     a = run.layers[i].attn
     batched = run.batch_tokens is not None
     n_items, n_heads, n_groups = a.scores.shape[0], a.scores.shape[1], a.k.shape[1]
@@ -244,12 +250,15 @@ def _layer(
 
     converted: dict[str, np.ndarray] = {}
     derived = {"value_norms": value_norms, "contribution": head_contributions}
+    hidden = sinks[0] if sinks is not None else [0]
 
     def pick(name: str, index: int) -> np.ndarray:
         """Head (or K/V group) `index` of the layer's tensor `name`: the whole tensor is converted once, then
         each head is a view of it (C-contiguous, as orjson needs)."""
         if name not in converted:
             t = derived[name](a, run.layers[i].weights) if name in derived else getattr(a, name)
+            if name == "weights" and sinks is not None:
+                t = hide_keys(t, sinks[0], sinks[1])
             converted[name] = as_numpy(t, precision, f"layer {i}'s {name}")
         per_head = converted[name][:, index]
         return np.ascontiguousarray(per_head) if batched else per_head[0]
@@ -263,7 +272,7 @@ def _layer(
         w = run.layers[i].weights
         sims = [head_similarity(a.weights[b].cpu()) for b in range(n_items)]
         stats = [
-            head_stats(a.scores[b].cpu(), a.weights[b].cpu(), item_eligible(b), w, sims[b], run.breaks)
+            head_stats(a.scores[b].cpu(), a.weights[b].cpu(), item_eligible(b), w, sims[b], run.breaks, hidden)
             for b in range(n_items)
         ]
     heads = []

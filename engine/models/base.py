@@ -315,6 +315,7 @@ class AttentionModel(ABC):
             next_word=next_word,
             batch=enc.batch,
             source_len=None if enc.source is None else len(enc.source.tokens),
+            special=enc.special,
         )
 
     def n_layers(self, inp: RunInput) -> int:

@@ -103,6 +103,7 @@ class MiniLMModel(AttentionModel):
         self.embedding = mapped.embedding
         self.net = NetworkCache(mapped.network)
         self.unk_id = self.vocab_id("[UNK]")
+        self.special_ids = frozenset(self.vocab_id(t) for t in ("[CLS]", "[SEP]", "[PAD]", "[MASK]"))
         # drawn from on every head-type request (sorting the 30,522-entry vocabulary costs about 12 ms)
         self._pool = sorted(t for t in self.tokenizer.get_vocab() if t.isascii() and t.isalpha() and len(t) > 1)
         self.info = ModelInfo(
@@ -170,7 +171,8 @@ class MiniLMModel(AttentionModel):
                 f"got {len(ids)} tokens, limit {self.cfg.n_positions} "
                 "(the positions minilm has embeddings for): shorten the input",
             )
-        return Encoded(labels, self.embed(ids), from_tokens=True, unknown=tuple(unknown))
+        special = tuple(i in self.special_ids for i in ids)  # [CLS], [SEP], [PAD], [MASK]; [UNK] is a word's stand-in
+        return Encoded(labels, self.embed(ids), from_tokens=True, unknown=tuple(unknown), special=special)
 
     def count_tokens(self, inp: RunInput) -> int:
         """WordPiece tokens of `text` with [CLS] and [SEP] (tokenising is cheap; embedding is what costs)."""

@@ -129,6 +129,15 @@ class RolloutOptions(Strict):
     residual: bool = Field(True, description="add the residual identity before normalising each layer's rows")
 
 
+class SinksRequest(Strict):
+    hide: Literal["first", "special"] | Annotated[list[Position], Field(max_length=MAX_ITEMS)] = Field(
+        "first",
+        description="the key columns to hide: the first position, the special tokens the tokenizer added ([CLS], "
+        "[SEP], <|endoftext|>), or a list of positions",
+    )
+    renormalise: bool = Field(True, description="divide each row by the weight left once the hidden keys are out")
+
+
 class AttentionRequest(Strict):
     model: Text | None = Field(None, description="a name from GET /api/models; optional when x is given")
     text: Text | None = Field(None, description="a sequence, tokenised by the model")
@@ -171,6 +180,11 @@ class AttentionRequest(Strict):
         "J_l-1); `value_norms` per head |a_ij v_j W_O^h| (S x S_k, Kobayashi et al. 2020: how much each key moves, "
         "not only how hard it is looked at); `head_contributions` per head |context_h W_O^h| at each query (S)",
     )
+    sinks: SinksRequest | None = Field(
+        None,
+        description="a view that looks past attention sinks: the hidden key columns come back as 0 in `weights` and "
+        "each row is renormalised over the rest; stats' sink_mass is the weight that was on them",
+    )
     rollout: RolloutOptions | None = Field(
         None, description="with include rollout: how the heads are fused and whether the residual identity is added"
     )
@@ -207,6 +221,10 @@ class HeadStatsOut(BaseModel):
     qk_rank_max: int | None = Field(description="d_head, the most the rank can be (null with qk_rank)")
     qk_symmetric: bool | None = Field(
         description="W_Q = W_K for this head: its scores are symmetric; null where its assumption does not hold"
+    )
+    sink_mass: float = Field(
+        description="mean over queries of the weight on the sink keys (the hidden ones with `sinks`, else the first "
+        "position), from the weights as computed"
     )
     refused: dict[str, str] = Field(
         default_factory=dict,
@@ -248,6 +266,11 @@ class LayerResult(BaseModel):
     )
 
 
+class SinksOut(BaseModel):
+    hidden: list[int]
+    renormalised: bool
+
+
 class BugOut(BaseModel):
     name: ClassicBug
     wrong: Literal[True]
@@ -276,6 +299,7 @@ class AttentionResult(BaseModel):
     batch_padding: list[list[bool]] | None = None
     source_tokens: list[str] | None = None
     demo_bug: BugOut | None = None
+    sinks: SinksOut | None = Field(None, description="with `sinks`: the key positions hidden from `weights`")
     audit: dict[str, Any] | None = None
     final: Matrices | None = Field(
         None,
