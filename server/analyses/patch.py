@@ -165,6 +165,7 @@ PATCH = Analysis(
             },
         },
     },
+    panel="patch",
     limits=(
         Limit(
             "max_patch_cells",

@@ -1,0 +1,100 @@
+"""The activation-patching panel: corrupt a token, draw the grid of what each cell recovers, kept in the link."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
+
+Open = Callable[[str], Page]
+
+
+@pytest.fixture
+def js(page: Page, live_server: str) -> Callable[[str], Any]:
+    page.goto(f"{live_server}/api/health")
+
+    def run(body: str) -> Any:
+        return page.evaluate(f"async () => {{ const mod = (n) => import('/static/js/' + n); {body} }}")
+
+    return run
+
+
+REPEAT = "red+ball+king+river+frog+red+ball+king"
+
+
+def test_corrupting_a_token_from_the_form_draws_the_residual_grid(open_trained: Open) -> None:
+    page = open_trained(f"?m=induction&t={REPEAT}&layer=1")
+    form = page.get_by_test_id("patch-form")
+    expect(form).to_be_visible()
+    page.locator("#patch-position").select_option("2")
+    page.get_by_test_id("patch-token").fill("moon")
+    page.locator("#patch-hook").select_option("resid_pre")
+    with page.expect_response("**/api/patch") as resp:
+        page.get_by_test_id("patch-run").click()
+    assert resp.value.status == 200, resp.value.text()
+    sent = resp.value.request.post_data_json
+    assert sent["clean"]["tokens"][2] == "king" and sent["corrupted"]["tokens"][2] == "moon"
+    assert sent["metric"] == {"kind": "loss"} and "text" not in sent["clean"]
+    grid = page.get_by_test_id("patch-grid")
+    expect(grid).to_have_attribute("data-drawn", "1")
+    recovered = json.loads(grid.get_attribute("data-recovered") or "[]")
+    assert recovered[0][2] == 1.0 and recovered[0][0] == 0.0  # layer 0's input at the changed position: exactly 1
+    expect(grid).to_have_attribute("data-best", "0.2")
+    changed = page.get_by_test_id("patch-body").locator(".chip.changed")
+    expect(changed).to_have_text(["king", "moon"])
+    assert "patch=2.resid_pre.moon" in page.url
+
+
+def test_the_head_grid_opens_from_the_link_and_draws_what_the_server_measured(open_trained: Open) -> None:
+    page = open_trained(f"?m=induction&t={REPEAT}")
+    with page.expect_response("**/api/patch") as resp:
+        page.goto(page.url + "&patch=2.z.moon")
+    assert resp.value.status == 200, resp.value.text()
+    api = resp.value.json()
+    grid = page.get_by_test_id("patch-grid")
+    expect(grid).to_have_attribute("data-drawn", "1")
+    expect(grid).to_have_attribute("data-hook", "z")
+    recovered = json.loads(grid.get_attribute("data-recovered") or "[]")
+    assert recovered == api["recovered"] and len(recovered) == 2 and len(recovered[0]) == 4  # layers x heads
+    best = max(
+        ((v, f"{layer}.{h}") for layer, row in enumerate(recovered) for h, v in enumerate(row)), key=lambda t: abs(t[0])
+    )
+    expect(grid).to_have_attribute("data-best", best[1])
+    layer, head = best[1].split(".")
+    summary = page.locator("#patch-summary")
+    expect(summary).to_contain_text(f"Most recovered by one cell: L{layer} H{head} ({best[0]:.3f})")
+    expect(summary).to_contain_text("10 forward passes in one request")
+    expect(summary).to_contain_text(f"Clean next-token loss {api['clean_metric']:.3f}")
+
+
+def test_the_setting_round_trips_and_the_body_is_built_from_the_tokens_on_screen(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const P = await mod('patch.js');
+        const v = {position: 3, hook: 'mlp_out', token: 'a.b c%'};
+        const att = {model: 'minilm', text: 'the cat sat', include: ['weights'], layer: 2, masks: {causal: true}};
+        return {
+          back: P.decodePatch(P.encodePatch(v)), junk: [P.decodePatch('x'), P.decodePatch('2.heads.moon'),
+          P.decodePatch('2.z.%E0%A4%A')],
+          body: P.patchRequest(att, ['[CLS]', 'the', 'cat', 'sat', '[SEP]'], {position: 2, hook: 'z', token: 'dog'},
+                               false),
+          past: P.patchRequest(att, ['[CLS]', 'the'], {position: 2, hook: 'z', token: 'dog'}, false),
+        };
+        """
+    )
+    assert out["back"] == {"position": 3, "hook": "mlp_out", "token": "a.b c%"}
+    assert out["junk"] == [None, None, None]
+    body = out["body"]
+    assert body["clean"] == {
+        "model": "minilm",
+        "masks": {"causal": True},
+        "tokens": ["[CLS]", "the", "cat", "sat", "[SEP]"],
+    }
+    assert body["corrupted"]["tokens"][2] == "dog" and body["clean"]["tokens"][2] == "cat"
+    assert body["hook"] == "z" and body["metric"] == {"kind": "output_distance"}
+    assert out["past"] is None
