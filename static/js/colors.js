@@ -66,7 +66,17 @@ export function plotlyScale(stops) {
 
 // The scale a view uses: weights run 0..1 on a sequential palette; scores are centred on 0 on RdBu,
 // symmetric over the largest |eligible score| so that equal magnitudes look equally strong.
+// The matrix a view draws from a head: its weights, its scores, or what each key moves into the query (value_norms,
+// |a_ij v_j W_O^h|, asked for with include value_norms).
+export function matrixKey(view) {
+  return view === "scores" ? "scores" : view === "moved" ? "value_norms" : "weights";
+}
+
 export function scaleFor(view, palette, maxAbsScore) {
+  if (view === "moved") {
+    const m = maxAbsScore > 0 ? maxAbsScore : 1;
+    return { stops: PALETTES[palette] || VIRIDIS, min: 0, max: m, label: "moved: weight × |v·W_O|" };
+  }
   if (view === "scores") {
     const m = maxAbsScore > 0 ? maxAbsScore : 1;
     return { stops: RDBU, min: -m, max: m, label: "score (scaled QKᵀ)" };
@@ -111,10 +121,10 @@ export function legendTicks(scale) {
 }
 
 // The largest |score| over eligible cells of the given heads (0 when nothing is eligible).
-export function maxAbsEligible(heads, eligible) {
+export function maxAbsEligible(heads, eligible, key = "scores") {
   let m = 0;
   for (const head of heads) {
-    const s = head.scores;
+    const s = head[key];
     if (!s) continue;
     for (let q = 0; q < s.length; q++) {
       for (let k = 0; k < s[q].length; k++) {

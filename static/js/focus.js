@@ -8,7 +8,7 @@
 // one weight (an intervention). The cells as data (labels, paths, hover text, the image) are in focuscells.js.
 
 import { renderSums } from "./bugs.js";
-import { MASK_FILL, MASK_HATCH, headScale, plotlyScale } from "./colors.js";
+import { MASK_FILL, MASK_HATCH, headScale, matrixKey, plotlyScale } from "./colors.js";
 import { halfRows } from "./arrays.js";
 import {
   ANNOTATE_MAX_TOKENS,
@@ -54,7 +54,7 @@ export function renderFocus(el, view, head, layer) {
   if (!window.Plotly || !head) return;
   const scale = headScale(view, head);
   const S = view.tokens.length;
-  const key = view.view === "scores" ? "scores" : "weights"; // head[key] of a float16 answer widens when first read
+  const key = matrixKey(view.view); // head[key] of a float16 answer widens when first read
   const hover = hoverTexts(view, head);
   const keys = view.keyTokens || view.tokens;
   const K = keys.length;

@@ -7,7 +7,7 @@
 
 import { halfRows } from "./arrays.js";
 import { renderBugBanner } from "./bugs.js";
-import { headScale, legendTicks } from "./colors.js";
+import { headScale, legendTicks, matrixKey } from "./colors.js";
 import { node } from "./dom.js";
 import { cellAt, drawHeatmap, layoutFor, maskedCells, repaintHighlight, sizeCanvas } from "./heatmap.js";
 import { act } from "./actions.js";
@@ -187,7 +187,9 @@ export function renderLegend(root, view) {
   const name = node(
     "span",
     { className: "legend-name" },
-    view.view !== "scores"
+    view.view === "moved"
+      ? "moved: weight × |v·W_O|, what each key gives the query (0 to the largest shown)"
+      : view.view !== "scores"
       ? "attention weight"
       : perHead
         ? "score: each head on its own range (± under each head)"
@@ -302,7 +304,7 @@ export function renderHeads(root, pager, view, handlers) {
 // widens none.
 export function paintHeads(cards, view) {
   for (const card of cards) {
-    const key = view.view === "scores" ? "scores" : "weights";
+    const key = matrixKey(view.view);
     const m = halfRows(card.item.head, key) ?? card.item.head[key];
     drawHeatmap(card.ctx, {
       matrix: m,
@@ -349,7 +351,7 @@ export function exportCards(view, layout = exportLayout(view)) {
   return view.heads.map((item) => {
     const canvas = document.createElement("canvas");
     drawHeatmap(sizeCanvas(canvas, layout), {
-      matrix: view.view === "scores" ? item.head.scores : item.head.weights,
+      matrix: item.head[matrixKey(view.view)],
       eligible: view.eligible,
       blocked: view.blocked,
       tokens: view.tokens,

@@ -35,6 +35,7 @@ export function buildRequest(s, info, seqLen) {
     // contexts and each head's Q, K, V, for checking by hand
     req.include.push("contexts", "qkv");
   }
+  if (s.view === "moved") req.include.push("value_norms");
   if (s.bug) req.demo_bug = s.bug;
   const texts = batchOf(s, info);
   const source = sourceOf(s, info);
@@ -164,6 +165,6 @@ export function resultValues(req, info, seqLen) {
   const K = req.source ? splitTokens(req.source.text || "").length : S;
   const heads = req.options?.heads ?? info?.heads ?? 1;
   const layers = req.layer != null ? 1 : (info?.layers ?? 1);
-  const matrices = (req.include || []).filter((k) => k === "scores" || k === "weights").length;
+  const matrices = (req.include || []).filter((k) => k === "scores" || k === "weights" || k === "value_norms").length;
   return layers * heads * S * K * matrices * (req.texts ? req.texts.length : 1);
 }

@@ -2,7 +2,7 @@
 // in it. Pure functions of the state; selectView is memoised per state.run and ui.
 
 import { drawnEligibility } from "./bugs.js";
-import { maxAbsEligible, quantileAbsEligible, scaleFor } from "./colors.js";
+import { matrixKey, maxAbsEligible, quantileAbsEligible, scaleFor } from "./colors.js";
 import { clampMasks, paddedFromFlags } from "./masks.js";
 import { batchOf, singleRequest } from "./requests.js";
 
@@ -81,7 +81,9 @@ export function selectView(s) {
   const heads = shown.flatMap((l) => l.heads.map((head) => ({ layer: l.index, head })));
   const allHeads = heads.map((h) => h.head);
   // the scores' range: only the scores view has a use for it (a scan of every head's scores, widened)
-  const maxAbs = ui.view === "scores" ? maxAbsEligible(allHeads, r.eligible) : 0;
+  // the moved view until its value norms arrive (a result asked for before it was chosen has none) draws weights
+  const shownView = ui.view === "moved" && allHeads[0]?.value_norms == null ? "weights" : ui.view;
+  const maxAbs = shownView === "weights" ? 0 : maxAbsEligible(allHeads, r.eligible, matrixKey(shownView));
   const wanted = ui.focus && r.layers.find((l) => l.index === ui.focus[0]);
   const focus = wanted ? ui.focus : [heads[0].layer, heads[0].head.index];
   const focusLayer = wanted || shown[0];
@@ -96,7 +98,7 @@ export function selectView(s) {
     reasons: r.reasons || null,
     masks,
     blocked: r.masks.blocked,
-    view: ui.view,
+    view: shownView,
     palette: ui.palette,
     scoreScale: ui.scoreScale,
     multiLayer: r.config.n_layers > 1,
@@ -107,7 +109,7 @@ export function selectView(s) {
     config: r.config,
     maxAbs,
     clipAbs: ui.view === "scores" && ui.scoreScale === "clip" ? quantileAbsEligible(allHeads, r.eligible) : maxAbs,
-    scale: scaleFor(ui.view, ui.palette, maxAbs),
+    scale: scaleFor(shownView, ui.palette, maxAbs),
     weightScale: scaleFor("weights", ui.palette, maxAbs),
     changed: diff ? [...diff.newlyMasked, ...diff.newlyEligible] : [],
     focus,

@@ -6,7 +6,7 @@ import { paddedFromFlags } from "./masks.js";
 import { registered } from "./registry.js";
 import { genText, parseGen } from "./decode.js";
 
-export const VIEWS = ["weights", "scores"];
+export const VIEWS = ["weights", "scores", "moved"];
 export const PALETTE_NAMES = ["viridis", "cividis"];
 export const SCORE_SCALES = ["head", "clip", "shared"];
 export const MATRIX_NAMES = ["x", "w_q", "w_k", "w_v"];

@@ -255,7 +255,11 @@ const reducers = {
     const bug = BUGS.includes(a.bug) ? a.bug : null;
     return runWith(s, { bug }, bug ? `classic bug on: ${a.label}` : "classic bug off", "bug-select");
   },
-  viewSet: (s, a) => setUi(s, { view: a.view }),
+  // the moved view draws value norms, which a result has only when asked for: ask once, then views switch freely
+  viewSet: (s, a) =>
+    a.view === "moved" && s.run.result && s.run.result.layers[0]?.heads[0]?.value_norms == null
+      ? runWith(s, { view: a.view }, "view: what each key moves (weight × |v·W_O|)", "view")
+      : setUi(s, { view: a.view }),
   paletteSet: (s, a) => setUi(s, { palette: a.palette }),
   scoreScaleSet: (s, a) => setUi(s, { scoreScale: a.value }),
   layerSet: (s, a) => {

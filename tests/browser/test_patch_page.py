@@ -98,3 +98,28 @@ def test_the_setting_round_trips_and_the_body_is_built_from_the_tokens_on_screen
     assert body["corrupted"]["tokens"][2] == "dog" and body["clean"]["tokens"][2] == "cat"
     assert body["hook"] == "z" and body["metric"] == {"kind": "output_distance"}
     assert out["past"] is None
+
+
+def test_the_moved_view_draws_each_keys_value_norm_and_is_kept_in_the_link(open_trained: Open) -> None:
+    """Display · Moved asks /api/attention for value_norms and draws weight x |v W_O| in the large head: what each
+    key gives the query, beside where it looks."""
+    from tests.browser.conftest import focus_z, wait_idle
+
+    page = open_trained(f"?m=induction&t={REPEAT}&layer=1&focus=1.2")
+    with page.expect_response(lambda r: r.url.endswith("/api/attention")) as resp:
+        page.locator("input[name=view][value=moved]").check()
+    body = resp.value.request.post_data_json
+    assert "value_norms" in body["include"]
+    wait_idle(page)
+    api = page.request.post(resp.value.url, data=body).json()  # the page reads the arrays form; ask for JSON
+    head = next(h for h in next(la for la in api["layers"] if la["index"] == 1)["heads"] if h["index"] == 2)
+    drawn = focus_z(page)
+    want = head["value_norms"]
+    assert len(drawn) == len(want)
+    for q, row in enumerate(drawn):
+        for k, v in enumerate(row):
+            if v is not None:
+                assert v == pytest.approx(want[q][k], rel=1e-3, abs=1e-6)
+    assert any(v is not None and v > 1.0 for row in drawn for v in row)  # norms, not weights in [0, 1]
+    expect(page.locator(".legend-name").first).to_contain_text("moved")
+    assert "view=moved" in page.url
