@@ -33,7 +33,23 @@ export const COLUMNS = [
     key: "entropy", label: "Entropy", short: "H", max: null,
     help: "mean over queries of the weights' entropy in nats (0 = one key takes all the weight)",
   },
+  {
+    key: "ablation_effect", label: "Ablation effect", short: "abl", max: null,
+    help: "with “ablate each head” on: how much the next-token loss rises (nats; decoders) or the output moves " +
+      "(encoders) when this head alone is zero-ablated. A head looked at a lot can matter little",
+  },
 ];
+
+// One sentence on how the ablation effects rank against the attention scores (Spearman's ρ per score).
+export function ablationLine(result) {
+  const rho = result?.ablation_rank_correlation;
+  if (!rho) return "";
+  const what = result.ablation_metric === "loss" ? "the loss change" : "the output change";
+  const parts = Object.entries(rho)
+    .filter(([, v]) => v != null)
+    .map(([k, v]) => `${COLUMNS.find((c) => c.key === k)?.label.toLowerCase() ?? k} ${v >= 0 ? "" : "−"}${Math.abs(v).toFixed(2)}`);
+  return parts.length ? ` Rank correlation (Spearman's ρ) of ${what} with each score: ${parts.join(", ")}.` : "";
+}
 export const BEST_KINDS = ["induction", "previous_token", "duplicate_token", "bracket_match"];
 // A head "has" a 0..1 property when its score reaches this: 40% of a query's weight, on average, on the key the
 // property names. Attention spread evenly over the keys a query sees scores about 1 / (keys seen): 0.02–0.03 for
@@ -310,7 +326,9 @@ export function render(root, s, dispatch) {
   empty.hidden = rows.length > 0;
   empty.classList.toggle("bad", ht.status === "error");
   empty.textContent = ht.status === "error" ? ht.message : "Scoring every head…";
-  $("headtypes-measured").textContent = result && s.run.result ? measuredOn(result, s.run.result.tokens.length) : "";
+  $("headtypes-measured").textContent =
+    result && s.run.result ? measuredOn(result, s.run.result.tokens.length) + ablationLine(result) : "";
+  $("ht-ablate").checked = !!s.ui.hablate;
   const probe = $("headtypes-probe");
   probe.hidden = !(result && result.probe_tokens);
   const box = $("headtypes-probe-tokens");
@@ -324,6 +342,7 @@ export function render(root, s, dispatch) {
 export function bind(root, store) {
   const { dispatch } = store;
   $("ht-find").addEventListener("input", (e) => dispatch(act.headFilterSet({ hfind: e.target.value.slice(0, 40) })));
+  $("ht-ablate").addEventListener("change", (e) => dispatch(act.headFilterSet({ hablate: e.target.checked })));
   $("ht-score").addEventListener("change", (e) => dispatch(act.headFilterSet({ hscore: e.target.value })));
   $("ht-min").addEventListener("input", (e) => {
     const v = Number.parseFloat(e.target.value);

@@ -32,7 +32,10 @@ import { can } from "./capabilities.js";
 export const PANEL_SPECS = {
   headTypes: {
     fetch: fetchHeadTypes,
-    request: (s) => (s.run.request ? headTypesRequest(singleOf(s)) : null),
+    request: (s) =>
+      s.run.request
+        ? { ...headTypesRequest(singleOf(s)), ...(s.ui.hablate ? { include: ["ablation_effect"] } : {}) }
+        : null,
     keep: true, // the old table stays while the new one loads
   },
   top: {

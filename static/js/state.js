@@ -39,6 +39,7 @@ export function defaultState() {
     hfind: "", // head-types text filter, e.g. "L1" or "L1H3"
     hscore: "", // head-types score filter: a column key, with hmin its threshold
     hmin: 0.5,
+    hablate: false, // head types: each head's ablation effect measured too (one more forward per head)
     ablate: [], // [{layer, head, mode: "zero"|"mean"}]: heads knocked out in /api/intervene
     ablMode: "zero", // the mode a newly ablated head gets
     edits: [], // [{layer, head, query, key, weight}]: single attention weights set by hand
@@ -66,7 +67,7 @@ export const BUGS = ["softmax_over_queries", "flipped_mask", "norm_over_sequence
 export const ONE_SEQUENCE = ["texts", "source", "demo_bug"];
 
 export const HEAD_SORTS = [
-  "head", "previous_token", "duplicate_token", "induction", "bracket_match", "mean_distance", "entropy",
+  "head", "previous_token", "duplicate_token", "induction", "bracket_match", "mean_distance", "entropy", "ablation_effect",
 ];
 
 // The state a person gets on choosing a model: its example text, default masks and options.
@@ -113,6 +114,7 @@ export function encodeState(s) {
   if (s.hsort) p.set("hsort", s.hdir === "asc" ? `${s.hsort}.asc` : s.hsort);
   if (s.hfind) p.set("hfind", s.hfind);
   if (s.hscore) p.set("hmin", `${s.hscore}:${s.hmin}`);
+  if (s.hablate) p.set("habl", "1");
   if (s.ablate?.length) p.set("abl", s.ablate.map((a) => `${a.layer}.${a.head}.${a.mode}`).join(","));
   if (s.edits?.length) p.set("edit", s.edits.map((e) => `${e.layer}.${e.head}.${e.query}.${e.key}@${e.weight}`).join(","));
   if (s.pin) p.set("pin", JSON.stringify(s.pin));
@@ -262,6 +264,7 @@ export function decodeState(search, optionsOf = () => ({})) {
     s.hscore = score;
     s.hmin = threshold;
   }
+  s.hablate = p.get("habl") === "1";
   s.ablate = parseAblations(p.get("abl"));
   s.edits = parseEdits(p.get("edit"));
   s.pin = p.has("pin") ? parsePin(p.get("pin")) : null;

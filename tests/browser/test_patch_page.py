@@ -123,3 +123,21 @@ def test_the_moved_view_draws_each_keys_value_norm_and_is_kept_in_the_link(open_
     assert any(v is not None and v > 1.0 for row in drawn for v in row)  # norms, not weights in [0, 1]
     expect(page.locator(".legend-name").first).to_contain_text("moved")
     assert "view=moved" in page.url
+
+
+def test_ablating_each_head_fills_the_head_types_column_with_the_servers_effects(open_trained: Open) -> None:
+    page = open_trained(f"?m=induction&t={REPEAT}")
+    with page.expect_response("**/api/heads") as resp:
+        page.get_by_test_id("ht-ablate").check()
+    assert resp.value.request.post_data_json["include"] == ["ablation_effect"]
+    api = resp.value.json()
+    table = page.get_by_test_id("head-types")
+    header = table.locator("th", has=page.get_by_role("button", name="Ablation effect"))
+    expect(header).to_be_visible()
+    top = max(api["heads"], key=lambda h: h["ablation_effect"])
+    expect(table).to_contain_text(f"{top['ablation_effect']:.3f}")
+    rho = api["ablation_rank_correlation"]["previous_token"]
+    expect(page.locator("#headtypes-measured")).to_contain_text(
+        f"previous-token {'' if rho >= 0 else '−'}{abs(rho):.2f}"
+    )
+    assert "habl=1" in page.url
