@@ -103,7 +103,8 @@ export function patchFigure(r) {
 }
 
 function tokenRow(label, tokens, changed) {
-  const row = node("p", { className: "patch-tokens small" }, node("strong", {}, `${label}: `));
+  const row = node("p", { className: "patch-tokens small" });
+  row.append(node("strong", {}, `${label}: `));
   tokens.forEach((t, i) => {
     const chip = node("span", { className: `chip${changed.includes(i) ? " changed" : ""}` }, pieceText(t));
     chip.dataset.index = String(i);

@@ -1,4 +1,4 @@
-"""The activation-patching panel: corrupt a token, draw the grid of what each cell recovers, kept in the link."""
+"""Beyond the heatmap on the page: activation patching, the moved view, ablation effects and a score explained."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ def test_corrupting_a_token_from_the_form_draws_the_residual_grid(open_trained: 
     expect(grid).to_have_attribute("data-best", "0.2")
     changed = page.get_by_test_id("patch-body").locator(".chip.changed")
     expect(changed).to_have_text(["king", "moon"])
+    expect(page.get_by_test_id("patch-body").locator("p strong")).to_have_text(["clean: ", "corrupted: "])
     assert "patch=2.resid_pre.moon" in page.url
 
 
@@ -141,3 +142,22 @@ def test_ablating_each_head_fills_the_head_types_column_with_the_servers_effects
         f"previous-token {'' if rho >= 0 else '−'}{abs(rho):.2f}"
     )
     assert "habl=1" in page.url
+
+
+def test_explaining_a_score_lists_its_largest_terms_from_the_server(open_trained: Open) -> None:
+    """The induction head L1H2 at 'king' (7) -> 'river' (3): the table's first term is the query's embedding
+    against L0H1 on the key side, as /api/qk-attribution answers; the terms sum to the score."""
+    page = open_trained(f"?m=induction&t={REPEAT}&layer=1&focus=1.2&pair=7-3")
+    with page.expect_response("**/api/qk-attribution") as resp:
+        page.get_by_test_id("qk-explain").click()
+    assert resp.value.status == 200, resp.value.text()
+    sent = resp.value.request.post_data_json
+    assert (sent["layer"], sent["head"], sent["query"], sent["key"]) == (1, 2, 7, 3)
+    api = resp.value.json()
+    rows = page.locator("#qk-terms tr")
+    expect(rows.nth(1)).to_contain_text("embedding")
+    expect(rows.nth(1)).to_contain_text("L0H1")
+    assert rows.count() == 1 + 6
+    body = page.get_by_test_id("qk-body")
+    expect(body).to_have_attribute("data-score", str(api["score"]))
+    expect(page.locator("#qk-status")).to_contain_text(f"sum to {api['total']:.2f}")
