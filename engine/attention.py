@@ -28,7 +28,7 @@ from torch import Tensor
 
 from engine.errors import InputError
 from engine.finite import cannot_overflow, is_finite, refuse_first_non_finite, require_finite
-from engine.interventions import SOFTMAX_BUGS, LayerInterventions, ablate_contexts, edit_weights
+from engine.interventions import SOFTMAX_BUGS, LayerInterventions, ablate_contexts, edit_weights, shift_values
 from engine.rotary import Rotary
 from engine.softmax import buggy_softmax, check_policy, masked_softmax, softmax_contexts
 
@@ -309,6 +309,8 @@ def attention(
     if bug == "norm_over_sequence":
         x = standardise_over_positions(x)
     q, k, v = project(x, w, source)
+    if interventions is not None and interventions.value:
+        v = shift_values(v, interventions.value)  # only the new positions' values (a cache's are the past's)
     steps = [(q, "Q", "weights.w_q"), (k, "K", "weights.w_k"), (v, "V", "weights.w_v")]
     q_pre, k_pre = (q, k) if w.rotary is not None else (None, None)
     if w.rotary is not None:  # new positions start where the cache ends

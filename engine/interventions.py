@@ -56,6 +56,16 @@ class EdgeEdit:
 
 
 @dataclass(frozen=True)
+class ValueShift:
+    """A seeded random direction of norm `amount` added to position `position`'s value vector in every layer (after
+    W_V, before the weights mix it): only queries that attend to that key can move."""
+
+    position: int
+    amount: float
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class InputShift:
     position: int
     amount: float  # seed None: added to every feature of the position's input vector; else the direction's norm
@@ -102,6 +112,7 @@ class LayerInterventions:
     bug: ClassicBug | None = None  # a classic bug computed on purpose, as a labelled demonstration
     patch: Patches | None = None  # z or pattern patched from the clean run in this layer
     layer: int = 0
+    value: tuple[ValueShift, ...] = ()  # value vectors moved in this layer
 
 
 @dataclass(frozen=True)
@@ -111,18 +122,19 @@ class Interventions:
     shift: tuple[InputShift, ...] = ()
     bug: ClassicBug | None = None  # every layer computes this classic bug (a demonstration, never a default)
     patch: Patches | None = None  # activation patching: one clean activation per batch item
+    value: tuple[ValueShift, ...] = ()  # value vectors moved, in every layer
 
     def is_empty(self) -> bool:
-        return not (self.ablate or self.edit or self.shift or self.bug or self.patch)
+        return not (self.ablate or self.edit or self.shift or self.bug or self.patch or self.value)
 
     def for_layer(self, layer: int) -> LayerInterventions | None:
         edits = tuple(e for e in self.edit if e.layer == layer)
         ablations = tuple(a for a in self.ablate if a.layer == layer)
         patch = self.patch if self.patch is not None and self.patch.hook in ("z", "pattern") else None
         patch = patch if patch is not None and patch.at(patch.hook, layer)[0] else None
-        if not (edits or ablations or self.bug or patch):
+        if not (edits or ablations or self.bug or patch or self.value):
             return None
-        return LayerInterventions(edits, ablations, self.bug, patch, layer)
+        return LayerInterventions(edits, ablations, self.bug, patch, layer, self.value)
 
     def validate(self, n_layers: int, n_heads: int, seq_len: int) -> None:
         """Every index inside the model and the sequence, each (layer, head) ablated once, each cell edited once."""
@@ -154,6 +166,9 @@ class Interventions:
         for i, s in enumerate(self.shift):
             if not 0 <= s.position < seq_len:
                 raise InputError(f"shift[{i}].position", f"got position {s.position}: {_positions(seq_len)}")
+        for i, vs in enumerate(self.value):
+            if not 0 <= vs.position < seq_len:
+                raise InputError(f"value[{i}].position", f"got position {vs.position}: {_positions(seq_len)}")
 
 
 def _positions(seq_len: int) -> str:
@@ -191,6 +206,16 @@ def shift_input(x: Tensor, shifts: Sequence[InputShift]) -> Tensor:
         else:
             x[:, s.position, :] += random_direction(x.shape[-1], s.seed, s.amount).to(x)
     return x
+
+
+def shift_values(v: Tensor, shifts: Sequence[ValueShift]) -> Tensor:
+    """v (B, G, S, d_v) -> a copy with each shift's direction added to its position's value in every group."""
+    if not shifts:
+        return v
+    v = v.clone()
+    for s in shifts:
+        v[:, :, s.position, :] += random_direction(v.shape[-1], s.seed, s.amount).to(v)
+    return v
 
 
 def edit_weights(weights: Tensor, eligible: Tensor, edits: Sequence[EdgeEdit]) -> Tensor:

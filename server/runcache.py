@@ -45,7 +45,9 @@ def run_key(model: str, inp: RunInput, interventions: Interventions, device: str
 
 
 def cacheable(interventions: Interventions) -> bool:
-    return not (interventions.ablate or interventions.edit or interventions.shift)
+    return not (
+        interventions.ablate or interventions.edit or interventions.shift or interventions.value or interventions.patch
+    )
 
 
 def run_bytes(run: ModelRun) -> int:

@@ -250,3 +250,22 @@ def test_compare_runs_each_sides_bug(trained: TestClient) -> None:
     bug = trained.post("/api/attention", json=wrong).json()["layers"][0]["heads"]
     assert _flat(out["b"]["layers"][0]["heads"][0]["weights"]) == pytest.approx(_flat(bug[0]["weights"]), abs=1e-6)
     assert out["max_abs"] > 0.05  # the bug moves weight onto other cells: the comparison shows where
+
+
+@pytest.mark.parametrize("base", [IND, MINI], ids=["induction", "minilm"])
+def test_a_value_change_moves_only_the_queries_that_read_that_key(trained: TestClient, base: dict[str, Any]) -> None:
+    """change kind value: the position's value vector moves in every layer, its input does not. Causal masking holds
+    (no earlier position reads it), the position itself moves through its own key; with every query able to read
+    every key (minilm without causal) the earlier positions move in layer 0 already."""
+    body = {**base, "position": 3, "change": {"kind": "value", "norm": 2.0, "seed": 1}}
+    r = trained.post("/api/perturb", json=body).json()
+    causal = next(c for c in r["checks"] if c["name"] == "causal")
+    assert causal["holds"] is True, r["verdict"]
+    first = r["layers"][0]["delta"]
+    assert max(first[:3]) == 0.0 and first[3] > 0.0
+    assert r["reach"] >= r["reach_threshold"]
+    leaky = trained.post("/api/perturb", json={**body, "demo_bug": "softmax_over_queries", "all_masked": "zero"}).json()
+    assert next(c for c in leaky["checks"] if c["name"] == "causal")["holds"] is False
+    if base is MINI:
+        open_ = trained.post("/api/perturb", json={**body, "masks": {}}).json()
+        assert min(open_["layers"][0]["delta"][:3]) > 0.0

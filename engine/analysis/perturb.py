@@ -33,7 +33,7 @@ from typing import Literal
 import torch
 
 from engine.errors import InputError, NonFiniteError
-from engine.interventions import ClassicBug, InputShift, Interventions
+from engine.interventions import ClassicBug, InputShift, Interventions, ValueShift
 from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput
 
 REACH_THRESHOLD = 1e-3  # the changed position's final output must move by at least 0.1% of its size
@@ -41,10 +41,10 @@ REACH_THRESHOLD = 1e-3  # the changed position's final output must move by at le
 
 @dataclass(frozen=True)
 class Change:
-    kind: Literal["direction", "shift", "token"]
-    amount: float = 1.0  # shift: added to every feature of the input vector; direction: the direction's norm
+    kind: Literal["direction", "shift", "token", "value"]
+    amount: float = 1.0  # shift: added to every feature of the input vector; direction, value: the direction's norm
     token: str | None = None  # token: the replacement
-    seed: int = 0  # direction: seeds the random direction
+    seed: int = 0  # direction, value: seeds the random direction
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,9 @@ def perturbed_run(
     dtype: torch.dtype,
     bug: ClassicBug | None = None,
 ) -> ModelRun:
+    if change.kind == "value":
+        moved = Interventions(value=(ValueShift(position, change.amount, change.seed),), bug=bug)
+        return model.run(inp, device, dtype, interventions=moved, encoded=enc)
     if change.kind in ("shift", "direction"):
         seed = change.seed if change.kind == "direction" else None
         shift = Interventions(shift=(InputShift(position, change.amount, seed),), bug=bug)

@@ -100,7 +100,7 @@ def head_types(req: HeadTypesRequest, ctx: Context) -> HeadTypesResult:
     width and heads), custom weights and `scale` hold for every run, so the scores describe the heads the page shows."""
     settings, models, runtime = ctx.settings, ctx.models, ctx.runtime
     refuse_fields(req, ONE_SEQUENCE, "head types are scored on one sequence")
-    refuse_fields(req, ("layer", "precision"), "head types score every layer and return scores, not matrices")
+    refuse_fields(req, ("layer", "precision", "sinks"), "head types score every layer and return scores, not matrices")
     as_attention = AttentionRequest.model_validate(
         req.model_dump(exclude={"segment_len", "seed", "include"}) | {"layer": None, "include": []}
     )

@@ -33,6 +33,14 @@ class ShiftChange(Strict):
     )
 
 
+class ValueChange(Strict):
+    kind: Literal["value"]
+    norm: float = Field(
+        1.0, gt=0, le=1000, allow_inf_nan=False, description="the length of the vector added to its value vector"
+    )
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="seeds the random direction (its mean removed)")
+
+
 class TokenChange(Strict):
     kind: Literal["token"]
     token: Text = Field(min_length=1, max_length=200, description="the replacement token (a model that embeds tokens)")
@@ -42,10 +50,11 @@ class PerturbRequest(AttentionRequest):
     """The /api/attention body (every layer runs: no `layer`, no `include`) plus the position and the change."""
 
     position: int = Field(ge=0, description="the position whose input changes")
-    change: Annotated[DirectionChange | ShiftChange | TokenChange, Field(discriminator="kind")] = Field(
+    change: Annotated[DirectionChange | ShiftChange | TokenChange | ValueChange, Field(discriminator="kind")] = Field(
         default_factory=lambda: DirectionChange(kind="direction"),
         description="add a seeded random direction of a given norm to its input vector (the default: it reaches "
-        "every model), add the same amount to every feature (a LayerNorm removes it), or swap its token",
+        "every model), add the same amount to every feature (a LayerNorm removes it), swap its token, or move only "
+        "its value vector in every layer (value: a seeded direction of a given norm after W_V)",
     )
 
 
@@ -95,7 +104,8 @@ class PerturbResult(BaseModel):
 
 def perturb_route(req: PerturbRequest, ctx: Context) -> PerturbResult:
     """Runs the model twice through every layer, residual, norm and feed-forward: as given, and with `change` at
-    `position` (`shift`: add `amount` to every feature of its input vector; `token`: swap its token). Returns, per
+    `position` (`shift`: add `amount` to every feature of its input vector; `token`: swap its token; `value`: move
+    only its value vector, in every layer). Returns, per
     layer and for the final output, how far each position moved, a check per mask in force (causal: positions
     before the change read exactly 0) and a one-line verdict."""
     runtime = ctx.runtime
@@ -110,6 +120,8 @@ def perturb_route(req: PerturbRequest, ctx: Context) -> PerturbResult:
         change = Change("direction", amount=c.norm, seed=c.seed)
     elif c.kind == "shift":
         change = Change("shift", amount=c.amount)
+    elif c.kind == "value":
+        change = Change("value", amount=c.norm, seed=c.seed)
     else:
         change = Change("token", token=c.token)
     with torch.inference_mode():

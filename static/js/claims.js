@@ -243,6 +243,8 @@ export function renderPerturb(root, view) {
     ? `${at} → “${r.tokens_after[r.position]}”`
     : r.change.kind === "direction"
       ? `${at} moved along a random direction of length ${r.change.norm ?? r.change.amount}`
+      : r.change.kind === "value"
+      ? `${at}'s value vector moved (every layer) along a random direction of length ${r.change.norm}`
       : `${at} shifted by ${r.change.amount}`;
   charts.dataset.position = String(r.position);
   renderDeltaCharts(

@@ -120,7 +120,7 @@ function perturbFromForm() {
   const pos = $("perturb-position").value;
   return {
     position: pos === "" ? null : Number(pos),
-    kind: ["token", "shift"].includes($("perturb-kind").value) ? $("perturb-kind").value : "direction",
+    kind: ["token", "shift", "value"].includes($("perturb-kind").value) ? $("perturb-kind").value : "direction",
     amount: Number.isFinite(amount) ? amount : 1,
     token: $("perturb-token").value.trim(),
   };

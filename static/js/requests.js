@@ -114,7 +114,9 @@ export function perturbRequest(attention, position, perturb) {
       ? { kind: "token", token: perturb.token }
       : perturb.kind === "shift"
         ? { kind: "shift", amount: perturb.amount }
-        : { kind: "direction", norm: perturb.amount > 0 ? perturb.amount : 1 };
+        : perturb.kind === "value"
+          ? { kind: "value", norm: perturb.amount > 0 ? perturb.amount : 1 }
+          : { kind: "direction", norm: perturb.amount > 0 ? perturb.amount : 1 };
   return withBug({ ...headTypesRequest(attention), position, change }, attention);
 }
 

@@ -193,9 +193,9 @@ export function parsePin(raw) {
   }
 }
 
-// "q,direction,1" / "q,shift,1" / "3,token,dog" -> the perturbation the claims panel runs; null when unreadable.
+// "q,direction,1" / "q,shift,1" / "q,value,1" / "3,token,dog" -> the perturbation the claims panel runs; null when unreadable.
 export function parsePerturb(raw) {
-  const m = /^(q|\d+),(direction|shift|token),(.*)$/s.exec(raw || "");
+  const m = /^(q|\d+),(direction|shift|value|token),(.*)$/s.exec(raw || "");
   if (!m) return null;
   const position = m[1] === "q" ? null : int(m[1]);
   if (m[2] !== "token") {

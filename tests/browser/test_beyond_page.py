@@ -161,3 +161,16 @@ def test_explaining_a_score_lists_its_largest_terms_from_the_server(open_trained
     body = page.get_by_test_id("qk-body")
     expect(body).to_have_attribute("data-score", str(api["score"]))
     expect(page.locator("#qk-status")).to_contain_text(f"sum to {api['total']:.2f}")
+
+
+def test_test_a_claim_can_move_only_a_value_vector(open_trained: Open) -> None:
+    page = open_trained(f"?m=induction&t={REPEAT}")
+    page.locator("#perturb-kind").select_option("value")
+    page.locator("#perturb-position").select_option("3")
+    with page.expect_response("**/api/perturb") as resp:
+        page.get_by_test_id("perturb-run").click()
+    assert resp.value.request.post_data_json["change"] == {"kind": "value", "norm": 1}
+    assert resp.value.status == 200, resp.value.text()
+    verdict = page.get_by_test_id("perturb-verdict")
+    expect(verdict).to_contain_text("Causal masking holds")
+    assert "pert=3%2Cvalue%2C1" in page.url or "pert=3,value,1" in page.url
