@@ -91,6 +91,7 @@ def fake_attention(req: dict[str, Any]) -> dict[str, Any]:
                 "qk_rank": 32,
                 "qk_rank_max": 32,
                 "qk_symmetric": False,
+                "sink_mass": 0.1,
             }
             heads.append({"index": h, "kv_group": h, "scores": scores, "weights": weights, "stats": stats})
         layers.append({"index": li, "heads": heads, "head_similarity": [[1.0] * HEADS for _ in range(HEADS)]})
