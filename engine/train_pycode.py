@@ -254,6 +254,7 @@ def train(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        per = per.detach()  # the logged losses below need no graph
         repeated = torch.tensor([(step * cfg.batch_size + i) % every == every - 1 for i in range(tokens.shape[0])])
         later = float(per[repeated][:, model_cfg.context // 2 :].mean()) if bool(repeated.any()) else float("nan")
         if step < first and later < cfg.repeat_until:

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from engine.interventions import HeadAblation, Interventions
 from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput
+from engine.vocab import token_ids
 
 
 @dataclass(frozen=True)
@@ -38,13 +39,8 @@ def loss_targets(model: AttentionModel, run: ModelRun) -> Tensor | None:
     vocab = model.info.vocab
     if run.logits is None or not vocab or len(run.tokens) < 2 or run.batch_tokens is not None:
         return None
-    index: dict[str, int] = {}
-    for i, t in enumerate(vocab):
-        index.setdefault(t, i)
-    ids = [index.get(t) for t in run.tokens[1:]]
-    if any(i is None for i in ids):
-        return None
-    return torch.tensor(ids, device=run.logits.device)
+    ids = token_ids(vocab, run.tokens[1:])
+    return None if ids is None else torch.tensor(ids, device=run.logits.device)
 
 
 def mean_loss(logits: Tensor, targets: Tensor) -> float:

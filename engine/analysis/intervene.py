@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from engine.analysis.perturb import final_delta, final_name, layer_deltas
 from engine.interventions import Interventions
 from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput, top_predictions
+from engine.vocab import token_ids
 
 
 @dataclass(frozen=True)
@@ -52,11 +53,11 @@ def _mean(xs: list[float]) -> float | None:
 
 def next_token_losses(logits: torch.Tensor, tokens: list[str], vocab: list[str]) -> list[float]:
     """logits (S, V) -> S - 1 losses: column t predicts token t + 1, in nats. One token has no next-token pair:
-    no losses, and the mean loss is None (not NaN)."""
-    if len(tokens) < 2:
+    no losses, and the mean loss is None (not NaN); nor has a run with a token outside the vocabulary."""
+    ids = token_ids(vocab, tokens[1:]) if len(tokens) >= 2 else None
+    if ids is None:
         return []
-    index = {t: i for i, t in enumerate(vocab)}
-    targets = torch.tensor([index[t] for t in tokens[1:]], device=logits.device)
+    targets = torch.tensor(ids, device=logits.device)
     return F.cross_entropy(logits[:-1].float(), targets, reduction="none").tolist()
 
 

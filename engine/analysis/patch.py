@@ -37,6 +37,7 @@ from engine.forward import ForwardResult, Network, forward
 from engine.interventions import Interventions, Patches
 from engine.masks import batch_policy
 from engine.models.base import AttentionModel, Encoded, RunInput
+from engine.vocab import vocab_index
 
 Hook = Literal["resid_pre", "attn_out", "mlp_out", "z", "pattern"]
 BY_POSITION: tuple[Hook, ...] = ("resid_pre", "attn_out", "mlp_out")
@@ -105,21 +106,6 @@ def token_id(model: AttentionModel, token: str, field: str) -> int:
     if index is None:
         raise InputError(field, f"{token!r} is not a token of {model.name}'s vocabulary ({len(vocab)} tokens)")
     return index
-
-
-_INDEXES: dict[int, tuple[list[str], dict[str, int]]] = {}
-
-
-def vocab_index(vocab: list[str]) -> dict[str, int]:
-    """token -> its first id, built once per vocabulary list."""
-    found = _INDEXES.get(id(vocab))
-    if found is None or found[0] is not vocab:
-        index: dict[str, int] = {}
-        for i, t in enumerate(vocab):
-            index.setdefault(t, i)
-        found = (vocab, index)
-        _INDEXES[id(vocab)] = found
-    return found[1]
 
 
 @dataclass(frozen=True)

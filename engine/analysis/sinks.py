@@ -16,6 +16,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from engine.analysis.flow import row_normalise
+
 
 def key_mask(hidden: Sequence[int], s_k: int, device: torch.device) -> Tensor:
     """(S_k,) True on the hidden key positions."""
@@ -29,16 +31,13 @@ def hide_keys(weights: Tensor, hidden: Sequence[int], renormalise: bool) -> Tens
     """weights (..., S, S_k) with the hidden key columns at 0, each row renormalised over the rest when asked."""
     mask = key_mask(hidden, weights.shape[-1], weights.device)
     out = weights.masked_fill(mask, 0.0)
-    if not renormalise:
-        return out
-    left = out.sum(dim=-1, keepdim=True)
-    return torch.where(left > 0, out / torch.where(left > 0, left, torch.ones_like(left)), torch.zeros_like(out))
+    return row_normalise(out) if renormalise else out
 
 
 def sink_mass(weights: Tensor, hidden: Sequence[int], eligible: Tensor | None = None) -> Tensor:
     """weights (H, S, S_k) -> (H,): mean over queries with an eligible key of the weight on the hidden keys."""
-    mask = key_mask(hidden, weights.shape[-1], weights.device)
-    per_row = (weights * mask).sum(dim=-1)  # (H, S)
+    columns = sorted(set(hidden))
+    per_row = weights[..., columns].sum(dim=-1)  # (H, S): only the hidden columns are read
     rows = eligible.any(dim=-1) if eligible is not None else torch.ones(weights.shape[-2], dtype=torch.bool)
     if not bool(rows.any()):
         return torch.zeros(weights.shape[0], dtype=weights.dtype, device=weights.device)
