@@ -90,6 +90,7 @@ class TokenPieces:
         self.by_id: dict[int, str] = {i: t for t, i in self.vocab.items()}
         added = tokenizer.get_added_tokens_decoder()
         self.added: dict[str, int] = {a.content: int(i) for i, a in added.items()}
+        self._added_ids = frozenset(self.added.values())
         self.special_ids: frozenset[int] = frozenset(int(i) for i, a in added.items() if a.special)
         spec = json.loads(tokenizer.to_str())
         parts = json.dumps([spec.get("pre_tokenizer"), spec.get("decoder"), spec.get("normalizer")], ensure_ascii=False)
@@ -112,7 +113,7 @@ class TokenPieces:
         return None
 
     def _bytes_of(self, token_id: int) -> bytes | None:
-        if token_id in self.added.values() or token_id not in self.by_id:
+        if token_id in self._added_ids or token_id not in self.by_id:
             return None
         return self.piece_bytes(self.by_id[token_id])
 
@@ -157,7 +158,10 @@ class TokenPieces:
         return out
 
     def label(self, token_id: int) -> str:
-        """One piece's text read alone; a piece that is whole UTF-8 is its text (the quick path of a vocabulary)."""
+        """One piece's text read alone; a piece that is whole UTF-8 is its text (the quick path of a vocabulary); an
+        id the tokenizer has no piece for (an embedding matrix wider than the tokenizer) reads ""."""
+        if token_id not in self.by_id:
+            return ""
         raw = self._bytes_of(token_id)
         if raw is not None:
             try:

@@ -61,17 +61,8 @@ class CheckpointModel(AttentionModel):
         n_ids = max(sizes.vocab_size, max(self.pieces.by_id, default=-1) + 1)
         vocab = [self.pieces.label(i) for i in range(n_ids)]  # each piece read alone, not joined to its neighbours
         self.frame = self._frame()
-        self._pool = sorted(
-            {
-                label
-                for i, label in enumerate(vocab)
-                if not self.pieces.is_special(i)
-                and label.strip().isascii()
-                and label.strip().isalpha()
-                and len(label.strip()) > 1
-                and not label.startswith("##")
-            }
-        )
+        self._labels = vocab  # every id's label, an encoder's too (info.vocab is None where nothing is predicted)
+        self._pool: list[str] | None = None  # built on first use: most runs never draw a probe
         d_head = mapped.network.blocks[0].attn.d_head
         d_v = mapped.network.blocks[0].attn.d_v
         kind = "byte-level BPE" if self.pieces.byte_level else "WordPiece or other pieces"
@@ -170,6 +161,18 @@ class CheckpointModel(AttentionModel):
 
     def token_pool(self) -> list[str]:
         """Whole-word pieces of the vocabulary (no specials, no ## pieces), for random probe sequences."""
+        if self._pool is None:
+            self._pool = sorted(
+                {
+                    label
+                    for i, label in enumerate(self._labels)
+                    if not self.pieces.is_special(i)
+                    and label.strip().isascii()
+                    and label.strip().isalpha()
+                    and len(label.strip()) > 1
+                    and not label.startswith("##")
+                }
+            )
         return self._pool
 
     def frame_tokens(self, words: list[str]) -> tuple[list[str], int]:

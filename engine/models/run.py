@@ -154,8 +154,9 @@ class ModelRun:
 
 def top_predictions(logits: Tensor, vocab: list[str], k: int) -> list[list[dict[str, Any]]]:
     """logits (S, V) -> per position the k most likely next tokens, [{token, p}], most likely first."""
-    probs = logits.float().softmax(dim=-1)  # (S, V)
-    p, idx = probs.topk(min(k, probs.shape[-1]), dim=-1)
+    logits = logits.float()  # (S, V); no (S, V) softmax is made: p = exp(logit - logsumexp) for the k alone
+    top, idx = logits.topk(min(k, logits.shape[-1]), dim=-1)
+    p = (top - logits.logsumexp(dim=-1, keepdim=True)).exp()
     return [
         [{"token": vocab[int(i)], "p": float(v)} for v, i in zip(pr, ir, strict=True)]
         for pr, ir in zip(p.tolist(), idx.tolist(), strict=True)
