@@ -63,6 +63,7 @@ class ValueShift:
     position: int
     amount: float
     seed: int = 0
+    item: int | None = None  # the batch item whose value moves; None: every item
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class InputShift:
     position: int
     amount: float  # seed None: added to every feature of the position's input vector; else the direction's norm
     seed: int | None = None  # a seeded random direction (mean removed) instead of the same amount everywhere
+    item: int | None = None  # the batch item whose input moves; None: every item
 
 
 PatchHook = Literal["resid_pre", "attn_out", "mlp_out", "z", "pattern"]
@@ -136,8 +138,9 @@ class Interventions:
             return None
         return LayerInterventions(edits, ablations, self.bug, patch, layer, self.value)
 
-    def validate(self, n_layers: int, n_heads: int, seq_len: int) -> None:
-        """Every index inside the model and the sequence, each (layer, head) ablated once, each cell edited once."""
+    def validate(self, n_layers: int, n_heads: int, seq_len: int, key_len: int | None = None) -> None:
+        """Every index inside the model and the sequence, each (layer, head) ablated once, each cell edited once.
+        `key_len`: the positions values come from where that is not the sequence (a cross-attention source)."""
         seen_heads: set[tuple[int, int]] = set()
         for i, a in enumerate(self.ablate):
             _check_layer_head(f"ablate[{i}]", a.layer, a.head, n_layers, n_heads)
@@ -166,9 +169,10 @@ class Interventions:
         for i, s in enumerate(self.shift):
             if not 0 <= s.position < seq_len:
                 raise InputError(f"shift[{i}].position", f"got position {s.position}: {_positions(seq_len)}")
+        keys = seq_len if key_len is None else key_len
         for i, vs in enumerate(self.value):
-            if not 0 <= vs.position < seq_len:
-                raise InputError(f"value[{i}].position", f"got position {vs.position}: {_positions(seq_len)}")
+            if not 0 <= vs.position < keys:
+                raise InputError(f"value[{i}].position", f"got position {vs.position}: {_positions(keys)}")
 
 
 def _positions(seq_len: int) -> str:
@@ -195,16 +199,17 @@ def random_direction(d_model: int, seed: int, norm: float) -> Tensor:
 
 
 def shift_input(x: Tensor, shifts: Sequence[InputShift]) -> Tensor:
-    """x (B, S, D) -> a copy with each shift added at its position: `amount` on every feature, or a seeded
-    random direction of norm `amount`."""
+    """x (B, S, D) -> a copy with each shift added at its position (of its item, or of every item): `amount` on
+    every feature, or a seeded random direction of norm `amount`."""
     if not shifts:
         return x
     x = x.clone()
     for s in shifts:
+        items = slice(None) if s.item is None else s.item
         if s.seed is None:
-            x[:, s.position, :] += s.amount
+            x[items, s.position, :] += s.amount
         else:
-            x[:, s.position, :] += random_direction(x.shape[-1], s.seed, s.amount).to(x)
+            x[items, s.position, :] += random_direction(x.shape[-1], s.seed, s.amount).to(x)
     return x
 
 
@@ -214,7 +219,8 @@ def shift_values(v: Tensor, shifts: Sequence[ValueShift]) -> Tensor:
         return v
     v = v.clone()
     for s in shifts:
-        v[:, :, s.position, :] += random_direction(v.shape[-1], s.seed, s.amount).to(v)
+        items = slice(None) if s.item is None else s.item
+        v[items, :, s.position, :] += random_direction(v.shape[-1], s.seed, s.amount).to(v)
     return v
 
 

@@ -209,7 +209,7 @@ def test_batch_refusals(trained: TestClient) -> None:
     assert_error(
         trained.post("/api/attention", json={"model": "random", "texts": ["a"] * 17}), 422, "texts", "limit 16"
     )
-    assert_error(trained.post("/api/perturb", json={"model": "random", "texts": ["a"], "position": 0}), 422, "texts")
+    assert_error(trained.post("/api/perturb", json={"model": "textbook", "texts": ["a"], "position": 0}), 422, "texts")
 
 
 # ---- cost ----------------------------------------------------------------------------------------------------------

@@ -20,6 +20,10 @@ The default change is therefore a seeded random direction with its mean removed,
 (max |after - before| / max |before|, both at the position); under REACH_THRESHOLD the change did not reach the
 model, and a claim nothing broke is "inconclusive" (holds None), never "holds". A leak is a leak at any reach.
 
+A batch (`texts`, `item`) and a cross-attention source (`side`) add their own boundaries and checks:
+engine/analysis/perturb_batch.py (batch, padding_invariance) and engine/analysis/perturb_source.py
+(source_boundary).
+
 `bug` runs one of the chapter's classic bugs in every layer of both runs, as the view beside it does, so a bug
 that lets a later position reach an earlier one fails the causal claim here too.
 """
@@ -34,6 +38,7 @@ import torch
 
 from engine.errors import InputError, NonFiniteError
 from engine.interventions import ClassicBug, InputShift, Interventions, ValueShift
+from engine.masks import MaskSpec
 from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput
 
 REACH_THRESHOLD = 1e-3  # the changed position's final output must move by at least 0.1% of its size
@@ -52,11 +57,12 @@ class Leak:
     layer: int | None  # None: in the final output
     position: int
     delta: float
+    item: int | None = None  # the batch item it showed in (batch: another item); None: the changed sequence
 
 
 @dataclass(frozen=True)
 class Check:
-    name: str  # causal | window | padding | blocked
+    name: str  # causal | window | padding | blocked; a batch: batch, padding_invariance; a source: source_boundary
     claim: str
     holds: bool | None  # None: inconclusive, the change did not reach the model and nothing moved
     max_delta: float  # the largest change at a protected position (0.0 when the claim holds)
@@ -78,23 +84,30 @@ class PerturbResult:
     checks: list[Check]
     verdict: str
     bug: ClassicBug | None = None
+    item: int | None = None  # a batch: the item changed (tokens and deltas are that item's)
+    side: Literal["query", "source"] = "query"  # source: `position` is a cross-attention source position
+    batch_tokens: list[list[str]] | None = None  # a batch: every item's labels, padded
+    item_delta: list[float] | None = None  # a batch: per item, the largest change in the final output
+    source_tokens: list[str] | None = None  # cross-attention: the source's labels, before and after the change
+    source_tokens_after: list[str] | None = None
+    padding_tolerance: float | None = None  # a batch: padding_invariance's tolerance, relative
 
 
-def layer_deltas(a: ModelRun, b: ModelRun) -> list[list[float]]:
-    """Per layer, per position: max over features of |b - a| in the layer's output (first batch item)."""
+def layer_deltas(a: ModelRun, b: ModelRun, item: int = 0) -> list[list[float]]:
+    """Per layer, per position: max over features of |b - a| in the layer's output (of batch item `item`)."""
     return [
-        (tb.resid_out[0].double() - ta.resid_out[0].double()).abs().amax(dim=-1).tolist()
+        (tb.resid_out[item].double() - ta.resid_out[item].double()).abs().amax(dim=-1).tolist()
         for ta, tb in zip(a.layers, b.layers, strict=True)
     ]
 
 
-def final_delta(a: ModelRun, b: ModelRun) -> list[float]:
-    return (b.result.final[0].double() - a.result.final[0].double()).abs().amax(dim=-1).tolist()
+def final_delta(a: ModelRun, b: ModelRun, item: int = 0) -> list[float]:
+    return (b.result.final[item].double() - a.result.final[item].double()).abs().amax(dim=-1).tolist()
 
 
-def reach(a: ModelRun, final: list[float], position: int) -> float:
+def reach(a: ModelRun, final: list[float], position: int, item: int = 0) -> float:
     """max |after - before| / max |before| of the final output at `position` (0.0 when both are 0)."""
-    size = float(a.result.final[0, position].double().abs().max())
+    size = float(a.result.final[item, position].double().abs().max())
     moved = final[position]
     return moved / size if size > 0 else (math.inf if moved > 0 else 0.0)
 
@@ -112,13 +125,15 @@ def perturbed_run(
     device: torch.device,
     dtype: torch.dtype,
     bug: ClassicBug | None = None,
+    item: int | None = None,
 ) -> ModelRun:
+    """The run with `change` at `position` (of batch item `item` only, when given; a token swap: one sequence)."""
     if change.kind == "value":
-        moved = Interventions(value=(ValueShift(position, change.amount, change.seed),), bug=bug)
+        moved = Interventions(value=(ValueShift(position, change.amount, change.seed, item),), bug=bug)
         return model.run(inp, device, dtype, interventions=moved, encoded=enc)
     if change.kind in ("shift", "direction"):
         seed = change.seed if change.kind == "direction" else None
-        shift = Interventions(shift=(InputShift(position, change.amount, seed),), bug=bug)
+        shift = Interventions(shift=(InputShift(position, change.amount, seed, item),), bug=bug)
         return model.run(inp, device, dtype, interventions=shift, encoded=enc)
     assert change.token is not None
     swapped = model.swap_token(inp, enc, position, change.token)
@@ -138,9 +153,28 @@ def perturb(
     device: torch.device,
     dtype: torch.dtype,
     bug: ClassicBug | None = None,
+    *,
+    item: int | None = None,
+    side: Literal["query", "source"] = "query",
 ) -> PerturbResult:
     """Run the input as given and with `change` at `position` (both with `bug`, if any); report what moved and
-    which mask claims hold."""
+    which mask claims hold. A batch (`item`: the item changed) or a source (`side`: which sequence `position` is
+    in) also test their own boundaries (engine/analysis/perturb_batch.py)."""
+    if enc.batch is not None or enc.source is not None:
+        from engine.analysis.perturb_batch import perturb_batch  # they build on this module
+        from engine.analysis.perturb_source import perturb_source
+
+        if enc.source is not None:
+            if item is not None:
+                raise InputError("item", "item names a batch item: give texts (a source takes one sequence)")
+            return perturb_source(model, inp, enc, position, change, device, dtype, bug, side=side)
+        if side != "query":
+            raise InputError("side", "side source perturbs a cross-attention source position: give source")
+        return perturb_batch(model, inp, enc, position, change, device, dtype, bug, item=item)
+    if item is not None:
+        raise InputError("item", "item names a batch item: give texts")
+    if side != "query":
+        raise InputError("side", "side source perturbs a cross-attention source position: give source")
     s = len(enc.tokens)
     if not 0 <= position < s:
         raise InputError("position", f"got position {position}: the sequence has {s} positions, 0..{s - 1}")
@@ -154,7 +188,7 @@ def perturb(
             f"the changed input overflowed {str(dtype).removeprefix('torch.')} inside the model: use a smaller shift",
         )
     reached = reach(base, final, position)
-    checks = mask_checks(base, position, deltas, final)
+    checks = mask_checks(base.masks, s, position, deltas, final)
     if reached < REACH_THRESHOLD:  # nothing broke, but nothing was tested either
         checks = [replace(c, holds=None) if c.tested and c.holds else c for c in checks]
     return PerturbResult(
@@ -209,8 +243,9 @@ def _check(
     )
 
 
-def mask_checks(run: ModelRun, p: int, deltas: list[list[float]], final: list[float]) -> list[Check]:
-    m, s, n = run.masks, len(run.tokens), len(deltas)
+def mask_checks(m: MaskSpec, s: int, p: int, deltas: list[list[float]], final: list[float]) -> list[Check]:
+    """A check per mask in force for a change at `p` of a sequence of `s` positions (a batch item's own masks)."""
+    n = len(deltas)
     checks = []
     if m.causal:
         before = list(range(p))
@@ -241,7 +276,7 @@ def mask_checks(run: ModelRun, p: int, deltas: list[list[float]], final: list[fl
                 "perturb a padding position to test it"
             )
             checks.append(_check("padding", claim, [[]] * n, deltas, final))
-    blocked_q = _blocked_queries(run, p)  # p's own query changes with its input
+    blocked_q = _blocked_queries(m, p)  # p's own query changes with its input
     if blocked_q:
         by_layer = [blocked_q] + [[] for _ in range(n - 1)]
         who = (
@@ -295,7 +330,7 @@ def verdict(
         parts.append(f"positions {_span(everywhere)} exactly unchanged through {through} and {final_name(run)}")
     blocked = next((c for c in held if c.name == "blocked"), None)
     if blocked is not None:  # its claim is about layer 0 only; later layers may carry the change on
-        qs = _blocked_queries(run, p)
+        qs = _blocked_queries(run.masks, p)
         who = f"queries {_span(qs)}" if len(qs) > 1 else f"query {qs[0]}"
         parts.append(
             f"{who} exactly unchanged in layer 0, where {'their cells' if len(qs) > 1 else 'its cell'} "
@@ -307,6 +342,6 @@ def verdict(
     )
 
 
-def _blocked_queries(run: ModelRun, p: int) -> list[int]:
+def _blocked_queries(m: MaskSpec, p: int) -> list[int]:
     """Queries q != p whose cell (q, p) is blocked: the ones layer 0 must leave unchanged."""
-    return sorted({q for q, k in run.masks.blocked if k == p and q != p})
+    return sorted({q for q, k in m.blocked if k == p and q != p})

@@ -259,7 +259,8 @@ class AttentionModel(ABC):
         s = len(enc.tokens)
         masks, eligible = self.eligibility(inp, enc, device)
         net = self.network(inp, device, dtype)
-        interventions.validate(len(net.blocks), net.blocks[0].attn.n_heads, s)
+        keys = None if enc.source is None else len(enc.source.tokens)  # with a source, values come from it
+        interventions.validate(len(net.blocks), net.blocks[0].attn.n_heads, s, keys)
         timings: dict[str, float] = {}
         with timed(timings, "embed", device):
             x = enc.x.to(device=device, dtype=dtype)
