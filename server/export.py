@@ -17,7 +17,7 @@ from server.schemas import AttentionRequest, ExportRequest
 from wire.arrays import write_arrays
 from wire.standalone import standalone_html
 
-EXPORT_FIELDS = {"view", "head", "query", "palette", "title"}
+EXPORT_FIELDS = {"view", "head", "query", "palette", "title", "matrix"}
 
 
 def build_export(req: ExportRequest, compute: Callable[[AttentionRequest], dict[str, Any]]) -> tuple[str, str]:
@@ -31,8 +31,9 @@ def build_export(req: ExportRequest, compute: Callable[[AttentionRequest], dict[
         raise ApiError(422, "invalid_request", "view all shows every layer: leave layer out", "layer")
     fields = req.model_dump(mode="json", exclude=EXPORT_FIELDS | {"include", "precision"}, exclude_unset=True)
     # validated as JSON, as the body was: strict, and a JSON array where the schema has a tuple
+    include = ["weights", "value_norms"] if req.matrix == "moved" else ["weights"]
     as_attention = AttentionRequest.model_validate_json(
-        orjson.dumps({**fields, "include": ["weights"], "precision": "float16"})
+        orjson.dumps({**fields, "include": include, "precision": "float16"})
     )
     body = compute(as_attention)
     n_heads, seq_len = len(body["layers"][0]["heads"]), len(body["tokens"])
@@ -49,6 +50,7 @@ def build_export(req: ExportRequest, compute: Callable[[AttentionRequest], dict[
         head=req.head,
         query=req.query,
         palette=req.palette,
+        matrix=req.matrix,
     )
     return page, filename(body["model"], req.view, req.layer, req.head)
 

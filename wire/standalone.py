@@ -7,7 +7,7 @@
 - the result, deflated (zlib) and base64-encoded, in <script type="application/octet-stream" id="attnlab-data">
   (about 2.2 bytes per float16 attention value at 512 tokens: 1.66 deflated, times 4/3); the page inflates it with
   the browser's own DecompressionStream and reads it with static/js/arrays.js's readArrays;
-- what to show first (view, layer, head, query, palette) as JSON in <script type="application/json">;
+- what to show first (view, layer, head, query, palette, matrix) as JSON in <script type="application/json">;
 - static/js/standalone.js and every module it imports, as one classic script (wire/jsbundle.py), which draws with
   the page's own views (heads.js, overview.js, retrieval.js) into the page's own panels, copied from
   templates/index.html into <template> elements (`PANELS`).
@@ -134,16 +134,25 @@ def standalone_html(
     head: int | None = None,
     query: int | None = None,
     palette: str = "viridis",
+    matrix: str = "weights",
     static: Path | None = None,
 ) -> str:
     """The standalone page of a result in the arrays form (`data`), opening on `view` ("layer": the heads of one
-    layer, "all": every layer's heads as thumbnails, "head": one head large with the retrieval of `query`)."""
+    layer, "all": every layer's heads as thumbnails, "head": one head large with the retrieval of `query`); its
+    heatmaps draw `matrix`: "weights", or "moved" (the result's value_norms)."""
     if view not in VIEWS:
         raise ValueError(f"view: got {view!r}; one of {', '.join(VIEWS)}")
     root = static or static_dir()
     names = (*PAGE_STYLESHEETS, "standalone.css")
     css = "\n".join((root / "css" / name).read_text(encoding="utf-8") for name in names)
-    shown: dict[str, Any] = {"view": view, "layer": layer, "head": head, "query": query, "palette": palette}
+    shown: dict[str, Any] = {
+        "view": view,
+        "layer": layer,
+        "head": head,
+        "query": query,
+        "palette": palette,
+        "matrix": matrix,
+    }
     shown_json = json.dumps(shown).replace("</", "<\\/")
     t = html.escape(title)
     return PAGE.format(
@@ -174,6 +183,7 @@ PAGE = """<!doctype html>
 <header class="top">
   <div class="brand"><h1>attnlab</h1><p>{title}</p></div>
   <span id="sa-summary" class="muted small sa-summary"></span>
+  <span id="sa-sinks" class="muted small sa-summary" data-testid="sinks-shown" hidden></span>
 </header>
 <div id="sa-error" class="banner" role="alert" data-testid="error-banner" hidden></div>
 <main class="sa-main">

@@ -23,4 +23,9 @@ class ExportRequest(AttentionRequest):
     head: int | None = Field(None, ge=0, description="the head `view: head` opens (default 0)")
     query: int | None = Field(None, ge=0, description="the query whose retrieval it shows (default: the last)")
     palette: Literal["viridis", "cividis"] = Field("viridis", description="the weights' colour scale")
+    matrix: Literal["weights", "moved"] = Field(
+        "weights",
+        description="what the heatmaps draw: the weights (with `sinks`, the view that hides those keys), or moved: "
+        "weight x |v W_O| per key (include value_norms, embedded beside the weights)",
+    )
     title: Text | None = Field(None, max_length=200, description="the page's title (default: the model and text)")

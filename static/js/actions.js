@@ -21,6 +21,7 @@ export const act = {
   scaleSet: (on) => ({ type: "scaleSet", on }),
   bugSet: (bug, label) => ({ type: "bugSet", bug, label }),
   viewSet: (view) => ({ type: "viewSet", view }),
+  sinksSet: (sinks, renorm, where) => ({ type: "sinksSet", sinks, renorm, where }), // every map's hidden key columns
   paletteSet: (palette) => ({ type: "paletteSet", palette }),
   scoreScaleSet: (value) => ({ type: "scoreScaleSet", value }),
   layerSet: (layer) => ({ type: "layerSet", layer }),

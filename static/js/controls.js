@@ -27,6 +27,7 @@ export const FIELD_CONTROLS = {
   layer: "layer-select",
   include: "layer-select",
   demo_bug: "bug-select",
+  sinks: "sinks-select",
 };
 
 // The option fields of the template (the options fieldset's inputs, opt-NAME): {name: element}.

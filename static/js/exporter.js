@@ -154,11 +154,13 @@ export const EXPORT_URL = "/api/export";
 
 // The POST /api/export body for what the page shows: the current /api/attention request (its include and precision
 // are the export's own: float16 weights) and the view: every layer's thumbnails when all layers are shown, the open
-// head with its query, else the heads of the layer shown. One layer is embedded unless all are shown.
+// head with its query, else the heads of the layer shown. One layer is embedded unless all are shown. The request's
+// sinks go with it (the file's weights hide the same keys); the moved view is embedded as `matrix: "moved"`.
 export function exportBody(request, ui, result) {
   const { include: _include, precision: _precision, layer: _layer, ...rest } = request;
   const multi = (result?.config?.n_layers ?? 1) > 1;
   const body = { ...rest, palette: ui.palette === "cividis" ? "cividis" : "viridis" };
+  if (ui.view === "moved") body.matrix = "moved";
   if (multi && ui.layer === "all") return { ...body, view: "all" };
   const layer = ui.focus ? ui.focus[0] : ui.layer === "all" ? 0 : ui.layer;
   const one = multi && Number.isInteger(layer) ? { layer } : {};
@@ -292,7 +294,7 @@ export function htmlWhat(body, multi) {
 }
 
 export function deps(s) {
-  return [s.run.request, s.run.result, s.ui.layer, s.ui.focus, s.ui.query, s.ui.palette];
+  return [s.run.request, s.run.result, s.ui.layer, s.ui.focus, s.ui.query, s.ui.palette, s.ui.view];
 }
 
 export function render(root, s) {

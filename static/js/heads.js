@@ -235,6 +235,7 @@ export function renderHeads(root, pager, view, handlers) {
     fig.dataset.head = String(item.head.index);
     fig.dataset.view = view.view;
     fig.dataset.maskedCells = masked;
+    fig.dataset.hidden = (view.hidden || []).join(","); // key columns the sinks view hides, framed dashed
     fig.dataset.layout = JSON.stringify({ left: layout.left, top: layout.top, cell: layout.cell });
     fig.tabIndex = 0;
     fig.setAttribute("role", "button");
@@ -247,6 +248,8 @@ export function renderHeads(root, pager, view, handlers) {
     const meta = node("span", { className: "meta" });
     const st = item.head.stats;
     meta.textContent = st ? `H̄ ${st.mean_entropy.toFixed(2)}` : "";
+    // the weight on the sink keys (the hidden ones with sinks, else the first position), from the weights as computed
+    if (st?.sink_mass != null) meta.textContent += ` · sink ${st.sink_mass.toFixed(2)}`;
     if (view.kvGroups < view.nHeads) meta.textContent += ` · kv ${item.head.kv_group}`;
     cap.append(name, meta);
     const canvas = document.createElement("canvas");
@@ -315,6 +318,7 @@ export function paintHeads(cards, view) {
       scale: card.scale,
       layout: card.layout,
       changed: view.changed,
+      hidden: view.hidden,
     });
     card.base = null;
     card.lit = false;

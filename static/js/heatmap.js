@@ -295,7 +295,21 @@ function finish(ctx, L, opts, tokens, keyTokens, ink) {
   ctx.strokeRect(L.left - 0.5, L.top - 0.5, (L.plotW ?? L.plot) + 1, L.plot + 1);
   const hl = opts.highlight || {};
   if (L.labels) drawAxes(ctx, L, tokens, keyTokens, hl, ink);
+  drawHidden(ctx, L, opts.hidden);
   drawHighlight(ctx, L, hl);
+  ctx.restore();
+}
+
+// The key columns a sinks view hides (`opts.hidden`): a dashed frame down each, so that their 0 reads as hidden,
+// not as a key the queries look past.
+function drawHidden(ctx, L, hidden) {
+  if (!hidden?.length || L.cell < 3) return;
+  const c = L.cell;
+  ctx.save();
+  ctx.setLineDash([3, 2]);
+  ctx.lineWidth = 1.5;
+  ctx.strokeStyle = "#fff";
+  for (const k of hidden) if (k < (L.cols ?? L.seqLen)) ctx.strokeRect(L.left + k * c + 1, L.top + 1, c - 2, L.plot - 2);
   ctx.restore();
 }
 

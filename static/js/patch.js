@@ -11,6 +11,8 @@ import { node } from "./dom.js";
 import { plotlyText } from "./focuscells.js";
 import { pieceText } from "./piece.js";
 import { PLOT_CONFIG } from "./plotly.js";
+import { BY_POSITION, bindGrid, cellCompareRequest, cursorShape, renderCell } from "./patchcell.js";
+import { encodeState } from "./state.js";
 import { headTypesRequest } from "./requests.js";
 import { modelInfo, singleOf } from "./selectors.js";
 
@@ -21,15 +23,17 @@ export const HOOKS = {
   z: "each head's contexts, z (layer × head)",
   pattern: "each head's weights, the pattern (layer × head)",
 };
-export const BY_POSITION = ["resid_pre", "attn_out", "mlp_out"];
+export { BY_POSITION };
 
-// The link's form of the setting: position, hook and the replacement token ("2.z.moon").
+// The link's form of the setting: position, hook and the replacement token ("2.z.moon"), and the grid's cell opened
+// as "@LAYER.COLUMN" ("2.z.moon@1.3"; the token is URI-encoded, so it holds no "@").
 export function encodePatch(v) {
-  return `${v.position}.${v.hook}.${encodeURIComponent(v.token)}`;
+  const cell = v.cell ? `@${v.cell[0]}.${v.cell[1]}` : "";
+  return `${v.position}.${v.hook}.${encodeURIComponent(v.token)}${cell}`;
 }
 
 export function decodePatch(raw) {
-  const m = /^(\d+)\.([a-z_]+)\.(.*)$/.exec(raw || "");
+  const m = /^(\d+)\.([a-z_]+)\.([^@]*)(?:@(\d+)\.(\d+))?$/.exec(raw || "");
   if (!m || !(m[2] in HOOKS)) return null;
   let token = m[3];
   try {
@@ -37,7 +41,9 @@ export function decodePatch(raw) {
   } catch {
     return null;
   }
-  return { position: Number(m[1]), hook: m[2], token };
+  const out = { position: Number(m[1]), hook: m[2], token };
+  if (m[4] != null) out.cell = [Number(m[4]), Number(m[5])];
+  return out;
 }
 
 // The body: the run on screen as tokens (clean), the same tokens with one replaced (corrupted), the hook and the
@@ -115,6 +121,21 @@ function tokenRow(label, tokens, changed) {
 
 const $ = (id) => document.getElementById(id);
 
+// The body for the state's setting (null: nothing to patch).
+function bodyOf(s, value) {
+  const tokens = s.run.result?.tokens;
+  const attention = singleOf(s);
+  if (!attention || attention.x || attention.weights) return null;
+  return patchRequest(attention, tokens, value, can(modelInfo(s), "predicts_tokens"));
+}
+
+let openCell = null; // a click on the grid opens that cell (bind sets it)
+
+// The link of the page with `value` as the patch setting.
+function linkTo(s, value) {
+  return `?${encodeState({ ...s.ui, patch: value })}`;
+}
+
 function fillPositions(select, tokens, position) {
   const want = tokens.map((t, i) => `${i} ${pieceText(t)}`);
   const have = [...select.options].map((o) => o.textContent);
@@ -128,11 +149,14 @@ export const panel = {
   analysis: "patch",
   words: "activation patching",
   setting: { key: "patch", encode: encodePatch, decode: decodePatch },
-  request: (s, value) => {
-    const tokens = s.run.result?.tokens;
-    const attention = singleOf(s);
-    if (!attention || attention.x || attention.weights) return null;
-    return patchRequest(attention, tokens, value, can(modelInfo(s), "predicts_tokens"));
+  request: (s, value) => bodyOf(s, value && { position: value.position, hook: value.hook, token: value.token }),
+  // the cell opened: the clean and corrupted inputs' maps of its layer, side by side (patchcell.js)
+  parts: {
+    cell: {
+      analysis: "compare",
+      words: "the patched cell's maps",
+      request: (s, value) => (value?.cell ? cellCompareRequest(bodyOf(s, value), value.cell[0]) : null),
+    },
   },
   keep: false,
   needsPlotly: true,
@@ -157,6 +181,9 @@ export const panel = {
       if (window.Plotly && grid.dataset.drawn) window.Plotly.purge(grid);
       grid.dataset.drawn = "";
       grid.dataset.best = "";
+      grid.dataset.cursor = "";
+      grid.tabIndex = -1;
+      renderCell($("patch-cell"), null);
       return;
     }
     const shown = { ...r, metricKind: can(modelInfo(s), "predicts_tokens") ? "loss" : "output" };
@@ -170,19 +197,37 @@ export const panel = {
     grid.dataset.best = b ? `${b.layer}.${b.column}` : "";
     grid.dataset.bestValue = b ? String(b.value) : "";
     grid.dataset.recovered = JSON.stringify(r.recovered);
-    grid.setAttribute("aria-label", `Activation patching, ${HOOKS[r.hook]}. ${patchSummary(shown)}`);
+    grid.setAttribute(
+      "aria-label",
+      `Activation patching, ${HOOKS[r.hook]}. ${patchSummary(shown)} Arrow keys move over the cells; Enter opens one.`,
+    );
+    grid.tabIndex = 0;
+    const open = value.cell && value.cell[0] < r.rows && value.cell[1] < r.columns ? value.cell : null;
+    renderCell($("patch-cell"), r, open ? value : null, s.panels["patch.cell"], s, linkTo(s, value));
     if (!window.Plotly) return;
     const { traces, layout } = patchFigure(r);
-    window.Plotly.react(grid, traces, layout, PLOT_CONFIG);
+    if (!grid.dataset.cursor && open) grid.dataset.cursor = open.join(".");
+    const cursor = grid.dataset.cursor ? grid.dataset.cursor.split(".").map(Number) : null;
+    window.Plotly.react(grid, traces, { ...layout, shapes: cursorShape(cursor) }, PLOT_CONFIG);
+    if (!grid.dataset.drawn) grid.on("plotly_click", (e) => openCell?.(e.points?.[0]?.pointNumber));
     grid.dataset.drawn = "1";
   },
-  bind(root, { dispatch, getState }) {
+  bind(root, store) {
+    const { dispatch, getState } = store;
+    const open = bindGrid($("patch-grid"), (text) => ($("patch-cursor").textContent = text), store);
+    // a click on a heatmap cell: plotly's point number is [row, column]
+    openCell = (at) => {
+      if (!Array.isArray(at)) return;
+      $("patch-grid").dataset.cursor = at.join(".");
+      open([at[0], at[1]]);
+    };
     $("patch-form").addEventListener("submit", (e) => {
       e.preventDefault();
       const s = getState();
       const position = Number.parseInt($("patch-position").value, 10) || 0;
       const token = $("patch-token").value.trim();
       if (!token || !s.run.result) return;
+      $("patch-grid").dataset.cursor = ""; // a new grid: its cursor starts again
       dispatch(act.panelSet("patch", { position, token, hook: $("patch-hook").value }));
     });
   },

@@ -37,6 +37,7 @@ export function buildRequest(s, info, seqLen) {
   }
   if (s.view === "moved") req.include.push("value_norms");
   if (s.bug) req.demo_bug = s.bug;
+  if (s.sinks) req.sinks = { hide: s.sinks, renormalise: s.renorm !== false };
   const texts = batchOf(s, info);
   const source = sourceOf(s, info);
   if (texts) {
@@ -86,9 +87,10 @@ export function singleRequest(attention, item = 0) {
 }
 
 // The POST /api/heads body: the attention request (sequence, masks, options, edited numbers, scale) without
-// what only shapes its answer, so the scores describe the heads the page shows.
+// what only shapes its answer, so the scores describe the heads the page shows. Sinks are a view of the weights
+// that come back: the endpoints that take this body return none, and refuse them.
 export function headTypesRequest(attention) {
-  const { include: _include, layer: _layer, ...rest } = singleRequest(attention);
+  const { include: _include, layer: _layer, sinks: _sinks, ...rest } = singleRequest(attention);
   return rest;
 }
 
@@ -154,7 +156,7 @@ export function compareRequest(pin, attention, layer) {
 // What sets the size of an /api/attention result: the request without its masks, scale, layer and include. Two
 // requests with the same key have the same tokens, heads and layers.
 export function sizeKey(req) {
-  const { masks: _m, all_masked: _a, scale: _s, layer: _l, include: _i, demo_bug: _b, precision: _p, ...rest } = req;
+  const { masks: _m, all_masked: _a, scale: _s, layer: _l, include: _i, demo_bug: _b, precision: _p, sinks: _k, ...rest } = req;
   return JSON.stringify(rest);
 }
 

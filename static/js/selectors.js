@@ -121,6 +121,7 @@ export function selectView(s) {
     pair: ui.pair,
     ablate: ui.ablate,
     bug: r.demo_bug?.name,
+    hidden: r.sinks ? Array.from(r.sinks.hidden) : [], // the key columns the sinks view hides (0 in weights)
   };
   byUi.set(s.ui, view);
   return view;

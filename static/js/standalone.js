@@ -12,7 +12,7 @@
 
 import { act } from "./actions.js";
 import { readArrays } from "./arrays.js";
-import { PALETTES, scaleFor } from "./colors.js";
+import { PALETTES, matrixKey } from "./colors.js";
 import { node } from "./dom.js";
 import { bind as bindHeads, render as renderHeads } from "./heads.js";
 import { cellAt, drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
@@ -21,6 +21,7 @@ import { render as renderOverview } from "./overview.js";
 import { bind as bindRetrieval, render as renderRetrieval } from "./retrieval.js";
 import { selectView } from "./selectors.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
+import { sinksLine } from "./sinks.js";
 
 export const SHOWS = { layer: "Heads of one layer", all: "All layers", head: "One head, with retrieval" };
 export const MAX_CELL = 34;
@@ -67,7 +68,8 @@ export function initialState(result, shown = {}) {
     models: [],
     run: { result, request: null, diff: null, notice: "" },
     ui: {
-      view: "weights",
+      // the page's moved view is exported with each head's value norms; without them (an older file) weights
+      view: shown.matrix === "moved" && result.layers[0].heads[0].value_norms != null ? "moved" : "weights",
       palette: shown.palette in PALETTES ? shown.palette : "viridis",
       scoreScale: "head",
       layer,
@@ -120,10 +122,12 @@ export function describeCell(view, head, cell) {
   const keys = view.keyTokens || view.tokens;
   const ok = !!view.eligible[cell.q][cell.k];
   const w = head.weights[cell.q][cell.k];
+  const moved = view.view === "moved" ? [`moved ${head.value_norms[cell.q][cell.k].toFixed(4)}`] : [];
   return [
     `${view.multiLayer ? `Layer ${cell.layer} · ` : ""}head ${cell.head}`,
     `query ${cell.q} ${pieceQuote(view.tokens[cell.q])} → key ${cell.k} ${pieceQuote(keys[cell.k])}`,
     ok ? `weight ${w.toFixed(4)}` : `masked (${cellReasons(view, cell.q, cell.k).join("+") || "masked"}) · weight ${w.toFixed(4)}`,
+    ...moved,
   ];
 }
 
@@ -159,8 +163,7 @@ function renderLarge(root, s, dispatch) {
   canvas.setAttribute("aria-hidden", "true");
   fig.append(cap, canvas);
   root.replaceChildren(fig);
-  const scale = scaleFor("weights", view.palette, 1);
-  drawHeatmap(sizeCanvas(canvas, L), { ...heatmapOf(view, head), scale, layout: L, highlight: { q: view.query } });
+  drawHeatmap(sizeCanvas(canvas, L), { ...heatmapOf(view, head), scale: view.scale, layout: L, highlight: { q: view.query } });
   const at = (e) => {
     const r = canvas.getBoundingClientRect();
     return cellAt(L, e.clientX - r.left, e.clientY - r.top);
@@ -183,7 +186,7 @@ function renderLarge(root, s, dispatch) {
 }
 
 function heatmapOf(view, head) {
-  return { matrix: head.weights, eligible: view.eligible, tokens: view.tokens, keyTokens: view.keyTokens };
+  return { matrix: head[matrixKey(view.view)], eligible: view.eligible, tokens: view.tokens, keyTokens: view.keyTokens };
 }
 
 // ---- the page ----------------------------------------------------------------------------------------------------
@@ -278,7 +281,10 @@ export async function boot() {
   let state = initialState(result, shown);
   $("sa-summary").textContent =
     `${result.model} · ${result.tokens.length} tokens · ${result.layers.length} of ${result.config.n_layers ?? result.layers.length} ` +
-    `layer${(result.config.n_layers ?? 1) === 1 ? "" : "s"} · ${result.layers[0].heads.length} heads · weights as float16`;
+    `layer${(result.config.n_layers ?? 1) === 1 ? "" : "s"} · ${result.layers[0].heads.length} heads · weights as float16` +
+    (state.ui.view === "moved" ? " · drawn: moved, weight × |v·W_O|" : "");
+  $("sa-sinks").textContent = sinksLine(result.sinks, result.source_tokens || result.tokens);
+  $("sa-sinks").hidden = !result.sinks;
   const store = {
     getState: () => state,
     dispatch(a) {

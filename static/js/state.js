@@ -54,6 +54,8 @@ export function defaultState() {
     sourcePadded: [], // source positions marked padding
     batch: "", // a batch: one text per line ("" = one sequence)
     item: 0, // the batch item the views show
+    sinks: null, // key columns every map hides (server `sinks.hide`): "first" | "special" | [positions]; null = none
+    renorm: true, // with sinks: each row renormalised over the keys left
   };
   for (const [name, panel] of registered()) if (panel.setting) s[name] = null; // a registered panel's setting
   return s;
@@ -133,6 +135,8 @@ export function encodeState(s) {
   if (s.source && s.sourcePadded?.length) p.set("spad", s.sourcePadded.join(","));
   if (s.batch) p.set("batch", s.batch);
   if (s.item) p.set("item", String(s.item));
+  if (s.sinks) p.set("sinks", Array.isArray(s.sinks) ? s.sinks.join(",") : s.sinks);
+  if (s.sinks && !s.renorm) p.set("renorm", "0");
   return p.toString();
 }
 
@@ -203,6 +207,15 @@ export function parsePerturb(raw) {
     return Number.isFinite(amount) ? { position, kind: m[2], amount, token: "" } : null;
   }
   return m[3] ? { position, kind: "token", amount: 1, token: m[3] } : null;
+}
+
+// "first" | "special" | "0,3" -> what `sinks.hide` gets; null for none or what cannot be read. Positions are whole
+// numbers of 0 or more, each once, in order (the server checks them against the keys).
+export function parseSinks(raw) {
+  const t = (raw || "").trim();
+  if (t === "first" || t === "special") return t;
+  if (!/^\d+(\s*,\s*\d+)*$/.test(t)) return null;
+  return [...new Set(t.split(",").map((v) => Number.parseInt(v, 10)))].sort((a, b) => a - b);
 }
 
 // Query string -> state, or null when the string names no model (the page then starts from defaults).
@@ -291,6 +304,8 @@ export function decodeState(search, optionsOf = () => ({})) {
     .sort((a, b) => a - b);
   s.batch = (p.get("batch") || "").slice(0, 20000);
   s.item = Math.max(0, int(p.get("item")) ?? 0);
+  s.sinks = parseSinks(p.get("sinks"));
+  s.renorm = p.get("renorm") !== "0";
   return s;
 }
 

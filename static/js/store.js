@@ -177,6 +177,9 @@ function chooseModel(s, name, text, options, where) {
   for (const k of KEEP_ON_MODEL) ui[k] = s.ui[k];
   for (const [name, p] of registered()) if (p.setting && !p.setting.dropOnModel) ui[name] = s.ui[name];
   ui.perturb = { ...s.ui.perturb, position: null };
+  // the first position is every model's; special tokens and named positions are the old input's
+  ui.sinks = s.ui.sinks === "first" ? "first" : null;
+  ui.renorm = s.ui.renorm;
   if (text) ui.text = text;
   if (options) ui.options = { ...ui.options, ...options };
   const draft = { ...s.draft, text: ui.text };
@@ -260,6 +263,11 @@ const reducers = {
     a.view === "moved" && s.run.result && s.run.result.layers[0]?.heads[0]?.value_norms == null
       ? runWith(s, { view: a.view }, "view: what each key moves (weight × |v·W_O|)", "view")
       : setUi(s, { view: a.view }),
+  sinksSet: (s, a) => {
+    const hide = a.sinks == null ? "none" : Array.isArray(a.sinks) ? `positions ${a.sinks.join(", ")}` : a.sinks === "first" ? "the first token" : "special tokens";
+    const words = a.sinks == null ? "sinks shown" : `sinks hidden: ${hide}${a.renorm ? ", rows renormalised" : ""}`;
+    return runWith(s, { sinks: a.sinks, renorm: a.renorm }, words, a.where);
+  },
   paletteSet: (s, a) => setUi(s, { palette: a.palette }),
   scoreScaleSet: (s, a) => setUi(s, { scoreScale: a.value }),
   layerSet: (s, a) => {

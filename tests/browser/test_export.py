@@ -333,3 +333,42 @@ def test_the_page_and_its_export_draw_the_heads_grid_and_the_retrieval_alike(
     ]
     assert all(abs(a - b) < 0.02 for a, b in widths), widths
     assert offline.errors == []
+
+
+def test_the_export_carries_the_sinks_view_and_the_moved_view(
+    export_server: str, page: Page, context: BrowserContext, tmp_path: Path
+) -> None:
+    """A page that hides the first token and draws Moved exports that view: the file's weights hide key 0 (rows
+    renormalised), it embeds each head's value norms and opens drawing them, and it says which keys it hides."""
+    page.goto(f"{export_server}/?m=induction&t=red+ball+king+river+red+ball&layer=1&sinks=first&view=moved")
+    wait_idle(page)
+    with page.expect_request("**/api/export") as sent, page.expect_download() as dl:
+        page.locator("[data-testid=export-html]").click()
+    body = sent.value.post_data_json
+    assert body["sinks"] == {"hide": "first", "renormalise": True} and body["matrix"] == "moved"
+    path = tmp_path / dl.value.suggested_filename
+    dl.value.save_as(path)
+    result = read_arrays(read_embedded(path.read_text()))
+    assert result["sinks"]["hidden"] == [0]
+    same = {k: v for k, v in body.items() if k not in ("view", "head", "query", "palette", "title", "matrix")}
+    want = httpx.post(
+        f"{export_server}/api/attention", json={**same, "include": ["weights", "value_norms"]}, timeout=60
+    ).json()
+    for got, head in zip(result["layers"][0]["heads"], want["layers"][0]["heads"], strict=True):
+        weights = np.asarray(got["weights"], dtype=float)
+        assert np.all(weights[:, 0] == 0)
+        rows = weights.sum(axis=1)
+        assert np.allclose(rows[rows > 0], 1, atol=2e-3)  # renormalised over keys 1.. (row 0 had only key 0)
+        np.testing.assert_allclose(weights, head["weights"], rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(got["value_norms"], head["value_norms"], rtol=2e-3, atol=1e-3)
+    offline_page = context.new_page()
+    log = Offline(offline_page)
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
+    offline_page.on("pageerror", lambda e: log.errors.append(str(e)))
+    opened = open_file(log, path)
+    cards = opened.locator("[data-testid=head-heatmap]")
+    assert cards.count() == 4 and cards.first.get_attribute("data-view") == "moved"
+    assert cards.first.get_attribute("data-hidden") == "0"
+    assert "moved" in opened.locator("#sa-summary").inner_text()
+    assert "Hiding key 0" in opened.locator("#sa-sinks").inner_text()
+    assert log.errors == []
