@@ -21,7 +21,7 @@ from server.errors import ApiError
 from server.runcache import cacheable, run_key
 from server.schemas import AttentionRequest, Weights
 from server.serialize import ResultCount, check_result_bytes, check_result_size, form_of, serialize_run
-from server.views import check_rollout, sink_positions
+from server.views import check_flow_work, check_rollout, sink_positions
 
 
 def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> AttentionModel:
@@ -299,7 +299,7 @@ def prepare(
     per_layer += ("contexts" in req.include) * heads * s * d_head + ("output" in req.include) * heads * s * d_head
     per_layer += ("qkv" in req.include) * 3 * heads * s * d_head
     per_layer += ("value_norms" in req.include) * heads * s * s_k + ("head_contributions" in req.include) * heads * s
-    per_layer += ("rollout" in req.include) * s * s_k
+    per_layer += (("rollout" in req.include) + ("attention_flow" in req.include)) * s * s_k
     items = (encoded.batch or 1) * results
     values = (layers * per_layer + ("final" in req.include) * s * final_width(model)) * items
     check_result_size(values, settings.max_result_values)
@@ -340,6 +340,7 @@ def refuse_fields(req: AttentionRequest, fields: tuple[str, ...], why: str) -> N
 
 def run_body(run: ModelRun, req: AttentionRequest, settings: Settings, runtime: Runtime) -> dict[str, Any]:
     """A run as /api/attention answers it, for the request's layer and include."""
+    check_flow_work(req, run, settings)
     return serialize_run(
         run,
         layer=req.layer,

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.analysis.attention_flow import attention_flow
 from engine.analysis.flow import Fuse, head_contributions, rollout, value_norms
 from engine.analysis.sinks import hide_keys
 from engine.masks import pair_counts
@@ -145,7 +146,7 @@ def result_size(run: ModelRun, layers: Sequence[int], include: Sequence[str]) ->
         if "stats" in include:
             total += b * h * (2 * s + h)
         total += b * h * s * s_k * ("value_norms" in include) + b * h * s * ("head_contributions" in include)
-        total += b * s * s_k * ("rollout" in include)
+        total += b * s * s_k * (("rollout" in include) + ("attention_flow" in include))
     if "final" in include:
         total += run.result.final.numel()
     return total + run.eligible.numel()
@@ -184,11 +185,15 @@ def serialize_run(
     size = result_size(run, layers, include)
     check_result_size(size, max_values)
     eligible = run.eligible.cpu()
-    rolled: list[torch.Tensor] = []
+    whole: dict[str, list[torch.Tensor]] = {}  # per layer, the S x S views of the whole stack up to it
+    maps = [run.layers[i].attn.weights for i in range(max(layers) + 1)]
     if "rollout" in include:  # through every layer up to the last one shown
-        maps = [run.layers[i].attn.weights for i in range(max(layers) + 1)]
-        rolled = rollout(maps, rollout_heads, rollout_residual)
-    out_layers = [_layer(run, i, include, eligible, precision, rolled[i] if rolled else None, sinks) for i in layers]
+        whole["rollout"] = rollout(maps, rollout_heads, rollout_residual)
+    if "attention_flow" in include:
+        whole["attention_flow"] = attention_flow(maps, rollout_heads, rollout_residual, layers)
+    out_layers = [
+        _layer(run, i, include, eligible, precision, {k: v[i] for k, v in whole.items()}, sinks) for i in layers
+    ]
     a0 = run.layers[layers[0]].attn
     s = len(run.tokens)
     config = dataclasses.asdict(run.config)
@@ -238,11 +243,12 @@ def _layer(
     include: Sequence[str],
     eligible: torch.Tensor,
     precision: str,
-    rolled: torch.Tensor | None = None,
+    whole: dict[str, torch.Tensor] | None = None,
     sinks: tuple[list[int], bool] | None = None,
 ) -> dict[str, Any]:
     """One layer's heads. For a batch every array keeps its leading batch axis and stats come per item.
-    `rolled`: the rollout after this layer (B, S, S), when include asks for it; `sinks`: see serialize_run."""
+    `whole`: the layer's views of the stack up to it (rollout, attention_flow: B x S x S) that include asks for;
+    `sinks`: see serialize_run."""
     a = run.layers[i].attn
     batched = run.batch_tokens is not None
     n_items, n_heads, n_groups = a.scores.shape[0], a.scores.shape[1], a.k.shape[1]
@@ -302,9 +308,9 @@ def _layer(
     if "output" in include:
         out = as_numpy(a.output, precision, f"layer {i}'s output")
         layer["output"] = out if batched else out[0]
-    if rolled is not None:
-        r = as_numpy(rolled, precision, f"layer {i}'s rollout")
-        layer["rollout"] = r if batched else r[0]
+    for name, m in (whole or {}).items():
+        r = as_numpy(m, precision, f"layer {i}'s {name}")
+        layer[name] = r if batched else r[0]
     if "stats" in include:
         similarity = [sim.float().numpy() for sim in sims]
         layer["head_similarity"] = np.stack(similarity) if batched else similarity[0]

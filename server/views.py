@@ -1,25 +1,61 @@
-"""The view options of an attention body, checked against the run they view: `rollout` and `sinks`."""
+"""The view options of an attention body, checked against the run they view: `rollout`, `attention_flow` and
+`sinks`."""
 
 from __future__ import annotations
 
+from engine.analysis.attention_flow import FLOW_MAX_TOKENS, flow_work, fused_maps
 from engine.models import ModelRun
 from engine.models.base import Encoded
+from server.config import Settings
 from server.errors import ApiError
 from server.schemas.attention import AttentionRequest
 
 
 def check_rollout(req: AttentionRequest, encoded: Encoded) -> None:
-    """Rollout's options need include rollout; rollout needs keys that are the queries' own positions."""
-    if req.rollout is not None and "rollout" not in req.include:
-        raise ApiError(
-            422, "invalid_request", "rollout options need include rollout: add it or leave rollout out", "rollout"
-        )
-    if "rollout" in req.include and encoded.source is not None:
+    """Rollout's options need include rollout or attention_flow; both need keys that are the queries' own
+    positions; attention flow is a max-flow per pair, for up to FLOW_MAX_TOKENS positions."""
+    stacked = [name for name in ("rollout", "attention_flow") if name in req.include]
+    if req.rollout is not None and not stacked:
         raise ApiError(
             422,
             "invalid_request",
-            "rollout multiplies each layer's map by the one before, which needs the keys to be the queries' own "
-            "positions; with a source the keys are another sequence: leave rollout out of include",
+            "rollout options need include rollout or attention_flow: add one or leave rollout out",
+            "rollout",
+        )
+    if stacked and encoded.source is not None:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"{stacked[0]} follows each layer's map through the one before, which needs the keys to be the queries' "
+            f"own positions; with a source the keys are another sequence: leave {stacked[0]} out of include",
+            "include",
+        )
+    s = len(encoded.tokens)
+    if "attention_flow" in req.include and s > FLOW_MAX_TOKENS:
+        raise ApiError(
+            422,
+            "too_large",
+            f"attention flow is a max-flow per (query, key) pair per layer: up to {FLOW_MAX_TOKENS} positions, got "
+            f"{s}; use rollout, or a shorter input",
+            "include",
+        )
+
+
+def check_flow_work(req: AttentionRequest, run: ModelRun, settings: Settings) -> None:
+    """After the forward, before any max-flow: the pairs times the edges they run over, within max_flow_work."""
+    if "attention_flow" not in req.include:
+        return
+    layers = [req.layer] if req.layer is not None else list(range(len(run.layers)))
+    heads = req.rollout.heads if req.rollout is not None else "mean"
+    residual = req.rollout.residual if req.rollout is not None else True
+    maps = fused_maps([run.layers[i].attn.weights for i in range(max(layers) + 1)], heads, residual)
+    work, limit = flow_work(maps, layers), settings.limit("max_flow_work")
+    if work > limit:
+        raise ApiError(
+            422,
+            "too_large",
+            f"attention flow here is {work:,} (pair, edge) steps of max-flow; limit {limit:,} (set by "
+            "ATTNLAB_MAX_FLOW_WORK on this server): ask for one `layer`, fewer tokens, or use rollout",
             "include",
         )
 

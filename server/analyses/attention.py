@@ -6,7 +6,7 @@ from typing import Any
 
 from fastapi.responses import HTMLResponse, Response
 
-from server.declare import Analysis, Context
+from server.declare import Analysis, Context, Limit
 from server.export import build_export
 from server.prepare import attention_body
 from server.schemas import AttentionRequest, AttentionResult, ExportRequest
@@ -41,6 +41,14 @@ ATTENTION = Analysis(
     summary="Every head's scores and weights for a sequence, with masks",
     forms=("json", "arrays", "npz"),
     tags=("attention",),
+    limits=(
+        Limit(
+            "max_flow_work",
+            50_000_000,
+            "(pair, edge) steps of max-flow one /api/attention with include attention_flow may take, counted after "
+            "the forward and before any flow (about 4 s on 2 CPU cores)",
+        ),
+    ),
 )
 EXPORT = Analysis(
     name="export",

@@ -22,6 +22,7 @@ Include = Literal[
     "audit",
     "final",
     "rollout",
+    "attention_flow",
     "value_norms",
     "head_contributions",
 ]
@@ -177,7 +178,9 @@ class AttentionRequest(Strict):
         description="what to return; `audit` adds the chapter's audit record (measured, so slower); `final` the "
         "model's last output: logits (S x V) for a model that predicts tokens, else the last layer's output (S x D); "
         "`rollout` each layer's attention rollout (S x S, Abnar & Zuidema 2020: J_l = rownorm(fuse_h A_l + I) "
-        "J_l-1); `value_norms` per head |a_ij v_j W_O^h| (S x S_k, Kobayashi et al. 2020: how much each key moves, "
+        "J_l-1); `attention_flow` each layer's attention flow (S x S, the max-flow from each query after the layer "
+        "to each input position through the fused maps as pipes, rows normalised; up to 64 positions); `value_norms` "
+        "per head |a_ij v_j W_O^h| (S x S_k, Kobayashi et al. 2020: how much each key moves, "
         "not only how hard it is looked at); `head_contributions` per head |context_h W_O^h| at each query (S)",
     )
     sinks: SinksRequest | None = Field(
@@ -186,7 +189,9 @@ class AttentionRequest(Strict):
         "each row is renormalised over the rest; stats' sink_mass is the weight that was on them",
     )
     rollout: RolloutOptions | None = Field(
-        None, description="with include rollout: how the heads are fused and whether the residual identity is added"
+        None,
+        description="with include rollout or attention_flow: how the heads are fused and whether the residual "
+        "identity is added",
     )
     demo_bug: ClassicBug | None = Field(
         None,
@@ -263,6 +268,11 @@ class LayerResult(BaseModel):
         None,
         description="with include rollout: J_l after this layer, S x S (B x S x S for a batch); row q is the share "
         "of position q's state traced back to each input position",
+    )
+    attention_flow: Matrices | None = Field(
+        None,
+        description="with include attention_flow: F_l after this layer, S x S (B x S x S for a batch); row q is the "
+        "max-flow from position q after this layer to each input position, divided by the row's sum",
     )
 
 
