@@ -185,7 +185,7 @@ def serialize_run(
     size = result_size(run, layers, include)
     check_result_size(size, max_values)
     eligible = run.eligible.cpu()
-    whole: dict[str, list[torch.Tensor]] = {}  # per layer, the S x S views of the whole stack up to it
+    whole: dict[str, Sequence[torch.Tensor] | dict[int, torch.Tensor]] = {}  # per layer: S x S views of the stack
     maps = [run.layers[i].attn.weights for i in range(max(layers) + 1)]
     if "rollout" in include:  # through every layer up to the last one shown
         whole["rollout"] = rollout(maps, rollout_heads, rollout_residual)
