@@ -210,6 +210,17 @@ ENDPOINTS: list[tuple[str, dict[str, Any], str, str]] = [
     ("decode", {"model": "induction", "text": "red ball king red ball"}, "POST", "/api/decode"),
     ("cost", {"seq_len": 64, "heads": 4, "kv_heads": 2, "layers": 2}, "POST", "/api/cost"),
     ("scale_sweep", {"widths": [1, 4, 16], "samples": 50, "seed": 1}, "POST", "/api/scale-sweep"),
+    (
+        "patch_run",
+        {
+            "clean": {"model": "induction", "text": INDUCTION},
+            "corrupted": {"model": "induction", "text": INDUCTION.replace("king", "moon", 1), "include": ["weights"]},
+            "hook": "z",
+            "cell": {"layer": 0, "column": 1},
+        },
+        "POST",
+        "/api/patch/run",
+    ),
 ]
 
 
@@ -264,7 +275,9 @@ def test_client_names_a_run_and_follows_its_progress(api: attnlab.Client) -> Non
 
 
 def _method_name(path: str) -> str:
-    return {"/api/heads/top": "top_heads"}.get(path, path.rsplit("/", 1)[-1].replace("-", "_"))
+    return {"/api/heads/top": "top_heads", "/api/patch/run": "patch_run"}.get(
+        path, path.rsplit("/", 1)[-1].replace("-", "_")
+    )
 
 
 def test_client_export_gives_the_servers_html(api: attnlab.Client, base: str, tmp_path: Any) -> None:

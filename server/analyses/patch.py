@@ -13,7 +13,7 @@ from engine.errors import InputError
 from server.analyses.compare import naming
 from server.declare import Analysis, Context, Limit
 from server.errors import ApiError
-from server.prepare import ONE_SEQUENCE, prepare, refuse_fields
+from server.prepare import ONE_SEQUENCE, Prepared, prepare, refuse_fields
 from server.schemas.attention import AttentionRequest, Position, Strict, Text
 
 INDUCTION_CLEAN = "red ball king river frog red ball king"
@@ -68,18 +68,18 @@ class PatchResult(BaseModel):
     forwards: int = Field(description="forward passes this answer cost: one per cell, plus clean and corrupted")
 
 
-def patch_route(req: PatchRequest, ctx: Context) -> PatchResult:
-    """Runs the corrupted input once per cell of the grid with that one activation taken from the clean run (in
-    batched forwards: one request, not one call per cell), and returns the metric per cell and the share of the
-    clean-corrupted difference it recovers. Both inputs: one sequence each, the same model, length and masks.
-    The number of cells is bounded by ATTNLAB_MAX_PATCH_CELLS before anything runs."""
+def prepare_pair(
+    clean: AttentionRequest, corrupted: AttentionRequest, ctx: Context, why: str, *, answered: bool = False
+) -> tuple[Prepared, Prepared]:
+    """Both bodies checked and prepared: one sequence each, the same model, network settings and length.
+    `answered`: the corrupted body's layer, include and precision shape an /api/attention answer (patch/run)."""
     settings, models, runtime = ctx.settings, ctx.models, ctx.runtime
-    why = "patching runs every layer of one clean and one corrupted sequence and returns a grid"
-    for side, body in (("clean", req.clean), ("corrupted", req.corrupted)):
-        with naming(side):
-            refuse_fields(body, ("layer", "include", "precision", *ONE_SEQUENCE), why)
+    with naming("clean"):
+        refuse_fields(clean, ("layer", "include", "precision", *ONE_SEQUENCE), why)
+    with naming("corrupted"):
+        refuse_fields(corrupted, ONE_SEQUENCE if answered else ("layer", "include", "precision", *ONE_SEQUENCE), why)
     for name in ("scale", "all_masked", "options", "heads", "kv_heads", "weights"):
-        if getattr(req.clean, name) != getattr(req.corrupted, name):
+        if getattr(clean, name) != getattr(corrupted, name):
             raise ApiError(
                 422,
                 "invalid_request",
@@ -87,15 +87,20 @@ def patch_route(req: PatchRequest, ctx: Context) -> PatchResult:
                 f"corrupted.{name}",
             )
     with naming("clean"):
-        pc = prepare(req.clean.model_copy(update={"include": []}), settings, models, runtime)
+        pc = prepare(clean.model_copy(update={"include": []}), settings, models, runtime)
     with naming("corrupted"):
-        pb = prepare(req.corrupted.model_copy(update={"include": []}), settings, models, runtime)
-    model = pc.model
-    if pb.model is not model:
+        pb = prepare(
+            corrupted if answered else corrupted.model_copy(update={"include": []}),
+            settings,
+            models,
+            runtime,
+            accept=ctx.accept if answered else None,
+        )
+    if pb.model is not pc.model:
         raise ApiError(
             422,
             "invalid_request",
-            f"is {pb.model.info.name} but clean runs {model.info.name}: patch within one model",
+            f"is {pb.model.info.name} but clean runs {pc.model.info.name}: patch within one model",
             "corrupted.model",
         )
     s = len(pc.encoded.tokens)
@@ -107,6 +112,18 @@ def patch_route(req: PatchRequest, ctx: Context) -> PatchResult:
             "(change a token, do not add one)",
             "corrupted",
         )
+    return pc, pb
+
+
+def patch_route(req: PatchRequest, ctx: Context) -> PatchResult:
+    """Runs the corrupted input once per cell of the grid with that one activation taken from the clean run (in
+    batched forwards: one request, not one call per cell), and returns the metric per cell and the share of the
+    clean-corrupted difference it recovers. Both inputs: one sequence each, the same model, length and masks.
+    The number of cells is bounded by ATTNLAB_MAX_PATCH_CELLS before anything runs."""
+    settings, runtime = ctx.settings, ctx.runtime
+    why = "patching runs every layer of one clean and one corrupted sequence and returns a grid"
+    pc, pb = prepare_pair(req.clean, req.corrupted, ctx, why)
+    model, s = pc.model, len(pc.encoded.tokens)
     columns = s if req.hook in BY_POSITION else model.n_heads(pb.inp)
     n_cells = model.n_layers(pb.inp) * columns
     limit = settings.limit("max_patch_cells")
