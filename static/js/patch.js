@@ -11,7 +11,7 @@ import { node } from "./dom.js";
 import { plotlyText } from "./focuscells.js";
 import { pieceText } from "./piece.js";
 import { PLOT_CONFIG } from "./plotly.js";
-import { BY_POSITION, bindGrid, cellCompareRequest, cursorShape, renderCell } from "./patchcell.js";
+import { BY_POSITION, bindGrid, cellCompareRequest, cellRunRequest, cursorShape, renderCell } from "./patchcell.js";
 import { encodeState } from "./state.js";
 import { headTypesRequest } from "./requests.js";
 import { modelInfo, singleOf } from "./selectors.js";
@@ -157,6 +157,11 @@ export const panel = {
       words: "the patched cell's maps",
       request: (s, value) => (value?.cell ? cellCompareRequest(bodyOf(s, value), value.cell[0]) : null),
     },
+    run: {
+      analysis: "patch/run",
+      words: "the patched run",
+      request: (s, value) => (value?.cell ? cellRunRequest(bodyOf(s, value), value.cell) : null),
+    },
   },
   keep: false,
   needsPlotly: true,
@@ -203,7 +208,7 @@ export const panel = {
     );
     grid.tabIndex = 0;
     const open = value.cell && value.cell[0] < r.rows && value.cell[1] < r.columns ? value.cell : null;
-    renderCell($("patch-cell"), r, open ? value : null, s.panels["patch.cell"], s, linkTo(s, value));
+    renderCell($("patch-cell"), r, open ? value : null, s.panels["patch.cell"], s, linkTo(s, value), s.panels["patch.run"]);
     if (!window.Plotly) return;
     const { traces, layout } = patchFigure(r);
     if (!grid.dataset.cursor && open) grid.dataset.cursor = open.join(".");

@@ -1,10 +1,10 @@
 // One cell of the activation-patching grid opened (patch.js): a click on the grid, or Enter on the cell the arrow
 // keys reach, keeps the cell in the link (patch=POS.HOOK.TOKEN@LAYER.COLUMN) and shows what that patch did: its
 // patched metric and recovered share (from /api/patch's metric_grid and recovered), and that layer's maps for the
-// clean and the corrupted input side by side (one POST /api/compare of the two token lists, weights of that layer).
-// /api/attention takes no patch, so the patched run's own maps are not drawn: what the two maps say about it is
-// written under them (a pattern patch makes that head's map the clean one exactly; a z patch leaves it the
-// corrupted one; a residual, attention-out or MLP-out patch changes the layers after it in ways neither shows).
+// clean input, the corrupted one (one POST /api/compare of the two token lists, weights of that layer) and the
+// patched run itself (POST /api/patch/run: the corrupted input with that one clean activation), side by side.
+// A pattern patch makes that head's patched map the clean one exactly; a z patch leaves it the corrupted one and
+// moves the layers after it; a residual, attention-out or MLP-out patch moves the layers from it on.
 
 import { act } from "./actions.js";
 import { PALETTES, VIRIDIS } from "./colors.js";
@@ -22,6 +22,19 @@ export function cellCompareRequest(patchBody, layer) {
   return { a: side(patchBody.clean), b: side(patchBody.corrupted) };
 }
 
+// The /api/patch/run body for a cell: the patched run of the corrupted input, weights of the cell's layer (a patch
+// at layer l changes nothing before it).
+export function cellRunRequest(patchBody, cell) {
+  if (!patchBody || !cell) return null;
+  const [layer, column] = cell;
+  return {
+    clean: patchBody.clean,
+    corrupted: { ...patchBody.corrupted, include: ["weights"], layer },
+    hook: patchBody.hook,
+    cell: { layer, column },
+  };
+}
+
 // The head whose maps are shown: the cell's own for a head hook; for a position hook the head of that layer whose
 // weights the corruption moves most (compare's max |B - A| per head).
 export function cellHead(hook, column, cmp) {
@@ -34,11 +47,11 @@ export function cellHead(hook, column, cmp) {
 
 // What the patched run's map is, in words, for the cell's hook.
 export function patchedNote(hook, layer, column, head) {
-  if (hook === "pattern") return `With this patch L${layer}H${head}'s map is the clean one (left), exactly; the corrupted one (right) is what it replaced.`;
-  if (hook === "z") return `A z patch puts back L${layer}H${head}'s output after its weights: its map in the patched run is the corrupted one (right), carrying the clean run's values.`;
+  if (hook === "pattern") return `With this patch L${layer}H${head}'s map is the clean one exactly; the corrupted one is what it replaced.`;
+  if (hook === "z") return `A z patch puts back L${layer}H${head}'s output after its weights: its own map stays the corrupted one, and the layers after it read the clean run's values.`;
   return (
     `The patch puts back the clean run's ${hook} at layer ${layer}, position ${column}: the maps are layer ${layer}'s head ${head}, ` +
-    "the one the corruption moves most; the layers after it see a mix of the two runs that neither map shows."
+    "the one the corruption moves most; the patched map is that head in the patched run."
   );
 }
 
@@ -64,7 +77,7 @@ function drawMap(title, matrix, eligible, tokens, palette, side) {
 }
 
 // The opened cell under the grid: its numbers, the two maps (once /api/compare answers), and a link to it.
-export function renderCell(el, r, value, slot, s, link) {
+export function renderCell(el, r, value, slot, s, link, runSlot = null) {
   if (!r || !value?.cell) {
     el.replaceChildren();
     el.hidden = true;
@@ -97,6 +110,10 @@ export function renderCell(el, r, value, slot, s, link) {
       drawMap(`clean · L${layer}H${head}`, ha.weights, cmp.a.eligible, cmp.a.tokens, s.ui.palette, "clean"),
       drawMap(`corrupted · L${layer}H${head}`, hb.weights, cmp.b.eligible, cmp.b.tokens, s.ui.palette, "corrupted"),
     );
+    const run = runSlot?.status === "ready" ? runSlot.result : null;
+    const hp = run?.layers?.[0]?.heads?.find((h) => h.index === head);
+    if (hp) pair.append(drawMap(`patched · L${layer}H${head}`, hp.weights, run.eligible, run.tokens, s.ui.palette, "patched"));
+    else if (runSlot?.status === "error") pair.append(node("p", { className: "bad small" }, runSlot.message));
     parts.push(pair, node("p", { className: "muted small", id: "patch-cell-note" }, patchedNote(r.hook, layer, column, head)));
   }
   const linkRow = node("p", { className: "small" });

@@ -200,7 +200,7 @@ def test_rollout_of_a_cross_attention_run_is_refused_with_the_servers_reason(ope
     expect(page.get_by_test_id("rollout-map")).to_have_count(0)
 
 
-def test_a_patch_cell_opens_by_keyboard_and_click_with_its_metric_and_both_maps(open_trained: Open) -> None:
+def test_a_patch_cell_opens_by_keyboard_and_click_with_its_metric_and_three_maps(open_trained: Open) -> None:
     page = open_trained(f"?m=induction&t={REPEAT}")
     with page.expect_response("**/api/patch") as resp:
         page.goto(page.url + "&patch=2.pattern.moon")
@@ -211,20 +211,24 @@ def test_a_patch_cell_opens_by_keyboard_and_click_with_its_metric_and_both_maps(
     grid.press("ArrowRight")  # from L0 H0 to L0 H1, then down to L1 H1
     grid.press("ArrowDown")
     expect(page.locator("#patch-cursor")).to_contain_text("L1 H1: recovered")
-    with page.expect_response("**/api/compare") as cmp_resp:
+    with page.expect_response("**/api/patch/run") as run_resp, page.expect_response("**/api/compare") as cmp_resp:
         grid.press("Enter")
     sent = cmp_resp.value.request.post_data_json
+    ran = run_resp.value.request.post_data_json
+    assert ran["hook"] == "pattern" and ran["cell"] == {"layer": 1, "column": 1} and ran["corrupted"]["layer"] == 1
     assert sent["a"]["layer"] == 1 and sent["b"]["layer"] == 1 and sent["a"]["include"] == ["weights"]
     assert sent["a"]["tokens"][2] == "king" and sent["b"]["tokens"][2] == "moon"
     cell = page.get_by_test_id("patch-cell")
     expect(cell).to_have_attribute("data-cell", "1.1")
     assert float(cell.get_attribute("data-metric") or "nan") == api["metric_grid"][1][1]
     expect(page.locator("#patch-cell-numbers")).to_contain_text(f"metric {api['metric_grid'][1][1]:.4f}")
-    expect(page.get_by_test_id("patch-map")).to_have_count(2)
+    expect(page.get_by_test_id("patch-map")).to_have_count(3)
     cmp = cmp_resp.value.json()
     drawn = page.evaluate("() => [...document.querySelectorAll('[data-testid=patch-map]')].map((f) => f.drawn)")
     assert close(drawn[0], cmp["a"]["layers"][0]["heads"][1]["weights"])
     assert close(drawn[1], cmp["b"]["layers"][0]["heads"][1]["weights"])
+    assert close(drawn[2], run_resp.value.json()["layers"][0]["heads"][1]["weights"])
+    assert close(drawn[2], drawn[0]) and not close(drawn[2], drawn[1])  # a pattern patch: the clean map
     expect(page.locator("#patch-cell-note")).to_contain_text("L1H1's map is the clean one")
     assert "patch=2.pattern.moon%401.1" in page.url or "patch=2.pattern.moon@1.1" in page.url
     expect(page.locator("#patch-cell-link")).to_have_attribute("href", "?" + page.url.split("?")[1])
