@@ -1,0 +1,90 @@
+"""The path issue 23 ends on, on pycode, all on the page: corrupt one token, see which heads carry what it changed,
+then check what the head that carries most attends to, and why (the QK terms of that score).
+
+The text repeats a function, so the second "height" is predicted by induction. Corrupting the first "ight" (8)
+takes the cue away; the head grid of z patches then puts the induction head L3H3 first (it recovers 0.52 of the
+loss difference, measured on the committed checkpoint), whose query at the second " he" (15) attends to 8, the
+token after the first " he", and whose score there comes most from L2H1 (the previous-token head) on the key side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from urllib.parse import quote
+
+import numpy as np
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.browser.conftest import LIMITS, wait_idle
+from tests.helpers import serve
+from wire.arrays import read_arrays
+
+pytestmark = pytest.mark.browser
+
+TEXT = "def area(width, height):\n    return width * height\n\n\ndef area(width, height):\n    return width * height\n"
+CORRUPT_AT, CORRUPT_TO = 8, "idth"  # the first "ight" of " he" "ight"
+
+
+@pytest.fixture(scope="module")
+def pycode_server() -> Iterator[str]:
+    with serve("pycode", **LIMITS) as base:
+        yield base
+
+
+@pytest.fixture
+def open_pycode(page: Page, pycode_server: str) -> Callable[[str], Page]:
+    def open_(query: str) -> Page:
+        page.goto(f"{pycode_server}/{query}")
+        wait_idle(page)
+        return page
+
+    return open_
+
+
+def test_corrupt_a_token_find_the_heads_that_carry_it_and_see_why_one_attends_where_it_does(
+    open_pycode: Callable[[str], Page],
+) -> None:
+    page = open_pycode(f"?m=pycode&t={quote(TEXT)}")
+    # 1. corrupt one token, z grid: which heads carry the difference
+    page.locator("#patch-position").select_option(str(CORRUPT_AT))
+    page.get_by_test_id("patch-token").fill(CORRUPT_TO)
+    page.locator("#patch-hook").select_option("z")
+    with page.expect_response("**/api/patch") as resp:
+        page.get_by_test_id("patch-run").click()
+    assert resp.value.status == 200, resp.value.text()
+    sent = resp.value.request.post_data_json
+    assert sent["clean"]["tokens"][CORRUPT_AT] == "ight" and sent["corrupted"]["tokens"][CORRUPT_AT] == CORRUPT_TO
+    grid = resp.value.json()
+    recovered = np.array([[np.nan if v is None else v for v in row] for row in grid["recovered"]])
+    best = np.unravel_index(np.nanargmax(np.abs(recovered)), recovered.shape)
+    assert tuple(int(i) for i in best) == (3, 3) and recovered[3, 3] > 0.4  # the induction head carries most
+    plot = page.get_by_test_id("patch-grid")
+    expect(plot).to_have_attribute("data-best", "3.3")
+    # 2. open that cell: the clean, corrupted and patched maps of L3H3
+    plot.focus()
+    with page.expect_response("**/api/patch/run") as run:
+        plot.press("Enter")
+    assert run.value.status == 200, run.value.text()
+    cell = page.get_by_test_id("patch-cell")
+    expect(cell).to_have_attribute("data-cell", "3.3")
+    expect(cell).to_have_attribute("data-head", "3")
+    expect(page.get_by_test_id("patch-map")).to_have_count(3)
+    # 3. what L3H3 attends to from the second " he", and why: the QK terms of that score
+    with page.expect_response("**/api/attention") as att:
+        page.goto(f"{page.url.split('?')[0]}?m=pycode&t={quote(TEXT)}&layer=3&focus=3.3&pair=15-8")
+    wait_idle(page)
+    body = read_arrays(att.value.body())
+    layer3 = next(layer for layer in body["layers"] if layer["index"] == 3)
+    head = next(h for h in layer3["heads"] if h["index"] == 3)
+    row = np.asarray(head["weights"][15], dtype=np.float64)
+    assert body["tokens"][15] == " he" and int(row.argmax()) == 8 and row[8] > 0.5  # induction: the token after " he"
+    with page.expect_response("**/api/qk-attribution") as qk:
+        page.get_by_test_id("qk-explain").click()
+    assert qk.value.status == 200, qk.value.text()
+    terms = qk.value.json()
+    assert (terms["layer"], terms["head"], terms["query"], terms["key"]) == (3, 3, 15, 8)
+    assert abs(terms["total"] - terms["score"]) < 1e-3  # the terms add up to the score
+    assert terms["terms"][0]["key_source"] == "L2H1"  # the previous-token head wrote the key
+    expect(page.locator("#qk-terms tr").nth(1)).to_contain_text("L2H1")
+    expect(page.locator("#qk-status")).to_contain_text(f"sum to {terms['total']:.2f}")
