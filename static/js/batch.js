@@ -65,7 +65,8 @@ export function renderBatchBar(root, view) {
     root.querySelector("[data-role=batch-note]").textContent =
       `A batch of ${r.config.batch}, padded to ${r.tokens.length} positions: every matrix is ` +
       `${r.config.batch} × ${r.tokens.length} × ${r.tokens.length} per head. The views show item ${view.item}; ` +
-      "its padding positions come from its length. Head types, claims and decoding run this item on its own.";
+      "its padding positions come from its length. Head types and decoding run this item on its own; " +
+      "Test a claim changes an item inside the batch and checks the others stay put.";
   }
   const src = root.querySelector("[data-role=source]");
   const chips = root.querySelector("#source-tokens");

@@ -10,11 +10,16 @@ import { pieceQuote } from "./piece.js";
 export const CHART = { width: 560, height: 58, left: 64, right: 8, top: 6, labelBand: 14 };
 export const ZERO_TOLERANCE = 0; // "exactly 0": a protected bar above this is a leak
 export const MAX_TICK_LABELS = 24;
+// A batch's checks (/api/perturb with texts and item) are not about the changed item's bars: `batch` protects the
+// other items (its list names items), `padding_invariance` compares the item with itself run alone (its list names
+// the positions compared, which may move). They are listed with the rest, never hatched on the charts.
+export const BATCH_CHECKS = ["batch", "padding_invariance"];
+const onBars = (checks) => (checks || []).filter((c) => !BATCH_CHECKS.includes(c.name));
 
-// Every position some check in force protects (must read exactly 0), sorted.
+// Every position some mask check in force protects (must read exactly 0), sorted.
 export function protectedPositions(checks) {
   const all = new Set();
-  for (const c of checks || []) for (const p of c.protected || []) all.add(p);
+  for (const c of onBars(checks)) for (const p of c.protected || []) all.add(p);
   return [...all].sort((a, b) => a - b);
 }
 
@@ -24,7 +29,7 @@ export function protectedPositions(checks) {
 export function protectedByLayer(checks, nLayers) {
   return Array.from({ length: nLayers }, (_, l) => {
     const all = new Set();
-    for (const c of checks || []) for (const p of c.protected_by_layer?.[l] ?? c.protected ?? []) all.add(p);
+    for (const c of onBars(checks)) for (const p of c.protected_by_layer?.[l] ?? c.protected ?? []) all.add(p);
     return [...all].sort((a, b) => a - b);
   });
 }
@@ -35,7 +40,10 @@ export function protectedByLayer(checks, nLayers) {
 export function verdictSummary(result) {
   const checks = result.checks || [];
   const where = (leak) =>
-    leak ? `, first at ${leak.layer == null ? "the final output" : `layer ${leak.layer}`}, position ${leak.position}` : "";
+    leak
+      ? `, first at ${leak.layer == null ? "the final output" : `layer ${leak.layer}`}, ` +
+        `${leak.item == null ? "" : `item ${leak.item}'s `}position ${leak.position}`
+      : "";
   return {
     holds: checks.every((c) => c.holds !== false),
     inconclusive: checks.some((c) => c.holds === null),
@@ -238,7 +246,7 @@ export function renderPerturb(root, view) {
     }),
   );
   if (!sum.lines.length) checks.append(node("li", { className: "muted" }, "No mask in force makes a promise to check here."));
-  const at = `position ${r.position} ${pieceQuote(r.tokens[r.position])}`;
+  const at = `${r.item == null ? "" : `item ${r.item}'s `}position ${r.position} ${pieceQuote(r.tokens[r.position])}`;
   const what = r.change.kind === "token"
     ? `${at} → “${r.tokens_after[r.position]}”`
     : r.change.kind === "direction"
@@ -253,4 +261,18 @@ export function renderPerturb(root, view) {
     "perturb-chart",
   );
   charts.prepend(node("p", { className: "small dc-what" }, `Changed: ${what}.`));
+  if (r.item_delta) charts.append(itemLine(r));
+}
+
+// A batch: per item, the largest change in its final output (every item but the changed one must read 0).
+export function itemDeltaText(r) {
+  const parts = r.item_delta.map((d, i) => `item ${i}${i === r.item ? " (changed)" : ""} ${formatDelta(d)}`);
+  return `Per item, the largest change in ${r.final}: ${parts.join(" · ")}.`;
+}
+
+function itemLine(r) {
+  const p = node("p", { className: "small dc-items" }, itemDeltaText(r));
+  p.setAttribute("data-testid", "perturb-items");
+  p.dataset.items = r.item_delta.join(",");
+  return p;
 }

@@ -7,13 +7,14 @@ import { renderPerturb } from "./claims.js";
 import { renderCompare } from "./compare.js";
 import { headName, renderIntervention } from "./interventions.js";
 import { act } from "./actions.js";
-import { modelInfo, multiLayer, pinRequestOf, selectView } from "./selectors.js";
+import { itemLabels } from "./batch.js";
+import { modelInfo, multiLayer, perturbItem, pinRequestOf, selectView } from "./selectors.js";
 import { positionLabel } from "./tophead.js";
 
 const $ = (id) => document.getElementById(id);
 
 export function deps(s) {
-  return [s.run.result, s.run.request, s.models, s.ui.perturb, s.ui.perturbOn, s.ui.ablate, s.ui.edits, s.ui.ablMode, s.ui.pin, s.ui.query, s.ui.item,
+  return [s.run.result, s.run.full, s.run.request, s.models, s.ui.perturb, s.ui.perturbOn, s.ui.ablate, s.ui.edits, s.ui.ablMode, s.ui.pin, s.ui.query, s.ui.item,
     s.panels.perturb, s.panels.intervene, s.panels.compare];
 }
 
@@ -83,11 +84,24 @@ function writeControls(s, dispatch) {
   $("perturb-kind-help").textContent = canSwap
     ? ""
     : "Token swap needs a model with token embeddings (random, minilm, induction); this one takes numbers.";
-  if (tokens.length) {
-    const S = tokens.length;
+  // a batch: the item whose position changes (its own tokens, padded, name the positions)
+  const item = perturbItem(s);
+  $("perturb-item-wrap").hidden = item == null;
+  const own = item == null ? tokens : s.run.full.batch_tokens[item];
+  if (item != null) {
+    const labels = itemLabels(s.run.full);
+    const sel = $("perturb-item");
+    const want = [`the item shown (${ui.item})`, ...labels];
+    if ([...sel.options].map((o) => o.textContent).join("\n") !== want.join("\n")) {
+      sel.replaceChildren(...want.map((t, i) => Object.assign(document.createElement("option"), { value: i ? String(i - 1) : "", textContent: t })));
+    }
+    sel.value = ui.perturb.item == null ? "" : String(item);
+  }
+  if (own.length) {
+    const S = own.length;
     const q = Math.min(selectView(s)?.query ?? S - 1, S - 1);
     const sel = $("perturb-position");
-    options(sel, tokens, `the retrieval query (${positionLabel(tokens, q)})`);
+    options(sel, own, `the retrieval query (${positionLabel(own, q)})`);
     sel.value = ui.perturb.position == null ? "" : String(Math.min(ui.perturb.position, S - 1));
   }
   $("perturb-off").hidden = !ui.perturbOn;
@@ -118,11 +132,13 @@ function writeControls(s, dispatch) {
 function perturbFromForm() {
   const amount = Number.parseFloat($("perturb-amount").value);
   const pos = $("perturb-position").value;
+  const item = $("perturb-item-wrap").hidden ? "" : $("perturb-item").value;
   return {
     position: pos === "" ? null : Number(pos),
     kind: ["token", "shift", "value"].includes($("perturb-kind").value) ? $("perturb-kind").value : "direction",
     amount: Number.isFinite(amount) ? amount : 1,
     token: $("perturb-token").value.trim(),
+    ...(item === "" ? {} : { item: Number(item) }),
   };
 }
 
@@ -132,7 +148,7 @@ export function bind(root, store) {
     e.preventDefault();
     dispatch(act.perturbSet(perturbFromForm(), true)); // the button always asks again
   });
-  for (const id of ["perturb-position", "perturb-kind", "perturb-amount", "perturb-token"]) {
+  for (const id of ["perturb-item", "perturb-position", "perturb-kind", "perturb-amount", "perturb-token"]) {
     $(id).addEventListener("change", () => dispatch(act.perturbSet(perturbFromForm())));
   }
   $("perturb-off").addEventListener("click", () => {

@@ -16,13 +16,14 @@ import {
   decodeRequest,
   headTypesRequest,
   interveneRequest,
+  perturbBatchRequest,
   perturbRequest,
   topHeadsRequest,
 } from "./requests.js";
 import { TOP_K } from "./tophead.js";
 import { act } from "./actions.js";
 import { slots } from "./registry.js";
-import { modelInfo, selectView, singleOf } from "./selectors.js";
+import { modelInfo, perturbItem, selectView, singleOf } from "./selectors.js";
 import { can } from "./capabilities.js";
 
 // One entry per panel: `request(state)` is the body to send now (null: nothing to ask, the panel clears), `fetch`
@@ -59,6 +60,9 @@ export const PANEL_SPECS = {
       if (!s.ui.perturbOn || !s.run.result) return null;
       const S = s.run.result.tokens.length;
       const p = Math.max(0, Math.min(S - 1, s.ui.perturb.position ?? selectView(s).query));
+      // a batch perturbs one item inside the batch (every item padded to S); one sequence as before
+      const item = perturbItem(s);
+      if (item != null) return perturbBatchRequest(s.run.request, item, p, s.ui.perturb);
       return perturbRequest(singleOf(s), p, s.ui.perturb);
     },
     nonce: true,

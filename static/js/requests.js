@@ -111,15 +111,26 @@ export function topHeadsRequest(attention, pair, k) {
 // The POST /api/perturb body: what to run (the attention request without include or layer, which it refuses),
 // the position, and the change; with the view's demo_bug, so the claim is tested on the code the view shows.
 export function perturbRequest(attention, position, perturb) {
-  const change =
-    perturb.kind === "token"
-      ? { kind: "token", token: perturb.token }
-      : perturb.kind === "shift"
-        ? { kind: "shift", amount: perturb.amount }
-        : perturb.kind === "value"
-          ? { kind: "value", norm: perturb.amount > 0 ? perturb.amount : 1 }
-          : { kind: "direction", norm: perturb.amount > 0 ? perturb.amount : 1 };
-  return withBug({ ...headTypesRequest(attention), position, change }, attention);
+  return withBug({ ...headTypesRequest(attention), position, change: changeOf(perturb) }, attention);
+}
+
+// The POST /api/perturb body for a batch: the batch as run (texts, its masks, its classic bug: each item's padding
+// is the server's), `item` the item whose `position` changes; the answer adds the checks `batch` (every other item
+// exactly unchanged) and `padding_invariance` (the item batched equals it alone).
+export function perturbBatchRequest(attention, item, position, perturb) {
+  const { include: _i, layer: _l, sinks: _k, source: _s, text: _t, ...rest } = attention;
+  return { ...rest, item, position, change: changeOf(perturb) };
+}
+
+// The perturbation as the body's `change`.
+export function changeOf(perturb) {
+  return perturb.kind === "token"
+    ? { kind: "token", token: perturb.token }
+    : perturb.kind === "shift"
+      ? { kind: "shift", amount: perturb.amount }
+      : perturb.kind === "value"
+        ? { kind: "value", norm: perturb.amount > 0 ? perturb.amount : 1 }
+        : { kind: "direction", norm: perturb.amount > 0 ? perturb.amount : 1 };
 }
 
 // `req` with the view's classic bug (demo_bug) when the view runs one on a single sequence: the claims (perturb,

@@ -1,9 +1,12 @@
-// Attention rollout (Abnar & Zuidema 2020) beside the per-layer maps: each layer's J_l = rownorm(fuse_h A_l + I)
-// J_l-1, row q the share of position q's state after layer l traced back to each input position. /api/attention
-// computes it (include rollout, options `rollout` {heads: mean | max | min, residual}); this panel asks for every
-// layer's J once shown, and draws one heatmap per layer. Where the server refuses (a cross-attention source: the
-// keys are another sequence) its 422 says why, shown here with the controls disabled. The panel's one declaration
-// (`panel`, read by registry.js) on top of pure helpers.
+// Attention rollout and attention flow (Abnar & Zuidema 2020) beside the per-layer maps. Rollout: each layer's
+// J_l = rownorm(fuse_h A_l + I) J_l-1, row q the share of position q's state after layer l traced back to each
+// input position (every path, multiplied along the way and added up). Flow: the same fused maps as pipes, F_l[q, k]
+// the maximum flow from q after layer l down to input k, rows normalised (held to the narrowest pipe on the way).
+// /api/attention computes either (include rollout or attention_flow, options `rollout` {heads: mean | max | min,
+// residual}); this panel asks for every layer's map once shown, and draws one heatmap per layer. Where the server
+// refuses (a cross-attention source; flow past its positions or its work limit) its 422 says why, shown here; the
+// method stays choosable, so a refused flow can go back to rollout. The panel's one declaration (`panel`, read by
+// registry.js) on top of pure helpers.
 
 import { PALETTES, VIRIDIS } from "./colors.js";
 import { node } from "./dom.js";
@@ -11,32 +14,42 @@ import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 import { act } from "./actions.js";
 
 export const FUSES = ["mean", "max", "min"];
+export const METHODS = ["rollout", "flow"];
+// method -> the include that asks for it and the layer field its maps come back in
+export const METHOD_FIELD = { rollout: "rollout", flow: "attention_flow" };
 export const ROLLOUT_PX = 300; // each layer's map at most this wide
 
-// The link's form of the setting: "mean.1" (fuse, residual on), "max.0".
+// The link's form of the setting: "mean.1" (fuse, residual on: rollout), "max.0", "mean.1.flow" (attention flow).
+// A link without the method (every link before flow) is rollout; rollout is written without it.
 export function encodeRollout(v) {
-  return `${v.heads}.${v.residual ? 1 : 0}`;
+  return `${v.heads}.${v.residual ? 1 : 0}${methodOf(v) === "flow" ? ".flow" : ""}`;
 }
 
 export function decodeRollout(raw) {
-  const m = /^(mean|max|min)\.([01])$/.exec(raw || "");
-  return m ? { heads: m[1], residual: m[2] === "1" } : null;
+  const m = /^(mean|max|min)\.([01])(?:\.(rollout|flow))?$/.exec(raw || "");
+  return m ? { heads: m[1], residual: m[2] === "1", method: m[3] || "rollout" } : null;
 }
 
-// The /api/attention body: the run on screen (its batch, source, classic bug too) asking only for the rollout of
-// every layer, with the panel's options. Sinks are a view of the weights, which this asks none of.
+export function methodOf(v) {
+  return v?.method === "flow" ? "flow" : "rollout";
+}
+
+// The /api/attention body: the run on screen (its batch, source, classic bug too) asking only for the rollout (or
+// the attention flow) of every layer, with the panel's options. Sinks are a view of the weights, which this asks
+// none of.
 export function rolloutRequest(attention, value) {
   if (!attention || !value) return null;
   const { include: _i, layer: _l, precision: _p, sinks: _k, ...rest } = attention;
-  return { ...rest, include: ["rollout"], rollout: { heads: value.heads, residual: value.residual } };
+  return { ...rest, include: [METHOD_FIELD[methodOf(value)]], rollout: { heads: value.heads, residual: value.residual } };
 }
 
-// Each layer's J (S x S) from the answer: a batch's item `item`.
-export function rolloutMaps(result, item = 0) {
-  return result.layers.map((l) => ({
-    layer: l.index,
-    matrix: result.config?.batch ? l.rollout[Math.min(item, l.rollout.length - 1)] : l.rollout,
-  }));
+// Each layer's J (or F) (S x S) from the answer: a batch's item `item`. `method` names the field read.
+export function rolloutMaps(result, item = 0, method = "rollout") {
+  const field = METHOD_FIELD[method] || "rollout";
+  return result.layers.map((l) => {
+    const m = l[field];
+    return { layer: l.index, matrix: result.config?.batch ? m[Math.min(item, m.length - 1)] : m };
+  });
 }
 
 // The input position row q draws most from (the largest J_l[q][k]).
@@ -48,7 +61,13 @@ export function topSource(row) {
 
 const $ = (id) => document.getElementById(id);
 
-function drawLayer(map, tokens, palette) {
+const WORDS = {
+  rollout: { name: "Rollout", share: "rollout share", verb: "roll this run out" },
+  flow: { name: "Attention flow", share: "flow share", verb: "compute attention flow for this run" },
+};
+
+function drawLayer(map, tokens, palette, method) {
+  const words = WORDS[method];
   const S = map.matrix.length;
   const cell = Math.max(1, Math.min(22, Math.floor(ROLLOUT_PX / Math.max(S, 1))));
   const L = layoutFor(S, { cell, labels: cell >= 7, maxLabel: 6 });
@@ -59,7 +78,7 @@ function drawLayer(map, tokens, palette) {
   const src = topSource(map.matrix[last]);
   fig.setAttribute(
     "aria-label",
-    `Rollout after layer ${map.layer}: position ${last} draws most (${map.matrix[last][src].toFixed(2)}) from input position ${src}`,
+    `${words.name} after layer ${map.layer}: position ${last} draws most (${map.matrix[last][src].toFixed(2)}) from input position ${src}`,
   );
   const cap = node("figcaption");
   cap.append(node("strong", {}, `after L${map.layer}`), node("span", { className: "meta" }, `last ← ${src} (${map.matrix[last][src].toFixed(2)})`));
@@ -67,7 +86,7 @@ function drawLayer(map, tokens, palette) {
   canvas.setAttribute("aria-hidden", "true");
   fig.append(cap, canvas);
   const eligible = map.matrix.map((row) => Array.from(row, () => true));
-  const scale = { stops: PALETTES[palette] || VIRIDIS, min: 0, max: 1, label: "rollout share" };
+  const scale = { stops: PALETTES[palette] || VIRIDIS, min: 0, max: 1, label: words.share };
   drawHeatmap(sizeCanvas(canvas, L), { matrix: map.matrix, eligible, tokens, scale, layout: L });
   fig.drawn = map.matrix.map((row) => Array.from(row)); // what the image shows, for tests
   return fig;
@@ -82,36 +101,45 @@ export const panel = {
   deps: (s) => [s.run.result, s.ui.palette, s.ui.item],
   render(root, slot, s) {
     const value = s.ui.rollout;
+    const method = methodOf(value);
     const refused = slot.status === "error";
     $("rollout-on").checked = !!value;
+    $("rollout-method").value = method;
     $("rollout-fuse").value = value?.heads || "mean";
     $("rollout-resid").checked = value ? value.residual : true;
-    // the server's refusal holds for this input: the options cannot change it (turning rollout off can)
+    // the server's refusal holds for this input: the options cannot change it (turning the panel off can, and so can
+    // the method: a flow refused for its length or its work leaves rollout to choose)
+    $("rollout-method").disabled = !value;
     $("rollout-fuse").disabled = !value || refused;
     $("rollout-resid").disabled = !value || refused;
     const reason = $("rollout-reason");
     reason.hidden = !refused;
-    reason.textContent = refused ? `The server cannot roll this run out: ${slot.message}` : "";
-    $("rollout-status").textContent = slot.status === "loading" ? "rolling out…" : "";
+    reason.textContent = refused ? `The server cannot ${WORDS[method].verb}: ${slot.message}` : "";
+    reason.dataset.method = refused ? method : "";
+    $("rollout-status").textContent = slot.status === "loading" ? (method === "flow" ? "computing the flow…" : "rolling out…") : "";
     const grid = $("rollout-grid");
     const r = refused || !value ? null : slot.result;
-    grid.dataset.drawn = r ? encodeRollout(value) : "";
     if (!r) {
+      grid.dataset.drawn = "";
       grid.replaceChildren();
       return;
     }
+    // the answer kept while the next loads may be the other method's: its maps stay until this method's arrive
+    if (!r.layers.every((l) => l[METHOD_FIELD[method]] != null)) return;
+    grid.dataset.drawn = encodeRollout(value);
     const tokens = r.tokens;
-    grid.replaceChildren(...rolloutMaps(r, s.ui.item).map((m) => drawLayer(m, tokens, s.ui.palette)));
+    grid.replaceChildren(...rolloutMaps(r, s.ui.item, method).map((m) => drawLayer(m, tokens, s.ui.palette, method)));
   },
   bind(root, { dispatch, getState }) {
     const set = (fields) => {
-      const now = getState().ui.rollout || { heads: "mean", residual: true };
+      const now = getState().ui.rollout || { heads: "mean", residual: true, method: "rollout" };
       dispatch(act.panelSet("rollout", { ...now, ...fields }));
     };
     $("rollout-on").addEventListener("change", (e) => {
       if (e.target.checked) set({});
       else dispatch(act.panelSet("rollout", null));
     });
+    $("rollout-method").addEventListener("change", (e) => set({ method: METHODS.includes(e.target.value) ? e.target.value : "rollout" }));
     $("rollout-fuse").addEventListener("change", (e) => set({ heads: FUSES.includes(e.target.value) ? e.target.value : "mean" }));
     $("rollout-resid").addEventListener("change", (e) => set({ residual: e.target.checked }));
   },

@@ -15,6 +15,13 @@ export function singleOf(s) {
   return s.run.request ? singleRequest(s.run.request, s.ui.item) : null;
 }
 
+// The batch item the claims panel changes: its own choice, else the item the views show; null without a batch.
+export function perturbItem(s) {
+  const B = s.run.full?.config?.batch;
+  if (!B || !s.run.request?.texts) return null;
+  return Math.max(0, Math.min(B - 1, s.ui.perturb.item ?? s.ui.item ?? 0));
+}
+
 export function pinOf(s) {
   const { include: _i, layer: _l, ...rest } = singleOf(s);
   return rest;

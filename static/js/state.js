@@ -45,7 +45,8 @@ export function defaultState() {
     edits: [], // [{layer, head, query, key, weight}]: single attention weights set by hand
     pin: null, // the /api/attention body pinned as A (no include, no layer); null = nothing pinned
     perturbOn: false, // the "Test a claim" panel runs (and reruns after each change) once asked to
-    perturb: { position: null, kind: "direction", amount: 1, token: "" }, // position null = the retrieval query; amount: the direction's norm or the shift
+    perturb: { position: null, kind: "direction", amount: 1, token: "" }, // position null = the retrieval query; amount: the direction's norm or the shift;
+    // with a batch, `item` the item whose position changes (absent or null = the item the views show)
     bug: null, // one of BUGS: a classic bug computed on purpose (never the default)
     decodeOn: false, // the KV-cache decoding panel runs (and reruns after each change) once asked to
     decodeStep: null, // the decoding step shown; null = the last
@@ -124,6 +125,7 @@ export function encodeState(s) {
     const pt = s.perturb;
     const value = pt.kind === "token" ? pt.token : String(pt.amount);
     p.set("pert", `${pt.position ?? "q"},${pt.kind},${value}`);
+    if (s.batch && pt.item != null) p.set("pitem", String(pt.item));
   }
   if (s.bug) p.set("bug", s.bug);
   if (s.decodeOn) p.set("dec", s.decodeStep == null ? "last" : String(s.decodeStep));
@@ -285,6 +287,8 @@ export function decodeState(search, optionsOf = () => ({})) {
   if (pert) {
     s.perturbOn = true;
     s.perturb = pert;
+    const pitem = int(p.get("pitem"));
+    if (pitem != null && pitem >= 0) pert.item = pitem;
   }
   if (BUGS.includes(p.get("bug"))) s.bug = p.get("bug");
   if (p.has("dec")) {
