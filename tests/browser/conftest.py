@@ -108,6 +108,17 @@ def open_page(page: Page, page_log: PageLog, live_server: str) -> Callable[..., 
 
 
 @pytest.fixture
+def js(page: Page, live_server: str) -> Callable[[str], Any]:
+    """Evaluate an async JS body that may `await mod("state.js")` to load one of the page's modules."""
+    page.goto(f"{live_server}/api/health")
+
+    def run(body: str) -> Any:
+        return page.evaluate(f"async () => {{ const mod = (n) => import('/static/js/' + n); {body} }}")
+
+    return run
+
+
+@pytest.fixture
 def open_trained(page: Page, page_log: PageLog, trained_server: str) -> Callable[..., Page]:
     """Open attnlab on the server with the trained models at `query` and wait for the heads to draw."""
 

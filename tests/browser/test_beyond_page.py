@@ -14,16 +14,6 @@ pytestmark = pytest.mark.browser
 Open = Callable[[str], Page]
 
 
-@pytest.fixture
-def js(page: Page, live_server: str) -> Callable[[str], Any]:
-    page.goto(f"{live_server}/api/health")
-
-    def run(body: str) -> Any:
-        return page.evaluate(f"async () => {{ const mod = (n) => import('/static/js/' + n); {body} }}")
-
-    return run
-
-
 REPEAT = "red+ball+king+river+frog+red+ball+king"
 
 

@@ -7,20 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Page
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def js(page: Page, live_server: str) -> Callable[[str], Any]:
-    """Evaluate an async JS body that may `await mod("state.js")` to load one of the page's modules."""
-    page.goto(f"{live_server}/api/health")
-
-    def run(body: str) -> Any:
-        return page.evaluate(f"async () => {{ const mod = (n) => import('/static/js/' + n); {body} }}")
-
-    return run
 
 
 def test_state_round_trips_through_the_url(js: Callable[[str], Any]) -> None:

@@ -18,17 +18,6 @@ from tests.helpers import serve
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-def js(page: Page, live_server: str) -> Callable[[str], Any]:
-    """Evaluate an async JS body that may `await mod("modelinfo.js")` to load one of the page's modules."""
-    page.goto(f"{live_server}/api/health")
-
-    def run(body: str) -> Any:
-        return page.evaluate(f"async () => {{ const mod = (n) => import('/static/js/' + n); {body} }}")
-
-    return run
-
-
 def test_the_label_and_reference_line_of_a_model(js: Callable[[str], Any]) -> None:
     out = js(
         """

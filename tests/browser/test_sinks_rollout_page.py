@@ -18,16 +18,6 @@ Open = Callable[[str], Page]
 REPEAT = "red+ball+king+river+frog+red+ball+king"
 
 
-@pytest.fixture
-def js(page: Page, live_server: str) -> Callable[[str], Any]:
-    page.goto(f"{live_server}/api/health")
-
-    def run(body: str) -> Any:
-        return page.evaluate(f"async () => {{ const mod = (n) => import('/static/js/' + n); {body} }}")
-
-    return run
-
-
 def close(got: Any, want: Any, atol: float = 1e-6) -> bool:
     return bool(np.allclose(np.asarray(got, dtype=float), np.asarray(want, dtype=float), atol=atol, rtol=0))
 
