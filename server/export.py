@@ -18,20 +18,29 @@ from wire.arrays import write_arrays
 from wire.standalone import standalone_html
 
 EXPORT_FIELDS = {"view", "head", "query", "palette", "title", "matrix"}
+# the views of the whole stack an export may embed beside the weights (each layer's S x S map), as /api/attention
+# computes them: the same include names, the same `rollout` options, the same checks and limits
+STACKED = ("rollout", "attention_flow")
 
 
 def build_export(req: ExportRequest, compute: Callable[[AttentionRequest], dict[str, Any]]) -> tuple[str, str]:
     """The standalone page of an export request and its file name; `compute` runs the /api/attention body (the
     route's attention_body, or attnlab.show's in-process run). Refusals are the API's ApiError, naming the field."""
     refuse_fields(req, ("texts", "demo_bug"), "an export draws one sequence's own attention")
-    for name in ("include", "precision"):
-        if name in req.model_fields_set:
-            raise ApiError(422, "invalid_request", f"an export embeds the weights at float16: leave {name} out", name)
+    if "precision" in req.model_fields_set:
+        raise ApiError(
+            422, "invalid_request", "an export embeds the weights at float16: leave precision out", "precision"
+        )
+    stacked = [name for name in STACKED if name in req.include] if "include" in req.model_fields_set else []
+    if "include" in req.model_fields_set and set(req.include) - set(STACKED):
+        message = "an export embeds the weights at float16; include names only the views rollout and attention_flow"
+        raise ApiError(422, "invalid_request", message, "include")
     if req.view == "all" and req.layer is not None:
         raise ApiError(422, "invalid_request", "view all shows every layer: leave layer out", "layer")
     fields = req.model_dump(mode="json", exclude=EXPORT_FIELDS | {"include", "precision"}, exclude_unset=True)
     # validated as JSON, as the body was: strict, and a JSON array where the schema has a tuple
     include = ["weights", "value_norms"] if req.matrix == "moved" else ["weights"]
+    include += stacked  # /api/attention's own checks refuse them (flow past 64 positions, a source, ...) by name
     as_attention = AttentionRequest.model_validate_json(
         orjson.dumps({**fields, "include": include, "precision": "float16"})
     )
@@ -51,8 +60,16 @@ def build_export(req: ExportRequest, compute: Callable[[AttentionRequest], dict[
         query=req.query,
         palette=req.palette,
         matrix=req.matrix,
+        rollout=rollout_shown(req) if stacked else None,
     )
     return page, filename(body["model"], req.view, req.layer, req.head)
+
+
+def rollout_shown(req: ExportRequest) -> dict[str, Any]:
+    """How the embedded rollout / flow fused the heads, for the file's line that names it."""
+    heads = req.rollout.heads if req.rollout is not None else "mean"
+    residual = req.rollout.residual if req.rollout is not None else True
+    return {"heads": heads, "residual": residual}
 
 
 def default_title(model: str, req: ExportRequest) -> str:

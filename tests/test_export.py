@@ -154,6 +154,9 @@ def test_export_embeds_every_layer_or_the_one_asked(
         ({"query": 70}, "query", ["0-6"]),
         ({"head": -1}, "head", []),
         ({"include": ["weights", "stats"]}, "include", ["float16"]),
+        ({"include": ["rollout", "stats"]}, "include", ["rollout", "attention_flow"]),
+        ({"rollout": {"heads": "max"}}, "rollout", ["include"]),
+        ({"include": ["rollout"], "rollout": {"heads": "sum"}}, "rollout.heads", []),
         ({"precision": "float32"}, "precision", ["float16"]),
         ({"palette": "jet"}, "palette", []),
         ({"texts": ["a b", "c"]}, "texts", []),
@@ -184,3 +187,56 @@ def test_standalone_html_escapes_the_title_and_refuses_an_unknown_view(client: T
     assert "<script>alert(1)" not in page and "&lt;/script&gt;" in page
     with pytest.raises(ValueError, match="view"):
         standalone_html(data, view="grid")  # type: ignore[arg-type]
+
+
+def shown_of(page: str) -> Any:
+    m = re.search(r'<script type="application/json" id="attnlab-view">(.*?)</script>', page)
+    assert m is not None
+    return json.loads(m.group(1))
+
+
+@pytest.mark.parametrize("field", ["rollout", "attention_flow"])
+def test_export_embeds_each_layers_rollout_or_flow_as_the_api_answers(
+    make_client: Callable[..., AbstractContextManager[TestClient]], field: str
+) -> None:
+    """include rollout / attention_flow: every embedded layer carries its S x S map at float16 beside the weights,
+    equal to /api/attention's for the same body and options, and the view JSON names the fuse and residual."""
+    body = {"model": "induction", "text": "red ball king river red ball king river"}
+    options = {"heads": "max", "residual": False}
+    with make_client(models="induction") as c:
+        plain = c.post("/api/export", json={**body, "view": "all"})
+        resp = c.post("/api/export", json={**body, "view": "all", "include": [field], "rollout": options})
+        assert resp.status_code == 200, resp.text[:500]
+        one = embedded(c.post("/api/export", json={**body, "layer": 1, "include": [field]}).text)
+        want = c.post("/api/attention", json={**body, "include": ["weights", field], "rollout": options}).json()
+        want_default = c.post("/api/attention", json={**body, "include": [field]}).json()
+    got = embedded(resp.text)
+    assert shown_of(resp.text)["rollout"] == options
+    assert shown_of(plain.text)["rollout"] is None
+    assert all(field not in layer for layer in embedded(plain.text)["layers"])
+    other = {"rollout": "attention_flow", "attention_flow": "rollout"}[field]
+    for gl, wl in zip(got["layers"], want["layers"], strict=True):
+        assert gl[field].dtype == np.float16 and other not in gl
+        np.testing.assert_allclose(gl[field], np.array(wl[field]), rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(gl["heads"][0]["weights"], np.array(wl["heads"][0]["weights"]), atol=1e-3)
+    # one layer: its own map (computed through the layers below it), with the default options
+    assert [layer["index"] for layer in one["layers"]] == [1]
+    np.testing.assert_allclose(one["layers"][0][field], np.array(want_default["layers"][1][field]), atol=1e-3)
+
+
+def test_export_runs_the_attention_checks_on_flow_and_rollout(
+    make_client: Callable[..., AbstractContextManager[TestClient]],
+) -> None:
+    """flow past 64 positions, or past the server's max-flow work, and rollout with a source are refused as
+    /api/attention refuses them: a 422 naming include."""
+    long = " ".join(["alpha", "beta", "gamma", "delta"] * 17)
+    with make_client(models="random") as c:
+        resp = c.post("/api/export", json={"model": "random", "text": long, "include": ["attention_flow"]})
+        assert_error(resp, 422, "include", "64")
+        assert c.post("/api/export", json={"model": "random", "text": long, "include": ["rollout"]}).status_code == 200
+        source = {"model": "random", "text": "a b c", "source": {"text": "x y z w"}, "include": ["rollout"]}
+        assert_error(c.post("/api/export", json=source), 422, "include", "source")
+    induction = {"model": "induction", "text": "red ball king river red ball king river", "include": ["attention_flow"]}
+    with make_client(models="induction", max_flow_work=10) as c:
+        resp = c.post("/api/export", json=induction)
+        assert_error(resp, 422, "include", "ATTNLAB_MAX_FLOW_WORK")

@@ -7,7 +7,8 @@
 - the result, deflated (zlib) and base64-encoded, in <script type="application/octet-stream" id="attnlab-data">
   (about 2.2 bytes per float16 attention value at 512 tokens: 1.66 deflated, times 4/3); the page inflates it with
   the browser's own DecompressionStream and reads it with static/js/arrays.js's readArrays;
-- what to show first (view, layer, head, query, palette, matrix) as JSON in <script type="application/json">;
+- what to show first (view, layer, head, query, palette, matrix; rollout: how an embedded rollout or attention
+  flow fused the heads) as JSON in <script type="application/json">;
 - static/js/standalone.js and every module it imports, as one classic script (wire/jsbundle.py), which draws with
   the page's own views (heads.js, overview.js, retrieval.js) into the page's own panels, copied from
   templates/index.html into <template> elements (`PANELS`).
@@ -135,11 +136,14 @@ def standalone_html(
     query: int | None = None,
     palette: str = "viridis",
     matrix: str = "weights",
+    rollout: dict[str, Any] | None = None,
     static: Path | None = None,
 ) -> str:
     """The standalone page of a result in the arrays form (`data`), opening on `view` ("layer": the heads of one
     layer, "all": every layer's heads as thumbnails, "head": one head large with the retrieval of `query`); its
-    heatmaps draw `matrix`: "weights", or "moved" (the result's value_norms)."""
+    heatmaps draw `matrix`: "weights", or "moved" (the result's value_norms). Each layer's `rollout` and
+    `attention_flow` in the result are drawn in a section of their own, under a line naming `rollout` (the fuse of
+    the heads and the residual: {"heads": "mean", "residual": true})."""
     if view not in VIEWS:
         raise ValueError(f"view: got {view!r}; one of {', '.join(VIEWS)}")
     root = static or static_dir()
@@ -152,6 +156,7 @@ def standalone_html(
         "query": query,
         "palette": palette,
         "matrix": matrix,
+        "rollout": rollout,
     }
     shown_json = json.dumps(shown).replace("</", "<\\/")
     t = html.escape(title)
@@ -199,6 +204,7 @@ PAGE = """<!doctype html>
       </select></div>
   </section>
   <div id="sa-view" class="sa-view"></div>
+  <section id="sa-stacked" class="panel sa-stacked" aria-label="Rollout and attention flow" hidden></section>
   <p class="muted small sa-foot">A saved attnlab view: everything it needs is in this file. Hover a cell for its
     query, key and weight; press a head to open it large.</p>
 </main>

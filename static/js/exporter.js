@@ -155,18 +155,30 @@ export const EXPORT_URL = "/api/export";
 // The POST /api/export body for what the page shows: the current /api/attention request (its include and precision
 // are the export's own: float16 weights) and the view: every layer's thumbnails when all layers are shown, the open
 // head with its query, else the heads of the layer shown. One layer is embedded unless all are shown. The request's
-// sinks go with it (the file's weights hide the same keys); the moved view is embedded as `matrix: "moved"`.
+// sinks go with it (the file's weights hide the same keys); the moved view is embedded as `matrix: "moved"`. With the
+// rollout panel on (ui.rollout, rollout.js: {heads, residual, method}) its rollout or attention flow goes too, with
+// its options: the file draws each embedded layer's map.
 export function exportBody(request, ui, result) {
-  const { include: _include, precision: _precision, layer: _layer, ...rest } = request;
+  const { include: _include, precision: _precision, layer: _layer, rollout: _rollout, ...rest } = request;
   const multi = (result?.config?.n_layers ?? 1) > 1;
   const body = { ...rest, palette: ui.palette === "cividis" ? "cividis" : "viridis" };
   if (ui.view === "moved") body.matrix = "moved";
+  const stacked = stackedOf(ui.rollout);
+  if (stacked) Object.assign(body, stacked);
   if (multi && ui.layer === "all") return { ...body, view: "all" };
   const layer = ui.focus ? ui.focus[0] : ui.layer === "all" ? 0 : ui.layer;
   const one = multi && Number.isInteger(layer) ? { layer } : {};
   if (!ui.focus) return { ...body, ...one, view: "layer" };
   const query = Number.isInteger(ui.query) ? { query: ui.query } : {};
   return { ...body, ...one, view: "head", head: ui.focus[1], ...query };
+}
+
+// The export body's part for the rollout panel's setting: include rollout (or attention_flow for method flow) and
+// the options; null when the panel is off.
+export function stackedOf(value) {
+  if (!value) return null;
+  const include = [value.method === "flow" ? "attention_flow" : "rollout"];
+  return { include, rollout: { heads: value.heads || "mean", residual: value.residual !== false } };
 }
 
 // The file name the server gave (Content-Disposition), else one made here.
@@ -287,14 +299,15 @@ export async function saveNpz(s) {
 
 // What the HTML file holds, in words: "layer 3 head 2", "layer 3", "every layer", "the heads" (one layer only).
 export function htmlWhat(body, multi) {
-  if (body.view === "all") return "every layer";
+  const also = body.include ? ` with ${body.include[0] === "attention_flow" ? "attention flow" : "rollout"}` : "";
+  if (body.view === "all") return `every layer${also}`;
   const layer = multi && Number.isInteger(body.layer) ? `layer ${body.layer}` : "";
-  if (body.view === "head") return `${layer ? `${layer} ` : ""}head ${body.head}`;
-  return layer || "the heads";
+  if (body.view === "head") return `${layer ? `${layer} ` : ""}head ${body.head}${also}`;
+  return `${layer || "the heads"}${also}`;
 }
 
 export function deps(s) {
-  return [s.run.request, s.run.result, s.ui.layer, s.ui.focus, s.ui.query, s.ui.palette, s.ui.view];
+  return [s.run.request, s.run.result, s.ui.layer, s.ui.focus, s.ui.query, s.ui.palette, s.ui.view, s.ui.rollout];
 }
 
 export function render(root, s) {

@@ -9,6 +9,7 @@
 // copies those panels from templates/index.html) from a state of the store's shape (`initialState`). What the views
 // dispatch (actions.js) is applied by `reduce`, the few actions a file with no server can honour; the rest are
 // dropped. Only the large head is this file's own: a canvas heatmap (heatmap.js) where the page plots with plotly.
+// An export with rollout or attention flow draws each layer's map under the view (sastacked.js), whatever is shown.
 
 import { act } from "./actions.js";
 import { readArrays } from "./arrays.js";
@@ -19,6 +20,7 @@ import { cellAt, drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 import { cellReasons } from "./masks.js";
 import { render as renderOverview } from "./overview.js";
 import { bind as bindRetrieval, render as renderRetrieval } from "./retrieval.js";
+import { STACKED, renderStacked, stackedFields } from "./sastacked.js";
 import { selectView } from "./selectors.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
 import { sinksLine } from "./sinks.js";
@@ -253,6 +255,7 @@ export function render(s, store, prev = null) {
     return;
   }
   renderControls(s);
+  if (!prev || prev.ui.palette !== s.ui.palette) renderStacked($("sa-stacked"), s.run.result, s.rollout, s.ui.palette, showTip);
   root.dataset.view = s.show;
   SHOWN[s.show].draw(s, store.dispatch);
   document.body.dataset.drawn = String(Number(document.body.dataset.drawn || 0) + 1);
@@ -278,11 +281,12 @@ export async function boot() {
     fail(err);
     return;
   }
-  let state = initialState(result, shown);
+  let state = { ...initialState(result, shown), rollout: shown.rollout || null };
   $("sa-summary").textContent =
     `${result.model} · ${result.tokens.length} tokens · ${result.layers.length} of ${result.config.n_layers ?? result.layers.length} ` +
     `layer${(result.config.n_layers ?? 1) === 1 ? "" : "s"} · ${result.layers[0].heads.length} heads · weights as float16` +
-    (state.ui.view === "moved" ? " · drawn: moved, weight × |v·W_O|" : "");
+    (state.ui.view === "moved" ? " · drawn: moved, weight × |v·W_O|" : "") +
+    stackedFields(result).map((f) => ` · ${STACKED[f].name.toLowerCase()} of each layer`).join("");
   $("sa-sinks").textContent = sinksLine(result.sinks, result.source_tokens || result.tokens);
   $("sa-sinks").hidden = !result.sinks;
   const store = {
