@@ -53,8 +53,14 @@ OVERLAY_JS = """() => {
 POINT_JS = """([x, y]) => {
   const el = document.getElementById('focus-plot');
   const L = el._fullLayout;
-  const box = el.querySelector('.nsewdrag').getBoundingClientRect(); // the cells' area as drawn
-  return [box.left + L.xaxis.d2p(x), box.top + L.yaxis.d2p(y)];
+  const at = () => {
+    const box = el.querySelector('.nsewdrag').getBoundingClientRect(); // the cells' area as drawn
+    return [box.left + L.xaxis.d2p(x), box.top + L.yaxis.d2p(y)];
+  };
+  const [px, py] = at();
+  // a point below or above the viewport (the controls above the large head grow) is scrolled to the middle
+  if (py < 0 || py >= window.innerHeight) window.scrollBy(0, py - window.innerHeight / 2);
+  return at();
 }"""
 
 
@@ -66,7 +72,8 @@ def point(page: Page, x: float, y: float) -> tuple[float, float]:
 def pixels_around(page: Page, x: float, y: float, r: int = 3) -> list[tuple[int, int, int]]:
     """The screen's RGB in a (2r+1)^2 px square centred on viewport point (x, y), read from a screenshot."""
     sx, sy = page.evaluate("() => [window.scrollX, window.scrollY]")
-    png = page.screenshot(clip={"x": x + sx - r, "y": y + sy - r, "width": 2 * r + 1, "height": 2 * r + 1})
+    clip = {"x": x + sx - r, "y": y + sy - r, "width": 2 * r + 1, "height": 2 * r + 1}
+    png = page.screenshot(clip=clip, full_page=True)  # the clip in page coordinates, wherever it is scrolled
     return page.evaluate(
         """async (b64) => {
           const img = new Image();
