@@ -33,6 +33,8 @@ export function itemResult(r, b) {
         k: pick(h.k),
         v: pick(h.v),
         stats: pick(h.stats),
+        value_norms: pick(h.value_norms),
+        contribution: pick(h.contribution),
       })),
     })),
     item: i,

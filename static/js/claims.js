@@ -12,7 +12,9 @@ export const ZERO_TOLERANCE = 0; // "exactly 0": a protected bar above this is a
 export const MAX_TICK_LABELS = 24;
 // A batch's checks (/api/perturb with texts and item) are not about the changed item's bars: `batch` protects the
 // other items (its list names items), `padding_invariance` compares the item with itself run alone (its list names
-// the positions compared, which may move). They are listed with the rest, never hatched on the charts.
+// the positions compared, which may move). They are listed with the rest, never hatched on the charts. A source's
+// `source_boundary` is hatched: on either side its protected positions are queries, the bars' own positions (side
+// query: every other query; side source: the queries whose cell to the changed source position is masked).
 export const BATCH_CHECKS = ["batch", "padding_invariance"];
 const onBars = (checks) => (checks || []).filter((c) => !BATCH_CHECKS.includes(c.name));
 
@@ -232,6 +234,7 @@ export function renderPerturb(root, view) {
   verdict.dataset.holds = !sum.names.length ? "none" : sum.inconclusive && sum.holds ? "inconclusive" : String(sum.holds);
   verdict.dataset.checks = sum.names.join(",");
   verdict.dataset.position = String(r.position);
+  verdict.dataset.side = r.side ?? "query";
   verdict.classList.toggle("holds", sum.names.length > 0 && sum.holds && !sum.inconclusive);
   verdict.classList.toggle("leak", !sum.holds);
   const mark = !sum.names.length ? "·" : !sum.holds ? "✗" : sum.inconclusive ? "?" : "✓";
@@ -246,18 +249,28 @@ export function renderPerturb(root, view) {
     }),
   );
   if (!sum.lines.length) checks.append(node("li", { className: "muted" }, "No mask in force makes a promise to check here."));
-  const at = `${r.item == null ? "" : `item ${r.item}'s `}position ${r.position} ${pieceQuote(r.tokens[r.position])}`;
+  // side source: the position is the source's, not one of the bars' queries (no ▲ on them)
+  const src = r.side === "source";
+  const own = src ? r.source_tokens : r.tokens;
+  const after = src ? r.source_tokens_after : r.tokens_after;
+  const at = `${r.item == null ? "" : `item ${r.item}'s `}${src ? "source " : ""}position ${r.position} ${pieceQuote(own[r.position])}`;
   const what = r.change.kind === "token"
-    ? `${at} → “${r.tokens_after[r.position]}”`
+    ? `${at} → “${after[r.position]}”`
     : r.change.kind === "direction"
       ? `${at} moved along a random direction of length ${r.change.norm ?? r.change.amount}`
       : r.change.kind === "value"
       ? `${at}'s value vector moved (every layer) along a random direction of length ${r.change.norm}`
       : `${at} shifted by ${r.change.amount}`;
   charts.dataset.position = String(r.position);
+  charts.dataset.side = r.side ?? "query";
   renderDeltaCharts(
     charts,
-    { ...r, protected: protectedPositions(r.checks), protectedByLayer: protectedByLayer(r.checks, r.layers.length) },
+    {
+      ...r,
+      position: src ? null : r.position,
+      protected: protectedPositions(r.checks),
+      protectedByLayer: protectedByLayer(r.checks, r.layers.length),
+    },
     "perturb-chart",
   );
   charts.prepend(node("p", { className: "small dc-what" }, `Changed: ${what}.`));

@@ -8,7 +8,7 @@ import { renderCompare } from "./compare.js";
 import { headName, renderIntervention } from "./interventions.js";
 import { act } from "./actions.js";
 import { itemLabels } from "./batch.js";
-import { modelInfo, multiLayer, perturbItem, pinRequestOf, selectView } from "./selectors.js";
+import { defaultPerturbPosition, modelInfo, multiLayer, perturbItem, perturbSide, pinRequestOf, selectView } from "./selectors.js";
 import { positionLabel } from "./tophead.js";
 
 const $ = (id) => document.getElementById(id);
@@ -71,7 +71,10 @@ function writeControls(s, dispatch) {
   const canSwap = !!m && !String(m.tokenizer || "").startsWith("labels") && !ui.matrices;
   const kind = $("perturb-kind");
   kind.querySelector("option[value=token]").disabled = !canSwap;
-  const k = canSwap || ui.perturb.kind !== "token" ? ui.perturb.kind : "direction";
+  // with a source every value vector is a source position's: the query side has none to move
+  const noValue = perturbSide(s) === "query";
+  kind.querySelector("option[value=value]").disabled = noValue;
+  const k = (canSwap || ui.perturb.kind !== "token") && !(noValue && ui.perturb.kind === "value") ? ui.perturb.kind : "direction";
   kind.value = k;
   $("perturb-amount").hidden = k === "token";
   $("perturb-amount").setAttribute("aria-label", k === "shift" ? "Amount added to every feature" : "Length of the random direction");
@@ -97,11 +100,16 @@ function writeControls(s, dispatch) {
     }
     sel.value = ui.perturb.item == null ? "" : String(item);
   }
-  if (own.length) {
-    const S = own.length;
-    const q = Math.min(selectView(s)?.query ?? S - 1, S - 1);
+  // a cross-attention run: which side changes, and the position menu lists that side's tokens
+  const side = perturbSide(s);
+  $("perturb-side-wrap").hidden = side == null;
+  if (side) $("perturb-side").value = side;
+  const listed = side === "source" ? s.run.result.source_tokens : own;
+  if (listed.length) {
+    const S = listed.length;
+    const q = Math.min(side ? defaultPerturbPosition(s) : (selectView(s)?.query ?? S - 1), S - 1);
     const sel = $("perturb-position");
-    options(sel, own, `the retrieval query (${positionLabel(own, q)})`);
+    options(sel, listed, side === "source" ? `source position ${positionLabel(listed, q)}` : `the retrieval query (${positionLabel(listed, q)})`);
     sel.value = ui.perturb.position == null ? "" : String(Math.min(ui.perturb.position, S - 1));
   }
   $("perturb-off").hidden = !ui.perturbOn;
@@ -129,16 +137,21 @@ function writeControls(s, dispatch) {
   $("pin-a").textContent = ui.pin ? "Pin this run as A instead" : "Pin as A";
 }
 
-function perturbFromForm() {
+// The form's perturbation; `was` the one in the state: a new side names positions of another sequence, so its
+// position starts again from the default.
+function perturbFromForm(was) {
   const amount = Number.parseFloat($("perturb-amount").value);
   const pos = $("perturb-position").value;
   const item = $("perturb-item-wrap").hidden ? "" : $("perturb-item").value;
+  const side = $("perturb-side-wrap").hidden ? null : $("perturb-side").value === "source" ? "source" : "query";
+  const moved = side != null && side !== (was.side ?? "query");
   return {
-    position: pos === "" ? null : Number(pos),
+    position: pos === "" || moved ? null : Number(pos),
     kind: ["token", "shift", "value"].includes($("perturb-kind").value) ? $("perturb-kind").value : "direction",
     amount: Number.isFinite(amount) ? amount : 1,
     token: $("perturb-token").value.trim(),
     ...(item === "" ? {} : { item: Number(item) }),
+    ...(side == null ? (was.side ? { side: was.side } : {}) : { side }),
   };
 }
 
@@ -146,10 +159,10 @@ export function bind(root, store) {
   const { dispatch } = store;
   $("perturb-form").addEventListener("submit", (e) => {
     e.preventDefault();
-    dispatch(act.perturbSet(perturbFromForm(), true)); // the button always asks again
+    dispatch(act.perturbSet(perturbFromForm(store.getState().ui.perturb), true)); // the button always asks again
   });
-  for (const id of ["perturb-item", "perturb-position", "perturb-kind", "perturb-amount", "perturb-token"]) {
-    $(id).addEventListener("change", () => dispatch(act.perturbSet(perturbFromForm())));
+  for (const id of ["perturb-item", "perturb-side", "perturb-position", "perturb-kind", "perturb-amount", "perturb-token"]) {
+    $(id).addEventListener("change", () => dispatch(act.perturbSet(perturbFromForm(store.getState().ui.perturb))));
   }
   $("perturb-off").addEventListener("click", () => {
     dispatch(act.perturbSet(store.getState().ui.perturb, false));

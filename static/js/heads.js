@@ -13,6 +13,7 @@ import { cellAt, drawHeatmap, layoutFor, maskedCells, repaintHighlight, sizeCanv
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 import { pieceQuote } from "./piece.js";
+import { contributionStrip, stripLabel } from "./contrib.js";
 
 export const PAGE_SIZE = 24;
 export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 heads on a page, and for more
@@ -241,7 +242,11 @@ export function renderHeads(root, pager, view, handlers) {
     fig.setAttribute("role", "button");
     const isFocus = view.focus && view.focus[0] === item.layer && view.focus[1] === item.head.index;
     fig.setAttribute("aria-pressed", isFocus ? "true" : "false");
-    fig.setAttribute("aria-label", `Layer ${item.layer} head ${item.head.index}: ${view.view}. Press Enter to open it large.`);
+    // the moved view: a strip of what the head adds to the output at each query, named in the card's label too
+    const who = view.multiLayer ? `Layer ${item.layer} head ${item.head.index}` : `Head ${item.head.index}`;
+    const strip = view.view === "moved" ? contributionStrip(item.head, view.tokens, view.scale.stops, who, layout) : null;
+    const adds = strip ? ` ${stripLabel(item.head.contribution, view.tokens, "It")}.` : "";
+    fig.setAttribute("aria-label", `Layer ${item.layer} head ${item.head.index}: ${view.view}.${adds} Press Enter to open it large.`);
     const scale = headScale(view, item.head);
     const cap = document.createElement("figcaption");
     const name = node("strong", {}, view.multiLayer ? `L${item.layer} · H${item.head.index}` : `Head ${item.head.index}`);
@@ -271,7 +276,7 @@ export function renderHeads(root, pager, view, handlers) {
     fig.dataset.flags = flags.map((f) => f.kind).join(",");
     fig.dataset.scaleMax = String(scale.max);
     if (handlers.onAblate) foot.append(ablateButton(fig, item, view, handlers.onAblate));
-    fig.append(cap, canvas, foot);
+    fig.append(cap, canvas, ...(strip ? [strip] : []), foot);
     root.append(fig);
     const ctx = sizeCanvas(canvas, layout);
     const card = { fig, canvas, ctx, layout, item, scale };

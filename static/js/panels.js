@@ -18,12 +18,13 @@ import {
   interveneRequest,
   perturbBatchRequest,
   perturbRequest,
+  perturbSourceRequest,
   topHeadsRequest,
 } from "./requests.js";
 import { TOP_K } from "./tophead.js";
 import { act } from "./actions.js";
 import { slots } from "./registry.js";
-import { modelInfo, perturbItem, selectView, singleOf } from "./selectors.js";
+import { defaultPerturbPosition, modelInfo, perturbItem, perturbSide, singleOf } from "./selectors.js";
 import { can } from "./capabilities.js";
 
 // One entry per panel: `request(state)` is the body to send now (null: nothing to ask, the panel clears), `fetch`
@@ -58,8 +59,11 @@ export const PANEL_SPECS = {
     fetch: fetchPerturb,
     request: (s) => {
       if (!s.ui.perturbOn || !s.run.result) return null;
-      const S = s.run.result.tokens.length;
-      const p = Math.max(0, Math.min(S - 1, s.ui.perturb.position ?? selectView(s).query));
+      // a cross-attention run perturbs a query or a source position, with the source as run
+      const side = perturbSide(s);
+      const S = side === "source" ? s.run.result.source_tokens.length : s.run.result.tokens.length;
+      const p = Math.max(0, Math.min(S - 1, s.ui.perturb.position ?? defaultPerturbPosition(s)));
+      if (side) return perturbSourceRequest(s.run.request, side, p, s.ui.perturb);
       // a batch perturbs one item inside the batch (every item padded to S); one sequence as before
       const item = perturbItem(s);
       if (item != null) return perturbBatchRequest(s.run.request, item, p, s.ui.perturb);

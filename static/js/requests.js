@@ -35,7 +35,8 @@ export function buildRequest(s, info, seqLen) {
     // contexts and each head's Q, K, V, for checking by hand
     req.include.push("contexts", "qkv");
   }
-  if (s.view === "moved") req.include.push("value_norms");
+  // the moved view: what each key moves (value_norms) and what each head adds to the output per query
+  if (s.view === "moved") req.include.push("value_norms", "head_contributions");
   if (s.bug) req.demo_bug = s.bug;
   if (s.sinks) req.sinks = { hide: s.sinks, renormalise: s.renorm !== false };
   const texts = batchOf(s, info);
@@ -120,6 +121,17 @@ export function perturbRequest(attention, position, perturb) {
 export function perturbBatchRequest(attention, item, position, perturb) {
   const { include: _i, layer: _l, sinks: _k, source: _s, text: _t, ...rest } = attention;
   return { ...rest, item, position, change: changeOf(perturb) };
+}
+
+// The POST /api/perturb body for a cross-attention run: the run as sent (its source, the source's padding, its
+// blocked cells, its classic bug), `side` "query" (position is a query) or "source" (a source position); the answer
+// checks `source_boundary`.
+export function perturbSourceRequest(attention, side, position, perturb) {
+  const { include: _i, layer: _l, sinks: _k, texts: _t, ...rest } = attention;
+  const onSource = side === "source";
+  // the query side has no value vector of its own (the menu shows direction there): send what the menu shows
+  const shown = !onSource && perturb.kind === "value" ? { ...perturb, kind: "direction" } : perturb;
+  return { ...rest, side: onSource ? "source" : "query", position, change: changeOf(shown) };
 }
 
 // The perturbation as the body's `change`.

@@ -22,6 +22,20 @@ export function perturbItem(s) {
   return Math.max(0, Math.min(B - 1, s.ui.perturb.item ?? s.ui.item ?? 0));
 }
 
+// The side of a cross-attention run the claims panel changes: "query" or "source"; null without a source.
+export function perturbSide(s) {
+  if (!s.run.request?.source || !s.run.result?.source_tokens) return null;
+  return s.ui.perturb.side === "source" ? "source" : "query";
+}
+
+// The position the claims panel changes when none is chosen. A query: the retrieval diagram's. A source position:
+// the first the source marks padding (every query's cell to it is masked, so source_boundary has queries to
+// protect), else 0.
+export function defaultPerturbPosition(s) {
+  if (perturbSide(s) !== "source") return selectView(s).query;
+  return paddedFromFlags(s.run.request.source.padding)[0] ?? 0;
+}
+
 export function pinOf(s) {
   const { include: _i, layer: _l, ...rest } = singleOf(s);
   return rest;

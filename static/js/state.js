@@ -46,7 +46,8 @@ export function defaultState() {
     pin: null, // the /api/attention body pinned as A (no include, no layer); null = nothing pinned
     perturbOn: false, // the "Test a claim" panel runs (and reruns after each change) once asked to
     perturb: { position: null, kind: "direction", amount: 1, token: "" }, // position null = the retrieval query; amount: the direction's norm or the shift;
-    // with a batch, `item` the item whose position changes (absent or null = the item the views show)
+    // with a batch, `item` the item whose position changes (absent or null = the item the views show); with a
+    // cross-attention source, `side` (PERTURB_SIDES; absent = query) the sequence `position` is in
     bug: null, // one of BUGS: a classic bug computed on purpose (never the default)
     decodeOn: false, // the KV-cache decoding panel runs (and reruns after each change) once asked to
     decodeStep: null, // the decoding step shown; null = the last
@@ -68,6 +69,7 @@ export const CHANGE_KINDS = ["shift", "token"];
 export const BUGS = ["softmax_over_queries", "flipped_mask", "norm_over_sequence"];
 // Fields the server takes on /api/attention only: every other endpoint runs one sequence and refuses them.
 export const ONE_SEQUENCE = ["texts", "source", "demo_bug"];
+export const PERTURB_SIDES = ["query", "source"]; // /api/perturb's side with a source: a query or a source position
 
 export const HEAD_SORTS = [
   "head", "previous_token", "duplicate_token", "induction", "bracket_match", "mean_distance", "entropy", "ablation_effect",
@@ -126,6 +128,7 @@ export function encodeState(s) {
     const value = pt.kind === "token" ? pt.token : String(pt.amount);
     p.set("pert", `${pt.position ?? "q"},${pt.kind},${value}`);
     if (s.batch && pt.item != null) p.set("pitem", String(pt.item));
+    if (s.source && pt.side) p.set("pside", pt.side);
   }
   if (s.bug) p.set("bug", s.bug);
   if (s.decodeOn) p.set("dec", s.decodeStep == null ? "last" : String(s.decodeStep));
@@ -289,6 +292,7 @@ export function decodeState(search, optionsOf = () => ({})) {
     s.perturb = pert;
     const pitem = int(p.get("pitem"));
     if (pitem != null && pitem >= 0) pert.item = pitem;
+    if (PERTURB_SIDES.includes(p.get("pside"))) pert.side = p.get("pside");
   }
   if (BUGS.includes(p.get("bug"))) s.bug = p.get("bug");
   if (p.has("dec")) {

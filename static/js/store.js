@@ -26,6 +26,7 @@
 import { answerReducers } from "./answers.js";
 import { numbersOf } from "./capabilities.js";
 import { itemResult } from "./batch.js";
+import { movedIn } from "./contrib.js";
 import { addEdit, toggleAblation } from "./interventions.js";
 import { setEntry } from "./matrices.js";
 import { toggleBlocked, togglePadded } from "./masks.js";
@@ -258,9 +259,10 @@ const reducers = {
     const bug = BUGS.includes(a.bug) ? a.bug : null;
     return runWith(s, { bug }, bug ? `classic bug on: ${a.label}` : "classic bug off", "bug-select");
   },
-  // the moved view draws value norms, which a result has only when asked for: ask once, then views switch freely
+  // the moved view draws value norms and each head's contribution, which a result has only when asked for: ask
+  // once, then views switch freely
   viewSet: (s, a) =>
-    a.view === "moved" && s.run.result && s.run.result.layers[0]?.heads[0]?.value_norms == null
+    a.view === "moved" && s.run.result && !movedIn(s.run.result.layers[0]?.heads[0])
       ? runWith(s, { view: a.view }, "view: what each key moves (weight × |v·W_O|)", "view")
       : setUi(s, { view: a.view }),
   sinksSet: (s, a) => {
