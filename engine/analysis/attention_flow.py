@@ -27,7 +27,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import maximum_flow
 from torch import Tensor
 
-from engine.analysis.flow import Fuse, fuse_heads, row_normalise
+from engine.analysis.flow import Fuse, fused_map, row_normalise
 
 FLOW_MAX_TOKENS = 64  # positions: a max-flow per (query, key) pair per layer
 SCALE = 2**30  # capacities <= 1 become integers <= 2^30: int32, as scipy's maximum_flow takes them
@@ -35,15 +35,7 @@ SCALE = 2**30  # capacities <= 1 become integers <= 2^30: int32, as scipy's maxi
 
 def fused_maps(layer_weights: Sequence[Tensor], heads: Fuse = "mean", residual: bool = True) -> list[Tensor]:
     """Each layer's (B, S, S) network: its heads fused, the residual identity added, rows normalised (float64)."""
-    out = []
-    for w in layer_weights:
-        if w.shape[-1] != w.shape[-2]:
-            raise ValueError(f"flow needs square maps (keys are the queries' own positions), got {tuple(w.shape)}")
-        a = fuse_heads(w.double(), heads)
-        if residual:
-            a = a + torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
-        out.append(row_normalise(a).cpu())
-    return out
+    return [fused_map(w, heads, residual, "attention flow").cpu() for w in layer_weights]
 
 
 def reachable(maps: Sequence[Tensor]) -> list[Tensor]:

@@ -45,6 +45,17 @@ def row_normalise(m: Tensor) -> Tensor:
     return torch.where(total > 0, m / torch.where(total > 0, total, torch.ones_like(total)), torch.zeros_like(m))
 
 
+def fused_map(w: Tensor, heads: Fuse = "mean", residual: bool = True, what: str = "rollout") -> Tensor:
+    """One layer's (B, H, S, S) weights -> (B, S, S) in float64: heads fused, the residual identity added when
+    asked, rows normalised. What rollout multiplies and attention flow (attention_flow.py) sends through."""
+    if w.shape[-1] != w.shape[-2]:
+        raise ValueError(f"{what} needs square maps (keys are the queries' own positions), got {tuple(w.shape)}")
+    a = fuse_heads(w.double(), heads)
+    if residual:
+        a = a + torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+    return row_normalise(a)
+
+
 def rollout(layer_weights: Sequence[Tensor], heads: Fuse = "mean", residual: bool = True) -> list[Tensor]:
     """layer_weights: each layer's (B, H, S, S) weights, in order from layer 0. Returns J_l (B, S, S) after each
     layer: J_l[q, k] is the share of position q's state after layer l traced back to input position k. Computed in
@@ -52,12 +63,7 @@ def rollout(layer_weights: Sequence[Tensor], heads: Fuse = "mean", residual: boo
     out: list[Tensor] = []
     joint: Tensor | None = None
     for w in layer_weights:
-        if w.shape[-1] != w.shape[-2]:
-            raise ValueError(f"rollout needs square maps (keys are the queries' own positions), got {tuple(w.shape)}")
-        a = fuse_heads(w.double(), heads)
-        if residual:
-            a = a + torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
-        a = row_normalise(a)
+        a = fused_map(w, heads, residual)
         joint = a if joint is None else a @ joint  # in float64: 12 products of float32 maps drift
         out.append(joint.to(w.dtype))
     return out
