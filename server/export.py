@@ -39,7 +39,8 @@ def build_export(req: ExportRequest, compute: Callable[[AttentionRequest], dict[
         raise ApiError(422, "invalid_request", "view all shows every layer: leave layer out", "layer")
     fields = req.model_dump(mode="json", exclude=EXPORT_FIELDS | {"include", "precision"}, exclude_unset=True)
     # validated as JSON, as the body was: strict, and a JSON array where the schema has a tuple
-    include = ["weights", "value_norms"] if req.matrix == "moved" else ["weights"]
+    # the moved view: what each key moves, and the strip of what each head adds to the output
+    include = ["weights", "value_norms", "head_contributions"] if req.matrix == "moved" else ["weights"]
     include += stacked  # /api/attention's own checks refuse them (flow past 64 positions, a source, ...) by name
     as_attention = AttentionRequest.model_validate_json(
         orjson.dumps({**fields, "include": include, "precision": "float16"})

@@ -352,7 +352,9 @@ def test_the_export_carries_the_sinks_view_and_the_moved_view(
     assert result["sinks"]["hidden"] == [0]
     same = {k: v for k, v in body.items() if k not in ("view", "head", "query", "palette", "title", "matrix")}
     want = httpx.post(
-        f"{export_server}/api/attention", json={**same, "include": ["weights", "value_norms"]}, timeout=60
+        f"{export_server}/api/attention",
+        json={**same, "include": ["weights", "value_norms", "head_contributions"]},
+        timeout=60,
     ).json()
     for got, head in zip(result["layers"][0]["heads"], want["layers"][0]["heads"], strict=True):
         weights = np.asarray(got["weights"], dtype=float)
@@ -361,6 +363,7 @@ def test_the_export_carries_the_sinks_view_and_the_moved_view(
         assert np.allclose(rows[rows > 0], 1, atol=2e-3)  # renormalised over keys 1.. (row 0 had only key 0)
         np.testing.assert_allclose(weights, head["weights"], rtol=1e-3, atol=1e-4)
         np.testing.assert_allclose(got["value_norms"], head["value_norms"], rtol=2e-3, atol=1e-3)
+        np.testing.assert_allclose(got["contribution"], head["contribution"], rtol=2e-3, atol=1e-3)
     offline_page = context.new_page()
     log = Offline(offline_page)
     context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
@@ -371,4 +374,9 @@ def test_the_export_carries_the_sinks_view_and_the_moved_view(
     assert cards.first.get_attribute("data-hidden") == "0"
     assert "moved" in opened.locator("#sa-summary").inner_text()
     assert "Hiding key 0" in opened.locator("#sa-sinks").inner_text()
+    # each card's strip of what the head adds to the output: the embedded numbers, drawn
+    strips = opened.locator("[data-testid=head-contribution]")
+    assert strips.count() == 4
+    drawn = strips.first.locator("rect").evaluate_all("(rs) => rs.map((r) => Number(r.dataset.value))")
+    np.testing.assert_allclose(drawn, want["layers"][0]["heads"][0]["contribution"], rtol=2e-3, atol=1e-3)
     assert log.errors == []
