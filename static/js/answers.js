@@ -94,7 +94,8 @@ export function settle(ui, result) {
   const S = result.tokens.length;
   const K = result.source_tokens ? result.source_tokens.length : S;
   const out = { ...ui };
-  if (out.query != null && out.query >= S) out.query = S - 1;
+  // a query past the end goes back to the default (the last real position), not to the last one, which may be padding
+  if (out.query != null && out.query >= S) out.query = null;
   if (out.pair && (out.pair[0] >= S || out.pair[1] >= K)) out.pair = null;
   const { n_layers: L, n_heads: H } = result.config;
   if (out.layer !== "all" && out.layer >= L) out.layer = 0;

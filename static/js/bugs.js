@@ -69,23 +69,25 @@ export function renderBugBanner(el, demoBug) {
   );
 }
 
-function sumLine(label, sums, tokens, what) {
+// One line of sums. `claim`: these sums are meant to be 1 (a row of softmax over the keys), so one that is not is
+// wrong and drawn red. Column sums claim nothing: a column totals how much every query reads that key, and that is
+// not 1 in a correct map, so they are drawn neutral (class "free"), never in the bug demo's red.
+function sumLine(label, sums, tokens, what, claim) {
   const rep = sumsReport(sums);
-  const p = node("p", { className: `sums-line${rep.ones === rep.total ? " all-one" : " not-one"}` });
+  const state = rep.ones === rep.total ? "all-one" : claim ? "not-one" : "free";
+  const p = node("p", { className: `sums-line ${state}` });
   p.append(node("strong", {}, `${label}: `));
-  p.append(
-    node(
-      "span",
-      {},
-      rep.ones === rep.total
-        ? `every ${what} sums to 1 `
-        : `${rep.ones} of ${rep.total} ${what}s sum to 1 (largest |Σ − 1| ${rep.worst.toFixed(3)}) `,
-    ),
-  );
+  const said =
+    rep.ones === rep.total
+      ? `every ${what} sums to 1 `
+      : claim
+        ? `${rep.ones} of ${rep.total} ${what}s sum to 1 (largest |Σ − 1| ${rep.worst.toFixed(3)}) `
+        : `not meant to sum to 1: each is the total weight all queries put on that key (how much it is read) `;
+  p.append(node("span", {}, said));
   if (sums.length <= MAX_SUMS_SHOWN) {
     const list = node("span", { className: "sums-values" });
     sums.forEach((s, i) => {
-      const v = node("span", { className: Math.abs(s - 1) <= SUM_TOLERANCE ? "one" : "off" }, s.toFixed(3));
+      const v = node("span", { className: Math.abs(s - 1) <= SUM_TOLERANCE ? "one" : claim ? "off" : "free" }, s.toFixed(3));
       v.title = `${what} ${i} ${pieceQuote(tokens[i] ?? "")}`;
       list.append(v);
     });
@@ -108,7 +110,7 @@ export function renderSums(el, view) {
   el.dataset.columnSums = JSON.stringify(cols);
   el.classList.toggle("bug", !!view.bug);
   el.replaceChildren(
-    sumLine("Row sums (over keys)", rows, view.tokens, "row"),
-    sumLine("Column sums (over queries)", cols, view.keyTokens || view.tokens, "column"),
+    sumLine("Row sums (over keys)", rows, view.tokens, "row", true),
+    sumLine("Column sums (over queries)", cols, view.keyTokens || view.tokens, "column", false),
   );
 }

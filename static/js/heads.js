@@ -2,8 +2,8 @@
 // 72 heads stay fast and readable; a long sequence is downsampled into the same thumbnail instead of growing it.
 // Hover a cell: tooltip and linked row/column in every head. Click or Enter on a head: it opens large.
 // Each card carries an "ablate" toggle (its own button: pressing it never opens the head) and the head's health
-// flags from its stats: dead (near-uniform), identical to another head, W_Q = W_K (symmetric scores), the rank of
-// W_Q W_Kᵀ.
+// flags from its stats: nearly uniform (the server's `dead`), identical to another head, W_Q = W_K (symmetric
+// scores), the rank of W_Q W_Kᵀ.
 
 import { halfRows } from "./arrays.js";
 import { renderBugBanner } from "./bugs.js";
@@ -32,15 +32,19 @@ export function pageOf(all, page, size = PAGE_SIZE) {
 
 export const CARD_CHROME_PX = 24;
 
-// A head's health from its stats: [{kind, text, help}] for dead, identical, W_Q = W_K and a rank-deficient W_Q W_Kᵀ, and the
-// QK rank always (kind "rank"). `prefix` names a sibling head ("L1 H" or "H").
+// Why a head the server calls `dead` is flagged "nearly uniform": not broken, it spreads its weight evenly.
+export function uniformHelp(kl) {
+  const nats = kl == null ? "" : `KL from uniform ${kl < 0.01 ? kl.toFixed(4) : kl.toFixed(3)} nats: `;
+  return `${nats}every eligible key gets almost the same weight, so this head averages its values rather than ` +
+    "picking one (working as computed, not broken)";
+}
+
+// A head's health from its stats: [{kind, text, help}] for nearly uniform, identical, W_Q = W_K and a rank-deficient
+// W_Q W_Kᵀ, and the QK rank always (kind "rank"). `prefix` names a sibling head ("L1 H" or "H").
 export function healthFlags(st, prefix = "H") {
   if (!st) return [];
   const out = [];
-  if (st.dead) {
-    const kl = st.kl_from_uniform == null ? "" : ` (KL from uniform ${st.kl_from_uniform.toFixed(3)} nats)`;
-    out.push({ kind: "dead", text: "dead", help: `near-uniform over the keys it may see${kl}: it mixes, it does not pick` });
-  }
+  if (st.dead) out.push({ kind: "uniform", text: "nearly uniform", help: uniformHelp(st.kl_from_uniform) });
   if (st.identical_to && st.identical_to.length) {
     const names = st.identical_to.map((h) => `${prefix}${h}`).join(", ");
     out.push({ kind: "identical", text: `= ${names}`, help: `weights identical (similarity ≈ 1) to ${names}` });

@@ -1,6 +1,6 @@
 // Per-head statistics: entropy, masked share (how much of the unmasked softmax the masks took away — not the weight
 // left on masked keys, which must be 0 and has its own column), the row-sum check, score ranges, mean distance,
-// and head health (KL from uniform, dead, identical heads, QK rank); and head similarity.
+// and head health (KL from uniform, nearly uniform, identical heads, QK rank); and head similarity.
 
 import { VIRIDIS, plotlyScale } from "./colors.js";
 import { themeInk } from "./heatmap.js";
@@ -48,8 +48,8 @@ export const STATS_COLUMNS = [
   ["All scores", "min … max before masking"],
   ["Mean distance", "weighted mean |q − k|"],
   ["Zero rows", "rows with no eligible key (policy: zero)"],
-  ["KL from uniform", "nats: how far the weights are from uniform over the eligible keys (0 = a dead head)"],
-  ["Health", "dead: near-uniform · = Hn: identical weights to head n · QK rank: rank of W_Q W_Kᵀ out of its maximum"],
+  ["KL from uniform", "nats: how far the weights are from uniform over the eligible keys (0 = exactly uniform: every eligible key the same weight)"],
+  ["Health", "nearly uniform: KL from uniform below the server's threshold, the weights spread almost evenly (not broken) · = Hn: identical weights to head n · QK rank: rank of W_Q W_Kᵀ out of its maximum"],
 ];
 
 export function renderStats(table, simRoot, view, heads) {

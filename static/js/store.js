@@ -311,12 +311,15 @@ const reducers = {
   },
   itemSet: (s, a) => {
     if (!s.run.full || !s.run.full.config.batch) return s;
-    const ui = { ...s.ui, item: a.item };
+    const result = itemResult(s.run.full, a.item);
+    // a query chosen on another item that is padding in this one: back to this item's last real position
+    const query = result.masks.padding?.[s.ui.query] === false ? null : s.ui.query;
+    const ui = { ...s.ui, item: a.item, query };
     return {
       ...s,
       ui,
-      good: s.good ? { ...s.good, item: a.item } : s.good,
-      run: { ...s.run, result: itemResult(s.run.full, a.item), prev: null, diff: null },
+      good: s.good ? { ...s.good, item: a.item, query } : s.good,
+      run: { ...s.run, result, prev: null, diff: null },
     };
   },
   headFilterSet: (s, a) => setUi(s, a.fields),

@@ -315,5 +315,5 @@ def test_stats_and_cards_show_head_health(open_page: Callable[..., Page], live_s
     assert f"QK rank {st['qk_rank']}/{st['qk_rank_max']}" in cells["Health"]
     assert page.evaluate("performance.getEntriesByName('attnlab:drawn').length") >= 1
     flags = page.get_by_test_id("head-heatmap").first.get_attribute("data-flags") or ""
-    assert ("dead" in flags.split(",")) == st["dead"]
-    assert ("dead" in cells["Health"]) == st["dead"]
+    assert ("uniform" in flags.split(",")) == st["dead"]
+    assert ("nearly uniform" in cells["Health"]) == st["dead"]

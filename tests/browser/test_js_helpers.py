@@ -379,11 +379,12 @@ def test_stats_name_masked_share_apart_from_masked_weight_and_flag_head_health(j
     dead = dict(zip(cols, out["dead"], strict=True))
     assert dead["Masked share"] == "0.300" and dead["Weight on masked keys"] == "0.000"
     assert dead["KL from uniform"] == "4.0e-4"
-    assert dead["Health"] == "dead · = L1 H2, L1 H3 · QK rank 3/16"
+    assert dead["Health"] == "nearly uniform · = L1 H2, L1 H3 · QK rank 3/16"
     fine = dict(zip(cols, out["fine"], strict=True))
     assert fine["Weight on masked keys"] == "2.0e-7"  # not exactly 0: shown, so the page can flag it
     assert fine["Health"] == "QK rank 16/16"
-    assert out["flags"] == [["dead", "dead"], ["identical", "= L1 H2, L1 H3"], ["rank-low", "QK rank 3/16"]]
+    want = [["uniform", "nearly uniform"], ["identical", "= L1 H2, L1 H3"], ["rank-low", "QK rank 3/16"]]
+    assert out["flags"] == want
     assert out["fineFlags"] == ["rank"] and out["none"] == [] and out["noRank"] == 0
 
 
