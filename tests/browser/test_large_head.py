@@ -53,14 +53,13 @@ OVERLAY_JS = """() => {
 POINT_JS = """([x, y]) => {
   const el = document.getElementById('focus-plot');
   const L = el._fullLayout;
-  const at = () => {
-    const box = el.querySelector('.nsewdrag').getBoundingClientRect(); // the cells' area as drawn
-    return [box.left + L.xaxis.d2p(x), box.top + L.yaxis.d2p(y)];
-  };
-  const [px, py] = at();
-  // a point below or above the viewport (the controls above the large head grow) is scrolled to the middle
-  if (py < 0 || py >= window.innerHeight) window.scrollBy(0, py - window.innerHeight / 2);
-  return at();
+  const cells = el.querySelector('.nsewdrag'); // the cells' area as drawn
+  const box = cells.getBoundingClientRect();
+  // the whole plot into view once when any of it is off screen (the controls above the large head grow), so that
+  // every point asked for after it is read at the same scroll
+  if (box.top < 0 || box.bottom > window.innerHeight) window.scrollBy(0, box.top - 20);
+  const now = cells.getBoundingClientRect();
+  return [now.left + L.xaxis.d2p(x), now.top + L.yaxis.d2p(y)];
 }"""
 
 
