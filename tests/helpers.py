@@ -222,14 +222,17 @@ def occupy(pool: Any, jobs: int = 1) -> Iterator[None]:
 
 
 @contextmanager
-def uvicorn_here(models: str = "textbook,random,custom", **overrides: Any) -> Iterator[tuple[str, Any]]:
+def uvicorn_here(
+    models: str = "textbook,random,custom", *, http_base: Any = None, **overrides: Any
+) -> Iterator[tuple[str, Any]]:
     """create_app on a free loopback port, served by uvicorn on a thread of this process, as `attnlab serve` does;
-    yields its base URL and the app (whose runtime a test can reach, e.g. to hold the compute slots)."""
+    yields its base URL and the app (whose runtime a test can reach, e.g. to hold the compute slots). `http_base`
+    serves through that uvicorn protocol instead of the one attnlab picks (server.transport.FASTEST)."""
     import uvicorn  # here, not at the top: the client's tests import this module where the server is not installed
 
     from server.app import create_app
     from server.config import Settings
-    from server.transport import backstop, protocol
+    from server.transport import FASTEST, backstop, protocol
 
     settings = Settings(device="cpu", models=models, allowed_hosts="*", **overrides)
     app = create_app(settings)
@@ -240,7 +243,7 @@ def uvicorn_here(models: str = "textbook,random,custom", **overrides: Any) -> It
         port=port,
         log_config=None,
         access_log=False,
-        http=protocol(settings.read_timeout_s, app.state.load),
+        http=protocol(settings.read_timeout_s, app.state.load, http_base or FASTEST),
         limit_concurrency=backstop(settings.max_connections),
     )
     server = uvicorn.Server(config)

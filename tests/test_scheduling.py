@@ -22,7 +22,10 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 from fastapi import FastAPI
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from server.transport import HeadDeadline, protocol
 from tests.helpers import assert_error, occupy, raw_post, serve_process, until, uvicorn_here
 
 T = TypeVar("T")
@@ -134,8 +137,15 @@ def test_a_run_whose_client_left_stops_before_its_forward() -> None:
         assert runs[0] == 1  # the forward of the request whose client left never ran
 
 
-def test_silent_and_trickling_connections_are_cut_and_slow_bodies_get_a_408() -> None:
-    with uvicorn_here(read_timeout_s=1.0) as (base, _):
+def test_the_server_speaks_httptools_with_the_deadline_mixed_in() -> None:
+    # httptools delivers a large answer faster than h11 (bench/README.md); losing it would fall back silently
+    made = protocol(1.0)
+    assert made.__mro__[1:3] == (HeadDeadline, HttpToolsProtocol)
+
+
+@pytest.mark.parametrize("http_base", [HttpToolsProtocol, H11Protocol], ids=["httptools", "h11"])
+def test_silent_and_trickling_connections_are_cut_and_slow_bodies_get_a_408(http_base: type) -> None:
+    with uvicorn_here(read_timeout_s=1.0, http_base=http_base) as (base, _):
         port = int(base.rsplit(":", 1)[1])
         silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(20)]
         trickle = socket.create_connection(("127.0.0.1", port))
