@@ -211,7 +211,7 @@ def compute(
     body = {k: v for k, v in body.items() if v is not None or k in fields}
     with api_errors():
         req = inprocess.attention_request(body)
-        models = models_for(model_for(req.model, req.x is not None))
+        models = models_for(model_for(req.model, req.x is not None, req.scores is not None or req.pattern is not None))
         where = runtime(device or settings.device, dtype or settings.dtype)
         return inprocess.run_attention(req, settings, models, where)
 

@@ -1,9 +1,10 @@
 """attnlab.show and attnlab.export_html: the standalone view of a run in this process, for a notebook or a file.
 
 The run is attnlab.run's (the engine in this process, through the server's own path, no server), its weights in
-the arrays form at float16; the page is the one POST /api/export answers (wire/standalone.py), built by the same
-code (server/inprocess.py run_export, which calls server/export.py build_export as the route does), so the same
-arguments are refused with the same field named.
+the arrays form at float32 up to 65,536 weights in all (a small run's numbers stay exact), at float16 above; the
+page is the one POST /api/export answers (wire/standalone.py), built by the same code (server/inprocess.py
+run_export, which calls server/export.py build_export as the route does), so the same arguments are refused with
+the same field named.
 
 In a notebook the view goes in an <iframe srcdoc> sandboxed to scripts only: the page's script runs in its own
 document, apart from the notebook's, so JupyterLab, classic Jupyter and VS Code show it alike, with no internet.
@@ -85,7 +86,7 @@ def view_of(
     settings = Settings()
     with api_errors():
         req = inprocess.export_request(body)
-        name_of_model = model_for(req.model, req.x is not None)
+        name_of_model = model_for(req.model, req.x is not None, req.scores is not None or req.pattern is not None)
         models = models_for(name_of_model)
         where = runtime(device or settings.device, dtype or settings.dtype)
         page, name = inprocess.run_export(req, settings, models, where)

@@ -6,6 +6,7 @@
     Q, K = R(Q), R(K)        rotary position embeddings, in layers that have them (engine/rotary.py)
     scores  = Q K^T / sqrt(d_head)          (scaling switchable; a layer may declare another factor)
     weights = softmax over keys of scores, with ineligible keys removed   (engine/softmax.py)
+              (a layer with a given `pattern` uses those weights instead, as typed)
     (interventions: edge edits change weights here, head ablations change contexts below)
     context = weights V
     output  = concat_h(context_h) W_O + b_O  (the concatenation itself when there is no W_O)
@@ -26,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from engine import unequal
 from engine.errors import InputError
 from engine.finite import cannot_overflow, is_finite, refuse_first_non_finite, require_finite
 from engine.interventions import SOFTMAX_BUGS, LayerInterventions, ablate_contexts, edit_weights, shift_values
@@ -49,6 +51,9 @@ class AttentionWeights:
     b_O: Tensor | None = None  # (d_out,)
     rotary: Rotary | None = None  # rotary position embeddings on Q and K (engine/rotary.py)
     scale: float | None = None  # what Q K^T is multiplied by when scaling is on; None: 1 / sqrt(d_head)
+    pattern: Tensor | None = None  # (H, S, S_k) weights used as given in place of the softmax (a typed-in pattern)
+    head_widths: tuple[int, ...] | None = None  # unequal heads (engine/unequal.py): each head's real d_head
+    value_widths: tuple[int, ...] | None = None  # and d_v; the tensors are zero-padded to the widest
 
     @property
     def n_heads(self) -> int:
@@ -100,6 +105,9 @@ class AttentionWeights:
             b_O=move(self.b_O),
             rotary=None if self.rotary is None else self.rotary.to(device, dtype),
             scale=self.scale,
+            pattern=move(self.pattern),
+            head_widths=self.head_widths,
+            value_widths=self.value_widths,
         )
 
     @cached_property
@@ -150,6 +158,7 @@ def from_concatenated(
     n_heads: int,
     n_kv_heads: int | None = None,
     d_model: int | None = None,
+    head_widths: tuple[int, ...] | None = None,
 ) -> AttentionWeights:
     """Split D x (heads * width) matrices into per-head weights, checking every shape.
 
@@ -179,6 +188,8 @@ def from_concatenated(
             raise InputError(
                 f"weights.{name}", f"has {w.shape[0]} rows but w_q has {d_model}: all must have D = d_model rows"
             )
+    if head_widths is not None:  # heads of unequal widths, d_head^h each
+        return unequal.split(w_q, w_k, w_v, w_o, n_heads, n_kv_heads, head_widths)
     if w_q.shape[1] % n_heads:
         raise InputError("weights.w_q", f"got {w_q.shape[1]} columns for {n_heads} heads: columns must divide by heads")
     d_head = w_q.shape[1] // n_heads
@@ -267,7 +278,10 @@ def merge_heads(contexts: Tensor, w: AttentionWeights) -> tuple[Tensor, Tensor]:
     if w.W_O is None:
         output = concat if w.b_O is None else concat + w.b_O
     else:
-        output = F.linear(concat, w.linear("W_O"), w.b_O)
+        output = F.linear(concat, w.linear("W_O"), w.b_O)  # padded contexts x padded W_O: exact for unequal heads
+    if w.value_widths is not None:  # unequal heads: the concatenation of each head's real columns
+        concat = unequal.concatenation(contexts, w.value_widths)
+        output = concat if w.W_O is None else output
     return concat, output
 
 
@@ -324,16 +338,21 @@ def attention(
         eligible = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=x.device)
     every_row_keyed = check_policy(~eligible if bug == "flipped_mask" else eligible, all_masked)
     factor = w.scale if scale and w.scale is not None else scale_factor(w.d_head, scale)  # a declared factor
+    per_head = unequal.head_factors(w, scale, q)  # unequal heads: each its own 1 / sqrt(d_head^h)
     k_per_head = expand_groups(k, w.n_heads)
-    bounded = cannot_overflow(q, k_per_head, factor)
+    bounded = cannot_overflow(q, k_per_head, factor if per_head is None else float(per_head.max()))
     # Scores and weights in one block (2, B, H, S, S_k): glibc then keeps it in its heap from call to call, where
     # two blocks of half the size went back to the system and were faulted in again, page by page, on every call.
     # Not where the weights are made elsewhere: a classic bug, half precision (float32 first), edge edits (a copy).
     edits = interventions.edits if interventions is not None else ()
     patch = interventions.patch if interventions is not None else None
     in_one = bug not in SOFTMAX_BUGS and not edits and patch is None and q.dtype not in (torch.float16, torch.bfloat16)
+    in_one = in_one and w.pattern is None
     both = q.new_empty((2 if in_one else 1, *q.shape[:-1], k_per_head.shape[-2]))
-    scores = attention_scores(q, k_per_head, factor, out=both[0])
+    scores = attention_scores(q, k_per_head, factor if per_head is None else 1.0, out=both[0])
+    if per_head is not None:
+        factor = scale_factor(w.head_widths[0], scale) if w.head_widths else factor  # head 0's, for the config
+        scores.mul_(per_head.view(1, -1, 1, 1))
     steps.append((scores, "scores", "x"))
     if not bounded and not is_finite(scores):
         refuse_first_non_finite(steps)
@@ -346,6 +365,8 @@ def attention(
             weights = buggy_softmax(scores, eligible, bug)
         else:
             weights = masked_softmax(scores, eligible, every_row_keyed=every_row_keyed)
+        if w.pattern is not None:  # a layer whose weights are given: they replace the softmax's, as typed
+            weights = w.pattern.to(weights.dtype).expand_as(weights).contiguous()
         if interventions is not None:
             weights = edit_weights(weights, eligible, interventions.edits)
         if patch is not None and interventions is not None and patch.hook == "pattern":

@@ -272,7 +272,7 @@ def head_stats(
                 dead=kl_h is not None and kl_h < DEAD_KL,
                 identical_to=[int(o) for o in similar[h].nonzero().flatten().tolist() if o != h],
                 qk_rank=ranks[h] if ranks is not None else None,
-                qk_rank_max=fixed_qk.d_head if fixed_qk is not None else None,
+                qk_rank_max=None if fixed_qk is None else (fixed_qk.head_widths or [fixed_qk.d_head] * n_heads)[h],
                 qk_symmetric=symmetric[h] if symmetric is not None else None,
                 sink_mass=sink_list[h],
                 refused=dict(refused),

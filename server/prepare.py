@@ -18,6 +18,8 @@ from engine.models.base import Encoded, SourceInput
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import ApiError
+from server.given import refuse_given
+from server.precision import check_how, float32_runtime, max_weight_difference, request_runtime
 from server.runcache import cacheable, run_key
 from server.schemas import AttentionRequest, Weights
 from server.serialize import ResultCount, check_result_bytes, check_result_size, form_of, serialize_run
@@ -25,7 +27,7 @@ from server.views import check_flow_work, check_rollout, sink_positions
 
 
 def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> AttentionModel:
-    name = model_for(req.model, req.x is not None)
+    name = model_for(req.model, req.x is not None, req.scores is not None or req.pattern is not None)
     if name is None:
         raise ApiError(422, "invalid_request", "give a model name, or x with weights", "model")
     unavailable: dict[str, str] = getattr(models, "unavailable", {})
@@ -65,6 +67,13 @@ def check_limits(req: AttentionRequest, settings: Settings, dtype: torch.dtype) 
         _check_width(len(req.x[0]), "x", settings)
         _check_tokens(len(req.x), "x", settings)
         _check_magnitude(req.x, "x", dtype)
+    for name in ("scores", "pattern", "values"):  # typed-in matrices (engine/models/given.py): S x S, S x d_v
+        m = getattr(req, name)
+        if m is not None:
+            _check_tokens(len(m) if name == "values" else max(len(m), len(m[0])), name, settings)
+            if name == "values":
+                _check_width(len(m[0]), name, settings)
+            _check_magnitude(m, name, dtype)
     src = req.source
     if src is not None:
         if src.text is not None and len(src.text) > settings.max_text_chars:
@@ -197,11 +206,15 @@ def to_run_input(req: AttentionRequest) -> RunInput:
         text=req.text,
         tokens=req.tokens,
         x=tensor(req.x) if req.x is not None else None,
+        scores=tensor(req.scores) if req.scores is not None else None,
+        pattern=tensor(req.pattern) if req.pattern is not None else None,
+        values=tensor(req.values) if req.values is not None else None,
         texts=req.texts,
         source=source,
         weights=weights,
         heads=req.heads,
         kv_heads=req.kv_heads,
+        head_widths=tuple(req.head_widths) if req.head_widths is not None else None,
         options=options,
         masks=masks,
         scale=req.scale,
@@ -268,6 +281,8 @@ def prepare(
     `accept`: the request's Accept header, the form whose bytes ATTNLAB_MAX_RESULT_BYTES bounds (JSON when absent).
     """
     model = choose_model(req, models)
+    refuse_given(req)
+    check_how(req, runtime, model.info.name)  # dtype and head_widths
     given = [f for f in ("text", "tokens", "x", "texts") if getattr(req, f) is not None]
     if model.needs_input and not given:
         raise ApiError(422, "invalid_request", "give one of text, tokens, texts or x", "text")
@@ -366,9 +381,18 @@ def attention_body(
 ) -> dict[str, Any]:
     """What /api/attention answers (and attnlab.run returns): the run, serialised, with the audit when asked.
     `accept`: the form it goes out in (server.forms.answer), whose bytes are bounded before anything runs."""
+    runtime = request_runtime(req, runtime)  # the request's dtype, where it gives one
     prepared = prepare(req, settings, models, runtime, accept=accept)
-    run = prepared.run(runtime, Interventions(bug=req.demo_bug))
+    interventions = Interventions(bug=req.demo_bug)
+    run = prepared.run(runtime, interventions)
     body = run_body(run, req, settings, runtime)
+    if runtime.dtype == torch.float32:
+        body["config"]["max_diff_vs_float32"] = 0.0
+    elif req.dtype is None:  # the server's own dtype, not asked for: not measured (it would cost a second pass)
+        body["config"]["max_diff_vs_float32"] = None
+    else:  # the same pass in float32 (through the run cache), to show what the precision changed
+        reference = prepared.run(float32_runtime(runtime), interventions)
+        body["config"]["max_diff_vs_float32"] = max_weight_difference(run, reference, req.layer)
     if "audit" in req.include:
         with torch.inference_mode():
             body["audit"] = audit(prepared.model, prepared.inp, prepared.encoded, run, runtime.device, runtime.dtype)

@@ -17,6 +17,7 @@ from engine.analysis.sinks import hide_keys
 from engine.masks import pair_counts
 from engine.models import ModelRun
 from engine.stats import HeadStats, head_similarity, head_stats
+from engine.unequal import real_width
 from server.errors import ApiError
 from server.forms import ARRAYS_MEDIA_TYPE, NPZ_MEDIA_TYPE
 
@@ -267,6 +268,9 @@ def _layer(
                 t = hide_keys(t, sinks[0], sinks[1])
             converted[name] = as_numpy(t, precision, f"layer {i}'s {name}")
         per_head = converted[name][:, index]
+        width = real_width(run.layers[i].weights, name, index)  # heads of unequal widths: the head's own columns
+        if width is not None:
+            per_head = np.ascontiguousarray(per_head[..., :width])
         return np.ascontiguousarray(per_head) if batched else per_head[0]
 
     def item_eligible(b: int) -> torch.Tensor:

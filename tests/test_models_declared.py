@@ -33,6 +33,10 @@ DECLARED = {
     "custom": (["text", "tokens", "x", "weights"], {"decode": True, "batches": False, "cross_attention": True}),
     "minilm": (["text", "tokens"], {"decode": False, "batches": True, "cross_attention": False}),
     "induction": (["text", "tokens"], {"decode": True, "batches": True, "cross_attention": False}),
+    "given": (
+        ["text", "tokens", "scores", "pattern", "values"],
+        {"decode": False, "batches": False, "cross_attention": False},
+    ),
 }
 PREDICTS = {"induction"}
 
@@ -48,7 +52,7 @@ FIELD_VALUES: dict[str, Any] = {
 def test_models_serves_each_models_capabilities_and_reads(
     make_client: Callable[..., AbstractContextManager[TestClient]],
 ) -> None:
-    with make_client(models="textbook,random,custom,minilm,induction") as client:
+    with make_client(models="textbook,random,custom,minilm,induction,given") as client:
         entries = {m["name"]: m for m in client.get("/api/models").json()["models"]}
     assert set(entries) == set(DECLARED)
     for name, (reads, caps) in DECLARED.items():
@@ -109,7 +113,7 @@ def test_a_new_family_gets_the_check_and_the_messages_from_its_declaration(monke
     with pytest.raises(InputError) as err:
         model.encode(RunInput(tokens=["a"]))
     assert err.value.field == "tokens" and "letters does not read tokens (it reads text)" in err.value.message
-    assert "models that read tokens: custom, induction, minilm, pycode, random or textbook" in err.value.message
+    assert "models that read tokens: custom, given, induction, minilm, pycode, random or textbook" in err.value.message
     # a family added to the registry appears in every message that lists models with a capability
     monkeypatch.setitem(engine.models.FAMILIES, "letters", Letters)
     monkeypatch.setattr(Letters, "capabilities", Capabilities())

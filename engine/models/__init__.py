@@ -10,6 +10,7 @@ from typing import Any
 from engine.models.base import AttentionModel, ModelInfo, ModelRun, RunInput
 from engine.models.custom import CustomModel
 from engine.models.declare import Capabilities, ModelSource
+from engine.models.given import GivenModel
 from engine.models.induction import InductionModel
 from engine.models.minilm import MiniLMModel
 from engine.models.pycode import PycodeModel
@@ -19,7 +20,7 @@ from engine.models.textbook import TextbookModel
 # Every model family attnlab knows, by name, in the order /api/models lists them: the one place a new family is
 # added. Each class declares what it reads and can do (engine/models/declare.py) and how it is built.
 FAMILIES: dict[str, type[AttentionModel]] = {
-    m.name: m for m in (TextbookModel, RandomModel, CustomModel, MiniLMModel, InductionModel, PycodeModel)
+    m.name: m for m in (TextbookModel, RandomModel, CustomModel, GivenModel, MiniLMModel, InductionModel, PycodeModel)
 }
 Builder = Callable[[ModelSource | None], AttentionModel]
 BUILDERS: dict[str, Builder] = {name: family.build for name, family in FAMILIES.items()}
@@ -39,10 +40,15 @@ def build(name: str, source: ModelSource | None = None) -> AttentionModel:
     return BUILDERS[name](source)
 
 
-def model_for(name: str | None, x_given: bool) -> str | None:
-    """The model a request runs on: the one it names, or, for x without a name, the family that serves a bare x."""
-    if name is not None or not x_given:
+def model_for(name: str | None, x_given: bool, matrices_given: bool = False) -> str | None:
+    """The model a request runs on: the one it names, or, for x without a name, the family that serves a bare x,
+    and for typed-in scores or pattern without a name, the family that reads them."""
+    if name is not None:
         return name
+    if matrices_given:
+        return next((n for n, family in FAMILIES.items() if "scores" in family.reads), None)
+    if not x_given:
+        return None
     return next((n for n, family in FAMILIES.items() if family.serves_bare_x), None)
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from engine.attention import from_concatenated
 from engine.errors import InputError
-from engine.forward import Network
+from engine.forward import ForwardResult, Network
 from engine.models.base import AttentionModel, Encoded, ModelInfo, RunInput, one_layer
 from engine.models.declare import Capabilities
+from engine.models.run import RunConfig
 
 
 class CustomModel(AttentionModel):
@@ -56,5 +59,12 @@ class CustomModel(AttentionModel):
             n_heads=inp.heads or 1,
             n_kv_heads=inp.kv_heads,
             d_model=inp.x.shape[1] if inp.x is not None else None,
+            head_widths=inp.head_widths,
         )
         return one_layer(w.to(device, dtype))
+
+    def run_config(self, net: Network, fwd: ForwardResult, enc: Encoded) -> RunConfig:
+        """With head_widths: each head's d_k and d_v (d_head and d_v are then the widest; scale_factor head 0's)."""
+        w = net.blocks[0].attn
+        config = super().run_config(net, fwd, enc)
+        return replace(config, head_widths=w.head_widths, value_widths=w.value_widths)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-InputField = Literal["text", "tokens", "x", "weights", "options"]
-INPUT_FIELDS: tuple[InputField, ...] = ("text", "tokens", "x", "weights", "options")
+InputField = Literal["text", "tokens", "x", "weights", "options", "scores", "pattern", "values"]
+INPUT_FIELDS: tuple[InputField, ...] = ("text", "tokens", "x", "weights", "options", "scores", "pattern", "values")
 # the request's head counts say how given weights split into heads: only a model that reads weights reads them
 HEAD_COUNTS = ("heads", "kv_heads")
 

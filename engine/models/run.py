@@ -59,11 +59,15 @@ class RunInput:
     weights: dict[str, Tensor] | None = None  # w_q, w_k, w_v, optional w_o: D x (heads * width)
     heads: int | None = None
     kv_heads: int | None = None
+    head_widths: tuple[int, ...] | None = None  # custom weights: each head's own d_k (engine/unequal.py)
     options: dict[str, Any] = field(default_factory=dict)
     masks: MaskSpec | None = None  # None: the model's default masks
     scale: bool = True
     all_masked: AllMaskedPolicy = "error"
     last_layer: int | None = None  # compute layers 0..last_layer; None: all
+    scores: Tensor | None = None  # (S, S) a score matrix typed in, used as given (engine/models/given.py)
+    pattern: Tensor | None = None  # (S, S) attention weights typed in, used as given
+    values: Tensor | None = None  # (S, d_v) value vectors for the contexts of typed-in scores or weights
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,8 @@ class RunConfig:
     batch: int | None = None  # B, for a batch of texts
     source_len: int | None = None  # S_k, for cross-attention
     special: tuple[bool, ...] | None = None  # per position, a special token ([CLS], <s>...); None: not known
+    head_widths: tuple[int, ...] | None = None  # heads of unequal widths: each head's d_k (custom head_widths)
+    value_widths: tuple[int, ...] | None = None  # and each head's d_v
 
 
 @dataclass

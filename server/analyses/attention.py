@@ -25,8 +25,9 @@ def compute_attention(req: AttentionRequest, ctx: Context) -> dict[str, Any]:
 
 def export_html(req: ExportRequest, ctx: Context) -> Response:
     """The /api/attention body, computed under the same limits, as one HTML file to save and open anywhere: the
-    page's own heatmaps, overview and retrieval inlined, every head's weights embedded at float16 (deflated,
-    base64: about 2.2 bytes per weight at 512 tokens), no request to any host. It opens on `view` (the heads of a
+    page's own heatmaps, overview and retrieval inlined, every head's weights embedded at float32 up to 65,536 weights
+    in all (a small run's numbers stay exact), at float16 above (deflated, base64: about 2.2 bytes per weight at 512
+    tokens), no request to any host. It opens on `view` (the heads of a
     layer, all layers, or one head with the retrieval of `query`) and switches views, layers, heads and queries
     without a server. `layer` embeds that layer only; without it every layer is embedded."""
     page, name = build_export(req, lambda attention: attention_body(attention, ctx.settings, ctx.models, ctx.runtime))

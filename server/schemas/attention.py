@@ -159,8 +159,29 @@ class AttentionRequest(Strict):
     )
     x: Matrix | None = Field(None, description="an S x D input matrix (needs weights unless the model has its own)")
     weights: Weights | None = None
+    scores: Matrix | None = Field(
+        None,
+        description="an S x S score matrix typed in, in place of a model, x and weights: used as given (`scale` does "
+        "not apply), the masks applied to it, then the softmax (model `given`)",
+    )
+    pattern: Matrix | None = Field(
+        None,
+        description="an S x S weight matrix typed in, used as given: each row at least 0 and summing to 1 (within "
+        "0.001), 0 on every cell a mask excludes (model `given`)",
+    )
+    values: Matrix | None = Field(
+        None, description="S x d_v value vectors for typed-in scores or pattern: contexts = weights @ values"
+    )
     heads: int | None = Field(None, ge=1, description="how many heads the columns of the weights hold (default 1)")
     kv_heads: int | None = Field(None, ge=1, description="how many K/V groups w_k and w_v hold (default: heads)")
+    head_widths: list[int] | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_ITEMS,
+        description="custom weights only: heads of unequal widths, each head's d_k, summing to w_q's (and w_k's) "
+        "columns; head h scores with 1 / sqrt(head_widths[h]). w_v is split by the same widths when it has as many "
+        "columns as w_q, else into equal widths; w_o has the value widths' sum of rows. One K/V group per head",
+    )
     options: ModelOptions | None = None
     masks: Masks | None = Field(None, description="omit for the model's default masks")
     all_masked: Literal["error", "zero"] = Field(
@@ -171,7 +192,16 @@ class AttentionRequest(Strict):
     precision: Literal["float32", "float16"] = Field(
         "float32",
         description="how the matrices go out: float16 halves the bytes (about 3 significant digits); "
-        "in JSON, .npz (Accept: application/x-npz) and the arrays form (Accept: application/vnd.attnlab.arrays)",
+        "in JSON, .npz (Accept: application/x-npz) and the arrays form (Accept: application/vnd.attnlab.arrays). "
+        "Rounding for transport only, after the run: `dtype` is what the run computes in",
+    )
+    dtype: Literal["float32", "float64", "bfloat16", "float16"] | None = Field(
+        None,
+        description="the precision the forward pass computes in (default: the server's ATTNLAB_DTYPE; float16 and "
+        "bfloat16 where the device runs them, else a 422). The answer's config gives `dtype` and "
+        "`max_diff_vs_float32`, the largest |weight - the float32 run's weight| over the heads returned (0 for a "
+        "float32 run; null when no dtype is named and the server's is not float32). /api/attention and "
+        "/api/export only; other endpoints compute in the server's dtype",
     )
     include: list[Include] = Field(
         default_factory=lambda: list(DEFAULT_INCLUDE),

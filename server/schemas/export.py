@@ -12,9 +12,10 @@ ExportView = Literal["layer", "all", "head"]
 
 
 class ExportRequest(AttentionRequest):
-    """The /api/attention body (its weights are embedded at float16, so `precision` stays out, and `include` names
-    only the views rollout and attention_flow, embedded and drawn beside the weights with the `rollout` options) and
-    the view the file opens on; every view of the file stays a choice in it."""
+    """The /api/attention body (its weights are embedded at float32 up to 65,536 weights and at float16 above, so
+    `precision` stays out, and `include` names only the views rollout and attention_flow, embedded and drawn beside
+    the weights with the `rollout` options) and the view the file opens on; every view of the file stays a choice
+    in it."""
 
     view: ExportView = Field(
         "layer",

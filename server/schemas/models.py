@@ -3,9 +3,11 @@ do, and (checkpoints) how closely attnlab's forward pass matches transformers' o
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from engine.models.declare import InputField as _InputField
 
 
 class Served(BaseModel):
@@ -23,7 +25,7 @@ class ModelCapabilities(Served):
     predicts_tokens: bool = Field(description="unembeds: next-token predictions (config.next_word, /api/intervene)")
 
 
-InputField = Literal["text", "tokens", "x", "weights", "options"]
+InputField = _InputField  # engine/models/declare.py: one list of the input fields a model may read
 
 
 class ReferenceDiff(Served):
