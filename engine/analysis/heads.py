@@ -25,6 +25,10 @@ entropy are measured on that input (with the caller's masks), and induction stil
 model's default masks), since it needs a repeat of known length.
 The textbook example has 5 fixed positions and no vocabulary: it is scored on its own input, and its
 induction score is None (there is no repeated segment to measure it on).
+
+With `permutations`, each score but entropy also gets a shuffled baseline (engine/analysis/head_baseline.py): the
+same score on the same weights with each row's weight moved at random among its eligible keys, and how far the
+head stands above it.
 """
 
 from __future__ import annotations
@@ -37,13 +41,15 @@ import torch
 from torch import Tensor
 
 from engine.analysis.brackets import bracket_match_score, bracket_pairs
+from engine.analysis.head_baseline import SHUFFLED, Score, Shuffles, baselines, compare, draw_shuffles
 from engine.errors import InputError
 from engine.models.base import AttentionModel, ModelRun, RunInput
 from engine.stats import row_distance, row_entropy
 
 DEFAULT_SEGMENT_LEN = 24  # L: the probe is 2L tokens (plus any special tokens the model adds)
 
-HeadScores = dict[str, float | int | None]
+Baselines = dict[str, dict[str, float | None] | None]  # a score's name -> head_baseline.compare()'s dict, or None
+HeadScores = dict[str, float | int | Baselines | None]  # layer, head, each score, and with a baseline `baselines`
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,7 @@ def head_type_scores(
     seed: int = 0,
     inp: RunInput | None = None,
     runner: Callable[[RunInput], ModelRun] | None = None,
+    permutations: int = 0,
 ) -> list[list[HeadScores]]:
     """Every layer's every head: previous_token, duplicate_token, induction, bracket_match, mean_distance, entropy.
 
@@ -152,6 +159,8 @@ def head_type_scores(
     (textbook) is scored on its input alone. Returns layers x heads of plain dicts; a score that
     cannot be measured is None. `runner` runs an input (default: model.run on device in dtype); a caller that
     keeps recent runs passes its own, so scoring the input it has just shown costs no second forward.
+    `permutations` > 0: each row also holds `baselines`, per score but entropy its shuffled baseline (seeded by
+    `seed`; None where the score is None).
     """
     run_on: Callable[[RunInput], ModelRun] = runner or (lambda i: model.run(i, device, dtype))
     inp = inp or RunInput()
@@ -164,22 +173,50 @@ def head_type_scores(
     run = probe_run if probe_run is not None and not given else run_on(inp)
     special = run.config.special
     pairs = bracket_pairs(run.tokens, list(special) if special is not None else None)
+    on_input: dict[str, Score] = {
+        "previous_token": lambda w: previous_token_score(w, run.eligible),
+        "duplicate_token": lambda w: duplicate_token_score(w, run.tokens, run.eligible),
+        "mean_distance": lambda w: mean_distance(w, run.eligible),
+        "entropy": lambda w: mean_entropy(w, run.eligible),
+        "bracket_match": lambda w: bracket_match_score(w, pairs, run.eligible),
+    }
+    on_probe: dict[str, Score] = {}
+    if probe is not None and probe_run is not None:
+        found = probe_run.eligible
+        on_probe["induction"] = lambda w: induction_score(w, probe.start, probe.segment_len, found)
+    shuffles = draw_shuffles(run.eligible, permutations, seed) if permutations else None
+    probe_shuffles = shuffles if probe_run is run else None
+    if permutations and probe_run is not None and probe_run is not run:
+        probe_shuffles = draw_shuffles(probe_run.eligible, permutations, seed)
     table = []
     for layer, trace in enumerate(run.layers):
         w = trace.attn.weights[0].detach().double()  # (H, S, S)
-        scores = {
-            "previous_token": previous_token_score(w, run.eligible),
-            "duplicate_token": duplicate_token_score(w, run.tokens, run.eligible),
-            "mean_distance": mean_distance(w, run.eligible),
-            "entropy": mean_entropy(w, run.eligible),
-            "induction": None,
-            "bracket_match": bracket_match_score(w, pairs, run.eligible),
-        }
-        if probe is not None and probe_run is not None:
-            pw = probe_run.layers[layer].attn.weights[0].detach().double()
-            scores["induction"] = induction_score(pw, probe.start, probe.segment_len, probe_run.eligible)
-        table.append([head_row(layer, h, scores) for h in range(w.shape[0])])
+        pw = probe_run.layers[layer].attn.weights[0].detach().double() if on_probe and probe_run else w
+        sides = [(on_input, w, shuffles), (on_probe, pw, probe_shuffles)]
+        scores: dict[str, Tensor | None] = {"induction": None}
+        for scorers, weights, _ in sides:
+            scores |= {name: f(weights) for name, f in scorers.items()}
+        rows = [head_row(layer, h, scores) for h in range(w.shape[0])]
+        if permutations:
+            add_baselines(rows, sides)
+        table.append(rows)
     return table
+
+
+def add_baselines(rows: list[HeadScores], sides: list[tuple[dict[str, Score], Tensor, Shuffles | None]]) -> None:
+    """Each row's `baselines`: per shuffled score (SHUFFLED), compare()'s dict, or None where it is not measured."""
+    found: dict[str, tuple[Tensor, Tensor] | None] = dict.fromkeys(SHUFFLED)
+    for scorers, weights, shuffles in sides:
+        shuffled_scores = {name: f for name, f in scorers.items() if name in found}
+        if shuffles is not None and shuffled_scores:
+            found |= baselines(shuffled_scores, weights, shuffles)
+    for h, row in enumerate(rows):
+        measured: Baselines = {}
+        for name, got in found.items():
+            score = row[name]
+            value = float(score) if isinstance(score, int | float) else None
+            measured[name] = None if got is None else compare(value, float(got[0][h]), float(got[1][h]))
+        row["baselines"] = measured
 
 
 def head_row(layer: int, head: int, scores: dict[str, Tensor | None]) -> HeadScores:

@@ -9,8 +9,9 @@ import torch
 from pydantic import BaseModel, Field
 
 from engine.analysis.ablation import ablation_effects, spearman
-from engine.analysis.heads import head_type_scores, pair_mask_reasons, probe_sequence, top_heads_for_pair
-from engine.models import AttentionModel
+from engine.analysis.head_baseline import DEFAULT_PERMUTATIONS
+from engine.analysis.heads import Probe, head_type_scores, pair_mask_reasons, probe_sequence, top_heads_for_pair
+from engine.models import AttentionModel, RunInput
 from server.config import Settings
 from server.declare import Analysis, Context, Limit
 from server.errors import ApiError
@@ -24,11 +25,23 @@ class HeadTypesRequest(AttentionRequest):
     model: Text | None = Field(None, description="a name from GET /api/models")
     segment_len: int = Field(24, ge=2, description="L: the induction probe is L random tokens, then the same L again")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="seeds the probe's random tokens")
-    include: list[Literal["ablation_effect"]] = Field(  # type: ignore[assignment]
+    include: list[Literal["ablation_effect", "baseline"]] = Field(  # type: ignore[assignment]
         default_factory=list,
         description="`ablation_effect`: each head's effect when zero-ablated alone (one more forward per head), on "
-        "the input the scores are measured on, with its rank correlation to each score",
+        "the input the scores are measured on, with its rank correlation to each score; `baseline`: each score's "
+        "shuffled baseline (`baselines`: the score on the head's own weights moved at random among each row's "
+        "eligible keys, `permutations` times, seeded by `seed`) and how far the head stands above it",
     )
+    permutations: int = Field(
+        DEFAULT_PERMUTATIONS, ge=2, le=1000, description="with include baseline: how many shuffles the baseline takes"
+    )
+
+
+class Baseline(BaseModel):
+    mean: float = Field(description="the score's mean over the shuffles")
+    std: float = Field(description="its standard deviation over the shuffles")
+    above: float = Field(description="the head's score minus the mean")
+    z: float | None = Field(description="above / std; null where every shuffle scores the same (std 0)")
 
 
 class HeadTypeRow(BaseModel):
@@ -47,6 +60,11 @@ class HeadTypeRow(BaseModel):
         description="with include ablation_effect: the change in mean next-token loss (nats; decoders) or the mean "
         "L2 change of the final output (encoders) when this head alone is zero-ablated",
     )
+    baselines: dict[str, Baseline | None] | None = Field(
+        None,
+        description="with include baseline: per score but entropy (which a shuffle leaves unchanged), its shuffled "
+        "baseline; null where the score is null",
+    )
 
 
 class HeadTypesResult(BaseModel):
@@ -62,6 +80,7 @@ class HeadTypesResult(BaseModel):
         None, description="what ablation_effect measures: loss (decoders on their own tokens) or output"
     )
     ablation_baseline: float | None = Field(None, description="the unablated loss (nats); 0 for output")
+    permutations: int | None = Field(None, description="with include baseline: the shuffles each baseline took")
     ablation_rank_correlation: dict[str, float | None] | None = Field(
         None,
         description="Spearman's rank correlation between ablation_effect and each head-type score over the heads; "
@@ -102,7 +121,7 @@ def head_types(req: HeadTypesRequest, ctx: Context) -> HeadTypesResult:
     refuse_fields(req, ONE_SEQUENCE, "head types are scored on one sequence")
     refuse_fields(req, ("layer", "precision", "sinks"), "head types score every layer and return scores, not matrices")
     as_attention = AttentionRequest.model_validate(
-        req.model_dump(exclude={"segment_len", "seed", "include"}) | {"layer": None, "include": []}
+        req.model_dump(exclude={"segment_len", "seed", "include", "permutations"}) | {"layer": None, "include": []}
     )
     given = req.text is not None or req.tokens is not None or req.x is not None
     model = choose_model(as_attention, models)
@@ -114,6 +133,9 @@ def head_types(req: HeadTypesRequest, ctx: Context) -> HeadTypesResult:
         check_limits(as_attention, settings, runtime.dtype)
         inp = to_run_input(as_attention)
     probe = probe_sequence(model, req.segment_len, req.seed)
+    permutations = req.permutations if "baseline" in req.include else 0
+    if permutations:
+        check_baseline_work(model, inp, probe, permutations, settings)
     with torch.inference_mode():
         table = head_type_scores(
             model,
@@ -123,6 +145,7 @@ def head_types(req: HeadTypesRequest, ctx: Context) -> HeadTypesResult:
             seed=req.seed,
             inp=inp,
             runner=lambda i: cached_run(model, i, runtime),
+            permutations=permutations,
         )
     rows = [HeadTypeRow.model_validate(row) for layer in table for row in layer]
     extra: dict[str, object] = {}
@@ -159,8 +182,28 @@ def head_types(req: HeadTypesRequest, ctx: Context) -> HeadTypesResult:
         n_layers=len(table),
         n_heads=len(table[0]) if table else 0,
         heads=rows,
+        permutations=permutations or None,
         **extra,
     )
+
+
+def check_baseline_work(
+    model: AttentionModel, inp: RunInput, probe: Probe | None, permutations: int, settings: Settings
+) -> None:
+    """permutations x layers x heads x S^2 shuffled weights (S: the longer of the input and the probe) within
+    ATTNLAB_MAX_BASELINE_VALUES, checked before any shuffle."""
+    s = max(model.count_tokens(inp), len(probe.tokens) if probe is not None else 0)
+    work = permutations * model.n_layers(inp) * model.n_heads(inp) * s * s
+    limit = settings.limit("max_baseline_values")
+    if work > limit:
+        raise ApiError(
+            422,
+            "too_large",
+            f"a baseline of {permutations} shuffles x {model.n_layers(inp)} layers x {model.n_heads(inp)} heads x "
+            f"{s}^2 cells = {work:,} weights, limit {limit:,} (set by ATTNLAB_MAX_BASELINE_VALUES on this server): "
+            "ask for fewer permutations or a shorter text",
+            "permutations",
+        )
 
 
 def check_probe_length(model: AttentionModel, segment_len: int, settings: Settings) -> None:
@@ -222,6 +265,12 @@ HEADS = Analysis(
             "max_ablation_heads",
             1024,
             "heads one `/api/heads` with include ablation_effect may ablate, one forward pass each",
+        ),
+        Limit(
+            "max_baseline_values",
+            100_000_000,
+            "shuffled weights one `/api/heads` with include baseline may score (permutations x layers x heads x "
+            "S^2): 20 shuffles of every minilm head at 256 tokens pass",
         ),
     ),
 )

@@ -1,16 +1,22 @@
-"""/api/scale-sweep: why scores are divided by sqrt(d_k), measured on random q and k (engine/analysis/sweep.py)."""
+"""/api/scale-sweep: why scores are divided by sqrt(d_k), measured on random q and k (engine/analysis/sweep.py) and,
+for the models named in `models`, on each trained head's own q and k (engine/analysis/scale_trained.py)."""
 
 from __future__ import annotations
 
 import math
 from typing import Annotated
 
+import torch
 from pydantic import BaseModel, Field
 
+from engine.analysis.scale_trained import TrainedHeadScale, trained_scales
 from engine.analysis.sweep import SweepRow, scale_sweep, sweep_values
 from server.declare import Analysis, Context, Limit, answer_of
 from server.errors import ApiError
-from server.schemas.attention import Strict
+from server.prepare import choose_model, prepare
+from server.schemas.attention import AttentionRequest, Strict, Text
+
+MAX_TRAINED = 8  # models one sweep may measure
 
 
 class ScaleSweepRequest(Strict):
@@ -21,9 +27,24 @@ class ScaleSweepRequest(Strict):
     keys: int = Field(16, ge=2, le=256, description="keys per row")
     seed: int = Field(0, ge=0, le=2**32 - 1)
     variance: float = Field(1.0, gt=0, le=100, allow_inf_nan=False, description="per-coordinate variance of q and k")
+    models: list[Text] = Field(
+        default_factory=list,
+        max_length=MAX_TRAINED,
+        description="models from GET /api/models whose every head's raw q.k spread is measured on `text` beside the "
+        "random vectors' (`trained`)",
+    )
+    text: Text | None = Field(None, description="the text the models are run on; omitted: each model's default text")
 
 
 SweepRowOut = answer_of(SweepRow, "SweepRowOut")  # the engine's row, field for field
+TrainedHeadOut = answer_of(TrainedHeadScale, "TrainedHeadScale")
+
+
+class TrainedScale(BaseModel):
+    model: str
+    text: str = Field(description="the text the model ran on")
+    tokens: int
+    heads: list[TrainedHeadOut] = Field(description="every layer's every head, layer by layer")  # type: ignore[valid-type]
 
 
 class ScaleSweepResult(BaseModel):
@@ -32,13 +53,16 @@ class ScaleSweepResult(BaseModel):
     keys: int
     uniform_entropy: float = Field(description="ln(keys): the entropy of a uniform row")
     widths: list[SweepRowOut]  # type: ignore[valid-type]
+    trained: list[TrainedScale] = Field(description="one entry per name in `models`, in order")
 
 
 def scale_sweep_route(req: ScaleSweepRequest, ctx: Context) -> ScaleSweepResult:
     """For random q and k with the given per-coordinate variance: the standard deviation of q.k (grows like
     sqrt(d_k)) and of q.k / sqrt(d_k) (stays flat), and what a softmax over `keys` such scores does: its entropy
     and its largest weight, unscaled and scaled. samples x keys x the sum of the widths is bounded by
-    ATTNLAB_MAX_SWEEP_VALUES."""
+    ATTNLAB_MAX_SWEEP_VALUES. For each of `models`: every head's raw q.k spread over the cells its masks leave
+    eligible (on `text`, else the model's default text), beside the random-vector prediction from the measured
+    per-coordinate means and variances of its q and k, and their ratio."""
     limit = ctx.settings.limit("max_sweep_values")
     work = sweep_values(req.widths, req.samples, req.keys)
     if work > limit:
@@ -57,6 +81,40 @@ def scale_sweep_route(req: ScaleSweepRequest, ctx: Context) -> ScaleSweepResult:
         keys=req.keys,
         uniform_entropy=math.log(req.keys),
         widths=[SweepRowOut.model_validate(r, from_attributes=True) for r in rows],
+        trained=[trained_scale(name, i, req.text, ctx) for i, name in enumerate(req.models)],
+    )
+
+
+def trained_scale(name: str, i: int, text: str | None, ctx: Context) -> TrainedScale:
+    """One trained model's heads on `text` (its default text when None), with its default masks; any refusal
+    (an unknown model, one without weights of its own, a text over the limits) names models[i] or text."""
+    try:
+        model = choose_model(AttentionRequest(model=name), ctx.models)
+    except ApiError as e:
+        raise ApiError(e.status, e.code, e.message, f"models[{i}]") from e
+    if model.needs_input and model.info.default_text is None:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"{name} has no q or k of its own (it projects with the weights a request gives): name a model with "
+            "weights of its own, such as minilm or pycode",
+            f"models[{i}]",
+        )
+    given = text if text is not None or not model.needs_input else model.info.default_text
+    req = AttentionRequest(model=name, text=given)  # a model that needs no input runs on its own numbers
+    try:
+        prepared = prepare(req, ctx.settings, ctx.models, ctx.runtime)
+    except ApiError as e:
+        field = "text" if text is not None and e.field in ("text", "tokens") else f"models[{i}]"
+        raise ApiError(e.status, e.code, f"{name}: {e.message}", field) from e
+    with torch.inference_mode():
+        run = prepared.run(ctx.runtime)
+        heads = trained_scales(run)
+    return TrainedScale(
+        model=model.info.name,
+        text=given or " ".join(run.tokens),
+        tokens=len(run.tokens),
+        heads=[TrainedHeadOut.model_validate(h, from_attributes=True) for h in heads],
     )
 
 
@@ -66,7 +124,13 @@ SCALE_SWEEP = Analysis(
     answer=ScaleSweepResult,
     run=scale_sweep_route,
     summary="Why scores are divided by sqrt(d_k): the spread of q.k against d_k, unscaled and scaled",
-    examples={"figure": {"summary": "The chapter's Figure 21.5", "value": {"widths": [1, 4, 16, 64, 256]}}},
+    examples={
+        "figure": {"summary": "The chapter's Figure 21.5", "value": {"widths": [1, 4, 16, 64, 256]}},
+        "trained": {
+            "summary": "Figure 21.5 beside MiniLM's and pycode's heads",
+            "value": {"widths": [8, 16, 32, 64], "models": ["minilm", "pycode"]},
+        },
+    },
     panel="sweep",
     tags=("mechanics",),
     limits=(
