@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from engine import unequal
+from engine import blockwise, unequal
+from engine.blockwise import BlockMask
 from engine.errors import InputError
 from engine.finite import cannot_overflow, is_finite, refuse_first_non_finite, require_finite
 from engine.interventions import SOFTMAX_BUGS, LayerInterventions, ablate_contexts, edit_weights, shift_values
@@ -148,6 +149,7 @@ class AttentionOutput:
     scale_factor: float  # what Q K^T was multiplied by
     q_pre_rotary: Tensor | None = None  # (B, H, S, d_head) queries before rotary; None without it
     k_pre_rotary: Tensor | None = None  # (B, G, S, d_head) this pass's keys before rotary (not the cache's)
+    lse: Tensor | None = None  # (B, H, S) each row's log-sum-exp, in a long run (whose scores and weights are empty)
 
 
 def from_concatenated(
@@ -297,7 +299,7 @@ def standardise_over_positions(x: Tensor, eps: float = 1e-5) -> Tensor:
 def attention(
     x: Tensor,
     w: AttentionWeights,
-    eligible: Tensor | None = None,
+    eligible: Tensor | BlockMask | None = None,
     *,
     scale: bool = True,
     all_masked: AllMaskedPolicy = "error",
@@ -334,6 +336,12 @@ def attention(
         require_finite(v, "V", "weights.w_v")
     if past is not None:
         k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+    if isinstance(eligible, BlockMask):  # a long run (engine/blockwise.py): no S x S tensor, the normalisers kept
+        factor = w.scale if scale and w.scale is not None else scale_factor(w.d_head, scale)
+        contexts, lse = blockwise.attend(q, k, v, eligible, factor, all_masked)
+        concat, output = merge_heads(contexts, w)
+        none = q.new_empty(0)
+        return AttentionOutput(q, k, v, none, none.bool(), none, contexts, concat, output, factor, q_pre, k_pre, lse)
     if eligible is None:
         eligible = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=x.device)
     every_row_keyed = check_policy(~eligible if bug == "flipped_mask" else eligible, all_masked)

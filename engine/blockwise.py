@@ -7,7 +7,7 @@ A weight needs only its query, its key and its row's normaliser:
 so a run keeps Q and K (after rotary) and each row's log-sum-exp, O(S d) numbers, and any block of weights is
 recomputed from them exactly. `flash` makes the contexts and the log-sum-exps in one pass over key blocks with the
 online softmax (a running maximum m and sum l per row, rescaled by exp(m_old - m_new) when the maximum grows);
-`weights` recomputes any rectangle; `reduce_blocks` folds a rectangle of weights into block maxima and sums, which
+`weights` recomputes any rectangle; `summarise` folds every weight into block maxima and sums, which
 is how a run's summaries and its tile pyramid are made.
 
 Shapes: q (H, S, d), k (G, S_k, d), v (G, S_k, d_v) with G dividing H (query head h reads K/V group h // (H / G)).
@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
+
+from engine.errors import InputError
 
 BLOCK = 1024  # query rows and keys per block: (H, 1024, 1024) float32 is 4 MiB a head
 
@@ -111,37 +113,68 @@ def flash(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, block:
     return contexts, lse
 
 
+def fused(q: Tensor, mask: BlockMask) -> bool:
+    """Whether torch's CPU flash-attention kernel computes this layer: on the CPU, float32 or float64, square,
+    and no mask but causal (a window, padding or blocked cells would need an S x S mask tensor)."""
+    plain = mask.window is None and mask.key_padding is None and not mask.blocked and mask.s_q == mask.s_k
+    return plain and q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64)
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, all_masked: str) -> tuple[Tensor, Tensor]:
+    """One attention layer's contexts (B, H, S, d_v) and row log-sum-exps (B, H, S) for batch-of-one q (B, H, S, d),
+    k and v (B, G, S_k, .), as engine.attention needs them; a row left with no key is refused under
+    all_masked "error", as the dense pass refuses it."""
+    if fused(q, mask):  # torch's own CPU flash kernel returns the row normalisers too: the same numbers, faster
+        h = q.shape[1]
+        kk, vv = _grouped(k[0], h)[None], _grouped(v[0], h)[None]
+        contexts, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, kk, vv, 0.0, mask.causal, scale=scale
+        )
+        return contexts, lse
+    contexts, lse = flash(q[0], k[0], v[0], mask, scale)
+    if all_masked == "error":
+        empty = torch.isinf(lse[0]).nonzero().flatten()
+        if empty.numel():
+            rows = ", ".join(str(int(r)) for r in empty[:8]) + (" ..." if empty.numel() > 8 else "")
+            raise InputError(
+                "masks", f'query rows {rows} have no eligible key: unmask a key, or send all_masked "zero"'
+            )
+    return contexts[None], lse[None]
+
+
+def log_weights(
+    q: Tensor, k: Tensor, lse: Tensor, mask: BlockMask, scale: float, rows: tuple[int, int], cols: tuple[int, int]
+) -> Tensor:
+    """log a_qk = scale * q . k - lse_q for queries [rows) against keys [cols), (H, rows, cols), in one product
+    (the normaliser is added inside it); -inf on masked cells and on rows with no key."""
+    (q0, q1), (k0, k1) = rows, cols
+    kk = _grouped(k, q.shape[0])[:, k0:k1]
+    row = lse[:, q0:q1, None]
+    shift = torch.where(torch.isinf(row), float("-inf"), -row)
+    t = torch.baddbmm(shift, q[:, q0:q1], kk.transpose(-1, -2), beta=1.0, alpha=scale)
+    allowed = mask.block(q0, q1, k0, k1, q.device)
+    if allowed is not None:
+        t.masked_fill_(~allowed, float("-inf"))
+    return t
+
+
 def weights(
     q: Tensor, k: Tensor, lse: Tensor, mask: BlockMask, scale: float, rows: tuple[int, int], cols: tuple[int, int]
 ) -> Tensor:
     """The exact weights of queries [rows) against keys [cols), (H, rows, cols), from Q, K and the row
     normalisers alone; masked cells and rows with no key are 0."""
-    (q0, q1), (k0, k1) = rows, cols
-    kk = _grouped(k, q.shape[0])[:, k0:k1]
-    sc = _scores(q[:, q0:q1], kk, scale, mask.block(q0, q1, k0, k1, q.device))
-    row = lse[:, q0:q1, None]
-    return torch.where(torch.isinf(row), 0.0, torch.exp(sc - torch.where(torch.isinf(row), 0.0, row)))
+    return log_weights(q, k, lse, mask, scale, rows, cols).exp_()
 
 
-def reduce_blocks(w: Tensor, q0: int, k0: int, cell: int, out_max: Tensor, out_sum: Tensor) -> None:
-    """Fold weights w (H, rows, cols) whose first cell is (q0, k0) into the cell x cell block maxima and sums
-    out_max, out_sum (H, ceil(S / cell), ceil(S_k / cell)), in place: cell (q, k) lands in block (q // cell,
-    k // cell). Blocks need not align with w's edges, so rectangles may be folded in any order."""
-    h, r, c = w.shape
-    ki = (torch.arange(k0, k0 + c, device=w.device) // cell) - k0 // cell
-    nk = int(ki[-1]) + 1
-    by_key_max = torch.full((h, r, nk), float("-inf"), dtype=w.dtype, device=w.device)
-    by_key_max.scatter_reduce_(2, ki.expand(h, r, c), w, reduce="amax")
-    by_key_sum = torch.zeros(h, r, nk, dtype=w.dtype, device=w.device).index_add_(2, ki, w)
-    qi = (torch.arange(q0, q0 + r, device=w.device) // cell) - q0 // cell
-    nq = int(qi[-1]) + 1
-    bmax = torch.full((h, nq, nk), float("-inf"), dtype=w.dtype, device=w.device)
-    bmax.scatter_reduce_(1, qi[None, :, None].expand(h, r, nk), by_key_max, reduce="amax")
-    bsum = torch.zeros(h, nq, nk, dtype=w.dtype, device=w.device).index_add_(1, qi, by_key_sum)
-    bq, bk = q0 // cell, k0 // cell
-    view_max = out_max[:, bq : bq + nq, bk : bk + nk]
-    torch.maximum(view_max, bmax.to(out_max.dtype), out=view_max)
-    out_sum[:, bq : bq + nq, bk : bk + nk] += bsum.to(out_sum.dtype)
+def fold(t: Tensor, f: int, op: str, pad: float = 0.0) -> Tensor:
+    """(..., r, c) -> (..., ceil(r / f), ceil(c / f)): the max or the sum of each f x f block, the edge blocks cut
+    at t's edge (padded with `pad`: 0 changes neither for weights, which are >= 0; -inf for a max of logs)."""
+    *lead, r, c = t.shape
+    pr, pc = -r % f, -c % f
+    if pr or pc:
+        t = torch.nn.functional.pad(t, (0, pc, 0, pr), value=pad)
+    blocks = t.reshape(*lead, (r + pr) // f, f, (c + pc) // f, f)
+    return blocks.amax(dim=(-3, -1)) if op == "max" else blocks.sum(dim=(-3, -1))
 
 
 def block_counts(s_q: int, s_k: int, cell: int) -> Tensor:
@@ -152,23 +185,23 @@ def block_counts(s_q: int, s_k: int, cell: int) -> Tensor:
 
 
 def summarise(
-    q: Tensor, k: Tensor, lse: Tensor, mask: BlockMask, scale: float, cells: tuple[int, ...], block: int = BLOCK
-) -> list[tuple[Tensor, Tensor]]:
-    """For each cell size, the block maxima and means of every weight (H, ceil(S / cell), ceil(S_k / cell)), in
-    one pass over blocks; a block's mean counts its masked cells as 0 weight."""
+    q: Tensor, k: Tensor, lse: Tensor, mask: BlockMask, scale: float, cell: int, block: int = BLOCK
+) -> tuple[Tensor, Tensor]:
+    """The maxima and sums (float32, on the CPU) of every weight over cell x cell blocks, (H, ceil(S / cell),
+    ceil(S_k / cell)), in one pass over blocks of `block` positions (a multiple of `cell`, which must be a power of
+    two: every cell block then lies inside one pass block, and is folded once, by a reshape)."""
+    block = max(block, cell)
     h, s, _ = q.shape
-    out = []
-    for cell in cells:
-        shape = (h, math.ceil(s / cell), math.ceil(mask.s_k / cell))
-        out.append((torch.zeros(shape, dtype=torch.float32), torch.zeros(shape, dtype=torch.float64)))
+    shape = (h, math.ceil(s / cell), math.ceil(mask.s_k / cell))
+    bmax, bsum = torch.zeros(shape), torch.zeros(shape)
     for q0 in range(0, s, block):
         q1 = min(s, q0 + block)
         lo, hi = mask.keys_for(q0, q1)
-        for k0 in range(lo, hi, block):
+        for k0 in range(lo - lo % block, hi, block):
             k1 = min(hi, k0 + block)
-            w = weights(q, k, lse, mask, scale, (q0, q1), (k0, k1)).float().cpu()
-            for cell, (bmax, bsum) in zip(cells, out, strict=True):
-                reduce_blocks(w, q0, k0, cell, bmax, bsum)
-    return [
-        (bmax, (bsum / block_counts(s, mask.s_k, cell)).float()) for cell, (bmax, bsum) in zip(cells, out, strict=True)
-    ]
+            t = log_weights(q, k, lse, mask, scale, (q0, q1), (k0, k1))
+            i, j = q0 // cell, k0 // cell
+            m = fold(t, cell, "max", float("-inf")).exp_()  # the max of the logs: a cell's worth of exps, not all
+            bmax[:, i : i + m.shape[1], j : j + m.shape[2]] = m.float().cpu()
+            bsum[:, i : i + m.shape[1], j : j + m.shape[2]] = fold(t.exp_(), cell, "sum").float().cpu()
+    return bmax, bsum

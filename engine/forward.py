@@ -34,6 +34,7 @@ from torch import Tensor
 
 from engine import progress, stop
 from engine.attention import AllMaskedPolicy, AttentionOutput, AttentionWeights, attention
+from engine.blockwise import BlockMask
 from engine.feedforward import MLP
 from engine.interventions import NO_INTERVENTIONS, Interventions, shift_input
 from engine.norms import Norm
@@ -155,7 +156,7 @@ def block_forward(
     index: int,
     x: Tensor,
     block: Block,
-    eligible: Tensor,
+    eligible: Tensor | BlockMask,
     *,
     scale: bool,
     all_masked: AllMaskedPolicy,
@@ -210,7 +211,7 @@ def block_forward(
 def forward(
     x: Tensor,
     net: Network,
-    eligible: Tensor,
+    eligible: Tensor | BlockMask,
     *,
     scale: bool = True,
     all_masked: AllMaskedPolicy = "error",

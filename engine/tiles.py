@@ -15,10 +15,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
-from engine.blockwise import BlockMask, block_counts, reduce_blocks, summarise, weights
+from engine.blockwise import BlockMask, block_counts, fold, summarise, weights
 
 TILE = 256
 Agg = str  # "max" | "mean"
@@ -29,9 +28,14 @@ def deepest(s: int) -> int:
     return max(0, math.ceil(math.log2(s / TILE))) if s > TILE else 0
 
 
+FINEST = 4  # the pyramid's smallest block: a tile of cells below it is recomputed (at most 512 x 512 positions)
+PYRAMID_BYTES = 64 << 20  # what one run's pyramid may hold, at most
+
+
 def fine_cell(s: int, heads: int, budget: int) -> int:
-    """The smallest power-of-two block whose maxima and sums for `heads` heads fit `budget` bytes."""
-    cell = 1
+    """The smallest power-of-two block, FINEST at least, whose maxima and sums for `heads` heads (every layer's)
+    fit `budget` bytes."""
+    cell = FINEST
     while heads * math.ceil(s / cell) ** 2 * 8 > budget:
         cell *= 2
     return cell
@@ -58,11 +62,16 @@ class HeadKeep:
 def keep(
     q: Tensor, k: Tensor, lse: Tensor, mask: BlockMask, scale: float, fine: int, grid: int
 ) -> tuple[HeadKeep, Tensor, Tensor, int]:
-    """One layer's keep, and its summary: grid x grid block maxima and means, block = ceil(S / grid)."""
+    """One layer's keep, and its summary: the block maxima and means over blocks of `block` positions, the
+    smallest power of two (times the fine block) that makes at most grid x grid blocks, folded from the pyramid."""
     s = max(mask.s_q, mask.s_k)
-    block = max(1, math.ceil(s / grid))
-    (fmax, fmean), (smax, smean) = summarise(q, k, lse, mask, scale, (fine, block))
-    fsum = (fmean.double() * block_counts(mask.s_q, mask.s_k, fine)).float()
+    fmax, fsum = summarise(q, k, lse, mask, scale, fine)
+    block = fine
+    while math.ceil(s / block) > grid:
+        block *= 2
+    f = block // fine
+    smax = fold(fmax, f, "max")
+    smean = (fold(fsum.double(), f, "sum") / block_counts(mask.s_q, mask.s_k, block)).float()
     return HeadKeep(q, k, lse, mask, scale, fine, fmax, fsum), smax, smean, block
 
 
@@ -94,14 +103,6 @@ def tile_spec(s_q: int, s_k: int, z: int, x: int, y: int) -> TileSpec | str:
     return TileSpec(z, x, y, q0, min(s_q, q0 + span), k0, min(s_k, k0 + span), cell)
 
 
-def _fold(t: Tensor, f: int, op: str) -> Tensor:
-    """(r, c) -> (ceil(r / f), ceil(c / f)) by max or sum over f x f blocks (edge blocks are smaller)."""
-    r, c = t.shape
-    pad = torch.nn.functional.pad(t, (0, -c % f, 0, -r % f))  # zeros: neutral for sums, and weights are >= 0
-    blocks = pad.reshape(pad.shape[0] // f, f, pad.shape[1] // f, f)
-    return blocks.amax(dim=(1, 3)) if op == "max" else blocks.sum(dim=(1, 3))
-
-
 def tile(run: HeadKeep, head: int, spec: TileSpec, agg: Agg) -> Tensor:
     """The tile's cells (rows x columns, float32): exact weights at cell 1, else block maxima or means."""
     rows, cols = (spec.q0, spec.q1), (spec.k0, spec.k1)
@@ -111,18 +112,14 @@ def tile(run: HeadKeep, head: int, spec: TileSpec, agg: Agg) -> Tensor:
         a, b = spec.q0 // run.fine, math.ceil(spec.q1 / run.fine)
         c, d = spec.k0 // run.fine, math.ceil(spec.k1 / run.fine)
         if agg == "max":
-            return _fold(run.fine_max[head, a:b, c:d], f, "max")
-        return (_fold(run.fine_sum[head, a:b, c:d].double(), f, "sum") / counts).float()
+            return fold(run.fine_max[head, a:b, c:d], f, "max")
+        return (fold(run.fine_sum[head, a:b, c:d].double(), f, "sum") / counts).float()
     q = run.q[head : head + 1]
     k = run.k[head // (run.q.shape[0] // run.k.shape[0])][None]
     w = weights(q, k, run.lse[head : head + 1], run.mask, run.scale, rows, cols).float().cpu()
     if spec.cell == 1:
         return w[0]
-    shape = (1, *counts.shape)
-    bmax, bsum = torch.zeros(shape), torch.zeros(shape, dtype=torch.float64)
-    # the fold indexes blocks from the tile's corner, which a cell size divides
-    reduce_blocks(w, 0, 0, spec.cell, bmax, bsum)
-    return bmax[0] if agg == "max" else (bsum[0] / counts).float()
+    return fold(w[0], spec.cell, "max") if agg == "max" else (fold(w[0].double(), spec.cell, "sum") / counts).float()
 
 
 def row(run: HeadKeep, head: int, query: int) -> Tensor:

@@ -19,7 +19,7 @@ from server.deps import Runtime
 from server.errors import Unexpected, bad_host_page, error_body, install_error_handlers
 from server.hosts import answered_hosts
 from server.observability import Metrics, Observe
-from server.routes import health, models, pages, progress
+from server.routes import health, models, pages, progress, runs
 from server.routes.pages import DOCS_CSP, PAGE_CSP
 from server.runcache import RunCache
 from server.scheduling import ComputePool
@@ -307,6 +307,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(progress.router)
+    app.include_router(runs.router)
     app.include_router(models.router)
     analyses.install(app)  # every declared analysis's route (server/analyses/), and GET /api/analyses
     app.include_router(pages.router)

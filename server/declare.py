@@ -36,6 +36,7 @@ from server.config import Settings
 from server.deps import Runtime, get_models, get_runtime, get_settings
 from server.errors import ApiError
 from server.forms import ORJSONResponse, answer
+from server.progress import HEADER, run_id_of
 
 FORMS = ("json", "arrays", "npz")
 T = TypeVar("T")
@@ -51,6 +52,7 @@ class Context:
     models: dict[str, AttentionModel]
     runtime: Runtime
     accept: str | None = None
+    run_name: str | None = None  # the X-Attnlab-Run the client named its run with, checked (server/progress.py)
 
 
 Run = Callable[[Any, Context], Any]
@@ -118,7 +120,8 @@ class Analysis:
         """The Context for one request to this analysis."""
         settings: Settings = provided(request, get_settings)
         accept = request.headers.get("accept") if len(self.forms) > 1 else None
-        return Context(settings, provided(request, get_models), provided(request, get_runtime), accept)
+        named = run_id_of(request.headers.get(HEADER))
+        return Context(settings, provided(request, get_models), provided(request, get_runtime), accept, named)
 
     def respond(self, req: BaseModel, ctx: Context, check: bool) -> Response:
         """Run it and write the answer in the form asked; `check` (ATTNLAB_CHECK_ANSWERS): the answer, written as

@@ -31,7 +31,7 @@ from tests.helpers import assert_error
 MakeClient = Callable[..., AbstractContextManager[TestClient]]
 COMPUTING = {
     "attention", "export", "heads", "heads/top", "perturb", "intervene", "compare", "decode", "cost", "scale-sweep",
-    "patch", "patch/run", "qk-attribution",
+    "patch", "patch/run", "qk-attribution", "runs",
 }  # fmt: skip
 
 

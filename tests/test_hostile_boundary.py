@@ -185,6 +185,8 @@ GET_SAMPLES = {
     "/static/{name:path}": "/static/js/main.js",
     "/vendor/docs/{name}": "/vendor/docs/favicon.png",
     "/api/progress/{run}": "/api/progress/never-named-run",
+    "/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}": "/api/runs/never-made-run/tiles/0/0/0/0/0",
+    "/api/runs/{run}/rows/{layer}/{head}/{query}": "/api/runs/never-made-run/rows/0/0/0",
 }
 
 

@@ -1,0 +1,113 @@
+"""GET /api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y} and /api/runs/{run}/rows/{layer}/{head}/{query}: a kept
+long run's weights, recomputed on demand (engine/tiles.py), in JSON or the arrays form, with an ETag.
+
+A tile or a row of one run never changes, but a client may post a new run under the same name, so the ETag names
+the run's own making (its serial) as well as the tile: `Cache-Control: private, no-cache` has the browser ask
+again, and an unchanged tile costs a 304.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Literal
+
+import torch
+from fastapi import APIRouter, Header, Path, Query
+from starlette.responses import Response
+
+from engine.long import LongRun
+from engine.tiles import tile, tile_spec
+from server.analyses.runs import store
+from server.deps import RuntimeDep, SettingsDep
+from server.errors import ApiError
+from server.forms import answer
+from server.progress import RUN_ID
+from server.schemas.errors import ANY_ROUTE, errors
+
+router = APIRouter(tags=["attention"], responses=errors(*ANY_ROUTE, 404, 422))
+RunName = Annotated[str, Path(pattern=RUN_ID.pattern)]
+TOP = 10
+
+
+def _head(run: LongRun, layer: int, head: int) -> None:
+    if not 0 <= layer < len(run.layers):
+        raise ApiError(
+            422, "invalid_request", f"got layer {layer}; this run has layers 0 to {len(run.layers) - 1}", "layer"
+        )
+    if not 0 <= head < run.n_heads:
+        raise ApiError(422, "invalid_request", f"got head {head}; this run has heads 0 to {run.n_heads - 1}", "head")
+
+
+def _respond(body: dict, accept: str | None, etag: str, if_none_match: str | None) -> Response:
+    headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Accept"}
+    if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
+        return Response(status_code=304, headers=headers)
+    response = answer(body, accept)
+    response.headers.update(headers)
+    return response
+
+
+def _etag(run: LongRun, *parts: object) -> str:
+    return '"' + hashlib.sha256(repr((run.serial, *parts)).encode()).hexdigest()[:32] + '"'
+
+
+@router.get("/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}")
+def run_tile(
+    run: RunName,
+    layer: int,
+    head: int,
+    z: int,
+    x: int,
+    y: int,
+    runtime: RuntimeDep,
+    settings: SettingsDep,
+    agg: Annotated[Literal["max", "mean"], Query()] = "max",
+    accept: Annotated[str | None, Header()] = None,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """One 256 x 256 tile of a head's weights: exact at the deepest level, block maxima (or means) above it."""
+    kept = store(runtime, settings).get(run)
+    _head(kept, layer, head)
+    s = len(kept.tokens)
+    spec = tile_spec(s, s, z, x, y)
+    if isinstance(spec, str):
+        raise ApiError(422, "invalid_request", spec, spec.split(":", 1)[0])
+    etag = _etag(kept, "tile", layer, head, z, x, y, agg, accept)
+    if if_none_match is not None and etag in if_none_match:
+        return _respond({}, accept, etag, if_none_match)
+    cells = tile(kept.layers[layer], head, spec, agg).numpy()
+    body = {"z": z, "x": x, "y": y, "q0": spec.q0, "k0": spec.k0, "cell": spec.cell, "agg": agg, "weights": cells}
+    return _respond(body, accept, etag, None)
+
+
+@router.get("/api/runs/{run}/rows/{layer}/{head}/{query}")
+def run_row(
+    run: RunName,
+    layer: int,
+    head: int,
+    query: int,
+    runtime: RuntimeDep,
+    settings: SettingsDep,
+    accept: Annotated[str | None, Header()] = None,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """One query's exact weights over every key, and its largest keys with their tokens."""
+    from engine.tiles import row
+
+    kept = store(runtime, settings).get(run)
+    _head(kept, layer, head)
+    s = len(kept.tokens)
+    if not 0 <= query < s:
+        raise ApiError(422, "invalid_request", f"got query {query}; this run has positions 0 to {s - 1}", "query")
+    etag = _etag(kept, "row", layer, head, query, accept)
+    if if_none_match is not None and etag in if_none_match:
+        return _respond({}, accept, etag, if_none_match)
+    w = row(kept.layers[layer], head, query)
+    values, keys = torch.topk(w, min(TOP, s))
+    top = [
+        {"key": int(k), "token": kept.tokens[int(k)], "weight": float(v)}
+        for v, k in zip(values, keys, strict=True)
+        if float(v) > 0
+    ]
+    body = {"layer": layer, "head": head, "query": query, "token": kept.tokens[query], "weights": w.numpy(), "top": top}
+    return _respond(body, accept, etag, None)
