@@ -107,10 +107,12 @@ def test_loopback_config_differs_from_the_shipped_one_only_in_addresses() -> Non
     added = [line.strip() for line in rendered if line not in shipped]
     (_, params), *_ = UPSTREAM_SERVER.findall(NGINX_CONF.read_text())
     assert "max_fails" in params, "the shipped server line's parameters are kept"
-    assert removed == [f"server attnlab:8000{params};", "listen 80;"]
-    assert added == [f"server 127.0.0.1:{p}{params};" for p in (1111, 2222)] + ["listen 127.0.0.1:3333;"]
+    upstreams = 2  # attnlab (least_conn) and attnlab_runs (by the run's name)
+    assert removed == [f"server attnlab:8000{params};"] * upstreams + ["listen 80;"]
+    added_servers = [f"server 127.0.0.1:{p}{params};" for p in (1111, 2222)] * upstreams
+    assert added == [*added_servers, "listen 127.0.0.1:3333;"]
     with pytest.raises(AssertionError, match="one 'server attnlab:8000"):
-        loopback_config([1111], 3333, text="upstream attnlab { server other:8000; }")
+        loopback_config([1111], 3333, text="upstream attnlab {\n    server other:8000;\n}")
 
 
 # --- the topology, run ---
@@ -321,3 +323,49 @@ def test_load_benchmark_refuses_wrong_answers() -> None:
     ]
     for status, result in wrong:
         assert check(req, status, json.dumps(result).encode()) is not None, (status, result)
+
+
+@pytest.mark.slow  # the topology fixture starts two servers and nginx
+def test_a_long_runs_requests_reach_its_replica_which_killed_costs_one_repost(
+    topology: tuple[list[Replica], Nginx],
+) -> None:
+    """Every request about one run reaches the replica that holds it (nginx hashes the run's name); killed mid-zoom,
+    the tiles answer 404 run_expired from the other replica, and the client posts the run again and zooms on."""
+    pair, proxy = topology
+    for r in pair:
+        if r.proc is None or r.proc.poll() is not None:
+            r.start()
+            r.wait_healthy(timeout=60)
+    run = {"model": "random", "text": " ".join(f"w{i}" for i in range(1500)), "options": {"heads": 2, "d_model": 16}}
+    names = [f"zoom-run-{i:04d}" for i in range(8)]
+    tile = "/api/runs/{}/tiles/0/1/1/0/0"
+    with httpx.Client(base_url=proxy.base, timeout=60) as client:
+        holders = {}
+        for name in names:
+            start = len(access_log(proxy))
+            assert client.post("/api/runs", json=run, headers={"X-Attnlab-Run": name}).status_code == 200
+            for _ in range(3):  # zooming: tiles and a row, by the name in the path
+                assert client.get(tile.format(name)).status_code == 200
+            assert client.get(f"/api/runs/{name}/rows/0/0/1499").status_code == 200
+            logged = start + 5
+
+            def all_logged(logged: int = logged) -> bool:
+                return len(access_log(proxy)) >= logged
+
+            until(all_logged, "nginx logged the requests", 10)
+            used = {e["upstream"] for e in access_log(proxy)[start:]}
+            assert len(used) == 1, f"{name}'s requests went to {used}"
+            holders[name] = used.pop()
+        by_port = {f"127.0.0.1:{r.port}": r for r in pair}
+        assert len(set(holders.values())) == 2, f"eight names should spread over both replicas: {holders}"
+        name = names[0]
+        victim = by_port[holders[name]]
+        before = client.get(tile.format(name)).json()["weights"]
+        victim.kill()
+        gone = client.get(tile.format(name))
+        assert gone.status_code == 404 and gone.json()["error"]["code"] == "run_expired", gone.text[:300]
+        assert client.post("/api/runs", json=run, headers={"X-Attnlab-Run": name}).status_code == 200
+        again = client.get(tile.format(name))
+        assert again.status_code == 200 and again.json()["weights"] == before  # the same run, made again
+    victim.start()
+    victim.wait_healthy(timeout=60)

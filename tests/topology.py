@@ -35,14 +35,20 @@ def nginx_binary() -> str | None:
 
 
 def loopback_config(upstream_ports: list[int], listen_port: int, text: str | None = None) -> str:
-    """The shipped config with its one upstream server line repeated per loopback replica (same parameters)
+    """The shipped config with each upstream's one server line repeated per loopback replica (same parameters)
     and its listen address on loopback. Anything else in the file is used as shipped."""
     text = NGINX_CONF.read_text() if text is None else text
+    upstreams = re.findall(r"^\s*upstream \w+ \{", text, re.MULTILINE)
     servers = UPSTREAM_SERVER.findall(text)
-    assert len(servers) == 1, f"deploy/nginx.conf must have one 'server attnlab:8000 ...;' line, found {servers}"
-    indent, params = servers[0]
-    lines = "\n".join(f"{indent}server 127.0.0.1:{port}{params};" for port in upstream_ports)
-    text = UPSTREAM_SERVER.sub(lambda _: lines, text)
+    assert servers and len(servers) == len(upstreams), (
+        f"deploy/nginx.conf must have one 'server attnlab:8000 ...;' line per upstream, found {servers}"
+    )
+
+    def lines(m: re.Match[str]) -> str:
+        indent, params = m.group(1), m.group(2) or ""
+        return "\n".join(f"{indent}server 127.0.0.1:{port}{params};" for port in upstream_ports)
+
+    text = UPSTREAM_SERVER.sub(lines, text)
     assert len(LISTEN.findall(text)) == 1, "deploy/nginx.conf must have one 'listen 80;' line"
     return LISTEN.sub(lambda m: f"{m.group(1)}listen 127.0.0.1:{listen_port};", text)
 
