@@ -34,7 +34,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from http.client import HTTPConnection
+from http.client import HTTPConnection, RemoteDisconnected
 from pathlib import Path
 from typing import Any
 
@@ -112,10 +112,16 @@ def interleaved(calls: dict[str, Callable[[], Any]], rounds: int) -> dict[str, l
 
 
 def post(conn: HTTPConnection, body: bytes) -> Any:
-    conn.request(
-        "POST", "/api/attention", body=body, headers={"Content-Type": "application/json", "Accept": ARRAYS_MEDIA_TYPE}
-    )
-    resp = conn.getresponse()
+    headers = {"Content-Type": "application/json", "Accept": ARRAYS_MEDIA_TYPE}
+    try:
+        conn.request("POST", "/api/attention", body=body, headers=headers)
+        resp = conn.getresponse()
+    except (BrokenPipeError, ConnectionResetError, RemoteDisconnected):
+        # the server closed the kept-alive connection while the other calls ran (uvicorn's keep-alive timeout):
+        # connect again, as a browser does
+        conn.close()
+        conn.request("POST", "/api/attention", body=body, headers=headers)
+        resp = conn.getresponse()
     data = resp.read()
     if resp.status != 200:
         raise SystemExit(f"status {resp.status}: {data[:300]!r}")
