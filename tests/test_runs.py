@@ -166,3 +166,29 @@ def test_a_run_past_the_attention_token_limit_is_served(
         row = np.array(c.get(f"/api/runs/long-run-001/rows/0/1/{n - 1}").json()["weights"])
         assert row.shape == (n,) and abs(row.sum() - 1) < 1e-5
         np.testing.assert_allclose(w[-1], row[n - 256 :], atol=1e-6)
+
+
+def test_a_rotary_checkpoint_runs_long_through_the_same_forward(
+    make_client: Callable[..., AbstractContextManager[TestClient]],
+) -> None:
+    """pycode (rotary, RMSNorm, SwiGLU, grouped K/V, 4 layers): every layer's row from the long run equals
+    /api/attention's weights for the same code; past its configured positions the run is refused by name."""
+    code = "def area(width, height):\n    return width * height\n" * 6
+    with make_client(models="pycode") as c:
+        dense = c.post("/api/attention", json={"model": "pycode", "text": code})
+        assert dense.status_code == 200, dense.text
+        layers = dense.json()["layers"]
+        s = len(dense.json()["tokens"])
+        r = c.post("/api/runs", json={"model": "pycode", "text": code}, headers={"X-Attnlab-Run": "pycode-run-1"})
+        assert r.status_code == 200, r.text
+        assert r.json()["tokens"] == dense.json()["tokens"] and r.json()["config"]["n_layers"] == len(layers)
+        for layer in range(len(layers)):
+            for head in (0, 3):
+                got = c.get(f"/api/runs/pycode-run-1/rows/{layer}/{head}/{s - 1}").json()["weights"]
+                want = layers[layer]["heads"][head]["weights"][s - 1]
+                np.testing.assert_allclose(got, want, atol=2e-6)
+        positions = c.get("/api/models").json()
+        limit = next(m for m in positions["models"] if m["name"] == "pycode")["max_positions"]
+        too_long = {"model": "pycode", "text": "x " * (limit + 10)}
+        refused = c.post("/api/runs", json=too_long)
+        assert refused.status_code == 422, refused.text
