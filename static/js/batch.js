@@ -6,6 +6,7 @@
 
 import { node } from "./dom.js";
 import { renderPiece } from "./piece.js";
+import { pos } from "./positions.js";
 
 // Item b of a batched result, shaped like a one-sequence result (a result without a batch comes back as it is).
 export function itemResult(r, b) {
@@ -86,10 +87,10 @@ export function renderBatchBar(root, view) {
       const padded = view.sourcePadded.includes(i);
       b.classList.toggle("padded", padded);
       b.setAttribute("aria-pressed", padded ? "true" : "false");
-      b.title = padded ? `Source position ${i} is padding: click to make it a real key` : `Click to mark source position ${i} as padding`;
+      b.title = padded ? `Source position ${pos(i)} is padding: click to make it a real key` : `Click to mark source position ${pos(i)} as padding`;
       const text = renderPiece(t, { tag: "span" });
       text.classList.add("text");
-      b.append(node("span", { className: "idx" }, String(i)), text);
+      b.append(node("span", { className: "idx" }, String(pos(i))), text);
       b.addEventListener("click", () => view.onSourcePad(i));
       return b;
     }),

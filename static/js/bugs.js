@@ -5,6 +5,7 @@
 
 import { node } from "./dom.js";
 import { pieceQuote } from "./piece.js";
+import { pos } from "./positions.js";
 
 export const BUG_LABELS = {
   softmax_over_queries: "softmax over queries",
@@ -88,7 +89,7 @@ function sumLine(label, sums, tokens, what, claim) {
     const list = node("span", { className: "sums-values" });
     sums.forEach((s, i) => {
       const v = node("span", { className: Math.abs(s - 1) <= SUM_TOLERANCE ? "one" : claim ? "off" : "free" }, s.toFixed(3));
-      v.title = `${what} ${i} ${pieceQuote(tokens[i] ?? "")}`;
+      v.title = `${what} ${pos(i)} ${pieceQuote(tokens[i] ?? "")}`;
       list.append(v);
     });
     p.append(list);

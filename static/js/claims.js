@@ -6,6 +6,7 @@
 
 import { node, el } from "./dom.js";
 import { pieceQuote } from "./piece.js";
+import { pos, posList } from "./positions.js";
 
 export const CHART = { width: 560, height: 58, left: 64, right: 8, top: 6, labelBand: 14 };
 export const ZERO_TOLERANCE = 0; // "exactly 0": a protected bar above this is a leak
@@ -44,7 +45,7 @@ export function verdictSummary(result) {
   const where = (leak) =>
     leak
       ? `, first at ${leak.layer == null ? "the final output" : `layer ${leak.layer}`}, ` +
-        `${leak.item == null ? "" : `item ${leak.item}'s `}position ${leak.position}`
+        `${leak.item == null ? "" : `item ${leak.item}'s `}position ${pos(leak.position)}`
       : "";
   return {
     holds: checks.every((c) => c.holds !== false),
@@ -119,7 +120,7 @@ function chart(label, deltas, opts) {
   svg.setAttribute(
     "aria-label",
     `${label}: largest |Δ| ${formatDelta(Math.max(0, ...deltas.map(Math.abs)))}; ${nonzero} of ${S} positions moved` +
-      (prot.size ? `; ${prot.size} protected, ${leaks.length ? `leaks at ${leaks.join(", ")}` : "all exactly 0"}` : ""),
+      (prot.size ? `; ${prot.size} protected, ${leaks.length ? `leaks at ${posList(leaks)}` : "all exactly 0"}` : ""),
   );
   svg.append(el("text", { x: 4, y: g.top + plotH / 2 + 4, class: "dc-label" }, label));
   for (const b of bars) {
@@ -145,7 +146,7 @@ function chart(label, deltas, opts) {
       x: b.x, y: base - b.height, width: b.width, height: Math.max(b.height, 0), class: cls,
       "data-position": b.position, "data-delta": b.value,
     });
-    r.append(el("title", {}, `position ${b.position} ${pieceQuote(opts.tokens[b.position])}: |Δ| ${formatDelta(b.value)}` +
+    r.append(el("title", {}, `position ${pos(b.position)} ${pieceQuote(opts.tokens[b.position])}: |Δ| ${formatDelta(b.value)}` +
       (prot.has(b.position) ? (b.leak ? " — protected, but it moved: a leak" : " — protected: exactly 0") : "")));
     svg.append(r);
     if (b.leak) svg.append(el("text", { x: b.x + b.width / 2, y: g.top + 9, class: "dc-leak-mark", "text-anchor": "middle" }, "!"));
@@ -195,7 +196,7 @@ export function renderDeltaCharts(root, data, testid = "delta-chart") {
   legend.textContent =
     `Bars: max |change| of each position's output; the layers share one scale (top = ${formatDelta(max)})` +
     (data.final_delta ? `, the final row has its own (top = ${formatDelta(finalMax)}).` : ".") +
-    (data.position != null ? ` ▲ marks the changed position ${data.position}.` : "") +
+    (data.position != null ? ` ▲ marks the changed position ${pos(data.position)}.` : "") +
     (hatched
       ? ` Hatched slots are protected by a mask${perLayer ? " after that layer" : ""}: their bar must be exactly 0; red with ! = a leak.`
       : "");
@@ -253,7 +254,7 @@ export function renderPerturb(root, view) {
   const src = r.side === "source";
   const own = src ? r.source_tokens : r.tokens;
   const after = src ? r.source_tokens_after : r.tokens_after;
-  const at = `${r.item == null ? "" : `item ${r.item}'s `}${src ? "source " : ""}position ${r.position} ${pieceQuote(own[r.position])}`;
+  const at = `${r.item == null ? "" : `item ${r.item}'s `}${src ? "source " : ""}position ${pos(r.position)} ${pieceQuote(own[r.position])}`;
   const what = r.change.kind === "token"
     ? `${at} → “${after[r.position]}”`
     : r.change.kind === "direction"

@@ -6,6 +6,7 @@ import { RDBU } from "./colors.js";
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 import { node } from "./dom.js";
 import { pieceQuote } from "./piece.js";
+import { pos } from "./positions.js";
 
 export const MAX_DIFF_MAPS = 24; // beyond this many heads the ones that changed most are drawn
 
@@ -113,7 +114,7 @@ export function renderCompare(root, view) {
     const [q, k] = m.where || [];
     canvas.setAttribute(
       "aria-label",
-      `${name}: weight B − A, largest ${m.max_abs.toFixed(4)}${m.where ? ` at query ${q} → key ${k}` : ""}`,
+      `${name}: weight B − A, largest ${m.max_abs.toFixed(4)}${m.where ? ` at query ${pos(q)} → key ${pos(k)}` : ""}`,
     );
     fig.append(cap, canvas);
     drawHeatmap(sizeCanvas(canvas, L), { matrix: m.diff, eligible, tokens: r.b.tokens, scale, layout: L });

@@ -7,6 +7,7 @@
 import { colorAt, rgbString } from "./colors.js";
 import { el, node } from "./dom.js";
 import { pieceQuote } from "./piece.js";
+import { pos } from "./positions.js";
 
 export const STRIP_HEIGHT = 8; // px: a thin strip under the heatmap
 export const TOP_POSITIONS = 3; // the positions the strip's aria-label names
@@ -79,7 +80,7 @@ export function contributionStrip(head, tokens, stops, name, at = null) {
       x: q, y: 0, width: 1, height: 1, fill: rgbString(colorAt(stops, v / scale.max)),
       "data-position": q, "data-value": v, "shape-rendering": "crispEdges",
     });
-    r.append(el("title", {}, `query ${q} ${pieceQuote(tokens[q])}: adds ${formatValue(v)} to the output (|context·W_O|)`));
+    r.append(el("title", {}, `query ${pos(q)} ${pieceQuote(tokens[q])}: adds ${formatValue(v)} to the output (|context·W_O|)`));
     svg.append(r);
   }
   const cap = node("span", { className: "contrib-cap muted small" },

@@ -7,6 +7,7 @@
 import { VIRIDIS, chartTheme, colorAt, rgbString } from "./colors.js";
 import { node, el } from "./dom.js";
 import { pieceLabel, pieceQuote, pieceTitle, renderPiece } from "./piece.js";
+import { pos } from "./positions.js";
 
 export const MATCH_TOLERANCE = 1e-4; // max |cached − full| below this reads "matches the full pass"
 export const STRIP = { width: 640, height: 120, left: 8, right: 8, top: 16, bottom: 34 };
@@ -107,7 +108,7 @@ function stepStrip(row, tokens, t) {
   const base = g.top + plotH;
   svg.setAttribute(
     "aria-label",
-    `Step ${t}: query ${t} ${pieceQuote(tokens[t])} over ${t + 1} cached keys; largest weight ${Math.max(...row).toFixed(3)} on key ${row.indexOf(Math.max(...row))}`,
+    `Step ${t}: query ${pos(t)} ${pieceQuote(tokens[t])} over ${t + 1} cached keys; largest weight ${Math.max(...row).toFixed(3)} on key ${pos(row.indexOf(Math.max(...row)))}`,
   );
   for (let k = 0; k < S; k++) {
     const x = g.left + k * slot;
@@ -122,7 +123,7 @@ function stepStrip(row, tokens, t) {
       x: x + 1, y: base - h, width: Math.max(1, slot - 2), height: h, fill,
       class: `dec-bar${k === t ? " dec-self" : ""}`, "data-key": k, "data-weight": w,
     });
-    r.append(el("title", {}, `key ${k} ${pieceQuote(tokens[k])}: weight ${w.toFixed(4)}${k === t ? " (the new token itself)" : ""}`));
+    r.append(el("title", {}, `key ${pos(k)} ${pieceQuote(tokens[k])}: weight ${w.toFixed(4)}${k === t ? " (the new token itself)" : ""}`));
     svg.append(r);
     if (slot >= 26) {
       svg.append(el("text", { x: x + slot / 2, y: Math.max(g.top + 9, base - h - 3), class: "dec-val", "text-anchor": "middle" }, w.toFixed(2)));
@@ -153,9 +154,9 @@ function generatedRow(r, t, onStep) {
     const b = node("button", { type: "button", className: "token dec-gen" });
     b.dataset.position = String(g.position);
     b.setAttribute("aria-pressed", g.position === t ? "true" : "false");
-    b.setAttribute("aria-label", `position ${g.position} ${pieceTitle(g.token)}, p = ${g.p.toFixed(3)}`);
+    b.setAttribute("aria-label", `position ${pos(g.position)} ${pieceTitle(g.token)}, p = ${g.p.toFixed(3)}`);
     b.classList.toggle("special", !!g.special);
-    b.append(node("span", { className: "idx" }, String(g.position)), renderPiece(g.token, { special: !!g.special, tag: "span" }));
+    b.append(node("span", { className: "idx" }, String(pos(g.position))), renderPiece(g.token, { special: !!g.special, tag: "span" }));
     b.addEventListener("click", () => onStep?.(g.position));
     row.append(b);
   });
@@ -216,8 +217,8 @@ export function renderDecodeStep(root, view) {
   title.append(
     node("strong", {}, `Step ${t + 1} of ${r.steps.length}: `),
     node("span", {}, s.generated
-      ? `generated token ${pieceQuote(s.token)} (${how}) enters the cache at position ${t}; its query attends over ${t + 1} cached keys (${name}).`
-      : `position ${t} ${pieceQuote(s.token)} enters the cache; its query attends over ${t + 1} cached key${t ? "s" : ""} (${name}).`),
+      ? `generated token ${pieceQuote(s.token)} (${how}) enters the cache at position ${pos(t)}; its query attends over ${t + 1} cached keys (${name}).`
+      : `position ${pos(t)} ${pieceQuote(s.token)} enters the cache; its query attends over ${t + 1} cached key${t ? "s" : ""} (${name}).`),
   );
   root.append(title);
   if (r.generated?.length) root.append(generatedRow(r, t, view.onStep));
@@ -245,7 +246,7 @@ export function renderDecodeStep(root, view) {
       const label = multi ? `L${li} H${hi}` : `H${hi}`;
       const wrow = stepRow(r, t, li, hi);
       const top = wrow.indexOf(Math.max(...wrow));
-      b.setAttribute("aria-label", `${label}: most weight on key ${top} ${pieceQuote(r.tokens[top])} (${wrow[top].toFixed(2)})`);
+      b.setAttribute("aria-label", `${label}: most weight on key ${pos(top)} ${pieceQuote(r.tokens[top])} (${wrow[top].toFixed(2)})`);
       b.append(node("span", { className: "dec-mini-name" }, label), miniStrip(wrow, r.tokens.length));
       b.addEventListener("click", () => view.onPick(li, hi));
       grid.append(b);

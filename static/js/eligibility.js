@@ -8,6 +8,7 @@ import { cellReasons } from "./masks.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
+import { pos } from "./positions.js";
 
 export const MAX_GRID_TOKENS = 32; // beyond this the grid is drawn on a canvas instead of as buttons
 export const CANVAS_PX = 280; // the canvas grid's plot side, whatever the length
@@ -70,7 +71,7 @@ export function render(root, s, dispatch) {
     status.id = "elig-cursor";
     status.className = "small";
     status.setAttribute("aria-live", "polite");
-    status.textContent = `query ${q} ${pieceQuote(view.tokens[q])} → key ${k} ${pieceQuote(keys[k])}: ${reasons.length ? `masked by ${reasons.join(", ")}` : "eligible"}`;
+    status.textContent = `query ${pos(q)} ${pieceQuote(view.tokens[q])} → key ${pos(k)} ${pieceQuote(keys[k])}: ${reasons.length ? `masked by ${reasons.join(", ")}` : "eligible"}`;
     canvas.addEventListener("click", (e) => {
       const r = canvas.getBoundingClientRect();
       const at = cellAt(L, e.clientX - r.left, e.clientY - r.top);
@@ -106,7 +107,7 @@ export function render(root, s, dispatch) {
   keys.forEach((t, k) => {
     const th = document.createElement("th");
     th.scope = "col";
-    th.textContent = `${k}`;
+    th.textContent = `${pos(k)}`;
     th.title = t;
     head.append(th);
   });
@@ -118,7 +119,7 @@ export function render(root, s, dispatch) {
     const tr = document.createElement("tr");
     const th = document.createElement("th");
     th.scope = "row";
-    th.textContent = `${q} ${pieceLabel(view.tokens[q], 10)}`;
+    th.textContent = `${pos(q)} ${pieceLabel(view.tokens[q], 10)}`;
     tr.append(th);
     for (let k = 0; k < keys.length; k++) {
       const td = document.createElement("td");
@@ -135,7 +136,7 @@ export function render(root, s, dispatch) {
       b.tabIndex = q === cq && k === ck ? 0 : -1;
       b.setAttribute(
         "aria-label",
-        `query ${q} key ${k}: ${ok ? "eligible" : `masked by ${reasons.join(", ")}`}; press to ${reasons.includes("blocked") ? "unblock" : "block"}`,
+        `query ${pos(q)} key ${pos(k)}: ${ok ? "eligible" : `masked by ${reasons.join(", ")}`}; press to ${reasons.includes("blocked") ? "unblock" : "block"}`,
       );
       td.append(b);
       tr.append(td);

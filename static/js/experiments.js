@@ -10,6 +10,7 @@ import { act } from "./actions.js";
 import { itemLabels } from "./batch.js";
 import { defaultPerturbPosition, modelInfo, multiLayer, perturbItem, perturbSide, pinRequestOf, selectView } from "./selectors.js";
 import { positionLabel } from "./tophead.js";
+import { pos } from "./positions.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -119,7 +120,7 @@ function writeControls(s, dispatch) {
   const list = $("iv-list");
   const items = [
     ...ui.ablate.map((a) => ({ id: `a${a.layer}.${a.head}`, text: `${headName(a.layer, a.head, ml)} ${a.mode}-ablated`, drop: act.ablationDropped(a.layer, a.head) })),
-    ...ui.edits.map((e, i) => ({ id: `e${i}`, text: `${headName(e.layer, e.head, ml)} ${e.query}→${e.key} = ${e.weight}`, drop: act.editDropped(i) })),
+    ...ui.edits.map((e, i) => ({ id: `e${i}`, text: `${headName(e.layer, e.head, ml)} ${pos(e.query)}→${pos(e.key)} = ${e.weight}`, drop: act.editDropped(i) })),
   ];
   list.replaceChildren(
     ...items.map((it) => {

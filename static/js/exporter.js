@@ -153,7 +153,7 @@ export function headsPng(cards, title, legend) {
 export const EXPORT_URL = "/api/export";
 
 // The POST /api/export body for what the page shows: the current /api/attention request (its include and precision
-// are the export's own: float16 weights) and the view: every layer's thumbnails when all layers are shown, the open
+// are the export's own: float32 weights up to 65,536, float16 above) and the view: every layer's thumbnails when all layers are shown, the open
 // head with its query, else the heads of the layer shown. One layer is embedded unless all are shown. The request's
 // sinks go with it (the file's weights hide the same keys); the moved view is embedded as `matrix: "moved"`. With the
 // rollout panel on (ui.rollout, rollout.js: {heads, residual, method}) its rollout or attention flow goes too, with

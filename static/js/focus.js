@@ -35,6 +35,7 @@ import { PLOT_CONFIG } from "./plotly.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 import { positionLabel } from "./tophead.js";
+import { firstPosition } from "./positions.js";
 
 const $ = (id) => document.getElementById(id);
 export const needsPlotly = true; // main.js draws this view once plotly is loaded
@@ -215,12 +216,13 @@ export function render(root, s) {
   // the weight-edit form: this head, the pair (or the query) as its cell
   $("edit-head").textContent = headName(fl, fh, view.multiLayer);
   const S = view.tokens.length;
-  if (optionsFor.get($("edit-query")) !== view.tokens) {
+  if (optionsFor.get($("edit-query")) !== view.tokens || $("edit-query").dataset.first !== String(firstPosition())) {
     // one option a position, built once a tokens array (512 each at 512 tokens), the second select a clone
     const query = $("edit-query");
     query.replaceChildren(...view.tokens.map((_, i) => Object.assign(document.createElement("option"), { value: String(i), textContent: positionLabel(view.tokens, i) })));
     $("edit-key").replaceChildren(...[...query.options].map((o) => o.cloneNode(true)));
     optionsFor.set(query, view.tokens);
+    query.dataset.first = String(firstPosition()); // the count the labels are in (positions.js)
   }
   const pair = view.pair && view.pair.every((v) => v != null) ? view.pair : [Math.min(view.query, S - 1), 0];
   $("edit-query").value = String(pair[0]);

@@ -7,6 +7,7 @@ import { MASK_FILL, colorAt, inkOn, normalise } from "./colors.js";
 import { paintPixels } from "./heatmap.js";
 import { REASONS, cellReasons } from "./masks.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
+import { pos } from "./positions.js";
 
 export const ANNOTATE_MAX_TOKENS = 12; // print the value in each cell up to this many positions
 export const ANNOTATE_MIN_PX = 40; // ... and when the plot gives each column at least this many px
@@ -22,7 +23,7 @@ export function plotlyText(s) {
 }
 
 export function tickLabels(tokens) {
-  return tokens.map((t, i) => `${plotlyText(pieceLabel(t, 12))} ${i}`);
+  return tokens.map((t, i) => `${plotlyText(pieceLabel(t, 12))} ${pos(i)}`);
 }
 
 // Label every n-th of `count` positions: as many labels as fit along `lengthPx` of axis at `perLabel` px each, at
@@ -91,7 +92,7 @@ export function cellReadout(view, head, q, k) {
   const num = (m) => (m ? Number(m[q][k]).toFixed(4) : "–");
   return {
     text:
-      `query ${q} ${pieceQuote(view.tokens[q])} → key ${k} ${pieceQuote(keys[k])}: score ${num(head.scores)}` +
+      `query ${pos(q)} ${pieceQuote(view.tokens[q])} → key ${pos(k)} ${pieceQuote(keys[k])}: score ${num(head.scores)}` +
       `${reasons.length ? " (before masking)" : ""}, weight ${num(head.weights)}, ` +
       `${reasons.length ? `masked by ${reasons.join(", ")}` : "eligible"}`,
     blocked: reasons.includes("blocked"),
@@ -124,7 +125,7 @@ export function hoverText(view, head, q, k) {
   const w = head.weights ? head.weights[q][k] : null;
   const keys = view.keyTokens || view.tokens;
   return [
-    `Query ${q} ${plotlyText(pieceQuote(view.tokens[q]))} → key ${k} ${plotlyText(pieceQuote(keys[k]))}`,
+    `Query ${pos(q)} ${plotlyText(pieceQuote(view.tokens[q]))} → key ${pos(k)} ${plotlyText(pieceQuote(keys[k]))}`,
     reasons.length ? `masked (${reasons.join(", ")})` : "eligible",
     `score ${s === null ? "–" : s.toFixed(4)}${reasons.length ? " (before masking)" : ""}`,
     `weight ${w === null ? "–" : w.toFixed(4)}`,
@@ -155,10 +156,10 @@ export function lazyRows(n, build) {
 export function hoverTexts(view, head) {
   const keys = view.keyTokens || view.tokens;
   const grids = view.reasons ? REASONS.filter((name) => view.reasons[name]).map((name) => [name, view.reasons[name]]) : null;
-  const cols = keys.map((t, k) => `${k} ${plotlyText(pieceQuote(t))}<br>`);
+  const cols = keys.map((t, k) => `${pos(k)} ${plotlyText(pieceQuote(t))}<br>`);
   const num = (m, q, k) => (m ? m[q][k].toFixed(4) : "–");
   return lazyRows(view.tokens.length, (q) => {
-    const start = `Query ${q} ${plotlyText(pieceQuote(view.tokens[q]))} → key `;
+    const start = `Query ${pos(q)} ${plotlyText(pieceQuote(view.tokens[q]))} → key `;
     const row = new Array(keys.length);
     for (let k = 0; k < keys.length; k++) {
       let reasons;

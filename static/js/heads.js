@@ -14,6 +14,7 @@ import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 import { pieceQuote } from "./piece.js";
 import { contributionStrip, stripLabel } from "./contrib.js";
+import { firstPosition, pos } from "./positions.js";
 
 export const PAGE_SIZE = 24;
 export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 heads on a page, and for more
@@ -124,7 +125,7 @@ export function render(root, s, dispatch) {
     `Heads: ${view.view} · ${view.heads.length} head${view.heads.length === 1 ? "" : "s"}` +
     (view.multiLayer ? (s.ui.layer === "all" ? " · all layers" : ` · layer ${s.ui.layer}`) : "");
   const grid = $("heads-grid");
-  const key = [r, s.run.diff, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.page, s.ui.focus, s.ui.ablate];
+  const key = [r, s.run.diff, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.page, s.ui.focus, s.ui.ablate, firstPosition()];
   const last = drawn.get(grid);
   if (last && last.key.every((x, i) => x === key[i])) {
     highlightHeads(last.cards, s.highlight);
@@ -160,7 +161,7 @@ function hover(view, cell, event, dispatch) {
   const ok = view.eligible[cell.q][cell.k];
   const lines = [
     `${view.multiLayer ? `Layer ${cell.layer} · ` : ""}head ${cell.head}`,
-    `query ${cell.q} ${pieceQuote(view.tokens[cell.q])} → key ${cell.k} ${pieceQuote((view.keyTokens || view.tokens)[cell.k])}`,
+    `query ${pos(cell.q)} ${pieceQuote(view.tokens[cell.q])} → key ${pos(cell.k)} ${pieceQuote((view.keyTokens || view.tokens)[cell.k])}`,
     ...(head.scores ? [`score ${head.scores[cell.q][cell.k].toFixed(4)}${ok ? "" : " (before masking)"}`] : []),
     ok ? `weight ${head.weights[cell.q][cell.k].toFixed(4)}` : `masked · weight ${head.weights[cell.q][cell.k].toFixed(4)}`,
   ];

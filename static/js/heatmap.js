@@ -6,6 +6,7 @@
 import { halfValues, widenHalf } from "./arrays.js";
 import { BLOCKED_MARK, MASK_FILL, MASK_HATCH, colorAt, hexToRgb, normalise, rgbStops, rgbString } from "./colors.js";
 import { pieceLabel } from "./piece.js";
+import { pos } from "./positions.js";
 
 export const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
 export const MIN_LABEL_CELL = 9; // below this cell size tick labels are thinned to every n-th position
@@ -346,13 +347,13 @@ function drawAxes(ctx, L, tokens, keyTokens, hl, ink) {
   ctx.fillStyle = ink.text;
   ctx.textBaseline = "middle";
   for (let i = 0; i < L.seqLen; i += L.step) {
-    const label = `${pieceLabel(tokens[i], L.maxLabel)} ${i}`;
+    const label = `${pieceLabel(tokens[i], L.maxLabel)} ${pos(i)}`;
     ctx.font = `${i === hl.q ? "bold " : ""}${L.font}px ${FONT}`;
     ctx.textAlign = "right";
     ctx.fillText(label, L.left - 4, L.top + i * c + c / 2);
   }
   for (let i = 0; i < cols; i += L.step) {
-    const label = `${pieceLabel(keyTokens[i], L.maxLabel)} ${i}`;
+    const label = `${pieceLabel(keyTokens[i], L.maxLabel)} ${pos(i)}`;
     ctx.save();
     ctx.font = `${i === hl.k ? "bold " : ""}${L.font}px ${FONT}`;
     ctx.translate(L.left + i * c + c / 2, L.top + L.plot + 4);

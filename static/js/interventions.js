@@ -8,6 +8,7 @@ import { VIRIDIS } from "./colors.js";
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 import { node } from "./dom.js";
 import { pieceLabel } from "./piece.js";
+import { pos } from "./positions.js";
 
 export const EXTRA_HEADS = 4; // heads shown besides the affected ones: those whose weights moved most
 export const MOVED = 1e-6; // a weight change below this is "did not move"
@@ -116,7 +117,7 @@ export function flippedPositions(predictions) {
 
 export function describeInterventions(ablate, edits, multiLayer = true) {
   const parts = ablate.map((a) => `${headName(a.layer, a.head, multiLayer)} ${a.mode === "mean" ? "mean-ablated" : "zeroed"}`);
-  for (const e of edits) parts.push(`${headName(e.layer, e.head, multiLayer)} weight ${e.query}→${e.key} set to ${e.weight}`);
+  for (const e of edits) parts.push(`${headName(e.layer, e.head, multiLayer)} weight ${pos(e.query)}→${pos(e.key)} set to ${e.weight}`);
   return parts.join(" · ");
 }
 

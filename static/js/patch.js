@@ -15,6 +15,7 @@ import { BY_POSITION, bindGrid, cellCompareRequest, cellRunRequest, cursorShape,
 import { encodeState } from "./state.js";
 import { headTypesRequest } from "./requests.js";
 import { modelInfo, singleOf } from "./selectors.js";
+import { pos } from "./positions.js";
 
 export const HOOKS = {
   resid_pre: "residual stream entering the layer (layer × position)",
@@ -73,7 +74,7 @@ export function bestCell(r) {
 }
 
 export function columnLabel(r, c) {
-  return BY_POSITION.includes(r.hook) ? `${c} ${pieceText(r.tokens[c])}` : `H${c}`;
+  return BY_POSITION.includes(r.hook) ? `${pos(c)} ${pieceText(r.tokens[c])}` : `H${c}`;
 }
 
 export function patchSummary(r) {
@@ -137,7 +138,7 @@ function linkTo(s, value) {
 }
 
 function fillPositions(select, tokens, position) {
-  const want = tokens.map((t, i) => `${i} ${pieceText(t)}`);
+  const want = tokens.map((t, i) => `${pos(i)} ${pieceText(t)}`);
   const have = [...select.options].map((o) => o.textContent);
   if (want.join("\u0000") !== have.join("\u0000")) {
     select.replaceChildren(...want.map((text, i) => node("option", { value: String(i) }, text)));

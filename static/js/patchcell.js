@@ -11,6 +11,7 @@ import { PALETTES, VIRIDIS } from "./colors.js";
 import { node } from "./dom.js";
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 import { pieceText } from "./piece.js";
+import { pos } from "./positions.js";
 
 export const BY_POSITION = ["resid_pre", "attn_out", "mlp_out"];
 export const CELL_PX = 260; // each map at most this wide
@@ -50,13 +51,13 @@ export function patchedNote(hook, layer, column, head) {
   if (hook === "pattern") return `With this patch L${layer}H${head}'s map is the clean one exactly; the corrupted one is what it replaced.`;
   if (hook === "z") return `A z patch puts back L${layer}H${head}'s output after its weights: its own map stays the corrupted one, and the layers after it read the clean run's values.`;
   return (
-    `The patch puts back the clean run's ${hook} at layer ${layer}, position ${column}: the maps are layer ${layer}'s head ${head}, ` +
+    `The patch puts back the clean run's ${hook} at layer ${layer}, position ${pos(column)}: the maps are layer ${layer}'s head ${head}, ` +
     "the one the corruption moves most; the patched map is that head in the patched run."
   );
 }
 
 export function cellLabel(r, layer, column) {
-  return BY_POSITION.includes(r.hook) ? `L${layer} position ${column} ${pieceText(r.tokens[column])}` : `L${layer} H${column}`;
+  return BY_POSITION.includes(r.hook) ? `L${layer} position ${pos(column)} ${pieceText(r.tokens[column])}` : `L${layer} H${column}`;
 }
 
 function drawMap(title, matrix, eligible, tokens, palette, side) {

@@ -9,6 +9,7 @@ import { el, node } from "./dom.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
+import { pos } from "./positions.js";
 
 export const ROW_PX = { max: 30, min: 16 };
 export const MAX_LINE_PX = 16;
@@ -122,7 +123,7 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
     g.setAttribute("data-query", String(i));
     g.firstChild.setAttribute("y", String(y(i) - rh / 2 + 2));
     g.lastChild.setAttribute("y", String(y(i) + font / 3));
-    g.lastChild.textContent = `${i}  ${pieceLabel(view.tokens[i], 12)}`;
+    g.lastChild.textContent = `${pos(i)}  ${pieceLabel(view.tokens[i], 12)}`;
     g.addEventListener("click", () => onQuery(i));
     all.append(g);
   }
@@ -138,7 +139,7 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
     box.setAttribute("fill", colour ? rgbString(colour) : "url(#rd-hatch)");
     box.setAttribute("stroke", colour ? "none" : "#8c8c8c");
     label.setAttribute("y", String(y(r.k) + font / 3));
-    label.textContent = `${r.k}  ${pieceLabel(r.token, 12)}`;
+    label.textContent = `${pos(r.k)}  ${pieceLabel(r.token, 12)}`;
     label.style.fill = colour ? inkOn(colour) : "#333";
     if (!r.eligible) label.setAttribute("text-decoration", "line-through");
     // a result with weights only (an exported file's) shows the weight alone
@@ -150,7 +151,7 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
   svg.append(all);
   svg.setAttribute(
     "aria-label",
-    `Retrieval for query ${q} ${pieceQuote(view.tokens[q])}: ${rows.filter((r) => r.eligible).length} of ${keys.length} keys eligible. ` +
+    `Retrieval for query ${pos(q)} ${pieceQuote(view.tokens[q])}: ${rows.filter((r) => r.eligible).length} of ${keys.length} keys eligible. ` +
       "Up and down arrows choose another query.",
   );
 }
@@ -170,11 +171,11 @@ function renderContext(root, view, head, q) {
   root.hidden = !c;
   if (!c) return;
   const vec = (xs) => `[${Array.from(xs, (x) => x.toFixed(3)).join(", ")}]`;
-  root.append(node("p", { className: "small" }, `Then the values: context of query ${q} = Σ weight × v (head ${head.index}).`));
+  root.append(node("p", { className: "small" }, `Then the values: context of query ${pos(q)} = Σ weight × v (head ${head.index}).`));
   const table = node("table", { className: "stats ctx-table" });
   for (const r of c.rows) {
     const tr = node("tr");
-    tr.append(node("th", {}, `${r.k} ${pieceLabel(view.tokens[r.k] ?? "")}`), node("td", {}, `${r.weight.toFixed(3)} × ${vec(r.v)}`));
+    tr.append(node("th", {}, `${pos(r.k)} ${pieceLabel(view.tokens[r.k] ?? "")}`), node("td", {}, `${r.weight.toFixed(3)} × ${vec(r.v)}`));
     table.append(tr);
   }
   const total = node("tr", { className: "ctx-total" });
@@ -191,7 +192,7 @@ export function render(root, s, dispatch) {
   const view = selectView(s);
   if (!view) return;
   const [fl, fh] = view.focus;
-  $("retrieval-title").textContent = `Retrieval · ${view.multiLayer ? `L${fl} ` : ""}head ${fh} · query ${view.query} ${pieceQuote(view.tokens[view.query])}`;
+  $("retrieval-title").textContent = `Retrieval · ${view.multiLayer ? `L${fl} ` : ""}head ${fh} · query ${pos(view.query)} ${pieceQuote(view.tokens[view.query])}`;
   const svg = $("retrieval");
   renderRetrieval(svg, view, view.focusHead, view.query, (q) => dispatch(act.querySet(q)), (k) => dispatch(act.pairSet(view.query, k)));
   renderContext($("retrieval-context"), view, view.focusHead, view.query);

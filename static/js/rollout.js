@@ -12,6 +12,7 @@ import { PALETTES, VIRIDIS } from "./colors.js";
 import { node } from "./dom.js";
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 import { act } from "./actions.js";
+import { pos } from "./positions.js";
 
 export const FUSES = ["mean", "max", "min"];
 export const METHODS = ["rollout", "flow"];
@@ -78,10 +79,10 @@ function drawLayer(map, tokens, palette, method) {
   const src = topSource(map.matrix[last]);
   fig.setAttribute(
     "aria-label",
-    `${words.name} after layer ${map.layer}: position ${last} draws most (${map.matrix[last][src].toFixed(2)}) from input position ${src}`,
+    `${words.name} after layer ${map.layer}: position ${pos(last)} draws most (${map.matrix[last][src].toFixed(2)}) from input position ${pos(src)}`,
   );
   const cap = node("figcaption");
-  cap.append(node("strong", {}, `after L${map.layer}`), node("span", { className: "meta" }, `last ← ${src} (${map.matrix[last][src].toFixed(2)})`));
+  cap.append(node("strong", {}, `after L${map.layer}`), node("span", { className: "meta" }, `last ← ${pos(src)} (${map.matrix[last][src].toFixed(2)})`));
   const canvas = node("canvas");
   canvas.setAttribute("aria-hidden", "true");
   fig.append(cap, canvas);

@@ -9,6 +9,7 @@ import { PALETTES, VIRIDIS } from "./colors.js";
 import { node } from "./dom.js";
 import { cellAt, drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 import { pieceQuote } from "./piece.js";
+import { pos } from "./positions.js";
 
 // the layer fields an export embeds (its include names) -> what the file calls them
 export const STACKED = {
@@ -53,9 +54,9 @@ function drawMap(layer, rows, field, tokens, palette, tip) {
   const last = S - 1;
   const src = topSource(rows[last]);
   const share = rows[last][src].toFixed(2);
-  fig.setAttribute("aria-label", `${words.name} after layer ${layer}: position ${last} draws most (${share}) from input position ${src}`);
+  fig.setAttribute("aria-label", `${words.name} after layer ${layer}: position ${pos(last)} draws most (${share}) from input position ${pos(src)}`);
   const cap = node("figcaption");
-  cap.append(node("strong", {}, `after L${layer}`), node("span", { className: "meta" }, `last ← ${src} (${share})`));
+  cap.append(node("strong", {}, `after L${layer}`), node("span", { className: "meta" }, `last ← ${pos(src)} (${share})`));
   const canvas = node("canvas");
   canvas.setAttribute("aria-hidden", "true");
   fig.append(cap, canvas);
@@ -70,7 +71,7 @@ function drawMap(layer, rows, field, tokens, palette, tip) {
     const c = at(e);
     const lines = c && [
       `${words.name} after layer ${layer}`,
-      `position ${c.q} ${pieceQuote(tokens[c.q])} ← input ${c.k} ${pieceQuote(tokens[c.k])}`,
+      `position ${pos(c.q)} ${pieceQuote(tokens[c.q])} ← input ${pos(c.k)} ${pieceQuote(tokens[c.k])}`,
       `${words.share} ${rows[c.q][c.k].toFixed(4)}`,
     ];
     tip(lines, e);

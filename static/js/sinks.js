@@ -6,6 +6,7 @@
 
 import { act } from "./actions.js";
 import { parseSinks } from "./state.js";
+import { firstPosition, pos, typedPos } from "./positions.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -17,7 +18,7 @@ export function sinksChoice(sinks) {
 // What the maps hide, in words, from the server's answer (`sinks` {hidden, renormalised}, null without sinks).
 export function sinksLine(answer, tokens = []) {
   if (!answer) return "";
-  const keys = Array.from(answer.hidden, (k) => (tokens[k] != null ? `${k} “${tokens[k]}”` : String(k)));
+  const keys = Array.from(answer.hidden, (k) => (tokens[k] != null ? `${pos(k)} “${tokens[k]}”` : String(pos(k))));
   const n = keys.length;
   return `Hiding key${n === 1 ? "" : "s"} ${keys.join(", ") || "none"}${answer.renormalised ? ", each row renormalised over the rest" : " (rows not renormalised)"}.`;
 }
@@ -31,7 +32,8 @@ export function render(root, s) {
   if (document.activeElement !== $("sinks-select")) $("sinks-select").value = choice;
   const box = $("sinks-positions");
   box.hidden = choice !== "positions" && document.activeElement !== box && !box.dataset.open;
-  if (Array.isArray(s.ui.sinks) && document.activeElement !== box) box.value = s.ui.sinks.join(",");
+  if (Array.isArray(s.ui.sinks) && document.activeElement !== box) box.value = s.ui.sinks.map(pos).join(",");
+  box.placeholder = [0, 3].map(pos).join(",");
   $("sinks-renorm").checked = s.ui.renorm;
   $("sinks-renorm").disabled = choice === "none" && !box.dataset.open;
   const r = s.run.result;
@@ -49,11 +51,15 @@ export function bind(root, { dispatch, getState }) {
   };
   const send = (sinks) => dispatch(act.sinksSet(sinks, getState().ui.renorm, "sinks-select"));
   const fromBox = () => {
-    const sinks = parseSinks(box.value);
-    if (!sinks) {
-      say(`Key positions as whole numbers with commas, e.g. 0,3 (got “${box.value}”).`);
+    // typed in the count shown (positions.js): from 1, "1,4" is the API's [0, 3]
+    const typed = parseSinks(box.value);
+    const first = firstPosition();
+    if (!typed || typed[0] < first) {
+      const eg = [0, 3].map(pos).join(",");
+      say(`Key positions as whole numbers from ${first} with commas, e.g. ${eg} (got “${box.value}”).`);
       return;
     }
+    const sinks = typed.map(typedPos);
     say("");
     delete box.dataset.open;
     send(sinks);

@@ -1,5 +1,5 @@
 // The standalone viewer: the page a saved export (POST /api/export, attnlab.show) opens with, no server behind it.
-// The result is embedded in the file as the arrays form (float16, deflated, base64) in
+// The result is embedded in the file as the arrays form (float32 up to 65,536 weights, else float16; deflated, base64) in
 // <script type="application/octet-stream" id="attnlab-data">; what to show first in <script type="application/json"
 // id="attnlab-view">. wire/jsbundle.py inlines this module and what it imports (never the page's store) into one
 // script that calls `boot()`.
@@ -24,6 +24,7 @@ import { STACKED, renderStacked, stackedFields } from "./sastacked.js";
 import { selectView } from "./selectors.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
 import { sinksLine } from "./sinks.js";
+import { pos } from "./positions.js";
 
 export const SHOWS = { layer: "Heads of one layer", all: "All layers", head: "One head, with retrieval" };
 export const MAX_CELL = 34;
@@ -127,7 +128,7 @@ export function describeCell(view, head, cell) {
   const moved = view.view === "moved" ? [`moved ${head.value_norms[cell.q][cell.k].toFixed(4)}`] : [];
   return [
     `${view.multiLayer ? `Layer ${cell.layer} · ` : ""}head ${cell.head}`,
-    `query ${cell.q} ${pieceQuote(view.tokens[cell.q])} → key ${cell.k} ${pieceQuote(keys[cell.k])}`,
+    `query ${pos(cell.q)} ${pieceQuote(view.tokens[cell.q])} → key ${pos(cell.k)} ${pieceQuote(keys[cell.k])}`,
     ok ? `weight ${w.toFixed(4)}` : `masked (${cellReasons(view, cell.q, cell.k).join("+") || "masked"}) · weight ${w.toFixed(4)}`,
     ...moved,
   ];
@@ -158,7 +159,7 @@ function renderLarge(root, s, dispatch) {
   fig.dataset.layer = String(layer);
   fig.dataset.head = String(index);
   fig.dataset.layout = JSON.stringify({ left: L.left, top: L.top, cell: L.cell });
-  fig.setAttribute("aria-label", `Layer ${layer} head ${index}, query ${view.query}: up and down arrows choose the query`);
+  fig.setAttribute("aria-label", `Layer ${layer} head ${index}, query ${pos(view.query)}: up and down arrows choose the query`);
   const cap = node("figcaption");
   cap.append(node("strong", {}, `Layer ${layer} · head ${index}`), node("span", { className: "meta" }, "click a row to retrieve for that query"));
   const canvas = node("canvas");
@@ -217,7 +218,7 @@ function renderControls(s) {
   $("head-field").hidden = s.show !== "head";
   const query = $("query-select");
   if (query.options.length !== result.tokens.length) {
-    query.replaceChildren(...result.tokens.map((t, i) => option(i, `${i}  ${pieceLabel(t, 16)}`, i === view.query)));
+    query.replaceChildren(...result.tokens.map((t, i) => option(i, `${pos(i)}  ${pieceLabel(t, 16)}`, i === view.query)));
   }
   query.value = String(view.query);
   $("query-field").hidden = s.show !== "head";
@@ -284,7 +285,7 @@ export async function boot() {
   let state = { ...initialState(result, shown), rollout: shown.rollout || null };
   $("sa-summary").textContent =
     `${result.model} · ${result.tokens.length} tokens · ${result.layers.length} of ${result.config.n_layers ?? result.layers.length} ` +
-    `layer${(result.config.n_layers ?? 1) === 1 ? "" : "s"} · ${result.layers[0].heads.length} heads · weights as float16` +
+    `layer${(result.config.n_layers ?? 1) === 1 ? "" : "s"} · ${result.layers[0].heads.length} heads · weights as ${result.config.precision === "float16" ? "float16" : "float32"}` +
     (state.ui.view === "moved" ? " · drawn: moved, weight × |v·W_O|" : "") +
     stackedFields(result).map((f) => ` · ${STACKED[f].name.toLowerCase()} of each layer`).join("");
   $("sa-sinks").textContent = sinksLine(result.sinks, result.source_tokens || result.tokens);

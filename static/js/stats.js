@@ -6,6 +6,7 @@ import { VIRIDIS, plotlyScale } from "./colors.js";
 import { themeInk } from "./heatmap.js";
 import { healthFlags } from "./heads.js";
 import { selectView } from "./selectors.js";
+import { posList } from "./positions.js";
 
 export const ROW_SUM_TOLERANCE = 1e-4;
 
@@ -32,7 +33,7 @@ export function statsRow(label, st, prefix = "H") {
     `${fmt(st.eligible_score_min)} … ${fmt(st.eligible_score_max)}`,
     `${fmt(st.score_min)} … ${fmt(st.score_max)}`,
     fmt(st.mean_distance, 2),
-    st.zero_rows.length ? st.zero_rows.join(", ") : "none",
+    st.zero_rows.length ? posList(st.zero_rows) : "none",
     st.kl_from_uniform == null ? "–" : fmt(st.kl_from_uniform),
     health.length ? health.join(" · ") : "–",
   ];

@@ -7,6 +7,7 @@ import { renderBatchBar } from "./batch.js";
 import { act } from "./actions.js";
 import { selectView, tokenMasks } from "./selectors.js";
 import { pieceQuote, pieceTitle, renderPiece, specialAt } from "./piece.js";
+import { pos } from "./positions.js";
 
 export const TOKENS_SHOWN = 48; // beyond this many tokens the list starts collapsed
 const MOVES = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
@@ -84,7 +85,7 @@ export function summaryText(run) {
   if (d.newlyEligible.length) facts.push(`${n(d.newlyEligible.length, "cell", "cells")} became eligible`);
   if (d.where && d.maxDelta > 1e-6) {
     const w = d.where;
-    facts.push(`largest weight change ${d.maxDelta.toFixed(3)} (head ${w.head}, query ${w.q} → key ${w.k})`);
+    facts.push(`largest weight change ${d.maxDelta.toFixed(3)} (head ${w.head}, query ${pos(w.q)} → key ${pos(w.k)})`);
   } else {
     facts.push("no weight changed");
   }
@@ -135,22 +136,22 @@ export function renderTokens(root, view, handlers) {
     b.classList.toggle("padded", padded);
     b.classList.toggle("lit", !!lit && (lit.q === i || lit.k === i));
     b.setAttribute("aria-pressed", padded ? "true" : "false");
-    b.title = padded ? `Position ${i} is padding: click to make it a real token` : `Click to mark position ${i} as padding`;
+    b.title = padded ? `Position ${pos(i)} is padding: click to make it a real token` : `Click to mark position ${pos(i)} as padding`;
     if (view.locked) {
       // a batch item's padding comes from its length, not from a click
       b.setAttribute("aria-disabled", "true");
-      b.title = padded ? `Position ${i} pads this item to the batch's longest text` : `Position ${i}`;
+      b.title = padded ? `Position ${pos(i)} pads this item to the batch's longest text` : `Position ${pos(i)}`;
     }
     const idx = document.createElement("span");
     idx.className = "idx";
-    idx.textContent = String(i);
+    idx.textContent = String(pos(i));
     const special = !!view.special?.(i);
     const text = renderPiece(token, { special, tag: "span" });
     text.classList.add("text");
     text.title = "";
     b.classList.toggle("special", special);
     b.title = `${pieceTitle(token, special)}\n${b.title}`;
-    b.setAttribute("aria-label", `${i} ${pieceTitle(token, special)}`);
+    b.setAttribute("aria-label", `${pos(i)} ${pieceTitle(token, special)}`);
     b.append(idx, text);
     if (!view.locked) b.addEventListener("click", () => handlers.onPad(i));
     b.addEventListener("mouseenter", () => handlers.onHover(i));
@@ -187,7 +188,7 @@ export function renderNextWords(root, tokens, nextWord) {
     li.dataset.position = String(r.position);
     li.dataset.predicted = r.predicted;
     li.dataset.p = String(r.p);
-    li.title = `after position ${r.position} ${pieceQuote(r.token)} the model predicts ${pieceQuote(r.predicted)} with p = ${r.p.toFixed(3)}`;
+    li.title = `after position ${pos(r.position)} ${pieceQuote(r.token)} the model predicts ${pieceQuote(r.predicted)} with p = ${r.p.toFixed(3)}`;
     const idx = document.createElement("span");
     idx.className = "idx";
     idx.textContent = String(r.position);

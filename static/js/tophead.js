@@ -6,24 +6,25 @@ import { node } from "./dom.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
+import { firstPosition, pos } from "./positions.js";
 
 export const TOP_K = 10;
 
 export function positionLabel(tokens, i) {
-  return `${i} ${pieceLabel(tokens[i] ?? "", 16)}`;
+  return `${pos(i)} ${pieceLabel(tokens[i] ?? "", 16)}`;
 }
 
-const choices = new WeakMap(); // tokens -> a <select> holding "choose…" and one option a position: cloned, not rebuilt
+const choices = new WeakMap(); // tokens -> [count, a <select> holding "choose…" and one option a position]: cloned, not rebuilt
 
 function positionSelect(id, label, tokens, value, onChange) {
   const wrap = node("label", { className: "th-pick", htmlFor: id });
   wrap.append(node("span", {}, label));
-  let model = choices.get(tokens);
+  let model = choices.get(tokens)?.[firstPosition()];
   if (!model) {
     model = node("select");
     model.append(node("option", { value: "" }, "choose…"));
     model.append(...tokens.map((_, i) => node("option", { value: String(i) }, positionLabel(tokens, i))));
-    choices.set(tokens, model);
+    choices.set(tokens, { ...choices.get(tokens), [firstPosition()]: model });
   }
   const sel = model.cloneNode(true);
   sel.id = id;
@@ -63,12 +64,12 @@ export function renderTopHeads(root, view, on) {
   if (top && view.pair && top.query === q && top.key === k && top.masked) {
     // a masked cell holds exactly 0 in every head: say why instead of ranking zeros
     status.textContent =
-      `Query ${q} ${pieceQuote(view.tokens[q])} → key ${k} ${pieceQuote(view.tokens[k])} is masked (${top.reasons.join(", ")}): ` +
+      `Query ${pos(q)} ${pieceQuote(view.tokens[q])} → key ${pos(k)} ${pieceQuote(view.tokens[k])} is masked (${top.reasons.join(", ")}): ` +
       "every head gives it weight 0, so there is nothing to rank. Choose an eligible pair.";
     status.dataset.masked = "true";
   } else if (top && view.pair && top.query === q && top.key === k) {
     status.textContent =
-      `Weight from query ${q} ${pieceQuote(view.tokens[q])} to key ${k} ${pieceQuote(view.tokens[k])}, highest first, over all ` +
+      `Weight from query ${pos(q)} ${pieceQuote(view.tokens[q])} to key ${pos(k)} ${pieceQuote(view.tokens[k])}, highest first, over all ` +
       `${view.total} head${view.total === 1 ? "" : "s"}.`;
     const list = node("ol", { className: "th-list" });
     list.setAttribute("data-testid", "top-heads");

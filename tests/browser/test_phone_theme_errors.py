@@ -59,6 +59,7 @@ def drawer_open(page: Page) -> bool:
 
 
 def open_drawer(page: Page) -> None:
+    page.locator("#controls-toggle").scroll_into_view_if_needed()  # an example opens scrolled to its answer
     tap(page, "#controls-toggle")
     expect(page.locator("#controls-toggle")).to_have_attribute("aria-expanded", "true")
     expect(page.get_by_test_id("run-button")).to_be_visible()
