@@ -21,6 +21,8 @@
 //   render(root, slot, s, dispatch)   draws the panel from its slot ({result, status, message}) and the state
 //   deps(s)    what else in the state it draws from (its slots and its setting always count)
 //   bind(root, store)   its event listeners, once; needsPlotly: drawn once plotly is loaded
+//   take(action, setting, state)   an action the panel takes as its own while its setting is set (a lesson's
+//              answer): {value: its new setting, only: the action does nothing else}, or null (store.js asks)
 // Pure: no DOM, no fetch.
 
 const panels = new Map(); // name -> declaration, in the template's order
@@ -32,6 +34,15 @@ export function register(name, panel) {
 // [[name, declaration]] of every panel registered.
 export function registered() {
   return [...panels.entries()];
+}
+
+// {name, value, only} from the first registered panel whose `take` takes action `a` in state `s`, or null.
+export function takenBy(s, a) {
+  for (const [name, p] of panels) {
+    const t = p.take && s.ui[name] != null ? p.take(a, s.ui[name], s) : null;
+    if (t) return { name, ...t };
+  }
+  return null;
 }
 
 export function panelOf(name) {
