@@ -51,6 +51,30 @@ export function ablationLine(result) {
   return parts.length ? ` Rank correlation (Spearman's ρ) of ${what} with each score: ${parts.join(", ")}.` : "";
 }
 export const BEST_KINDS = ["induction", "previous_token", "duplicate_token", "bracket_match"];
+
+// What /api/heads is asked to add: the ablation effects and the shuffled baselines, as the two boxes say.
+export function headTypesInclude(ui) {
+  const include = [...(ui.hablate ? ["ablation_effect"] : []), ...(ui.hbase ? ["baseline"] : [])];
+  return include.length ? { include } : {};
+}
+
+// A score beside its shuffled baseline: "+0.98 · z 49.7" (how far above the shuffles' mean, in their stds).
+export function aboveText(b, key) {
+  if (!b) return "";
+  const size = formatScore(Math.abs(b.above), key);
+  const sign = b.above < 0 && Number(size) > 0 ? "−" : "+"; // a distance that rounds to 0 is +0.000
+  const z = b.z == null ? "z –" : `z ${b.z.toFixed(1)}`;
+  return `${sign}${size} · ${z}`;
+}
+
+// One sentence on the baseline, when it was asked for.
+export function baselineLine(result) {
+  const row = result?.heads?.find((r) => r.baselines);
+  if (!row) return "";
+  return " Under each score: how far the head stands above its shuffled baseline (the same head's weights moved at " +
+    `random among each query's eligible keys, ${result.permutations} shuffles, seeded) and z, that distance in the shuffles' standard ` +
+    "deviations; a uniform head stands at 0, entropy has none (a shuffle keeps it).";
+}
 // A head "has" a 0..1 property when its score reaches this: 40% of a query's weight, on average, on the key the
 // property names. Attention spread evenly over the keys a query sees scores about 1 / (keys seen): 0.02–0.03 for
 // induction on the 2 x 24-token probe, ~0.1 for the untrained random model's previous-token and duplicate-token
@@ -215,6 +239,13 @@ export function renderHeadTypes(table, view, on) {
         td.append(bar);
       }
       td.append(node("span", { className: "ht-val" }, formatScore(v, c.key)));
+      const b = r.baselines?.[c.key];
+      if (b) {
+        const above = node("span", { className: "ht-above" }, aboveText(b, c.key));
+        above.title = `shuffled baseline ${formatScore(b.mean, c.key)} ± ${formatScore(b.std, c.key)}`;
+        td.dataset.above = String(b.above);
+        td.append(above);
+      }
       row.append(td);
     }
     row.addEventListener("click", () => on.open(r.layer, r.head));
@@ -327,8 +358,9 @@ export function render(root, s, dispatch) {
   empty.classList.toggle("bad", ht.status === "error");
   empty.textContent = ht.status === "error" ? ht.message : "Scoring every head…";
   $("headtypes-measured").textContent =
-    result && s.run.result ? measuredOn(result, s.run.result.tokens.length) + ablationLine(result) : "";
+    result && s.run.result ? measuredOn(result, s.run.result.tokens.length) + ablationLine(result) + baselineLine(result) : "";
   $("ht-ablate").checked = !!s.ui.hablate;
+  $("ht-baseline").checked = !!s.ui.hbase;
   const probe = $("headtypes-probe");
   probe.hidden = !(result && result.probe_tokens);
   const box = $("headtypes-probe-tokens");
@@ -343,6 +375,7 @@ export function bind(root, store) {
   const { dispatch } = store;
   $("ht-find").addEventListener("input", (e) => dispatch(act.headFilterSet({ hfind: e.target.value.slice(0, 40) })));
   $("ht-ablate").addEventListener("change", (e) => dispatch(act.headFilterSet({ hablate: e.target.checked })));
+  $("ht-baseline").addEventListener("change", (e) => dispatch(act.headFilterSet({ hbase: e.target.checked })));
   $("ht-score").addEventListener("change", (e) => dispatch(act.headFilterSet({ hscore: e.target.value })));
   $("ht-min").addEventListener("input", (e) => {
     const v = Number.parseFloat(e.target.value);

@@ -2,10 +2,13 @@
 // per-coordinate variance, the spread (std) of q·k grows like variance·√d_k unscaled and stays at the variance once
 // divided by √d_k; unscaled, a softmax over the keys collapses (its entropy falls, its largest weight goes to 1),
 // scaled it does not. The panel's one declaration (`panel`, read by registry.js: what it asks, its setting in the
-// link, how it draws) on top of pure helpers a test imports.
+// link, how it draws) on top of pure helpers a test imports. Beside the random vectors, the trained models' heads
+// (the request's `models`: minilm and pycode where loaded): each head's spread of its raw q·k on the model's default
+// text, against what random vectors with the same per-coordinate means and variances would give.
 
 import { act } from "./actions.js";
 import { plotlyTheme } from "./colors.js";
+import { node } from "./dom.js";
 import { plotlyText } from "./focuscells.js";
 import { PLOT_CONFIG } from "./plotly.js";
 
@@ -13,6 +16,84 @@ export const SWEEP_COLORS = { unscaled: "#d55e00", scaled: "#0072b2", expected: 
 export const SWEEP_PLOT_HEIGHT = 330;
 export const SWEEP_VARIANCE = { min: 0.1, max: 4, fallback: 1 };
 export const SWEEP_SAMPLES = 500; // query rows per width: the figure's spread to about 3%, in well under a second
+export const SWEEP_TRAINED = ["minilm", "pycode"]; // measured beside the random vectors when the server has them
+export const TRAINED_COLORS = ["#009e73", "#cc79a7", "#e69f00"];
+
+// The trained models the sweep asks for: those of SWEEP_TRAINED this server loaded (GET /api/models).
+export function trainedModels(models) {
+  const loaded = new Set((models || []).map((m) => m.name));
+  return SWEEP_TRAINED.filter((n) => loaded.has(n));
+}
+
+const median = (xs) => {
+  const v = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(v.length / 2);
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+};
+
+// One row per trained model: its heads' d_k, the median measured spread, the median prediction, the ratio's range.
+export function trainedRows(r) {
+  return (r.trained || []).map((t) => {
+    const ratios = t.heads.map((h) => h.ratio).filter((x) => x !== null);
+    return {
+      model: t.model, heads: t.heads.length, tokens: t.tokens,
+      d_k: [...new Set(t.heads.map((h) => h.d_k))],
+      std: median(t.heads.map((h) => h.std_raw)),
+      predicted: median(t.heads.map((h) => h.predicted_std)),
+      isotropic: median(t.heads.map((h) => h.isotropic_std)),
+      ratio: ratios.length ? median(ratios) : null,
+      lo: ratios.length ? Math.min(...ratios) : null,
+      hi: ratios.length ? Math.max(...ratios) : null,
+    };
+  });
+}
+
+// The trained heads as points on the spread plot: one trace per model, each head at its d_k (models side by side).
+export function trainedTraces(r) {
+  return (r.trained || []).map((t, i) => ({
+    type: "scatter", mode: "markers", name: `${t.model}'s heads (raw q·k)`,
+    x: t.heads.map((h) => h.d_k * 1.12 ** (i + 1)), y: t.heads.map((h) => h.std_raw),
+    customdata: t.heads.map((h) => [h.layer, h.head, h.d_k, h.predicted_std, h.ratio === null ? NaN : h.ratio]),
+    marker: { color: TRAINED_COLORS[i % TRAINED_COLORS.length], size: 6, opacity: 0.75, symbol: "x" },
+    hovertemplate: `${plotlyText(t.model)} L%{customdata[0]}H%{customdata[1]}, d_k = %{customdata[2]}: std %{y:.2f}, ` +
+      "random vectors with its q, k statistics %{customdata[3]:.2f} (×%{customdata[4]:.2f})<extra></extra>",
+  }));
+}
+
+export function trainedSummary(r) {
+  return trainedRows(r).map((m) =>
+    `${m.model} (${m.heads} heads, d_k = ${m.d_k.join(", ")}, ${m.tokens} tokens): raw q·k spreads ${m.std.toFixed(2)} ` +
+    `(median), random vectors with each head's q and k statistics predict ${m.predicted.toFixed(2)}` +
+    (m.ratio === null ? "." : `: ×${m.ratio.toFixed(2)} (${m.lo.toFixed(2)}–${m.hi.toFixed(2)} over the heads).`),
+  ).join(" ");
+}
+
+function renderTrained(box, r) {
+  box.replaceChildren();
+  const rows = r ? trainedRows(r) : [];
+  if (!rows.length) return;
+  const table = node("table", { className: "sweep-trained-table" });
+  const head = node("tr");
+  for (const h of ["model", "heads", "d_k", "measured std of q·k", "predicted (its q, k)", "σ_q·σ_k·√d_k", "measured / predicted"]) {
+    head.append(node("th", { scope: "col" }, h));
+  }
+  table.append(node("caption", { className: "small" },
+    "Trained heads, median over each model's heads (on its default text): the spread of the raw score, and what " +
+    "independent random vectors with the same per-coordinate means and variances would give"), head);
+  for (const m of rows) {
+    const tr = node("tr");
+    tr.dataset.model = m.model;
+    const range = m.ratio === null ? "–" : `${m.ratio.toFixed(2)} (${m.lo.toFixed(2)}–${m.hi.toFixed(2)})`;
+    for (const [key, text] of [["model", m.model], ["heads", String(m.heads)], ["d_k", m.d_k.join(", ")],
+      ["std", m.std.toFixed(2)], ["predicted", m.predicted.toFixed(2)], ["isotropic", m.isotropic.toFixed(2)], ["ratio", range]]) {
+      const td = node("td", {}, text);
+      td.dataset.key = key;
+      tr.append(td);
+    }
+    table.append(tr);
+  }
+  box.append(table);
+}
 
 export function clampVariance(v) {
   if (!Number.isFinite(v)) return SWEEP_VARIANCE.fallback;
@@ -60,6 +141,7 @@ export function sweepFigure(r) {
     },
     line("unscaled", s.d_k, s.maxWeight.unscaled, "unscaled", "3", { showlegend: false, hovertemplate: hov("largest weight") }),
     line("scaled", s.d_k, s.maxWeight.scaled, "scaled", "3", { showlegend: false, hovertemplate: hov("largest weight") }),
+    ...trainedTraces(r),
   ];
   const x = (domain, title) => ({ type: "log", domain, title: { text: title } });
   const layout = {
@@ -91,7 +173,8 @@ export function sweepSummary(r) {
     `${w.std_unscaled.toFixed(2)} (expected ${w.expected_std_unscaled.toFixed(2)}), the scaled one stays at ` +
     `${w.std_scaled.toFixed(2)}. Unscaled, the entropy over ${r.keys} keys falls to ${w.entropy_unscaled.toFixed(2)} nats ` +
     `and the largest weight rises to ${w.max_weight_unscaled.toFixed(2)}; scaled: ${w.entropy_scaled.toFixed(2)} nats and ` +
-    `${w.max_weight_scaled.toFixed(2)} (uniform: ${r.uniform_entropy.toFixed(2)} nats). ${r.samples} rows per width.`
+    `${w.max_weight_scaled.toFixed(2)} (uniform: ${r.uniform_entropy.toFixed(2)} nats). ${r.samples} rows per width.` +
+    (r.trained && r.trained.length ? ` ${trainedSummary(r)}` : "")
   );
 }
 
@@ -100,6 +183,7 @@ export function renderSweep(els, view) {
   els.status.textContent = view.status === "loading" ? "sampling…" : view.status === "error" ? view.message : "";
   els.status.classList.toggle("bad", view.status === "error");
   const r = view.result;
+  if (els.trained) renderTrained(els.trained, r);
   if (!r) {
     if (window.Plotly && els.plot.dataset.drawn) window.Plotly.purge(els.plot);
     els.plot.dataset.drawn = "";
@@ -122,7 +206,8 @@ export const panel = {
   analysis: "scale-sweep",
   words: "the scale sweep",
   setting: { key: "sweep", encode: (v) => String(v.variance), decode: (raw) => variance(Number.parseFloat(raw)) },
-  request: (s, value) => (value ? { variance: value.variance, samples: SWEEP_SAMPLES } : null),
+  request: (s, value) =>
+    value ? { variance: value.variance, samples: SWEEP_SAMPLES, models: trainedModels(s.models) } : null,
   debounce: 250,
   keep: true,
   needsPlotly: true,
@@ -132,7 +217,7 @@ export const panel = {
     if (document.activeElement !== $("sweep-variance-range")) $("sweep-variance-range").value = String(v);
     $("sweep-draw").hidden = !!s.ui.sweep;
     renderSweep(
-      { status: $("sweep-status"), plot: $("sweep-plot"), summary: $("sweep-summary") },
+      { status: $("sweep-status"), plot: $("sweep-plot"), summary: $("sweep-summary"), trained: $("sweep-trained") },
       { result: slot.status === "error" ? null : slot.result, status: slot.status, message: slot.message },
     );
   },
