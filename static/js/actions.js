@@ -19,10 +19,12 @@ export const act = {
   sourcePadded: (i) => ({ type: "sourcePadded", i }),
   allMaskedSet: (value) => ({ type: "allMaskedSet", value }),
   scaleSet: (on) => ({ type: "scaleSet", on }),
+  dtypeSet: (dtype) => ({ type: "dtypeSet", dtype }), // the precision the run computes in (state.js DTYPES)
   bugSet: (bug, label) => ({ type: "bugSet", bug, label }),
   viewSet: (view) => ({ type: "viewSet", view }),
   sinksSet: (sinks, renorm, where) => ({ type: "sinksSet", sinks, renorm, where }), // every map's hidden key columns
   paletteSet: (palette) => ({ type: "paletteSet", palette }),
+  countSet: (from1) => ({ type: "countSet", from1 }), // positions printed from 1 (positions.js)
   scoreScaleSet: (value) => ({ type: "scoreScaleSet", value }),
   layerSet: (layer) => ({ type: "layerSet", layer }),
   optionSet: (key, value) => ({ type: "optionSet", key, value }),
@@ -56,6 +58,7 @@ export const act = {
   playSet: (on) => ({ type: "playSet", on }),
   panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
   panelSet: (name, value) => ({ type: "panelSet", name, value }), // a registered panel's setting (registry.js)
+  typedSet: (typed, text, words) => ({ type: "typedSet", typed, text, words }), // matrices typed in (typed.js)
   // effects
   runStarted: (asking = "all") => ({ type: "runStarted", asking }),
   layersTooMany: (key) => ({ type: "layersTooMany", key }),

@@ -28,6 +28,7 @@ export const FIELD_CONTROLS = {
   include: "layer-select",
   demo_bug: "bug-select",
   sinks: "sinks-select",
+  dtype: "dtype-select",
 };
 
 // The option fields of the template (the options fieldset's inputs, opt-NAME): {name: element}.

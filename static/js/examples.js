@@ -1,8 +1,12 @@
 // The examples menu: a model, a text and what to look at first. Pure: the page turns one into state.
 // An example may build its text from the model's vocabulary (`repeat`), and may name a query/key pair by its
-// words (`pair`), resolved against the model's own tokens once they come back.
+// words (`pair`), resolved against the model's own tokens once they come back. `answer` (a selector; DEFAULT_ANSWER
+// without one) is the panel that holds what the example asks: the page opens scrolled to it (start.js).
 
 import { offered } from "./capabilities.js";
+
+export const DEFAULT_ANSWER = '[data-view="heads"]'; // every head's map
+export const HEAD_TYPES = "#headtypes-panel";
 
 export const EXAMPLES = [
   { model: "textbook", text: null, label: "Textbook: the chapter's worked example (causal, x5 padding)" },
@@ -19,6 +23,9 @@ export const EXAMPLES = [
     model: "minilm",
     text: "The animal didn't cross the street because it was too tired",
     pair: { query: "it", key: "animal" },
+    // the control for the claim: with "wide", "it" is the street; a head that resolves "it" moves off "animal"
+    contrast: "The animal didn't cross the street because it was too wide",
+    answer: "#tophead-panel", // the heads ranked by it -> animal, the strongest opened large
     label: "MiniLM: which heads make “it” look at “animal”?",
   },
   {
@@ -27,6 +34,7 @@ export const EXAMPLES = [
     sort: "induction",
     // word 8's second copy (position 20) -> the word after its first copy (position 9): one induction step
     pair: { at: [20, 9] },
+    answer: HEAD_TYPES,
     label: "Induction: 12 random words, twice — find the induction head",
   },
   {
@@ -36,6 +44,7 @@ export const EXAMPLES = [
     sort: "bracket_match",
     // the ")" of "scale(values, factor):" -> its "("
     pair: { query: "):", key: "(" },
+    answer: HEAD_TYPES,
     label: "Pycode: which head matches brackets?",
   },
   {
@@ -43,6 +52,7 @@ export const EXAMPLES = [
     text: "for i in range(len(items)):\n    total += items[i] * weights[i]\n" +
       "for i in range(len(items)):\n    total += items[i] * weights[i]\n",
     sort: "induction",
+    answer: HEAD_TYPES,
     label: "Pycode: induction on repeated code",
   },
 ];

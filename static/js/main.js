@@ -11,6 +11,7 @@ import { fetchModels } from "./api.js";
 import { numbersOf, offered, optionsOf } from "./capabilities.js";
 import { startEffects } from "./effects.js";
 import { loadPlotly } from "./plotly.js";
+import { countFrom1 } from "./positions.js";
 import { decodeState, encodeState, stateForModel } from "./state.js";
 import { register } from "./registry.js";
 import { act, createStore, initialState, reducer } from "./store.js";
@@ -75,6 +76,7 @@ function draw(views, s, prev) {
   // keep focus where the person was: a redraw that replaces the focused element focuses its successor
   const active = document.activeElement;
   const key = focusKey(active);
+  if (countFrom1(s.ui.from1)) for (const v of views) v.last = null; // every printed position changes
   for (const v of views) {
     const deps = v.mod.deps ? v.mod.deps(s) : null;
     if (deps && sameDeps(deps, v.last)) continue;

@@ -22,6 +22,7 @@ import {
   topHeadsRequest,
 } from "./requests.js";
 import { TOP_K } from "./tophead.js";
+import { headTypesInclude } from "./headtypes.js";
 import { act } from "./actions.js";
 import { slots } from "./registry.js";
 import { defaultPerturbPosition, modelInfo, perturbItem, perturbSide, singleOf } from "./selectors.js";
@@ -36,7 +37,7 @@ export const PANEL_SPECS = {
     fetch: fetchHeadTypes,
     request: (s) =>
       s.run.request
-        ? { ...headTypesRequest(singleOf(s)), ...(s.ui.hablate ? { include: ["ablation_effect"] } : {}) }
+        ? { ...headTypesRequest(singleOf(s)), ...headTypesInclude(s.ui) }
         : null,
     keep: true, // the old table stays while the new one loads
   },

@@ -1,7 +1,7 @@
 // The request bodies the page sends, built from its state: /api/attention, and the one-sequence bodies of every
 // analysis (head types, top heads, perturb, intervene, compare, decode). Pure: no DOM, no fetch.
 
-import { can } from "./capabilities.js";
+import { can, reads } from "./capabilities.js";
 import { masksRequest, paddingFlags, splitTokens } from "./masks.js";
 import { ONE_SEQUENCE, SMALL_MODEL_VALUES } from "./state.js";
 
@@ -39,6 +39,8 @@ export function buildRequest(s, info, seqLen) {
   if (s.view === "moved") req.include.push("value_norms", "head_contributions");
   if (s.bug) req.demo_bug = s.bug;
   if (s.sinks) req.sinks = { hide: s.sinks, renormalise: s.renorm !== false };
+  if (s.dtype) req.dtype = s.dtype; // /api/attention's only: singleRequest drops it for the analyses
+  if (reads(info, "scores")) return typedBody(req, s.typed); // matrices typed in (typed.js): no batch, no source
   const texts = batchOf(s, info);
   const source = sourceOf(s, info);
   if (texts) {
@@ -58,6 +60,29 @@ export function buildRequest(s, info, seqLen) {
   return req;
 }
 
+// Row labels for S positions: the text's words where it has S of them, else x1..xS.
+export function labelsFor(text, n) {
+  const words = String(text || "").trim().split(/\s+/).filter(Boolean);
+  return words.length === n ? words.join(" ") : Array.from({ length: n }, (_, i) => `x${i + 1}`).join(" ");
+}
+
+// include items that need value vectors to mix: the server refuses them for typed-in matrices without values
+const NEEDS_VALUES = ["contexts", "output", "value_norms", "head_contributions"];
+
+// The body `req` for a model that reads typed-in matrices: the matrix as `scores` or `pattern` (none typed yet:
+// the model's own example), `values` when given, and only the include items the server can make from them (no Q,
+// K, V; contexts only with values).
+export function typedBody(req, typed) {
+  const { x: _x, weights: _w, options: _o, ...body } = req;
+  const withValues = !!typed?.values;
+  body.include = req.include.filter((k) => k !== "qkv" && (withValues || !NEEDS_VALUES.includes(k)));
+  if (withValues && !body.include.includes("contexts")) body.include.push("contexts");
+  if (typed) body[typed.kind] = typed.m;
+  if (typed) body.text = labelsFor(req.text, typed.m.length); // a link may carry the matrix without its labels
+  if (withValues) body.values = typed.values;
+  return body;
+}
+
 // The batch's texts when this state runs one (a line or more on a model whose /api/models entry `info` says it
 // batches), else null.
 export function batchOf(s, info) {
@@ -73,10 +98,11 @@ export function sourceOf(s, info) {
 }
 
 // The attention request as one plain sequence: without a batch, a cross-attention source or a classic bug, which
-// only /api/attention takes (every analysis runs the correct code on one sequence). A batch becomes its item
+// only /api/attention takes (every analysis runs the correct code on one sequence), nor a dtype (every analysis
+// computes in the server's). A batch becomes its item
 // `item` on its own; a cross-attention run becomes self-attention over its text.
 export function singleRequest(attention, item = 0) {
-  const out = { ...attention };
+  const { dtype: _dtype, ...out } = attention;
   for (const k of ONE_SEQUENCE) delete out[k];
   if (attention.texts) out.text = attention.texts[Math.min(item, attention.texts.length - 1)];
   if (attention.source || attention.texts) {
@@ -119,7 +145,7 @@ export function perturbRequest(attention, position, perturb) {
 // is the server's), `item` the item whose `position` changes; the answer adds the checks `batch` (every other item
 // exactly unchanged) and `padding_invariance` (the item batched equals it alone).
 export function perturbBatchRequest(attention, item, position, perturb) {
-  const { include: _i, layer: _l, sinks: _k, source: _s, text: _t, ...rest } = attention;
+  const { include: _i, layer: _l, sinks: _k, source: _s, text: _t, dtype: _d, ...rest } = attention;
   return { ...rest, item, position, change: changeOf(perturb) };
 }
 
@@ -127,7 +153,7 @@ export function perturbBatchRequest(attention, item, position, perturb) {
 // blocked cells, its classic bug), `side` "query" (position is a query) or "source" (a source position); the answer
 // checks `source_boundary`.
 export function perturbSourceRequest(attention, side, position, perturb) {
-  const { include: _i, layer: _l, sinks: _k, texts: _t, ...rest } = attention;
+  const { include: _i, layer: _l, sinks: _k, texts: _t, dtype: _d, ...rest } = attention;
   const onSource = side === "source";
   // the query side has no value vector of its own (the menu shows direction there): send what the menu shows
   const shown = !onSource && perturb.kind === "value" ? { ...perturb, kind: "direction" } : perturb;

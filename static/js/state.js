@@ -9,6 +9,7 @@ import { genText, parseGen } from "./decode.js";
 export const VIEWS = ["weights", "scores", "moved"];
 export const PALETTE_NAMES = ["viridis", "cividis"];
 export const SCORE_SCALES = ["head", "clip", "shared"];
+export const DTYPES = ["float32", "float64", "bfloat16", "float16"]; // what /api/attention computes in (`dtype`)
 export const MATRIX_NAMES = ["x", "w_q", "w_k", "w_v"];
 export const SMALL_MODEL_VALUES = 4096; // below this many S*D numbers the page also asks for Q, K, V and contexts
 
@@ -22,6 +23,7 @@ export function defaultState() {
     text: "",
     options: {},
     matrices: null, // textbook: {x, w_q, w_k, w_v} once a number is edited; null = the model's own
+    typed: null, // a model that reads typed-in matrices (typed.js): {kind: "scores"|"pattern", m, values|null}
     masks: defaultMasks(),
     allMasked: "error",
     scale: true,
@@ -40,6 +42,7 @@ export function defaultState() {
     hscore: "", // head-types score filter: a column key, with hmin its threshold
     hmin: 0.5,
     hablate: false, // head types: each head's ablation effect measured too (one more forward per head)
+    hbase: false, // head types: each score's shuffled baseline measured too (how far each head stands above chance)
     ablate: [], // [{layer, head, mode: "zero"|"mean"}]: heads knocked out in /api/intervene
     ablMode: "zero", // the mode a newly ablated head gets
     edits: [], // [{layer, head, query, key, weight}]: single attention weights set by hand
@@ -58,6 +61,8 @@ export function defaultState() {
     item: 0, // the batch item the views show
     sinks: null, // key columns every map hides (server `sinks.hide`): "first" | "special" | [positions]; null = none
     renorm: true, // with sinks: each row renormalised over the keys left
+    from1: false, // positions printed from 1, as the chapter counts (positions.js); the API stays 0-based
+    dtype: null, // one of DTYPES, the precision the run computes in; null = the server's (ATTNLAB_DTYPE)
   };
   for (const [name, panel] of registered()) if (panel.setting) s[name] = null; // a registered panel's setting
   return s;
@@ -77,7 +82,7 @@ export const HEAD_SORTS = [
 
 // The state a person gets on choosing a model: its example text, default masks and options.
 export function stateForModel(info, base = defaultState()) {
-  const s = { ...base, model: info.name, matrices: null, focus: null, query: null, page: 0, layer: 0, pair: null };
+  const s = { ...base, model: info.name, matrices: null, typed: null, focus: null, query: null, page: 0, layer: 0, pair: null };
   s.text = info.default_text || base.text || "the cat sat on the mat";
   const dm = info.default_masks;
   s.masks = dm
@@ -102,6 +107,7 @@ export function encodeState(s) {
     p.set(k, typeof v === "boolean" ? (v ? "1" : "0") : String(v));
   }
   if (s.matrices) p.set("mx", JSON.stringify(s.matrices));
+  if (s.typed) p.set("typed", JSON.stringify(s.typed));
   p.set("causal", s.masks.causal ? "1" : "0"); // always written: a link without it gets the model's default masks
   if (s.masks.window != null) p.set("window", String(s.masks.window));
   if (s.masks.padded.length) p.set("pad", s.masks.padded.join(","));
@@ -120,6 +126,7 @@ export function encodeState(s) {
   if (s.hfind) p.set("hfind", s.hfind);
   if (s.hscore) p.set("hmin", `${s.hscore}:${s.hmin}`);
   if (s.hablate) p.set("habl", "1");
+  if (s.hbase) p.set("hbase", "1");
   if (s.ablate?.length) p.set("abl", s.ablate.map((a) => `${a.layer}.${a.head}.${a.mode}`).join(","));
   if (s.edits?.length) p.set("edit", s.edits.map((e) => `${e.layer}.${e.head}.${e.query}.${e.key}@${e.weight}`).join(","));
   if (s.pin) p.set("pin", JSON.stringify(s.pin));
@@ -142,6 +149,8 @@ export function encodeState(s) {
   if (s.item) p.set("item", String(s.item));
   if (s.sinks) p.set("sinks", Array.isArray(s.sinks) ? s.sinks.join(",") : s.sinks);
   if (s.sinks && !s.renorm) p.set("renorm", "0");
+  if (s.from1) p.set("from1", "1");
+  if (s.dtype) p.set("dtype", s.dtype);
   return p.toString();
 }
 
@@ -156,6 +165,20 @@ function parseMatrices(raw) {
         m[k].every((r) => Array.isArray(r) && r.length > 0 && r.every((v) => typeof v === "number")),
     );
     return ok ? Object.fromEntries(MATRIX_NAMES.map((k) => [k, m[k]])) : null;
+  } catch {
+    return null;
+  }
+}
+
+// The typed-in matrices of a link: {kind, m, values}, m a square grid of numbers, values one row per position;
+// null when it is not that (the model's own example then runs).
+export function parseTyped(raw) {
+  const grid = (m) => Array.isArray(m) && m.length > 0 && m.every((r) => Array.isArray(r) && r.length === m[0].length && r.every(Number.isFinite));
+  try {
+    const t = JSON.parse(raw);
+    if (!t || !["scores", "pattern"].includes(t.kind) || !grid(t.m) || t.m[0].length !== t.m.length) return null;
+    const values = grid(t.values) && t.values.length === t.m.length ? t.values : null;
+    return { kind: t.kind, m: t.m, values };
   } catch {
     return null;
   }
@@ -240,6 +263,7 @@ export function decodeState(search, optionsOf = () => ({})) {
     s.options[k] = typeof dflt === "boolean" ? p.get(k) === "1" : typeof dflt === "string" ? p.get(k) : int(p.get(k));
   }
   if (p.has("mx")) s.matrices = parseMatrices(p.get("mx"));
+  if (p.has("typed")) s.typed = parseTyped(p.get("typed"));
   if (["causal", "window", "pad", "block"].some((k) => p.has(k))) {
     s.masks.causal = p.get("causal") === "1";
     const w = int(p.get("window"));
@@ -283,6 +307,7 @@ export function decodeState(search, optionsOf = () => ({})) {
     s.hmin = threshold;
   }
   s.hablate = p.get("habl") === "1";
+  s.hbase = p.get("hbase") === "1";
   s.ablate = parseAblations(p.get("abl"));
   s.edits = parseEdits(p.get("edit"));
   s.pin = p.has("pin") ? parsePin(p.get("pin")) : null;
@@ -313,6 +338,8 @@ export function decodeState(search, optionsOf = () => ({})) {
   s.batch = (p.get("batch") || "").slice(0, 20000);
   s.item = Math.max(0, int(p.get("item")) ?? 0);
   s.sinks = parseSinks(p.get("sinks"));
+  s.from1 = p.get("from1") === "1";
+  if (DTYPES.includes(p.get("dtype"))) s.dtype = p.get("dtype");
   s.renorm = p.get("renorm") !== "0";
   return s;
 }

@@ -32,8 +32,9 @@ import { setEntry } from "./matrices.js";
 import { toggleBlocked, togglePadded } from "./masks.js";
 import { act } from "./actions.js";
 import { modelInfo, pinOf } from "./selectors.js";
-import { registered, slots } from "./registry.js";
-import { BUGS, defaultState, stateForModel } from "./state.js";
+import { registered, slots, takenBy } from "./registry.js";
+import { BUGS, DTYPES, defaultState, stateForModel } from "./state.js";
+import { pos, posList } from "./positions.js";
 
 // ---- the store ------------------------------------------------------------------------------------------------
 
@@ -161,7 +162,7 @@ function setPanel(s, name, fields) {
 }
 
 const KEEP_ON_MODEL = [
-  "view", "palette", "scoreScale", "scale", "allMasked", "hsort", "hdir",
+  "view", "palette", "scoreScale", "scale", "allMasked", "hsort", "hdir", "from1", "dtype",
   // a pinned A stays (compare two models or seeds); the perturbation settings stay; interventions name heads of
   // the old model and go
   "pin", "perturbOn", "ablMode",
@@ -234,7 +235,7 @@ const reducers = {
     return runWith(
       s,
       { masks: { ...s.ui.masks, blocked: toggleBlocked(s.ui.masks.blocked, a.q, a.k) } },
-      `cell query ${a.q} → key ${a.k} ${was ? "unblocked" : "blocked"}`,
+      `cell query ${pos(a.q)} → key ${pos(a.k)} ${was ? "unblocked" : "blocked"}`,
       a.where,
     );
   },
@@ -244,17 +245,18 @@ const reducers = {
     return runWith(
       s,
       { masks: { ...s.ui.masks, padded } },
-      `position ${a.i} “${a.token ?? a.i}” ${on ? "marked padding" : "is a real token again"}`,
+      `position ${pos(a.i)} “${a.token ?? pos(a.i)}” ${on ? "marked padding" : "is a real token again"}`,
       "tokens",
     );
   },
   sourcePadded: (s, a) => {
     const sourcePadded = togglePadded(s.ui.sourcePadded || [], a.i);
     const on = sourcePadded.includes(a.i);
-    return runWith(s, { sourcePadded }, `source position ${a.i} ${on ? "marked padding" : "is a real key again"}`, "source-tokens");
+    return runWith(s, { sourcePadded }, `source position ${pos(a.i)} ${on ? "marked padding" : "is a real key again"}`, "source-tokens");
   },
   allMaskedSet: (s, a) => runWith(s, { allMasked: a.value }, `all-masked rows: ${a.value}`, "all-masked"),
   scaleSet: (s, a) => runWith(s, { scale: a.on }, `scaling ${a.on ? "on" : "off"}`, "scale"),
+  dtypeSet: (s, a) => (DTYPES.includes(a.dtype) ? runWith(s, { dtype: a.dtype }, `computing in ${a.dtype}`, "dtype-select") : s),
   bugSet: (s, a) => {
     const bug = BUGS.includes(a.bug) ? a.bug : null;
     return runWith(s, { bug }, bug ? `classic bug on: ${a.label}` : "classic bug off", "bug-select");
@@ -266,11 +268,12 @@ const reducers = {
       ? runWith(s, { view: a.view }, "view: what each key moves (weight × |v·W_O|)", "view")
       : setUi(s, { view: a.view }),
   sinksSet: (s, a) => {
-    const hide = a.sinks == null ? "none" : Array.isArray(a.sinks) ? `positions ${a.sinks.join(", ")}` : a.sinks === "first" ? "the first token" : "special tokens";
+    const hide = a.sinks == null ? "none" : Array.isArray(a.sinks) ? `positions ${posList(a.sinks)}` : a.sinks === "first" ? "the first token" : "special tokens";
     const words = a.sinks == null ? "sinks shown" : `sinks hidden: ${hide}${a.renorm ? ", rows renormalised" : ""}`;
     return runWith(s, { sinks: a.sinks, renorm: a.renorm }, words, a.where);
   },
   paletteSet: (s, a) => setUi(s, { palette: a.palette }),
+  countSet: (s, a) => setUi(s, { from1: !!a.from1 }),
   scoreScaleSet: (s, a) => setUi(s, { scoreScale: a.value }),
   layerSet: (s, a) => {
     // the open head stays open where the new choice shows it: every layer, or its own layer
@@ -292,6 +295,7 @@ const reducers = {
     return runWith(s, { matrices }, `${a.name.toUpperCase()}[${a.i + 1}][${a.j + 1}] set to ${a.raw ?? a.value}`, "matrix-editors");
   },
   matricesReset: (s) => runWith(s, { matrices: null }, "the chapter's numbers restored", "matrices-reset"),
+  typedSet: (s, a) => ({ ...runWith(s, { typed: a.typed, text: a.text }, a.words, "typed-matrix"), draft: { ...s.draft, text: a.text } }),
   pageSet: (s, a) => setUi(s, { page: Math.max(0, a.page) }),
   querySet: (s, a) => setUi(s, { query: a.query }),
   headOpened: (s, a) => {
@@ -382,7 +386,10 @@ const reducers = {
 export function reducer(s, a) {
   const fn = reducers[a.type];
   if (!fn) throw new Error(`unknown action ${a.type}`);
-  const next = fn(s, a);
+  // a registered panel may take a click as its own (a lesson's answer, lesson.js): `take` gives its new setting
+  const taken = takenBy(s, a);
+  if (taken?.only) return setUi(s, { [taken.name]: taken.value });
+  const next = taken ? setUi(fn(s, a), { [taken.name]: taken.value }) : fn(s, a);
   // toggling a cell moves the grid's roving tab stop there; opening a head uses up an example's "open its head"
   if (a.type === "cellToggled") return { ...next, cursor: [a.q, a.k] };
   if (a.type === "headOpened" && s.pending.open) return { ...next, pending: { ...next.pending, open: false } };
