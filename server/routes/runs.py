@@ -9,6 +9,7 @@ again, and an unchanged tile costs a 304.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 import torch
@@ -16,7 +17,7 @@ from fastapi import APIRouter, Header, Path, Query
 from starlette.responses import Response
 
 from engine.long import LongRun
-from engine.tiles import tile, tile_spec
+from engine.tiles import row, tile, tile_spec
 from server.analyses.runs import store
 from server.deps import RuntimeDep, SettingsDep
 from server.errors import ApiError
@@ -38,17 +39,18 @@ def _head(run: LongRun, layer: int, head: int) -> None:
         raise ApiError(422, "invalid_request", f"got head {head}; this run has heads 0 to {run.n_heads - 1}", "head")
 
 
-def _respond(body: dict, accept: str | None, etag: str, if_none_match: str | None) -> Response:
+def _cached(
+    run: LongRun, what: tuple[object, ...], accept: str | None, if_none_match: str | None, body: Callable[[], dict]
+) -> Response:
+    """`body()`'s answer with an ETag naming this making of the run and `what`; a 304, computing nothing, when the
+    client already holds it (If-None-Match)."""
+    etag = '"' + hashlib.sha256(repr((run.serial, accept, *what)).encode()).hexdigest()[:32] + '"'
     headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Accept"}
     if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
         return Response(status_code=304, headers=headers)
-    response = answer(body, accept)
+    response = answer(body(), accept)
     response.headers.update(headers)
     return response
-
-
-def _etag(run: LongRun, *parts: object) -> str:
-    return '"' + hashlib.sha256(repr((run.serial, *parts)).encode()).hexdigest()[:32] + '"'
 
 
 @router.get("/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}")
@@ -72,12 +74,12 @@ def run_tile(
     spec = tile_spec(s, s, z, x, y)
     if isinstance(spec, str):
         raise ApiError(422, "invalid_request", spec, spec.split(":", 1)[0])
-    etag = _etag(kept, "tile", layer, head, z, x, y, agg, accept)
-    if if_none_match is not None and etag in if_none_match:
-        return _respond({}, accept, etag, if_none_match)
-    cells = tile(kept.layers[layer], head, spec, agg).numpy()
-    body = {"z": z, "x": x, "y": y, "q0": spec.q0, "k0": spec.k0, "cell": spec.cell, "agg": agg, "weights": cells}
-    return _respond(body, accept, etag, None)
+
+    def body() -> dict:
+        cells = tile(kept.layers[layer], head, spec, agg).numpy()
+        return {"z": z, "x": x, "y": y, "q0": spec.q0, "k0": spec.k0, "cell": spec.cell, "agg": agg, "weights": cells}
+
+    return _cached(kept, ("tile", layer, head, z, x, y, agg), accept, if_none_match, body)
 
 
 @router.get("/api/runs/{run}/rows/{layer}/{head}/{query}")
@@ -92,22 +94,27 @@ def run_row(
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """One query's exact weights over every key, and its largest keys with their tokens."""
-    from engine.tiles import row
-
     kept = store(runtime, settings).get(run)
     _head(kept, layer, head)
     s = len(kept.tokens)
     if not 0 <= query < s:
         raise ApiError(422, "invalid_request", f"got query {query}; this run has positions 0 to {s - 1}", "query")
-    etag = _etag(kept, "row", layer, head, query, accept)
-    if if_none_match is not None and etag in if_none_match:
-        return _respond({}, accept, etag, if_none_match)
-    w = row(kept.layers[layer], head, query)
-    values, keys = torch.topk(w, min(TOP, s))
-    top = [
-        {"key": int(k), "token": kept.tokens[int(k)], "weight": float(v)}
-        for v, k in zip(values, keys, strict=True)
-        if float(v) > 0
-    ]
-    body = {"layer": layer, "head": head, "query": query, "token": kept.tokens[query], "weights": w.numpy(), "top": top}
-    return _respond(body, accept, etag, None)
+
+    def body() -> dict:
+        w = row(kept.layers[layer], head, query)
+        values, keys = torch.topk(w, min(TOP, s))
+        top = [
+            {"key": int(k), "token": kept.tokens[int(k)], "weight": float(v)}
+            for v, k in zip(values, keys, strict=True)
+            if float(v) > 0
+        ]
+        return {
+            "layer": layer,
+            "head": head,
+            "query": query,
+            "token": kept.tokens[query],
+            "weights": w.numpy(),
+            "top": top,
+        }
+
+    return _cached(kept, ("row", layer, head, query), accept, if_none_match, body)
