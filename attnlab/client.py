@@ -81,6 +81,25 @@ class Client:
         (while queued: how many requests wait before it), `done` of `total` layers, `elapsed_ms`."""
         return self._call("GET", f"/api/progress/{run}")
 
+    def runs(self, model: str | None = None, *, run: str | None = None, **fields: Any) -> dict[str, Any]:
+        """POST /api/runs: a long run (up to the server's ATTNLAB_MAX_RUN_TOKENS) kept under the name `run` (8 to 64
+        letters, digits, - or _; the server picks one without it); `run`, `tokens`, `config` (seq_len, levels,
+        block...) and per layer and head `summary` {`max`, `mean`: arrays of block maxima and means}, `sink_mass`.
+        Ask for its parts with tile() and row()."""
+        headers = {"x-attnlab-run": run} if run is not None else None
+        return self._call("POST", "/api/runs", _body(model, fields), arrays=True, headers=headers)
+
+    def tile(self, run: str, layer: int, head: int, z: int, x: int, y: int, agg: str = "max") -> dict[str, Any]:
+        """GET /api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}: `weights` (an array of up to 256 x 256 cells, exact
+        weights at the deepest level, block maxima or means above), `q0`, `k0`, `cell`. A run the server no longer
+        holds raises ApiError with code run_expired: post it again with runs()."""
+        return self._call("GET", f"/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}?agg={agg}", arrays=True)
+
+    def row(self, run: str, layer: int, head: int, query: int) -> dict[str, Any]:
+        """GET /api/runs/{run}/rows/{layer}/{head}/{query}: that query's exact `weights` over every key (an array)
+        and `top`, its largest keys with their tokens."""
+        return self._call("GET", f"/api/runs/{run}/rows/{layer}/{head}/{query}", arrays=True)
+
     def compare(self, a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         """POST /api/compare: two /api/attention bodies; `a` and `b` results and per layer and head `diff` (B - A
         weights, an array) and `max_abs`."""

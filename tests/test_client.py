@@ -274,6 +274,23 @@ def test_client_names_a_run_and_follows_its_progress(api: attnlab.Client) -> Non
     assert e.value.status == 404 and e.value.field == "run"
 
 
+def test_client_runs_a_long_input_and_reads_its_tiles_and_rows(api: attnlab.Client, base: str) -> None:
+    """runs() names the run; tile() and row() read it as arrays, equal to the JSON the server answers; a run the
+    server does not hold is an ApiError with code run_expired."""
+    body = {"model": "random", "text": " ".join(f"w{i}" for i in range(600)), "options": {"heads": 2, "d_model": 16}}
+    got = api.runs(run="client-run-01", **body)
+    assert got["run"] == "client-run-01" and got["config"]["levels"] == 2
+    assert isinstance(got["layers"][0]["heads"][1]["summary"]["max"], np.ndarray)
+    t = api.tile("client-run-01", 0, 1, 2, 1, 1)
+    want = httpx.get(f"{base}/api/runs/client-run-01/tiles/0/1/2/1/1", timeout=30).json()
+    assert isinstance(t["weights"], np.ndarray) and same(t, want) == []
+    r = api.row("client-run-01", 0, 0, 599)
+    assert abs(float(r["weights"].sum()) - 1) < 1e-5 and r["top"][0]["key"] == int(r["weights"].argmax())
+    with pytest.raises(attnlab.ApiError) as gone:
+        api.row("never-made-01", 0, 0, 0)
+    assert gone.value.code == "run_expired"
+
+
 def _method_name(path: str) -> str:
     return {"/api/heads/top": "top_heads", "/api/patch/run": "patch_run"}.get(
         path, path.rsplit("/", 1)[-1].replace("-", "_")
