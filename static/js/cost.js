@@ -7,6 +7,7 @@
 
 import { act } from "./actions.js";
 import { plotlyTheme } from "./colors.js";
+import { defaultLengths, lengthsExtent, lengthsTraces, parseLengths, renderLengths } from "./costlengths.js";
 import { formatBytes } from "./decode.js";
 import { plotlyText } from "./focuscells.js";
 import { node } from "./dom.js";
@@ -103,13 +104,14 @@ export function costRows(r) {
 }
 
 // The plotly figure: memory against S on log-log axes, this run's S, the server's token limit and this machine's
-// memory marked.
-export function costFigure(r) {
+// memory marked; with `lengths` (a measured answer's), the dense and blockwise peaks on the predicted S² line.
+export function costFigure(r, lengths = null) {
   const xs = r.curve.map((c) => c.seq_len);
   const S = r.query.seq_len;
   const lim = r.limits || {};
-  const allX = [...xs, S, ...(lim.max_tokens ? [lim.max_tokens] : [])];
-  const allY = [...r.curve.map((c) => c.score_bytes), ...r.curve.map((c) => c.kv_cache_bytes), ...(lim.memory_bytes ? [lim.memory_bytes] : [])];
+  const extra = lengthsExtent(lengths);
+  const allX = [...xs, S, ...(lim.max_tokens ? [lim.max_tokens] : []), ...extra.xs];
+  const allY = [...r.curve.map((c) => c.score_bytes), ...r.curve.map((c) => c.kv_cache_bytes), ...(lim.memory_bytes ? [lim.memory_bytes] : []), ...extra.ys];
   const log = (v) => Math.log10(Math.max(v, 1));
   const xRange = [log(Math.min(...allX)) - 0.1, log(Math.max(...allX)) + 0.1];
   const yRange = [log(Math.min(...allY.filter((v) => v > 0))) - 0.3, log(Math.max(...allY)) + 0.3];
@@ -124,6 +126,7 @@ export function costFigure(r) {
       line: { color: COST_COLORS.kv, width: 2.5, dash: "dash" }, marker: { symbol: "square", size: 6 },
       hovertemplate: "S = %{x}: KV cache %{y:.3s}B<extra></extra>",
     },
+    ...lengthsTraces(lengths),
   ];
   const vline = (x, color, dash, text) => ({
     shape: { type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1, line: { color, width: 2, dash } },
@@ -182,10 +185,11 @@ export function renderCost(els, view) {
   els.table.replaceChildren(body);
   els.note.textContent = r.note;
   if (window.Plotly) {
-    const { traces, layout } = costFigure(r);
+    const { traces, layout } = costFigure(r, view.lengths);
     window.Plotly.react(els.plot, traces, layout, PLOT_CONFIG);
     els.plot.dataset.drawn = "1";
     els.plot.dataset.points = String(r.curve.length);
+    els.plot.dataset.measuredLengths = String(view.lengths?.points.length ?? 0);
     els.plot.setAttribute("aria-label", `Memory against sequence length, log-log: ${r.note}`);
   }
 }
@@ -227,6 +231,7 @@ export function renderMeasured(el, view) {
 
 const $ = (id) => document.getElementById(id);
 const MEASURE = "cost.measure"; // the measure part's slot (registry.js)
+const LENGTHS = "cost.lengths"; // the dense-against-blockwise part's slot
 const overridesOf = (value) => value || {};
 const orNone = (cost) => (Object.keys(cost).length ? cost : null); // no override is no setting (and no link key)
 
@@ -249,6 +254,17 @@ export const panel = {
       nonce: true,
       asked: (s, value) => ({ shape: s.run.result ? JSON.stringify(costOf(s, value)) : null }),
     },
+    lengths: {
+      words: "dense against blockwise attention",
+      // the lengths asked are the press's (slot.lengths); another shape clears the measurement
+      request: (s, value, slot) => {
+        const shape = costOf(s, value);
+        if (!slot.nonce || !shape || !slot.lengths || slot.shape !== JSON.stringify(shape)) return null;
+        return { ...shape, measure_lengths: slot.lengths };
+      },
+      nonce: true,
+      asked: (s, value) => ({ shape: s.run.result ? JSON.stringify(costOf(s, value)) : null }),
+    },
   },
   needsPlotly: true,
   deps: (s) => [s.run.result],
@@ -265,10 +281,17 @@ export const panel = {
     dt.value = req.dtype;
     dt.classList.toggle("changed", "dtype" in overrides);
     $("cost-reset").disabled = !Object.keys(overrides).length;
+    const lengths = s.panels[LENGTHS];
+    const measuredLengths = lengths.status === "ready" ? lengths.result?.lengths : null;
     renderCost(
       { status: $("cost-status"), table: $("cost-table"), plot: $("cost-plot"), note: $("cost-note") },
-      { result: slot.status === "error" ? null : slot.result, status: slot.status, message: slot.message },
+      { result: slot.status === "error" ? null : slot.result, status: slot.status, message: slot.message, lengths: measuredLengths },
     );
+    const box = $("cost-lengths");
+    if (document.activeElement !== box && !box.dataset.typed && slot.result) {
+      box.value = defaultLengths(req, slot.result.limits).join(", ");
+    }
+    renderLengths($("cost-lengths-out"), lengths);
     const m = s.panels[MEASURE];
     renderMeasured($("cost-measured"), { result: m.result, status: m.status, message: m.message });
   },
@@ -292,6 +315,21 @@ export const panel = {
     $("cost-measure").addEventListener("click", () => {
       const s = getState();
       if (s.run.result) dispatch(act.panelAsked(MEASURE, { fields: panel.parts.measure.asked(s, s.ui.cost) }));
+    });
+    const box = $("cost-lengths");
+    const error = $("cost-lengths-error");
+    box.addEventListener("input", () => {
+      box.dataset.typed = "1"; // the person's lengths stay, whatever the shape
+    });
+    $("cost-lengths-measure").addEventListener("click", () => {
+      const s = getState();
+      const lengths = parseLengths(box.value);
+      error.textContent = lengths ? "" : `Lengths as 1 to 12 whole numbers with commas, e.g. 256, 1024, 4096 (got “${box.value}”).`;
+      error.hidden = !!lengths;
+      if (!lengths) box.setAttribute("aria-invalid", "true");
+      else box.removeAttribute("aria-invalid");
+      if (!s.run.result || !lengths) return;
+      dispatch(act.panelAsked(LENGTHS, { fields: { ...panel.parts.lengths.asked(s, s.ui.cost), lengths } }));
     });
   },
 };
