@@ -1,0 +1,309 @@
+// The "Long input" panel (templates/deepzoom.html, /?long=1): a long text run once on the server (POST /api/runs,
+// longrun.js), every head's overview drawn from its summary (grid x grid block maxima), and one head in the deep-zoom
+// canvas (zoomview.js) from the whole matrix to single cells with their exact weights and tokens. A query row picked
+// on the canvas or in the (virtualised) token list shows its top keys (GET .../rows/). A run the server has dropped
+// (404 run_expired) is posted again under the same name and the view carries on, saying so.
+//
+// The run itself is not page state: thirty thousand words stay out of the store and the link. The panel's setting
+// (ui.deepzoom, `long=1` in the link) says only whether it is open.
+
+import { act } from "./actions.js";
+import { describeError, runName } from "./api.js";
+import { PALETTES, VIRIDIS } from "./colors.js";
+import { node } from "./dom.js";
+import { MAX_RUN_TOKENS, fetchRow, fetchTile, isExpired, makeText, postRun, wordCount } from "./longrun.js";
+import { pos } from "./positions.js";
+import { ZoomView, imageCanvas, makeLut, paint } from "./zoomview.js";
+
+const NAME = "deepzoom";
+const ROW_PX = 20; // a token row's height in the virtualised list
+const THUMB_PX = 120; // an overview canvas's size on the page
+const FRAME_MS = 8; // thumbnails drawn per animation frame: as many as fit in this long
+const LOG_FLOOR = 0.1; // the log scale starts at LOG_FLOOR / S, a tenth of a uniform row's weight
+
+// The models a long run can use: they read text and do not fix their matrices (textbook) or need them (custom).
+export function longModels(models) {
+  return (models || []).filter((m) => m.reads?.includes("text") && !m.reads.includes("weights"));
+}
+
+// The /api/runs body for a text on a model: causal or not, sinusoidal positions where the model has the option.
+export function runBody(model, text, causal, positions) {
+  const body = { model: model.name, text, masks: { causal } };
+  if (model.options && "positions" in model.options) body.options = { ...model.options, positions };
+  return body;
+}
+
+// The colour scale of a head: log from a tenth of 1/S to its largest weight.
+export function headScale(seqLen, max) {
+  const hi = max > 0 ? max : 1;
+  return { log: true, lo: Math.min(hi / 10, LOG_FLOOR / seqLen), hi };
+}
+
+function summaryMax(rows) {
+  let m = 0;
+  for (const r of rows) for (const v of r) if (v > m) m = v;
+  return m;
+}
+
+function withData(el, data) {
+  Object.assign(el.dataset, data);
+  return el;
+}
+
+// "token" for a position, quoted and cut short.
+function tok(tokens, i) {
+  const t = tokens[i] ?? "";
+  return `“${t.length > 24 ? `${t.slice(0, 23)}…` : t}”`;
+}
+
+const local = { run: null, body: null, name: null, head: [0, 0], reposting: null, zoom: null, palette: "viridis" };
+
+function bindPanel(root, store) {
+  const $ = (id) => root.querySelector(`#${id}`);
+  const status = (text) => ($("dz-status").textContent = text);
+  const note = (text) => {
+    $("dz-note").textContent = text;
+    $("dz-note").hidden = !text;
+  };
+  const count = () => {
+    const n = wordCount($("dz-text").value);
+    $("dz-count").textContent = `${n.toLocaleString("en")} words${n > MAX_RUN_TOKENS ? ` (a run takes up to ${MAX_RUN_TOKENS.toLocaleString("en")})` : ""}`;
+  };
+
+  $("dz-toggle").addEventListener("click", () => {
+    const open = !!store.getState().ui[NAME];
+    store.dispatch(act.panelSet(NAME, open ? null : 1));
+  });
+  for (const b of root.querySelectorAll("[data-words]")) {
+    b.addEventListener("click", () => {
+      $("dz-text").value = makeText(Number(b.dataset.words));
+      count();
+    });
+  }
+  $("dz-text").addEventListener("input", count);
+
+  // post the run again under its name (once, however many requests found it gone), then ask for the view again
+  const repost = () => {
+    if (!local.reposting) {
+      note("The server had dropped this run (it keeps a bounded number): posting it again…");
+      local.reposting = postRun(local.body, local.name)
+        .then(() => {
+          note("The server had dropped this run; it was posted again and the view carries on.");
+          local.zoom.refetch();
+        })
+        .catch((err) => note(`The run could not be posted again: ${describeError(err).message}`))
+        .finally(() => (local.reposting = null));
+    }
+    return local.reposting;
+  };
+  const recovering = (ask) => (...args) =>
+    ask(...args).catch(async (err) => {
+      if (!isExpired(err)) throw err;
+      await repost();
+      return ask(...args);
+    });
+
+  const tile = recovering((z, x, y, signal) => fetchTile(local.name, local.head[0], local.head[1], z, x, y, "max", signal));
+  const row = recovering((q) => fetchRow(local.name, local.head[0], local.head[1], q));
+
+  const showCell = (c) => {
+    const out = $("dz-cell");
+    if (!c || !local.run) {
+      out.textContent = "";
+      delete out.dataset.weight;
+      return;
+    }
+    const t = local.run.tokens;
+    const w = c.weight == null ? "…" : c.weight === 0 ? "0 (masked)" : Number(c.weight).toPrecision(6);
+    out.textContent = c.exact
+      ? `query ${pos(c.query)} ${tok(t, c.query)} → key ${pos(c.key)} ${tok(t, c.key)}: weight ${w}`
+      : `queries ${pos(c.q0)}–${pos(c.q0 + c.cell - 1)}, keys ${pos(c.k0)}–${pos(c.k0 + c.cell - 1)}: largest weight ${w} (zoom in for single weights)`;
+    Object.assign(out.dataset, { query: c.query, key: c.key, exact: c.exact ? "1" : "0" });
+    if (c.weight == null) delete out.dataset.weight;
+    else out.dataset.weight = String(c.weight);
+  };
+
+  const pick = (q) => {
+    const t = local.run.tokens;
+    $("dz-row-title").textContent = `${pos(q)} ${tok(t, q)}`;
+    $("dz-top").replaceChildren(node("li", { className: "muted" }, "…"));
+    row(q).then(
+      (r) => {
+        const items = r.top.map((k) => withData(node("li", {}, `key ${pos(k.key)} ${tok(t, k.key)}: ${k.weight.toPrecision(4)}`), { key: k.key }));
+        $("dz-top").replaceChildren(...items);
+      },
+      (err) => $("dz-top").replaceChildren(node("li", { className: "field-error" }, describeError(err).message)),
+    );
+  };
+
+  local.zoom = new ZoomView($("dz-canvas"), {
+    fetchTile: tile,
+    onCell: showCell,
+    onPick: pick,
+    onError: (err) => note(describeError(err).message),
+    onView: (st, waiting) => {
+      const levels = local.run.config.levels;
+      const cell = 2 ** (levels - st.z);
+      $("dz-level").textContent = `level ${st.z} of ${levels}: ${cell === 1 ? "single weights" : `blocks of ${cell} × ${cell}, their largest weight`}${waiting ? ` · ${waiting} tiles coming` : ""}`;
+      Object.assign($("dz-level").dataset, { z: st.z, levels, waiting, frame: Number($("dz-level").dataset.frame || 0) + 1 });
+    },
+  });
+  for (const b of root.querySelectorAll("[data-zoom]")) {
+    b.addEventListener("click", () => {
+      const z = local.zoom;
+      const { w, h } = z.size();
+      if (b.dataset.zoom === "fit") z.fit();
+      else z.zoomAt(b.dataset.zoom === "in" ? 2 : 0.5, w / 2, h / 2);
+    });
+  }
+
+  const choose = (layer, head, keep = false) => {
+    local.head = [layer, head];
+    const r = local.run;
+    const summary = r.layers[layer].heads[head].summary;
+    const scale = headScale(r.config.seq_len, summaryMax(summary.max));
+    const lut = makeLut(PALETTES[local.palette] || VIRIDIS);
+    const backdrop = imageCanvas(paint(summary.max, scale, lut));
+    const covers = summary.max.length * summary.block;
+    $("dz-head").textContent = `layer ${r.layers[layer].index}, head ${head}`;
+    $("dz-legend").textContent = `colour: log scale from ${scale.lo.toPrecision(2)} to ${scale.hi.toPrecision(3)} (this head's largest weight); grey: 0, a masked cell`;
+    for (const b of $("dz-overview").children) b.setAttribute("aria-pressed", String(b.dataset.layer === String(layer) && b.dataset.head === String(head)));
+    const id = `${local.name}/${layer}/${head}`;
+    local.zoom.setHead({ id, seqLen: r.config.seq_len, levels: r.config.levels, scale, lut, backdrop, covers }, keep);
+  };
+
+  // every head's thumbnail, a few per animation frame (FRAME_MS each): no long task however many heads there are
+  const overview = (r) => {
+    const box = $("dz-overview");
+    box.replaceChildren();
+    const lut = makeLut(PALETTES[local.palette] || VIRIDIS);
+    const heads = r.layers.flatMap((l, li) => l.heads.map((h, hi) => [li, hi, l.index, h]));
+    const thumb = ([li, hi, index, h]) => {
+      const c = imageCanvas(paint(h.summary.max, headScale(r.config.seq_len, summaryMax(h.summary.max)), lut));
+      Object.assign(c.style, { width: `${THUMB_PX}px`, height: `${THUMB_PX}px` });
+      const b = withData(node("button", { type: "button", className: "dz-thumb" }), { layer: li, head: hi });
+      b.setAttribute("aria-label", `layer ${index}, head ${hi}: zoom this head`);
+      b.setAttribute("aria-pressed", String(li === local.head[0] && hi === local.head[1]));
+      b.append(c, node("span", { className: "small" }, `L${index} H${hi} · sink ${h.sink_mass.toFixed(2)}`));
+      b.addEventListener("click", () => choose(li, hi));
+      box.append(b);
+    };
+    const next = (i) => {
+      const t0 = performance.now();
+      let at = i;
+      while (local.run === r && at < heads.length && performance.now() - t0 < FRAME_MS) thumb(heads[at++]);
+      if (local.run === r && at < heads.length) requestAnimationFrame(() => next(at));
+    };
+    requestAnimationFrame(() => next(0));
+  };
+
+  local.repaint = () => {
+    if (!local.run) return;
+    overview(local.run);
+    choose(...local.head, true);
+  };
+
+  // the token list: only the rows in sight are in the document
+  const list = $("dz-tokens");
+  const drawList = () => {
+    const t = local.run ? local.run.tokens : [];
+    const first = Math.floor(list.scrollTop / ROW_PX);
+    const shown = Math.ceil((list.clientHeight || 240) / ROW_PX) + 1;
+    const rows = [];
+    for (let i = first; i < Math.min(t.length, first + shown); i++) {
+      const b = withData(node("button", { type: "button", className: "dz-token" }, `${pos(i)} ${t[i]}`), { index: i });
+      b.style.top = `${i * ROW_PX}px`;
+      rows.push(b);
+    }
+    const spacer = node("div", { className: "dz-spacer" });
+    spacer.style.height = `${t.length * ROW_PX}px`;
+    list.replaceChildren(spacer, ...rows);
+  };
+  list.addEventListener("scroll", () => requestAnimationFrame(drawList));
+  list.addEventListener("click", (e) => {
+    const b = e.target.closest("[data-index]");
+    if (!b || !local.run) return;
+    pick(Number(b.dataset.index));
+    local.zoom.showQuery(Number(b.dataset.index));
+  });
+
+  $("dz-run").addEventListener("click", async () => {
+    const s = store.getState();
+    const model = longModels(s.models).find((m) => m.name === $("dz-model").value);
+    const text = $("dz-text").value;
+    if (!model || !wordCount(text)) return status("Paste a text or make one first.");
+    local.body = runBody(model, text, $("dz-causal").checked, $("dz-positions").checked);
+    local.name = runName();
+    note("");
+    const t0 = performance.now();
+    const tick = setInterval(() => status(`Running ${wordCount(text).toLocaleString("en")} words… ${((performance.now() - t0) / 1000).toFixed(0)} s`), 500);
+    $("dz-run").disabled = true;
+    try {
+      const r = await postRun(local.body, local.name);
+      local.run = r;
+      status(`${r.config.seq_len.toLocaleString("en")} tokens, ${r.config.n_layers} layers × ${r.config.n_heads} heads, in ${(r.timings_ms.run / 1000).toFixed(1)} s`);
+      root.dataset.run = r.run;
+      overview(r);
+      list.scrollTop = 0;
+      drawList();
+      choose(0, 0);
+    } catch (err) {
+      const e = describeError(err);
+      // a long run's limit is ATTNLAB_MAX_RUN_TOKENS, which the server's message names: not the hint's /api/attention one
+      status(e.code === "too_large" ? e.message : `${e.message} ${e.hint || ""}`.trim());
+    } finally {
+      clearInterval(tick);
+      $("dz-run").disabled = false;
+    }
+  });
+
+  // what a test (or a script) can read of the view: the run, the zoom's state, what is under a canvas point
+  root.deepzoom = {
+    run: () => local.run,
+    name: () => local.name,
+    head: () => local.head,
+    state: () => local.zoom.state(),
+    cellAt: (px, py) => local.zoom.cellAt(px, py),
+  };
+  count();
+  // a link that names only this panel (?long=1, no model) opens it once the models are known, in sight
+  let wanted = new URLSearchParams(location.search).get(panel.setting.key) === "1";
+  store.subscribe((s, _prev, a) => {
+    if (!wanted || a?.type !== "restored") return;
+    wanted = false;
+    if (!s.ui[NAME]) store.dispatch(act.panelSet(NAME, 1));
+    root.scrollIntoView({ block: "start" });
+  });
+}
+
+function renderPanel(root, s) {
+  const open = !!s.ui[NAME];
+  const body = root.querySelector("#dz-body");
+  const wasHidden = body.hidden;
+  body.hidden = !open;
+  const toggle = root.querySelector("#dz-toggle");
+  toggle.textContent = open ? "✕ Close" : "Open";
+  toggle.setAttribute("aria-expanded", String(open));
+  const palette = s.ui.palette || "viridis";
+  if (palette !== local.palette) {
+    local.palette = palette;
+    local.repaint?.(); // the overview and the zoomed head in the new colours
+  }
+  const select = root.querySelector("#dz-model");
+  const names = longModels(s.models).map((m) => m.name);
+  if (select.options.length !== names.length) {
+    const was = select.value;
+    select.replaceChildren(...names.map((n) => node("option", { value: n }, n)));
+    select.value = names.includes(was) ? was : names.includes("random") ? "random" : names[0] || "";
+  }
+  if (open && wasHidden && local.zoom?.head) local.zoom.schedule();
+}
+
+export const panel = {
+  words: "the long run",
+  setting: { key: "long", encode: () => "1", decode: (raw) => (raw === "1" ? 1 : null), dropOnModel: false },
+  request: () => null, // it asks the long-run routes itself: POST /api/runs, then tiles and rows
+  render: (root, _slot, s) => renderPanel(root, s),
+  deps: (s) => [s.models, s.ui.palette],
+  bind: bindPanel,
+};
