@@ -8,7 +8,7 @@ CHROMIUM ?= /usr/bin/chromium
 NGINX ?= /usr/sbin/nginx
 NODE ?= /usr/bin/node
 
-.PHONY: run test test-quick lint bench bench-load bench-api bench-checkpoints bench-page bench-mask install install-test chromium nginx node clean
+.PHONY: run test test-quick lint bench bench-load bench-api bench-checkpoints bench-long bench-page bench-mask install install-test chromium nginx node clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -104,6 +104,10 @@ bench-api: $(VENV)/.bench
 # users' checkpoints (GPT-2-small-shaped and LLaMA-shaped, random) over the API and loaded, against transformers
 bench-checkpoints: $(VENV)/.bench
 	$(PY) -m bench.checkpoints
+
+# a long run (POST /api/runs's work) at 4k to 32k tokens against torch's fused attention (bench/README.md)
+bench-long: install
+	$(PY) -m bench.long
 
 # minilm's first draw and a layer switch in headless chromium against the transformers forward (bench/README.md)
 bench-page: $(VENV)/.bench $(VENV)/.test chromium
