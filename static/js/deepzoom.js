@@ -65,10 +65,20 @@ function bindPanel(root, store) {
     $("dz-note").textContent = text;
     $("dz-note").hidden = !text;
   };
+  let limit = MAX_RUN_TOKENS; // until this server's own ATTNLAB_MAX_RUN_TOKENS is read from /api/health
   const count = () => {
     const n = wordCount($("dz-text").value);
-    $("dz-count").textContent = `${n.toLocaleString("en")} words${n > MAX_RUN_TOKENS ? ` (a run takes up to ${MAX_RUN_TOKENS.toLocaleString("en")})` : ""}`;
+    $("dz-count").textContent = `${n.toLocaleString("en")} words${n > limit ? ` (a run takes up to ${limit.toLocaleString("en")})` : ""}`;
   };
+  fetch("/api/health")
+    .then((r) => (r.ok ? r.json() : null))
+    .then((h) => {
+      if (h && Number.isInteger(h.limits?.max_run_tokens)) {
+        limit = h.limits.max_run_tokens;
+        count();
+      }
+    })
+    .catch(() => {}); // the server's 422 names the limit anyway
 
   $("dz-toggle").addEventListener("click", () => {
     const open = !!store.getState().ui[NAME];

@@ -7,7 +7,7 @@ import { ApiError } from "./api.js";
 import { MEDIA_TYPE, readArrays } from "./arrays.js";
 
 export const TILE = 256; // cells per tile, each way (the server's config.tile)
-export const MAX_RUN_TOKENS = 32768; // the server's default ATTNLAB_MAX_RUN_TOKENS; a smaller limit answers 422
+export const MAX_RUN_TOKENS = 32768; // ATTNLAB_MAX_RUN_TOKENS's default, until the page has read the server's own
 // words the generator draws from: repeated words make stripes (the same key everywhere), positions a diagonal
 const WORDS = ["the", "cat", "sat", "on", "mat", "and", "a", "dog", "ran", "to", "park", "while", "bird", "sang"];
 

@@ -353,3 +353,12 @@ def test_deepzoom_fits_a_phone(page: Page, open_page: Callable[..., Page]) -> No
     assert page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth") == 0
     box = page.get_by_test_id("dz-canvas").bounding_box()
     assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390
+
+
+def test_deepzoom_counts_against_this_servers_run_limit(page: Page) -> None:
+    """The word count warns at the server's own ATTNLAB_MAX_RUN_TOKENS (read from /api/health), not the default."""
+    with serve("textbook,random", **LIMITS, ATTNLAB_MAX_RUN_TOKENS="1000") as base:
+        open_long(page, base)
+        page.get_by_test_id("dz-text").fill(long_text(1500))
+        page.get_by_test_id("dz-text").dispatch_event("input")
+        expect(page.locator("#dz-count")).to_contain_text("1,500 words (a run takes up to 1,000)")
