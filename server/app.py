@@ -22,6 +22,7 @@ from server.observability import Metrics, Observe
 from server.routes import health, models, pages, progress, runs
 from server.routes.pages import DOCS_CSP, PAGE_CSP
 from server.runcache import RunCache
+from server.runstore import RunStore
 from server.scheduling import ComputePool
 
 log = logging.getLogger("attnlab")
@@ -283,7 +284,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # the compute threads the computing routes run on (server/scheduling.py): the app's, not the runtime's, so
         # a Runtime runs a request in any thread (attnlab.run: the caller's) and needs no pool to exist
         app.state.pool = pool = ComputePool(settings.max_concurrent, settings.queue_timeout_s, metrics)
-        app.state.runtime = Runtime(device, dtype, RunCache(settings.cache_bytes, metrics))
+        kept = RunStore(settings.limit("run_bytes"))
+        app.state.runtime = Runtime(device, dtype, RunCache(settings.cache_bytes, metrics), long_runs=kept)
         log.info("attnlab ready on %s (%s) with models %s", device, settings.dtype, ", ".join(app.state.models))
         try:
             yield

@@ -15,6 +15,7 @@ from engine.models import AttentionModel
 from server.config import Settings
 from server.progress import ProgressBoard
 from server.runcache import RunCache
+from server.runstore import RunStore
 
 
 @dataclass
@@ -23,6 +24,8 @@ class Runtime:
     dtype: torch.dtype
     runs: RunCache  # recent forward passes (server/runcache.py)
     progress: ProgressBoard = field(default_factory=ProgressBoard)  # where named runs are (server/progress.py)
+    # long runs kept for their tiles and rows (server/runstore.py), within ATTNLAB_RUN_BYTES (app.py sets it)
+    long_runs: RunStore = field(default_factory=lambda: RunStore(2 << 30))
 
 
 def get_settings(request: Request) -> Settings:

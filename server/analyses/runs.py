@@ -7,7 +7,6 @@ S x S tensor, and answers each head's summary, grid x grid block maxima and mean
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from typing import Any
@@ -16,12 +15,9 @@ from pydantic import BaseModel, Field
 
 from engine.long import long_run, sink_mass
 from engine.tiles import PYRAMID_BYTES
-from server.config import Settings
 from server.declare import Analysis, Context, Limit
-from server.deps import Runtime
 from server.errors import ApiError
 from server.prepare import check_limits, choose_model, to_run_input
-from server.runstore import RunStore
 from server.schemas import AttentionRequest
 
 # the fields of the /api/attention body a long run reads; any other one set is a 422 that names it
@@ -29,8 +25,6 @@ READ = {"model", "text", "tokens", "x", "weights", "heads", "kv_heads", "options
 READ |= {"layer", "grid"}
 CHARS_PER_TOKEN = 16  # characters of text a long run's token limit allows per token
 MAX_BLOCKED = 4096  # single blocked cells a long run takes (each block of the pass checks them)
-_stores: dict[int, RunStore] = {}
-_lock = threading.Lock()
 
 
 class RunsRequest(AttentionRequest):
@@ -62,15 +56,6 @@ class RunsResult(BaseModel):
     config: dict[str, Any]
     layers: list[RunLayer]
     timings_ms: dict[str, float]
-
-
-def store(runtime: Runtime, settings: Settings) -> RunStore:
-    """This server's store of long runs (one per runtime), made on first use within ATTNLAB_RUN_BYTES."""
-    with _lock:
-        got = _stores.get(id(runtime))
-        if got is None:
-            got = _stores[id(runtime)] = RunStore(settings.limit("run_bytes"))
-        return got
 
 
 def refuse_unread(req: RunsRequest) -> None:
@@ -107,7 +92,7 @@ def compute_runs(req: RunsRequest, ctx: Context) -> dict[str, Any]:
     check_limits(req, ctx.settings.model_copy(update={"max_tokens": limit, "max_text_chars": chars}), ctx.runtime.dtype)
     encoded = model.encode(inp)
     within(len(encoded.tokens))  # a tokenizer's pieces can outnumber the words
-    kept = store(ctx.runtime, ctx.settings)
+    kept = ctx.runtime.long_runs
     start = time.perf_counter()
     pyramid = min(PYRAMID_BYTES, kept.limit // 8)
     run = long_run(model, inp, ctx.runtime.device, ctx.runtime.dtype, req.grid, pyramid, encoded)

@@ -18,8 +18,7 @@ from starlette.responses import Response
 
 from engine.long import LongRun
 from engine.tiles import row, tile, tile_spec
-from server.analyses.runs import store
-from server.deps import RuntimeDep, SettingsDep
+from server.deps import RuntimeDep
 from server.errors import ApiError
 from server.forms import answer
 from server.progress import RUN_ID
@@ -62,13 +61,12 @@ def run_tile(
     x: int,
     y: int,
     runtime: RuntimeDep,
-    settings: SettingsDep,
     agg: Annotated[Literal["max", "mean"], Query()] = "max",
     accept: Annotated[str | None, Header()] = None,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """One 256 x 256 tile of a head's weights: exact at the deepest level, block maxima (or means) above it."""
-    kept = store(runtime, settings).get(run)
+    kept = runtime.long_runs.get(run)
     _head(kept, layer, head)
     s = len(kept.tokens)
     spec = tile_spec(s, s, z, x, y)
@@ -89,12 +87,11 @@ def run_row(
     head: int,
     query: int,
     runtime: RuntimeDep,
-    settings: SettingsDep,
     accept: Annotated[str | None, Header()] = None,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """One query's exact weights over every key, and its largest keys with their tokens."""
-    kept = store(runtime, settings).get(run)
+    kept = runtime.long_runs.get(run)
     _head(kept, layer, head)
     s = len(kept.tokens)
     if not 0 <= query < s:
