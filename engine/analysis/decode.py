@@ -81,7 +81,9 @@ def decode(
     if not model.capabilities.decode:
         field = "model" if sampling is None else "generate"
         raise InputError(
-            field, f"{model.name} is an encoder that reads the whole sequence at once: decode with {able('decode')}"
+            field,
+            f"{model.name} does not decode token by token: it reads the whole sequence at once (an encoder, or "
+            f"matrices typed in whole); decode with {able('decode')}",
         )
     s = len(enc.tokens)
     if sampling is not None:
