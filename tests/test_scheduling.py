@@ -254,3 +254,20 @@ def test_peak_memory_is_bounded_by_the_compute_slots() -> None:
         sixteen = peak_rss_mb(proc.pid) - before
     print(f"peak growth: one request {one:.0f} MB, sixteen at once {sixteen:.0f} MB")
     assert sixteen < max(3 * one, 150), (one, sixteen)
+
+
+def test_a_long_runs_tiles_take_a_compute_slot_and_an_unchanged_one_needs_none() -> None:
+    """With every compute slot held, a tile waits in the queue (as a POST would) and answers once a slot is free;
+    its 304 for a tile the client holds needs no slot at all."""
+    body = {"model": "random", "text": " ".join(f"w{i}" for i in range(600)), "options": {"heads": 1, "d_model": 8}}
+    with uvicorn_here(max_concurrent=1, queue_timeout_s=30) as (base, app):
+        assert httpx.post(f"{base}/api/runs", json=body, headers={"X-Attnlab-Run": "slot-run-01"}).status_code == 200
+        url = f"{base}/api/runs/slot-run-01/tiles/0/0/2/0/0"
+        etag = httpx.get(url, timeout=30).headers["etag"]
+        with ThreadPoolExecutor(1) as ex, occupy(app.state.pool):
+            assert httpx.get(url, headers={"If-None-Match": etag}, timeout=5).status_code == 304  # no slot needed
+            waiting = ex.submit(lambda: httpx.get(url, timeout=60))
+            until(lambda: metric(base, "attnlab_queue_depth") == 1, "the tile queued for the held slot")
+            assert not waiting.done()
+        got = waiting.result(timeout=60)
+        assert got.status_code == 200 and len(got.json()["weights"]) == 256

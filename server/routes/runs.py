@@ -3,17 +3,21 @@ long run's weights, recomputed on demand (engine/tiles.py), in JSON or the array
 
 A tile or a row of one run never changes, but a client may post a new run under the same name, so the ETag names
 the run's own making (its serial) as well as the tile: `Cache-Control: private, no-cache` has the browser ask
-again, and an unchanged tile costs a 304.
+again, and an unchanged tile costs a 304. A tile or row that is computed takes a compute slot, as a POST does
+(server/scheduling.py): a flood of them queues, waits at most ATTNLAB_QUEUE_TIMEOUT_S (a 503), and one whose client
+has gone (a tile zoomed past) is withdrawn before it runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable
 from typing import Annotated, Literal
 
 import torch
 from fastapi import APIRouter, Header, Path, Query
+from starlette.requests import Request
 from starlette.responses import Response
 
 from engine.long import LongRun
@@ -22,6 +26,7 @@ from server.deps import RuntimeDep
 from server.errors import ApiError
 from server.forms import answer
 from server.progress import RUN_ID
+from server.scheduling import ComputePool, disconnected
 from server.schemas.errors import ANY_ROUTE, errors
 
 router = APIRouter(tags=["attention"], responses=errors(*ANY_ROUTE, 404, 422))
@@ -38,22 +43,33 @@ def _head(run: LongRun, layer: int, head: int) -> None:
         raise ApiError(422, "invalid_request", f"got head {head}; this run has heads 0 to {run.n_heads - 1}", "head")
 
 
-def _cached(
-    run: LongRun, what: tuple[object, ...], accept: str | None, if_none_match: str | None, body: Callable[[], dict]
+async def _cached(
+    request: Request,
+    run: LongRun,
+    what: tuple[object, ...],
+    accept: str | None,
+    if_none_match: str | None,
+    body: Callable[[], dict],
 ) -> Response:
-    """`body()`'s answer with an ETag naming this making of the run and `what`; a 304, computing nothing, when the
-    client already holds it (If-None-Match)."""
+    """`body()`'s answer, computed in a compute slot, with an ETag naming this making of the run and `what`; a 304,
+    computing nothing, when the client already holds it (If-None-Match)."""
     etag = '"' + hashlib.sha256(repr((run.serial, accept, *what)).encode()).hexdigest()[:32] + '"'
     headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Accept"}
     if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
         return Response(status_code=304, headers=headers)
-    response = answer(body(), accept)
+    pool: ComputePool = request.app.state.pool
+    gone = asyncio.ensure_future(disconnected(request))
+    try:
+        response = await pool.run(lambda: answer(body(), accept), gone)
+    finally:
+        gone.cancel()
     response.headers.update(headers)
     return response
 
 
 @router.get("/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}")
-def run_tile(
+async def run_tile(
+    request: Request,
     run: RunName,
     layer: int,
     head: int,
@@ -77,11 +93,12 @@ def run_tile(
         cells = tile(kept.layers[layer], head, spec, agg).numpy()
         return {"z": z, "x": x, "y": y, "q0": spec.q0, "k0": spec.k0, "cell": spec.cell, "agg": agg, "weights": cells}
 
-    return _cached(kept, ("tile", layer, head, z, x, y, agg), accept, if_none_match, body)
+    return await _cached(request, kept, ("tile", layer, head, z, x, y, agg), accept, if_none_match, body)
 
 
 @router.get("/api/runs/{run}/rows/{layer}/{head}/{query}")
-def run_row(
+async def run_row(
+    request: Request,
     run: RunName,
     layer: int,
     head: int,
@@ -114,4 +131,4 @@ def run_row(
             "top": top,
         }
 
-    return _cached(kept, ("row", layer, head, query), accept, if_none_match, body)
+    return await _cached(request, kept, ("row", layer, head, query), accept, if_none_match, body)
