@@ -71,7 +71,8 @@ export function describeError(err) {
   return { code: "page", field: null, message: String((err && err.message) || err), hint: "" };
 }
 
-async function parse(resp) {
+// A JSON answer, or the ApiError its error body (or its status) describes.
+export async function parse(resp) {
   let body = null;
   try {
     body = await resp.json();

@@ -3,7 +3,7 @@
 // arrays form. A run the server has dropped answers 404 `run_expired`: `isExpired` says so, and the caller posts the
 // run again under the same name. Also the pure geometry of the tile pyramid, which a test can call.
 
-import { ApiError } from "./api.js";
+import { ApiError, parse } from "./api.js";
 import { MEDIA_TYPE, readArrays } from "./arrays.js";
 
 export const TILE = 256; // cells per tile, each way (the server's config.tile)
@@ -14,16 +14,7 @@ const WORDS = ["the", "cat", "sat", "on", "mat", "and", "a", "dog", "ran", "to",
 async function read(resp) {
   const type = (resp.headers.get("content-type") || "").split(";")[0].trim();
   if (resp.ok && type === MEDIA_TYPE) return readArrays(await resp.arrayBuffer());
-  let body = null;
-  try {
-    body = await resp.json();
-  } catch {
-    body = null;
-  }
-  if (resp.ok && body) return body;
-  const e = body && body.error;
-  if (e) throw new ApiError(e.status ?? resp.status, e.code, e.field, e.message, e.details || []);
-  throw new ApiError(resp.status, "http_error", null, `The server answered ${resp.status} ${resp.statusText}.`);
+  return parse(resp);
 }
 
 // POST /api/runs named `name` (X-Attnlab-Run): {run, tokens, config, layers: [{index, heads: [{summary}]}]}.
