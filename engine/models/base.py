@@ -30,6 +30,7 @@ from engine.models.run import (
     RunConfig,
     RunInput,
     SourceInput,
+    row_labels,
     top_predictions,
 )
 from engine.timing import timed
@@ -45,6 +46,7 @@ __all__ = [
     "RunInput",
     "SourceInput",
     "one_layer",
+    "row_labels",
     "top_predictions",
     "whitespace_tokens",
 ]

@@ -9,7 +9,7 @@ import torch
 from engine.attention import from_concatenated
 from engine.errors import InputError
 from engine.forward import ForwardResult, Network
-from engine.models.base import AttentionModel, Encoded, ModelInfo, RunInput, one_layer
+from engine.models.base import AttentionModel, Encoded, ModelInfo, RunInput, one_layer, row_labels
 from engine.models.declare import Capabilities
 from engine.models.run import RunConfig
 
@@ -37,15 +37,7 @@ class CustomModel(AttentionModel):
     def encode_sequence(self, inp: RunInput) -> Encoded:
         if inp.x is None:
             raise InputError("x", "the custom model needs x (S x D numbers) and weights")
-        if inp.tokens is not None:
-            tokens = list(inp.tokens)
-        elif inp.text is not None:
-            tokens = inp.text.split()
-        else:
-            tokens = [f"x{i + 1}" for i in range(inp.x.shape[0])]
-        if len(tokens) != inp.x.shape[0]:
-            field = "tokens" if inp.tokens is not None else "text"
-            raise InputError(field, f"got {len(tokens)} token labels for {inp.x.shape[0]} rows of x: give one per row")
+        tokens = row_labels(inp, inp.x.shape[0], "x")
         return Encoded(tokens, inp.x, from_tokens=False)
 
     def network(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> Network:

@@ -28,7 +28,7 @@ from engine.errors import InputError
 from engine.forward import ForwardResult, Network
 from engine.interventions import NO_INTERVENTIONS, Interventions
 from engine.masks import MaskSpec, reason_grids
-from engine.models.base import AttentionModel, Encoded, ModelInfo, ModelRun, RunConfig, RunInput, one_layer
+from engine.models.base import AttentionModel, Encoded, ModelInfo, ModelRun, RunConfig, RunInput, one_layer, row_labels
 from engine.models.declare import Capabilities
 from engine.stats import FIXED_QK
 
@@ -82,15 +82,7 @@ class GivenModel(AttentionModel):
             check_weights(inp.pattern)
         if inp.values is not None and inp.values.shape[0] != s:
             raise InputError("values", f"got {inp.values.shape[0]} rows for {s} positions: give one value row per key")
-        if inp.tokens is not None:
-            tokens = list(inp.tokens)
-        elif inp.text is not None:
-            tokens = inp.text.split()
-        else:
-            tokens = [f"x{i + 1}" for i in range(s)]
-        if len(tokens) != s:
-            where = "tokens" if inp.tokens is not None else "text"
-            raise InputError(where, f"got {len(tokens)} token labels for {s} rows of {field}: give one per row")
+        tokens = row_labels(inp, s, field)
         return Encoded(tokens, torch.eye(s, dtype=torch.float64), from_tokens=False)
 
     def network(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> Network:

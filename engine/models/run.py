@@ -9,6 +9,7 @@ from typing import Any
 from torch import Tensor
 
 from engine.attention import AllMaskedPolicy
+from engine.errors import InputError
 from engine.forward import ForwardResult, LayerTrace
 from engine.hooks import stored
 from engine.interventions import NO_INTERVENTIONS, Interventions
@@ -167,3 +168,18 @@ def top_predictions(logits: Tensor, vocab: list[str], k: int) -> list[list[dict[
         [{"token": vocab[int(i)], "p": float(v)} for v, i in zip(pr, ir, strict=True)]
         for pr, ir in zip(p.tolist(), idx.tolist(), strict=True)
     ]
+
+
+def row_labels(inp: RunInput, rows: int, of: str) -> list[str]:
+    """Labels for the `rows` rows of a matrix the person gave (`of`: "x", "scores"): `tokens` as given, `text` split
+    at whitespace, else x1..xS; a count that does not match the rows is refused by the field that gave it."""
+    if inp.tokens is not None:
+        tokens = list(inp.tokens)
+    elif inp.text is not None:
+        tokens = inp.text.split()
+    else:
+        tokens = [f"x{i + 1}" for i in range(rows)]
+    if len(tokens) != rows:
+        field = "tokens" if inp.tokens is not None else "text"
+        raise InputError(field, f"got {len(tokens)} token labels for {rows} rows of {of}: give one per row")
+    return tokens
