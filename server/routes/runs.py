@@ -22,7 +22,7 @@ from starlette.responses import Response
 
 from engine.long import LongRun
 from engine.tiles import row, tile, tile_spec
-from server.deps import RuntimeDep
+from server.deps import Runtime, RuntimeDep
 from server.errors import ApiError
 from server.forms import answer
 from server.progress import RUN_ID
@@ -34,13 +34,16 @@ RunName = Annotated[str, Path(pattern=RUN_ID.pattern)]
 TOP = 10
 
 
-def _head(run: LongRun, layer: int, head: int) -> None:
+def _held(runtime: Runtime, name: str, layer: int, head: int) -> LongRun:
+    """The run kept under `name` (a 404 run_expired when it is not), with `layer` and `head` checked against it."""
+    run = runtime.long_runs.get(name)
     if not 0 <= layer < len(run.layers):
         raise ApiError(
             422, "invalid_request", f"got layer {layer}; this run has layers 0 to {len(run.layers) - 1}", "layer"
         )
     if not 0 <= head < run.n_heads:
         raise ApiError(422, "invalid_request", f"got head {head}; this run has heads 0 to {run.n_heads - 1}", "head")
+    return run
 
 
 async def _cached(
@@ -82,8 +85,7 @@ async def run_tile(
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """One 256 x 256 tile of a head's weights: exact at the deepest level, block maxima (or means) above it."""
-    kept = runtime.long_runs.get(run)
-    _head(kept, layer, head)
+    kept = _held(runtime, run, layer, head)
     s = len(kept.tokens)
     spec = tile_spec(s, s, z, x, y)
     if isinstance(spec, str):
@@ -108,8 +110,7 @@ async def run_row(
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """One query's exact weights over every key, and its largest keys with their tokens."""
-    kept = runtime.long_runs.get(run)
-    _head(kept, layer, head)
+    kept = _held(runtime, run, layer, head)
     s = len(kept.tokens)
     if not 0 <= query < s:
         raise ApiError(422, "invalid_request", f"got query {query}; this run has positions 0 to {s - 1}", "query")
