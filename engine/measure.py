@@ -10,6 +10,7 @@ The time is taken on a separate run without the profiler, after a warm-up run, s
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,8 +38,20 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+# torch's profiler is one per process: two threads profiling at once crash it (a segmentation fault, measured with
+# two threads measuring a 300 x 300 product, every time), and one thread's allocations would count in the other's
+# peak and time. The server measures on several compute threads (an audit and /api/cost at once), so one at a time.
+_ONE_AT_A_TIME = threading.Lock()
+
+
 def measure(fn: Callable[[], T], device: torch.device) -> tuple[T, Measurement]:
-    """Run fn three times: a warm-up, a timed run, and a run whose peak memory is recorded."""
+    """Run fn three times: a warm-up, a timed run, and a run whose peak memory is recorded; one measurement at a
+    time in this process."""
+    with _ONE_AT_A_TIME:
+        return _measure(fn, device)
+
+
+def _measure(fn: Callable[[], T], device: torch.device) -> tuple[T, Measurement]:
     fn()
     _sync(device)
     start = time.perf_counter()
