@@ -220,19 +220,24 @@ def forward(
     timings: dict[str, float] | None = None,
     source: Tensor | None = None,
     cache: KVCache | None = None,
+    after: ForwardResult | None = None,
 ) -> ForwardResult:
     """x_0 (B, S, D) through blocks 0..last_layer; logits only when every block ran and the model unembeds.
 
     source (B, S_k, D): every layer's keys and values come from it (cross-attention; single-layer models).
     cache: the KV cache of the positions before x (decoding); eligible then has S_past + S key columns.
+    after: a pass of this same input that stopped early (its last_layer): its layers are kept as they are and the
+    blocks after them run on its last resid_out, so a pass in two parts is the pass in one, to the bit.
     """
     timings = {} if timings is None else timings
     last = len(net.blocks) - 1 if last_layer is None else last_layer
-    x = shift_input(x, interventions.shift)
-    embed = x
-    layers: list[LayerTrace] = []
-    kv: list[tuple[Tensor, Tensor] | None] = []
-    for i, block in enumerate(net.blocks[: last + 1]):
+    first = 0 if after is None else len(after.layers)
+    x = shift_input(x, interventions.shift) if after is None else after.layers[-1].resid_out
+    embed = x if after is None else after.embed
+    layers: list[LayerTrace] = [] if after is None else list(after.layers)
+    kv: list[tuple[Tensor, Tensor] | None] = [] if after is None else [(t.attn.k, t.attn.v) for t in after.layers]
+    for i in range(first, last + 1):
+        block = net.blocks[i]
         stop.check()  # whoever asked may have gone: stop between layers rather than finish the pass
         past = cache.layers[i] if cache is not None else None
         if interventions.patch is not None and interventions.patch.hook == "resid_pre":

@@ -250,24 +250,35 @@ class AttentionModel(ABC):
         *,
         interventions: Interventions = NO_INTERVENTIONS,
         encoded: Encoded | None = None,
+        after: ModelRun | None = None,
     ) -> ModelRun:
         """Every layer up to inp.last_layer on `device` in `dtype`, with `interventions` applied.
 
         `encoded` is this input's `encode(inp)` when the caller already has it, so a request is tokenised once.
+        `after`: a run of this same input, device, dtype and interventions that stopped at an earlier layer; its
+        layers are kept and the forward goes on from there (the first layers drawn while the rest compute).
         """
         stop.check()  # nobody waits for this run any more: do not start it
         enc = encoded if encoded is not None else self.encode(inp)
         last = self.last_layer(inp)
         s = len(enc.tokens)
-        masks, eligible = self.eligibility(inp, enc, device)
+        if after is not None:
+            assert len(after.layers) <= last + 1 and after.interventions == interventions, "not an earlier part"
+            masks, eligible = after.masks, after.eligible
+        else:
+            masks, eligible = self.eligibility(inp, enc, device)
         net = self.network(inp, device, dtype)
         keys = None if enc.source is None else len(enc.source.tokens)  # with a source, values come from it
         interventions.validate(len(net.blocks), net.blocks[0].attn.n_heads, s, keys)
-        timings: dict[str, float] = {}
-        with timed(timings, "embed", device):
-            x = enc.x.to(device=device, dtype=dtype)
-            x = x[None] if x.dim() == 2 else x  # (B, S, D)
-            source = None if enc.source is None else enc.source.x.to(device=device, dtype=dtype)[None]
+        timings: dict[str, float] = {} if after is None else dict(after.timings_ms)
+        x = after.result.embed if after is not None else None  # (B, S, D): a continued pass does not embed again
+        source = None
+        if x is None:
+            with timed(timings, "embed", device):
+                x = enc.x.to(device=device, dtype=dtype)
+                x = x[None] if x.dim() == 2 else x  # (B, S, D)
+        if enc.source is not None:
+            source = enc.source.x.to(device=device, dtype=dtype)[None]
         fwd = forward(
             x,
             net,
@@ -278,6 +289,7 @@ class AttentionModel(ABC):
             last_layer=last,
             timings=timings,
             source=source,
+            after=None if after is None else after.result,
         )
         return ModelRun(
             model=self.name,

@@ -108,6 +108,7 @@ class GivenModel(AttentionModel):
         *,
         interventions: Interventions = NO_INTERVENTIONS,
         encoded: Encoded | None = None,
+        after: ModelRun | None = None,
     ) -> ModelRun:
         """The shared run; an input shift is refused, since x_0 = I only carries the typed matrices (shifting it
         would change the scores themselves, not an input)."""
@@ -115,7 +116,7 @@ class GivenModel(AttentionModel):
             raise InputError(
                 "change.kind", "the given model has no input vectors to shift: its matrices are typed in; move a value"
             )
-        return super().run(inp, device, dtype, interventions=interventions, encoded=encoded)
+        return super().run(inp, device, dtype, interventions=interventions, encoded=encoded, after=after)
 
     def swap_token(self, inp: RunInput, enc: Encoded, position: int, token: str) -> RunInput:
         raise InputError(
