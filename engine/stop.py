@@ -34,3 +34,9 @@ def check() -> None:
     event = _stop.get()
     if event is not None and event.is_set():
         raise Stopped("stopped on request")
+
+
+def current() -> threading.Event | None:
+    """The event the computation in progress stops on (None: it never stops), for whoever carries it on past the
+    call that set it (a streamed answer's frames, written after the route has answered)."""
+    return _stop.get()

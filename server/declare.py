@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -37,8 +37,9 @@ from server.deps import Runtime, get_models, get_runtime, get_settings
 from server.errors import ApiError
 from server.forms import ORJSONResponse, answer
 from server.progress import HEADER, run_id_of
+from server.stream import StreamedAnswer
 
-FORMS = ("json", "arrays", "npz")
+FORMS = ("json", "arrays", "npz", "stream")
 T = TypeVar("T")
 
 
@@ -128,7 +129,12 @@ class Analysis:
         JSON whatever the form asked, must fit `answer` field by field, or it is a 500 naming the first field that
         does not."""
         out = self.run(req, ctx)
-        if isinstance(out, Response):
+        response: Response
+        if isinstance(out, StreamedAnswer):
+            response = out
+            if check and self.answer is not None:
+                out.frames = checked_frames(out.frames, self.answer, self.path)
+        elif isinstance(out, Response):
             response = out
         elif isinstance(out, BaseModel):
             response = ORJSONResponse(out.model_dump(mode="json"))
@@ -161,6 +167,22 @@ def stand_in(node: Any) -> Any:
     if isinstance(node, list):
         return [stand_in(v) for v in node]
     return node
+
+
+def checked_frames(frames: Iterator[tuple[str, Any]], cls: type[BaseModel], path: str) -> Iterator[tuple[str, Any]]:
+    """A streamed answer's frames as they are, the whole answer they make (each matrix a stand-in) checked against
+    `cls` before the tail goes out: one that does not fit ends the answer with an error frame instead."""
+    head: dict[str, Any] = {}
+    layers: list[Any] = []
+    for kind, body in frames:
+        if kind == "head":
+            head = stand_in(body)
+        elif kind == "layer":
+            layers.append(stand_in(body))
+        elif kind == "tail":
+            whole = {**head, **stand_in(body), "layers": [*head["layers"], *layers]}
+            check_answer(cls, bytes(ORJSONResponse(whole).body), path)
+        yield kind, body
 
 
 def check_answer(cls: type[BaseModel], body: bytes, path: str) -> None:

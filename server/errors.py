@@ -203,3 +203,11 @@ class Unexpected:
                 request, 500, "internal_error", "attnlab hit an unexpected error; it has been logged"
             )
             await answer(scope, receive, send)
+
+
+def answered_error(exc: ApiError | InputError) -> dict[str, Any]:
+    """The one error shape's body for an error met after an answer has started (a streamed answer's error frame),
+    worded as the handlers above word it."""
+    if isinstance(exc, InputError):
+        return error_body(422, exc.code, f"{exc.field}: {exc.message}", exc.field, exc.details())
+    return error_body(exc.status, exc.code, f"{exc.field}: {exc.message}" if exc.field else exc.message, exc.field)

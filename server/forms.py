@@ -12,7 +12,7 @@ import orjson
 from fastapi.responses import JSONResponse, Response
 
 from engine import progress
-from wire.arrays import MEDIA_TYPE, plain_list, write_arrays
+from wire.arrays import MEDIA_TYPE, STREAM_MEDIA_TYPE, plain_list, write_arrays
 
 
 class ORJSONResponse(JSONResponse):
@@ -60,12 +60,24 @@ class NPZResponse(Response):
 
 
 ARRAYS_MEDIA_TYPE = MEDIA_TYPE
-# OpenAPI's 200 of a route that answers through `answer`: JSON (its response_model), and these two forms
-OTHER_FORMS = {
-    "content": {NPZ_MEDIA_TYPE: {}, ARRAYS_MEDIA_TYPE: {}},
-    "description": "JSON; .npz with Accept: application/x-npz; the arrays form (a JSON header, then raw "
-    "little-endian arrays) with Accept: application/vnd.attnlab.arrays",
+# OpenAPI's 200 of a route that answers in more forms than JSON (its response_model): each form's media type
+FORM_MEDIA = {
+    "npz": (NPZ_MEDIA_TYPE, ".npz with Accept: application/x-npz"),
+    "arrays": (MEDIA_TYPE, "the arrays form (a JSON header, then raw little-endian arrays) with Accept: " + MEDIA_TYPE),
+    "stream": (
+        STREAM_MEDIA_TYPE,
+        "the arrays form a layer at a time, as they are computed, with Accept: " + STREAM_MEDIA_TYPE,
+    ),
 }
+
+
+def other_forms(forms: tuple[str, ...]) -> dict[str, Any]:
+    """OpenAPI's 200 for an analysis answering in `forms`."""
+    named = [FORM_MEDIA[f] for f in forms if f in FORM_MEDIA]
+    return {
+        "content": {media: {} for media, _ in named},
+        "description": "; ".join(["JSON", *(say for _, say in named)]),
+    }
 
 
 class ArraysResponse(Response):
@@ -79,12 +91,29 @@ class ArraysResponse(Response):
         return write_arrays(content)  # a memoryview, no copy of the whole answer: Starlette sends it as it is
 
 
+def accepted(accept: str | None) -> list[str]:
+    """The media types an Accept header names, in its order, without their parameters (q=...)."""
+    return [part.split(";")[0].strip().lower() for part in (accept or "").split(",") if part.strip()]
+
+
+def form_of(accept: str | None, forms: tuple[str, ...] = ("json", "arrays", "npz", "stream")) -> str:
+    """The form an answer goes out in for this Accept header, among `forms`: the streamed arrays form, the arrays
+    form or .npz when the header names its media type, else JSON (for any other header, as for none)."""
+    named = accepted(accept)
+    for form, media in (("stream", STREAM_MEDIA_TYPE), ("arrays", ARRAYS_MEDIA_TYPE), ("npz", NPZ_MEDIA_TYPE)):
+        if form in forms and media in named:
+            return form
+    return "json"
+
+
 def answer(body: dict[str, Any], accept: str | None) -> Response:
-    """The result in the form the client asked for: JSON, .npz (scripts), or the arrays form (the page)."""
+    """The result in the form the client asked for: JSON, .npz (scripts), or the arrays form (the page). A whole
+    answer has no streamed form (server/stream.py sends one of its own)."""
     progress.report("writing")
-    if accept and ARRAYS_MEDIA_TYPE in accept:
+    form = form_of(accept, ("json", "arrays", "npz"))
+    if form == "arrays":
         return ArraysResponse(body)
-    if accept and NPZ_MEDIA_TYPE in accept:
+    if form == "npz":
         return NPZResponse(body)
     return ORJSONResponse(body)
 

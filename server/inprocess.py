@@ -14,10 +14,10 @@ from typing import Any
 
 from engine.device import resolve_device, resolve_dtype
 from engine.models import AttentionModel
+from server.analyses.attention import attention_body
 from server.config import Settings
 from server.deps import Runtime
 from server.export import build_export
-from server.prepare import attention_body
 from server.runcache import RunCache
 from server.schemas import AttentionRequest, ExportRequest
 from wire.arrays import MEDIA_TYPE

@@ -10,7 +10,6 @@ from typing import Any
 
 import torch
 
-from engine.analysis.audit import audit
 from engine.interventions import NO_INTERVENTIONS, Interventions
 from engine.masks import MaskSpec
 from engine.models import AttentionModel, ModelRun, RunInput, model_for
@@ -18,12 +17,14 @@ from engine.models.base import Encoded, SourceInput
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import ApiError
+from server.forms import form_of
 from server.given import refuse_given
-from server.precision import check_how, float32_runtime, max_weight_difference, request_runtime
+from server.precision import check_how
 from server.runcache import cacheable, run_key
 from server.schemas import AttentionRequest, Weights
-from server.serialize import ResultCount, check_result_bytes, check_result_size, form_of, serialize_run
+from server.serialize import ResultCount, check_result_bytes, check_result_size, serialize_run
 from server.views import check_flow_work, check_rollout, sink_positions
+from wire.arrays import STREAM_MEDIA_TYPE
 
 
 def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> AttentionModel:
@@ -237,6 +238,21 @@ class Prepared:
         run cache. A pass through every layer also serves a request for one of them."""
         return cached_run(self.model, self.inp, runtime, interventions, self.encoded)
 
+    def run_to(self, layer: int, runtime: Runtime, interventions: Interventions = NO_INTERVENTIONS) -> ModelRun:
+        """The pass through layers 0..layer only (or a whole pass the run cache holds): what `run_on` goes on from."""
+        if layer >= self.model.last_layer(self.inp):  # the part is the whole pass
+            return self.run(runtime, interventions)
+        first = replace(self.inp, last_layer=layer)
+        return cached_run(self.model, first, runtime, interventions, self.encoded, keep=False)
+
+    def run_on(self, part: ModelRun, runtime: Runtime, interventions: Interventions = NO_INTERVENTIONS) -> ModelRun:
+        """The request's whole pass, going on from `part` (this input's first layers, from `run_to`): one forward
+        in two parts, kept in the run cache as the whole pass."""
+        last = self.model.last_layer(self.inp)
+        if len(part.layers) > last:
+            return part
+        return cached_run(self.model, self.inp, runtime, interventions, self.encoded, after=part)
+
     def every_layer(self) -> RunInput:
         """The input with no last layer: analyses run the whole model, whatever layer the result shows."""
         return replace(self.inp, last_layer=None)
@@ -248,21 +264,25 @@ def cached_run(
     runtime: Runtime,
     interventions: Interventions = NO_INTERVENTIONS,
     encoded: Encoded | None = None,
+    after: ModelRun | None = None,
+    keep: bool = True,
 ) -> ModelRun:
-    """model.run through the run cache: the same input, masks and options give the same pass, run once."""
-    if not cacheable(interventions):
-        with torch.inference_mode():
-            return model.run(inp, runtime.device, runtime.dtype, interventions=interventions, encoded=encoded)
+    """model.run through the run cache: the same input, masks and options give the same pass, run once. `after`:
+    this pass's first layers, already computed (model.run goes on from them); `keep`: False for a part of a pass
+    that the whole pass will replace (it is looked up, not kept)."""
     where = (str(runtime.device), str(runtime.dtype))
-    key = run_key(model.info.name, inp, interventions, *where)
-    found = runtime.runs.get(key)
-    if found is None and inp.last_layer is not None:
-        found = runtime.runs.get(run_key(model.info.name, replace(inp, last_layer=None), interventions, *where))
-    if found is not None:
-        return found
+    key = run_key(model.info.name, inp, interventions, *where) if cacheable(interventions) else None
+    if key is not None:
+        keys = [key]
+        if inp.last_layer is not None:  # a pass through every layer serves one of them
+            keys.append(run_key(model.info.name, replace(inp, last_layer=None), interventions, *where))
+        found = runtime.runs.get(*keys, count=after is None)  # going on from a part: that part's lookup counted
+        if found is not None:
+            return found
     with torch.inference_mode():
-        run = model.run(inp, runtime.device, runtime.dtype, interventions=interventions, encoded=encoded)
-    runtime.runs.put(key, run)
+        run = model.run(inp, runtime.device, runtime.dtype, interventions=interventions, encoded=encoded, after=after)
+    if key is not None and keep:
+        runtime.runs.put(key, run)
     return run
 
 
@@ -302,6 +322,7 @@ def prepare(
         s_k = len(encoded.source.tokens)
         _check_tokens(s_k, "source.tokens" if req.source and req.source.tokens is not None else "source.text", settings)
     model.last_layer(inp)  # a 422 naming `layer` when it is past the model's last
+    check_first_layer(req, model, inp, form_of(accept))
     check_rollout(req, encoded)
     # refuse before computing what could not be sent: the S x S_k matrices, and the per-position vectors asked for
     layers = 1 if req.layer is not None else model.n_layers(inp)
@@ -327,6 +348,24 @@ def prepare(
     limit = settings.max_result_bytes
     check_result_bytes(every, None if layers == 1 else one_layer, form_of(accept), req.precision, dtype, limit)
     return Prepared(model, inp, encoded)
+
+
+def check_first_layer(req: AttentionRequest, model: AttentionModel, inp: RunInput, form: str) -> None:
+    """`first_layer` orders the streamed form's layers: refused by name in any other form, beside `layer`, and past
+    the model's last layer."""
+    if req.first_layer is None:
+        return
+    if form != "stream":
+        why = f"only /api/attention's streamed form sends a layer first (Accept: {STREAM_MEDIA_TYPE})"
+        raise ApiError(422, "invalid_request", why, "first_layer")
+    if req.layer is not None:
+        raise ApiError(
+            422, "invalid_request", "first_layer orders every layer: leave out layer or first_layer", "first_layer"
+        )
+    n = model.n_layers(inp)
+    if req.first_layer >= n:
+        why = f"got layer {req.first_layer}: {model.info.name} has layers 0..{n - 1}"
+        raise ApiError(422, "invalid_request", why, "first_layer")
 
 
 def final_width(model: AttentionModel) -> int:
@@ -370,30 +409,3 @@ def run_body(run: ModelRun, req: AttentionRequest, settings: Settings, runtime: 
         rollout_residual=req.rollout.residual if req.rollout is not None else True,
         sinks=sink_positions(req, run),
     )
-
-
-def attention_body(
-    req: AttentionRequest,
-    settings: Settings,
-    models: dict[str, AttentionModel],
-    runtime: Runtime,
-    accept: str | None = None,
-) -> dict[str, Any]:
-    """What /api/attention answers (and attnlab.run returns): the run, serialised, with the audit when asked.
-    `accept`: the form it goes out in (server.forms.answer), whose bytes are bounded before anything runs."""
-    runtime = request_runtime(req, runtime)  # the request's dtype, where it gives one
-    prepared = prepare(req, settings, models, runtime, accept=accept)
-    interventions = Interventions(bug=req.demo_bug)
-    run = prepared.run(runtime, interventions)
-    body = run_body(run, req, settings, runtime)
-    if runtime.dtype == torch.float32:
-        body["config"]["max_diff_vs_float32"] = 0.0
-    elif req.dtype is None:  # the server's own dtype, not asked for: not measured (it would cost a second pass)
-        body["config"]["max_diff_vs_float32"] = None
-    else:  # the same pass in float32 (through the run cache), to show what the precision changed
-        reference = prepared.run(float32_runtime(runtime), interventions)
-        body["config"]["max_diff_vs_float32"] = max_weight_difference(run, reference, req.layer)
-    if "audit" in req.include:
-        with torch.inference_mode():
-            body["audit"] = audit(prepared.model, prepared.inp, prepared.encoded, run, runtime.device, runtime.dtype)
-    return body

@@ -73,12 +73,17 @@ class RunCache:
         self._lock = threading.Lock()
         self.nbytes = 0
 
-    def get(self, key: bytes) -> ModelRun | None:
+    def get(self, *keys: bytes, count: bool = True) -> ModelRun | None:
+        """The run kept under the first of `keys` that has one. One lookup counts one hit or one miss (a miss is a
+        forward to come); `count`: False for a look again before going on with a pass already counted."""
+        found = None
         with self._lock:
-            found = self._runs.get(key)
-            if found is not None:
-                self._runs.move_to_end(key)
-        if self.metrics is not None:
+            for key in keys:
+                found = self._runs.get(key)
+                if found is not None:
+                    self._runs.move_to_end(key)
+                    break
+        if self.metrics is not None and count:
             self.metrics.cache.labels("hit" if found else "miss").inc()
         return found[0] if found is not None else None
 

@@ -36,6 +36,7 @@ from engine.stop import stop_when
 from server.errors import ApiError
 from server.observability import Metrics
 from server.progress import HEADER, run_id_of
+from server.stream import StreamedAnswer
 
 T = TypeVar("T")
 # How deeply a body may nest arrays and objects: the deepest body the API reads is 6 levels (a compare of two
@@ -95,10 +96,18 @@ class ComputePool:
         if self.metrics is not None:
             self.metrics.abandoned.labels(stage).inc()
 
-    async def run(self, fn: Callable[[], T], gone: asyncio.Future[None], ticket: int | None = None) -> T:
+    async def run(
+        self,
+        fn: Callable[[], T],
+        gone: asyncio.Future[None],
+        ticket: int | None = None,
+        early: asyncio.Future[T] | None = None,
+    ) -> T:
         """fn() on a compute thread; a 503 when no thread takes it within the queue timeout, a 499 when `gone`
         (the client's disconnection) completes first. fn runs in a copy of the caller's context (request id).
-        `ticket` (from `ticket()`) is the place in the line that `ahead` answers for."""
+        `ticket` (from `ticket()`) is the place in the line that `ahead` answers for. `early`: a future fn may
+        complete before it returns (a streamed answer, once its first frame is made): its result is returned then,
+        and fn goes on on its thread, which it keeps until it returns."""
         ticket = self.ticket() if ticket is None else ticket
         loop = asyncio.get_running_loop()
         started: asyncio.Future[None] = loop.create_future()
@@ -137,9 +146,13 @@ class ComputePool:
                 self._abandoned("waiting")
                 raise client_gone()
             raise self.busy()
-        if not done.done():
+        if not done.done() and not (early is not None and early.done()):
             second: set[asyncio.Future[Any]] = {done, gone}
+            if early is not None:
+                second.add(early)
             await asyncio.wait(second, return_when="FIRST_COMPLETED")
+        if early is not None and early.done() and not done.done():
+            return early.result()  # the rest is made on the job's thread; the answer itself watches for `gone`
         if not done.done():
             stop.set()  # the run stops at its next layer; its thread then takes the next job
             self._abandoned("running")
@@ -225,8 +238,17 @@ class ComputeRoute(APIRoute):
             run = board.start(run_id, lambda: pool.ahead(ticket)) if run_id is not None else None
             check = ctx.settings.check_answers
 
+            loop = asyncio.get_running_loop()
+            early: asyncio.Future[Response] = loop.create_future()
+
+            def answered(response: Response) -> None:  # on the loop: a streamed answer's first frame is made
+                if not early.done():
+                    early.set_result(response)
+
             def compute() -> Response:
                 response: Response = analysis.respond(parse_body(model, body), ctx, check)
+                if isinstance(response, StreamedAnswer):  # made here, frame by frame, sent as each is made
+                    response.produce(loop, lambda: loop.call_soon_threadsafe(answered, response))
                 return response
 
             def work() -> Response:
@@ -238,7 +260,7 @@ class ComputeRoute(APIRoute):
 
             gone = asyncio.ensure_future(disconnected(request))
             try:
-                response = await pool.run(work, gone, ticket)
+                response = await pool.run(work, gone, ticket, early)
             except BaseException:
                 if run is not None:
                     board.move(run, "failed")  # final: the thread of a run whose client left cannot undo it

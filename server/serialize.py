@@ -4,7 +4,7 @@ rest plain values; server/forms.py writes it as JSON, .npz or the arrays form.""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from engine.models import ModelRun
 from engine.stats import HeadStats, head_similarity, head_stats
 from engine.unequal import real_width
 from server.errors import ApiError
-from server.forms import ARRAYS_MEDIA_TYPE, NPZ_MEDIA_TYPE
+from server.forms import ARRAYS_MEDIA_TYPE, STREAM_MEDIA_TYPE
 
 FLOAT16_MAX = 65504.0
 STAT_FIELDS = dataclasses.fields(HeadStats)
@@ -67,16 +67,12 @@ def check_result_size(
 # a boolean 1. Stats go out as JSON numbers in every form (the arrays form's header).
 JSON_NUMBER_BYTES = 12
 JSON_BOOL_BYTES = 6
-FORM_NAMES = {"json": "JSON", "arrays": f"the arrays form (Accept: {ARRAYS_MEDIA_TYPE})", "npz": ".npz"}
-
-
-def form_of(accept: str | None) -> str:
-    """The form server.forms.answer picks for this Accept header: arrays, npz or json."""
-    if accept and ARRAYS_MEDIA_TYPE in accept:
-        return "arrays"
-    if accept and NPZ_MEDIA_TYPE in accept:
-        return "npz"
-    return "json"
+FORM_NAMES = {
+    "json": "JSON",
+    "arrays": f"the arrays form (Accept: {ARRAYS_MEDIA_TYPE})",
+    "stream": f"the streamed arrays form (Accept: {STREAM_MEDIA_TYPE})",
+    "npz": ".npz",
+}
 
 
 @dataclass(frozen=True)
@@ -186,19 +182,9 @@ def serialize_run(
     size = result_size(run, layers, include)
     check_result_size(size, max_values)
     eligible = run.eligible.cpu()
-    whole: dict[str, Sequence[torch.Tensor] | dict[int, torch.Tensor]] = {}  # per layer: S x S views of the stack
-    maps = [run.layers[i].attn.weights for i in range(max(layers) + 1)]
-    if "rollout" in include:  # through every layer up to the last one shown
-        whole["rollout"] = rollout(maps, rollout_heads, rollout_residual)
-    if "attention_flow" in include:
-        whole["attention_flow"] = attention_flow(maps, rollout_heads, rollout_residual, layers)
-    out_layers = [
-        _layer(run, i, include, eligible, precision, {k: v[i] for k, v in whole.items()}, sinks) for i in layers
-    ]
+    out_layers = list(layer_bodies(run, layers, include, eligible, precision, rollout_heads, rollout_residual, sinks))
     a0 = run.layers[layers[0]].attn
     s = len(run.tokens)
-    config = dataclasses.asdict(run.config)
-    config.update(scale=scale, device=device, dtype=dtype, seq_len=s, precision=precision)
     batched = run.batch_tokens is not None
     axis = 0 if batched else 1  # a batch keeps the leading axis in shapes
     bug = run.interventions.bug
@@ -210,7 +196,7 @@ def serialize_run(
     return {
         "model": run.model,
         "tokens": run.tokens,
-        "config": config,
+        "config": config_body(run, scale=scale, device=device, dtype=dtype, precision=precision),
         "masks": run.masks.to_dict(),
         "all_masked": all_masked,
         "eligible": eligible.numpy(),
@@ -236,6 +222,35 @@ def serialize_run(
         "sinks": {"hidden": sinks[0], "renormalised": sinks[1]} if sinks is not None else None,
         "final": final,
     }
+
+
+def config_body(run: ModelRun, *, scale: bool, device: str, dtype: str, precision: str) -> dict[str, Any]:
+    """The answer's `config`: the run's RunConfig and how it was computed and sent."""
+    config = dataclasses.asdict(run.config)
+    config.update(scale=scale, device=device, dtype=dtype, seq_len=len(run.tokens), precision=precision)
+    return config
+
+
+def layer_bodies(
+    run: ModelRun,
+    layers: Sequence[int],
+    include: Sequence[str],
+    eligible: torch.Tensor,
+    precision: str,
+    rollout_heads: Fuse = "mean",
+    rollout_residual: bool = True,
+    sinks: tuple[list[int], bool] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The answer's `layers`, one layer's heads at a time in the order of `layers` (the streamed form sends each
+    as it is made). Rollout and attention flow run through every layer up to the last one shown, once."""
+    whole: dict[str, Sequence[torch.Tensor] | dict[int, torch.Tensor]] = {}  # per layer: S x S views of the stack
+    maps = [run.layers[i].attn.weights for i in range(max(layers) + 1)]
+    if "rollout" in include:
+        whole["rollout"] = rollout(maps, rollout_heads, rollout_residual)
+    if "attention_flow" in include:
+        whole["attention_flow"] = attention_flow(maps, rollout_heads, rollout_residual, list(layers))
+    for i in layers:
+        yield _layer(run, i, include, eligible, precision, {k: v[i] for k, v in whole.items()}, sinks)
 
 
 def _layer(

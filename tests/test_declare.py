@@ -27,6 +27,7 @@ from server.deps import get_settings
 from server.errors import ApiError
 from server.schemas import HeadStatsOut, Strict
 from tests.helpers import assert_error
+from wire.arrays import STREAM_MEDIA_TYPE, StreamError, assemble, read_frames
 
 MakeClient = Callable[..., AbstractContextManager[TestClient]]
 COMPUTING = {
@@ -43,11 +44,14 @@ def test_analyses_lists_every_declaration(client: TestClient) -> None:
     for e in entries:
         assert e["path"] == "/api/" + e["name"]
         assert set(e) == {"name", "path", "client", "panel", "summary", "forms"}
-        assert e["forms"] == ["html"] or set(e["forms"]) <= {"json", "arrays", "npz"}
+        assert e["forms"] == ["html"] or set(e["forms"]) <= {"json", "arrays", "npz", "stream"}
     by_name = {e["name"]: e for e in entries}
     assert by_name["scale-sweep"]["client"] == "scale_sweep" and by_name["scale-sweep"]["panel"] == "sweep"
     assert by_name["heads/top"]["client"] == "top_heads"
-    assert by_name["attention"]["forms"] == ["json", "arrays", "npz"] and by_name["attention"]["panel"] is None
+    assert (
+        by_name["attention"]["forms"] == ["json", "arrays", "npz", "stream"] and by_name["attention"]["panel"] is None
+    )
+    assert [n for n, e in by_name.items() if "stream" in e["forms"]] == ["attention"]
 
 
 def test_every_computing_route_is_declared(client: TestClient) -> None:
@@ -105,6 +109,31 @@ def test_every_form_of_an_answer_is_checked(
     with make_client() as client:
         resp = client.post("/api/attention", json={"model": "textbook"}, headers={"accept": accept})
     assert_error(resp, 500, "surplus", "AttentionResult")
+
+
+def test_a_streamed_answer_is_checked_too_and_ends_with_an_error_frame(
+    make_client: MakeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The streamed form's frames are checked as one answer before its tail goes out: a layer with a field that
+    LayerResult lacks ends the stream with an error frame (its 200 was sent with the first layer)."""
+    real = attention_analysis.layer_bodies
+    monkeypatch.setattr(attention_analysis, "layer_bodies", lambda *a: ({**b, "surplus": 1} for b in real(*a)))
+    body = {"model": "induction", "text": "red ball king river frog red ball king"}
+    with make_client(models="induction") as client:
+        resp = client.post("/api/attention", json=body, headers={"accept": STREAM_MEDIA_TYPE})
+        assert resp.status_code == 200
+        frames = list(read_frames([resp.content]))
+        assert [k for k, _ in frames] == ["head", "layer", "error"]
+        error = frames[-1][1]
+        assert error["status"] == 500 and error["code"] == "answer_mismatch" and "surplus" in error["message"]
+        with pytest.raises(StreamError, match="surplus"):
+            assemble(frames)
+        # without the surplus field the same stream checks clean and ends with its tail
+        monkeypatch.setattr(attention_analysis, "layer_bodies", real)
+        frames = list(
+            read_frames([client.post("/api/attention", json=body, headers={"accept": STREAM_MEDIA_TYPE}).content])
+        )
+        assert [k for k, _ in frames] == ["head", "layer", "tail"]
 
 
 def test_answer_of_derives_the_engine_fields() -> None:

@@ -15,17 +15,32 @@ A list whose items (dicts) all hold an array of one dtype and shape under the sa
 its weights) comes as one stacked array: {"$items": [the items without that key], "$stacked": {key: spec}}, where
 spec's shape has the item count first. Item i gets the stack's slice i back under the key. When what is left of
 the items is the same flat fields, they come as columns: {"$columns": {field: [one value per item]}, "$stacked": ...}.
+
+The streamed form (`Accept: application/vnd.attnlab.arrays-stream`, /api/attention) is the same answer in frames, so
+that a reader can draw the first layer while the others are computed and sent. Each frame is a uint32 length F
+(little-endian) and F bytes: one document of the arrays form above whose JSON has one key,
+
+    {"head": the answer, its `layers` holding the first layer sent}
+    {"layer": one more layer, as an item of `layers`}       one per layer still to come, in the order sent
+    {"tail": {"config": ..., "timings_ms": ..., ...}}       what only the whole pass knows, over the head's fields
+    {"error": {status, code, field, message, details}}      instead of what was still to come: the answer failed
+
+The answer is the head with the tail's fields over it and every layer in `layers` in index order (`assemble`): the
+arrays form's answer, equal to it value for value. A stream that ends without its tail was cut short.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
 MEDIA_TYPE = "application/vnd.attnlab.arrays"
+STREAM_MEDIA_TYPE = "application/vnd.attnlab.arrays-stream"
 MAGIC = b"ATNA"
+FRAME_KINDS = ("head", "layer", "tail", "error")
 
 
 def read_arrays(data: bytes | bytearray | memoryview) -> Any:
@@ -185,3 +200,60 @@ def _stackable_keys(node: list[Any]) -> list[str]:
         ):
             keys.append(key)
     return keys
+
+
+# ---- the streamed form -----------------------------------------------------------------------------------------------
+
+
+def write_frame(kind: str, body: Any) -> tuple[bytes, memoryview]:
+    """One frame of the streamed form: its 4-byte length and its document (two parts, so the document is not
+    copied to put the length before it)."""
+    if kind not in FRAME_KINDS:
+        raise ValueError(f"a frame is one of {FRAME_KINDS}, got {kind!r}")
+    document = write_arrays({kind: body})
+    return len(document).to_bytes(4, "little"), document
+
+
+def read_frames(chunks: Iterable[bytes | bytearray | memoryview]) -> Iterator[tuple[str, Any]]:
+    """The frames of a streamed answer, (kind, body) each, as the chunks that carry it arrive (any sizes)."""
+    pending = bytearray()
+    for chunk in chunks:
+        pending += chunk
+        while len(pending) >= 4:
+            size = int.from_bytes(pending[:4], "little")
+            if len(pending) < 4 + size:
+                break
+            document = read_arrays(bytearray(pending[4 : 4 + size]))
+            del pending[: 4 + size]
+            if not isinstance(document, dict) or len(document) != 1 or next(iter(document)) not in FRAME_KINDS:
+                raise ValueError(f"a frame holds one of {FRAME_KINDS}; got {sorted(document)}")
+            yield next(iter(document.items()))
+    if pending:
+        raise ValueError(f"the stream ends inside a frame ({len(pending)} bytes of it)")
+
+
+class StreamError(Exception):
+    """A streamed answer that failed after it started: the error frame's body ({status, code, field, message})."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(error.get("message", "the answer failed"))
+        self.error = error
+
+
+def assemble(frames: Iterable[tuple[str, Any]]) -> Any:
+    """The whole answer from its frames: the head, the tail's fields over it, every layer in index order."""
+    head: dict[str, Any] | None = None
+    layers: list[Any] = []
+    for kind, body in frames:
+        if kind == "error":
+            raise StreamError(body)
+        if kind == "head":
+            head = body
+            layers.extend(body["layers"])
+        elif head is None:
+            raise ValueError(f"a {kind} frame before the head")
+        elif kind == "layer":
+            layers.append(body)
+        else:
+            return {**head, **body, "layers": sorted(layers, key=lambda layer: layer["index"])}
+    raise ValueError("the stream ended before its tail: it was cut short")

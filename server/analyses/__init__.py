@@ -18,7 +18,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
 from server.declare import Analysis, Limit
-from server.forms import OTHER_FORMS, ORJSONResponse
+from server.forms import ORJSONResponse, other_forms
 from server.scheduling import ComputeRoute
 from server.schemas.errors import ANY_ROUTE, BODY, COMPUTE_ERRORS, errors
 
@@ -100,7 +100,7 @@ def install(app: FastAPI) -> None:
             }
             responses: dict[int | str, dict[str, Any]] = {**errors(*ANY_ROUTE, *BODY, ref=True), **html}
         else:
-            responses = {**COMPUTE_ERRORS, **({200: OTHER_FORMS} if len(a.forms) > 1 else {})}
+            responses = {**COMPUTE_ERRORS, **({200: other_forms(a.forms)} if len(a.forms) > 1 else {})}
         compute.add_api_route(
             f"/{a.name}",
             endpoint(a),

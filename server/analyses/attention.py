@@ -2,25 +2,113 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import torch
 from fastapi.responses import HTMLResponse, Response
 
+from engine.analysis.audit import audit
+from engine.interventions import Interventions
+from engine.models import AttentionModel, ModelRun
+from server.config import Settings
 from server.declare import Analysis, Context, Limit
+from server.deps import Runtime
 from server.export import build_export
-from server.prepare import attention_body
+from server.forms import form_of
+from server.precision import float32_runtime, max_weight_difference, request_runtime
+from server.prepare import Prepared, prepare, run_body
 from server.schemas import AttentionRequest, AttentionResult, ExportRequest
+from server.serialize import config_body, layer_bodies
+from server.stream import StreamedAnswer
+from server.views import check_flow_work, sink_positions
+from wire.arrays import STREAM_MEDIA_TYPE
+
+# include items that read the whole pass before any layer can be written: it runs whole, then streams
+WHOLE_PASS = frozenset({"final", "rollout", "attention_flow"})
 
 
-def compute_attention(req: AttentionRequest, ctx: Context) -> dict[str, Any]:
+def compute_attention(req: AttentionRequest, ctx: Context) -> dict[str, Any] | Response:
     """JSON by default; `Accept: application/x-npz` for a NumPy archive, `Accept: application/vnd.attnlab.arrays`
     for the arrays form the page reads (a JSON header, then the raw arrays); `precision: "float16"` halves either.
+    `Accept: application/vnd.attnlab.arrays-stream` sends the arrays form a layer at a time: `first_layer` (else
+    layer 0) as soon as the forward has reached it, then the rest of the same forward and the other layers, then
+    what only the whole pass knows (wire/arrays.py: the frames).
 
     `texts` runs a batch (matrices gain a leading batch axis), `source` cross-attention (S x S_k matrices),
     `demo_bug` one of the chapter's classic bugs on purpose (marked wrong in `demo_bug`), and `include: ["audit"]`
     adds the audit record (measured peak memory and throughput, the engine against torch's SDPA, and the
     perturbation verdicts of the masks in force)."""
+    if form_of(ctx.accept) == "stream":
+        return StreamedAnswer(attention_frames(req, ctx.settings, ctx.models, ctx.runtime))
     return attention_body(req, ctx.settings, ctx.models, ctx.runtime, ctx.accept)
+
+
+def attention_body(
+    req: AttentionRequest,
+    settings: Settings,
+    models: dict[str, AttentionModel],
+    runtime: Runtime,
+    accept: str | None = None,
+) -> dict[str, Any]:
+    """What /api/attention answers (and attnlab.run returns): the run, serialised, with the audit when asked.
+    `accept`: the form it goes out in (server.forms.answer), whose bytes are bounded before anything runs."""
+    runtime = request_runtime(req, runtime)  # the request's dtype, where it gives one
+    prepared = prepare(req, settings, models, runtime, accept=accept)
+    interventions = Interventions(bug=req.demo_bug)
+    run = prepared.run(runtime, interventions)
+    body = run_body(run, req, settings, runtime)
+    body.update(whole_pass_fields(prepared, run, req, runtime, interventions))
+    body["config"].update(body.pop("config_extra"))
+    return body
+
+
+def whole_pass_fields(
+    prepared: Prepared, run: ModelRun, req: AttentionRequest, runtime: Runtime, interventions: Interventions
+) -> dict[str, Any]:
+    """What the answer adds once the whole pass is done: `config_extra` (into config: max_diff_vs_float32) and the
+    audit when asked."""
+    if runtime.dtype == torch.float32:
+        diff: float | None = 0.0
+    elif req.dtype is None:  # the server's own dtype, not asked for: not measured (it would cost a second pass)
+        diff = None
+    else:  # the same pass in float32 (through the run cache), to show what the precision changed
+        reference = prepared.run(float32_runtime(runtime), interventions)
+        diff = max_weight_difference(run, reference, req.layer)
+    out: dict[str, Any] = {"config_extra": {"max_diff_vs_float32": diff}}
+    if "audit" in req.include:
+        with torch.inference_mode():
+            out["audit"] = audit(prepared.model, prepared.inp, prepared.encoded, run, runtime.device, runtime.dtype)
+    return out
+
+
+def attention_frames(
+    req: AttentionRequest, settings: Settings, models: dict[str, AttentionModel], runtime: Runtime
+) -> Iterator[tuple[str, Any]]:
+    """The streamed form's frames: the head (the answer with the first layer), each other layer, the tail. One
+    forward, in two parts where it can be: through the first layer, its frame written, then on from there."""
+    runtime = request_runtime(req, runtime)
+    prepared = prepare(req, settings, models, runtime, accept=STREAM_MEDIA_TYPE)
+    n = prepared.model.last_layer(prepared.inp) + 1
+    first = req.layer if req.layer is not None else req.first_layer or 0
+    interventions = Interventions(bug=req.demo_bug)
+    whole = req.layer is not None or bool(WHOLE_PASS.intersection(req.include))
+    run = prepared.run(runtime, interventions) if whole else prepared.run_to(first, runtime, interventions)
+    check_flow_work(req, run, settings)
+    shown = req.model_copy(update={"layer": first})
+    yield "head", run_body(run, shown, settings, runtime)
+    run = prepared.run_on(run, runtime, interventions)
+    rest = [i for i in range(n) if i != first] if req.layer is None else []
+    if rest:
+        eligible = run.eligible.cpu()
+        rollout = (req.rollout.heads, req.rollout.residual) if req.rollout is not None else ("mean", True)
+        sinks = sink_positions(req, run)
+        for body in layer_bodies(run, rest, req.include, eligible, req.precision, *rollout, sinks):
+            yield "layer", body
+    extra = whole_pass_fields(prepared, run, req, runtime, interventions)
+    device, dtype = str(runtime.device), str(runtime.dtype).removeprefix("torch.")
+    config = config_body(run, scale=req.scale, device=device, dtype=dtype, precision=req.precision)
+    yield "tail", {"config": {**config, **extra.pop("config_extra")}, "timings_ms": dict(run.timings_ms), **extra}
 
 
 def export_html(req: ExportRequest, ctx: Context) -> Response:
@@ -40,7 +128,7 @@ ATTENTION = Analysis(
     answer=AttentionResult,
     run=compute_attention,
     summary="Every head's scores and weights for a sequence, with masks",
-    forms=("json", "arrays", "npz"),
+    forms=("json", "arrays", "npz", "stream"),
     tags=("attention",),
     limits=(
         Limit(

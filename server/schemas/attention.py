@@ -189,6 +189,12 @@ class AttentionRequest(Strict):
     )
     scale: bool = Field(True, description="divide scores by sqrt(d_k)")
     layer: int | None = Field(None, ge=0, description="one layer's index; all layers when absent")
+    first_layer: int | None = Field(
+        None,
+        ge=0,
+        description="every layer, this one first: the streamed form (Accept: application/vnd.attnlab.arrays-stream) "
+        "sends it as soon as the forward has reached it, then the rest of the same forward; any other form is a 422",
+    )
     precision: Literal["float32", "float16"] = Field(
         "float32",
         description="how the matrices go out: float16 halves the bytes (about 3 significant digits); "
