@@ -12,6 +12,7 @@ from typing import Any
 from playwright.sync_api import Page, Request
 
 MARK = "attnlab:drawn"
+LAYERS_MARK = "attnlab:layers"  # a streamed answer's other layers drawn too (after the first MARK)
 LAYER_SELECT = "[data-testid=layer-select], #layer-select"
 QUIET_S = 1.0  # the network quiet this long after a draw ends the action's request count
 
@@ -99,6 +100,7 @@ class Phases:
     answered: float  # its answer's last byte
     drawn: float  # the `attnlab:drawn` mark
     views: dict[str, float] = field(default_factory=dict)  # ms each view's render took between t0 and the mark
+    layers: float | None = None  # the `attnlab:layers` mark: a streamed answer's other layers drawn too
 
 
 # Each view's render time between t0 and the mark (main.js measures every render as attnlab:view:NAME).
@@ -122,17 +124,28 @@ def phases(page: Page, t0: float, mark: float) -> Phases | None:
     return Phases(sent - t0, first - t0, end - t0, mark - t0, views)
 
 
+# Every layer held: the streamed answer's `attnlab:layers` mark, or a page that asked in one piece (no stream) idle.
+HELD_JS = f"""() => performance.getEntriesByName('{LAYERS_MARK}').length > 0 ||
+  document.getElementById('views').getAttribute('aria-busy') === 'false'"""
+
+
 def first_draw(page: Page, url: str, give_up_s: float) -> tuple[float | None, Phases | None]:
-    """ms from navigation start to the first `attnlab:drawn` mark (None when it gave up), and its phases."""
+    """ms from navigation start to the first `attnlab:drawn` mark (None when it gave up), and its phases (read once
+    every layer is held: a streamed answer's resource timing is there only once its last byte is)."""
     page.goto(url, wait_until="commit")
     try:
         page.wait_for_function(
             f"() => performance.getEntriesByName('{MARK}').length > 0", timeout=give_up_s * 1000, polling=20
         )
+        page.wait_for_function(HELD_JS, timeout=give_up_s * 1000, polling=20)
     except Exception:  # playwright's TimeoutError: recorded as a MISS
         return None, None
     marks: list[float] = page.evaluate(MARKS_JS)
-    return marks[0], phases(page, 0.0, marks[0])
+    ph = phases(page, 0.0, marks[0])
+    layers: list[float] = page.evaluate(f"() => performance.getEntriesByName('{LAYERS_MARK}').map((e) => e.startTime)")
+    if ph is not None and layers:
+        ph.layers = layers[0]
+    return marks[0], ph
 
 
 SWITCH_JS = """(sel) => {

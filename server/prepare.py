@@ -23,8 +23,7 @@ from server.precision import check_how
 from server.runcache import cacheable, run_key
 from server.schemas import AttentionRequest, Weights
 from server.serialize import ResultCount, check_result_bytes, check_result_size, serialize_run
-from server.views import check_flow_work, check_rollout, sink_positions
-from wire.arrays import STREAM_MEDIA_TYPE
+from server.views import check_first_layer, check_flow_work, check_rollout, sink_positions
 
 
 def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> AttentionModel:
@@ -348,24 +347,6 @@ def prepare(
     limit = settings.max_result_bytes
     check_result_bytes(every, None if layers == 1 else one_layer, form_of(accept), req.precision, dtype, limit)
     return Prepared(model, inp, encoded)
-
-
-def check_first_layer(req: AttentionRequest, model: AttentionModel, inp: RunInput, form: str) -> None:
-    """`first_layer` orders the streamed form's layers: refused by name in any other form, beside `layer`, and past
-    the model's last layer."""
-    if req.first_layer is None:
-        return
-    if form != "stream":
-        why = f"only /api/attention's streamed form sends a layer first (Accept: {STREAM_MEDIA_TYPE})"
-        raise ApiError(422, "invalid_request", why, "first_layer")
-    if req.layer is not None:
-        raise ApiError(
-            422, "invalid_request", "first_layer orders every layer: leave out layer or first_layer", "first_layer"
-        )
-    n = model.n_layers(inp)
-    if req.first_layer >= n:
-        why = f"got layer {req.first_layer}: {model.info.name} has layers 0..{n - 1}"
-        raise ApiError(422, "invalid_request", why, "first_layer")
 
 
 def final_width(model: AttentionModel) -> int:

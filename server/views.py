@@ -1,14 +1,15 @@
-"""The view options of an attention body, checked against the run they view: `rollout`, `attention_flow` and
-`sinks`."""
+"""The view options of an attention body, checked against the run they view: `rollout`, `attention_flow`, `sinks`
+and `first_layer`."""
 
 from __future__ import annotations
 
 from engine.analysis.attention_flow import FLOW_MAX_TOKENS, flow_work, fused_maps
-from engine.models import ModelRun
+from engine.models import AttentionModel, ModelRun, RunInput
 from engine.models.base import Encoded
 from server.config import Settings
 from server.errors import ApiError
 from server.schemas.attention import AttentionRequest
+from wire.arrays import STREAM_MEDIA_TYPE
 
 
 def check_rollout(req: AttentionRequest, encoded: Encoded) -> None:
@@ -89,3 +90,21 @@ def sink_positions(req: AttentionRequest, run: ModelRun) -> tuple[list[int], boo
         if not 0 <= p < s_k:
             raise ApiError(422, "invalid_request", f"got position {p}: the keys are 0..{s_k - 1}", f"sinks.hide[{i}]")
     return sorted(set(hide)), req.sinks.renormalise
+
+
+def check_first_layer(req: AttentionRequest, model: AttentionModel, inp: RunInput, form: str) -> None:
+    """`first_layer` orders the streamed form's layers: refused by name in any other form, beside `layer`, and past
+    the model's last layer."""
+    if req.first_layer is None:
+        return
+    if form != "stream":
+        why = f"only /api/attention's streamed form sends a layer first (Accept: {STREAM_MEDIA_TYPE})"
+        raise ApiError(422, "invalid_request", why, "first_layer")
+    if req.layer is not None:
+        raise ApiError(
+            422, "invalid_request", "first_layer orders every layer: leave out layer or first_layer", "first_layer"
+        )
+    n = model.n_layers(inp)
+    if req.first_layer >= n:
+        why = f"got layer {req.first_layer}: {model.info.name} has layers 0..{n - 1}"
+        raise ApiError(422, "invalid_request", why, "first_layer")

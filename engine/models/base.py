@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -32,6 +33,7 @@ from engine.models.run import (
     SourceInput,
     row_labels,
     top_predictions,
+    whitespace_tokens,
 )
 from engine.timing import timed
 
@@ -262,23 +264,16 @@ class AttentionModel(ABC):
         enc = encoded if encoded is not None else self.encode(inp)
         last = self.last_layer(inp)
         s = len(enc.tokens)
-        if after is not None:
-            assert len(after.layers) <= last + 1 and after.interventions == interventions, "not an earlier part"
-            masks, eligible = after.masks, after.eligible
-        else:
-            masks, eligible = self.eligibility(inp, enc, device)
+        assert after is None or (len(after.layers) <= last + 1 and after.interventions == interventions), "not a part"
+        masks, eligible = self.eligibility(inp, enc, device) if after is None else (after.masks, after.eligible)
         net = self.network(inp, device, dtype)
         keys = None if enc.source is None else len(enc.source.tokens)  # with a source, values come from it
         interventions.validate(len(net.blocks), net.blocks[0].attn.n_heads, s, keys)
         timings: dict[str, float] = {} if after is None else dict(after.timings_ms)
-        x = after.result.embed if after is not None else None  # (B, S, D): a continued pass does not embed again
-        source = None
-        if x is None:
-            with timed(timings, "embed", device):
-                x = enc.x.to(device=device, dtype=dtype)
-                x = x[None] if x.dim() == 2 else x  # (B, S, D)
-        if enc.source is not None:
-            source = enc.source.x.to(device=device, dtype=dtype)[None]
+        with timed(timings, "embed", device) if after is None else nullcontext():  # (a continued pass reads after's)
+            x = enc.x.to(device=device, dtype=dtype)
+            x = x[None] if x.dim() == 2 else x  # (B, S, D)
+            source = None if enc.source is None else enc.source.x.to(device=device, dtype=dtype)[None]
         fwd = forward(
             x,
             net,
@@ -395,17 +390,3 @@ class NetworkCache:
 def one_layer(w: AttentionWeights) -> Network:
     """A network of one attention layer whose output is the attention output (textbook, random, custom)."""
     return Network(blocks=(Block(attn=w, residual=False),))
-
-
-def whitespace_tokens(inp: RunInput) -> list[str]:
-    if inp.tokens is not None:
-        tokens = list(inp.tokens)
-        field_name = "tokens"
-    elif inp.text is not None:
-        tokens = inp.text.split()
-        field_name = "text"
-    else:
-        raise InputError("text", "give one of text, tokens or x")
-    if not tokens:
-        raise InputError(field_name, "got no tokens: give at least one")
-    return tokens

@@ -183,3 +183,17 @@ def row_labels(inp: RunInput, rows: int, of: str) -> list[str]:
         field = "tokens" if inp.tokens is not None else "text"
         raise InputError(field, f"got {len(tokens)} token labels for {rows} rows of {of}: give one per row")
     return tokens
+
+
+def whitespace_tokens(inp: RunInput) -> list[str]:
+    if inp.tokens is not None:
+        tokens = list(inp.tokens)
+        field_name = "tokens"
+    elif inp.text is not None:
+        tokens = inp.text.split()
+        field_name = "text"
+    else:
+        raise InputError("text", "give one of text, tokens or x")
+    if not tokens:
+        raise InputError(field_name, "got no tokens: give at least one")
+    return tokens

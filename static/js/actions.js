@@ -63,7 +63,10 @@ export const act = {
   runStarted: (asking = "all") => ({ type: "runStarted", asking }),
   layersTooMany: (key) => ({ type: "layersTooMany", key }),
   runProgress: (stage, done, total, ahead = null) => ({ type: "runProgress", stage, done, total, ahead }),
-  runSucceeded: (result, request, masks) => ({ type: "runSucceeded", result, request, masks }),
+  // `partial`: the answer's head (the layer shown), the other layers still to come (runRest or restFailed)
+  runSucceeded: (result, request, masks, partial = false) => ({ type: "runSucceeded", result, request, masks, partial }),
+  runRest: (result) => ({ type: "runRest", result }), // the whole answer, once every layer is in
+  restFailed: (error) => ({ type: "restFailed", error }),
   runFailed: (error) => ({ type: "runFailed", error }),
   runTooLarge: (message, key = null) => ({ type: "runTooLarge", message, key }),
   panelStarted: (name, key) => ({ type: "panelStarted", name, key }),

@@ -9,11 +9,12 @@ import { diffResults } from "./masks.js";
 import { slots } from "./registry.js";
 
 export const answerReducers = {
-  runStarted: (s, a) => ({ ...s, run: { ...s.run, status: "loading", started: s.run.want, asking: a.asking, progress: null } }),
+  // a new run: the layers of the last one still on their way are not waited for any more
+  runStarted: (s, a) => ({ ...s, run: { ...s.run, status: "loading", started: s.run.want, asking: a.asking, progress: null, rest: null } }),
   // how far the run is, while it loads: the server's stage (queued, layers: done of total, writing), then
   // receiving: done of total bytes (total 0: not announced)
   runProgress: (s, a) =>
-    s.run.status === "loading"
+    s.run.status === "loading" || s.run.rest
       ? { ...s, run: { ...s.run, progress: { stage: a.stage, done: a.done, total: a.total, ahead: a.ahead ?? null } } }
       : s,
   layersTooMany: (s, a) => ({ ...s, run: { ...s.run, oneLayer: a.key } }),
@@ -34,6 +35,8 @@ export const answerReducers = {
         asking: null,
         progress: null,
         result,
+        base: result, // what the views of one layer drew from: the layers that come after it leave it as it is
+        rest: a.partial ? "loading" : null,
         full: a.result,
         request: a.request,
         prev: r.result,
@@ -47,6 +50,20 @@ export const answerReducers = {
     next = placePendingPair(next, a.result);
     return askedDuringRun(next);
   },
+  // every layer is in (a streamed answer's tail): the answer whole, with the layer objects the views drew kept, so
+  // that only what shows the other layers draws again
+  runRest: (s, a) => {
+    if (!s.run.rest) return s;
+    const fresh = itemResult(a.result, s.ui.item);
+    const drawn = new Map(s.run.result.layers.map((l) => [l.index, l]));
+    const result = { ...fresh, layers: fresh.layers.map((l) => drawn.get(l.index) ?? l) };
+    return { ...s, run: { ...s.run, rest: null, progress: null, result, full: a.result } };
+  },
+  // the layer shown came and the others did not (the connection dropped): the page keeps what it holds, and says so
+  restFailed: (s, a) => ({
+    ...s,
+    run: { ...s.run, rest: null, progress: null, notice: `The other layers did not arrive (${a.error.message}); the page holds layer${s.run.result.layers.length === 1 ? "" : "s"} ${s.run.result.layers.map((l) => l.index).join(", ")}. Change anything to run again.` },
+  }),
   runFailed: (s, a) => {
     const error = { ...a.error, where: s.run.where, action: s.run.action };
     // roll the controls and the URL back to the last run that worked; the boxes keep what was typed

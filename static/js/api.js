@@ -5,6 +5,7 @@
 // from text), float16 when it is large; its errors are JSON as everywhere else.
 
 import { MEDIA_TYPE, readArrays } from "./arrays.js";
+import { STREAM_MEDIA_TYPE, readStream } from "./frames.js";
 
 // What to do about an error, by its code and field (never by its English text). The message itself is the
 // server's, which names the field and the numbers.
@@ -81,7 +82,7 @@ export async function parse(resp) {
   }
   if (resp.ok && body) return body;
   const e = body && body.error;
-  if (e) throw new ApiError(e.status ?? resp.status, e.code, e.field, e.message, e.details || []);
+  if (e) throw apiError({ ...e, status: e.status ?? resp.status });
   throw new ApiError(resp.status, "http_error", null, `The server answered ${resp.status} ${resp.statusText}.`);
 }
 
@@ -155,14 +156,23 @@ export function precisionFor(values) {
 // or a server or proxy that only speaks JSON) is read as JSON. Aborting `signal` stops the download as well.
 // `onProgress(received, total)` hears how far the download is (total: 0 when the server did not say), from (0, total)
 // when the answer starts. `run` names the run (X-Attnlab-Run) so that fetchProgress can follow it meanwhile.
-export async function fetchAttention(request, signal, onProgress = null, run = null) {
-  const headers = { "content-type": "application/json", accept: MEDIA_TYPE };
+// `onHead(head)`: ask for the streamed form (frames.js; the body's first_layer first) and hear the answer's first
+// layer as soon as it is in; a server that sends the arrays form whole is read as before, and onHead not called.
+export async function fetchAttention(request, signal, onProgress = null, run = null, onHead = null) {
+  const accept = onHead ? `${STREAM_MEDIA_TYPE}, ${MEDIA_TYPE};q=0.9` : MEDIA_TYPE;
+  const headers = { "content-type": "application/json", accept };
   if (run) headers["x-attnlab-run"] = run;
   const resp = await fetch("/api/attention", { method: "POST", headers, body: JSON.stringify(request), signal });
   onProgress?.(0, Number(resp.headers.get("content-length")) || 0);
   const type = (resp.headers.get("content-type") || "").split(";")[0].trim();
+  if (resp.ok && type === STREAM_MEDIA_TYPE && onHead) return readStream(resp, { onHead, onProgress, toError: apiError });
   if (resp.ok && type === MEDIA_TYPE) return readArrays(await readBody(resp, onProgress));
   return parse(resp);
+}
+
+// An error body's {status, code, field, message, details} as the ApiError it describes.
+function apiError(e) {
+  return new ApiError(e.status, e.code, e.field, e.message, e.details || []);
 }
 
 // A response's body as an ArrayBuffer, read chunk by chunk so that `onProgress(received, total)` can follow it.

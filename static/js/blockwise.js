@@ -9,7 +9,7 @@
 import { node } from "./dom.js";
 import { pieceQuote } from "./piece.js";
 import { pos } from "./positions.js";
-import { selectView } from "./selectors.js";
+import { selectView, shownDeps } from "./selectors.js";
 
 export const DEFAULT_BLOCK = 2;
 const $ = (id) => document.getElementById(id);
@@ -70,7 +70,7 @@ export function lessonRow(s) {
 }
 
 export function deps(s) {
-  return [s.run.result, s.ui.focus, s.ui.query, s.ui.layer];
+  return [...shownDeps(s), s.ui.focus, s.ui.query, s.ui.layer];
 }
 
 function blockOf() {

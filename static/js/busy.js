@@ -1,7 +1,8 @@
 // The busy indicator (data-view="busy"): while the attention run is in flight, "Running… 3 s" near the top of the
 // page; once the run has taken a moment, where the server is ("Waiting for the server (2 requests ahead of yours)…",
 // "Computing layer 3 of 6…", from GET /api/progress),
-// then, as the answer downloads, "Receiving 12.3 of 79.2 MB…", each over a progress bar; while only analysis panels are loading, which ones ("Updating head types… 2 s"). The views stay where they
+// then, as the answer downloads, "Receiving 12.3 of 79.2 MB…", each over a progress bar; once the layer shown of a
+// streamed answer is drawn, "Receiving the other 5 layers: 40.1 MB…"; while only analysis panels are loading, which ones ("Updating head types… 2 s"). The views stay where they
 // are (dimmed a little by the CSS under body.busy, which tokens.js sets) rather than blanked. The element is a
 // polite live region that stays in the document; the seconds are aria-hidden, so a screen reader hears what is
 // running once, not every tick.
@@ -24,6 +25,7 @@ export const PANEL_WORDS = {
 // {kind: "run" | "panels" | null, text}: what is running, from the state.
 export function busyOf(s) {
   if (s.run.status === "loading") return { kind: "run", ...runText(s.run.progress) };
+  if (s.run.rest) return { kind: "rest", ...restText(s.run.progress, s.run.result) };
   const names = Object.entries(s.panels || {})
     .filter(([, slot]) => slot && slot.status === "loading")
     .map(([name]) => PANEL_WORDS[name] || slotOf(name)?.words || name);
@@ -42,6 +44,14 @@ export function runText(p) {
   if (p?.stage === "queued") return { text: `Waiting for the server${queueText(p.ahead)}…`, bar: null }; // a compute slot
   if (p?.stage === "writing") return { text: "Writing the answer…", bar: null };
   return { text: "Running…", bar: null };
+}
+
+// While a streamed run's other layers come (the layer shown is drawn): how many, and how much has come.
+export function restText(p, result) {
+  const others = result ? result.config.n_layers - result.layers.length : 0;
+  const what = `the other ${others} layer${others === 1 ? "" : "s"}`;
+  const got = p?.stage === "receiving" && p.done > 0 ? `: ${receivedText(p.done, p.total)}` : "";
+  return { text: `Receiving ${what}${got}…`, bar: null };
 }
 
 // Where a queued run stands: " (2 requests ahead of yours)", " (yours is next)", or "" when the server does not say.
@@ -68,7 +78,7 @@ export function elapsedText(ms) {
 const clocks = new WeakMap(); // root -> {kind, since, timer}
 
 export function deps(s) {
-  return [s.run.status, s.run.progress, s.panels];
+  return [s.run.status, s.run.rest, s.run.progress, s.panels];
 }
 
 export function render(root, s) {

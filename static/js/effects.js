@@ -4,8 +4,10 @@
 // too), a new panel request the panel's last one. The abort controllers and timers live here, not in the state.
 //
 // A run asks for every layer at once (in the arrays form, float16 when large: api.js), so that a layer switch
-// draws from what the page holds (store.js holdsLayer). When every layer of an input is over the server's result
-// limit, it asks for the layer shown, and remembers that for the input (state.run.oneLayer).
+// draws from what the page holds (store.js holdsLayer). It comes streamed (frames.js): the layer shown first, drawn
+// as soon as it is in, then the other layers of the same forward (state.run.rest while they come). When every layer
+// of an input is over the server's result limit, it asks for the layer shown, and remembers that for the input
+// (state.run.oneLayer).
 
 import { splitsAtWhitespace } from "./capabilities.js";
 import { ApiError, describeError, fetchAttention, fetchProgress, isTooLarge, precisionFor, runName } from "./api.js";
@@ -35,9 +37,16 @@ function sequenceLength(s) {
 }
 
 // Whether the run on screen is the one the controls ask for: none waits for its debounce, none is in flight (a
-// failed one has answered too: the controls are rolled back to the run on screen).
+// failed one has answered too: the controls are rolled back to the run on screen), and none of its layers is still
+// on its way (the analyses then reuse its whole forward from the server's run cache).
 export function settled(s) {
-  return s.run.status !== "loading" && s.run.answered === s.run.want;
+  return s.run.status !== "loading" && s.run.answered === s.run.want && !s.run.rest;
+}
+
+// The layer a streamed run sends first: the one the large head shows, else the one the Layer menu shows, else 0.
+export function firstLayerOf(ui) {
+  if (ui.focus) return ui.focus[0];
+  return typeof ui.layer === "number" ? ui.layer : 0;
 }
 
 export function startEffects(store) {
@@ -89,22 +98,36 @@ export function startEffects(store) {
         told = now;
         store.dispatch(act.runProgress("receiving", received, total));
       };
-      const send = (body) =>
-        fetchAttention({ ...body, precision: precisionFor(resultValues(body, info, S)) }, mine.signal, progress, run);
+      const send = (body, onHead = null) =>
+        fetchAttention({ ...body, precision: precisionFor(resultValues(body, info, S)) }, mine.signal, progress, run, onHead);
+      // every layer of a model with several: streamed, the layer shown first and drawn as soon as it is in (the
+      // answer's head), the others after it (the rest of the same forward)
+      const streams = req.layer == null && (info?.layers ?? 1) > 1;
+      let headed = false;
+      const onHead = (head) => {
+        if (controller !== mine) return;
+        headed = true;
+        store.dispatch(act.runSucceeded(head, req, masks, true));
+      };
       let result;
       try {
-        result = await send(req);
+        result = streams ? await send({ ...req, first_layer: firstLayerOf(s.ui) }, onHead) : await send(req);
       } catch (err) {
         // every layer is more than the server sends: the layer shown, and this input asks for one from now on
-        if (req === layerShown || !isTooLarge(err) || controller !== mine) throw err;
+        if (req === layerShown || !isTooLarge(err) || controller !== mine || headed) throw err;
         store.dispatch(act.layersTooMany(key));
         req = layerShown;
         result = await send(req);
       }
       if (controller !== mine) return;
-      store.dispatch(act.runSucceeded(result, req, masks));
+      store.dispatch(headed ? act.runRest(result) : act.runSucceeded(result, req, masks));
     } catch (err) {
       if ((err && err.name === "AbortError") || controller !== mine) return;
+      if (store.getState().run.rest) {
+        // the layer shown is drawn; the others did not come: what the page holds stays, said in the banner
+        store.dispatch(act.restFailed(describeError(err)));
+        return;
+      }
       const e = describeError(err);
       if (err instanceof ApiError && err.code === "too_large" && err.field === "include" && store.getState().ui.layer === "all") {
         store.dispatch(act.runTooLarge(e.message, key));

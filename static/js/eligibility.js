@@ -6,7 +6,7 @@
 import { cellAt, drawHeatmap, drawHighlight, layoutFor, sizeCanvas } from "./heatmap.js";
 import { cellReasons } from "./masks.js";
 import { act } from "./actions.js";
-import { selectView } from "./selectors.js";
+import { selectView, shownDeps } from "./selectors.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
 import { pos } from "./positions.js";
 
@@ -32,7 +32,7 @@ export function moveCursor([q, k], key, S, K, page = 8) {
 }
 
 export function deps(s) {
-  return [s.run.result, s.cursor];
+  return [...shownDeps(s), s.cursor];
 }
 
 export function render(root, s, dispatch) {

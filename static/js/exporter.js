@@ -307,11 +307,11 @@ export function htmlWhat(body, multi) {
 }
 
 export function deps(s) {
-  return [s.run.request, s.run.result, s.ui.layer, s.ui.focus, s.ui.query, s.ui.palette, s.ui.view, s.ui.rollout];
+  return [s.run.request, s.run.result, s.run.rest, s.ui.layer, s.ui.focus, s.ui.query, s.ui.palette, s.ui.view, s.ui.rollout];
 }
 
 export function render(root, s) {
-  root.disabled = !s.run.request || !s.run.result;
+  root.disabled = !s.run.request || !s.run.result || !!s.run.rest; // every layer in, or the file would miss some
   if (root.disabled) return;
   const body = exportBody(s.run.request, s.ui, s.run.result);
   const what = { all: "every layer's heads", head: "the open head and its retrieval", layer: "the heads of this layer" }[body.view];

@@ -5,7 +5,7 @@
 import { halfRows } from "./arrays.js";
 import { cachedBlockMax } from "./blockmax.js";
 import { act } from "./actions.js";
-import { selectView } from "./selectors.js";
+import { selectView, shownDeps } from "./selectors.js";
 import { renderNumbers } from "./matrices.js";
 import { paintBlocks } from "./overview.js";
 
@@ -162,7 +162,7 @@ export function renderFlow(root, caption, view, layer, onOpen) {
 // ---- the view (data-view="flow"): the flow of the large head's layer, and the numbers behind the large head ----
 
 export function deps(s) {
-  return [s.run.result, s.ui.focus, s.ui.layer, s.ui.palette];
+  return [...shownDeps(s), s.ui.focus, s.ui.layer, s.ui.palette];
 }
 
 export function render(root, s, dispatch) {

@@ -33,7 +33,7 @@ import { headName } from "./interventions.js";
 import { moveCursor } from "./eligibility.js";
 import { PLOT_CONFIG } from "./plotly.js";
 import { act } from "./actions.js";
-import { selectView } from "./selectors.js";
+import { selectView, shownDeps } from "./selectors.js";
 import { positionLabel } from "./tophead.js";
 import { firstPosition } from "./positions.js";
 
@@ -171,7 +171,7 @@ const optionsFor = new WeakMap(); // the edit form's query select -> the tokens 
 let clicked = null;
 
 export function deps(s) {
-  return [s.run.result, s.run.diff, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.focus, s.ui.query, s.ui.pair, s.cursor];
+  return [...shownDeps(s), s.run.diff, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.focus, s.ui.query, s.ui.pair, s.cursor];
 }
 
 // The cell cursor within this view's grid, or null.

@@ -11,7 +11,7 @@ import { headScale, legendTicks, matrixKey } from "./colors.js";
 import { node } from "./dom.js";
 import { cellAt, drawHeatmap, layoutFor, maskedCells, repaintHighlight, sizeCanvas } from "./heatmap.js";
 import { act } from "./actions.js";
-import { selectView } from "./selectors.js";
+import { selectView, shownDeps } from "./selectors.js";
 import { pieceQuote } from "./piece.js";
 import { contributionStrip, stripLabel } from "./contrib.js";
 import { firstPosition, pos } from "./positions.js";
@@ -109,7 +109,7 @@ export function cellSize(seqLen, headsOnPage, available = 900, labels = true) {
 const drawn = new WeakMap(); // grid element -> {key, cards}: what this view last painted, to repaint only the highlight
 
 export function deps(s) {
-  return [s.run.result, s.run.diff, s.run.notice, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.page, s.ui.focus, s.ui.ablate, s.highlight];
+  return [...shownDeps(s), s.run.diff, s.run.notice, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.page, s.ui.focus, s.ui.ablate, s.highlight];
 }
 
 export function render(root, s, dispatch) {

@@ -12,6 +12,7 @@ import { numbersOf, offered, optionsOf } from "./capabilities.js";
 import { startEffects } from "./effects.js";
 import { loadPlotly } from "./plotly.js";
 import { countFrom1 } from "./positions.js";
+import { shownHeld } from "./selectors.js";
 import { decodeState, encodeState, stateForModel } from "./state.js";
 import { register } from "./registry.js";
 import { act, createStore, initialState, reducer } from "./store.js";
@@ -93,11 +94,20 @@ function draw(views, s, prev) {
   const qs = encodeState(s.ui);
   if (s.run.want > 0 && location.search !== `?${qs}`) history.replaceState(null, "", `?${qs}`); // once the link is read
   // every view of this result is painted (the analysis panels follow on their own): once per action, so not while
-  // the action's run is still to come (asked for, in its debounce or in flight), only when its answer is drawn
-  const settled = s.run.status !== "loading" && s.run.answered === s.run.want && !plotly.held;
-  if (s.run.result && settled && (!prev || prev.run !== s.run || prev.ui !== s.ui)) {
+  // the action's run is still to come (asked for, in its debounce or in flight), only when its answer is drawn; for
+  // a streamed run, when the layer shown is (its other layers come after: "attnlab:layers" once they are drawn too)
+  const settled = s.run.status !== "loading" && s.run.answered === s.run.want && !plotly.held && shownHeld(s);
+  const rest = !!prev && restEvent(prev, s);
+  const arrived = !!prev && !shownHeld(prev) && shownHeld(s); // a layer switched to while it was on its way
+  if (s.run.result && settled && (!prev || (prev.run !== s.run && !rest) || prev.ui !== s.ui || arrived)) {
     performance.mark("attnlab:drawn");
   }
+  if (rest && !s.run.rest && !plotly.held) performance.mark("attnlab:layers");
+}
+
+// Whether the change from `prev` to `s` is a streamed run's other layers arriving (or failing to), nothing else.
+function restEvent(prev, s) {
+  return !!prev.run.rest && prev.run !== s.run && s.run.base === prev.run.base && s.run.want === prev.run.want && s.run.status === prev.run.status;
 }
 
 async function init() {

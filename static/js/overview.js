@@ -188,7 +188,7 @@ function move(e, buttons, from) {
 const drawn = new WeakMap(); // root -> {result, palette, handle}: what was last painted, to move only the outline
 
 export function deps(s) {
-  return [s.run.result, s.ui.palette, s.ui.focus, s.ui.layer];
+  return [s.run.result, s.run.rest, s.ui.palette, s.ui.focus, s.ui.layer];
 }
 
 // The head the large view shows: the one opened, else the first head of the layer shown (as store.js selectView).
@@ -216,13 +216,17 @@ export function render(root, s, dispatch) {
     last.handle.select(selected);
     return;
   }
-  // a run that holds some layers only (one chosen, or every layer over the server's limit): those, said so
+  // a run that holds some layers only (one chosen, or every layer over the server's limit): those, said so; a
+  // streamed run's other layers on their way: said so, and drawn when they are in
   const partial = r.layers.length < r.config.n_layers;
   note.hidden = !partial;
   const held = r.layers.map((l) => l.index);
-  note.textContent = partial
-    ? `This run holds layer${held.length === 1 ? "" : "s"} ${held.join(", ")} of ${r.config.n_layers} only; the Layer menu picks which.`
-    : "";
+  const these = `layer${held.length === 1 ? "" : "s"} ${held.join(", ")}`;
+  note.textContent = !partial
+    ? ""
+    : s.run.rest
+      ? `Layer${held.length === 1 ? "" : "s"} ${held.join(", ")} drawn; the other layers are on their way.`
+      : `This run holds ${these} of ${r.config.n_layers} only; the Layer menu picks which.`;
   const handle = drawOverview(grid, r.layers, {
     palette: s.ui.palette,
     selected,

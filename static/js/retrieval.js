@@ -7,7 +7,7 @@ import { colorAt, inkOn, rgbString, PALETTES } from "./colors.js";
 import { cellReasons } from "./masks.js";
 import { el, node } from "./dom.js";
 import { act } from "./actions.js";
-import { selectView } from "./selectors.js";
+import { selectView, shownDeps } from "./selectors.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
 import { pos } from "./positions.js";
 
@@ -185,7 +185,7 @@ function renderContext(root, view, head, q) {
 }
 
 export function deps(s) {
-  return [s.run.result, s.ui.focus, s.ui.query, s.ui.pair, s.ui.palette, s.ui.layer];
+  return [...shownDeps(s), s.ui.focus, s.ui.query, s.ui.pair, s.ui.palette, s.ui.layer];
 }
 
 export function render(root, s, dispatch) {

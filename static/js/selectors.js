@@ -45,6 +45,28 @@ export function pinRequestOf(s) {
   return s.run.request ? pinOf(s) : null;
 }
 
+// Whether the result holds what the controls show: always, except while a streamed run's other layers are on their
+// way and the layer shown (the large head's, the Layer menu's, or every layer) is one of them.
+export function shownHeld(s) {
+  const r = s.run.result;
+  if (!r) return false;
+  if (!s.run.rest) return true;
+  if (s.ui.layer === "all") return r.layers.length === r.config.n_layers;
+  const want = s.ui.focus ? s.ui.focus[0] : s.ui.layer;
+  return r.layers.some((l) => l.index === want);
+}
+
+// What a view of the layer shown draws from (its deps): the result as first drawn, which the other layers of a
+// streamed run leave as it is, and the layer objects it shows. So the layers that come after it redraw only the
+// views that show them.
+export function shownDeps(s) {
+  const r = s.run.result;
+  if (!r) return [null];
+  const ui = s.ui;
+  const shown = (l) => ui.layer === "all" || l.index === ui.layer || (ui.focus && l.index === ui.focus[0]);
+  return [s.run.base ?? r, ...r.layers.filter(shown)];
+}
+
 export function multiLayer(s) {
   return !!s.run.result && s.run.result.config.n_layers > 1;
 }

@@ -5,7 +5,7 @@
 import { VIRIDIS, plotlyScale } from "./colors.js";
 import { themeInk } from "./heatmap.js";
 import { healthFlags } from "./heads.js";
-import { selectView } from "./selectors.js";
+import { selectView, shownDeps } from "./selectors.js";
 import { posList } from "./positions.js";
 
 export const ROW_SUM_TOLERANCE = 1e-4;
@@ -128,13 +128,21 @@ export function renderSimilarity(root, view) {
 export const needsPlotly = true; // main.js draws this view once plotly is loaded
 
 export function deps(s) {
-  return [s.run.result, s.ui.layer, s.ui.focus];
+  return [...shownDeps(s), s.ui.layer, s.ui.focus, s.run.result?.timings_ms];
 }
+
+const statsDrawn = new WeakMap(); // root -> the shownDeps and ui its tables and plot were drawn for
 
 export function render(root, s) {
   const view = selectView(s);
   if (!view) return;
-  renderStats(document.getElementById("stats"), document.getElementById("similarity"), view, view.heads);
+  // the other layers of a streamed run change only the timing line (the whole pass's): the tables stay
+  const shown = [...shownDeps(s), s.ui.layer, s.ui.focus];
+  const last = statsDrawn.get(root);
+  if (!last || last.length !== shown.length || last.some((x, i) => x !== shown[i])) {
+    renderStats(document.getElementById("stats"), document.getElementById("similarity"), view, view.heads);
+    statsDrawn.set(root, shown);
+  }
   const r = s.run.result;
   const total = Object.values(r.timings_ms).reduce((a, b) => a + b, 0);
   document.getElementById("timing").textContent = `${r.config.device} · ${r.config.dtype} · ${total.toFixed(1)} ms`;

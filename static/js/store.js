@@ -96,6 +96,8 @@ export function initialState() {
       action: "",
       status: "idle", // idle | loading | ready | error
       result: null, // the last good response as the views show it (one item of a batch)
+      base: null, // the result as its first layer was drawn: unchanged while the other layers of a stream come
+      rest: null, // "loading" while the other layers of a streamed answer come (the layer shown is drawn)
       full: null, // the last good response as it came
       request: null, // the /api/attention body that gave it
       prev: null,
@@ -141,6 +143,7 @@ function setUi(s, fields) {
 export function holdsLayer(s, layer) {
   const r = s.run.result;
   if (!r || r.config.n_layers <= 1) return false;
+  if (s.run.rest && s.run.status !== "loading") return true; // every layer is on its way: drawn when it is in
   if (s.run.status === "loading" && s.run.asking !== "all") return false;
   if (layer === "all") return r.layers.length === r.config.n_layers;
   return r.layers.some((l) => l.index === layer);
@@ -323,7 +326,7 @@ const reducers = {
       ...s,
       ui,
       good: s.good ? { ...s.good, item: a.item, query } : s.good,
-      run: { ...s.run, result, prev: null, diff: null },
+      run: { ...s.run, result, base: result, prev: null, diff: null },
     };
   },
   headFilterSet: (s, a) => setUi(s, a.fields),

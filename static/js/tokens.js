@@ -22,7 +22,7 @@ export function moveToken(i, key, n) {
 const $ = (id) => document.getElementById(id);
 
 export function deps(s) {
-  return [s.run.result, s.run.status, s.run.error, s.run.diff, s.ui.masks, s.ui.sourcePadded, s.ui.item, s.highlight, s.panels.nextWords, s.tokensOpen];
+  return [s.run.result, s.run.status, s.run.rest, s.run.error, s.run.diff, s.ui.masks, s.ui.sourcePadded, s.ui.item, s.highlight, s.panels.nextWords, s.tokensOpen];
 }
 
 export function render(root, s, dispatch) {
@@ -63,7 +63,8 @@ export function bind(root, store) {
 
 function renderStatus(s) {
   const status = $("run-status");
-  $("views").setAttribute("aria-busy", s.run.status === "loading" ? "true" : "false");
+  // busy until every layer is in (a streamed run's layer shown is drawn first, and not dimmed while the rest come)
+  $("views").setAttribute("aria-busy", s.run.status === "loading" || s.run.rest ? "true" : "false");
   document.body.classList.toggle("busy", s.run.status === "loading");
   $("views").classList.toggle("stale", s.run.status === "error" && !!s.run.result);
   // a run in flight is announced once, by the busy indicator (busy.js); this line says only what a failure left
