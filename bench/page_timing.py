@@ -100,7 +100,8 @@ class Phases:
     answered: float  # its answer's last byte
     drawn: float  # the `attnlab:drawn` mark
     views: dict[str, float] = field(default_factory=dict)  # ms each view's render took between t0 and the mark
-    layers: float | None = None  # the `attnlab:layers` mark: a streamed answer's other layers drawn too
+    layers: float | None = None  # a streamed answer: its other layers drawn too (`attnlab:layers`); then `sent` is
+    # the run asked (`attnlab:asked`), `first_byte` its first layer in the page (`attnlab:head`), `answered` = layers
 
 
 # Each view's render time between t0 and the mark (main.js measures every render as attnlab:view:NAME).
@@ -141,11 +142,22 @@ def first_draw(page: Page, url: str, give_up_s: float) -> tuple[float | None, Ph
     except Exception:  # playwright's TimeoutError: recorded as a MISS
         return None, None
     marks: list[float] = page.evaluate(MARKS_JS)
-    ph = phases(page, 0.0, marks[0])
-    layers: list[float] = page.evaluate(f"() => performance.getEntriesByName('{LAYERS_MARK}').map((e) => e.startTime)")
-    if ph is not None and layers:
-        ph.layers = layers[0]
+    ph = streamed_phases(page, marks[0]) or phases(page, 0.0, marks[0])
     return marks[0], ph
+
+
+# A streamed answer is downloaded in the page's worker, whose requests are not in the page's resource timing: its
+# phases come from the page's own marks (attnlab:asked, attnlab:head) instead.
+STREAM_MARKS_JS = """() => ['attnlab:asked', 'attnlab:head', 'attnlab:layers']
+  .map((n) => performance.getEntriesByName(n)[0]?.startTime ?? null)"""
+
+
+def streamed_phases(page: Page, mark: float) -> Phases | None:
+    asked, head, layers = page.evaluate(STREAM_MARKS_JS)
+    if asked is None or head is None or layers is None:
+        return None
+    views: dict[str, float] = page.evaluate(VIEWS_JS, [0.0, mark])
+    return Phases(asked, head, layers, mark, views, layers)
 
 
 SWITCH_JS = """(sel) => {

@@ -5,7 +5,7 @@
 // from text), float16 when it is large; its errors are JSON as everywhere else.
 
 import { MEDIA_TYPE, readArrays } from "./arrays.js";
-import { STREAM_MEDIA_TYPE, readStream } from "./frames.js";
+import { STREAM_MEDIA_TYPE, fetchFrames } from "./frames.js";
 
 // What to do about an error, by its code and field (never by its English text). The message itself is the
 // server's, which names the field and the numbers.
@@ -162,10 +162,18 @@ export async function fetchAttention(request, signal, onProgress = null, run = n
   const accept = onHead ? `${STREAM_MEDIA_TYPE}, ${MEDIA_TYPE};q=0.9` : MEDIA_TYPE;
   const headers = { "content-type": "application/json", accept };
   if (run) headers["x-attnlab-run"] = run;
-  const resp = await fetch("/api/attention", { method: "POST", headers, body: JSON.stringify(request), signal });
-  onProgress?.(0, Number(resp.headers.get("content-length")) || 0);
+  const init = { method: "POST", headers, body: JSON.stringify(request) };
+  let resp;
+  if (onHead) {
+    // streamed, downloaded in a worker (frames.js): the page's thread gets whole frames only
+    const got = await fetchFrames("/api/attention", init, signal, { onHead, onProgress, toError: apiError });
+    if (got.result) return got.result;
+    resp = got.resp; // a server that sent the answer whole (or an error): read below, as always
+  } else {
+    resp = await fetch("/api/attention", { ...init, signal });
+    onProgress?.(0, Number(resp.headers.get("content-length")) || 0);
+  }
   const type = (resp.headers.get("content-type") || "").split(";")[0].trim();
-  if (resp.ok && type === STREAM_MEDIA_TYPE && onHead) return readStream(resp, { onHead, onProgress, toError: apiError });
   if (resp.ok && type === MEDIA_TYPE) return readArrays(await readBody(resp, onProgress));
   return parse(resp);
 }

@@ -1,4 +1,5 @@
-// The two element builders every view uses: text goes in as text only (never as HTML).
+// The two element builders every view uses (text goes in as text only, never as HTML), and the widths read
+// before a draw writes anything.
 
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -15,4 +16,19 @@ export function el(name, attrs = {}, text) {
   for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, String(v));
   if (text !== undefined) n.textContent = text;
   return n;
+}
+
+const widths = new WeakMap(); // element -> its width, read by noteWidth before this draw wrote anything
+
+// Read `el`'s width now, while the page's layout is still the one last painted (main.js calls each view's
+// `measure` before any view draws): a read after the draws have written would lay the whole page out again.
+export function noteWidth(el) {
+  if (el) widths.set(el, el.clientWidth);
+}
+
+// The width noted for `el` in this draw (once), else read now; `fallback` when it has none (not laid out).
+export function widthOf(el, fallback) {
+  const noted = widths.get(el);
+  widths.delete(el);
+  return (noted ?? el.clientWidth) || fallback;
 }

@@ -106,10 +106,12 @@ export function startEffects(store) {
       let headed = false;
       const onHead = (head) => {
         if (controller !== mine) return;
+        performance.mark("attnlab:head"); // the layer shown is in (bench/page.py reads these two marks)
         headed = true;
         store.dispatch(act.runSucceeded(head, req, masks, true));
       };
       let result;
+      performance.mark("attnlab:asked");
       try {
         result = streams ? await send({ ...req, first_layer: firstLayerOf(s.ui) }, onHead) : await send(req);
       } catch (err) {

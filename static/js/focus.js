@@ -8,6 +8,7 @@
 // one weight (an intervention). The cells as data (labels, paths, hover text, the image) are in focuscells.js.
 
 import { renderSums } from "./bugs.js";
+import { noteWidth, widthOf } from "./dom.js";
 import { MASK_FILL, MASK_HATCH, headScale, matrixKey, plotlyScale } from "./colors.js";
 import { halfRows } from "./arrays.js";
 import {
@@ -89,7 +90,7 @@ export function renderFocus(el, view, head, layer) {
     });
   }
   const ink = themeInk();
-  const width = el.clientWidth || 480;
+  const width = widthOf(el, 480);
   const height = Math.round(Math.min(FOCUS_HEIGHT.max, Math.max(FOCUS_HEIGHT.min, width * 0.9)));
   // what the last toggle changed: one path whatever the number of cells, never a shape per cell (130,816 dotted
   // rectangles at 512 tokens froze the tab for minutes)
@@ -119,7 +120,7 @@ export function renderFocus(el, view, head, layer) {
     shapes,
     // a value in each cell when the cells are wide enough to hold it
     annotations:
-      Math.max(S, K) <= ANNOTATE_MAX_TOKENS && (el.clientWidth || 480) / K >= ANNOTATE_MIN_PX ? cellAnnotations(head[key], view.eligible, scale, S, K) : [],
+      Math.max(S, K) <= ANNOTATE_MAX_TOKENS && width / K >= ANNOTATE_MIN_PX ? cellAnnotations(head[key], view.eligible, scale, S, K) : [],
     plot_bgcolor: bg,
     paper_bgcolor: bg,
     font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: ink.text },
@@ -192,6 +193,10 @@ function renderReadout(view, cursor) {
   box.dataset.k = String(k);
   box.querySelector("[data-role=text]").textContent = r.text;
   box.querySelector("[data-role=block]").textContent = r.blocked ? "Unblock this cell" : "Block this cell";
+}
+
+export function measure() {
+  noteWidth($("focus-plot"));
 }
 
 export function render(root, s) {

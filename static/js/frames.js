@@ -5,52 +5,14 @@
 //   {head: the answer, its `layers` holding the first layer sent}, then {layer: ...} for each other layer,
 //   then {tail: {config, timings_ms, ...}}, the fields only the whole pass knows; or {error: {...}} instead.
 //
-// `frameSplitter` cuts a byte stream into frames (pure, no DOM, no fetch: a test feeds it chunks); `readStream`
-// reads a fetch Response with it, hands the head on as soon as it is read, and returns the whole answer.
+// `fetchFrames` downloads it in a dedicated worker (fetchworker.js: the bytes are cut into frames there, off the
+// main thread, and each frame's buffer handed over whole), hands the head on as soon as it is in, and gives the
+// whole answer; `readStream` does the same from a Response on the main thread, where no worker can start.
 
 import { readArrays } from "./arrays.js";
+import { STREAM_TYPE, frameSplitter } from "./fetchworker.js";
 
-export const STREAM_MEDIA_TYPE = "application/vnd.attnlab.arrays-stream";
-
-// push(chunk) -> the frames it completes, each an ArrayBuffer of one arrays-form document (its own buffer, so the
-// typed arrays over it outlive the chunks); left() -> the bytes of a frame begun and not finished.
-export function frameSplitter() {
-  let size = -1; // the frame being filled: its length, once its 4 length bytes are in
-  let frame = null;
-  let filled = 0;
-  const prefix = new Uint8Array(4);
-  let prefixed = 0;
-  return {
-    push(chunk) {
-      const out = [];
-      let at = 0;
-      while (at < chunk.length) {
-        if (size < 0) {
-          const take = Math.min(4 - prefixed, chunk.length - at);
-          prefix.set(chunk.subarray(at, at + take), prefixed);
-          prefixed += take;
-          at += take;
-          if (prefixed < 4) break;
-          size = new DataView(prefix.buffer).getUint32(0, true);
-          frame = new Uint8Array(size);
-          filled = 0;
-        }
-        const take = Math.min(size - filled, chunk.length - at);
-        frame.set(chunk.subarray(at, at + take), filled);
-        filled += take;
-        at += take;
-        if (filled === size) {
-          out.push(frame.buffer);
-          size = -1;
-          prefixed = 0;
-          frame = null;
-        }
-      }
-      return out;
-    },
-    left: () => (size < 0 ? prefixed : 4 + filled),
-  };
-}
+export const STREAM_MEDIA_TYPE = STREAM_TYPE;
 
 // One frame's document as [kind, body].
 export function readFrame(buffer) {
@@ -69,14 +31,39 @@ export function assemble(head, layers, tail) {
   return { ...head, ...tail, layers: all };
 }
 
+// Collects a streamed answer's frames: `take(buffer)` reads one and returns the whole answer once its tail is in (else
+// null), calling `onHead(head)` when the head is in; an error frame throws toError(body).
+function collector(onHead, toError) {
+  let head = null;
+  const layers = [];
+  return (buffer) => {
+    const [kind, body] = readFrame(buffer);
+    if (kind === "error") throw toError(body);
+    if (kind === "head") {
+      head = body;
+      onHead?.(head);
+    } else if (!head) {
+      throw new Error(`the streamed answer sent a ${kind} before its head`);
+    } else if (kind === "layer") {
+      layers.push(body);
+    } else {
+      return assemble(head, layers, body);
+    }
+    return null;
+  };
+}
+
+function cutShort(left) {
+  return new Error(`the streamed answer ended before its tail (${left} bytes into a frame): it was cut short`);
+}
+
 // Read a streamed answer from `resp`: `onHead(head)` once the first layer is in (the answer so far: the head's
 // fields and that layer), `onProgress(received, 0)` as bytes come, then the whole answer. An error frame throws
 // `toError(body)` (the caller's error type); a stream cut short throws.
 export async function readStream(resp, { onHead = null, onProgress = null, toError = (e) => new Error(e.message) } = {}) {
   const reader = resp.body.getReader();
   const split = frameSplitter();
-  let head = null;
-  const layers = [];
+  const take = collector(onHead, toError);
   let received = 0;
   for (;;) {
     const { done, value } = await reader.read();
@@ -84,19 +71,90 @@ export async function readStream(resp, { onHead = null, onProgress = null, toErr
     received += value.length;
     onProgress?.(received, 0);
     for (const buffer of split.push(value)) {
-      const [kind, body] = readFrame(buffer);
-      if (kind === "error") throw toError(body);
-      if (kind === "head") {
-        head = body;
-        onHead?.(head);
-      } else if (!head) {
-        throw new Error(`the streamed answer sent a ${kind} before its head`);
-      } else if (kind === "layer") {
-        layers.push(body);
-      } else {
-        return assemble(head, layers, body);
-      }
+      const whole = take(buffer);
+      if (whole) return whole;
     }
   }
-  throw new Error(`the streamed answer ended before its tail (${split.left()} bytes into a frame): it was cut short`);
+  throw cutShort(split.left());
+}
+
+let worker = null; // the download worker, started on the first streamed request; false where none can start
+let lastId = 0;
+const listeners = new Map(); // request id -> what hears its messages
+
+function downloader() {
+  if (worker === null) {
+    try {
+      worker = new Worker(import.meta.resolve("./fetchworker.js"), { type: "module" });
+      worker.onmessage = (e) => listeners.get(e.data.id)?.(e.data);
+      // a worker that cannot run (its module refused, say): every request it holds goes again on the main thread
+      worker.onerror = () => {
+        worker = false;
+        for (const hear of [...listeners.values()]) hear({ kind: "failed", name: "WorkerError", message: "" });
+      };
+    } catch {
+      worker = false;
+    }
+  }
+  return worker || null;
+}
+
+// started with the page, not with its first run: a worker's start would otherwise delay the run's request
+if (typeof Worker !== "undefined" && typeof document !== "undefined") downloader();
+
+// fetch(url, init) for an answer that may come streamed: {result} (the whole answer, `onHead(head)` heard first) when
+// it came streamed, else {resp} (a Response, its body whole) to read as any other. The download and the cutting into
+// frames run in the worker; only whole frames come to this thread. Aborting `signal` stops the download.
+export function fetchFrames(url, init, signal, { onHead = null, onProgress = null, toError = (e) => new Error(e.message) } = {}) {
+  const onMain = async () => {
+    const resp = await fetch(url, { ...init, signal });
+    const type = (resp.headers.get("content-type") || "").split(";")[0].trim();
+    return resp.ok && type === STREAM_TYPE ? { result: await readStream(resp, { onHead, onProgress, toError }) } : { resp };
+  };
+  const w = downloader();
+  if (!w) return onMain();
+  const id = ++lastId;
+  return new Promise((resolve, reject) => {
+    const take = collector(onHead, toError);
+    let head = null; // the response's head, once in
+    const done = (settle, value) => {
+      listeners.delete(id);
+      signal?.removeEventListener("abort", aborted);
+      settle(value);
+    };
+    const aborted = () => {
+      w.postMessage({ id, abort: true });
+      done(reject, new DOMException("the request was aborted", "AbortError"));
+    };
+    if (signal?.aborted) return aborted();
+    signal?.addEventListener("abort", aborted);
+    listeners.set(id, (msg) => {
+      try {
+        if (msg.kind === "response") {
+          head = msg;
+          onProgress?.(0, msg.length);
+        } else if (msg.kind === "frame") {
+          const whole = take(msg.buffer);
+          if (whole) done(resolve, { result: whole });
+        } else if (msg.kind === "progress") {
+          onProgress?.(msg.received, 0);
+        } else if (msg.kind === "body") {
+          const headers = { "content-type": head.type };
+          done(resolve, { resp: new Response(msg.buffer, { status: head.status, statusText: head.statusText, headers }) });
+        } else if (msg.kind === "end") {
+          done(reject, cutShort(msg.left));
+        } else if (msg.name === "WorkerError" && !head) {
+          listeners.delete(id);
+          onMain().then((v) => done(resolve, v), (e) => done(reject, e));
+        } else {
+          // a network failure reads as fetch's own (TypeError), which the page words as "could not reach"
+          done(reject, msg.name === "TypeError" ? new TypeError(msg.message) : new Error(msg.message));
+        }
+      } catch (err) {
+        w.postMessage({ id, abort: true });
+        done(reject, err);
+      }
+    });
+    w.postMessage({ id, url: new URL(url, location.href).href, init });
+  });
 }

@@ -8,7 +8,7 @@
 import { halfRows } from "./arrays.js";
 import { renderBugBanner } from "./bugs.js";
 import { headScale, legendTicks, matrixKey } from "./colors.js";
-import { node } from "./dom.js";
+import { node, noteWidth, widthOf } from "./dom.js";
 import { cellAt, drawHeatmap, layoutFor, maskedCells, repaintHighlight, sizeCanvas } from "./heatmap.js";
 import { act } from "./actions.js";
 import { selectView, shownDeps } from "./selectors.js";
@@ -110,6 +110,10 @@ const drawn = new WeakMap(); // grid element -> {key, cards}: what this view las
 
 export function deps(s) {
   return [...shownDeps(s), s.run.diff, s.run.notice, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.page, s.ui.focus, s.ui.ablate, s.highlight];
+}
+
+export function measure() {
+  noteWidth($("heads-grid"));
 }
 
 export function render(root, s, dispatch) {
@@ -228,7 +232,7 @@ export function renderHeads(root, pager, view, handlers) {
   const S = view.tokens.length;
   const keys = view.keyTokens || view.tokens;
   const wantLabels = items.length <= 12;
-  const cell = cellSize(Math.max(S, keys.length), items.length, root.clientWidth || 900, wantLabels);
+  const cell = cellSize(Math.max(S, keys.length), items.length, widthOf(root, 900), wantLabels);
   const labels = wantLabels && cell >= 7;
   const layout = layoutFor(S, { cell, labels, maxLabel: 6, cols: keys.length });
   const masked = maskedList(view.eligible);

@@ -5,7 +5,8 @@
 // state), optionally `deps(state)` (the parts of the state it reads: it is redrawn only when one of them changes)
 // and `bind(root, store)` (its event listeners, once). An element with a `data-panel` attribute is an analysis
 // panel: the module of that name exports its one declaration, `panel` (registry.js), registered before the store is
-// made. Adding an analysis panel: its module and its element in the template.
+// made. A view that reads a size exports `measure(root)` (dom.js noteWidth), called before any view of the draw
+// writes. Adding an analysis panel: its module and its element in the template.
 
 import { fetchModels } from "./api.js";
 import { numbersOf, offered, optionsOf } from "./capabilities.js";
@@ -71,13 +72,15 @@ function findByKey(key) {
 }
 
 // A view that plots with plotly waits for it (plotly.js): its draw is held, and so is the mark, until plotly is here.
-const plotly = { ready: !!window.Plotly, held: false };
+// `layers`: a streamed run's other layers are in and their "attnlab:layers" mark is still owed.
+const plotly = { ready: !!window.Plotly, held: false, layers: false };
 
 function draw(views, s, prev) {
   // keep focus where the person was: a redraw that replaces the focused element focuses its successor
   const active = document.activeElement;
   const key = focusKey(active);
   if (countFrom1(s.ui.from1)) for (const v of views) v.last = null; // every printed position changes
+  const due = [];
   for (const v of views) {
     const deps = v.mod.deps ? v.mod.deps(s) : null;
     if (deps && sameDeps(deps, v.last)) continue;
@@ -85,6 +88,11 @@ function draw(views, s, prev) {
       plotly.held = true; // drawn (with these deps or newer) once plotly is here
       continue;
     }
+    due.push([v, deps]);
+  }
+  // every size a view reads is read before any view writes: the page is laid out once, after the draws
+  for (const [v] of due) v.mod.measure?.(v.root);
+  for (const [v, deps] of due) {
     v.last = deps;
     const t0 = performance.now();
     v.mod.render(v.root, s, store.dispatch);
@@ -102,7 +110,11 @@ function draw(views, s, prev) {
   if (s.run.result && settled && (!prev || (prev.run !== s.run && !rest) || prev.ui !== s.ui || arrived)) {
     performance.mark("attnlab:drawn");
   }
-  if (rest && !s.run.rest && !plotly.held) performance.mark("attnlab:layers");
+  if (rest && !s.run.rest) plotly.layers = true; // owed: marked once every view has drawn them
+  if (plotly.layers && !plotly.held && !s.run.rest && s.run.answered === s.run.want) {
+    plotly.layers = false;
+    performance.mark("attnlab:layers");
+  }
 }
 
 // Whether the change from `prev` to `s` is a streamed run's other layers arriving (or failing to), nothing else.

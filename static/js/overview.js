@@ -210,23 +210,27 @@ export function render(root, s, dispatch) {
   }
   const grid = root.querySelector("[data-role=grid]");
   const note = root.querySelector("[data-role=partial]");
+  if (s.run.rest) {
+    // a streamed run's other layers are on their way: every layer is drawn once they are in, not one row now and
+    // the grid again in a moment (the first draw is the layer shown, in the views above)
+    drawn.delete(root);
+    grid.replaceChildren();
+    note.hidden = false;
+    note.textContent = `Every layer's heads are drawn here once the other ${r.config.n_layers - r.layers.length} layers are in.`;
+    return;
+  }
   const selected = focusedHead(r, s.ui);
   const last = drawn.get(root);
   if (last && last.result === r && last.palette === s.ui.palette) {
     last.handle.select(selected);
     return;
   }
-  // a run that holds some layers only (one chosen, or every layer over the server's limit): those, said so; a
-  // streamed run's other layers on their way: said so, and drawn when they are in
+  // a run that holds some layers only (one chosen, or every layer over the server's limit): those, said so
   const partial = r.layers.length < r.config.n_layers;
   note.hidden = !partial;
   const held = r.layers.map((l) => l.index);
   const these = `layer${held.length === 1 ? "" : "s"} ${held.join(", ")}`;
-  note.textContent = !partial
-    ? ""
-    : s.run.rest
-      ? `Layer${held.length === 1 ? "" : "s"} ${held.join(", ")} drawn; the other layers are on their way.`
-      : `This run holds ${these} of ${r.config.n_layers} only; the Layer menu picks which.`;
+  note.textContent = partial ? `This run holds ${these} of ${r.config.n_layers} only; the Layer menu picks which.` : "";
   const handle = drawOverview(grid, r.layers, {
     palette: s.ui.palette,
     selected,
