@@ -106,8 +106,8 @@ bench-checkpoints: $(VENV)/.bench
 	$(PY) -m bench.checkpoints
 
 # a long run (POST /api/runs's work) at 4k to 32k tokens against torch's fused attention (bench/README.md)
-bench-long: install
-	$(PY) -m bench.long
+bench-long: $(VENV)/.bench
+	$(PY) -m bench.long --plot bench/long.png
 
 # minilm's first draw and a layer switch in headless chromium against the transformers forward (bench/README.md)
 bench-page: $(VENV)/.bench $(VENV)/.test chromium

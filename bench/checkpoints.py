@@ -10,8 +10,10 @@ A real `attnlab serve` (ATTNLAB_MODELS=gpt2=DIR,llama=DIR, CPU, ATTNLAB_CACHE_BY
 forward, ATTNLAB_REFERENCE=off so start-up does not load each model twice) listens on a free loopback port. Timed:
 
     api      POST /api/attention with the tokens as attnlab answered them, include weights (every layer's every
-             head), the arrays form at float16 (the page's transport), decoded by wire.arrays.read_arrays; from
-             sending the request to holding the decoded answer
+             head), the arrays form at float16, decoded by wire.arrays.read_arrays; from sending the request to
+             holding the decoded answer
+    api streamed  the same in the streamed arrays form (the page's transport: a layer a frame, sent as the forward
+             computes the next), read frame by frame with wire.arrays.read_frames and put together with assemble
     forward  transformers' eager forward with output_attentions=True on the same ids, in this process
     load     engine.models.checkpoint.load_checkpoint(reference=False) in this process
     from_pretrained  transformers' AutoModelForCausalLM.from_pretrained(DIR, attn_implementation="eager")
@@ -44,7 +46,7 @@ import torch
 
 from bench.serving import attnlab_server
 from wire.arrays import MEDIA_TYPE as ARRAYS_MEDIA_TYPE
-from wire.arrays import read_arrays
+from wire.arrays import STREAM_MEDIA_TYPE, assemble, read_arrays, read_frames
 
 LAYERS, HEADS, WIDTH = 12, 12, 768
 API_GOAL, LOAD_GOAL = 1.5, 2.0
@@ -111,8 +113,9 @@ def interleaved(calls: dict[str, Callable[[], Any]], rounds: int) -> dict[str, l
     return times
 
 
-def post(conn: HTTPConnection, body: bytes) -> Any:
-    headers = {"Content-Type": "application/json", "Accept": ARRAYS_MEDIA_TYPE}
+def post(conn: HTTPConnection, body: bytes, streamed: bool = False) -> Any:
+    """The answer in the arrays form, or (`streamed`) in the streamed arrays form, each frame read as it comes."""
+    headers = {"Content-Type": "application/json", "Accept": STREAM_MEDIA_TYPE if streamed else ARRAYS_MEDIA_TYPE}
     try:
         conn.request("POST", "/api/attention", body=body, headers=headers)
         resp = conn.getresponse()
@@ -122,10 +125,11 @@ def post(conn: HTTPConnection, body: bytes) -> Any:
         conn.close()
         conn.request("POST", "/api/attention", body=body, headers=headers)
         resp = conn.getresponse()
-    data = resp.read()
     if resp.status != 200:
-        raise SystemExit(f"status {resp.status}: {data[:300]!r}")
-    return read_arrays(data)
+        raise SystemExit(f"status {resp.status}: {resp.read()[:300]!r}")
+    if streamed:
+        return assemble(read_frames(iter(lambda: resp.read1(1 << 20), b"")))
+    return read_arrays(resp.read())
 
 
 def bench_family(family: str, directory: Path, conn: HTTPConnection, s: int, rounds: int) -> list[str]:
@@ -147,19 +151,22 @@ def bench_family(family: str, directory: Path, conn: HTTPConnection, s: int, rou
 
     body = orjson.dumps({"model": family, "tokens": tokens, "include": ["weights"], "precision": "float16"})
     reference = torch.stack([a[0] for a in forward().attentions]).float().numpy()  # (L, H, S, S)
-    answer = post(conn, body)
-    if list(answer["tokens"]) != tokens:
-        raise SystemExit(f"{family}: the server read other tokens than were sent")
-    for layer in (0, LAYERS - 1):
-        for head in (0, HEADS - 1):
-            got = np.asarray(answer["layers"][layer]["heads"][head]["weights"], dtype=np.float32)
-            diff = float(np.abs(got - reference[layer, head]).max())
-            if diff > 2e-3:
-                raise SystemExit(f"{family}: layer {layer} head {head} differs from transformers by {diff:.2g}")
-    del answer, reference
+    for streamed in (False, True):
+        answer = post(conn, body, streamed)
+        if list(answer["tokens"]) != tokens:
+            raise SystemExit(f"{family}: the server read other tokens than were sent")
+        for layer in (0, LAYERS - 1):
+            for head in (0, HEADS - 1):
+                got = np.asarray(answer["layers"][layer]["heads"][head]["weights"], dtype=np.float32)
+                diff = float(np.abs(got - reference[layer, head]).max())
+                if diff > 2e-3:
+                    raise SystemExit(f"{family}: layer {layer} head {head} differs from transformers by {diff:.2g}")
+        del answer
+    del reference
     calls: dict[str, Callable[[], Any]] = {
         "forward": forward,
         "api": lambda: post(conn, body),
+        "api_streamed": lambda: post(conn, body, streamed=True),
         "from_pretrained": lambda: AutoModelForCausalLM.from_pretrained(directory, attn_implementation="eager"),
         "load": lambda: load_checkpoint(family, directory, reference=False),
     }
@@ -167,15 +174,20 @@ def bench_family(family: str, directory: Path, conn: HTTPConnection, s: int, rou
     times = interleaved(calls, rounds)
     med = {n: statistics.median(t) for n, t in times.items()}
     api, a_lo, a_hi = median_ratio(times, "api", "forward")
+    streamed, s_lo, s_hi = median_ratio(times, "api_streamed", "forward")
     load, l_lo, l_hi = median_ratio(times, "load", "from_pretrained")
     return [
         f"| {family} | api (arrays f16, every weight) | {med['api']:.0f} | {api:.2f} x forward "
         f"| {a_lo:.2f}-{a_hi:.2f} |",
+        f"| {family} | api streamed (the same, a layer a frame) | {med['api_streamed']:.0f} | {streamed:.2f} x forward "
+        f"| {s_lo:.2f}-{s_hi:.2f} |",
         f"| {family} | transformers eager forward, output_attentions | {med['forward']:.0f} | 1.00 | |",
         f"| {family} | load_checkpoint | {med['load']:.0f} | {load:.2f} x from_pretrained | {l_lo:.2f}-{l_hi:.2f} |",
         f"| {family} | transformers from_pretrained | {med['from_pretrained']:.0f} | 1.00 | |",
         f"  {'PASS' if api <= API_GOAL else 'MISS'} {family} api / forward at {s} tokens: {api:.2f} "
         f"(goal <= {API_GOAL})",
+        f"  {'PASS' if streamed <= API_GOAL else 'MISS'} {family} api streamed / forward at {s} tokens: "
+        f"{streamed:.2f} (goal <= {API_GOAL})",
         f"  {'PASS' if load <= LOAD_GOAL else 'MISS'} {family} load / from_pretrained: {load:.2f} "
         f"(goal <= {LOAD_GOAL})",
     ]

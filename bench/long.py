@@ -14,7 +14,11 @@ and the peak resident memory the run added (VmHWM reset through /proc/self/clear
 Goals (issue 24): at 32,768 tokens the run at most 5x sdpa, peak memory growth at most 1.5 GB, a tile at most 2%
 of the run. Prints PASS or MISS.
 
-    .venv/bin/python -m bench.long [--tokens 4096,16384,32768] [--rounds 3]
+    .venv/bin/python -m bench.long [--tokens 4096,16384,32768] [--rounds 3] [--plot bench/long.png]
+
+--plot saves the figures as a PNG (needs matplotlib: `make bench-long` installs it): time against length (the run,
+SDPA, the slowest tile, on log axes with an S^2 line through SDPA's last point) and memory against length (the run's
+peak growth and what it keeps, against the S x S float32 weights of its heads that it never makes).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import gc
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -55,7 +60,18 @@ def timed(fn: object, rounds: int) -> float:
     return statistics.median(times)
 
 
-def bench(s: int, rounds: int) -> list[str]:
+@dataclass(frozen=True)
+class Figures:
+    s: int
+    run_ms: float
+    sdpa_ms: float
+    tile_ms: float  # the slowest tile
+    grown_mb: float  # peak resident memory the run added
+    kept_mb: float  # what the run keeps (MiB)
+    heads: int
+
+
+def bench(s: int, rounds: int, out: list[Figures] | None = None) -> list[str]:
     model = load_models(["random"])["random"]
     inp = RunInput(
         text=" ".join(f"t{i}" for i in range(s)),
@@ -82,6 +98,8 @@ def bench(s: int, rounds: int) -> list[str]:
         tiles.append((z, spec.cell, timed(lambda spec=spec: tile(keep, 1, spec, "max"), rounds)))
     row_ms = timed(lambda: row(keep, 1, s - 1), rounds)
     worst_tile = max(t for _, _, t in tiles)
+    if out is not None:
+        out.append(Figures(s, run_ms, sdpa_ms, worst_tile, grown_mb, run.nbytes / 2**20, q.shape[1]))
     lines = [
         f"S = {s:,}: run {run_ms:,.0f} ms, sdpa {sdpa_ms:,.0f} ms, run / sdpa {run_ms / sdpa_ms:.2f}x; peak memory "
         f"growth {grown_mb:,.0f} MB; kept {run.nbytes / 2**20:,.1f} MiB (fine block {keep.fine})",
@@ -98,17 +116,57 @@ def bench(s: int, rounds: int) -> list[str]:
     return lines
 
 
+def plot(figures: list[Figures], path: Path, title: str) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "no plot: matplotlib is not installed (pip install '.[bench]')"
+    s = [f.s for f in figures]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
+    left.loglog(s, [f.run_ms for f in figures], "o-", label="run (POST /api/runs's work)")
+    left.loglog(s, [f.sdpa_ms for f in figures], "s-", label="torch SDPA, same Q, K, V (no weights)")
+    left.loglog(s, [f.tile_ms for f in figures], "^-", label="slowest tile (256 x 256)")
+    last = figures[-1]
+    left.loglog(s, [last.sdpa_ms * (x / last.s) ** 2 for x in s], ":", color="grey", label="S^2 through SDPA")
+    left.set_xlabel("tokens S")
+    left.set_ylabel("ms (median)")
+    left.set_title("time")
+    left.legend(fontsize=8)
+    dense = [f.heads * f.s * f.s * 4 / 2**20 for f in figures]
+    right.loglog(s, [f.grown_mb for f in figures], "o-", label="peak memory growth of the run")
+    right.loglog(s, [f.kept_mb for f in figures], "s-", label="kept for tiles and rows")
+    right.loglog(s, dense, ":", color="grey", label="every head's S x S float32 weights (never made)")
+    right.set_xlabel("tokens S")
+    right.set_ylabel("MiB")
+    right.set_title("memory")
+    right.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return f"plot: {path}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", default="4096,16384,32768")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--plot", type=Path, default=None, help="save the figures as a PNG here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {args.threads} threads, {args.rounds} rounds")
+    said = f"torch {torch.__version__}, {args.threads} threads, {args.rounds} rounds"
+    print(said)
+    figures: list[Figures] = []
     for s in (int(t) for t in args.tokens.split(",")):
-        for line in bench(s, args.rounds):
+        for line in bench(s, args.rounds, figures):
             print(line, flush=True)
+    if args.plot is not None and figures:
+        stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        print(plot(figures, args.plot, f"a long run, random model, 2 heads, causal; {said}; {stamp}"))
 
 
 if __name__ == "__main__":

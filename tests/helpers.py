@@ -258,3 +258,9 @@ def uvicorn_here(
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+def script_body(body: dict[str, Any]) -> dict[str, Any]:
+    """The page's /api/attention body as a script sends it: without `first_layer`, which orders the layers of the
+    streamed form the page reads and is a 422 in any other form."""
+    return {k: v for k, v in body.items() if k != "first_layer"}

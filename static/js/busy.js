@@ -47,11 +47,13 @@ export function runText(p) {
 }
 
 // While a streamed run's other layers come (the layer shown is drawn): how many, and how much has come.
+// The total is an estimate (each other layer about as many bytes as the first frame): "of about".
 export function restText(p, result) {
   const others = result ? result.config.n_layers - result.layers.length : 0;
   const what = `the other ${others} layer${others === 1 ? "" : "s"}`;
-  const got = p?.stage === "receiving" && p.done > 0 ? `: ${receivedText(p.done, p.total)}` : "";
-  return { text: `Receiving ${what}${got}…`, bar: null };
+  if (p?.stage !== "receiving" || !(p.done > 0)) return { text: `Receiving ${what}…`, bar: null };
+  const got = receivedText(p.done, p.total).replace(" of ", " of about ");
+  return { text: `Receiving ${what}: ${got}…`, bar: p.total ? { value: p.done, max: p.total } : null };
 }
 
 // Where a queued run stands: " (2 requests ahead of yours)", " (yours is next)", or "" when the server does not say.

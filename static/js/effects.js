@@ -91,7 +91,11 @@ export function startEffects(store) {
           if (err instanceof ApiError) clearInterval(following);
         }
       }, FOLLOW_MS);
-      const progress = (received, total) => {
+      let headBytes = 0; // a streamed run: the bytes through its first layer, and its layer count
+      let layerCount = 0;
+      const progress = (received, expected) => {
+        // before the layer shown is in: of its frame; after it: of about as much again for each other layer
+        const total = headBytes ? Math.max(received, headBytes * layerCount) : expected;
         answering = true;
         const now = performance.now();
         if (controller !== mine || (now - told < PROGRESS_MS && received !== total)) return;
@@ -104,10 +108,12 @@ export function startEffects(store) {
       // answer's head), the others after it (the rest of the same forward)
       const streams = req.layer == null && (info?.layers ?? 1) > 1;
       let headed = false;
-      const onHead = (head) => {
+      const onHead = (head, bytes) => {
         if (controller !== mine) return;
         performance.mark("attnlab:head"); // the layer shown is in (bench/page.py reads these two marks)
         headed = true;
+        headBytes = bytes;
+        layerCount = head.config.n_layers;
         store.dispatch(act.runSucceeded(head, req, masks, true));
       };
       let result;

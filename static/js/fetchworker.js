@@ -6,7 +6,9 @@
 //   {id, kind: "response", ok, status, statusText, type, length}   once the response's head is in
 //   {id, kind: "frame", buffer}                                      each whole frame of a streamed answer
 //   {id, kind: "body", buffer}                                       any other answer, whole (JSON, an error...)
-//   {id, kind: "progress", received}                                 bytes so far, at most every PROGRESS_MS
+//   {id, kind: "progress", received, expected}                       bytes so far, and through the end of the frame
+//                                                                    being read (its length is its first 4 bytes);
+//                                                                    at most every PROGRESS_MS
 //   {id, kind: "end", left} | {id, kind: "failed", name, message}    the last message (left: bytes of a cut frame)
 //
 // Imports nothing: a worker does not read the page's import map. `frameSplitter` is exported for the page's own
@@ -17,14 +19,17 @@ const PROGRESS_MS = 100;
 
 // push(chunk) -> the frames it completes, each an ArrayBuffer of one arrays-form document, a buffer of its own (so
 // it can be transferred, and the typed arrays over it outlive the chunks); left() -> bytes of a frame begun, not
-// finished. A frame is a uint32 length F (little-endian) and F bytes (wire/arrays.py).
+// finished; expected() -> bytes through the end of the frame being read, once its length is in (else those so far).
+// A frame is a uint32 length F (little-endian) and F bytes (wire/arrays.py).
 export function frameSplitter() {
   let size = -1; // the frame being filled: its length, once its 4 length bytes are in
   let frame = null;
   let filled = 0;
   const prefix = new Uint8Array(4);
   let prefixed = 0;
+  let done = 0; // bytes of the frames completed
   return {
+    expected: () => done + (size < 0 ? prefixed : 4 + size),
     push(chunk) {
       const out = [];
       let at = 0;
@@ -45,6 +50,7 @@ export function frameSplitter() {
         at += take;
         if (filled === size) {
           out.push(frame.buffer);
+          done += 4 + size;
           size = -1;
           prefixed = 0;
           frame = null;
@@ -84,7 +90,7 @@ async function download(id, url, init, post) {
       const now = performance.now();
       if (now - told >= PROGRESS_MS) {
         told = now;
-        post({ id, kind: "progress", received });
+        post({ id, kind: "progress", received, expected: split.expected() });
       }
     }
     post({ id, kind: "end", left: split.left() });

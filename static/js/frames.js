@@ -32,7 +32,8 @@ export function assemble(head, layers, tail) {
 }
 
 // Collects a streamed answer's frames: `take(buffer)` reads one and returns the whole answer once its tail is in (else
-// null), calling `onHead(head)` when the head is in; an error frame throws toError(body).
+// null), calling `onHead(head, bytes)` when the head is in (bytes: the stream's through it); an error frame throws
+// toError(body).
 function collector(onHead, toError) {
   let head = null;
   const layers = [];
@@ -41,7 +42,7 @@ function collector(onHead, toError) {
     if (kind === "error") throw toError(body);
     if (kind === "head") {
       head = body;
-      onHead?.(head);
+      onHead?.(head, 4 + buffer.byteLength); // and the bytes through it
     } else if (!head) {
       throw new Error(`the streamed answer sent a ${kind} before its head`);
     } else if (kind === "layer") {
@@ -58,7 +59,8 @@ function cutShort(left) {
 }
 
 // Read a streamed answer from `resp`: `onHead(head)` once the first layer is in (the answer so far: the head's
-// fields and that layer), `onProgress(received, 0)` as bytes come, then the whole answer. An error frame throws
+// fields and that layer), `onProgress(received, expected)` as bytes come (expected: through the end of the frame
+// being read), then the whole answer. An error frame throws
 // `toError(body)` (the caller's error type); a stream cut short throws.
 export async function readStream(resp, { onHead = null, onProgress = null, toError = (e) => new Error(e.message) } = {}) {
   const reader = resp.body.getReader();
@@ -69,8 +71,9 @@ export async function readStream(resp, { onHead = null, onProgress = null, toErr
     const { done, value } = await reader.read();
     if (done) break;
     received += value.length;
-    onProgress?.(received, 0);
-    for (const buffer of split.push(value)) {
+    const complete = split.push(value);
+    onProgress?.(received, split.expected());
+    for (const buffer of complete) {
       const whole = take(buffer);
       if (whole) return whole;
     }
@@ -137,7 +140,7 @@ export function fetchFrames(url, init, signal, { onHead = null, onProgress = nul
           const whole = take(msg.buffer);
           if (whole) done(resolve, { result: whole });
         } else if (msg.kind === "progress") {
-          onProgress?.(msg.received, 0);
+          onProgress?.(msg.received, msg.expected);
         } else if (msg.kind === "body") {
           const headers = { "content-type": head.type };
           done(resolve, { resp: new Response(msg.buffer, { status: head.status, statusText: head.statusText, headers }) });

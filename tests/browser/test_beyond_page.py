@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.helpers import script_body
+
 pytestmark = pytest.mark.browser
 
 Open = Callable[[str], Page]
@@ -102,7 +104,8 @@ def test_the_moved_view_draws_each_keys_value_norm_and_is_kept_in_the_link(open_
     body = resp.value.request.post_data_json
     assert "value_norms" in body["include"]
     wait_idle(page)
-    api = page.request.post(resp.value.url, data=body).json()  # the page reads the arrays form; ask for JSON
+    # the page reads the streamed arrays form; ask for JSON
+    api = page.request.post(resp.value.url, data=script_body(body)).json()
     head = next(h for h in next(la for la in api["layers"] if la["index"] == 1)["heads"] if h["index"] == 2)
     drawn = focus_z(page)
     want = head["value_norms"]

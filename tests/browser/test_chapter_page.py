@@ -17,6 +17,7 @@ from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import PageLog, focus_z, wait_idle
 from tests.browser.test_experiments import tab_to
+from tests.helpers import script_body
 
 pytestmark = pytest.mark.browser
 
@@ -397,7 +398,7 @@ def test_a_batch_shows_each_item_through_the_same_views(
     wait_idle(page)
     body = page_log.attention_requests()[-1]
     assert body["texts"] == texts and "text" not in body and "padded" not in body["masks"]
-    api = httpx.post(f"{trained_server}/api/attention", json=body, timeout=60).json()
+    api = httpx.post(f"{trained_server}/api/attention", json=script_body(body), timeout=60).json()
     assert api["config"]["batch"] == 3
     tokens = page.get_by_test_id("token").locator(".text")
     expect(tokens).to_have_text(api["batch_tokens"][0])

@@ -17,8 +17,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import LIMITS, wait_idle
-from tests.helpers import serve
-from wire.arrays import read_arrays
+from tests.helpers import script_body, serve
+from wire.arrays import MEDIA_TYPE, read_arrays
 
 pytestmark = pytest.mark.browser
 
@@ -71,10 +71,14 @@ def test_corrupt_a_token_find_the_heads_that_carry_it_and_see_why_one_attends_wh
     expect(cell).to_have_attribute("data-head", "3")
     expect(page.get_by_test_id("patch-map")).to_have_count(3)
     # 3. what L3H3 attends to from the second " he", and why: the QK terms of that score
-    with page.expect_response("**/api/attention") as att:
+    with page.expect_request("**/api/attention") as att:
         page.goto(f"{page.url.split('?')[0]}?m=pycode&t={quote(TEXT)}&layer=3&focus=3.3&pair=15-8")
     wait_idle(page)
-    body = read_arrays(att.value.body())
+    sent = att.value.post_data_json
+    assert sent["first_layer"] == 3  # the layer shown comes first
+    # the page's answer, as a script reads it (the page's own came streamed, downloaded in its worker)
+    got = page.request.post(att.value.url, data=script_body(sent), headers={"accept": MEDIA_TYPE})
+    body = read_arrays(got.body())
     layer3 = next(layer for layer in body["layers"] if layer["index"] == 3)
     head = next(h for h in layer3["heads"] if h["index"] == 3)
     row = np.asarray(head["weights"][15], dtype=np.float64)

@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import focus_z, wait_idle
+from tests.helpers import script_body
 
 pytestmark = pytest.mark.browser
 
@@ -24,7 +25,7 @@ def close(got: Any, want: Any, atol: float = 1e-6) -> bool:
 
 def plain_weights(page: Page, body: dict[str, Any], layer: int, head: int) -> list[list[float]]:
     """The head's weights as the model computed them: the page's body without sinks, asked for as JSON."""
-    bare = {k: v for k, v in body.items() if k != "sinks"}
+    bare = {k: v for k, v in script_body(body).items() if k != "sinks"}
     api = page.request.post(page.url.split("?")[0] + "api/attention", data=bare).json()
     lay = next(la for la in api["layers"] if la["index"] == layer)
     return next(h for h in lay["heads"] if h["index"] == head)["weights"]  # type: ignore[no-any-return]
@@ -87,7 +88,7 @@ def test_hiding_the_first_token_zeroes_its_column_renormalises_rows_and_survives
     assert "sinks=first" in page.url and "renorm" not in page.url
     check_hidden(focus_z(page), plain_weights(page, body, 1, 2), {0}, renorm=True)
     # each head's sink mass, from the server's stats, in its caption
-    api = page.request.post(resp.value.url, data=body).json()
+    api = page.request.post(resp.value.url, data=script_body(body)).json()
     head0 = next(la for la in api["layers"] if la["index"] == 1)["heads"][0]
     expect(page.locator("#head-1-0")).to_have_attribute("data-hidden", "0")  # framed as hidden, not only 0
     card = page.locator("#head-1-0 .meta")

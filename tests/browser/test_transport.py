@@ -20,6 +20,7 @@ from tests.helpers import serve, settle
 pytestmark = pytest.mark.browser
 
 MEDIA_TYPE = "application/vnd.attnlab.arrays"
+STREAM = "application/vnd.attnlab.arrays-stream"
 MARKS = "() => performance.getEntriesByName('attnlab:drawn').length"
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "and", "it", "was", "warm"]  # one WordPiece each
 
@@ -93,7 +94,7 @@ def hover_weight(page: Page, card: int, q: int, k: int) -> tuple[dict[str, str],
 
 def api_weights(base: str, body: dict[str, Any], layer: int) -> list[Any]:
     """One layer's weights as the JSON API gives them (float32), for the same body the page sent."""
-    plain = {k: v for k, v in body.items() if k not in ("precision", "layer", "include")}
+    plain = {k: v for k, v in body.items() if k not in ("precision", "layer", "include", "first_layer")}
     got = httpx.post(f"{base}/api/attention", json={**plain, "layer": layer, "include": ["weights"]}, timeout=120)
     assert got.status_code == 200, got.text[:300]
     return [h["weights"] for h in got.json()["layers"][0]["heads"]]
@@ -111,9 +112,9 @@ def test_a_large_run_travels_as_float16_arrays_and_the_heatmap_shows_their_numbe
     wait_marks(page, 1)
     (run,) = posts.to("/api/attention")
     body = run.post_data_json
-    assert run.headers["accept"] == MEDIA_TYPE
+    assert run.headers["accept"] == f"{STREAM}, {MEDIA_TYPE};q=0.9"  # streamed: the layer shown first
     assert body["precision"] == "float16"
-    assert "layer" not in body  # every layer at once
+    assert "layer" not in body and body["first_layer"] == 0  # every layer at once, layer 0 first
     resp = run.response()
     assert resp is not None and resp.headers["content-type"].startswith(MEDIA_TYPE)
     # a cell of layer 0's head 3, hovered, shows the weight the JSON API gives for it, to float16's precision
