@@ -17,10 +17,10 @@ import {
   FOCUS_HEIGHT,
   INNER_EDGES_PX,
   TICK_PX,
-  TOP_BAND,
   cellAnnotations,
   cellReadout,
   changedPath,
+  focusMargins,
   focusShapes,
   headImage,
   hoverTexts,
@@ -50,6 +50,16 @@ function plainHoverColours(el) {
       t._scaler = Object.assign((c) => Array.from(scaler(c)), { plain: true });
     }
   }
+}
+
+const FONT_FAMILY = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
+let measurer = null;
+
+// A label's width in px at `size`, measured on a canvas of its own (no layout of the page).
+function textWidth(size) {
+  measurer ??= document.createElement("canvas").getContext("2d");
+  measurer.font = `${size}px ${FONT_FAMILY}`;
+  return (text) => measurer.measureText(text).width;
 }
 
 export function renderFocus(el, view, head, layer) {
@@ -105,13 +115,13 @@ export function renderFocus(el, view, head, layer) {
   const yTicks = ticksOf(tickLabels(view.tokens), tickEvery(S, el._fullLayout?.yaxis?._length || guess, font * TICK_PX.y));
   const axis = (title, t) => ({
     title: { text: title, standoff: 6 }, tickmode: "array", ...t,
-    showgrid: false, zeroline: false, fixedrange: false, automargin: true,
+    showgrid: false, zeroline: false, fixedrange: false, automargin: false,
     tickfont: { size: font },
   });
   const bg = ink.panel;
   const layout = {
     height,
-    margin: { l: 10, r: 10, t: TOP_BAND, b: 10 },
+    margin: focusMargins(xTicks.ticktext, yTicks.ticktext, font, textWidth(font)),
     xaxis: {
       ...axis(view.keyTokens ? "Key position (source)" : "Key position", xTicks),
       side: "bottom", tickangle: -45, constrain: "domain",
@@ -123,7 +133,7 @@ export function renderFocus(el, view, head, layer) {
       Math.max(S, K) <= ANNOTATE_MAX_TOKENS && width / K >= ANNOTATE_MIN_PX ? cellAnnotations(head[key], view.eligible, scale, S, K) : [],
     plot_bgcolor: bg,
     paper_bgcolor: bg,
-    font: { family: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size: 12, color: ink.text },
+    font: { family: FONT_FAMILY, size: 12, color: ink.text },
     hoverlabel: { bgcolor: "#fff", bordercolor: "#555", font: { color: "#111" } },
   };
   el.dataset.layer = String(layer);
@@ -144,6 +154,11 @@ export function renderFocus(el, view, head, layer) {
     ]) {
       const t = ticksOf(labels, tickEvery(count, el._fullLayout[name]._length, per));
       if (t.tickvals.length !== had.tickvals.length) Object.assign(fit, { [`${name}.tickvals`]: t.tickvals, [`${name}.ticktext`]: t.ticktext });
+    }
+    if (Object.keys(fit).length) {
+      const x = fit["xaxis.ticktext"] ?? xTicks.ticktext;
+      const y = fit["yaxis.ticktext"] ?? yTicks.ticktext;
+      fit.margin = focusMargins(x, y, font, textWidth(font));
     }
     const done = () => {
       el.dataset.ticks = String(el._fullLayout.xaxis.tickvals.length);

@@ -17,6 +17,30 @@ export const FOCUS_HEIGHT = { min: 280, max: 560 }; // the plot is about as tall
 export const TOP_BAND = 10; // px above the cells
 export const INNER_EDGES_PX = 14; // cells at least this big get their own outline inside a changed region
 
+// The plot's margins for its tick labels, worked out here rather than by plotly's automatic margins, which measure
+// each label in the laid-out page and then plot again: a fresh 512-token large head took 325 ms to plot with them
+// and 95 ms with margins given (bench/README.md). `measure(text)` is a label's width in px at the plot's font; the
+// y labels stand left of the cells, the x labels hang below them at 45°, and each axis's title and the colour bar
+// on the right get room of their own.
+export const AXIS_TITLE_PX = 30; // a title, its standoff and the ticks
+export const COLORBAR_PX = 84; // the colour bar, its numbers and its title
+export function focusMargins(xText, yText, font, measure) {
+  const widest = (labels) => labels.reduce((w, t) => Math.max(w, measure(plainText(t))), 0);
+  const diagonal = Math.SQRT1_2 * (widest(xText) + font);
+  return {
+    l: Math.ceil(Math.max(widest(yText), diagonal) + AXIS_TITLE_PX),
+    r: COLORBAR_PX,
+    t: TOP_BAND,
+    b: Math.ceil(diagonal + AXIS_TITLE_PX),
+    autoexpand: false,
+  };
+}
+
+// A label as it shows: plotlyText's escapes read back.
+function plainText(s) {
+  return String(s).replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+}
+
 // Plotly reads a few HTML-like tags and entities in its strings; tokens are escaped so they stay text.
 export function plotlyText(s) {
   return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
