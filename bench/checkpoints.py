@@ -127,8 +127,8 @@ def post(conn: HTTPConnection, body: bytes, streamed: bool = False) -> Any:
         resp = conn.getresponse()
     if resp.status != 200:
         raise SystemExit(f"status {resp.status}: {resp.read()[:300]!r}")
-    if streamed:
-        return assemble(read_frames(iter(lambda: resp.read1(1 << 20), b"")))
+    if streamed:  # every frame read, to the stream's end, so the connection serves the next request
+        return assemble(list(read_frames(iter(lambda: resp.read1(1 << 20), b""))))
     return read_arrays(resp.read())
 
 

@@ -151,7 +151,8 @@ def test_a_slow_download_shows_how_much_has_come(page: Page, page_log: PageLog, 
               '#busy [data-role=label]'); return [b.hidden ? -1 : b.value, b.max, l.textContent]; }"""
         )
         seen.append(tuple(got))
-        page.wait_for_timeout(150)
+        # the next thing the indicator says (it says nothing once the run is in)
+        page.wait_for_function("(t) => document.querySelector('#busy [data-role=label]').textContent !== t", arg=got[2])
     first = [x for x in seen if re.fullmatch(r"Receiving [\d.]+ of [\d.]+ (kB|MB)…", x[2])]
     rest = [x for x in seen if x[2].startswith("Receiving the other 5 layers: ")]
     assert first and len(rest) >= 3, seen  # it moved while we watched
