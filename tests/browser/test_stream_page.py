@@ -193,18 +193,27 @@ def test_an_error_frame_reads_as_the_servers_error(js: Callable[[str], Any]) -> 
     assert out == {"message": "too big", "code": "out_of_range", "field": "precision", "heard": 1}
 
 
+# A store with a run of a 3-layer model in flight, the Layer menu at `shown`; `layer(i)` and `top` build its answer.
+RUN_IN_FLIGHT = """
+        const store = await mod("store.js"), actions = await mod("actions.js"), sel = await mod("selectors.js");
+        const layer = (i) => ({index: i, heads: [{index: 0, weights: [[1]]}]});
+        const top = {model: "m", tokens: ["a"], eligible: [[true]], masks: {blocked: []}, reasons: null,
+          config: {n_layers: 3, n_heads: 1, n_kv_heads: 1, layers_computed: 1, batch: null}};
+        let s = store.initialState();
+        s = {...s, ui: {...s.ui, layer: shown}, run: {...s.run, want: 1, started: 1, status: "loading"}};
+"""
+
+
 def test_the_run_reducers_keep_the_layer_drawn_when_the_others_come(js: Callable[[str], Any]) -> None:
     """runSucceeded with the head (partial), then runRest with the whole answer: the drawn layer's object is kept,
     `base` stays, every layer is held, and nothing is waited for any more."""
     out = js(
         """
-        const store = await mod("store.js"), actions = await mod("actions.js"), sel = await mod("selectors.js");
-        const layer = (i) => ({index: i, heads: [{index: 0, weights: [[1]]}]});
-        const top = {model: "m", tokens: ["a"], eligible: [[true]], masks: {blocked: []}, reasons: null,
-          config: {n_layers: 3, n_heads: 1, n_kv_heads: 1, layers_computed: 2, batch: null}};
-        let s = store.initialState();
-        s = {...s, ui: {...s.ui, layer: 1}, run: {...s.run, want: 1, started: 1, status: "loading"}};
-        const head = {...top, layers: [layer(1)]};
+        const shown = 1;
+        """
+        + RUN_IN_FLIGHT
+        + """
+        const head = {...top, config: {...top.config, layers_computed: 2}, layers: [layer(1)]};
         s = store.reducer(s, actions.act.runSucceeded(head, {model: "m"}, null, true));
         const atHead = {rest: s.run.rest, held: sel.shownHeld(s), base: s.run.base === s.run.result,
           holds2: store.holdsLayer(s, 2)};
@@ -226,12 +235,10 @@ def test_the_run_reducers_keep_the_layer_drawn_when_the_others_come(js: Callable
 def test_a_switch_to_a_layer_still_on_its_way_is_drawn_when_it_comes(js: Callable[[str], Any]) -> None:
     out = js(
         """
-        const store = await mod("store.js"), actions = await mod("actions.js"), sel = await mod("selectors.js");
-        const layer = (i) => ({index: i, heads: [{index: 0, weights: [[1]]}]});
-        const top = {model: "m", tokens: ["a"], eligible: [[true]], masks: {blocked: []}, reasons: null,
-          config: {n_layers: 3, n_heads: 1, n_kv_heads: 1, layers_computed: 1, batch: null}};
-        let s = store.initialState();
-        s = {...s, ui: {...s.ui, layer: 0}, run: {...s.run, want: 1, started: 1, status: "loading"}};
+        const shown = 0;
+        """
+        + RUN_IN_FLIGHT
+        + """
         s = store.reducer(s, actions.act.runSucceeded({...top, layers: [layer(0)]}, {model: "m"}, null, true));
         const want = s.run.want;
         s = store.reducer(s, actions.act.layerSet(2));
