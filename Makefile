@@ -8,7 +8,7 @@ CHROMIUM ?= /usr/bin/chromium
 NGINX ?= /usr/sbin/nginx
 NODE ?= /usr/bin/node
 
-.PHONY: run test test-quick lint bench bench-load bench-api bench-checkpoints bench-long bench-page bench-mask install install-test chromium nginx node clean
+.PHONY: run test test-quick lint bench bench-load bench-api bench-checkpoints bench-long bench-deepzoom bench-page bench-mask install install-test chromium nginx node clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -108,6 +108,10 @@ bench-checkpoints: $(VENV)/.bench
 # a long run (POST /api/runs's work) at 4k to 32k tokens against torch's fused attention (bench/README.md)
 bench-long: $(VENV)/.bench
 	$(PY) -m bench.long --plot bench/long.png
+
+# the Long input page at 32,768 tokens: the longest task while it draws every overview and zooms to a weight
+bench-deepzoom: $(VENV)/.test chromium
+	$(PY) -m bench.deepzoom
 
 # minilm's first draw and a layer switch in headless chromium against the transformers forward (bench/README.md)
 bench-page: $(VENV)/.bench $(VENV)/.test chromium
