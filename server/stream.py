@@ -52,6 +52,7 @@ class StreamedAnswer(StreamingResponse):
         ready()
         try:
             for kind, body in self.frames:
+                stop.check()  # a client gone while a layer was written: no more layers written for nobody
                 hand(write_frame(kind, body))
         except Stopped:
             pass  # the client went away: nobody reads what was still to come
