@@ -6,7 +6,8 @@ Every app has its own registry (tests build several apps in one process). GET /m
     attnlab_errors_total{route, status}              answers of 4xx and 5xx
     attnlab_queue_depth                              computations waiting for a compute slot
     attnlab_busy_slots                               compute slots in use
-    attnlab_abandoned_total{stage}                   computations whose client went away (waiting, running)
+    attnlab_abandoned_total{stage}                   computations whose client went away (waiting, running,
+                                                     streaming: after a streamed answer's first frame)
     attnlab_run_cache_total{result}                  forward passes found in the run cache (hit) or not (miss)
     attnlab_run_cache_bytes                          bytes the run cache holds
 """
@@ -53,7 +54,7 @@ class Metrics:
         self.cache_bytes = Gauge("attnlab_run_cache_bytes", "Bytes the run cache holds", registry=self.registry)
         self.abandoned = Counter(
             "attnlab_abandoned",
-            "Computations whose client went away: withdrawn while waiting, or stopped while running",
+            "Computations whose client went away: withdrawn while waiting, stopped while running or while streaming",
             ["stage"],
             registry=self.registry,
         )

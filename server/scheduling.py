@@ -92,7 +92,9 @@ class ComputePool:
             gauge = self.metrics.queue_depth if name == "waiting" else self.metrics.busy_slots
             gauge.inc(by)
 
-    def _abandoned(self, stage: str) -> None:
+    def abandoned(self, stage: str) -> None:
+        """Count a computation whose client went away: "waiting", "running", or "streaming" (after the first
+        frame of a streamed answer)."""
         if self.metrics is not None:
             self.metrics.abandoned.labels(stage).inc()
 
@@ -143,7 +145,7 @@ class ComputePool:
             self._leave(ticket)
             self._count("waiting", -1)
             if gone in waited:
-                self._abandoned("waiting")
+                self.abandoned("waiting")
                 raise client_gone()
             raise self.busy()
         if not done.done() and not (early is not None and early.done()):
@@ -155,7 +157,7 @@ class ComputePool:
             return early.result()  # the rest is made on the job's thread; the answer itself watches for `gone`
         if not done.done():
             stop.set()  # the run stops at its next layer; its thread then takes the next job
-            self._abandoned("running")
+            self.abandoned("running")
             raise client_gone()
         return done.result()
 
@@ -248,6 +250,7 @@ class ComputeRoute(APIRoute):
             def compute() -> Response:
                 response: Response = analysis.respond(parse_body(model, body), ctx, check)
                 if isinstance(response, StreamedAnswer):  # made here, frame by frame, sent as each is made
+                    response.abandoned = lambda: pool.abandoned("streaming")
                     response.produce(loop, lambda: loop.call_soon_threadsafe(answered, response))
                 return response
 

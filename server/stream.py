@@ -38,6 +38,8 @@ class StreamedAnswer(StreamingResponse):
         self.frames = frames
         self.chunks: asyncio.Queue[bytes | memoryview | None] = asyncio.Queue()
         self.stop: threading.Event | None = None
+        # called once when the client goes away before the last frame (the route counts it as abandoned)
+        self.abandoned: Callable[[], object] = lambda: None
 
     def produce(self, loop: asyncio.AbstractEventLoop, ready: Callable[[], object]) -> None:
         """Make every frame (on the compute thread), each handed to `loop` as soon as it is made; `ready()` once
@@ -79,6 +81,7 @@ class StreamedAnswer(StreamingResponse):
                 await asyncio.wait({chunk, left}, return_when=asyncio.FIRST_COMPLETED)
                 if not chunk.done():  # the client went away first
                     chunk.cancel()
+                    self.abandoned()
                     return
                 part = chunk.result()
                 if part is None:

@@ -174,6 +174,7 @@ def test_a_client_that_leaves_after_the_first_frame_frees_its_slot(base: str) ->
     words = " ".join(["the", "cat", "sat", "on", "a", "mat"] * 85)  # 512 minilm tokens
     body = orjson.dumps({"model": "minilm", "text": words, "precision": "float16"})
     port = int(base.rsplit(":", 1)[1])
+    left = metric(base, "attnlab_abandoned_total", '{stage="streaming"}')
     with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
         head = "POST /api/attention HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         head += f"Accept: {STREAM_MEDIA_TYPE}\r\n"
@@ -186,8 +187,10 @@ def test_a_client_that_leaves_after_the_first_frame_frees_its_slot(base: str) ->
     while metric(base, "attnlab_busy_slots") != 0:
         assert time.monotonic() < deadline, "the slot of a stream nobody reads was never freed"
         time.sleep(0.05)
+    assert metric(base, "attnlab_abandoned_total", '{stage="streaming"}') == left + 1
     resp = httpx.post(f"{base}/api/attention", json={"model": "textbook"}, headers=STREAM, timeout=60)
     assert [k for k, _ in read_frames([resp.content])][-1] == "tail"
+    assert metric(base, "attnlab_abandoned_total", '{stage="streaming"}') == left + 1  # one read to its end is not
 
 
 def test_the_reader_says_when_a_stream_is_cut_short() -> None:
