@@ -117,6 +117,9 @@ export function renderFocus(el, view, head, layer) {
     title: { text: title, standoff: 6 }, tickmode: "array", ...t,
     showgrid: false, zeroline: false, fixedrange: false, automargin: false,
     tickfont: { size: font },
+    // the margins hold every label (focusMargins): plotly's default, "hide past div", measured each label's box
+    // (a layout per label: 150 ms of a 512-token first draw) to hide the ones that would cross the page's edge
+    ticklabeloverflow: "allow",
   });
   const bg = ink.panel;
   const layout = {
