@@ -149,11 +149,14 @@ export function costFigure(r, lengths = null) {
   // the annotations that mark two vertical lines share a row when those lines are far apart; else the second drops
   if (annotations.length > 1 && lim.max_tokens && Math.abs(log(lim.max_tokens) - log(S)) < 0.6) annotations[1].y = 0.9;
   const layout = {
-    height: COST_PLOT_HEIGHT,
+    // the measured lengths' four entries wrap the legend into more rows: the figure grows so the plot does not shrink
+    height: COST_PLOT_HEIGHT + (extra.xs.length ? 80 : 0),
     margin: { l: 70, r: 20, t: 28, b: 48 },
-    xaxis: { type: "log", title: { text: "sequence length S (tokens)" }, range: xRange },
+    xaxis: { type: "log", title: { text: "sequence length S (tokens)", standoff: 8 }, range: xRange, automargin: true },
     yaxis: { type: "log", title: { text: "bytes" }, range: yRange, exponentformat: "SI" },
-    legend: { orientation: "h", x: 0, y: -0.22 },
+    // under the axis title, at the figure's foot: plotly widens the bottom margin for as many rows as the legend
+    // wraps into (placed against the plot, a wrapped legend covered the axis title)
+    legend: { orientation: "h", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom" },
     shapes,
     annotations,
     ...plotlyTheme(), // the panel's ground, ink and mode bar, in the dark theme too

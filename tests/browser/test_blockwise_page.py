@@ -104,6 +104,16 @@ def test_the_online_softmax_helper_matches_a_softmax(js: Callable[[str], Any]) -
     assert out["rescale"][2] == 1
 
 
+# where a plotly figure's parts lie, top to bottom, in px: the x tick labels' lowest edge, the x-axis title's top and
+# bottom, the legend's top and bottom
+PLOT_PARTS = """(id) => {
+  const el = document.getElementById(id), box = (e) => e.getBoundingClientRect();
+  const ticks = [...el.querySelectorAll('.xtick text')].filter((t) => t.textContent).map((t) => box(t).bottom);
+  const title = box(el.querySelector('.g-xtitle text')), legend = box(el.querySelector('.legend'));
+  return {ticks: Math.max(...ticks), title: [title.top, title.bottom], legend: [legend.top, legend.bottom]};
+}"""
+
+
 def test_the_cost_panel_draws_both_passes_at_several_lengths(
     open_page: Callable[..., Page], live_server: str, page_log: PageLog
 ) -> None:
@@ -148,6 +158,16 @@ def test_the_cost_panel_draws_both_passes_at_several_lengths(
     assert by_name["measured peak, dense"]["y"] == [p["dense_peak_bytes"] for p in points]
     assert by_name["measured peak, blockwise"]["y"] == [p["blockwise_peak_bytes"] for p in points]
     assert by_name["measured peak, dense"]["mode"] == "markers" and len(plot) == 6
+    # its six legend entries wrap into rows under the axis title, which stays under the tick labels, wide or narrow
+    for width in (1280, 700, 520):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_function(
+            "(w) => Math.abs(document.querySelector('#cost-plot .main-svg').getBoundingClientRect().width "
+            "- document.getElementById('cost-plot').getBoundingClientRect().width) < 2 && innerWidth === w",
+            arg=width,
+        )
+        boxes = page.evaluate(PLOT_PARTS, "cost-plot")
+        assert boxes["ticks"] < boxes["title"][0] < boxes["title"][1] <= boxes["legend"][0] + 1, (width, boxes)
 
     # a length past the server's limit: its refusal, in its words, naming the field
     box.fill("200000")
