@@ -1,6 +1,8 @@
 // The "Long input" panel (templates/deepzoom.html, /?long=1): a long text run once on the server (POST /api/runs,
-// longrun.js), every head's overview drawn from its summary (grid x grid block maxima), and one head in the deep-zoom
-// canvas (zoomview.js) from the whole matrix to single cells with their exact weights and tokens. A query row picked
+// longrun.js), every head's overview drawn from its summary (grid x grid block maxima, or means), and one head in the
+// deep-zoom canvas (zoomview.js) from the whole matrix to single cells with their exact weights and tokens. Above
+// single weights a block shows its largest weight (a sharp head's few strong keys stay in sight) or its mean (where
+// the weight goes); the head's colour scale is the same for both, up to its largest weight. A query row picked
 // on the canvas or in the (virtualised) token list shows its top keys (GET .../rows/). A run the server has dropped
 // (404 run_expired) is posted again under the same name and the view carries on, saying so.
 //
@@ -56,7 +58,8 @@ function tok(tokens, i) {
   return `“${t.length > 24 ? `${t.slice(0, 23)}…` : t}”`;
 }
 
-const local = { run: null, body: null, name: null, head: [0, 0], reposting: null, zoom: null, palette: "viridis" };
+const local = { run: null, body: null, name: null, head: [0, 0], reposting: null, zoom: null, palette: "viridis", agg: "max" };
+const AGG_WORDS = { max: "largest weight", mean: "mean weight" };
 
 function bindPanel(root, store) {
   const $ = (id) => root.querySelector(`#${id}`);
@@ -113,7 +116,7 @@ function bindPanel(root, store) {
       return ask(...args);
     });
 
-  const tile = recovering((z, x, y, signal) => fetchTile(local.name, local.head[0], local.head[1], z, x, y, "max", signal));
+  const tile = recovering((z, x, y, signal) => fetchTile(local.name, local.head[0], local.head[1], z, x, y, local.agg, signal));
   const row = recovering((q) => fetchRow(local.name, local.head[0], local.head[1], q));
 
   const showCell = (c) => {
@@ -127,7 +130,7 @@ function bindPanel(root, store) {
     const w = c.weight == null ? "…" : c.weight === 0 ? "0 (masked)" : Number(c.weight).toPrecision(6);
     out.textContent = c.exact
       ? `query ${pos(c.query)} ${tok(t, c.query)} → key ${pos(c.key)} ${tok(t, c.key)}: weight ${w}`
-      : `queries ${pos(c.q0)}–${pos(c.q0 + c.cell - 1)}, keys ${pos(c.k0)}–${pos(c.k0 + c.cell - 1)}: largest weight ${w} (zoom in for single weights)`;
+      : `queries ${pos(c.q0)}–${pos(c.q0 + c.cell - 1)}, keys ${pos(c.k0)}–${pos(c.k0 + c.cell - 1)}: ${AGG_WORDS[local.agg]} ${w} (zoom in for single weights)`;
     Object.assign(out.dataset, { query: c.query, key: c.key, exact: c.exact ? "1" : "0" });
     if (c.weight == null) delete out.dataset.weight;
     else out.dataset.weight = String(c.weight);
@@ -154,7 +157,7 @@ function bindPanel(root, store) {
     onView: (st, waiting) => {
       const levels = local.run.config.levels;
       const cell = 2 ** (levels - st.z);
-      $("dz-level").textContent = `level ${st.z} of ${levels}: ${cell === 1 ? "single weights" : `blocks of ${cell} × ${cell}, their largest weight`}${waiting ? ` · ${waiting} tiles coming` : ""}`;
+      $("dz-level").textContent = `level ${st.z} of ${levels}: ${cell === 1 ? "single weights" : `blocks of ${cell} × ${cell}, their ${AGG_WORDS[local.agg]}`}${waiting ? ` · ${waiting} tiles coming` : ""}`;
       Object.assign($("dz-level").dataset, { z: st.z, levels, waiting, frame: Number($("dz-level").dataset.frame || 0) + 1 });
     },
   });
@@ -173,12 +176,12 @@ function bindPanel(root, store) {
     const summary = r.layers[layer].heads[head].summary;
     const scale = headScale(r.config.seq_len, summaryMax(summary.max));
     const lut = makeLut(PALETTES[local.palette] || VIRIDIS);
-    const backdrop = imageCanvas(paint(summary.max, scale, lut));
+    const backdrop = imageCanvas(paint(summary[local.agg], scale, lut));
     const covers = summary.max.length * summary.block;
     $("dz-head").textContent = `layer ${r.layers[layer].index}, head ${head}`;
-    $("dz-legend").textContent = `colour: log scale from ${scale.lo.toPrecision(2)} to ${scale.hi.toPrecision(3)} (this head's largest weight); grey: 0, a masked cell`;
+    $("dz-legend").textContent = `colour: log scale from ${scale.lo.toPrecision(2)} to ${scale.hi.toPrecision(3)} (this head's largest weight); grey: 0, a masked cell; above single weights, each block's ${AGG_WORDS[local.agg]}`;
     for (const b of $("dz-overview").children) b.setAttribute("aria-pressed", String(b.dataset.layer === String(layer) && b.dataset.head === String(head)));
-    const id = `${local.name}/${layer}/${head}`;
+    const id = `${local.name}/${layer}/${head}/${local.agg}`; // a tile of the other kind is another tile
     local.zoom.setHead({ id, seqLen: r.config.seq_len, levels: r.config.levels, scale, lut, backdrop, covers }, keep);
   };
 
@@ -189,7 +192,7 @@ function bindPanel(root, store) {
     const lut = makeLut(PALETTES[local.palette] || VIRIDIS);
     const heads = r.layers.flatMap((l, li) => l.heads.map((h, hi) => [li, hi, l.index, h]));
     const thumb = ([li, hi, index, h]) => {
-      const c = imageCanvas(paint(h.summary.max, headScale(r.config.seq_len, summaryMax(h.summary.max)), lut));
+      const c = imageCanvas(paint(h.summary[local.agg], headScale(r.config.seq_len, summaryMax(h.summary.max)), lut));
       Object.assign(c.style, { width: `${THUMB_PX}px`, height: `${THUMB_PX}px` });
       const b = withData(node("button", { type: "button", className: "dz-thumb" }), { layer: li, head: hi });
       b.setAttribute("aria-label", `layer ${index}, head ${hi}: zoom this head`);
@@ -212,6 +215,11 @@ function bindPanel(root, store) {
     overview(local.run);
     choose(...local.head, true);
   };
+  // the blocks' largest or mean weight: the overview, the backdrop and the tiles of the other kind, where the view is
+  $("dz-agg").addEventListener("change", () => {
+    local.agg = $("dz-agg").value === "mean" ? "mean" : "max";
+    local.repaint();
+  });
 
   // the token list: only the rows in sight are in the document
   const list = $("dz-tokens");

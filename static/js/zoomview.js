@@ -71,7 +71,7 @@ export class ZoomView {
   }
 
   // A head to show: {id, seqLen, levels, scale, lut, backdrop (canvas of the summary), covers (positions it spans)};
-  // `keep`: the same matrix in new colours, seen from where the view is.
+  // `keep`: the same matrix seen from where the view is (in new colours, or its blocks summed up the other way).
   setHead(head, keep = false) {
     for (const c of this.inflight.values()) c.abort();
     this.inflight.clear();
