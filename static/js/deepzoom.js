@@ -158,7 +158,7 @@ function bindPanel(root, store) {
       const levels = local.run.config.levels;
       const cell = 2 ** (levels - st.z);
       $("dz-level").textContent = `level ${st.z} of ${levels}: ${cell === 1 ? "single weights" : `blocks of ${cell} × ${cell}, their ${AGG_WORDS[local.agg]}`}${waiting ? ` · ${waiting} tiles coming` : ""}`;
-      Object.assign($("dz-level").dataset, { z: st.z, levels, waiting, frame: Number($("dz-level").dataset.frame || 0) + 1 });
+      Object.assign($("dz-level").dataset, { z: st.z, levels, waiting, standIns: st.standIns, frame: Number($("dz-level").dataset.frame || 0) + 1 });
     },
   });
   for (const b of root.querySelectorAll("[data-zoom]")) {

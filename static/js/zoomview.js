@@ -57,6 +57,17 @@ export function imageCanvas(img) {
   return c;
 }
 
+// The part of a coarser tile `parent` ({canvas, k0, q0, cell}: one canvas pixel a block of cell x cell positions)
+// under the tile (x, y) of a finer level whose tiles span `span` positions: {sx, sy, sw, sh} in the parent's pixels
+// (cut at the parent's edge, where the matrix ends), or null when the parent holds none of it.
+export function parentPart(x, y, span, parent) {
+  const sx = (x * span - parent.k0) / parent.cell;
+  const sy = (y * span - parent.q0) / parent.cell;
+  const sw = Math.min(span / parent.cell, parent.canvas.width - sx);
+  const sh = Math.min(span / parent.cell, parent.canvas.height - sy);
+  return sx >= 0 && sy >= 0 && sw > 0 && sh > 0 ? { sx, sy, sw, sh } : null;
+}
+
 export class ZoomView {
   // hooks: fetchTile(z, x, y, signal) -> tile, onCell(cell | null), onPick(query), onView(state)
   constructor(canvas, hooks) {
@@ -171,6 +182,7 @@ export class ZoomView {
     const st = this.state();
     const span = TILE * cellOf(st.z, head.levels);
     const wanted = new Set();
+    let standIns = 0;
     for (const { x, y } of st.tiles) {
       const key = `${head.id}/${st.z}/${x}/${y}`;
       wanted.add(key);
@@ -178,9 +190,10 @@ export class ZoomView {
       if (got) {
         const c = got.canvas;
         ctx.drawImage(c, at(x * span, this.ox), at(y * span, this.oy), c.width * got.cell * this.scale, c.height * got.cell * this.scale);
-      } else if (!this.inflight.has(key)) {
-        this.request(key, st.z, x, y);
+        continue;
       }
+      if (!this.inflight.has(key)) this.request(key, st.z, x, y);
+      standIns += this.drawCoarser(ctx, st.z, x, y, span, at);
     }
     for (const [key, c] of this.inflight) {
       if (!wanted.has(key)) {
@@ -190,7 +203,22 @@ export class ZoomView {
     }
     ctx.strokeStyle = "rgba(255,255,255,0.5)";
     ctx.strokeRect(at(0, this.ox), at(0, this.oy), head.seqLen * this.scale, head.seqLen * this.scale);
-    this.hooks.onView?.(st, this.inflight.size);
+    this.hooks.onView?.({ ...st, standIns }, this.inflight.size);
+  }
+
+  // While tile (z, x, y) is on its way, its part of the nearest coarser level kept (the map convention: a tile
+  // zoomed into shows its parent's blocks, not the summary's); 1 when one was drawn, else 0.
+  drawCoarser(ctx, z, x, y, span, at) {
+    for (let d = 1; d <= z; d++) {
+      const got = this.cache.get(`${this.head.id}/${z - d}/${x >> d}/${y >> d}`);
+      if (!got) continue;
+      const part = parentPart(x, y, span, got);
+      if (!part) return 0;
+      const { sx, sy, sw, sh } = part;
+      ctx.drawImage(got.canvas, sx, sy, sw, sh, at(x * span, this.ox), at(y * span, this.oy), sw * got.cell * this.scale, sh * got.cell * this.scale);
+      return 1;
+    }
+    return 0;
   }
 
   request(key, z, x, y) {

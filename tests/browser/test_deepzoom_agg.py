@@ -1,12 +1,16 @@
 """The Long input panel's blocks, above single weights, as their largest or their mean weight (the tiles' `agg`): the
 block under the pointer says the value the API's tile of that kind holds, the tiles asked are of that kind, and the
-overview is drawn from the summary of that kind."""
+overview is drawn from the summary of that kind. And a tile still on its way, drawn from its coarser parent."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from typing import Any
+
 import httpx
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 
 from tests.browser.conftest import PageLog
 from tests.browser.test_deepzoom_page import TILE_URL, hover_cell, open_long, run_text, settle
@@ -57,3 +61,45 @@ def test_blocks_show_their_largest_or_their_mean_weight(page: Page, page_log: Pa
     expect(page.get_by_test_id("dz-cell")).to_contain_text("mean weight")
     assert page.evaluate(OVERVIEW_PIXELS) != before  # the overview is the means' now
     assert not page_log.page_errors
+
+
+def test_a_tile_on_its_way_shows_its_coarser_parent(page: Page, page_log: PageLog, live_server: str) -> None:
+    open_long(page, live_server)
+    run_text(page, words=5000)
+    level = page.get_by_test_id("dz-level")
+    z = int(level.get_attribute("data-z") or -1)
+    assert level.get_attribute("data-stand-ins") == "0"  # every tile of the fitted level is in
+    held: list[Route] = []
+    finer = re.compile(rf"/tiles/0/0/{z + 1}/")
+    page.route(finer, lambda r: held.append(r))  # the next level's tiles wait
+    page.get_by_test_id("dz-canvas").press("+")
+    expect(level).to_have_attribute("data-z", str(z + 1))
+    page.wait_for_function("() => Number(document.getElementById('dz-level').dataset.waiting) > 0")
+    # each tile asked for is drawn meanwhile from its parent, kept from the level before
+    assert int(level.get_attribute("data-stand-ins") or 0) == int(level.get_attribute("data-waiting") or 0) > 0
+    for route in held:
+        route.continue_()
+    page.unroute(finer)
+    settle(page)
+    assert level.get_attribute("data-stand-ins") == "0"
+    assert not page_log.page_errors
+
+
+def test_the_part_of_a_parent_under_a_finer_tile(js: Callable[[str], Any]) -> None:
+    got = js(
+        """
+        const z = await mod("zoomview.js");
+        // a parent of 1,024 positions from 1,024 (blocks of 4: 256 pixels), and one at the matrix's end (S = 1,800:
+        // 776 positions, 194 pixels); their children span 512 positions (blocks of 2)
+        const parent = { k0: 1024, q0: 1024, cell: 4, canvas: { width: 256, height: 256 } };
+        const edge = { k0: 1024, q0: 0, cell: 4, canvas: { width: 194, height: 256 } };
+        return {
+          first: z.parentPart(2, 2, 512, parent), second: z.parentPart(3, 2, 512, parent),
+          cut: z.parentPart(3, 1, 512, edge), outside: z.parentPart(0, 2, 512, parent),
+        };
+        """
+    )
+    assert got["first"] == {"sx": 0, "sy": 0, "sw": 128, "sh": 128}
+    assert got["second"] == {"sx": 128, "sy": 0, "sw": 128, "sh": 128}
+    assert got["cut"] == {"sx": 128, "sy": 128, "sw": 66, "sh": 128}
+    assert got["outside"] is None
