@@ -69,7 +69,8 @@ export function parentPart(x, y, span, parent) {
 }
 
 export class ZoomView {
-  // hooks: fetchTile(z, x, y, signal) -> tile, onCell(cell | null), onPick(query), onView(state)
+  // hooks: fetchTile(z, x, y, signal) -> tile, onCell(cell | null), onPick(query), onView(state and its standIns: the
+  // tiles on their way drawn from a coarser one, tiles in flight)
   constructor(canvas, hooks) {
     this.canvas = canvas;
     this.hooks = hooks;
