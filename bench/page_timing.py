@@ -1,6 +1,7 @@
 """What bench/page.py and bench/mask_change.py measure in the page: the requests an action sends (Traffic), the
-page's `attnlab:drawn` marks and resource timings (a first draw, a layer switch, and where their time went), and
-Chromium's sampling JS profiler."""
+page's marks and resource timings (a first draw, a layer switch, and where their time went), and Chromium's sampling
+JS profiler. The page makes `attnlab:visible` once the views in sight are painted and `attnlab:drawn` once every
+view is (static/js/sight.js: a view below the fold draws after the paint)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any
 
 from playwright.sync_api import Page, Request
 
-MARK = "attnlab:drawn"
+MARK = "attnlab:drawn"  # every view drawn
+SEEN_MARK = "attnlab:visible"  # every view in sight drawn and painted: bench/page.py's first draw and layer switch
 LAYERS_MARK = "attnlab:layers"  # a streamed answer's other layers drawn too (after the first MARK)
 LAYER_SELECT = "[data-testid=layer-select], #layer-select"
 QUIET_S = 1.0  # the network quiet this long after a draw ends the action's request count
@@ -82,7 +84,7 @@ def settle(page: Page, traffic: Traffic, cap_s: float = 30.0) -> None:
         page.wait_for_timeout(100)
 
 
-MARKS_JS = f"() => performance.getEntriesByName('{MARK}').map((e) => e.startTime)"
+MARKS_JS = "(name) => performance.getEntriesByName(name).map((e) => e.startTime)"
 
 
 # The /api/attention answers that started at or after t0: [requestStart, responseStart, responseEnd] each, page time.
@@ -98,10 +100,11 @@ class Phases:
     sent: float  # the /api/attention request sent
     first_byte: float  # its answer's first byte (the server's forward, serialisation, queueing)
     answered: float  # its answer's last byte
-    drawn: float  # the `attnlab:drawn` mark
+    drawn: float  # the `attnlab:visible` mark: the views in sight painted
     views: dict[str, float] = field(default_factory=dict)  # ms each view's render took between t0 and the mark
     layers: float | None = None  # a streamed answer: its other layers drawn too (`attnlab:layers`); then `sent` is
     # the run asked (`attnlab:asked`), `first_byte` its first layer in the page (`attnlab:head`), `answered` = layers
+    every: float | None = None  # every view drawn (`attnlab:drawn`)
 
 
 # Each view's render time between t0 and the mark (main.js measures every render as attnlab:view:NAME).
@@ -131,19 +134,24 @@ HELD_JS = f"""() => performance.getEntriesByName('{LAYERS_MARK}').length > 0 ||
 
 
 def first_draw(page: Page, url: str, give_up_s: float) -> tuple[float | None, Phases | None]:
-    """ms from navigation start to the first `attnlab:drawn` mark (None when it gave up), and its phases (read once
-    every layer is held: a streamed answer's resource timing is there only once its last byte is)."""
+    """ms from navigation start to the first `attnlab:visible` mark (None when it gave up), and its phases (read
+    once every view is drawn and every layer held: a streamed answer's resource timing is there only once its last
+    byte is)."""
     page.goto(url, wait_until="commit")
     try:
-        page.wait_for_function(
-            f"() => performance.getEntriesByName('{MARK}').length > 0", timeout=give_up_s * 1000, polling=20
-        )
+        for mark in (SEEN_MARK, MARK):
+            page.wait_for_function(
+                f"() => performance.getEntriesByName('{mark}').length > 0", timeout=give_up_s * 1000, polling=20
+            )
         page.wait_for_function(HELD_JS, timeout=give_up_s * 1000, polling=20)
     except Exception:  # playwright's TimeoutError: recorded as a MISS
         return None, None
-    marks: list[float] = page.evaluate(MARKS_JS)
-    ph = streamed_phases(page, marks[0]) or phases(page, 0.0, marks[0])
-    return marks[0], ph
+    seen: list[float] = page.evaluate(MARKS_JS, SEEN_MARK)
+    every: list[float] = page.evaluate(MARKS_JS, MARK)
+    ph = streamed_phases(page, seen[0]) or phases(page, 0.0, seen[0])
+    if ph:
+        ph.every = every[0]
+    return seen[0], ph
 
 
 # A streamed answer is downloaded in the page's worker, whose requests are not in the page's resource timing: its
@@ -170,24 +178,26 @@ SWITCH_JS = """(sel) => {
   return [t0, next];
 }"""
 
-# The draw that follows the switch: after the last /api/attention answer that started after t0, when there was one.
-DRAWN_AFTER_JS = f"""([t0, sawPost]) => {{
+# The draw that follows the switch (its mark `name`): after the last /api/attention answer that started after t0,
+# when there was one.
+DRAWN_AFTER_JS = """([t0, sawPost, name]) => {
   const answers = performance.getEntriesByType("resource")
     .filter((e) => e.name.endsWith("/api/attention") && e.startTime >= t0 && e.responseEnd > 0)
     .map((e) => e.responseEnd);
   if (sawPost && !answers.length) return null;
   const after = answers.length ? Math.max(...answers) : t0;
-  const m = performance.getEntriesByName("{MARK}").map((e) => e.startTime).find((t) => t >= after);
+  const m = performance.getEntriesByName(name).map((e) => e.startTime).find((t) => t >= after);
   return m === undefined ? null : [m, answers.length ? after : null];
-}}"""
+}"""
 
 
 @dataclass
 class Switch:
-    ms: float | None  # to the draw of the new layer's data; None: gave up
+    ms: float | None  # to the views in sight painted with the new layer's data (`attnlab:visible`); None: gave up
     early_mark_ms: float | None  # the first mark after the switch, which may come before the new data
     phases: Phases | None  # when it sent a POST /api/attention
     views: dict[str, float] = field(default_factory=dict)  # ms each view's render took, switch to mark
+    every_ms: float | None = None  # to every view drawn (`attnlab:drawn`)
 
 
 def layer_switch(page: Page, traffic: Traffic, give_up_s: float) -> Switch:
@@ -196,18 +206,20 @@ def layer_switch(page: Page, traffic: Traffic, give_up_s: float) -> Switch:
     page.wait_for_timeout(300)
     saw_post = any(r.method == "POST" and r.url.endswith("/api/attention") for r in traffic.started)
     end = time.monotonic() + give_up_s
-    found = None
+    found = every = None
     while time.monotonic() < end:
-        found = page.evaluate(DRAWN_AFTER_JS, [t0, saw_post])
-        if found:
+        found = found or page.evaluate(DRAWN_AFTER_JS, [t0, saw_post, SEEN_MARK])
+        every = every or page.evaluate(DRAWN_AFTER_JS, [t0, saw_post, MARK])
+        if found and every:
             break
         page.wait_for_timeout(20)
-    marks: list[float] = page.evaluate(MARKS_JS)
+    marks: list[float] = page.evaluate(MARKS_JS, SEEN_MARK)
     early = next((m - t0 for m in marks if m >= t0), None)
     if not found:
         return Switch(None, early, None)
     mark, _ = found
-    return Switch(mark - t0, early, phases(page, t0, mark), page.evaluate(VIEWS_JS, [t0, mark]))
+    views = page.evaluate(VIEWS_JS, [t0, mark])
+    return Switch(mark - t0, early, phases(page, t0, mark), views, None if every is None else every[0] - t0)
 
 
 def profiled(page: Page, action: Callable[[], object], top: int = 8) -> list[tuple[float, str]]:

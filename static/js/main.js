@@ -6,7 +6,8 @@
 // and `bind(root, store)` (its event listeners, once). An element with a `data-panel` attribute is an analysis
 // panel: the module of that name exports its one declaration, `panel` (registry.js), registered before the store is
 // made. A view that reads a size exports `measure(root)` (dom.js noteWidth), called before any view of the draw
-// writes. Adding an analysis panel: its module and its element in the template.
+// writes. Adding an analysis panel: its module and its element in the template. The views in sight draw first; the
+// ones below the fold once those are painted (sight.js).
 
 import { fetchModels } from "./api.js";
 import { numbersOf, offered, optionsOf } from "./capabilities.js";
@@ -14,6 +15,7 @@ import { startEffects } from "./effects.js";
 import { loadPlotly } from "./plotly.js";
 import { countFrom1 } from "./positions.js";
 import { shownHeld } from "./selectors.js";
+import { afterPaint, inSight, nextTask, split } from "./sight.js";
 import { decodeState, encodeState, stateForModel } from "./state.js";
 import { register } from "./registry.js";
 import { act, createStore, initialState, reducer } from "./store.js";
@@ -73,48 +75,141 @@ function findByKey(key) {
 
 // A view that plots with plotly waits for it (plotly.js): its draw is held, and so is the mark, until plotly is here.
 // `layers`: a streamed run's other layers are in and their "attnlab:layers" mark is still owed.
-const plotly = { ready: !!window.Plotly, held: false, layers: false };
+// `inSight`: a view held is in sight, which holds the "attnlab:visible" mark too; `wasInSight`, while the views held
+// are drawn once plotly is here: whether one was (else the views in sight were marked visible already).
+const plotly = { ready: !!window.Plotly, held: false, inSight: false, wasInSight: null, layers: false };
 
-function draw(views, s, prev) {
-  // keep focus where the person was: a redraw that replaces the focused element focuses its successor
-  const active = document.activeElement;
-  const key = focusKey(active);
-  if (countFrom1(s.ui.from1)) for (const v of views) v.last = null; // every printed position changes
+// The views due that were out of sight (sight.js), nearest first: drawn in tasks of their own once the views in
+// sight are painted. `visible` and `drawn`: the marks owed for the action drawn, made once what they promise is.
+const waiting = { views: [], going: false };
+// A task of views waiting ends past STEP_MS, or as soon as the person does something where the browser can tell
+// (isInputPending); where it cannot, after a shorter one. Each task's end lets a frame be painted, a page's worth of
+// layout and paint: at 512 tokens, tasks of 200 ms drew every view 400 ms later than tasks of 2 s.
+const pending = navigator.scheduling?.isInputPending ? () => navigator.scheduling.isInputPending() : null;
+const STEP_MS = pending ? 500 : 100;
+const owed = { visible: false, drawn: false };
+
+// The views whose deps changed since they last drew, each as [view, deps]; a view that plots with plotly is held
+// (drawn with these deps or newer once plotly is here) and `held` lists it.
+function dueViews(views, s, held = []) {
   const due = [];
   for (const v of views) {
     const deps = v.mod.deps ? v.mod.deps(s) : null;
     if (deps && sameDeps(deps, v.last)) continue;
-    if (v.mod.needsPlotly && !plotly.ready) {
-      plotly.held = true; // drawn (with these deps or newer) once plotly is here
-      continue;
-    }
     due.push([v, deps]);
   }
-  // every size a view reads is read before any view writes: the page is laid out once, after the draws
-  for (const [v] of due) v.mod.measure?.(v.root);
-  for (const [v, deps] of due) {
-    v.last = deps;
-    const t0 = performance.now();
-    v.mod.render(v.root, s, store.dispatch);
-    performance.measure(`attnlab:view:${v.name}`, { start: t0 });
-  }
+  return due.filter(([v]) => !(v.mod.needsPlotly && !plotly.ready && held.push(v)));
+}
+
+function render(v, s, deps) {
+  v.last = deps;
+  const t0 = performance.now();
+  v.mod.render(v.root, s, store.dispatch);
+  performance.measure(`attnlab:view:${v.name}`, { start: t0 });
+}
+
+// keep focus where the person was: a redraw that replaces the focused element focuses its successor
+function keepingFocus(fn) {
+  const active = document.activeElement;
+  const key = focusKey(active);
+  fn();
   if (key && !document.contains(active)) findByKey(key)?.focus({ preventScroll: true });
+}
+
+function draw(views, s, prev) {
+  const replay = !prev && plotly.ready && plotly.wasInSight === false; // drawn again once plotly is here: seen before
+  if (countFrom1(s.ui.from1)) for (const v of views) v.last = null; // every printed position changes
+  const held = [];
+  const { now, later } = split(dueViews(views, s, held), new Set(waiting.views));
+  if (held.length) plotly.held = true;
+  keepingFocus(() => {
+    // every size a view reads is read before any view writes: the page is laid out once, after the draws
+    for (const [v] of now) v.mod.measure?.(v.root);
+    let wrote = false;
+    for (const item of now) {
+      // one drawn above may have pushed it out of sight (the heads' grid, first drawn, is 770 px tall at 512)
+      if (wrote && !inSight(item[0])) {
+        later.unshift(item);
+        continue;
+      }
+      render(item[0], s, item[1]);
+      wrote = true;
+    }
+  });
+  if (held.some(inSight)) plotly.inSight = true; // where the views in sight have put it
+  waiting.views = later.map(([v]) => v);
   const qs = encodeState(s.ui);
   if (s.run.want > 0 && location.search !== `?${qs}`) history.replaceState(null, "", `?${qs}`); // once the link is read
-  // every view of this result is painted (the analysis panels follow on their own): once per action, so not while
-  // the action's run is still to come (asked for, in its debounce or in flight), only when its answer is drawn; for
-  // a streamed run, when the layer shown is (its other layers come after: "attnlab:layers" once they are drawn too)
-  const settled = s.run.status !== "loading" && s.run.answered === s.run.want && !plotly.held && shownHeld(s);
+  // the marks of an action: once per action, so not while the action's run is still to come (asked for, in its
+  // debounce or in flight), only when its answer is drawn; for a streamed run, when the layer shown is (its other
+  // layers come after: "attnlab:layers" once they are drawn too). "attnlab:visible" once every view in sight is
+  // painted, "attnlab:drawn" once every view is (the analysis panels follow on their own).
+  const coming = s.run.status === "loading" || s.run.answered !== s.run.want;
+  if (coming) owed.visible = owed.drawn = false; // the action drawn is superseded
   const rest = !!prev && restEvent(prev, s);
   const arrived = !!prev && !shownHeld(prev) && shownHeld(s); // a layer switched to while it was on its way
-  if (s.run.result && settled && (!prev || (prev.run !== s.run && !rest) || prev.ui !== s.ui || arrived)) {
-    performance.mark("attnlab:drawn");
+  if (s.run.result && !coming && shownHeld(s) && (!prev || (prev.run !== s.run && !rest) || prev.ui !== s.ui || arrived)) {
+    if (!plotly.inSight && !replay) owed.visible = true;
+    if (!plotly.held) owed.drawn = true;
   }
   if (rest && !s.run.rest) plotly.layers = true; // owed: marked once every view has drawn them
+  if (!waiting.views.length) drawnMarks(s);
+  if (!waiting.going && (waiting.views.length || owed.visible)) {
+    waiting.going = true;
+    afterPaint(step);
+  }
+  busy(s);
+}
+
+// One task after the paint: the owed "attnlab:visible" mark, then the views waiting, nearest first, for up to
+// STEP_MS or until the person does something (one at least), then another task while any waits; the marks of
+// every view drawn once none does. ("attnlab:drawn" comes before "attnlab:visible" when no view waited.)
+function step() {
+  const s = store.getState();
+  if (owed.visible) {
+    owed.visible = false;
+    performance.mark("attnlab:visible");
+  }
+  const t0 = performance.now();
+  const more = () => performance.now() - t0 < STEP_MS && !pending?.();
+  keepingFocus(() => {
+    for (let first = true; waiting.views.length && (first || more()); first = false) {
+      const v = waiting.views.shift();
+      const [due] = dueViews([v], s);
+      if (due) {
+        try {
+          v.mod.measure?.(v.root);
+          render(v, s, due[1]);
+        } catch (err) {
+          reportError(err); // the page's error, as a throw in a draw was; the views after it still draw
+        }
+      } else if (v.mod.needsPlotly && !plotly.ready) plotly.held = true;
+    }
+  });
+  if (waiting.views.length) return nextTask(step);
+  waiting.going = false;
+  drawnMarks(s);
+  busy(s);
+}
+
+// The marks owed once every view is drawn: "attnlab:drawn" for the action, "attnlab:layers" for a streamed run's
+// other layers.
+function drawnMarks(s) {
+  if (owed.drawn && !plotly.held) {
+    owed.drawn = false;
+    performance.mark("attnlab:drawn");
+  }
   if (plotly.layers && !plotly.held && !s.run.rest && s.run.answered === s.run.want) {
     plotly.layers = false;
     performance.mark("attnlab:layers");
   }
+}
+
+// The views are busy while a run is to come or its other layers are, and while a view waits to draw.
+function busy(s) {
+  const on = s.run.status === "loading" || !!s.run.rest || waiting.views.length > 0 ? "true" : "false";
+  const views = document.getElementById("views");
+  if (views.getAttribute("aria-busy") !== on) views.setAttribute("aria-busy", on);
 }
 
 // Whether the change from `prev` to `s` is a streamed run's other layers arriving (or failing to), nothing else.
@@ -145,8 +240,10 @@ async function init() {
   const drawHeld = () => {
     plotly.ready = true;
     if (!plotly.held) return;
-    plotly.held = false;
+    plotly.wasInSight = plotly.inSight;
+    plotly.held = plotly.inSight = false;
     draw(views, store.getState(), null);
+    plotly.wasInSight = null;
   };
   loadPlotly().then(drawHeld, (e) => {
     console.error(e.message); // the views that plot stay empty; every other view draws

@@ -63,8 +63,6 @@ export function bind(root, store) {
 
 function renderStatus(s) {
   const status = $("run-status");
-  // busy until every layer is in (a streamed run's layer shown is drawn first, and not dimmed while the rest come)
-  $("views").setAttribute("aria-busy", s.run.status === "loading" || s.run.rest ? "true" : "false");
   document.body.classList.toggle("busy", s.run.status === "loading");
   $("views").classList.toggle("stale", s.run.status === "error" && !!s.run.result);
   // a run in flight is announced once, by the busy indicator (busy.js); this line says only what a failure left

@@ -1,0 +1,112 @@
+"""The views in sight draw first (static/js/sight.js): a view below the fold draws after the page has painted the
+ones in sight, which the `attnlab:visible` mark says; `attnlab:drawn` comes once every view is drawn, and the
+views stay busy (aria-busy) until then."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page
+
+from tests.browser.conftest import PageLog
+
+pytestmark = pytest.mark.browser
+
+RANDOM = "?m=random&t=the+cat+sat+on+the+mat&causal=1"
+SHORT = {"width": 1400, "height": 500}  # a window short enough for the large head to open below the fold
+
+# What was drawn when each mark was made: performance.mark wrapped, so the state is read in the task that marks
+# (an observer hears of a mark later, after the views that follow it in that task have drawn).
+AT_MARKS = """
+(() => {
+  window.__atMarks = [];
+  const mark = performance.mark.bind(performance);
+  performance.mark = (name, ...rest) => {
+    if (name === "attnlab:visible" || name === "attnlab:drawn") {
+      const focus = document.getElementById("focus-plot");
+      window.__atMarks.push({
+        name,
+        focus: focus && focus.drawn ? Number(focus.dataset.head) : null,
+        heads: document.querySelectorAll("[data-testid=head-heatmap] canvas").length,
+        retrieval: document.querySelectorAll("[data-testid=retrieval-diagram] *").length,
+        busy: document.getElementById("views").getAttribute("aria-busy"),
+      });
+    }
+    return mark(name, ...rest);
+  };
+})();
+"""
+
+DRAWN_COUNT = "() => performance.getEntriesByName('attnlab:drawn').length"
+
+
+def at_marks(page: Page) -> list[dict[str, Any]]:
+    return page.evaluate("() => window.__atMarks")  # type: ignore[no-any-return]
+
+
+def below_fold(page: Page, selector: str) -> bool:
+    return page.evaluate(  # type: ignore[no-any-return]
+        "(sel) => document.querySelector(sel).getBoundingClientRect().top > window.innerHeight + 200", selector
+    )
+
+
+def test_the_views_in_sight_are_painted_before_the_ones_below_the_fold_draw(
+    page: Page, page_log: PageLog, live_server: str
+) -> None:
+    page.set_viewport_size(SHORT)
+    page.add_init_script(AT_MARKS)
+    page.goto(f"{live_server}/{RANDOM}")
+    page.wait_for_function(f"() => ({DRAWN_COUNT})() > 0", timeout=20_000)
+    assert below_fold(page, "#focus-plot") and below_fold(page, "[data-testid=retrieval-diagram]")
+    marks = at_marks(page)
+    names = [m["name"] for m in marks]
+    assert names[:2] == ["attnlab:visible", "attnlab:drawn"], marks
+    seen, drawn = marks[0], marks[1]
+    # in sight: the four heads, drawn; below the fold: the large head and the retrieval diagram, not yet
+    assert seen["heads"] == 4 and seen["focus"] is None and seen["retrieval"] == 0, seen
+    assert seen["busy"] == "true", seen
+    assert drawn["focus"] is not None and drawn["retrieval"] > 0, drawn
+    page.wait_for_function("() => document.getElementById('views').getAttribute('aria-busy') === 'false'")
+    assert page_log.console_errors == [] and page_log.page_errors == []
+
+
+def test_a_view_scrolled_into_sight_draws_with_the_views_in_sight(
+    page: Page, page_log: PageLog, live_server: str
+) -> None:
+    page.add_init_script(AT_MARKS)
+    page.goto(f"{live_server}/{RANDOM}")
+    page.wait_for_function(f"() => ({DRAWN_COUNT})() > 0", timeout=20_000)
+    # the large head scrolled into sight, then another head opened (from the keyboard, which scrolls nothing): the
+    # large head's draw is not put off
+    page.locator("#focus-plot").scroll_into_view_if_needed()
+    assert not below_fold(page, "#focus-plot")
+    before = len(at_marks(page))
+    n = page.evaluate(DRAWN_COUNT)
+    page.locator("[data-testid=head-heatmap]").nth(2).dispatch_event("keydown", {"key": "Enter"})
+    page.wait_for_function(f"(n) => ({DRAWN_COUNT})() > n", arg=n, timeout=20_000)
+    seen = next(m for m in at_marks(page)[before:] if m["name"] == "attnlab:visible")
+    assert seen["focus"] == 2, seen
+    assert page_log.console_errors == [] and page_log.page_errors == []
+
+
+@pytest.mark.parametrize(
+    ("box", "viewport", "closed", "want"),
+    [
+        ({"top": 100, "bottom": 400, "width": 10, "height": 300}, 900, False, 0),  # in sight
+        ({"top": 1000, "bottom": 1400, "width": 10, "height": 400}, 900, False, 0),  # within the margin
+        ({"top": 1500, "bottom": 1900, "width": 10, "height": 400}, 900, False, 400),  # below it
+        ({"top": -700, "bottom": -300, "width": 10, "height": 400}, 900, False, 100),  # scrolled past
+        ({"top": 0, "bottom": 0, "width": 0, "height": 0}, 900, False, None),  # hidden: drawn at once
+        ({"top": 0, "bottom": 0, "width": 0, "height": 0}, 900, True, "inf"),  # in a closed <details>
+    ],
+)
+def test_distance_from_the_viewport(
+    js: Any, box: dict[str, int], viewport: int, closed: bool, want: int | str | None
+) -> None:
+    got = js(
+        f"const {{ distance }} = await import('/static/js/sight.js');"
+        f"const d = distance({box}, {viewport}, {str(closed).lower()});"
+        "return d === Infinity ? 'inf' : d;"
+    )
+    assert got == want
