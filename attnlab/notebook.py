@@ -112,8 +112,9 @@ def show(
 
     `view`: "layer" (the heads of one layer), "all" (every head of every layer as thumbnails) or "head" (one head
     large, `head=`, with the retrieval of `query=`). `layer` embeds that layer only (all layers when omitted;
-    `view="all"` needs them all). `masks`, `palette` ("viridis" | "cividis"), `title` and every other /api/attention
-    field (options, tokens, scale, all_masked, ...) as in attnlab.run; `height`: the iframe's, in px.
+    `view="all"` needs them all). `masks`, `palette` ("viridis" | "cividis"), `title`, `positions_from` (1: positions
+    printed from 1, as the chapter counts) and every other /api/attention field (options, tokens, scale,
+    all_masked, ...) as in attnlab.run; `height`: the iframe's, in px.
 
     The value shows itself as the last expression of a cell (mid-cell: `display(attnlab.show(...))`); in a terminal
     it prints one line. Raises attnlab.ApiError as POST /api/export would, naming the field."""

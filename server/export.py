@@ -19,7 +19,7 @@ from server.serialize import FLOAT16_MAX
 from wire.arrays import write_arrays
 from wire.standalone import standalone_html
 
-EXPORT_FIELDS = {"view", "head", "query", "palette", "title", "matrix"}
+EXPORT_FIELDS = {"view", "head", "query", "palette", "title", "matrix", "positions_from"}
 # the views of the whole stack an export may embed beside the weights (each layer's S x S map), as /api/attention
 # computes them: the same include names, the same `rollout` options, the same checks and limits
 STACKED = ("rollout", "attention_flow")
@@ -69,6 +69,7 @@ def build_export(req: ExportRequest, compute: Callable[[AttentionRequest], dict[
         palette=req.palette,
         matrix=req.matrix,
         rollout=rollout_shown(req) if stacked else None,
+        positions_from=req.positions_from,
     )
     return page, filename(body["model"], req.view, req.layer, req.head)
 

@@ -117,6 +117,15 @@ def test_export_embeds_the_api_numbers(client: TestClient) -> None:
     assert '"view": "head"' in shown.group(1) and '"head": 2' in shown.group(1) and '"query": 4' in shown.group(1)
 
 
+@pytest.mark.parametrize(("sent", "want"), [({}, 0), ({"positions_from": 1}, 1), ({"positions_from": 0}, 0)])
+def test_export_embeds_the_count_positions_are_printed_in(client: TestClient, sent: dict[str, Any], want: int) -> None:
+    page = client.post("/api/export", json={**RANDOM, "view": "head", "query": 4, **sent}).text
+    shown = re.search(r'<script type="application/json" id="attnlab-view">(.*?)</script>', page)
+    assert shown is not None
+    view = json.loads(shown.group(1))
+    assert view["positions_from"] == want and view["query"] == 4  # the query stays 0-based
+
+
 def test_export_page_loads_nothing_from_anywhere(client: TestClient) -> None:
     """The markup names no file (src, href, url()), the script makes no request (fetch, XHR, import(), a worker);
     tests/browser/test_export.py watches the network too."""
@@ -160,6 +169,9 @@ def test_export_embeds_every_layer_or_the_one_asked(
         ({"include": ["rollout"], "rollout": {"heads": "sum"}}, "rollout.heads", []),
         ({"precision": "float32"}, "precision", ["float16"]),
         ({"palette": "jet"}, "palette", []),
+        ({"positions_from": 2}, "positions_from", []),
+        ({"positions_from": "1"}, "positions_from", []),
+        ({"positions_from": True}, "positions_from", []),
         ({"texts": ["a b", "c"]}, "texts", []),
         ({"nope": 1}, "nope", []),
         ({"model": "gpt-99"}, "model", ["gpt-99"]),

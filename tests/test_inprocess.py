@@ -3,6 +3,8 @@ attnlab.run and attnlab.show run it; the answer is the route's."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 
@@ -86,3 +88,17 @@ print("ok")
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.stdout + done.stderr)[-2000:]
+
+
+def test_show_prints_positions_in_the_count_asked_and_refuses_another() -> None:
+    import attnlab
+
+    page = attnlab.show("random", "the cat sat on the mat", positions_from=1).html
+    shown = re.search(r'<script type="application/json" id="attnlab-view">(.*?)</script>', page)
+    assert shown is not None and json.loads(shown.group(1))["positions_from"] == 1
+    try:
+        attnlab.show("random", "the cat sat on the mat", positions_from=2)
+    except attnlab.ApiError as err:
+        assert err.field == "positions_from"
+    else:
+        raise AssertionError("show took positions from 2")

@@ -8,7 +8,8 @@
   (about 2.2 bytes per float16 attention value at 512 tokens: 1.66 deflated, times 4/3); the page inflates it with
   the browser's own DecompressionStream and reads it with static/js/arrays.js's readArrays;
 - what to show first (view, layer, head, query, palette, matrix; rollout: how an embedded rollout or attention
-  flow fused the heads) as JSON in <script type="application/json">;
+  flow fused the heads; positions_from: the count positions are printed in) as JSON in
+  <script type="application/json">;
 - static/js/standalone.js and every module it imports, as one classic script (wire/jsbundle.py), which draws with
   the page's own views (heads.js, overview.js, retrieval.js) into the page's own panels, copied from
   templates/index.html into <template> elements (`PANELS`).
@@ -137,15 +138,19 @@ def standalone_html(
     palette: str = "viridis",
     matrix: str = "weights",
     rollout: dict[str, Any] | None = None,
+    positions_from: int = 0,
     static: Path | None = None,
 ) -> str:
     """The standalone page of a result in the arrays form (`data`), opening on `view` ("layer": the heads of one
     layer, "all": every layer's heads as thumbnails, "head": one head large with the retrieval of `query`); its
     heatmaps draw `matrix`: "weights", or "moved" (the result's value_norms). Each layer's `rollout` and
     `attention_flow` in the result are drawn in a section of their own, under a line naming `rollout` (the fuse of
-    the heads and the residual: {"heads": "mean", "residual": true})."""
+    the heads and the residual: {"heads": "mean", "residual": true}). `positions_from`: the count its positions are
+    printed in, 0 (the API's) or 1 (the chapter's)."""
     if view not in VIEWS:
         raise ValueError(f"view: got {view!r}; one of {', '.join(VIEWS)}")
+    if positions_from not in (0, 1):
+        raise ValueError(f"positions_from: got {positions_from!r}; 0 or 1")
     root = static or static_dir()
     names = (*PAGE_STYLESHEETS, "standalone.css")
     css = "\n".join((root / "css" / name).read_text(encoding="utf-8") for name in names)
@@ -157,6 +162,7 @@ def standalone_html(
         "palette": palette,
         "matrix": matrix,
         "rollout": rollout,
+        "positions_from": positions_from,
     }
     shown_json = json.dumps(shown).replace("</", "<\\/")
     t = html.escape(title)

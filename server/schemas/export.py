@@ -31,3 +31,10 @@ class ExportRequest(AttentionRequest):
         "weight x |v W_O| per key (include value_norms, embedded beside the weights)",
     )
     title: Text | None = Field(None, max_length=200, description="the page's title (default: the model and text)")
+    positions_from: int = Field(
+        0,
+        ge=0,
+        le=1,
+        description="the count the file prints positions in: 0, the API's, or 1, as the chapter counts (the page's "
+        "Display · Count positions from 1); `head`, `query` and the data stay 0-based",
+    )

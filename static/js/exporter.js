@@ -162,6 +162,7 @@ export function exportBody(request, ui, result) {
   const { include: _include, precision: _precision, layer: _layer, rollout: _rollout, ...rest } = request;
   const multi = (result?.config?.n_layers ?? 1) > 1;
   const body = { ...rest, palette: ui.palette === "cividis" ? "cividis" : "viridis" };
+  if (ui.from1) body.positions_from = 1; // the file prints positions as the page does
   if (ui.view === "moved") body.matrix = "moved";
   const stacked = stackedOf(ui.rollout);
   if (stacked) Object.assign(body, stacked);

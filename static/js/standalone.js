@@ -24,7 +24,7 @@ import { STACKED, renderStacked, stackedFields } from "./sastacked.js";
 import { selectView } from "./selectors.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
 import { sinksLine } from "./sinks.js";
-import { pos } from "./positions.js";
+import { countFrom1, pos } from "./positions.js";
 
 export const SHOWS = { layer: "Heads of one layer", all: "All layers", head: "One head, with retrieval" };
 export const MAX_CELL = 34;
@@ -282,6 +282,7 @@ export async function boot() {
     fail(err);
     return;
   }
+  countFrom1(shown.positions_from === 1); // every position printed in the page's count when it was saved
   let state = { ...initialState(result, shown), rollout: shown.rollout || null };
   $("sa-summary").textContent =
     `${result.model} · ${result.tokens.length} tokens · ${result.layers.length} of ${result.config.n_layers ?? result.layers.length} ` +

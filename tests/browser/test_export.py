@@ -178,6 +178,17 @@ def test_export_opens_on_the_view_asked_for(export_server: str, offline: Offline
     assert offline.left() == [] and offline.errors == []
 
 
+def test_export_prints_positions_from_1_when_asked(export_server: str, offline: Offline, tmp_path: Path) -> None:
+    body = {**INDUCTION, "view": "head", "layer": 1, "head": 2, "query": 4}
+    chosen = "#query-select option:checked"
+    page = open_file(offline, export(export_server, body, tmp_path / "from0.html"))
+    assert page.locator(chosen).inner_text().split()[0] == "4"
+    page = open_file(offline, export(export_server, {**body, "positions_from": 1}, tmp_path / "from1.html"))
+    assert page.locator(chosen).inner_text().split()[0] == "5"
+    assert page.locator("[data-testid=retrieval-diagram]").get_attribute("data-query") == "4"  # the data's index
+    assert offline.left() == [] and offline.errors == []
+
+
 def test_export_follows_a_dark_system_theme(export_server: str, offline: Offline, tmp_path: Path) -> None:
     path = export(export_server, {**INDUCTION, "view": "layer"}, tmp_path / "dark.html")
     offline.page.emulate_media(color_scheme="dark")
@@ -243,6 +254,24 @@ def test_the_page_export_button_downloads_a_file_that_opens_offline(
     assert opened.locator("[data-testid=head-heatmap]").get_attribute("data-head") == "2"
     assert draws(opened) > 20
     assert log.left() == [] and log.errors == []
+
+
+def test_the_page_counting_from_1_exports_a_file_that_does_too(
+    export_server: str, page: Page, context: BrowserContext, tmp_path: Path
+) -> None:
+    page.goto(f"{export_server}/?m=induction&layer=1&focus=1.2&query=4&from1=1")
+    wait_idle(page)
+    with page.expect_request("**/api/export") as sent, page.expect_download() as dl:
+        page.locator("[data-testid=export-html]").click()
+    assert sent.value.post_data_json["positions_from"] == 1
+    path = tmp_path / "from1.html"
+    dl.value.save_as(path)
+    log = Offline(context.new_page())
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
+    log.page.on("pageerror", lambda e: log.errors.append(str(e)))
+    opened = open_file(log, path)
+    assert opened.locator("#query-select option:checked").inner_text().split()[0] == "5"
+    assert log.errors == []
 
 
 def test_show_draws_inside_its_sandboxed_iframe(offline: Offline, tmp_path: Path) -> None:
