@@ -171,9 +171,10 @@ def traffic_cell(t: dict[str, Any]) -> str:
         return "-"
     posts = ", ".join(f"{k} x{v}" for k, v in sorted(t["posts"].items())) or "none"
     kinds = "/".join(sorted(t["types"])) or "-"
+    unknown = f" ({t['unknown']} request(s) of unknown size, not counted)" if t.get("unknown") else ""
     return (
         f"{sum(t['posts'].values())} POST ({posts}), {fmt_bytes(t['post_bytes'])} ({kinds}); "
-        f"{t['gets']} GET, {fmt_bytes(t['get_bytes'])}"
+        f"{t['gets']} GET, {fmt_bytes(t['get_bytes'])}{unknown}"
     )
 
 

@@ -32,13 +32,14 @@ class Traffic:
 
     def summary(self) -> dict[str, Any]:
         posts: dict[str, int] = {}
-        post_bytes = get_bytes = gets = 0
+        post_bytes = get_bytes = gets = unknown = 0
         types: set[str] = set()
         for r in self.started:
             try:
                 size = r.sizes()["responseBodySize"]
-            except Exception:  # an aborted request has no sizes
+            except Exception:  # an aborted request has no sizes, nor at times the worker's streamed one
                 size = 0
+                unknown += 1
             path = r.url.split("://", 1)[-1].split("/", 1)[-1].split("?", 1)[0]
             if r.method == "POST":
                 posts[f"/{path}"] = posts.get(f"/{path}", 0) + 1
@@ -49,7 +50,14 @@ class Traffic:
             else:
                 gets += 1
                 get_bytes += size
-        return {"posts": posts, "post_bytes": post_bytes, "gets": gets, "get_bytes": get_bytes, "types": types}
+        return {
+            "posts": posts,
+            "post_bytes": post_bytes,
+            "gets": gets,
+            "get_bytes": get_bytes,
+            "types": types,
+            "unknown": unknown,
+        }
 
 
 def watch(page: Page) -> Callable[[], Traffic]:
