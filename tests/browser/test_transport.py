@@ -4,6 +4,7 @@ that a layer switch draws from what the page holds, one forward and one `attnlab
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Page, Request, expect
+from playwright.sync_api import Page, Request, Route, expect
 
 from tests.browser.conftest import PageLog
 from tests.helpers import serve, settle
@@ -288,10 +289,25 @@ def test_a_new_action_aborts_the_run_in_flight(page: Page, page_log: PageLog, se
     page.wait_for_function("() => performance.getEntriesByName('attnlab:layers').length > 0", timeout=180_000)
     page.evaluate("() => { window.__toWorker.length = 0; }")
     posts = record_posts(page)
+    # the causal run held at the network until the next action: in flight when it comes, whatever the server's run
+    # cache holds (a panel's causal forward of the same text, say, answers it in a few ms)
+    held: list[Route] = []
+
+    def hold_causal(route: Route) -> None:
+        if (route.request.post_data_json or {}).get("masks", {}).get("causal"):
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/api/attention", hold_causal)
     with page.expect_request("**/api/attention"):
         page.get_by_test_id("mask-causal").check()
-    page.get_by_test_id("mask-causal").uncheck()  # while the causal run is computing (a 512-token forward)
+    page.get_by_test_id("mask-causal").uncheck()
     wait_marks(page, 2, timeout=180_000)
+    assert len(held) == 1
+    # too late: the page has let it go, and Playwright may refuse a route whose request was cancelled
+    with contextlib.suppress(Exception):
+        held[0].continue_()
     settle(page)
     runs = [r.post_data_json["masks"]["causal"] for r in posts.to("/api/attention")]
     assert runs == [True, False]
