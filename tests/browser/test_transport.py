@@ -289,8 +289,8 @@ def test_a_new_action_aborts_the_run_in_flight(page: Page, page_log: PageLog, se
     page.wait_for_function("() => performance.getEntriesByName('attnlab:layers').length > 0", timeout=180_000)
     page.evaluate("() => { window.__toWorker.length = 0; }")
     posts = record_posts(page)
-    # the causal run held at the network until the next action: in flight when it comes, whatever the server's run
-    # cache holds (a panel's causal forward of the same text, say, answers it in a few ms)
+    # the causal run held at the network until the next action: in flight when it comes, however fast the server
+    # answers (its run cache) or however late the page takes the action (a fresh-clone CI run once found it ended)
     held: list[Route] = []
 
     def hold_causal(route: Route) -> None:
