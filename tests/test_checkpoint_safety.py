@@ -7,16 +7,20 @@ import json
 import pathlib
 import pickle
 import shutil
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from fastapi.testclient import TestClient
 from safetensors.torch import load_file, save_file
 
 import engine.models.checkpoint as checkpoint
 from engine.models.checkpoint import SUPPORTED, CheckpointError, CheckpointLimits, load_checkpoint
 from tests.checkpoints import make_checkpoint
+from tests.helpers import assert_error
 
 
 class TouchOnUnpickle:
@@ -195,3 +199,123 @@ def test_hostile_config_values_are_named(copy: Path, changes: dict[str, Any], na
 def test_damaged_file_is_named(copy: Path, name: str, content: bytes) -> None:
     (copy / name).write_bytes(content)
     assert name in refusal(copy)
+
+
+def strings(value: Any) -> list[str]:
+    """Every string in a JSON value, keys included."""
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [str(k), *strings(v)]]
+    if isinstance(value, list):
+        return [s for v in value for s in strings(v)]
+    return [value] if isinstance(value, str) else []
+
+
+def breaks(copy: Path, how: str) -> None:
+    """Break the copy `how`, for the refusals below."""
+    if how == "pickle only":
+        (copy / "model.safetensors").rename(copy / "pytorch_model.bin")
+    elif how == "no weights":
+        (copy / "model.safetensors").unlink()
+    elif how in ("no config", "no tokenizer"):
+        (copy / ("config.json" if how == "no config" else "tokenizer.json")).unlink()
+    elif how == "config not json":
+        (copy / "config.json").write_bytes(b"{not json")
+    elif how == "config a link to itself":
+        (copy / "config.json").unlink()
+        (copy / "config.json").symlink_to(copy / "config.json")
+    elif how == "damaged weights":
+        (copy / "model.safetensors").write_bytes(b"\xff" * 64)
+    elif how == "damaged tokenizer":
+        (copy / "tokenizer.json").write_bytes(b"{}")
+    elif how == "empty index":
+        (copy / "model.safetensors").unlink()
+        (copy / "model.safetensors.index.json").write_text('{"weight_map": {}}')
+    elif how == "not a directory":
+        shutil.rmtree(copy)
+    else:
+        raise AssertionError(how)
+
+
+REFUSALS = [
+    "pickle only",
+    "no weights",
+    "no config",
+    "no tokenizer",
+    "config not json",
+    "config a link to itself",
+    "damaged weights",
+    "damaged tokenizer",
+    "empty index",
+    "not a directory",
+]
+
+
+@pytest.mark.parametrize("how", REFUSALS)
+def test_a_refusal_names_no_path_of_the_server(copy: Path, how: str) -> None:
+    """Clients are told a refusal's reason (GET /api/models `unavailable`): it names the file in the checkpoint,
+    never where the checkpoint lies on the server."""
+    breaks(copy, how)
+    reason = refusal(copy)
+    assert str(copy.parent) not in reason and str(copy.resolve().parent) not in reason, reason
+    assert reason
+
+
+def test_models_tell_clients_no_path_of_the_server(
+    copy: Path, tmp_path: Path, make_client: Callable[..., AbstractContextManager[TestClient]]
+) -> None:
+    """Every field of GET /api/models, for a checkpoint served and for ones that cannot load, and the 422 for a
+    model that did not load, name models and files within their checkpoint, never the server's file system."""
+    bad = tmp_path / "bad"
+    shutil.copytree(copy, bad)
+    (bad / "model.safetensors").rename(bad / "pytorch_model.bin")
+    linked = tmp_path / "linked"
+    shutil.copytree(copy, linked)
+    (tmp_path / "secret.json").write_text(json.dumps({"token": SECRET}))
+    (linked / "attnlab.json").symlink_to(tmp_path / "secret.json")
+    models = f"textbook,mine={copy},bad={bad},gone={tmp_path / 'nowhere'},linked={linked}"
+    with make_client(models=models, reference=False) as client:
+        listed = client.get("/api/models").json()
+        refused = client.post("/api/attention", json={"model": "bad", "text": "a b"})
+    assert [m["name"] for m in listed["models"]] == ["textbook", "mine"]
+    assert {u["name"] for u in listed["unavailable"]} == {"bad", "gone", "linked"}
+    assert_error(refused, 422, "model", "pytorch_model.bin")
+    told = [*strings(listed), *strings(refused.json())]
+    leaked = [s for s in told if str(tmp_path) in s or str(tmp_path.resolve()) in s or SECRET in s]
+    assert leaked == []
+
+
+SECRET = "s3cr3t-of-the-server"
+LINKED = ["attnlab.json", "config.json", "tokenizer.json", "model.safetensors", "generation_config.json"]
+
+
+@pytest.mark.parametrize("name", LINKED)
+def test_a_link_out_of_the_directory_is_refused(copy: Path, tmp_path: Path, name: str) -> None:
+    """A file of the checkpoint that is a link to a file elsewhere on the server is refused, naming the link,
+    before anything is read (a card linked to the server's secrets would be served to every client; transformers
+    reads generation_config.json for the reference check)."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    if (copy / name).exists():
+        (copy / name).rename(outside / name)
+    else:
+        (outside / name).write_text(json.dumps({"token": SECRET}))
+    (copy / name).symlink_to(outside / name)
+    reason = refusal(copy)
+    assert name in reason and "outside the checkpoint's directory" in reason, reason
+    assert str(outside) not in reason and SECRET not in reason
+
+
+def test_links_within_the_directory_load(copy: Path) -> None:
+    """Links that stay inside: the checkpoint's own files, and a Hugging Face hub snapshot's links into its blobs."""
+    (copy / "card.json").write_text(json.dumps({"notes": "mine"}))
+    (copy / "attnlab.json").symlink_to("card.json")
+    assert load_checkpoint("mine", copy, reference=False).card == {"notes": "mine"}
+
+    repo = copy.parent / "hub" / "models--me--tiny"
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    for i, f in enumerate(sorted(copy.iterdir())):
+        shutil.copy(f, repo / "blobs" / f"blob{i}")
+        (snapshot / f.name).symlink_to(Path("..", "..", "blobs", f"blob{i}"))
+    assert load_checkpoint("hub", snapshot, reference=False).card == {"notes": "mine"}

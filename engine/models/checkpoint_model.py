@@ -66,11 +66,10 @@ class CheckpointModel(AttentionModel):
         d_head = mapped.network.blocks[0].attn.d_head
         d_v = mapped.network.blocks[0].attn.d_v
         kind = "byte-level BPE" if self.pieces.byte_level else "WordPiece or other pieces"
-        where = f" from {directory}" if directory is not None else ""
         self.info = ModelInfo(
             name=name,
             description=(
-                f"{name}: a {family} checkpoint{where} ({sizes.n_layers} layers x {sizes.n_heads} heads"
+                f"{name}: a {family} checkpoint ({sizes.n_layers} layers x {sizes.n_heads} heads"
                 f"{f' over {sizes.n_kv_heads} K/V groups' if sizes.n_kv_heads != sizes.n_heads else ''}, "
                 f"width {sizes.d_model}, {sizes.vocab_size} tokens), every layer computed by attnlab's engine from "
                 "its own weights; your masks apply in every layer."
