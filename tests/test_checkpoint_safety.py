@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from safetensors.torch import load_file, save_file
 
 import engine.models.checkpoint as checkpoint
+import engine.models.checkpoint_model as checkpoint_model
 from engine.models.checkpoint import SUPPORTED, CheckpointError, CheckpointLimits, load_checkpoint
 from tests.checkpoints import make_checkpoint
 from tests.helpers import assert_error
@@ -319,3 +320,32 @@ def test_links_within_the_directory_load(copy: Path) -> None:
         shutil.copy(f, repo / "blobs" / f"blob{i}")
         (snapshot / f.name).symlink_to(Path("..", "..", "blobs", f"blob{i}"))
     assert load_checkpoint("hub", snapshot, reference=False).card == {"notes": "mine"}
+
+
+@pytest.mark.parametrize(
+    ("where", "token_id", "named"),
+    [
+        ("vocab", 320, 320),
+        ("vocab", 20_000_000, 20_000_000),
+        ("vocab", 10**9, 10**9),
+        ("added", 320, 320),
+        ("added", 10**9, 320),  # the tokenizers library numbers an added token next after its vocabulary
+    ],
+)
+def test_a_token_id_past_the_embedding_is_refused_before_the_ids_are_read(
+    copy: Path, monkeypatch: pytest.MonkeyPatch, where: str, token_id: int, named: int
+) -> None:
+    """The tiny gpt2 embeds 320 ids: a tokenizer.json piece with id 320 or more (in its vocabulary or its added
+    tokens) is refused at load, naming the file, the id and the vocabulary size, before anything is built from
+    the ids (a listing of 10^9 labels took 100 s and 7.9 GB)."""
+    assert json.loads((copy / "config.json").read_text())["vocab_size"] == 320
+    spec = json.loads((copy / "tokenizer.json").read_text())
+    if where == "vocab":
+        spec["model"]["vocab"]["zzfar"] = token_id
+    else:
+        added = {"content": "<far>", "single_word": False, "lstrip": False, "rstrip": False}
+        spec["added_tokens"].append({"id": token_id, **added, "normalized": False, "special": True})
+    (copy / "tokenizer.json").write_text(json.dumps(spec))
+    monkeypatch.setattr(checkpoint_model, "TokenPieces", lambda *a: pytest.fail("pieces built from the ids"))
+    reason = refusal(copy)
+    assert "tokenizer.json" in reason and f"id {named:,}" in reason and "320 ids" in reason, reason

@@ -162,6 +162,19 @@ def read_tensors(files: list[Path], family: Family, shapes: Mapping[str, tuple[i
     return out
 
 
+def check_token_ids(tokenizer: Tokenizer, rows: int, where: str = "tokenizer.json") -> None:
+    """Every id the tokenizer can give has a row of the embedding (config.json vocab_size), checked from its
+    vocabulary alone before anything is built from the ids: a piece with id 10^9 in a 2,048-row model would make
+    a listing of 10^9 labels (7.9 GB at start-up) for ids no text can run on."""
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    piece, top = max(vocab.items(), key=lambda item: item[1], default=("", -1))
+    if top >= rows:
+        raise CheckpointError(
+            f"{where}: piece {piece!r} has id {top:,}, but the model's vocabulary is {rows:,} ids (config.json "
+            f"vocab_size: embedding rows 0 to {rows - 1:,}): the tokenizer does not belong to these weights"
+        )
+
+
 def load_tokenizer(directory: Path) -> Tokenizer:
     path = directory / "tokenizer.json"
     if not path.is_file():
@@ -226,6 +239,7 @@ def load_inside(
     shapes = reading_config(family.shapes, config)
     check_limits(sizes, parameters(shapes), limits)
     tokenizer = load_tokenizer(directory)
+    check_token_ids(tokenizer, sizes.vocab_size)
     files = weight_files(directory)
     tensors = read_tensors(files, family, shapes)
     card_path = directory / "attnlab.json"
@@ -290,6 +304,7 @@ def from_transformers(name: str, model: Any, tokenizer: Any, *, reference: bool 
         if tuple(state[key].shape) != tuple(shape):
             raise CheckpointError(f"{key}: shape {list(state[key].shape)}, expected {list(shape)} from its config")
     backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    check_token_ids(backend, sizes.vocab_size, f"{type(tokenizer).__name__}")
     out = CheckpointModel(name, str(config["model_type"]), sizes, family.build(config, state), backend)
     if reference:
         from engine.models.reference import compare

@@ -58,8 +58,9 @@ class CheckpointModel(AttentionModel):
         caps = Capabilities(decode=sizes.decoder, batches=True, cross_attention=False, predicts_tokens=predicts)
         setattr(self, "capabilities", caps)  # noqa: B010
         setattr(self, "breaks", dict(mapped.breaks))  # noqa: B010
-        n_ids = max(sizes.vocab_size, max(self.pieces.by_id, default=-1) + 1)
-        vocab = [self.pieces.label(i) for i in range(n_ids)]  # each piece read alone, not joined to its neighbours
+        # one label per row of the embedding (the loader refuses a tokenizer with ids past them), each piece read
+        # alone, not joined to its neighbours
+        vocab = [self.pieces.label(i) for i in range(sizes.vocab_size)]
         self.frame = self._frame()
         self._labels = vocab  # every id's label, an encoder's too (info.vocab is None where nothing is predicted)
         self._pool: list[str] | None = None  # built on first use: most runs never draw a probe
