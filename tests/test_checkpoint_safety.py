@@ -7,7 +7,7 @@ import json
 import pathlib
 import pickle
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -16,9 +16,11 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 from safetensors.torch import load_file, save_file
+from tokenizers import Regex, Tokenizer, normalizers
 
 import engine.models.checkpoint as checkpoint
 import engine.models.checkpoint_model as checkpoint_model
+import engine.normaliser as normaliser
 from engine.models.checkpoint import SUPPORTED, CheckpointError, CheckpointLimits, load_checkpoint
 from tests.checkpoints import make_checkpoint
 from tests.helpers import assert_error
@@ -349,3 +351,105 @@ def test_a_token_id_past_the_embedding_is_refused_before_the_ids_are_read(
     monkeypatch.setattr(checkpoint_model, "TokenPieces", lambda *a: pytest.fail("pieces built from the ids"))
     reason = refusal(copy)
     assert "tokenizer.json" in reason and f"id {named:,}" in reason and "320 ids" in reason, reason
+
+
+def with_normalizer(directory: Path, normalizer: Any) -> Path:
+    """The checkpoint's tokenizer.json with `normalizer` in place of its own."""
+    tok = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    tok.normalizer = normalizer
+    tok.save(str(directory / "tokenizer.json"))
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("normalizer", "named"),
+    [
+        (normalizers.Replace("a", "b" * 100_000), "100,000 characters of one"),
+        (normalizers.Replace("ab", "c" * 17), "8 characters of one"),  # 17 / 2: 9, one past
+        (normalizers.Sequence([normalizers.Replace("a", "bbb"), normalizers.Replace("b", "ccc")]), "9 characters"),
+        (normalizers.Sequence([normalizers.NFKC(), normalizers.Prepend("▁" * 8)]), "9 characters"),
+        (normalizers.Replace(Regex("x*"), "y" * 8), "9 characters"),  # a pattern that matches nothing: everywhere
+    ],
+)
+def test_a_normaliser_that_lengthens_text_is_refused_before_it_runs(
+    copy: Path, monkeypatch: pytest.MonkeyPatch, normalizer: Any, named: str
+) -> None:
+    """A normaliser that can make more than 8 characters of one is refused at load from its spec, before it
+    normalises anything: each text's work before its tokens are counted is then in proportion to the text."""
+    with_normalizer(copy, normalizer)
+    calls: list[str] = []
+    monkeypatch.setattr(normaliser, "PROBE", ProbeSpy(calls))
+    reason = refusal(copy)
+    assert "tokenizer.json normalizer" in reason and named in reason and "limit of 8" in reason, reason
+    assert calls == []  # refused from the spec: the probe never ran
+
+
+class ProbeSpy(str):
+    """normaliser.PROBE that records being walked."""
+
+    def __new__(cls, calls: list[str]) -> ProbeSpy:
+        spy = super().__new__(cls, "a")
+        spy.calls = calls  # type: ignore[attr-defined]
+        return spy
+
+    def __iter__(self) -> Iterator[str]:
+        self.calls.append("probed")  # type: ignore[attr-defined]
+        return super().__iter__()
+
+
+def test_the_load_probe_measures_what_the_spec_cannot(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """BertNormalizer's growth is in its code (spaces round a CJK character), not its spec: the probe measures it
+    (3 characters of a CJK character), refused here under a limit of 2 and loaded under the limit of 8."""
+    with_normalizer(copy, normalizers.BertNormalizer(handle_chinese_chars=True))
+    assert load_checkpoint("mine", copy, reference=False)
+    monkeypatch.setattr(normaliser, "EXPANSION", 2)
+    reason = refusal(copy)
+    assert "makes 3 characters of '" in reason and "limit of 2" in reason, reason
+
+
+class Spy:
+    """The model's tokenizer, noting each text it tokenises: the step the bound on normalising comes before."""
+
+    def __init__(self, inner: Tokenizer) -> None:
+        self.inner = inner
+        self.tokenised: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def encode(self, text: str, *args: Any, **kwargs: Any) -> Any:
+        self.tokenised.append(text)
+        return self.inner.encode(text, *args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"text": "ﷺ" * 100}, "text"),  # NFKC spells U+FDFA with 18 characters: 1,800 of 100, past 864
+        ({"text": "a " + "ﷺ" * 1000}, "text"),
+        ({"texts": ["a b", "ﷺ" * 100]}, "texts[1]"),
+    ],
+)
+def test_a_text_its_normaliser_lengthens_past_the_limit_is_a_422_before_it_is_tokenised(
+    copy: Path,
+    tmp_path: Path,
+    make_client: Callable[..., AbstractContextManager[TestClient]],
+    body: dict[str, Any],
+    field: str,
+) -> None:
+    """Each text is normalised a piece at a time and refused once past 8 characters per character (+ 64), before
+    it is normalised whole or tokenised; a checkpoint whose normaliser is refused at load leaves the server
+    serving the others."""
+    text = body["text"] if field == "text" else body["texts"][1]
+    with_normalizer(copy, normalizers.NFKC())
+    grows = with_normalizer(shutil.copytree(copy, tmp_path / "grows"), normalizers.Replace("a", "b" * 100_000))
+    with make_client(models=f"textbook,mine={copy},grows={grows}", reference=False) as client:
+        listed = client.get("/api/models").json()
+        model = client.app.state.models["mine"]
+        model.pieces.tokenizer = spy = Spy(model.pieces.tokenizer)
+        refused = client.post("/api/attention", json={"model": "mine", **body})
+    assert [m["name"] for m in listed["models"]] == ["textbook", "mine"]
+    assert [u["name"] for u in listed["unavailable"]] == ["grows"]
+    assert "normalizer" in listed["unavailable"][0]["reason"]
+    assert_error(refused, 422, field, f"{8 * len(text) + 64:,}")
+    assert text not in spy.tokenised

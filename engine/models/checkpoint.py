@@ -8,12 +8,16 @@
 No file outside the directory is read: a link in it whose target lies outside (a card linked to another file on
 the server, say) is refused before anything is opened. A reason names the file by its name in the directory and
 never the server's paths, since clients are told it (GET /api/models `unavailable`); the server's log has the
-directory. In order, each step a CheckpointError with a reason that names the file or config field: config.json is read
-and its model_type must be one of SUPPORTED; its sizes must be positive, heads divide, and lie within
-CheckpointLimits (parameters counted from the shapes the config implies) before any tensor is read; tokenizer.json
-must be there; weights are read only through safetensors, every tensor's shape checked against the header
-before it is loaded. A directory whose weights are only a pickle (pytorch_model.bin, *.pt, *.pth, *.ckpt) is
-refused with the command that converts it, and the pickle is never opened: unpickling runs code.
+directory.
+
+In order, each step a CheckpointError with a reason that names the file or config field: config.json is read and
+its model_type must be one of SUPPORTED; its sizes must be positive, heads divide, and lie within CheckpointLimits
+(parameters counted from the shapes the config implies) before any tensor is read; tokenizer.json must be there,
+every id it gives a row of the embedding, and its normaliser may lengthen a character at most 8 times
+(engine/normaliser.py, which bounds each text's work before its tokens are counted); weights are read only through
+safetensors, every tensor's shape checked against the header before it is loaded. A directory whose weights are
+only a pickle (pytorch_model.bin, *.pt, *.pth, *.ckpt) is refused with the command that converts it, and the
+pickle is never opened: unpickling runs code.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from safetensors import safe_open
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from engine import normaliser
 from engine.models.checkpoint_model import CheckpointModel
 from engine.models.families import SUPPORTED, CheckpointError, Family, Sizes, family_for
 
@@ -175,6 +180,14 @@ def check_token_ids(tokenizer: Tokenizer, rows: int, where: str = "tokenizer.jso
         )
 
 
+def check_normalizer(tokenizer: Tokenizer, where: str = "tokenizer.json") -> None:
+    """The tokenizer's normaliser lengthens a character at most normaliser.EXPANSION times (engine/normaliser.py),
+    so the work of normalising a text before its tokens are counted is in proportion to the text."""
+    why = normaliser.refusal(tokenizer.normalizer)
+    if why is not None:
+        raise CheckpointError(f"{where} normalizer: {why}")
+
+
 def load_tokenizer(directory: Path) -> Tokenizer:
     path = directory / "tokenizer.json"
     if not path.is_file():
@@ -240,6 +253,7 @@ def load_inside(
     check_limits(sizes, parameters(shapes), limits)
     tokenizer = load_tokenizer(directory)
     check_token_ids(tokenizer, sizes.vocab_size)
+    check_normalizer(tokenizer)
     files = weight_files(directory)
     tensors = read_tensors(files, family, shapes)
     card_path = directory / "attnlab.json"
@@ -305,6 +319,7 @@ def from_transformers(name: str, model: Any, tokenizer: Any, *, reference: bool 
             raise CheckpointError(f"{key}: shape {list(state[key].shape)}, expected {list(shape)} from its config")
     backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
     check_token_ids(backend, sizes.vocab_size, f"{type(tokenizer).__name__}")
+    check_normalizer(backend, f"{type(tokenizer).__name__}")
     out = CheckpointModel(name, str(config["model_type"]), sizes, family.build(config, state), backend)
     if reference:
         from engine.models.reference import compare

@@ -19,6 +19,7 @@ from engine.forward import ForwardResult, Network
 from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunConfig, RunInput
 from engine.models.declare import Capabilities
 from engine.models.families import Mapped, Sizes
+from engine.normaliser import check_length
 from engine.tokens import TokenPieces
 
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog because it was in a hurry."
@@ -118,6 +119,7 @@ class CheckpointModel(AttentionModel):
             special = [self.pieces.is_special(i) for i in ids]
         elif inp.text is not None and inp.text.strip():
             field_name = "text"
+            check_length(self.pieces.tokenizer.normalizer, inp.text)  # before the text is normalised whole
             p = self.pieces.encode(inp.text)
             ids, labels, special = p.ids, p.labels, p.special
             if all(special):
@@ -144,6 +146,7 @@ class CheckpointModel(AttentionModel):
 
     def count_tokens(self, inp: RunInput) -> int:
         if inp.tokens is None and inp.text is not None:
+            check_length(self.pieces.tokenizer.normalizer, inp.text)  # before the text is normalised whole
             return len(self.pieces.tokenizer.encode(inp.text, add_special_tokens=True).ids)
         return super().count_tokens(inp)
 
