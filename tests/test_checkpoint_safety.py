@@ -267,7 +267,8 @@ def test_models_tell_clients_no_path_of_the_server(
     copy: Path, tmp_path: Path, make_client: Callable[..., AbstractContextManager[TestClient]]
 ) -> None:
     """Every field of GET /api/models, for a checkpoint served and for ones that cannot load, and the 422 for a
-    model that did not load, name models and files within their checkpoint, never the server's file system."""
+    model that did not load, name models and files within their checkpoint, never the server's file system; each
+    refusal leaves the server serving the others."""
     bad = tmp_path / "bad"
     shutil.copytree(copy, bad)
     (bad / "model.safetensors").rename(bad / "pytorch_model.bin")
@@ -275,12 +276,18 @@ def test_models_tell_clients_no_path_of_the_server(
     shutil.copytree(copy, linked)
     (tmp_path / "secret.json").write_text(json.dumps({"token": SECRET}))
     (linked / "attnlab.json").symlink_to(tmp_path / "secret.json")
-    models = f"textbook,mine={copy},bad={bad},gone={tmp_path / 'nowhere'},linked={linked}"
+    far = tmp_path / "far"
+    shutil.copytree(copy, far)
+    spec = json.loads((far / "tokenizer.json").read_text())
+    spec["model"]["vocab"]["zzfar"] = 20_000_000  # a listing of 20,000,000 labels was 60 MB
+    (far / "tokenizer.json").write_text(json.dumps(spec))
+    models = f"textbook,mine={copy},bad={bad},gone={tmp_path / 'nowhere'},linked={linked},far={far}"
     with make_client(models=models, reference=False) as client:
         listed = client.get("/api/models").json()
         refused = client.post("/api/attention", json={"model": "bad", "text": "a b"})
     assert [m["name"] for m in listed["models"]] == ["textbook", "mine"]
-    assert {u["name"] for u in listed["unavailable"]} == {"bad", "gone", "linked"}
+    assert {u["name"] for u in listed["unavailable"]} == {"bad", "gone", "linked", "far"}
+    assert len(listed["models"][1]["vocab"]) == listed["models"][1]["vocab_size"] == 320
     assert_error(refused, 422, "model", "pytorch_model.bin")
     told = [*strings(listed), *strings(refused.json())]
     leaked = [s for s in told if str(tmp_path) in s or str(tmp_path.resolve()) in s or SECRET in s]
