@@ -460,3 +460,16 @@ def test_a_text_its_normaliser_lengthens_past_the_limit_is_a_422_before_it_is_to
     assert "normalizer" in listed["unavailable"][0]["reason"]
     assert_error(refused, 422, field, f"{8 * len(text) + 64:,}")
     assert text not in spy.tokenised
+
+
+def test_an_unforeseen_failure_names_no_path_of_the_server(copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure the loader does not foresee is still told without the server's paths (the log has them)."""
+    from engine.models import load_checkpoint_or_why
+
+    def fails(name: str, directory: Path, **loading: Any) -> None:
+        raise OSError(f"[Errno 5] Input/output error: '{directory.resolve() / 'model.safetensors'}'")
+
+    monkeypatch.setattr(checkpoint, "load_checkpoint", fails)
+    reason = load_checkpoint_or_why("mine", copy)
+    assert isinstance(reason, str) and "OSError" in reason and "model.safetensors" in reason
+    assert str(copy.parent) not in reason and str(copy.resolve().parent) not in reason, reason
