@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from engine.errors import InputError
 from engine.interventions import NO_INTERVENTIONS, Interventions
 from engine.masks import MaskSpec
 from engine.models import AttentionModel, ModelRun, RunInput, model_for
@@ -141,15 +142,27 @@ def check_token_counts(model: AttentionModel, req: AttentionRequest, inp: RunInp
     one = replace(inp, source=None, texts=None)
     if inp.texts is not None:
         for i, text in enumerate(inp.texts):
-            _check_tokens(model.count_tokens(replace(one, text=text, tokens=None)), f"texts[{i}]", settings)
+            item = f"texts[{i}]"
+            _check_tokens(_count(model, replace(one, text=text, tokens=None), item), item, settings)
     else:
         field = "tokens" if req.tokens is not None else "x" if req.x is not None else "text"
-        _check_tokens(model.count_tokens(one), field, settings)
+        _check_tokens(_count(model, one, field), field, settings)
     src = inp.source
     if src is not None:
-        counted = model.count_tokens(replace(one, text=src.text, tokens=src.tokens, x=src.x))
         where = "source.tokens" if src.tokens is not None else "source.x" if src.x is not None else "source.text"
+        counted = _count(model, replace(one, text=src.text, tokens=src.tokens, x=src.x), where)
         _check_tokens(counted, where, settings)
+
+
+def _count(model: AttentionModel, one: RunInput, field: str) -> int:
+    """model.count_tokens(one); a refusal of the sequence while counting (a text its tokenizer's normaliser would
+    lengthen past the limit) names the request's field for it (texts[3], source.text), as encoding does."""
+    try:
+        return model.count_tokens(one)
+    except InputError as err:
+        if err.field != "text" or field == "text":
+            raise
+        raise InputError(field, err.message) from err
 
 
 def _check_magnitude(m: list[list[float]], field: str, dtype: torch.dtype) -> None:

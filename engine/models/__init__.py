@@ -95,16 +95,19 @@ def load_available(names: Iterable[str], checkpoints: Mapping[str, Path] | None 
 def load_checkpoint_or_why(name: str, directory: Path, **loading: Any) -> AttentionModel | str:
     """The checkpoint in `directory` served as `name`, or why it cannot be: the loader's reason for what it refuses
     (a pickle, an unknown family, a missing file, a limit), and the error itself for anything else, so that one
-    person's directory never stops a server from starting."""
-    from engine.models.checkpoint import CheckpointError, load_checkpoint  # loads the checkpoint families' code
+    person's directory never stops a server from starting. The reason is told to clients, so it names files
+    within the directory only; the log says which directory."""
+    from engine.models.checkpoint import CheckpointError, load_checkpoint, unrooted  # the families' code
 
+    log = logging.getLogger("attnlab")
     try:
         return load_checkpoint(name, directory, **loading)
     except CheckpointError as err:
+        log.warning("checkpoint %s in %s did not load: %s", name, directory, err.reason)
         return err.reason
     except Exception as err:  # a directory anyone can point at: say what failed, keep serving
-        logging.getLogger("attnlab").exception("checkpoint %s in %s did not load", name, directory)
-        return f"{directory}: did not load ({type(err).__name__}: {err})"
+        log.exception("checkpoint %s in %s did not load", name, directory)
+        return f"did not load ({type(err).__name__}: {unrooted(str(err), directory)})"
 
 
 __all__ = [

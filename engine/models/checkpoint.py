@@ -5,18 +5,27 @@
     directory/model.safetensors    the weights, or shards listed by model.safetensors.index.json
     directory/attnlab.json         optional: the model's card (held-out loss, notes), served as it is
 
-In order, each step a CheckpointError with a reason that names the file or config field: config.json is read
-and its model_type must be one of SUPPORTED; its sizes must be positive, heads divide, and lie within
-CheckpointLimits (parameters counted from the shapes the config implies) before any tensor is read; tokenizer.json
-must be there; weights are read only through safetensors, every tensor's shape checked against the header
-before it is loaded. A directory whose weights are only a pickle (pytorch_model.bin, *.pt, *.pth, *.ckpt) is
-refused with the command that converts it, and the pickle is never opened: unpickling runs code.
+No file outside the directory is read: a link in it whose target lies outside (a card linked to another file on
+the server, say) is refused before anything is opened. A reason names the file by its name in the directory and
+never the server's paths, since clients are told it (GET /api/models `unavailable`); the server's log has the
+directory.
+
+In order, each step a CheckpointError with a reason that names the file or config field: config.json is read and
+its model_type must be one of SUPPORTED; its sizes must be positive, heads divide, and lie within CheckpointLimits
+(parameters counted from the shapes the config implies) before any tensor is read; tokenizer.json must be there,
+every id it gives a row of the embedding, and its normaliser may lengthen a character at most 8 times
+(engine/normaliser.py, which bounds each text's work before its tokens are counted); weights are read only through
+safetensors, every tensor's shape checked against the header before it is loaded. A directory whose weights are
+only a pickle (pytorch_model.bin, *.pt, *.pth, *.ckpt) is refused with the command that converts it, and the
+pickle is never opened: unpickling runs code.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +36,7 @@ from safetensors import safe_open
 from tokenizers import Tokenizer
 from torch import Tensor
 
+from engine import normaliser
 from engine.models.checkpoint_model import CheckpointModel
 from engine.models.families import SUPPORTED, CheckpointError, Family, Sizes, family_for
 
@@ -43,8 +53,9 @@ T = TypeVar("T")
 PICKLES = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
 CONVERT = (
     'python -c "from transformers import AutoModelForCausalLM as M; '
-    "M.from_pretrained('{d}').save_pretrained('{d}', safe_serialization=True)\" "
-    "(AutoModelForMaskedLM for an encoder), in an environment you trust with that file"
+    "M.from_pretrained('DIR').save_pretrained('DIR', safe_serialization=True)\" "
+    "with DIR the checkpoint's directory (AutoModelForMaskedLM for an encoder), in an environment you trust with "
+    "that file"
 )
 
 
@@ -64,9 +75,9 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{path}: cannot read {what} ({err})") from err
+        raise CheckpointError(f"{path.name}: cannot read {what} ({err})") from err
     if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: {what} must be a JSON object, got {type(data).__name__}")
+        raise CheckpointError(f"{path.name}: {what} must be a JSON object, got {type(data).__name__}")
     return data
 
 
@@ -104,21 +115,23 @@ def weight_files(directory: Path) -> list[Path]:
     if index.is_file():
         weight_map = read_json(index, "the shard index").get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
-            raise CheckpointError(f"{index}: weight_map missing or empty")
+            raise CheckpointError(f"{index.name}: weight_map missing or empty")
         shards = []
         for name in sorted(set(weight_map.values())):
             shard = directory / str(name)
             if Path(str(name)).name != str(name) or shard.suffix != ".safetensors" or not shard.is_file():
-                raise CheckpointError(f"{index}: shard {name!r} is not a .safetensors file in {directory}")
+                raise CheckpointError(
+                    f"{index.name}: shard {name!r} is not a .safetensors file in the checkpoint's directory"
+                )
             shards.append(shard)
         return shards
     pickles = sorted(p for pattern in PICKLES for p in directory.glob(pattern))
     if pickles:
         raise CheckpointError(
-            f"{pickles[0]}: attnlab reads weights only from safetensors and never opens a pickle (unpickling runs "
-            f"code); convert it: {CONVERT.format(d=directory)}"
+            f"{pickles[0].name}: attnlab reads weights only from safetensors and never opens a pickle (unpickling "
+            f"runs code); convert it: {CONVERT}"
         )
-    raise CheckpointError(f"{directory}: no model.safetensors (or model.safetensors.index.json) with the weights")
+    raise CheckpointError("no model.safetensors (or model.safetensors.index.json) with the weights")
 
 
 def read_tensors(files: list[Path], family: Family, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Tensor]:
@@ -129,13 +142,13 @@ def read_tensors(files: list[Path], family: Family, shapes: Mapping[str, tuple[i
             with safe_open(str(path), framework="pt") as f:
                 keys = list(f.keys())
         except Exception as err:  # safetensors raises its own error for a damaged header
-            raise CheckpointError(f"{path}: not a readable safetensors file ({err})") from err
+            raise CheckpointError(f"{path.name}: not a readable safetensors file ({err})") from err
         for key in keys:
             found.setdefault(family.name(key), (path, key))
     missing = [n for n in shapes if n not in found]
     if missing:
         raise CheckpointError(
-            f"{files[0].parent}: no tensor {family.prefix}{missing[0]} (or {missing[0]}) in the weights, which the "
+            f"{files[0].name}: no tensor {family.prefix}{missing[0]} (or {missing[0]}) in the weights, which the "
             f"config implies ({len(missing)} missing)"
         )
     out: dict[str, Tensor] = {}
@@ -154,16 +167,37 @@ def read_tensors(files: list[Path], family: Family, shapes: Mapping[str, tuple[i
     return out
 
 
+def check_token_ids(tokenizer: Tokenizer, rows: int, where: str = "tokenizer.json") -> None:
+    """Every id the tokenizer can give has a row of the embedding (config.json vocab_size), checked from its
+    vocabulary alone before anything is built from the ids: a piece with id 10^9 in a 2,048-row model would make
+    a listing of 10^9 labels (7.9 GB at start-up) for ids no text can run on."""
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    piece, top = max(vocab.items(), key=lambda item: item[1], default=("", -1))
+    if top >= rows:
+        raise CheckpointError(
+            f"{where}: piece {piece!r} has id {top:,}, but the model's vocabulary is {rows:,} ids (config.json "
+            f"vocab_size: embedding rows 0 to {rows - 1:,}): the tokenizer does not belong to these weights"
+        )
+
+
+def check_normalizer(tokenizer: Tokenizer, where: str = "tokenizer.json") -> None:
+    """The tokenizer's normaliser lengthens a character at most normaliser.EXPANSION times (engine/normaliser.py),
+    so the work of normalising a text before its tokens are counted is in proportion to the text."""
+    why = normaliser.refusal(tokenizer.normalizer)
+    if why is not None:
+        raise CheckpointError(f"{where} normalizer: {why}")
+
+
 def load_tokenizer(directory: Path) -> Tokenizer:
     path = directory / "tokenizer.json"
     if not path.is_file():
         raise CheckpointError(
-            f"{path}: missing; attnlab reads the tokenizer from tokenizer.json (tokenizer.save_pretrained writes it)"
+            "tokenizer.json: missing; attnlab reads the tokenizer from it (tokenizer.save_pretrained writes it)"
         )
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as err:  # the tokenizers library raises its own exception types
-        raise CheckpointError(f"{path}: cannot read it ({err})") from err
+        raise CheckpointError(f"tokenizer.json: cannot read it ({err})") from err
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer
@@ -193,13 +227,24 @@ def load_checkpoint(
     model_class: type[CheckpointModel] = CheckpointModel,
 ) -> CheckpointModel:
     """The checkpoint in `directory`, served as `name`; `reference`: compare it with transformers' forward pass
-    (engine/models/reference.py) and keep the differences on the model."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise CheckpointError(f"{directory}: not a directory")
+    (engine/models/reference.py) and keep the differences on the model. A refusal's reason holds no path of the
+    server's: a library's message that quotes one has it cut to the file's name in the directory."""
+    try:
+        return load_inside(name, Path(directory), limits, reference, model_class)
+    except CheckpointError as err:
+        raise CheckpointError(unrooted(err.reason, Path(directory))) from err
+
+
+def load_inside(
+    name: str, given: Path, limits: CheckpointLimits, reference: bool, model_class: type[CheckpointModel]
+) -> CheckpointModel:
+    if not given.is_dir():
+        raise CheckpointError("the checkpoint's directory is missing or not a directory")
+    directory = given.resolve()
+    check_links(directory)
     config_path = directory / "config.json"
     if not config_path.is_file():
-        raise CheckpointError(f"{config_path}: missing; a Hugging Face checkpoint has config.json (save_pretrained)")
+        raise CheckpointError("config.json: missing; a Hugging Face checkpoint has config.json (save_pretrained)")
     config = read_json(config_path, "config.json")
     family = family_of(config)
     sizes = reading_config(family.sizes, config)
@@ -207,6 +252,8 @@ def load_checkpoint(
     shapes = reading_config(family.shapes, config)
     check_limits(sizes, parameters(shapes), limits)
     tokenizer = load_tokenizer(directory)
+    check_token_ids(tokenizer, sizes.vocab_size)
+    check_normalizer(tokenizer)
     files = weight_files(directory)
     tensors = read_tensors(files, family, shapes)
     card_path = directory / "attnlab.json"
@@ -218,6 +265,44 @@ def load_checkpoint(
 
         model.reference = compare(model, directory)
     return model
+
+
+def roots(directory: Path) -> tuple[Path, ...]:
+    """Where the files of the (resolved) `directory` may really lie: in it, and for a Hugging Face hub snapshot
+    (hub/models--org--name/snapshots/REV, whose files link to ../../blobs/HASH) in its repository's blobs."""
+    if directory.parent.name == "snapshots" and directory.parent.parent.name.startswith("models--"):
+        return (directory, directory.parent.parent / "blobs")
+    return (directory,)
+
+
+def check_links(directory: Path) -> None:
+    """Every link among the directory's files leads inside it (roots), before any file is opened: the loader, and
+    transformers for the reference check, then read only files of the checkpoint, never one elsewhere on the
+    server (a card linked to another file would be served to every client)."""
+    inside = roots(directory)
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if not entry.is_symlink():
+                continue
+            try:
+                target = Path(entry.path).resolve()
+            except (OSError, RuntimeError) as err:  # a loop of links: RuntimeError before Python 3.13
+                raise CheckpointError(f"{entry.name}: a link that leads to no file ({type(err).__name__})") from err
+            if not any(target.is_relative_to(root) for root in inside):
+                raise CheckpointError(
+                    f"{entry.name}: a link to a file outside the checkpoint's directory; attnlab reads only the "
+                    "files in it (copy the file in)"
+                )
+
+
+def unrooted(reason: str, directory: Path) -> str:
+    """`reason` with the checkpoint's directory, as given and as resolved, cut from every path it quotes."""
+    forms = {str(directory), str(directory.absolute())}
+    with contextlib.suppress(OSError, RuntimeError):  # a loop of links: RuntimeError before Python 3.13
+        forms.add(str(directory.resolve()))
+    for form in sorted((f for f in forms if len(f) > 1), key=len, reverse=True):
+        reason = reason.replace(form + os.sep, "").replace(form, "the checkpoint's directory")
+    return reason
 
 
 def from_transformers(name: str, model: Any, tokenizer: Any, *, reference: bool = True) -> CheckpointModel:
@@ -233,6 +318,8 @@ def from_transformers(name: str, model: Any, tokenizer: Any, *, reference: bool 
         if tuple(state[key].shape) != tuple(shape):
             raise CheckpointError(f"{key}: shape {list(state[key].shape)}, expected {list(shape)} from its config")
     backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    check_token_ids(backend, sizes.vocab_size, f"{type(tokenizer).__name__}")
+    check_normalizer(backend, f"{type(tokenizer).__name__}")
     out = CheckpointModel(name, str(config["model_type"]), sizes, family.build(config, state), backend)
     if reference:
         from engine.models.reference import compare

@@ -19,6 +19,7 @@ from engine.forward import ForwardResult, Network
 from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunConfig, RunInput
 from engine.models.declare import Capabilities
 from engine.models.families import Mapped, Sizes
+from engine.normaliser import check_length
 from engine.tokens import TokenPieces
 
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog because it was in a hurry."
@@ -58,19 +59,19 @@ class CheckpointModel(AttentionModel):
         caps = Capabilities(decode=sizes.decoder, batches=True, cross_attention=False, predicts_tokens=predicts)
         setattr(self, "capabilities", caps)  # noqa: B010
         setattr(self, "breaks", dict(mapped.breaks))  # noqa: B010
-        n_ids = max(sizes.vocab_size, max(self.pieces.by_id, default=-1) + 1)
-        vocab = [self.pieces.label(i) for i in range(n_ids)]  # each piece read alone, not joined to its neighbours
+        # one label per row of the embedding (the loader refuses a tokenizer with ids past them), each piece read
+        # alone, not joined to its neighbours
+        vocab = [self.pieces.label(i) for i in range(sizes.vocab_size)]
         self.frame = self._frame()
         self._labels = vocab  # every id's label, an encoder's too (info.vocab is None where nothing is predicted)
         self._pool: list[str] | None = None  # built on first use: most runs never draw a probe
         d_head = mapped.network.blocks[0].attn.d_head
         d_v = mapped.network.blocks[0].attn.d_v
         kind = "byte-level BPE" if self.pieces.byte_level else "WordPiece or other pieces"
-        where = f" from {directory}" if directory is not None else ""
         self.info = ModelInfo(
             name=name,
             description=(
-                f"{name}: a {family} checkpoint{where} ({sizes.n_layers} layers x {sizes.n_heads} heads"
+                f"{name}: a {family} checkpoint ({sizes.n_layers} layers x {sizes.n_heads} heads"
                 f"{f' over {sizes.n_kv_heads} K/V groups' if sizes.n_kv_heads != sizes.n_heads else ''}, "
                 f"width {sizes.d_model}, {sizes.vocab_size} tokens), every layer computed by attnlab's engine from "
                 "its own weights; your masks apply in every layer."
@@ -118,6 +119,7 @@ class CheckpointModel(AttentionModel):
             special = [self.pieces.is_special(i) for i in ids]
         elif inp.text is not None and inp.text.strip():
             field_name = "text"
+            check_length(self.pieces.tokenizer.normalizer, inp.text)  # before the text is normalised whole
             p = self.pieces.encode(inp.text)
             ids, labels, special = p.ids, p.labels, p.special
             if all(special):
@@ -144,6 +146,7 @@ class CheckpointModel(AttentionModel):
 
     def count_tokens(self, inp: RunInput) -> int:
         if inp.tokens is None and inp.text is not None:
+            check_length(self.pieces.tokenizer.normalizer, inp.text)  # before the text is normalised whole
             return len(self.pieces.tokenizer.encode(inp.text, add_special_tokens=True).ids)
         return super().count_tokens(inp)
 
