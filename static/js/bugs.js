@@ -62,12 +62,40 @@ export function renderBugBanner(el, demoBug) {
       " this same code, to find it.",
   }[demoBug.name] ?? " The large head lists its row and column sums.";
   const rest =
-    demoBug.name === "norm_over_sequence" ? "" : " The analysis panels below run the correct code.";
+    demoBug.name === "norm_over_sequence"
+      ? ""
+      : " The claims, interventions and comparisons run this same code; a panel that runs the correct code says so.";
   el.replaceChildren(
     node("strong", {}, `WRONG: ${BUG_LABELS[demoBug.name] || demoBug.name}. `),
     node("span", {}, demoBug.note),
     node("span", { className: "bug-extra" }, `${extra}${rest}`),
   );
+}
+
+// The line a panel shows while the view runs classic bug `bug` (its name; null: none) and what the panel asked
+// carries none: its analysis runs the correct code (its endpoint takes no demo_bug), so its answer is not the view's.
+// `keys`: what the panel's slots asked (effects.js: each body sent, as JSON), null where a slot asked nothing. Null
+// when there is nothing to say.
+export function correctCodeNote(bug, keys) {
+  const asked = keys.filter(Boolean);
+  if (!bug || !asked.length || asked.every((k) => k.includes('"demo_bug":'))) return null;
+  return `Runs the correct code, not the view's classic bug (${BUG_LABELS[bug] || bug}): this analysis takes no demo_bug.`;
+}
+
+// The panel `section`'s correct-code line (correctCodeNote), kept under its heading; hidden when `note` is null.
+export function renderCorrectCode(section, note) {
+  let p = section.querySelector(":scope > [data-role=correct-code]");
+  if (!p && !note) return;
+  if (!p) {
+    p = node("p", { className: "correct-code small" });
+    p.dataset.role = "correct-code";
+    p.dataset.testid = "correct-code";
+    const head = section.querySelector(":scope > .panel-head");
+    if (head) head.after(p);
+    else section.prepend(p);
+  }
+  p.hidden = !note;
+  if (p.textContent !== (note || "")) p.textContent = note || "";
 }
 
 // One line of sums. `claim`: these sums are meant to be 1 (a row of softmax over the keys), so one that is not is
