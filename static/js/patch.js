@@ -101,6 +101,11 @@ export function metricWords(m, tokens = []) {
   return m?.kind === "loss" ? "next-token loss" : "distance of the output from the clean one";
 }
 
+// The metric's short name, for a cell's value.
+export function metricName(m) {
+  return m?.kind === "logit_diff" ? "logit difference" : m?.kind === "loss" ? "next-token loss" : "output distance";
+}
+
 // A cell's printed value: the metric with that one activation patched.
 export function cellText(v) {
   if (v == null || !Number.isFinite(v)) return "";
@@ -114,7 +119,8 @@ export function patchSummary(r) {
   return (
     `Clean ${metric} ${r.clean_metric.toFixed(3)}, corrupted ${r.corrupted_metric.toFixed(3)}. ` +
     `Most recovered by one cell: ${cell} (${b ? b.value.toFixed(3) : "–"}). ` +
-    `${r.rows * r.columns} cells, ${r.forwards} forward passes in one request; each prints its ${r.metric?.kind === "logit_diff" ? "logit difference" : "metric"} patched, its colour the share recovered.`
+    `${r.rows * r.columns} cells, ${r.forwards} forward passes in one request. Each cell prints the ${metricName(r.metric)} ` +
+    "with that one activation patched; its colour is the share of the difference recovered."
   );
 }
 
@@ -127,7 +133,7 @@ export function patchFigure(r) {
     type: "heatmap", x, y, z, zmin: -1, zmax: 1, zmid: 0, text, texttemplate: "%{text}", textfont: { size: 10 },
     colorscale: [[0, "#b2182b"], [0.5, "#f7f7f7"], [1, "#2166ac"]],
     colorbar: { title: { text: "recovered" }, thickness: 12 },
-    hovertemplate: `%{y} %{x}: ${plotlyText(r.metric?.kind === "logit_diff" ? "logit difference" : "metric")} %{text}, recovered %{z:.3f}<extra>${plotlyText(r.hook)}</extra>`,
+    hovertemplate: `%{y} %{x}: ${plotlyText(metricName(r.metric))} %{text}, recovered %{z:.3f}<extra>${plotlyText(r.hook)}</extra>`,
     xgap: 1, ygap: 1,
   };
   const layout = {
@@ -268,7 +274,7 @@ export const panel = {
     const open = value.cell && value.cell[0] < r.rows && value.cell[1] < r.columns ? value.cell : null;
     renderCell($("patch-cell"), r, open ? value : null, s.panels["patch.cell"], s, linkTo(s, value), s.panels["patch.run"]);
     if (!window.Plotly) return;
-    const { traces, layout } = patchFigure(r);
+    const { traces, layout } = patchFigure(shown);
     if (!grid.dataset.cursor && open) grid.dataset.cursor = open.join(".");
     const cursor = grid.dataset.cursor ? grid.dataset.cursor.split(".").map(Number) : null;
     window.Plotly.react(grid, traces, { ...layout, shapes: cursorShape(cursor) }, PLOT_CONFIG);
