@@ -68,7 +68,8 @@ def test_patching_scores_by_the_logit_difference_chosen_and_prints_each_cells_va
     wanted = [f"{v:.2f}" for row in api["metric_grid"] for v in row]
     assert sorted(t for t in printed if t in wanted) == sorted(wanted), (printed, wanted)
     summary = page.locator("#patch-summary")
-    expect(summary).to_contain_text(f"Clean logit difference at position 7 “king” (“river” − “frog”) {api['clean_metric']:.3f}")
+    clean = f"{api['clean_metric']:.3f}"
+    expect(summary).to_contain_text(f"Clean logit difference at position 7 “king” (“river” − “frog”) {clean}")
     assert "patch=2.z.moon%2Cld%2C7%2Criver%2Cfrog" in page.url
     # the link brings the metric back
     other = page.context.new_page()

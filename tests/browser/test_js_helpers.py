@@ -491,6 +491,23 @@ def test_bodies_carry_the_views_bug_or_say_they_run_the_correct_code(js: Callabl
     assert out["mixed"] and "flipped mask" in out["mixed"]
 
 
+def test_the_rows_hide_sinks_sets_are_told_apart(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const B = await mod('bugs.js');
+        const T = true, F = false;
+        const causal = [[T, F, F], [T, T, F], [T, T, T], [F, F, F]];  // the last row: all masked
+        const rows = (m) => Object.fromEntries(m);
+        return {renorm: rows(B.sinkRows(causal, [0], true)), kept: rows(B.sinkRows(causal, [0], false)),
+                none: rows(B.sinkRows(causal, [], false)), two: rows(B.sinkRows(causal, [0, 1], true))};
+        """
+    )
+    assert out["renorm"] == {"0": "hidden"}
+    assert out["kept"] == {"0": "hidden", "1": "kept", "2": "kept"}
+    assert out["none"] == {}
+    assert out["two"] == {"0": "hidden", "1": "hidden"}
+
+
 def test_claim_chart_helpers(js: Callable[[str], Any]) -> None:
     out = js(
         """

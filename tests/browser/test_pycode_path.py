@@ -103,7 +103,8 @@ def test_hide_sinks_sets_a_rows_sum_and_the_row_sums_line_says_so_not_red(open_p
     expect(line).to_have_attribute("data-expected", "1")
     rows = json.loads(page.get_by_test_id("sums").get_attribute("data-row-sums") or "[]")
     assert rows[0] == 0 and rows[1:] == pytest.approx([1] * (len(rows) - 1), abs=1e-3)
-    expect(line).to_contain_text(f"{len(rows) - 1} of {len(rows)} rows sum to 1; 1 row has every key hidden by Hide sinks")
+    said = f"{len(rows) - 1} of {len(rows)} rows sum to 1; 1 row has every key hidden by Hide sinks"
+    expect(line).to_contain_text(said)
     expect(line).not_to_contain_text("largest |Σ − 1|")
     # not renormalised: every row that lost its first key sums to less than 1, as the option says, still not red
     page.goto(page.url + "&renorm=0")
