@@ -235,7 +235,10 @@ export function render(root, s) {
   el.cursor = cursor;
   $("focus-title").textContent = view.multiLayer ? `Layer ${fl} · head ${fh}, large` : `Head ${fh}, large`;
   renderFocus(el, view, view.focusHead, fl);
-  renderSums($("sums"), { weights: view.focusHead.weights, tokens: view.tokens, keyTokens: view.keyTokens, bug: view.bug });
+  renderSums($("sums"), {
+    weights: view.focusHead.weights, tokens: view.tokens, keyTokens: view.keyTokens, bug: view.bug,
+    eligible: view.eligible, hidden: view.hidden, renormalised: view.renormalised,
+  });
   // the weight-edit form: this head, the pair (or the query) as its cell
   $("edit-head").textContent = headName(fl, fh, view.multiLayer);
   const S = view.tokens.length;

@@ -10,6 +10,7 @@
 // ones below the fold once those are painted (sight.js).
 
 import { fetchModels } from "./api.js";
+import { correctCodeNote, renderCorrectCode } from "./bugs.js";
 import { numbersOf, offered, optionsOf } from "./capabilities.js";
 import { startEffects } from "./effects.js";
 import { loadPlotly } from "./plotly.js";
@@ -30,7 +31,8 @@ async function loadViews() {
     roots.map(async (root) => {
       const name = root.dataset.view || root.dataset.panel;
       const mod = await import(`./${name}.js`);
-      return { root, name, mod: root.dataset.view ? mod : panelView(name, mod.panel), last: null };
+      const view = root.dataset.view ? mod : panelView(name, mod.panel);
+      return { root, name, mod: view, last: null, coded: codedSections(root, view) };
     }),
   );
   return [...views.filter((v) => !v.mod.needsPlotly), ...views.filter((v) => v.mod.needsPlotly)];
@@ -42,11 +44,21 @@ function panelView(name, panel) {
   register(name, panel);
   const parts = Object.keys(panel.parts || {}).map((part) => `${name}.${part}`);
   return {
+    slots: [name, ...parts],
     render: (root, s, dispatch) => panel.render(root, s.panels[name], s, dispatch),
     deps: (s) => [s.panels[name], s.ui[name], ...parts.map((p) => s.panels[p]), ...(panel.deps ? panel.deps(s) : [])],
     bind: panel.bind,
     needsPlotly: panel.needsPlotly,
   };
+}
+
+// The sections of a view that show analysis slots, each with its slots' names: a panel's own root (its slot and its
+// parts'), and each element of a view marked data-slots="NAME ..." (the analyses panels.js PANEL_SPECS asks). Each
+// says when its answer runs the correct code rather than the view's classic bug (bugs.js correctCodeNote).
+function codedSections(root, view) {
+  if (view.slots) return [[root, view.slots]];
+  const marked = [...(root.matches("[data-slots]") ? [root] : []), ...root.querySelectorAll("[data-slots]")];
+  return marked.map((el) => [el, el.dataset.slots.split(" ")]);
 }
 
 function sameDeps(a, b) {
@@ -105,6 +117,10 @@ function render(v, s, deps) {
   v.last = deps;
   const t0 = performance.now();
   v.mod.render(v.root, s, store.dispatch);
+  const bug = s.run.request?.demo_bug ?? null;
+  for (const [el, names] of v.coded) {
+    renderCorrectCode(el, correctCodeNote(bug, names.map((n) => s.panels[n]?.key ?? null)));
+  }
   performance.measure(`attnlab:view:${v.name}`, { start: t0 });
 }
 

@@ -1,15 +1,17 @@
 // Activation patching (POST /api/patch): corrupt one token, then run the corrupted input once per cell with one
 // activation taken from the clean run, and draw the share of the clean-corrupted difference each cell recovers.
 // Residual, attention-out and MLP-out hooks give a layer x position grid, z and pattern a layer x head grid. The
-// metric is the clean tokens' next-token loss for a model that predicts tokens, else the output's distance from
-// the clean output. The panel's one declaration (`panel`, read by registry.js) on top of pure helpers.
+// metric, for a model that predicts tokens: the clean tokens' mean next-token loss, or the logit difference at a
+// position chosen on the page (the correct token's logit minus the wrong one's); else the output's distance from the
+// clean output. Each cell prints the metric with that one activation patched; its colour is the share recovered.
+// The panel's one declaration (`panel`, read by registry.js) on top of pure helpers.
 
 import { act } from "./actions.js";
 import { can } from "./capabilities.js";
 import { plotlyTheme } from "./colors.js";
 import { node } from "./dom.js";
 import { plotlyText } from "./focuscells.js";
-import { pieceText } from "./piece.js";
+import { pieceQuote, pieceText } from "./piece.js";
 import { PLOT_CONFIG } from "./plotly.js";
 import { BY_POSITION, bindGrid, cellCompareRequest, cellRunRequest, cursorShape, renderCell } from "./patchcell.js";
 import { encodeState } from "./state.js";
@@ -26,29 +28,43 @@ export const HOOKS = {
 };
 export { BY_POSITION };
 
-// The link's form of the setting: position, hook and the replacement token ("2.z.moon"), and the grid's cell opened
-// as "@LAYER.COLUMN" ("2.z.moon@1.3"; the token is URI-encoded, so it holds no "@").
+// The link's form of the setting: position, hook and the replacement token ("2.z.moon"), a logit-difference metric
+// as ",ld,POSITION,CORRECT,WRONG" ("2.z.moon,ld,7,river,frog"), and the grid's cell opened as "@LAYER.COLUMN"
+// ("2.z.moon@1.3"). Tokens are URI-encoded, so they hold no "," or "@".
 export function encodePatch(v) {
+  const m = v.metric;
+  const metric = m ? `,ld,${m.position},${encodeURIComponent(m.correct)},${encodeURIComponent(m.wrong)}` : "";
   const cell = v.cell ? `@${v.cell[0]}.${v.cell[1]}` : "";
-  return `${v.position}.${v.hook}.${encodeURIComponent(v.token)}${cell}`;
+  return `${v.position}.${v.hook}.${encodeURIComponent(v.token)}${metric}${cell}`;
 }
 
 export function decodePatch(raw) {
-  const m = /^(\d+)\.([a-z_]+)\.([^@]*)(?:@(\d+)\.(\d+))?$/.exec(raw || "");
+  const m = /^(\d+)\.([a-z_]+)\.([^@,]*)(?:,ld,(\d+),([^@,]+),([^@,]+))?(?:@(\d+)\.(\d+))?$/.exec(raw || "");
   if (!m || !(m[2] in HOOKS)) return null;
-  let token = m[3];
+  let tokens;
   try {
-    token = decodeURIComponent(token);
+    tokens = [m[3], m[5], m[6]].map((t) => (t == null ? t : decodeURIComponent(t)));
   } catch {
     return null;
   }
-  const out = { position: Number(m[1]), hook: m[2], token };
-  if (m[4] != null) out.cell = [Number(m[4]), Number(m[5])];
+  const out = { position: Number(m[1]), hook: m[2], token: tokens[0] };
+  if (m[4] != null) out.metric = { kind: "logit_diff", position: Number(m[4]), correct: tokens[1], wrong: tokens[2] };
+  if (m[7] != null) out.cell = [Number(m[7]), Number(m[8])];
   return out;
 }
 
+// The body's metric for the setting's `metric` (null: the default), on a model that predicts tokens or not: the
+// logit difference only where the model predicts tokens and its position is one of the text's.
+export function patchMetric(metric, predicts, length) {
+  if (predicts && metric && metric.position < length && metric.correct && metric.wrong) {
+    return { kind: "logit_diff", position: metric.position, correct: metric.correct, wrong: metric.wrong };
+  }
+  return { kind: predicts ? "loss" : "output_distance" };
+}
+
 // The body: the run on screen as tokens (clean), the same tokens with one replaced (corrupted), the hook and the
-// metric the model can be scored by. null when there is nothing to patch (no run, a position past the end).
+// metric (patchMetric) the model can be scored by. null when there is nothing to patch (no run, a position past
+// the end).
 export function patchRequest(attention, tokens, value, predicts) {
   if (!attention || !tokens || !value || value.position >= tokens.length || !value.token) return null;
   const { text: _t, tokens: _k, x: _x, ...rest } = headTypesRequest(attention);
@@ -58,7 +74,7 @@ export function patchRequest(attention, tokens, value, predicts) {
     clean: { ...rest, tokens: tokens.slice() },
     corrupted: { ...rest, tokens: corrupted },
     hook: value.hook,
-    metric: { kind: predicts ? "loss" : "output_distance" },
+    metric: patchMetric(value.metric, predicts, tokens.length),
   };
 }
 
@@ -77,14 +93,34 @@ export function columnLabel(r, c) {
   return BY_POSITION.includes(r.hook) ? `${pos(c)} ${pieceText(r.tokens[c])}` : `H${c}`;
 }
 
+// The metric in words, from the body's `metric` (patchMetric).
+export function metricWords(m, tokens = []) {
+  if (m?.kind === "logit_diff") {
+    return `logit difference at position ${pos(m.position)} ${pieceQuote(tokens[m.position] ?? "")} (${pieceQuote(m.correct)} − ${pieceQuote(m.wrong)})`;
+  }
+  return m?.kind === "loss" ? "next-token loss" : "distance of the output from the clean one";
+}
+
+// The metric's short name, for a cell's value.
+export function metricName(m) {
+  return m?.kind === "logit_diff" ? "logit difference" : m?.kind === "loss" ? "next-token loss" : "output distance";
+}
+
+// A cell's printed value: the metric with that one activation patched.
+export function cellText(v) {
+  if (v == null || !Number.isFinite(v)) return "";
+  return Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(2);
+}
+
 export function patchSummary(r) {
   const b = bestCell(r);
-  const metric = r.metricKind === "loss" ? "next-token loss" : "distance of the output from the clean one";
+  const metric = metricWords(r.metric, r.tokens);
   const cell = b ? `L${b.layer} ${BY_POSITION.includes(r.hook) ? "position " : ""}${columnLabel(r, b.column)}` : "none";
   return (
     `Clean ${metric} ${r.clean_metric.toFixed(3)}, corrupted ${r.corrupted_metric.toFixed(3)}. ` +
     `Most recovered by one cell: ${cell} (${b ? b.value.toFixed(3) : "–"}). ` +
-    `${r.rows * r.columns} cells, ${r.forwards} forward passes in one request.`
+    `${r.rows * r.columns} cells, ${r.forwards} forward passes in one request. Each cell prints the ${metricName(r.metric)} ` +
+    "with that one activation patched; its colour is the share of the difference recovered."
   );
 }
 
@@ -92,11 +128,12 @@ export function patchFigure(r) {
   const x = Array.from({ length: r.columns }, (_, c) => columnLabel(r, c));
   const y = Array.from({ length: r.rows }, (_, l) => `L${l}`);
   const z = r.recovered.map((row) => row.map((v) => (v == null ? null : v)));
+  const text = r.metric_grid.map((row) => row.map(cellText));
   const trace = {
-    type: "heatmap", x, y, z, zmin: -1, zmax: 1, zmid: 0,
+    type: "heatmap", x, y, z, zmin: -1, zmax: 1, zmid: 0, text, texttemplate: "%{text}", textfont: { size: 10 },
     colorscale: [[0, "#b2182b"], [0.5, "#f7f7f7"], [1, "#2166ac"]],
     colorbar: { title: { text: "recovered" }, thickness: 12 },
-    hovertemplate: `%{y} %{x}: recovered %{z:.3f}<extra>${plotlyText(r.hook)}</extra>`,
+    hovertemplate: `%{y} %{x}: ${plotlyText(metricName(r.metric))} %{text}, recovered %{z:.3f}<extra>${plotlyText(r.hook)}</extra>`,
     xgap: 1, ygap: 1,
   };
   const layout = {
@@ -121,6 +158,29 @@ function tokenRow(label, tokens, changed) {
 }
 
 const $ = (id) => document.getElementById(id);
+
+// The "score by" controls: shown for a model that predicts tokens; the logit difference's position and tokens
+// while it is chosen (the setting's, else the last position).
+function renderScoring(s, tokens, value) {
+  const predicts = can(modelInfo(s), "predicts_tokens");
+  $("patch-scoring").hidden = !predicts;
+  const m = value?.metric;
+  if (document.activeElement !== $("patch-metric") && value) $("patch-metric").value = m ? "logit_diff" : "loss";
+  $("patch-ld").hidden = $("patch-metric").value !== "logit_diff";
+  if (tokens.length) fillPositions($("patch-ld-position"), tokens, m ? m.position : tokens.length - 1);
+  if (m && document.activeElement !== $("patch-ld-correct")) $("patch-ld-correct").value = m.correct;
+  if (m && document.activeElement !== $("patch-ld-wrong")) $("patch-ld-wrong").value = m.wrong;
+}
+
+// The metric the form asks for: null (the default) or the logit difference at its position; undefined when its
+// tokens are missing.
+function formMetric() {
+  if ($("patch-scoring").hidden || $("patch-metric").value !== "logit_diff") return null;
+  const correct = $("patch-ld-correct").value;
+  const wrong = $("patch-ld-wrong").value;
+  if (!correct.trim() || !wrong.trim()) return undefined;
+  return { kind: "logit_diff", position: Number.parseInt($("patch-ld-position").value, 10) || 0, correct, wrong };
+}
 
 // The body for the state's setting (null: nothing to patch).
 function bodyOf(s, value) {
@@ -150,7 +210,8 @@ export const panel = {
   analysis: "patch",
   words: "activation patching",
   setting: { key: "patch", encode: encodePatch, decode: decodePatch },
-  request: (s, value) => bodyOf(s, value && { position: value.position, hook: value.hook, token: value.token }),
+  request: (s, value) =>
+    bodyOf(s, value && { position: value.position, hook: value.hook, token: value.token, metric: value.metric }),
   // the cell opened: the clean and corrupted inputs' maps of its layer, side by side (patchcell.js)
   parts: {
     cell: {
@@ -176,6 +237,7 @@ export const panel = {
     if (readsTokens) fillPositions($("patch-position"), tokens, value ? value.position : 0);
     if (value && document.activeElement !== $("patch-token")) $("patch-token").value = value.token;
     if (value && document.activeElement !== $("patch-hook")) $("patch-hook").value = value.hook;
+    renderScoring(s, tokens, value);
     const status = $("patch-status");
     status.textContent = slot.status === "loading" ? "patching…" : slot.status === "error" ? slot.message : "";
     status.classList.toggle("bad", slot.status === "error");
@@ -192,7 +254,7 @@ export const panel = {
       renderCell($("patch-cell"), null);
       return;
     }
-    const shown = { ...r, metricKind: can(modelInfo(s), "predicts_tokens") ? "loss" : "output" };
+    const shown = { ...r, metric: patchMetric(value.metric, can(modelInfo(s), "predicts_tokens"), r.tokens.length) };
     const b = bestCell(r);
     body.replaceChildren(
       tokenRow("clean", r.tokens, r.changed_positions),
@@ -203,6 +265,7 @@ export const panel = {
     grid.dataset.best = b ? `${b.layer}.${b.column}` : "";
     grid.dataset.bestValue = b ? String(b.value) : "";
     grid.dataset.recovered = JSON.stringify(r.recovered);
+    grid.dataset.metric = shown.metric?.kind ?? "";
     grid.setAttribute(
       "aria-label",
       `Activation patching, ${HOOKS[r.hook]}. ${patchSummary(shown)} Arrow keys move over the cells; Enter opens one.`,
@@ -211,7 +274,7 @@ export const panel = {
     const open = value.cell && value.cell[0] < r.rows && value.cell[1] < r.columns ? value.cell : null;
     renderCell($("patch-cell"), r, open ? value : null, s.panels["patch.cell"], s, linkTo(s, value), s.panels["patch.run"]);
     if (!window.Plotly) return;
-    const { traces, layout } = patchFigure(r);
+    const { traces, layout } = patchFigure(shown);
     if (!grid.dataset.cursor && open) grid.dataset.cursor = open.join(".");
     const cursor = grid.dataset.cursor ? grid.dataset.cursor.split(".").map(Number) : null;
     window.Plotly.react(grid, traces, { ...layout, shapes: cursorShape(cursor) }, PLOT_CONFIG);
@@ -232,9 +295,18 @@ export const panel = {
       const s = getState();
       const position = Number.parseInt($("patch-position").value, 10) || 0;
       const token = $("patch-token").value.trim();
+      const metric = formMetric();
+      if (metric === undefined) {
+        $("patch-status").textContent = "Type the two tokens whose logits to compare.";
+        return;
+      }
       if (!token || !s.run.result) return;
       $("patch-grid").dataset.cursor = ""; // a new grid: its cursor starts again
-      dispatch(act.panelSet("patch", { position, token, hook: $("patch-hook").value }));
+      const value = { position, token, hook: $("patch-hook").value };
+      dispatch(act.panelSet("patch", metric ? { ...value, metric } : value));
+    });
+    $("patch-metric").addEventListener("change", () => {
+      $("patch-ld").hidden = $("patch-metric").value !== "logit_diff";
     });
   },
 };

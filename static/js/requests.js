@@ -3,7 +3,7 @@
 
 import { can, reads } from "./capabilities.js";
 import { masksRequest, paddingFlags, splitTokens } from "./masks.js";
-import { ONE_SEQUENCE, SMALL_MODEL_VALUES } from "./state.js";
+import { SMALL_MODEL_VALUES } from "./state.js";
 
 // The batch textarea's lines that hold text: one item each.
 export function batchTexts(raw) {
@@ -97,13 +97,11 @@ export function sourceOf(s, info) {
   return t && can(info, "cross_attention") && !batchOf(s, info) ? t : null;
 }
 
-// The attention request as one plain sequence: without a batch, a cross-attention source or a classic bug, which
-// only /api/attention takes (every analysis runs the correct code on one sequence), nor a dtype (every analysis
-// computes in the server's). A batch becomes its item
-// `item` on its own; a cross-attention run becomes self-attention over its text.
+// The attention request as one plain sequence: without a batch or a cross-attention source, nor a dtype (every
+// analysis computes in the server's), and with the view's classic bug (demo_bug), so that an analysis runs the code
+// on screen. A batch becomes its item `item` on its own; a cross-attention run becomes self-attention over its text.
 export function singleRequest(attention, item = 0) {
-  const { dtype: _dtype, ...out } = attention;
-  for (const k of ONE_SEQUENCE) delete out[k];
+  const { dtype: _dtype, texts: _texts, source: _source, ...out } = attention;
   if (attention.texts) out.text = attention.texts[Math.min(item, attention.texts.length - 1)];
   if (attention.source || attention.texts) {
     const { padding: _p, padded: _d, ...masks } = attention.masks || {};
@@ -113,11 +111,18 @@ export function singleRequest(attention, item = 0) {
   return out;
 }
 
-// The POST /api/heads body: the attention request (sequence, masks, options, edited numbers, scale) without
-// what only shapes its answer, so the scores describe the heads the page shows. Sinks are a view of the weights
-// that come back: the endpoints that take this body return none, and refuse them.
-export function headTypesRequest(attention) {
+// The attention request as the claims run it (perturb, the pinned side of a comparison): one sequence with its
+// classic bug, without what only shapes an answer of matrices (include, layer; sinks, a view of the weights).
+export function claimRequest(attention) {
   const { include: _include, layer: _layer, sinks: _sinks, ...rest } = singleRequest(attention);
+  return rest;
+}
+
+// The POST /api/heads body: the claims' body without the classic bug. Head types, top heads, decode, QK
+// attribution and patching run the correct code whatever the view shows: their endpoints take no demo_bug, and
+// each panel says so on screen while the view runs one (bugs.js correctCodeNote).
+export function headTypesRequest(attention) {
+  const { demo_bug: _bug, ...rest } = claimRequest(attention);
   return rest;
 }
 
@@ -138,7 +143,7 @@ export function topHeadsRequest(attention, pair, k) {
 // The POST /api/perturb body: what to run (the attention request without include or layer, which it refuses),
 // the position, and the change; with the view's demo_bug, so the claim is tested on the code the view shows.
 export function perturbRequest(attention, position, perturb) {
-  return withBug({ ...headTypesRequest(attention), position, change: changeOf(perturb) }, attention);
+  return { ...claimRequest(attention), position, change: changeOf(perturb) };
 }
 
 // The POST /api/perturb body for a batch: the batch as run (texts, its masks, its classic bug: each item's padding
@@ -171,16 +176,10 @@ export function changeOf(perturb) {
         : { kind: "direction", norm: perturb.amount > 0 ? perturb.amount : 1 };
 }
 
-// `req` with the view's classic bug (demo_bug) when the view runs one on a single sequence: the claims (perturb,
-// intervene, compare) are tested on the code the view shows.
-export function withBug(req, attention) {
-  return attention.demo_bug && !attention.texts && !attention.source ? { ...req, demo_bug: attention.demo_bug } : req;
-}
-
 // The POST /api/intervene body: the attention request (its include and layer shape before/after) plus the
 // interventions, with the view's classic bug.
 export function interveneRequest(attention, ablate, edits, topK = 5) {
-  const req = withBug({ ...singleRequest(attention), top_k: topK }, attention);
+  const req = { ...singleRequest(attention), top_k: topK };
   if (ablate.length) req.ablate = ablate.map(({ layer, head, mode }) => ({ layer, head, mode }));
   if (edits.length) req.edit = edits.map(({ layer, head, query, key, weight }) => ({ layer, head, query, key, weight }));
   return req;
@@ -188,13 +187,13 @@ export function interveneRequest(attention, ablate, edits, topK = 5) {
 
 // The body pinned as A: what was run (its classic bug too), without what only shapes the answer.
 export function pinRequest(attention) {
-  return withBug(headTypesRequest(attention), attention);
+  return claimRequest(attention);
 }
 
 // The POST /api/compare body: A (pinned) and B (now), both asked for weights only, over `layer` when one is shown.
 export function compareRequest(pin, attention, layer) {
   const shape = (body) => {
-    const { include: _i, layer: _l, ...rest } = withBug(singleRequest(body), body);
+    const { include: _i, layer: _l, ...rest } = singleRequest(body);
     const out = { ...rest, include: ["weights"] };
     if (layer != null) out.layer = layer;
     return out;

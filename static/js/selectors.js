@@ -165,6 +165,7 @@ export function selectView(s) {
     ablate: ui.ablate,
     bug: r.demo_bug?.name,
     hidden: r.sinks ? Array.from(r.sinks.hidden) : [], // the key columns the sinks view hides (0 in weights)
+    renormalised: r.sinks ? r.sinks.renormalised : true, // whether each row's weight was spread over the keys left
   };
   byUi.set(s.ui, view);
   return view;

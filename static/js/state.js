@@ -72,8 +72,6 @@ export const ABLATE_MODES = ["zero", "mean"];
 export const CHANGE_KINDS = ["shift", "token"];
 
 export const BUGS = ["softmax_over_queries", "flipped_mask", "norm_over_sequence"];
-// Fields the server takes on /api/attention only: every other endpoint runs one sequence and refuses them.
-export const ONE_SEQUENCE = ["texts", "source", "demo_bug"];
 export const PERTURB_SIDES = ["query", "source"]; // /api/perturb's side with a source: a query or a source position
 
 export const HEAD_SORTS = [

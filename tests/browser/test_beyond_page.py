@@ -43,6 +43,44 @@ def test_corrupting_a_token_from_the_form_draws_the_residual_grid(open_trained: 
     assert "patch=2.resid_pre.moon" in page.url
 
 
+def test_patching_scores_by_the_logit_difference_chosen_and_prints_each_cells_value(
+    open_trained: Open, trained_server: str
+) -> None:
+    page = open_trained(f"?m=induction&t={REPEAT}")
+    page.locator("#patch-position").select_option("2")
+    page.get_by_test_id("patch-token").fill("moon")
+    page.locator("#patch-hook").select_option("z")
+    page.get_by_test_id("patch-metric").select_option("logit_diff")
+    page.get_by_test_id("patch-ld-position").select_option("7")  # the second "king": "river" comes next
+    page.get_by_test_id("patch-ld-correct").fill("river")
+    page.get_by_test_id("patch-ld-wrong").fill("frog")
+    with page.expect_response("**/api/patch") as resp:
+        page.get_by_test_id("patch-run").click()
+    assert resp.value.status == 200, resp.value.text()
+    sent = resp.value.request.post_data_json
+    assert sent["metric"] == {"kind": "logit_diff", "position": 7, "correct": "river", "wrong": "frog"}
+    api = page.request.post(f"{trained_server}/api/patch", data=sent).json()
+    grid = page.get_by_test_id("patch-grid")
+    expect(grid).to_have_attribute("data-drawn", "1")
+    expect(grid).to_have_attribute("data-metric", "logit_diff")
+    # every cell prints its logit difference with that head patched, as the API measured it (two decimals)
+    printed = grid.locator("text").all_text_contents()
+    wanted = [f"{v:.2f}" for row in api["metric_grid"] for v in row]
+    assert sorted(t for t in printed if t in wanted) == sorted(wanted), (printed, wanted)
+    summary = page.locator("#patch-summary")
+    clean = f"{api['clean_metric']:.3f}"
+    expect(summary).to_contain_text(f"Clean logit difference at position 7 “king” (“river” − “frog”) {clean}")
+    assert "patch=2.z.moon%2Cld%2C7%2Criver%2Cfrog" in page.url
+    # the link brings the metric back
+    other = page.context.new_page()
+    with other.expect_response("**/api/patch") as again:
+        other.goto(page.url)
+    assert again.value.request.post_data_json["metric"] == sent["metric"]
+    expect(other.get_by_test_id("patch-metric")).to_have_value("logit_diff")
+    expect(other.get_by_test_id("patch-ld-correct")).to_have_value("river")
+    other.close()
+
+
 def test_the_head_grid_opens_from_the_link_and_draws_what_the_server_measured(open_trained: Open) -> None:
     page = open_trained(f"?m=induction&t={REPEAT}")
     with page.expect_response("**/api/patch") as resp:
@@ -77,6 +115,15 @@ def test_the_setting_round_trips_and_the_body_is_built_from_the_tokens_on_screen
           body: P.patchRequest(att, ['[CLS]', 'the', 'cat', 'sat', '[SEP]'], {position: 2, hook: 'z', token: 'dog'},
                                false),
           past: P.patchRequest(att, ['[CLS]', 'the'], {position: 2, hook: 'z', token: 'dog'}, false),
+          ld: {...v, metric: {kind: 'logit_diff', position: 4, correct: ' a,b', wrong: 'x@y'}, cell: [1, 2]},
+          ldBack: P.decodePatch(P.encodePatch({...v, metric: {kind: 'logit_diff', position: 4, correct: ' a,b',
+                                                               wrong: 'x@y'}, cell: [1, 2]})),
+          ldBody: P.patchRequest(att, ['a', 'b', 'c'], {position: 0, hook: 'z', token: 'd',
+                                 metric: {kind: 'logit_diff', position: 2, correct: 'b', wrong: 'c'}}, true),
+          ldPast: P.patchRequest(att, ['a', 'b', 'c'], {position: 0, hook: 'z', token: 'd',
+                                 metric: {kind: 'logit_diff', position: 3, correct: 'b', wrong: 'c'}}, true),
+          ldNoPredict: P.patchRequest(att, ['a', 'b', 'c'], {position: 0, hook: 'z', token: 'd',
+                                      metric: {kind: 'logit_diff', position: 2, correct: 'b', wrong: 'c'}}, false),
         };
         """
     )
@@ -91,6 +138,10 @@ def test_the_setting_round_trips_and_the_body_is_built_from_the_tokens_on_screen
     assert body["corrupted"]["tokens"][2] == "dog" and body["clean"]["tokens"][2] == "cat"
     assert body["hook"] == "z" and body["metric"] == {"kind": "output_distance"}
     assert out["past"] is None
+    assert out["ldBack"] == out["ld"]  # a token with "," or "@" in it survives the link
+    assert out["ldBody"]["metric"] == {"kind": "logit_diff", "position": 2, "correct": "b", "wrong": "c"}
+    assert out["ldPast"]["metric"] == {"kind": "loss"}  # a position past the text: the default metric
+    assert out["ldNoPredict"]["metric"] == {"kind": "output_distance"}  # no logits to read
 
 
 def test_the_moved_view_draws_each_keys_value_norm_and_is_kept_in_the_link(open_trained: Open) -> None:

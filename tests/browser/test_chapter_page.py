@@ -268,7 +268,7 @@ def test_a_classic_bug_is_marked_wrong_and_round_trips_through_the_url(
     expect(sums.locator(".sums-line").first).to_contain_text("0 of 5 rows sum to 1")
     expect(sums.locator(".sums-line").last).to_contain_text("every column sums to 1")
     expect(page.locator("#focus-title")).to_have_text("Head 0, large")  # its "WRONG ON PURPOSE" comes from CSS
-    # the analysis panels run the correct code: their requests carry no bug
+    # head types run the correct code: their request carries no bug (the panel says so)
     with page.expect_response("**/api/heads") as resp:
         page.get_by_test_id("mask-causal").check()
     assert "demo_bug" not in resp.value.request.post_data_json

@@ -317,3 +317,33 @@ def test_stats_and_cards_show_head_health(open_page: Callable[..., Page], live_s
     flags = page.get_by_test_id("head-heatmap").first.get_attribute("data-flags") or ""
     assert ("uniform" in flags.split(",")) == st["dead"]
     assert ("nearly uniform" in cells["Health"]) == st["dead"]
+
+
+# The claim under each classic bug the `bug` key takes, on the induction model's causal example: the claim runs the
+# code the view shows, so it finds the leak; without a bug the same claim holds. A flipped mask leaves the last query
+# no key at all (its only key, itself, reads as blocked): the page runs it with all_masked=zero, as its error offers.
+@pytest.mark.parametrize(
+    ("bug", "extra"),
+    [(None, ""), ("softmax_over_queries", ""), ("flipped_mask", "&all_masked=zero"), ("norm_over_sequence", "")],
+)
+def test_the_claim_runs_the_views_classic_bug(open_trained: Open, page: Page, bug: str | None, extra: str) -> None:
+    query = f"?m=induction&causal=1&pert=q,direction,1{extra}" + (f"&bug={bug}" if bug else "")
+    with page.expect_response("**/api/perturb") as resp:
+        open_trained(query)
+    body = resp.value.request.post_data_json
+    assert body.get("demo_bug") == bug
+    answer = resp.value.json()
+    verdict = page.get_by_test_id("perturb-verdict")
+    expect(verdict).to_have_attribute("data-checks", "causal")
+    if bug is None:
+        expect(verdict).to_have_attribute("data-holds", "true")
+        expect(verdict).to_contain_text("holds")
+        expect(page.get_by_test_id("correct-code")).to_have_count(0)
+        return
+    assert answer["demo_bug"]["name"] == bug
+    expect(verdict).to_have_attribute("data-holds", "false")
+    expect(verdict).not_to_contain_text("holds")
+    expect(page.locator("#claims-panel li[data-check=causal]")).to_contain_text("✗ leak")
+    # the panels whose analysis takes no bug say they run the correct code; the claim's does not
+    expect(page.locator("#headtypes-panel [data-testid=correct-code]")).to_contain_text("Runs the correct code")
+    expect(page.locator("#claims-panel [data-testid=correct-code]")).to_have_count(0)

@@ -466,7 +466,46 @@ def test_experiment_requests_match_the_contract(js: Callable[[str], Any]) -> Non
     # intervene and compare run the view's classic bug too, each side of a comparison its own
     assert out["ivBug"]["demo_bug"] == "softmax_over_queries" and "demo_bug" not in out["iv"]
     assert "demo_bug" not in out["cmpBug"]["a"] and out["cmpBug"]["b"]["demo_bug"] == "flipped_mask"
-    assert "demo_bug" not in out["batchBug"]  # a batch's item runs on its own: the bug stays with /api/attention
+    assert out["batchBug"]["demo_bug"] == "flipped_mask"  # a batch's item runs on its own, on the view's code
+
+
+def test_bodies_carry_the_views_bug_or_say_they_run_the_correct_code(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const R = await mod('requests.js'), B = await mod('bugs.js');
+        const att = {model: 'induction', text: 'a b', masks: {causal: true}, include: ['weights'], layer: 1,
+                     demo_bug: 'norm_over_sequence'};
+        const key = (body) => JSON.stringify(body);
+        return {single: R.singleRequest(att), claim: R.claimRequest(att), heads: R.headTypesRequest(att),
+                carried: B.correctCodeNote('norm_over_sequence', [key(R.claimRequest(att)), null]),
+                dropped: B.correctCodeNote('norm_over_sequence', [key(R.headTypesRequest(att))]),
+                mixed: B.correctCodeNote('flipped_mask', [key(R.claimRequest(att)), key(R.headTypesRequest(att))]),
+                noBug: B.correctCodeNote(null, [key(R.headTypesRequest(att))]),
+                unasked: B.correctCodeNote('flipped_mask', [null])};
+        """
+    )
+    assert out["single"]["demo_bug"] == out["claim"]["demo_bug"] == "norm_over_sequence"
+    assert "demo_bug" not in out["heads"]
+    assert out["carried"] is None and out["noBug"] is None and out["unasked"] is None
+    assert out["dropped"] and "correct code" in out["dropped"] and "norm over the sequence axis" in out["dropped"]
+    assert out["mixed"] and "flipped mask" in out["mixed"]
+
+
+def test_the_rows_hide_sinks_sets_are_told_apart(js: Callable[[str], Any]) -> None:
+    out = js(
+        """
+        const B = await mod('bugs.js');
+        const T = true, F = false;
+        const causal = [[T, F, F], [T, T, F], [T, T, T], [F, F, F]];  // the last row: all masked
+        const rows = (m) => Object.fromEntries(m);
+        return {renorm: rows(B.sinkRows(causal, [0], true)), kept: rows(B.sinkRows(causal, [0], false)),
+                none: rows(B.sinkRows(causal, [], false)), two: rows(B.sinkRows(causal, [0, 1], true))};
+        """
+    )
+    assert out["renorm"] == {"0": "hidden"}
+    assert out["kept"] == {"0": "hidden", "1": "kept", "2": "kept"}
+    assert out["none"] == {}
+    assert out["two"] == {"0": "hidden", "1": "hidden"}
 
 
 def test_claim_chart_helpers(js: Callable[[str], Any]) -> None:

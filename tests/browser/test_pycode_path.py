@@ -9,6 +9,7 @@ token after the first " he", and whose score there comes most from L2H1 (the pre
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from urllib.parse import quote
 
@@ -92,3 +93,24 @@ def test_corrupt_a_token_find_the_heads_that_carry_it_and_see_why_one_attends_wh
     assert terms["terms"][0]["key_source"] == "L2H1"  # the previous-token head wrote the key
     expect(page.locator("#qk-terms tr").nth(1)).to_contain_text("L2H1")
     expect(page.locator("#qk-status")).to_contain_text(f"sum to {terms['total']:.2f}")
+
+
+def test_hide_sinks_sets_a_rows_sum_and_the_row_sums_line_says_so_not_red(open_pycode: Callable[[str], Page]) -> None:
+    # causal: the first query's only key is the first token, which Hide sinks (first) shows as 0
+    page = open_pycode("?m=pycode&sinks=first")
+    line = page.get_by_test_id("sums").locator(".sums-line").first
+    expect(line).to_have_class("sums-line all-one")  # not red ("not-one")
+    expect(line).to_have_attribute("data-expected", "1")
+    rows = json.loads(page.get_by_test_id("sums").get_attribute("data-row-sums") or "[]")
+    assert rows[0] == 0 and rows[1:] == pytest.approx([1] * (len(rows) - 1), abs=1e-3)
+    said = f"{len(rows) - 1} of {len(rows)} rows sum to 1; 1 row has every key hidden by Hide sinks"
+    expect(line).to_contain_text(said)
+    expect(line).not_to_contain_text("largest |Σ − 1|")
+    # not renormalised: every row that lost its first key sums to less than 1, as the option says, still not red
+    page.goto(page.url + "&renorm=0")
+    wait_idle(page)
+    expect(line).to_have_attribute("data-expected", str(len(rows)))
+    expect(line).to_have_class("sums-line all-one")
+    n = len(rows) - 1
+    expect(line).to_contain_text(f"0 of {len(rows)} rows sum to 1; 1 row has every key hidden by Hide sinks (Σ 0); ")
+    expect(line).to_contain_text(f"{n} rows lost weight to the hidden keys, not renormalised (Σ < 1)")
