@@ -28,6 +28,13 @@ def nested(depth: int, open_: str = "[", close: str = "]") -> str:
     return open_ * depth + close * depth
 
 
+def wide_heads(widths: list[int]) -> bytes:
+    """Custom weights of two heads, split by `widths`."""
+    w = [[1.0, 0.0], [0.0, 1.0]]
+    body = {"x": w, "weights": {"w_q": w, "w_k": w, "w_v": w}, "heads": 2, "head_widths": widths}
+    return json.dumps(body).encode()
+
+
 # (name, method, path, headers, body, status, field, words in the message)
 HOSTILE: list[tuple[str, str, str, dict[str, str], bytes, int, str | None, list[str]]] = [
     ("array 1000 deep", "POST", "/api/attention", JSON, nested(1000).encode(), 422, "body", ["1000", str(MAX_DEPTH)]),
@@ -90,6 +97,33 @@ HOSTILE: list[tuple[str, str, str, dict[str, str], bytes, int, str | None, list[
     ),
     ("bad Host", "GET", "/api/health", {"host": "evil.example"}, b"", 400, "host", ["ATTNLAB_ALLOWED_HOSTS"]),
     ("body too large", "POST", "/api/attention", JSON, b" " * 70_000, 413, "body", ["65536"]),
+    *(
+        (
+            f"head width {w} past 64 bits",
+            "POST",
+            "/api/attention",
+            JSON,
+            wide_heads(w),
+            422,
+            f"head_widths[{i}]",
+            [str(lim)],
+        )
+        for i, w, lim in [(0, [2**64, 1], 2**63 - 1), (1, [1, -(2**63) - 1], -(2**63))]
+    ),
+    (
+        "export layer past 64 bits",
+        "POST",
+        "/api/export",
+        JSON,
+        b'{"model": "random", "layer": 18446744073709551616}',
+        422,
+        "layer",
+        [str(2**63 - 1)],
+    ),
+    ("run name with ;x", "GET", "/api/runs/abcdefgh;x/rows/0/0/0", {}, b"", 422, "run", ["8,64"]),
+    ("run name 200 long", "GET", "/api/runs/" + "a" * 200 + "/tiles/0/0/0/0/0", {}, b"", 422, "run", ["8,64"]),
+    ("progress name with ;x", "GET", "/api/progress/abcdefgh;x", {}, b"", 422, "run", ["8,64"]),
+    ("tile layer past 64 bits", "GET", f"/api/runs/abcdefgh/tiles/{2**64}/0/0/0/0", {}, b"", 422, "layer", []),
 ]
 SECURITY_HEADERS = {"x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
 
@@ -254,3 +288,45 @@ def test_the_docs_bundles_name_no_other_server(client: TestClient, encoding: str
         resp = client.get(page)
         scripts = resp.headers["content-security-policy"].split("script-src")[1].split(";")[0].strip()
         assert scripts == "'self'" and "<script>" not in resp.text, (page, scripts)
+
+
+def _unbounded(node: Any, where: str, schemas: dict[str, Any], seen: set[str]) -> Iterator[str]:
+    """Where an integer in this schema (its references followed) has no minimum or no maximum, or a string's
+    pattern is not anchored at both ends (a path's pattern is searched for, so an unanchored one lets ';x' by)."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _unbounded(item, where, schemas, seen)
+    if not isinstance(node, dict):
+        return
+    if "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[1]
+        if name not in seen:
+            seen.add(name)
+            yield from _unbounded(schemas[name], name, schemas, seen)
+        return
+    if node.get("type") == "integer" and ("minimum" not in node or "maximum" not in node):
+        yield f"{where}: {node}"
+    pattern = node.get("pattern")
+    if isinstance(pattern, str) and not (pattern.startswith("^") and pattern.endswith("$")):
+        yield f"{where}: pattern {pattern!r}"
+    for key, value in node.items():
+        yield from _unbounded(value, f"{where}.{key}", schemas, seen)
+
+
+def test_every_integer_a_request_carries_is_bounded(client: TestClient) -> None:
+    """Every integer a body, path or query can carry has both bounds in the schema, so a number past 64 bits is a
+    422 naming its field, never a 500 from orjson, torch or NumPy further in; and every path's pattern is anchored."""
+    doc = client.get("/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    found = [
+        gap
+        for path, operations in doc["paths"].items()
+        for method, op in operations.items()
+        for gap in _unbounded(
+            [*(p.get("schema") for p in op.get("parameters", [])), op.get("requestBody")],
+            f"{method} {path}",
+            schemas,
+            set(),
+        )
+    ]
+    assert found == []
