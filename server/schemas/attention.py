@@ -5,6 +5,7 @@ Numbers must be finite; matrices must be rectangular.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -26,8 +27,18 @@ Include = Literal[
     "attention_flow",
     "value_norms",
     "head_contributions",
+    "eligibility",
 ]
 DEFAULT_INCLUDE: list[Include] = ["scores", "weights", "stats"]
+# the include items that send an S x S_k grid per head or layer: `eligible` and `reasons` come with any of them, so
+# a grid is read with the cells it masks, and with `eligibility` alone; an answer of stats, contexts or `final`
+# only is not B x S x S booleans bigger than the rest of it
+GRIDS = ("scores", "weights", "value_norms", "rollout", "attention_flow", "eligibility")
+
+
+def sends_eligibility(include: Sequence[str]) -> bool:
+    """Whether the answer holds `eligible` and `reasons`: counted by the size estimate as the serializer sends."""
+    return any(item in GRIDS for item in include)
 
 
 def _rectangular(m: list[list[float]]) -> list[list[float]]:
@@ -217,7 +228,9 @@ class AttentionRequest(Strict):
         "J_l-1); `attention_flow` each layer's attention flow (S x S, the max-flow from each query after the layer "
         "to each input position through the fused maps as pipes, rows normalised; up to 64 positions); `value_norms` "
         "per head |a_ij v_j W_O^h| (S x S_k, Kobayashi et al. 2020: how much each key moves, "
-        "not only how hard it is looked at); `head_contributions` per head |context_h W_O^h| at each query (S)",
+        "not only how hard it is looked at); `head_contributions` per head |context_h W_O^h| at each query (S); "
+        "`eligibility` the `eligible` and `reasons` grids, which come with scores, weights, value_norms, rollout "
+        "and attention_flow anyway and are left out of an answer with none of these",
     )
     sinks: SinksRequest | None = Field(
         None,
@@ -329,7 +342,11 @@ class AttentionResult(BaseModel):
     config: dict[str, Any]
     masks: dict[str, Any]
     all_masked: str
-    eligible: list[list[bool]] | list[list[list[bool]]] = Field(description="S x S_k; B x S x S for a batch")
+    eligible: list[list[bool]] | list[list[list[bool]]] | None = Field(
+        None,
+        description="S x S_k; B x S x S for a batch; null when include asks for no grid (scores, weights, "
+        "value_norms, rollout, attention_flow or eligibility)",
+    )
     layers: list[LayerResult]
     shapes: dict[str, list[int]]
     timings_ms: dict[str, float]
