@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     queue_timeout_s: float = Field(30.0, gt=0)  # how long a request waits for a free slot before a 503
     cache_bytes: int = Field(512 * 1024 * 1024, ge=0)  # recent forward passes kept for the requests that repeat them
     read_timeout_s: float = Field(10.0, gt=0)  # time for a request head, and for its body, to arrive
+    # a request head's bytes and lines (the request line and each header): past either a 431, the rest never read
+    max_head_bytes: int = Field(64 * 1024, ge=1024)
+    max_head_lines: int = Field(100, ge=8)
     # connections and requests in flight: past it a JSON 503 (server.app.Capacity); uvicorn's own plain 503 only
     # past server.transport.backstop, a margin above
     max_connections: int = Field(512, ge=1)

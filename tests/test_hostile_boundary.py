@@ -5,6 +5,8 @@ what was wrong, with the security headers every response carries; plus the edge'
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -330,3 +332,53 @@ def test_every_integer_a_request_carries_is_bounded(client: TestClient) -> None:
         )
     ]
     assert found == []
+
+
+def _exchange(port: int, request: bytes) -> tuple[int, bytes, bytes]:
+    """Send `request` on a socket of its own, read to the close: (status, head, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(request)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+    head, _, body = got.partition(b"\r\n\r\n")
+    return int(head.split()[1]), head.lower(), body
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_request_head_past_its_bounds_is_a_431_and_never_read_whole() -> None:
+    """A head is bounded in bytes and lines (a 1 GB block of headers was read whole, answered 200, and kept +987
+    MB): past either, a 431 in the one error shape with the security headers, and the connection closed with the
+    rest of the block unread."""
+    with uvicorn_here("textbook", read_timeout_s=120) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        start = b"GET /api/health HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+        many = b"".join(b"x-pad-%d: 1\r\n" % i for i in range(150))
+        wide = b"x-pad: " + b"a" * 70_000 + b"\r\n"
+        for block, words in [(many, ["152 lines", "limit 100", "ATTNLAB_MAX_HEAD_LINES"]), (wide, ["65,536"])]:
+            status, head, body = _exchange(port, start + block + b"\r\n")
+            assert status == 431, (head, body)
+            error = json.loads(body)["error"]
+            assert error["field"] == "headers" and all(w in error["message"] for w in words), error
+            assert b"x-content-type-options: nosniff" in head and b"default-src 'self'" in head, head
+        line = b"x-pad: " + b"a" * 1000 + b"\r\n"
+        chunk, chunks = line * 64, 1024  # 64 MB of headers, never ended
+        before, sent = _rss(), 0
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+            try:
+                s.sendall(start)
+                for _ in range(chunks):
+                    s.sendall(chunk)
+                    sent += len(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # closed by the server: what is asked
+            grown = _rss() - before
+        assert sent < chunks * len(chunk) // 2, f"{sent:,} bytes of headers were read"
+        assert grown < chunks * len(chunk) // 4, f"the server grew by {grown:,} bytes"
+        assert httpx.get(f"{base}/api/health").status_code == 200
+        ok = _exchange(port, start + b"".join(b"x-pad-%d: 1\r\n" % i for i in range(90)) + b"connection: close\r\n\r\n")
+        assert ok[0] == 200, ok
