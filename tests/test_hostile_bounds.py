@@ -186,6 +186,28 @@ HOSTILE: list[tuple[str, str, dict[str, Any], dict[str, str], dict[str, Any], in
         ("312 numbers", "limit 100", "ATTNLAB_MAX_RESULT_VALUES", "decode a shorter sequence"),
         BEFORE_RUN,
     ),
+    (
+        "work-float64-batch",  # a 47 kB body that peaked at +9.9 GB, its answer a few kilobytes
+        "/api/attention",
+        {"model": "minilm", "texts": [LONG] * 16, "dtype": "float64", "include": []},
+        {},
+        {"models": "minilm"},
+        413,
+        "dtype",
+        ("in float64", "6 layers x 16 x 12 heads x 512 x 512", "ATTNLAB_MAX_WORK_BYTES", "ask for float32"),
+        BEFORE_RUN,
+    ),
+    (
+        "work-float32-batch",
+        "/api/attention",
+        {"model": "minilm", "texts": [LONG] * 2, "include": []},
+        {},
+        {"models": "minilm", "max_work_bytes": 100_000_000},
+        413,
+        "texts",
+        ("in float32", "limit 100,000,000", "ATTNLAB_MAX_WORK_BYTES", "fewer or shorter texts"),
+        BEFORE_RUN,
+    ),
 ]
 
 
