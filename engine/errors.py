@@ -8,6 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 
+def is_panic(err: BaseException) -> bool:
+    """A panic in a Rust extension (the tokenizers library's PanicException, from pyo3): a BaseException, so
+    `except Exception` lets it by, yet a failure like any other, unlike KeyboardInterrupt or SystemExit."""
+    return type(err).__module__ == "pyo3_runtime"
+
+
 class InputError(ValueError):
     """Input that cannot be computed as given: names the field and the limit."""
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from tokenizers.normalizers import Normalizer
 
-from engine.errors import InputError
+from engine.errors import InputError, is_panic
 
 EXPANSION = 8  # characters a normaliser may make of one character
 SLACK = 64  # characters more per text: a Prepend's mark before a short text
@@ -69,7 +69,7 @@ def refusal(normalizer: Normalizer | None) -> str | None:
         try:
             made = len(normalizer.normalize_str(ch))
         except BaseException as err:  # a panic in its Rust code is a BaseException (pyo3_runtime.PanicException)
-            if type(err).__module__ != "pyo3_runtime":
+            if not is_panic(err):
                 raise
             return f"it fails on {ch!r} ({str(err)[:200]})"
         if made > EXPANSION:
@@ -93,7 +93,7 @@ def check_length(normalizer: Normalizer | None, text: str, field: str = "text") 
         try:
             made += len(normalizer.normalize_str(text[start : start + PIECE]))
         except BaseException as err:  # a panic in its Rust code is a BaseException (pyo3_runtime.PanicException)
-            if type(err).__module__ != "pyo3_runtime":
+            if not is_panic(err):
                 raise
             raise InputError(field, f"the model's tokenizer failed on this text ({str(err)[:200]})") from None
         if made > most:

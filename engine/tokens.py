@@ -24,11 +24,32 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from tokenizers import Tokenizer
+from tokenizers import Encoding, Tokenizer
+
+from engine.errors import InputError, is_panic
 
 CONTINUED = "◌"  # U+25CC: one byte of the character the piece before started
 SHOWN = {"␣": " ", "↵": "\n", "→": "\t", "∅": ""}  # the page's marks for what would not show (static/js/piece.js)
 HEX_BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+class TokenizerFailed(InputError):
+    """The tokenizer's own code failed on a text. The tokenizers library raises PanicException where its Rust code
+    panics (a normaliser's Replace before a BertNormalizer, say): a BaseException, which `except Exception` lets by
+    up to the server, so each call that tokenises goes through `encode` below."""
+
+    def __init__(self, field: str, err: BaseException) -> None:
+        super().__init__(field, f"the model's tokenizer failed on this text ({str(err)[:200]}): change the text")
+
+
+def encode(tokenizer: Tokenizer, text: str, field: str = "text", add_special_tokens: bool = True) -> Encoding:
+    """`tokenizer.encode(text)`; a panic in the tokenizer is a TokenizerFailed naming `field`."""
+    try:
+        return tokenizer.encode(text, add_special_tokens=add_special_tokens)
+    except BaseException as err:
+        if not is_panic(err):  # KeyboardInterrupt, SystemExit and the rest go on as they are
+            raise
+        raise TokenizerFailed(field, err) from None
 
 
 @cache
@@ -177,7 +198,7 @@ class TokenPieces:
         return token_id in self.special_ids
 
     def encode(self, text: str) -> Pieces:
-        enc = self.tokenizer.encode(text, add_special_tokens=True)
+        enc = encode(self.tokenizer, text)
         ids = list(enc.ids)
         return Pieces(ids, self.labels(ids), [self.is_special(i) for i in ids])
 

@@ -61,7 +61,12 @@ def main(argv: list[str] | None = None) -> None:
         port=settings.port,
         log_config=None,
         access_log=False,
-        http=protocol(settings.read_timeout_s, app.state.load),
+        http=protocol(
+            settings.read_timeout_s,
+            app.state.load,
+            max_head_bytes=settings.max_head_bytes,
+            max_head_lines=settings.max_head_lines,
+        ),
         limit_concurrency=backstop(settings.max_connections),
     )
 

@@ -46,6 +46,10 @@ class Settings(BaseSettings):
     # page's own request (minilm, 512 tokens, every layer, arrays form at float16: ~80 MB) passes, its JSON (~460 MB)
     # does not
     max_result_bytes: int = Field(256 * 1024 * 1024, ge=1024)
+    # bytes a request's forward passes hold while they run (server/work.py), estimated before they start: a batch of
+    # 16 minilm texts of 512 tokens (~3.5 GB in float32) passes, the same in float64 (~10.6 GB with its float32
+    # comparison) does not
+    max_work_bytes: int = Field(4 * 1024**3, ge=1024 * 1024)
     # the limits an analysis declares for itself (server/declare.py Limit, e.g. ATTNLAB_MAX_SWEEP_VALUES), by name:
     # each read from its ATTNLAB_ variable or given by name to Settings(...), else its declared default
     declared: dict[str, int] = Field(default_factory=dict)
@@ -53,6 +57,9 @@ class Settings(BaseSettings):
     queue_timeout_s: float = Field(30.0, gt=0)  # how long a request waits for a free slot before a 503
     cache_bytes: int = Field(512 * 1024 * 1024, ge=0)  # recent forward passes kept for the requests that repeat them
     read_timeout_s: float = Field(10.0, gt=0)  # time for a request head, and for its body, to arrive
+    # a request head's bytes and lines (the request line and each header): past either a 431, the rest never read
+    max_head_bytes: int = Field(64 * 1024, ge=1024)
+    max_head_lines: int = Field(100, ge=8)
     # connections and requests in flight: past it a JSON 503 (server.app.Capacity); uvicorn's own plain 503 only
     # past server.transport.backstop, a margin above
     max_connections: int = Field(512, ge=1)

@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.errors import InputError
+from engine.errors import InputError, is_panic
 
 log = logging.getLogger("attnlab")
 
@@ -194,7 +194,9 @@ class Unexpected:
 
         try:
             await self.app(scope, receive, watched)
-        except Exception:
+        except BaseException as err:
+            if not isinstance(err, Exception) and not is_panic(err):  # a cancellation or an exit: not an error
+                raise
             log.exception("unexpected error on %s %s", scope["method"], scope["path"])
             if started:  # part of an answer has gone out: nothing else can be sent on it
                 return

@@ -23,8 +23,10 @@ from server.given import refuse_given
 from server.precision import check_how
 from server.runcache import cacheable, run_key
 from server.schemas import AttentionRequest, Weights
+from server.schemas.attention import sends_eligibility
 from server.serialize import ResultCount, check_result_bytes, check_result_size, serialize_run
 from server.views import check_first_layer, check_flow_work, check_rollout, sink_positions
+from server.work import WorkShape, check_work_bytes
 
 
 def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> AttentionModel:
@@ -351,14 +353,19 @@ def prepare(
     items = (encoded.batch or 1) * results
     values = (layers * per_layer + ("final" in req.include) * s * final_width(model)) * items
     check_result_size(values, settings.max_result_values)
-    # and what it would weigh in the form asked: eligible and the reasons grids go out whatever include says
+    # and what it would weigh in the form asked: eligible and the reasons grids go out with any grid include asks
     stats = ("stats" in req.include) * heads * (2 * s + heads)
-    booleans = items * s * s_k * (1 + reason_grids(inp, model, encoded))
+    booleans = items * s * s_k * (1 + reason_grids(inp, model, encoded)) * sends_eligibility(req.include)
     one_layer = ResultCount(per_layer * items, stats * items, booleans)
     every = ResultCount(layers * per_layer * items, layers * stats * items, booleans)
     dtype = str(runtime.dtype).removeprefix("torch.")
     limit = settings.max_result_bytes
     check_result_bytes(every, None if layers == 1 else one_layer, form_of(accept), req.precision, dtype, limit)
+    # and what the passes hold while they run, whatever the answer sends
+    d_model = 0 if inp.options or inp.weights else info.d_model or 0
+    shape = WorkShape(model.last_layer(inp) + 1, encoded.batch or 1, heads, s, s_k, d_model)
+    compared = req.dtype is not None and runtime.dtype != torch.float32  # max_diff_vs_float32's float32 pass
+    check_work_bytes(shape, runtime.dtype, results, compared, settings.max_work_bytes, field)
     return Prepared(model, inp, encoded)
 
 

@@ -14,11 +14,17 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Path
 
 from server.errors import ApiError
 
 HEADER = "x-attnlab-run"
-RUN_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
+# a run's name, the one definition the header and every /api/.../{run} path check: anchored, since a path's
+# pattern is searched for, not matched whole
+RUN_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+RunName = Annotated[str, Path(pattern=RUN_ID.pattern)]
 FINAL = ("done", "failed")
 
 

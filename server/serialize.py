@@ -20,6 +20,7 @@ from engine.stats import HeadStats, head_similarity, head_stats
 from engine.unequal import real_width
 from server.errors import ApiError
 from server.forms import ARRAYS_MEDIA_TYPE, STREAM_MEDIA_TYPE
+from server.schemas.attention import sends_eligibility
 
 FLOAT16_MAX = 65504.0
 STAT_FIELDS = dataclasses.fields(HeadStats)
@@ -146,7 +147,7 @@ def result_size(run: ModelRun, layers: Sequence[int], include: Sequence[str]) ->
         total += b * s * s_k * (("rollout" in include) + ("attention_flow" in include))
     if "final" in include:
         total += run.result.final.numel()
-    return total + run.eligible.numel()
+    return total + run.eligible.numel() * sends_eligibility(include)
 
 
 BUG_NOTES = {
@@ -189,6 +190,7 @@ def serialize_run(
     axis = 0 if batched else 1  # a batch keeps the leading axis in shapes
     bug = run.interventions.bug
     single = not batched and run.source_tokens is None
+    grids = sends_eligibility(include)
     final = None
     if "final" in include:
         final = as_numpy(run.result.final, precision, "the model's final output")
@@ -199,7 +201,7 @@ def serialize_run(
         "config": config_body(run, scale=scale, device=device, dtype=dtype, precision=precision),
         "masks": run.masks.to_dict(),
         "all_masked": all_masked,
-        "eligible": eligible.numpy(),
+        "eligible": eligible.numpy() if grids else None,
         "layers": out_layers,
         "shapes": {
             "x": list(run.layers[layers[0]].resid_in.shape[axis:]),
@@ -214,7 +216,7 @@ def serialize_run(
         },
         "timings_ms": dict(run.timings_ms),
         "pairs": pair_counts(run.masks, s) if single else None,
-        "reasons": {k: g.numpy() for k, g in run.reason_grids().items()},
+        "reasons": {k: g.numpy() for k, g in run.reason_grids().items()} if grids else None,
         "batch_tokens": [list(t) for t in run.batch_tokens] if run.batch_tokens is not None else None,
         "batch_padding": [list(p) for p in run.batch_padding] if run.batch_padding is not None else None,
         "source_tokens": run.source_tokens,

@@ -243,7 +243,13 @@ def uvicorn_here(
         port=port,
         log_config=None,
         access_log=False,
-        http=protocol(settings.read_timeout_s, app.state.load, http_base or FASTEST),
+        http=protocol(
+            settings.read_timeout_s,
+            app.state.load,
+            http_base or FASTEST,
+            settings.max_head_bytes,
+            settings.max_head_lines,
+        ),
         limit_concurrency=backstop(settings.max_connections),
     )
     server = uvicorn.Server(config)

@@ -5,6 +5,8 @@ what was wrong, with the security headers every response carries; plus the edge'
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -26,6 +28,13 @@ R = b'{"model": "random", "text": "a b"}'
 
 def nested(depth: int, open_: str = "[", close: str = "]") -> str:
     return open_ * depth + close * depth
+
+
+def wide_heads(widths: list[int]) -> bytes:
+    """Custom weights of two heads, split by `widths`."""
+    w = [[1.0, 0.0], [0.0, 1.0]]
+    body = {"x": w, "weights": {"w_q": w, "w_k": w, "w_v": w}, "heads": 2, "head_widths": widths}
+    return json.dumps(body).encode()
 
 
 # (name, method, path, headers, body, status, field, words in the message)
@@ -90,6 +99,33 @@ HOSTILE: list[tuple[str, str, str, dict[str, str], bytes, int, str | None, list[
     ),
     ("bad Host", "GET", "/api/health", {"host": "evil.example"}, b"", 400, "host", ["ATTNLAB_ALLOWED_HOSTS"]),
     ("body too large", "POST", "/api/attention", JSON, b" " * 70_000, 413, "body", ["65536"]),
+    *(
+        (
+            f"head width {w} past 64 bits",
+            "POST",
+            "/api/attention",
+            JSON,
+            wide_heads(w),
+            422,
+            f"head_widths[{i}]",
+            [str(lim)],
+        )
+        for i, w, lim in [(0, [2**64, 1], 2**63 - 1), (1, [1, -(2**63) - 1], -(2**63))]
+    ),
+    (
+        "export layer past 64 bits",
+        "POST",
+        "/api/export",
+        JSON,
+        b'{"model": "random", "layer": 18446744073709551616}',
+        422,
+        "layer",
+        [str(2**63 - 1)],
+    ),
+    ("run name with ;x", "GET", "/api/runs/abcdefgh;x/rows/0/0/0", {}, b"", 422, "run", ["8,64"]),
+    ("run name 200 long", "GET", "/api/runs/" + "a" * 200 + "/tiles/0/0/0/0/0", {}, b"", 422, "run", ["8,64"]),
+    ("progress name with ;x", "GET", "/api/progress/abcdefgh;x", {}, b"", 422, "run", ["8,64"]),
+    ("tile layer past 64 bits", "GET", f"/api/runs/abcdefgh/tiles/{2**64}/0/0/0/0", {}, b"", 422, "layer", []),
 ]
 SECURITY_HEADERS = {"x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
 
@@ -254,3 +290,95 @@ def test_the_docs_bundles_name_no_other_server(client: TestClient, encoding: str
         resp = client.get(page)
         scripts = resp.headers["content-security-policy"].split("script-src")[1].split(";")[0].strip()
         assert scripts == "'self'" and "<script>" not in resp.text, (page, scripts)
+
+
+def _unbounded(node: Any, where: str, schemas: dict[str, Any], seen: set[str]) -> Iterator[str]:
+    """Where an integer in this schema (its references followed) has no minimum or no maximum, or a string's
+    pattern is not anchored at both ends (a path's pattern is searched for, so an unanchored one lets ';x' by)."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _unbounded(item, where, schemas, seen)
+    if not isinstance(node, dict):
+        return
+    if "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[1]
+        if name not in seen:
+            seen.add(name)
+            yield from _unbounded(schemas[name], name, schemas, seen)
+        return
+    if node.get("type") == "integer" and ("minimum" not in node or "maximum" not in node):
+        yield f"{where}: {node}"
+    pattern = node.get("pattern")
+    if isinstance(pattern, str) and not (pattern.startswith("^") and pattern.endswith("$")):
+        yield f"{where}: pattern {pattern!r}"
+    for key, value in node.items():
+        yield from _unbounded(value, f"{where}.{key}", schemas, seen)
+
+
+def test_every_integer_a_request_carries_is_bounded(client: TestClient) -> None:
+    """Every integer a body, path or query can carry has both bounds in the schema, so a number past 64 bits is a
+    422 naming its field, never a 500 from orjson, torch or NumPy further in; and every path's pattern is anchored."""
+    doc = client.get("/openapi.json").json()
+    schemas = doc["components"]["schemas"]
+    found = [
+        gap
+        for path, operations in doc["paths"].items()
+        for method, op in operations.items()
+        for gap in _unbounded(
+            [*(p.get("schema") for p in op.get("parameters", [])), op.get("requestBody")],
+            f"{method} {path}",
+            schemas,
+            set(),
+        )
+    ]
+    assert found == []
+
+
+def _exchange(port: int, request: bytes) -> tuple[int, bytes, bytes]:
+    """Send `request` on a socket of its own, read to the close: (status, head, body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(request)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+    head, _, body = got.partition(b"\r\n\r\n")
+    return int(head.split()[1]), head.lower(), body
+
+
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_request_head_past_its_bounds_is_a_431_and_never_read_whole() -> None:
+    """A head is bounded in bytes and lines (a 1 GB block of headers was read whole, answered 200, and kept +987
+    MB): past either, a 431 in the one error shape with the security headers, and the connection closed with the
+    rest of the block unread."""
+    with uvicorn_here("textbook", read_timeout_s=120) as (base, _):
+        port = int(base.rsplit(":", 1)[1])
+        start = b"GET /api/health HTTP/1.1\r\nhost: 127.0.0.1\r\n"
+        many = b"".join(b"x-pad-%d: 1\r\n" % i for i in range(150))
+        wide = b"x-pad: " + b"a" * 70_000 + b"\r\n"
+        for block, words in [(many, ["152 lines", "limit 100", "ATTNLAB_MAX_HEAD_LINES"]), (wide, ["65,536"])]:
+            status, head, body = _exchange(port, start + block + b"\r\n")
+            assert status == 431, (head, body)
+            error = json.loads(body)["error"]
+            assert error["field"] == "headers" and all(w in error["message"] for w in words), error
+            assert b"x-content-type-options: nosniff" in head and b"default-src 'self'" in head, head
+        line = b"x-pad: " + b"a" * 1000 + b"\r\n"
+        chunk, chunks = line * 64, 1024  # 64 MB of headers, never ended
+        before, sent = _rss(), 0
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+            try:
+                s.sendall(start)
+                for _ in range(chunks):
+                    s.sendall(chunk)
+                    sent += len(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # closed by the server: what is asked
+            grown = _rss() - before
+        assert sent < chunks * len(chunk) // 2, f"{sent:,} bytes of headers were read"
+        assert grown < chunks * len(chunk) // 4, f"the server grew by {grown:,} bytes"
+        assert httpx.get(f"{base}/api/health").status_code == 200
+        ok = _exchange(port, start + b"".join(b"x-pad-%d: 1\r\n" % i for i in range(90)) + b"connection: close\r\n\r\n")
+        assert ok[0] == 200, ok

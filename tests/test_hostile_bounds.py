@@ -167,7 +167,7 @@ HOSTILE: list[tuple[str, str, dict[str, Any], dict[str, str], dict[str, Any], in
     (
         "answer-masks-only",
         "/api/attention",
-        {"model": "random", "texts": [words(500)] * 16, "include": []},
+        {"model": "random", "texts": [words(500)] * 16, "include": ["eligibility"]},
         {},
         {"max_result_bytes": 10_000_000},
         422,
@@ -184,6 +184,28 @@ HOSTILE: list[tuple[str, str, dict[str, Any], dict[str, str], dict[str, Any], in
         422,
         "text",
         ("312 numbers", "limit 100", "ATTNLAB_MAX_RESULT_VALUES", "decode a shorter sequence"),
+        BEFORE_RUN,
+    ),
+    (
+        "work-float64-batch",  # a 47 kB body that peaked at +9.9 GB, its answer a few kilobytes
+        "/api/attention",
+        {"model": "minilm", "texts": [LONG] * 16, "dtype": "float64", "include": []},
+        {},
+        {"models": "minilm"},
+        413,
+        "dtype",
+        ("in float64", "6 layers x 16 x 12 heads x 512 x 512", "ATTNLAB_MAX_WORK_BYTES", "ask for float32"),
+        BEFORE_RUN,
+    ),
+    (
+        "work-float32-batch",
+        "/api/attention",
+        {"model": "minilm", "texts": [LONG] * 2, "include": []},
+        {},
+        {"models": "minilm", "max_work_bytes": 100_000_000},
+        413,
+        "texts",
+        ("in float32", "limit 100,000,000", "ATTNLAB_MAX_WORK_BYTES", "fewer or shorter texts"),
         BEFORE_RUN,
     ),
 ]
@@ -331,3 +353,30 @@ def test_cost_measure_stops_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     with stop_when(gone), pytest.raises(Stopped):
         measure_cost(CostQuery(seq_len=32, heads=2, d_model=16, layers=1), torch.device("cpu"))
     assert calls == 0
+
+
+def test_a_batch_without_grids_answers_without_its_masks(
+    make_client: Callable[..., AbstractContextManager[TestClient]],
+) -> None:
+    """`eligible` and `reasons` (B x S x S booleans: 46 MB as JSON for 16 texts of 510 words) come with the grids
+    they describe or with `eligibility`, not with an answer of none: the masks-only answer the row above refuses
+    at 10 MB is now a few bytes a token."""
+    batch = [words(500)] * 16
+    with make_client(models="random", max_result_bytes=10_000_000) as client:
+        resp = client.post("/api/attention", json={"model": "random", "texts": batch, "include": []})
+        assert resp.status_code == 200, resp.text[:300]
+        answer = resp.json()
+        assert answer["eligible"] is None and answer["reasons"] is None
+        tokens = sum(len(t) for t in answer["batch_tokens"])
+        assert tokens == 16 * 500 and len(resp.content) < 40 * tokens  # each token's label, flag and config
+        small = {"model": "random", "texts": ["a b c d", "a b"], "masks": {"causal": True}}
+        asked = client.post("/api/attention", json={**small, "include": ["eligibility"]}).json()
+        shown = client.post("/api/attention", json={**small, "include": ["weights"]}).json()
+    assert asked["eligible"] == shown["eligible"] and asked["reasons"] == shown["reasons"]
+    assert set(asked["reasons"]) == {"causal", "padding"} and asked["reasons"]["padding"][1][0] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert "weights" not in asked["layers"][0]["heads"][0]

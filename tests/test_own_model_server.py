@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -16,9 +17,11 @@ import httpx
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from tokenizers import Regex, Tokenizer, normalizers
 
+from engine.models.textbook import TextbookModel
 from tests.checkpoints import make_checkpoint
-from tests.helpers import serve
+from tests.helpers import assert_error, serve
 
 TEXT = "the door opens on the garden and the key opens the door"
 
@@ -165,3 +168,63 @@ def test_checkpoint_loading_follows_the_settings(
         listed = ok(client.get("/api/models"))
     assert listed["models"] == [] and listed["unavailable"][0]["name"] == "mine"
     assert "parameters" in listed["unavailable"][0]["reason"] and "1,000" in listed["unavailable"][0]["reason"]
+
+
+def panicking(directory: Path, start: str) -> Path:
+    """The checkpoint in `directory` with a normaliser that panics on any text starting with `start`: a Replace
+    at the text's start before a BertNormalizer panics inside the tokenizers library (huggingface/tokenizers#736),
+    which raises PanicException, a BaseException that `except Exception` lets by."""
+    path = directory / "tokenizer.json"
+    tok = Tokenizer.from_file(str(path))
+    tok.normalizer = normalizers.Sequence(
+        [normalizers.Replace(Regex(f"^(?={start})"), " "), normalizers.BertNormalizer()]
+    )
+    tok.save(str(path))
+    return directory
+
+
+def test_a_tokenizer_that_panics_on_a_text_is_a_422_naming_text(
+    mine: Path, tmp_path: Path, make_client: Callable[..., AbstractContextManager[TestClient]]
+) -> None:
+    # two characters: the load's probe normalises single characters, and would refuse a panic on "z" at load
+    shaky = panicking(Path(shutil.copytree(mine, tmp_path / "shaky")), "ze")
+    with make_client(models=f"textbook,shaky={shaky}", reference=False) as client:
+        for path in ["/api/attention", "/api/heads"]:
+            resp = client.post(path, json={"model": "shaky", "text": "zebras open the door"})
+            assert_error(resp, 422, "text", "tokenizer failed")
+            assert resp.headers["x-content-type-options"] == "nosniff", dict(resp.headers)
+        assert ok(client.post("/api/attention", json={"model": "shaky", "text": "the door"}))["tokens"]
+
+
+def test_a_tokenizer_that_panics_at_load_is_refused_and_the_server_starts(
+    mine: Path, tmp_path: Path, make_client: Callable[..., AbstractContextManager[TestClient]]
+) -> None:
+    broken = panicking(Path(shutil.copytree(mine, tmp_path / "broken")), "a")  # loading encodes "a"
+    with make_client(models=f"textbook,broken={broken}", reference=False) as client:
+        listed = ok(client.get("/api/models"))
+        assert [m["name"] for m in listed["models"]] == ["textbook"]
+        (refused,) = listed["unavailable"]
+        assert refused["name"] == "broken" and "tokenizer.json" in refused["reason"], refused
+        assert ok(client.post("/api/attention", json={"model": "textbook"}))["tokens"]
+
+
+def test_a_panic_anywhere_is_the_one_error_shape_with_security_headers(
+    monkeypatch: pytest.MonkeyPatch, make_client: Callable[..., AbstractContextManager[TestClient]]
+) -> None:
+    tok = Tokenizer.from_str(
+        json.dumps({"version": "1.0", "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}})
+    )
+    tok.normalizer = normalizers.Sequence([normalizers.Replace(Regex("^"), " "), normalizers.BertNormalizer()])
+    with pytest.raises(BaseException) as caught:
+        tok.encode("a")
+    panic = caught.value
+    assert not isinstance(panic, Exception)  # what made it a 500 in text/plain from uvicorn
+
+    def explode(*args: Any, **kwargs: Any) -> Any:
+        raise panic
+
+    monkeypatch.setattr(TextbookModel, "encode_sequence", explode)
+    with make_client() as client:
+        resp = client.post("/api/attention", json={"model": "textbook"})
+    assert_error(resp, 500, None, "unexpected error")
+    assert resp.headers["x-content-type-options"] == "nosniff", dict(resp.headers)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from engine.errors import is_panic
 from engine.models.base import AttentionModel, ModelInfo, ModelRun, RunInput
 from engine.models.custom import CustomModel
 from engine.models.declare import Capabilities, ModelSource
@@ -105,7 +106,9 @@ def load_checkpoint_or_why(name: str, directory: Path, **loading: Any) -> Attent
     except CheckpointError as err:
         log.warning("checkpoint %s in %s did not load: %s", name, directory, err.reason)
         return err.reason
-    except Exception as err:  # a directory anyone can point at: say what failed, keep serving
+    except BaseException as err:  # a directory anyone can point at: say what failed, keep serving
+        if not isinstance(err, Exception) and not is_panic(err):  # KeyboardInterrupt, SystemExit: stop
+            raise
         log.exception("checkpoint %s in %s did not load", name, directory)
         return f"did not load ({type(err).__name__}: {unrooted(str(err), directory)})"
 

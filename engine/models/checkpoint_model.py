@@ -18,9 +18,9 @@ from engine.errors import InputError
 from engine.forward import ForwardResult, Network
 from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunConfig, RunInput
 from engine.models.declare import Capabilities
-from engine.models.families import Mapped, Sizes
+from engine.models.families import CheckpointError, Mapped, Sizes
 from engine.normaliser import check_length
-from engine.tokens import TokenPieces
+from engine.tokens import TokenizerFailed, TokenPieces, encode
 
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog because it was in a hurry."
 
@@ -94,7 +94,10 @@ class CheckpointModel(AttentionModel):
 
     def _frame(self) -> tuple[list[str], list[str]]:
         """The special tokens the tokenizer puts before and after a text (from encoding one word)."""
-        p = self.pieces.encode("a")
+        try:
+            p = self.pieces.encode("a")
+        except TokenizerFailed as err:  # the checkpoint is refused, with why; the server starts with the others
+            raise CheckpointError(f"tokenizer.json: its tokenizer fails on the text 'a' ({err.message})") from err
         lead = 0
         while lead < len(p.ids) and p.special[lead]:
             lead += 1
@@ -147,7 +150,7 @@ class CheckpointModel(AttentionModel):
     def count_tokens(self, inp: RunInput) -> int:
         if inp.tokens is None and inp.text is not None:
             check_length(self.pieces.tokenizer.normalizer, inp.text)  # before the text is normalised whole
-            return len(self.pieces.tokenizer.encode(inp.text, add_special_tokens=True).ids)
+            return len(encode(self.pieces.tokenizer, inp.text).ids)
         return super().count_tokens(inp)
 
     def network(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> Network:

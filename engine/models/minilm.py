@@ -29,6 +29,7 @@ from engine.forward import Network
 from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunInput
 from engine.models.declare import Capabilities, ModelSource
 from engine.models.families import bert
+from engine.tokens import encode
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired"
 
@@ -153,7 +154,7 @@ class MiniLMModel(AttentionModel):
                 labels.append("[UNK]" if found is None else t)
         elif inp.text is not None and inp.text.strip():
             field_name = "text"
-            enc = self.tokenizer.encode(inp.text)
+            enc = encode(self.tokenizer, inp.text)
             ids, labels = list(enc.ids), list(enc.tokens)
             if len(ids) <= 2:  # [CLS] [SEP] alone: the text held only characters the tokenizer drops
                 raise InputError(
@@ -177,7 +178,7 @@ class MiniLMModel(AttentionModel):
     def count_tokens(self, inp: RunInput) -> int:
         """WordPiece tokens of `text` with [CLS] and [SEP] (tokenising is cheap; embedding is what costs)."""
         if inp.tokens is None and inp.text is not None:
-            return len(self.tokenizer.encode(inp.text).ids)
+            return len(encode(self.tokenizer, inp.text).ids)
         return super().count_tokens(inp)
 
     def network(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> Network:

@@ -14,6 +14,7 @@ from server.declare import Analysis, Context, Limit, answer_of
 from server.errors import ApiError
 from server.prepare import ONE_SEQUENCE, prepare, refuse_fields
 from server.schemas.attention import AttentionRequest
+from server.schemas.ints import Count, Index
 from server.serialize import check_result_size
 
 INDUCTION = "red ball king river frog clock red ball king river frog clock"
@@ -22,11 +23,11 @@ INDUCTION = "red ball king river frog clock red ball king river frog clock"
 class GenerateRequest(BaseModel):
     """Tokens to generate after the input, each fed back through the KV cache (models that predict tokens)."""
 
-    tokens: int = Field(ge=1, description="how many tokens to generate; at most ATTNLAB_MAX_GENERATE_TOKENS")
+    tokens: Count = Field(description="how many tokens to generate; at most ATTNLAB_MAX_GENERATE_TOKENS")
     sampling: Literal["greedy", "sample"] = Field("greedy", description="the most likely token, or one drawn")
-    seed: int = Field(0, ge=0, le=2**63 - 1, description="sample: the seed of the torch.Generator that draws")
+    seed: Index = Field(0, description="sample: the seed of the torch.Generator that draws")
     temperature: float = Field(1.0, gt=0, le=1000, description="sample: the logits are divided by it")
-    top_k: int | None = Field(None, ge=1, description="sample: among the k most likely tokens only")
+    top_k: Count | None = Field(None, description="sample: among the k most likely tokens only")
 
 
 class DecodeRequest(AttentionRequest):

@@ -17,13 +17,16 @@ from server.declare import Analysis, Context, Limit
 from server.errors import ApiError
 from server.prepare import ONE_SEQUENCE, cached_run, check_limits, choose_model, prepare, refuse_fields, to_run_input
 from server.schemas.attention import AttentionRequest, Text
+from server.schemas.ints import INT64_MAX, Index
 
 
 class HeadTypesRequest(AttentionRequest):
     """The /api/attention body (text, tokens or x are optional here) plus the induction probe's settings."""
 
     model: Text | None = Field(None, description="a name from GET /api/models")
-    segment_len: int = Field(24, ge=2, description="L: the induction probe is L random tokens, then the same L again")
+    segment_len: int = Field(
+        24, ge=2, le=INT64_MAX, description="L: the induction probe is L random tokens, then the same L again"
+    )
     seed: int = Field(0, ge=0, le=2**32 - 1, description="seeds the probe's random tokens")
     include: list[Literal["ablation_effect", "baseline"]] = Field(  # type: ignore[assignment]
         default_factory=list,
@@ -89,8 +92,8 @@ class HeadTypesResult(BaseModel):
 
 
 class TopHeadsRequest(AttentionRequest):
-    query: int = Field(ge=0, description="query position (a row)")
-    key: int = Field(ge=0, description="key position (a column)")
+    query: Index = Field(description="query position (a row)")
+    key: Index = Field(description="key position (a column)")
     k: int = Field(10, ge=1, le=1000, description="how many heads to return")
 
 

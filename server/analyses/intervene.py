@@ -17,20 +17,21 @@ from server.analyses.perturb import INDUCTION, LayerDelta
 from server.declare import Analysis, Context
 from server.prepare import prepare, refuse_fields, run_body
 from server.schemas.attention import AttentionRequest, AttentionResult, Strict
+from server.schemas.ints import Index
 from server.serialize import layer_delta_list
 
 
 class Ablation(Strict):
-    layer: int = Field(ge=0)
-    head: int = Field(ge=0)
+    layer: Index
+    head: Index
     mode: Literal["zero", "mean"] = Field("zero", description="contexts set to 0, or to their mean over positions")
 
 
 class EdgeEdit(Strict):
-    layer: int = Field(ge=0)
-    head: int = Field(ge=0)
-    query: int = Field(ge=0)
-    key: int = Field(ge=0, description="must be eligible for the query")
+    layer: Index
+    head: Index
+    query: Index
+    key: Index = Field(description="must be eligible for the query")
     weight: float = Field(ge=0, le=1, allow_inf_nan=False, description="the new weight; the row's others rescale")
 
 

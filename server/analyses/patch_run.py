@@ -19,11 +19,12 @@ from server.declare import Analysis, Context
 from server.errors import ApiError
 from server.prepare import run_body
 from server.schemas.attention import AttentionRequest, AttentionResult, Strict
+from server.schemas.ints import Index
 
 
 class Cell(Strict):
-    layer: int = Field(ge=0, description="the grid's row: the layer patched")
-    column: int = Field(ge=0, description="the grid's column: the position (resid_pre, attn_out, mlp_out) or head")
+    layer: Index = Field(description="the grid's row: the layer patched")
+    column: Index = Field(description="the grid's column: the position (resid_pre, attn_out, mlp_out) or head")
 
 
 class PatchRunRequest(Strict):

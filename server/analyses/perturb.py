@@ -14,6 +14,7 @@ from server.declare import Analysis, Context, answer_of
 from server.errors import ApiError
 from server.prepare import prepare, refuse_fields
 from server.schemas.attention import AttentionRequest, BugOut, Strict, Text
+from server.schemas.ints import Index
 from server.serialize import bug_body, layer_delta_list
 
 TOLERANCES = ", ".join(f"{str(t).removeprefix('torch.')} {v:g}" for t, v in PADDING_TOLERANCE.items())
@@ -55,8 +56,7 @@ class PerturbRequest(AttentionRequest):
     With `texts` the batch runs as one padded forward and `item` names the item that changes; with `source`
     (cross-attention) `side` says whether `position` is a query or a source position."""
 
-    position: int = Field(
-        ge=0,
+    position: Index = Field(
         description="the position whose input changes: of the sequence; with texts, of item `item` (the batch is "
         "padded to the longest, so a padding position may be named); with source and side source, of the source",
     )

@@ -12,15 +12,16 @@ from engine.analysis.qk import QKAttribution, Term, qk_attribution
 from server.declare import Analysis, Context, answer_of
 from server.prepare import ONE_SEQUENCE, cached_run, prepare, refuse_fields
 from server.schemas.attention import AttentionRequest
+from server.schemas.ints import Index
 
 REPEAT = "red ball king river frog red ball king"
 
 
 class QKRequest(AttentionRequest):
-    layer: int = Field(ge=0, description="the layer whose score is decomposed")
-    head: int = Field(ge=0, description="the query head")
-    query: int = Field(ge=0, description="query position (a row)")
-    key: int = Field(ge=0, description="key position (a column)")
+    layer: Index = Field(description="the layer whose score is decomposed")
+    head: Index = Field(description="the query head")
+    query: Index = Field(description="query position (a row)")
+    key: Index = Field(description="key position (a column)")
 
 
 TermOut = answer_of(Term, "QKTerm")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter
 
 from server.deps import RuntimeDep
 from server.errors import ApiError
-from server.progress import RUN_ID
+from server.progress import RunName
 from server.schemas import ProgressResponse
 from server.schemas.errors import ANY_ROUTE, errors
 
@@ -14,7 +14,7 @@ router = APIRouter(tags=["health"], responses=errors(*ANY_ROUTE, 404, 422))
 
 
 @router.get("/api/progress/{run}", response_model=ProgressResponse)
-async def progress(runtime: RuntimeDep, run: str = Path(pattern=RUN_ID.pattern)) -> ProgressResponse:
+async def progress(runtime: RuntimeDep, run: RunName) -> ProgressResponse:
     got = runtime.progress.get(run)
     if got is None:
         message = f"no run named {run!r} on this server (or not among its last {runtime.progress.keep})"

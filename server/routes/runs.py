@@ -25,12 +25,13 @@ from engine.tiles import row, tile, tile_spec
 from server.deps import Runtime, RuntimeDep
 from server.errors import ApiError
 from server.forms import answer
-from server.progress import RUN_ID
+from server.progress import RunName
 from server.scheduling import ComputePool, disconnected
 from server.schemas.errors import ANY_ROUTE, errors
+from server.schemas.ints import INT64_MAX, INT64_MIN
 
 router = APIRouter(tags=["attention"], responses=errors(*ANY_ROUTE, 404, 422))
-RunName = Annotated[str, Path(pattern=RUN_ID.pattern)]
+PathInt = Annotated[int, Path(ge=INT64_MIN, le=INT64_MAX)]  # checked against the run after
 TOP = 10
 
 
@@ -74,11 +75,11 @@ async def _cached(
 async def run_tile(
     request: Request,
     run: RunName,
-    layer: int,
-    head: int,
-    z: int,
-    x: int,
-    y: int,
+    layer: PathInt,
+    head: PathInt,
+    z: PathInt,
+    x: PathInt,
+    y: PathInt,
     runtime: RuntimeDep,
     agg: Annotated[Literal["max", "mean"], Query()] = "max",
     accept: Annotated[str | None, Header()] = None,
@@ -102,9 +103,9 @@ async def run_tile(
 async def run_row(
     request: Request,
     run: RunName,
-    layer: int,
-    head: int,
-    query: int,
+    layer: PathInt,
+    head: PathInt,
+    query: PathInt,
     runtime: RuntimeDep,
     accept: Annotated[str | None, Header()] = None,
     if_none_match: Annotated[str | None, Header()] = None,

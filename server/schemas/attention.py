@@ -5,12 +5,14 @@ Numbers must be finite; matrices must be rectangular.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from engine.interventions import ClassicBug
 from engine.models.declare import able, reading
+from server.schemas.ints import INT64_MAX, Count, Index, Int64
 
 Include = Literal[
     "scores",
@@ -25,8 +27,18 @@ Include = Literal[
     "attention_flow",
     "value_norms",
     "head_contributions",
+    "eligibility",
 ]
 DEFAULT_INCLUDE: list[Include] = ["scores", "weights", "stats"]
+# the include items that send an S x S_k grid per head or layer: `eligible` and `reasons` come with any of them, so
+# a grid is read with the cells it masks, and with `eligibility` alone; an answer of stats, contexts or `final`
+# only is not B x S x S booleans bigger than the rest of it
+GRIDS = ("scores", "weights", "value_norms", "rollout", "attention_flow", "eligibility")
+
+
+def sends_eligibility(include: Sequence[str]) -> bool:
+    """Whether the answer holds `eligible` and `reasons`: counted by the size estimate as the serializer sends."""
+    return any(item in GRIDS for item in include)
 
 
 def _rectangular(m: list[list[float]]) -> list[list[float]]:
@@ -71,7 +83,7 @@ class Strict(BaseModel):
 # A position a mask names: any 64-bit integer, so that a cell outside the sequence reaches the mask's own check
 # ("outside the 3 x 3 grid", with the numbers) and a number past 64 bits, which no tensor or JSON writer can hold,
 # is a 422 naming it (masks.blocked[0][1]) before anything keys a run on it.
-Position = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+Position = Int64
 
 
 class Masks(Strict):
@@ -88,7 +100,7 @@ class Masks(Strict):
         "for a client that has not counted the tokens yet)",
     )
     window: int | None = Field(
-        None, ge=1, le=2**63 - 1, description="a query sees keys fewer than `window` positions away"
+        None, ge=1, le=INT64_MAX, description="a query sees keys fewer than `window` positions away"
     )
     blocked: list[Annotated[list[Position], Field(min_length=2, max_length=2)]] = Field(
         default_factory=list, description="single [query, key] cells switched off", max_length=100_000
@@ -105,10 +117,10 @@ class Weights(Strict):
 class ModelOptions(Strict):
     """The options of the models that read them (each entry's `options` in GET /api/models says which it takes)."""
 
-    d_model: int | None = Field(None, ge=1, description="width of the token vectors")
-    heads: int | None = Field(None, ge=1, description="number of heads")
-    kv_heads: int | None = Field(None, ge=1, description="K/V groups; must divide heads")
-    seed: int | None = Field(None, ge=0, le=2**63 - 1, description="seeds weights and embeddings")
+    d_model: Count | None = Field(None, description="width of the token vectors")
+    heads: Count | None = Field(None, description="number of heads")
+    kv_heads: Count | None = Field(None, description="K/V groups; must divide heads")
+    seed: Index | None = Field(None, description="seeds weights and embeddings")
     positions: bool | None = Field(None, description="add sinusoidal position encodings")
 
 
@@ -172,9 +184,9 @@ class AttentionRequest(Strict):
     values: Matrix | None = Field(
         None, description="S x d_v value vectors for typed-in scores or pattern: contexts = weights @ values"
     )
-    heads: int | None = Field(None, ge=1, description="how many heads the columns of the weights hold (default 1)")
-    kv_heads: int | None = Field(None, ge=1, description="how many K/V groups w_k and w_v hold (default: heads)")
-    head_widths: list[int] | None = Field(
+    heads: Count | None = Field(None, description="how many heads the columns of the weights hold (default 1)")
+    kv_heads: Count | None = Field(None, description="how many K/V groups w_k and w_v hold (default: heads)")
+    head_widths: list[Int64] | None = Field(
         None,
         min_length=1,
         max_length=MAX_ITEMS,
@@ -188,10 +200,9 @@ class AttentionRequest(Strict):
         "error", description="a query row with no eligible key: a 422 naming the rows, or zero weights and context"
     )
     scale: bool = Field(True, description="divide scores by sqrt(d_k)")
-    layer: int | None = Field(None, ge=0, description="one layer's index; all layers when absent")
-    first_layer: int | None = Field(
+    layer: Index | None = Field(None, description="one layer's index; all layers when absent")
+    first_layer: Index | None = Field(
         None,
-        ge=0,
         description="every layer, this one first: the streamed form (Accept: application/vnd.attnlab.arrays-stream) "
         "sends it as soon as the forward has reached it, then the rest of the same forward; any other form is a 422",
     )
@@ -217,7 +228,9 @@ class AttentionRequest(Strict):
         "J_l-1); `attention_flow` each layer's attention flow (S x S, the max-flow from each query after the layer "
         "to each input position through the fused maps as pipes, rows normalised; up to 64 positions); `value_norms` "
         "per head |a_ij v_j W_O^h| (S x S_k, Kobayashi et al. 2020: how much each key moves, "
-        "not only how hard it is looked at); `head_contributions` per head |context_h W_O^h| at each query (S)",
+        "not only how hard it is looked at); `head_contributions` per head |context_h W_O^h| at each query (S); "
+        "`eligibility` the `eligible` and `reasons` grids, which come with scores, weights, value_norms, rollout "
+        "and attention_flow anyway and are left out of an answer with none of these",
     )
     sinks: SinksRequest | None = Field(
         None,
@@ -329,7 +342,11 @@ class AttentionResult(BaseModel):
     config: dict[str, Any]
     masks: dict[str, Any]
     all_masked: str
-    eligible: list[list[bool]] | list[list[list[bool]]] = Field(description="S x S_k; B x S x S for a batch")
+    eligible: list[list[bool]] | list[list[list[bool]]] | None = Field(
+        None,
+        description="S x S_k; B x S x S for a batch; null when include asks for no grid (scores, weights, "
+        "value_norms, rollout, attention_flow or eligibility)",
+    )
     layers: list[LayerResult]
     shapes: dict[str, list[int]]
     timings_ms: dict[str, float]

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from server.schemas.attention import AttentionRequest, Text
+from server.schemas.ints import Index
 
 ExportView = Literal["layer", "all", "head"]
 
@@ -22,8 +23,8 @@ class ExportRequest(AttentionRequest):
         description="layer: the heads of one layer as heatmaps; all: every head of every layer as thumbnails; "
         "head: one head large, with the retrieval of a query",
     )
-    head: int | None = Field(None, ge=0, description="the head `view: head` opens (default 0)")
-    query: int | None = Field(None, ge=0, description="the query whose retrieval it shows (default: the last)")
+    head: Index | None = Field(None, description="the head `view: head` opens (default 0)")
+    query: Index | None = Field(None, description="the query whose retrieval it shows (default: the last)")
     palette: Literal["viridis", "cividis"] = Field("viridis", description="the weights' colour scale")
     matrix: Literal["weights", "moved"] = Field(
         "weights",

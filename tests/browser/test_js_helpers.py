@@ -86,7 +86,7 @@ def test_cell_reasons_are_read_from_the_servers_reasons(
     req = js(f"const M = await mod('masks.js'); return M.masksRequest({json.dumps(masks)}, 6);")
     resp = httpx.post(
         f"{live_server}/api/attention",
-        json={"model": "random", "text": "a b c d e f", "masks": req, "all_masked": "zero", "include": []},
+        json={"model": "random", "text": "a b c d e f", "masks": req, "all_masked": "zero", "include": ["eligibility"]},
         timeout=30,
     )
     assert resp.status_code == 200, resp.text
