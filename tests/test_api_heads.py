@@ -10,6 +10,7 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from server.analyses.heads import default_lengths
 from server.app import create_app
 from server.config import Settings
 from tests.checkpoints import make_shortcut_checkpoint
@@ -245,3 +246,10 @@ def test_the_shortcut_model_copies_the_token_its_offset_back(tmp_path: Path) -> 
     with torch.no_grad():
         predicted = model(ids).logits[0].argmax(dim=-1)
     assert torch.equal(predicted[23:], ids[0, :41])
+
+
+@pytest.mark.parametrize(
+    ("longest", "lengths"), [(255, (17, 24, 31)), (31, (17, 24, 31)), (19, (10, 14, 19)), (3, (2, 3))]
+)
+def test_the_default_probe_fits_a_model_with_fewer_positions(longest: int, lengths: tuple[int, ...]) -> None:
+    assert default_lengths(longest) == lengths
