@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import pytest
 import torch
@@ -249,3 +250,16 @@ def test_masks_without_text_apply_to_the_probe(induction):
             induction, CPU, torch.float64, probe=ProbeSpec((10,)), inp=RunInput(masks=MaskSpec(padding=[True] * 3))
         )
     assert err.value.field == "masks.padding"
+
+
+def test_a_lowest_over_lengths_score_is_compared_with_that_lengths_baseline() -> None:
+    model = RandomModel()
+    both = head_type_scores(model, CPU, torch.float64, probe=ProbeSpec((10, 20)), permutations=5, seed=1)
+    for row in both[0]:
+        by = cast(dict[str, float], row["induction_by_length"])
+        assert row["induction"] == min(by.values())
+        length = min(by, key=by.__getitem__)
+        one = head_type_scores(model, CPU, torch.float64, probe=ProbeSpec((int(length),)), permutations=5, seed=1)
+        alone = one[0][cast(int, row["head"])]
+        assert alone["induction"] == row["induction"]
+        assert cast(dict, row["baselines"])["induction"] == cast(dict, alone["baselines"])["induction"]

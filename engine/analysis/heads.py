@@ -230,7 +230,7 @@ def head_type_scores(
         lengths = [{name: f(weights) for name, f in scorers.items()} for scorers, weights, _ in sides[1:]]
         rows = [head_row(layer, h, scores, probes, lengths) for h in range(w.shape[0])]
         if permutations:
-            add_baselines(rows, sides, probes)
+            add_baselines(rows, sides)
         table.append(rows)
     return table
 
@@ -258,9 +258,7 @@ def lowest(values: list[float | None]) -> tuple[float | None, int | None]:
     return v, i
 
 
-def add_baselines(
-    rows: list[HeadScores], sides: list[tuple[dict[str, Score], Tensor, Shuffles | None]], probes: list[Probe]
-) -> None:
+def add_baselines(rows: list[HeadScores], sides: list[tuple[dict[str, Score], Tensor, Shuffles | None]]) -> None:
     """Each row's `baselines`: per shuffled score (SHUFFLED), compare()'s dict, or None where it is not measured.
     A score that is the lowest over the probe's lengths is compared with the baseline of the length it came from."""
     found: dict[str, tuple[Tensor, Tensor] | None] = dict.fromkeys(SHUFFLED)
