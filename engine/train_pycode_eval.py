@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer
 
 EOT = "<|endoftext|>"
-PROBE_LEN = 24  # /api/heads' default segment length
+PROBE_LEN = 24  # the one segment length the card's probe scores are measured on
 
 # pycode's default text (engine/models/pycode.py): brackets nested and side by side, and a repeat.
 DEFAULT_TEXT = """def scale(values, factor):
@@ -50,14 +50,14 @@ def measure_heads(out: Path) -> dict:
     """The head scores GET /api/heads answers for the checkpoint in `out`, loaded as attnlab serves it: on the
     seeded probe (segment length 24, seed 0; every score) and on DEFAULT_TEXT (previous-token, bracket match).
     The best head of each kind as {"head": "layer.head", "score": s}."""
-    from engine.analysis.heads import head_type_scores
+    from engine.analysis.heads import ProbeSpec, head_type_scores
     from engine.models.base import RunInput
     from engine.models.checkpoint import load_checkpoint
 
     model = load_checkpoint("pycode", out, reference=False)
     cpu = torch.device("cpu")
     with torch.inference_mode():
-        probe = head_type_scores(model, cpu, torch.float32, segment_len=PROBE_LEN, seed=0)
+        probe = head_type_scores(model, cpu, torch.float32, probe=ProbeSpec((PROBE_LEN,), seed=0))
         text = head_type_scores(model, cpu, torch.float32, inp=RunInput(text=DEFAULT_TEXT))
     tables = {
         "previous_token": (probe, "previous_token"),

@@ -172,3 +172,68 @@ def make_checkpoint(
     model.save_pretrained(directory, safe_serialization=True)
     tok.save(str(directory / "tokenizer.json"))
     return directory
+
+
+def make_shortcut_checkpoint(directory: Path, offset: int = 23) -> Path:
+    """A one-layer GPT-2 whose head 0 attends exactly `offset` positions back and copies that token, set by hand.
+
+    Its positions lie on a circle (position i at angle i alpha, in the first two dimensions and their negatives,
+    so every layer norm sees the same spread), W_Q turns the query's position back by `offset` steps, and the
+    score c cos(alpha (i - offset - j)) peaks at key j = i - offset with a margin of c (1 - cos alpha) = 40 over
+    the next key. The tokens lie on a second circle in the last four dimensions; W_V and W_O carry the attended
+    token's one into the residual, and the tied unembedding reads it back: the model predicts the token `offset`
+    places back. Head 1 has no weights (uniform over the keys it sees); the MLP is zero.
+
+    On one probe of L words twice, query q's key q - L + 1 is `offset` back when L = offset + 1, so that length
+    scores it as an induction head; no other length does.
+    """
+    import transformers as tf
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+    tok = tokenizer_for("gpt2")
+    eot = tok.token_to_id("<|endoftext|>")
+    positions, width = 64, 8
+    config = tf.GPT2Config(
+        vocab_size=tok.get_vocab_size(),
+        n_embd=width,
+        n_layer=1,
+        n_head=2,
+        n_positions=positions,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        activation_function="gelu_new",
+    )
+    model = tf.GPT2LMHeadModel(config).eval()
+    alpha = 2 * torch.pi / 45  # the keys seen are offset - 63 .. offset steps away: none comes round to 2 pi
+    margin = 40.0
+    c = margin / (1 - torch.cos(torch.tensor(alpha)).item())
+    angle = torch.arange(positions, dtype=torch.float64) * alpha
+    beta = torch.arange(config.vocab_size, dtype=torch.float64) * 2 * torch.pi / config.vocab_size
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        wpe = torch.stack([angle.cos(), angle.sin(), -angle.cos(), -angle.sin()], dim=-1)
+        wte = torch.stack([beta.cos(), beta.sin(), -beta.cos(), -beta.sin()], dim=-1)
+        model.transformer.wpe.weight[:, :4] = wpe.float()
+        model.transformer.wte.weight[:, 4:] = wte.float()  # tied: the unembedding reads the same circle
+        block = model.transformer.h[0]
+        for norm in (block.ln_1, block.ln_2, model.transformer.ln_f):
+            norm.weight.fill_(1.0)
+        # layer norm of (position, token) is sqrt(2) times each circle's point: every row has the same spread, and
+        # the score q.k / sqrt(d_head) = c (sqrt(2))^2 cos(...) / sqrt(4) = c cos(alpha (i - offset - j))
+        turn = torch.tensor(-offset * alpha)
+        rotate = torch.tensor([[turn.cos(), turn.sin()], [-turn.sin(), turn.cos()]])  # row vector p @ R turns p
+        w = torch.zeros(width, 3 * width)
+        w[:2, :2] = c * rotate  # head 0's query: the position turned back by `offset`
+        w[:2, width : width + 2] = torch.eye(2)  # head 0's key: the position
+        w[4:8, 2 * width : 2 * width + 4] = torch.eye(4)  # head 0's value: the token
+        block.attn.c_attn.weight.copy_(w)
+        out = torch.zeros(width, width)
+        out[:4, 4:8] = 1000 * torch.eye(4)  # head 0's value into the token dimensions, far over the own token
+        block.attn.c_proj.weight.copy_(out)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(directory, safe_serialization=True)
+    tok.save(str(directory / "tokenizer.json"))
+    return directory

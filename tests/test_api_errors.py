@@ -187,6 +187,15 @@ POSTS = ["/api/attention", "/api/heads", "/api/heads/top", "/api/perturb", "/api
 CELL = {k: small for k in ("layer", "head", "query", "key")}
 EXTRA = {
     "segment_len": st.integers(-1, 8) | JSONish,
+    "probe": st.fixed_dictionaries(
+        {},
+        optional={
+            "segment_lengths": st.lists(st.integers(-1, 10) | JSONish, max_size=4) | JSONish,
+            "repeats": st.integers(-1, 9) | JSONish,
+            "seed": st.integers(-1, 5) | JSONish,
+        },
+    )
+    | JSONish,
     "seed": st.integers(-1, 5) | JSONish,
     "query": st.integers(-1, 6) | JSONish,
     "key": st.integers(-1, 6) | JSONish,

@@ -3,21 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
+from server.analyses.heads import default_lengths
 from server.app import create_app
 from server.config import Settings
+from tests.checkpoints import make_shortcut_checkpoint
 from tests.helpers import assert_error
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 
 
 @pytest.fixture(scope="module")
-def trained() -> Iterator[TestClient]:
-    settings = Settings(device="cpu", models="textbook,random,induction,minilm", allowed_hosts="testserver")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    # shortcut: a one-layer GPT-2 whose head 0 attends exactly 23 positions back (tests/checkpoints.py)
+    shortcut = make_shortcut_checkpoint(tmp_path_factory.mktemp("shortcut"), offset=23)
+    models = f"textbook,random,induction,minilm,shortcut={shortcut}"
+    settings = Settings(device="cpu", models=models, allowed_hosts="testserver")
     with TestClient(create_app(settings)) as client:
         yield client
 
@@ -72,9 +79,56 @@ def test_top_heads_for_it_and_animal_match_the_attention_weights(trained: TestCl
         ("/api/heads", {"model": "minilm", "segment_len": 256}, "segment_len", "= 514 positions"),
         ("/api/heads", {"model": "random", "segment_len": 257}, "segment_len", "at most 256"),
         ("/api/heads", {"model": "induction", "segment_len": 33}, "segment_len", "at most 32"),
-        ("/api/heads", {"model": "random", "segment_len": 10**30}, "segment_len", "limit of 512"),
+        ("/api/heads", {"model": "random", "segment_len": 10**9}, "segment_len", "limit of 512"),
         ("/api/heads", {"model": "minilm", "segment_len": 1}, "segment_len", "greater than or equal to 2"),
         ("/api/heads", {"model": "random", "text": "a " * 600}, "text", "limit 512"),
+        (
+            "/api/heads",
+            {"model": "induction", "probe": {"segment_lengths": [17, 33]}},
+            "probe.segment_lengths[1]",
+            "64 positions induction takes",
+        ),
+        (
+            "/api/heads",
+            {"model": "induction", "probe": {"segment_lengths": [17, 17]}},
+            "probe.segment_lengths",
+            "17 twice",
+        ),
+        (
+            "/api/heads",
+            {"model": "induction", "probe": {"segment_lengths": []}},
+            "probe.segment_lengths",
+            "at least 1 item",
+        ),
+        (
+            "/api/heads",
+            {"model": "induction", "probe": {"segment_lengths": list(range(2, 11))}},
+            "probe.segment_lengths",
+            "at most 8 items",
+        ),
+        (
+            "/api/heads",
+            {"model": "induction", "probe": {"segment_lengths": [1]}},
+            "probe.segment_lengths[0]",
+            "greater than or equal to 2",
+        ),
+        (
+            "/api/heads",
+            {"model": "induction", "probe": {"segment_lengths": ["17"]}},
+            "probe.segment_lengths[0]",
+            "valid integer",
+        ),
+        (
+            "/api/heads",
+            {"model": "induction", "probe": {"segment_lengths": [17.0]}},
+            "probe.segment_lengths[0]",
+            "valid integer",
+        ),
+        ("/api/heads", {"model": "induction", "probe": {"repeats": 1}}, "probe.repeats", "greater than or equal to 2"),
+        ("/api/heads", {"model": "induction", "probe": {"repeats": True}}, "probe.repeats", "valid integer"),
+        ("/api/heads", {"model": "induction", "probe": {"seed": -1}}, "probe.seed", "greater than or equal to 0"),
+        ("/api/heads", {"model": "induction", "probe": {"lengths": [17]}}, "probe.lengths", "Extra inputs"),
+        ("/api/heads", {"model": "induction", "probe": {}, "segment_len": 17}, "segment_len", "not both"),
         ("/api/heads/top", {"model": "random", "text": "a b", "query": 2, "key": 0}, "query", "0..1"),
         ("/api/heads/top", {"model": "random", "text": "a b", "query": 0, "key": 0, "k": 0}, "k", "greater than"),
     ],
@@ -137,3 +191,65 @@ def test_head_endpoints_refuse_fields_they_cannot_honour(
         assert "ablation_effect" in r.json()["error"]["message"]
         return
     assert_error(trained.post(path, json={**body, **extra}), 422, field, f"leave {field} out")
+
+
+def test_heads_say_the_probe_they_used_and_score_induction_by_its_lowest_length(trained: TestClient) -> None:
+    body = trained.post("/api/heads", json={"model": "induction"}).json()
+    assert body["probe"] == {"segment_lengths": [17, 24, 31], "repeats": 2, "seed": 0}
+    assert body["segment_len"] == 17 and len(body["probe_tokens"]) == 34  # the first length's probe
+    for row in body["heads"]:
+        for score, by in (("induction", "induction_by_length"), ("duplicate_token", "duplicate_by_length")):
+            assert list(row[by]) == ["17", "24", "31"]
+            assert row[score] == min(row[by].values())
+    # the lengths, copies and seed asked for are the ones used: three copies of 10 words, seed 5
+    asked = {"segment_lengths": [10, 20], "repeats": 3, "seed": 5}
+    body = trained.post("/api/heads", json={"model": "induction", "probe": asked}).json()
+    assert body["probe"] == asked and body["probe_tokens"][:10] * 3 == body["probe_tokens"]
+    row = body["heads"][0]
+    assert list(row["induction_by_length"]) == ["10", "20"]
+    one = trained.post("/api/heads", json={"model": "induction", "probe": {**asked, "segment_lengths": [20]}}).json()
+    assert one["heads"][0]["induction"] == row["induction_by_length"]["20"]
+    # on your text, duplicate-token is measured on it: no per-length scores; induction still on the probes
+    text = "red ball king river frog red ball king river frog"
+    body = trained.post("/api/heads", json={"model": "induction", "text": text}).json()
+    assert body["scored_on"] == "input" and body["probe"]["segment_lengths"] == [17, 24, 31]
+    assert all(r["duplicate_by_length"] is None and len(r["induction_by_length"]) == 3 for r in body["heads"])
+    # a model without a probe has none to report
+    body = trained.post("/api/heads", json={"model": "textbook"}).json()
+    assert body["probe"] is None and body["heads"][0]["induction_by_length"] is None
+
+
+def test_a_head_that_attends_a_fixed_offset_back_is_no_induction_head(trained: TestClient) -> None:
+    """The shortcut model's head 0 attends 23 positions back: on 24 words twice that is the token after the earlier
+    occurrence for every query of the second copy, so one probe of length 24 scores it as a perfect induction head;
+    the default probe's other lengths do not, and its lowest is what the head scores."""
+    body = trained.post("/api/heads", json={"model": "shortcut"}).json()
+    row = body["heads"][0]
+    assert row["induction"] < 0.3, row
+    assert row["induction_by_length"]["24"] > 0.9
+    assert max(r["induction"] for r in body["heads"]) < 0.3  # no head of the model is an induction head
+    one = trained.post("/api/heads", json={"model": "shortcut", "probe": {"segment_lengths": [24]}}).json()
+    assert one["heads"][0]["induction"] > 0.9  # the single probe it fools
+    # the model's real induction heads still score as such under the default probe: L1 H3 the best, 0.92
+    body = trained.post("/api/heads", json={"model": "induction"}).json()
+    best = max(body["heads"], key=lambda r: r["induction"])
+    assert (best["layer"], best["head"]) == (1, 3) and best["induction"] > 0.9
+    assert min(best["induction_by_length"].values()) == best["induction"]
+
+
+def test_the_shortcut_model_copies_the_token_its_offset_back(tmp_path: Path) -> None:
+    """What makes it a shortcut: it predicts the token 23 places back on any sequence, repeated or not."""
+    import transformers
+
+    model = transformers.GPT2LMHeadModel.from_pretrained(make_shortcut_checkpoint(tmp_path, offset=23)).eval()
+    ids = torch.randint(0, model.config.vocab_size, (1, 64), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        predicted = model(ids).logits[0].argmax(dim=-1)
+    assert torch.equal(predicted[23:], ids[0, :41])
+
+
+@pytest.mark.parametrize(
+    ("longest", "lengths"), [(255, (17, 24, 31)), (31, (17, 24, 31)), (19, (10, 14, 19)), (3, (2, 3))]
+)
+def test_the_default_probe_fits_a_model_with_fewer_positions(longest: int, lengths: tuple[int, ...]) -> None:
+    assert default_lengths(longest) == lengths

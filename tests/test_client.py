@@ -188,6 +188,12 @@ ENDPOINTS: list[tuple[str, dict[str, Any], str, str]] = [
     ("health", {}, "GET", "/api/health"),
     ("models", {}, "GET", "/api/models"),
     ("heads", {"model": "induction", "segment_len": 4}, "POST", "/api/heads"),
+    (
+        "heads",
+        {"model": "induction", "probe": {"segment_lengths": [4, 6], "repeats": 3, "seed": 2}},
+        "POST",
+        "/api/heads",
+    ),
     ("top_heads", {"model": "random", "text": "a b c d", "query": 3, "key": 1, "k": 3}, "POST", "/api/heads/top"),
     (
         "perturb",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import pytest
 import torch
 
 from engine.analysis.heads import (
+    ProbeSpec,
     duplicate_token_score,
     head_type_scores,
     induction_score,
@@ -117,7 +119,7 @@ def test_head_type_scores_random_model_shapes_and_ranges():
         runs.append(model.run(inp, CPU, torch.float64))
         return runs[-1]
 
-    table = head_type_scores(model, CPU, torch.float64, segment_len=10, seed=3, runner=runner)
+    table = head_type_scores(model, CPU, torch.float64, probe=ProbeSpec((10,), seed=3), runner=runner)
     assert len(table) == 1 and len(table[0]) == 4 and len(runs) == 1  # the probe only
     w = runs[0].layers[0].attn.weights[0]  # (H, S, S)
     # each score is a mean of parts of softmax rows: in [0, 1] because every row sums to 1 (a check of the scores'
@@ -125,7 +127,7 @@ def test_head_type_scores_random_model_shapes_and_ranges():
     torch.testing.assert_close(w.sum(dim=-1), torch.ones(w.shape[:-1], dtype=w.dtype), rtol=0, atol=1e-9)
     q = torch.arange(1, w.shape[-1])
     for row in table[0]:
-        assert set(row) == {"layer", "head", *SCORE_NAMES}
+        assert set(row) == {"layer", "head", *SCORE_NAMES, "induction_by_length", "duplicate_by_length"}
         assert row["previous_token"] == pytest.approx(float(w[row["head"], q, q - 1].mean()), abs=1e-12)
         assert row["entropy"] <= math.log(20) + 1e-9  # type: ignore[operator]  # 2 x 10 probe tokens
 
@@ -133,7 +135,7 @@ def test_head_type_scores_random_model_shapes_and_ranges():
 @pytest.mark.parametrize("segment_len", [10, 20])
 def test_untrained_random_layer_has_no_head_type(segment_len):
     """Seeded random weights: every head's scores stay near what uniform attention gives, 1 / S."""
-    table = head_type_scores(RandomModel(), CPU, torch.float64, segment_len=segment_len)
+    table = head_type_scores(RandomModel(), CPU, torch.float64, probe=ProbeSpec((segment_len,)))
     uniform = 1 / (2 * segment_len)
     for row in table[0]:
         for name in ("previous_token", "duplicate_token", "induction"):
@@ -180,7 +182,7 @@ def test_probe_sequence_is_seeded_framed_and_bounded(minilm):
 
 def test_minilm_head_scores_on_given_text_and_probe(minilm):
     text = "the cat sat on the mat and the cat sat on the mat"
-    table = head_type_scores(minilm, CPU, torch.float32, segment_len=12, inp=RunInput(text=text))
+    table = head_type_scores(minilm, CPU, torch.float32, probe=ProbeSpec((12,)), inp=RunInput(text=text))
     assert len(table) == 6 and all(len(layer) == 12 for layer in table)
     run = minilm.run(RunInput(text=text), CPU, torch.float32)
     w = run.layers[2].attn.weights[0, 5].double()
@@ -220,8 +222,8 @@ def induction() -> InductionModel:
 
 def test_given_text_scores_that_text_and_keeps_induction_on_the_probe(induction):
     text = "red ball king river frog red ball king river frog"
-    on_probe = head_type_scores(induction, CPU, torch.float64, segment_len=16)
-    on_text = head_type_scores(induction, CPU, torch.float64, segment_len=16, inp=RunInput(text=text))
+    on_probe = head_type_scores(induction, CPU, torch.float64, probe=ProbeSpec((16,)))
+    on_text = head_type_scores(induction, CPU, torch.float64, probe=ProbeSpec((16,)), inp=RunInput(text=text))
     run = induction.run(RunInput(text=text), CPU, torch.float64)
     for layer, trace in enumerate(run.layers):
         w = trace.attn.weights[0]  # (H, S, S)
@@ -235,8 +237,8 @@ def test_given_text_scores_that_text_and_keeps_induction_on_the_probe(induction)
 
 
 def test_masks_without_text_apply_to_the_probe(induction):
-    causal = head_type_scores(induction, CPU, torch.float64, segment_len=10)
-    lifted = head_type_scores(induction, CPU, torch.float64, segment_len=10, inp=RunInput(masks=MaskSpec()))
+    causal = head_type_scores(induction, CPU, torch.float64, probe=ProbeSpec((10,)))
+    lifted = head_type_scores(induction, CPU, torch.float64, probe=ProbeSpec((10,)), inp=RunInput(masks=MaskSpec()))
     # lifting the causal mask on the probe moves some head's previous-token score by more than 0.01 (was: any change)
     assert any(
         abs(lift["previous_token"] - c["previous_token"]) > 0.01  # type: ignore[operator]
@@ -245,6 +247,19 @@ def test_masks_without_text_apply_to_the_probe(induction):
     )
     with pytest.raises(InputError) as err:
         head_type_scores(
-            induction, CPU, torch.float64, segment_len=10, inp=RunInput(masks=MaskSpec(padding=[True] * 3))
+            induction, CPU, torch.float64, probe=ProbeSpec((10,)), inp=RunInput(masks=MaskSpec(padding=[True] * 3))
         )
     assert err.value.field == "masks.padding"
+
+
+def test_a_lowest_over_lengths_score_is_compared_with_that_lengths_baseline() -> None:
+    model = RandomModel()
+    both = head_type_scores(model, CPU, torch.float64, probe=ProbeSpec((10, 20)), permutations=5, seed=1)
+    for row in both[0]:
+        by = cast(dict[str, float], row["induction_by_length"])
+        assert row["induction"] == min(by.values())
+        length = min(by, key=by.__getitem__)
+        one = head_type_scores(model, CPU, torch.float64, probe=ProbeSpec((int(length),)), permutations=5, seed=1)
+        alone = one[0][cast(int, row["head"])]
+        assert alone["induction"] == row["induction"]
+        assert cast(dict, row["baselines"])["induction"] == cast(dict, alone["baselines"])["induction"]

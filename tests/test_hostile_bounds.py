@@ -208,6 +208,39 @@ HOSTILE: list[tuple[str, str, dict[str, Any], dict[str, str], dict[str, Any], in
         ("in float32", "limit 100,000,000", "ATTNLAB_MAX_WORK_BYTES", "fewer or shorter texts"),
         BEFORE_RUN,
     ),
+    (
+        "heads-probe-total",  # six lengths that each fit, 2,430 positions together: six forward passes
+        "/api/heads",
+        {"model": "random", "probe": {"segment_lengths": [200, 201, 202, 203, 204, 205]}},
+        {},
+        {},
+        422,
+        "probe.segment_lengths",
+        ("2,430 positions", "limit 2,048", "ATTNLAB_MAX_PROBE_TOKENS"),
+        BEFORE_ALL,
+    ),
+    (
+        "heads-probe-length",  # a length that would draw 10^9 words
+        "/api/heads",
+        {"model": "random", "probe": {"segment_lengths": [17, 10**9]}},
+        {},
+        {},
+        422,
+        "probe.segment_lengths[1]",
+        ("limit of 512", "ATTNLAB_MAX_TOKENS", "at most 256"),
+        BEFORE_ALL,
+    ),
+    (
+        "heads-probe-repeats",  # 100 words six times
+        "/api/heads",
+        {"model": "random", "probe": {"segment_lengths": [24, 100], "repeats": 6}},
+        {},
+        {},
+        422,
+        "probe.segment_lengths[1]",
+        ("6 x 100 tokens", "ATTNLAB_MAX_TOKENS", "at most 85"),
+        BEFORE_ALL,
+    ),
 ]
 
 

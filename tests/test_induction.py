@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from engine.analysis.heads import head_type_scores
+from engine.analysis.heads import ProbeSpec, head_type_scores
 from engine.errors import InputError
 from engine.masks import MaskSpec
 from engine.models.base import RunInput
@@ -55,7 +55,7 @@ def test_engine_forward_equals_training_module_logits(model, trained, dtype, see
 
 
 def test_shipped_checkpoint_has_a_previous_token_head_and_an_induction_head(model):
-    table = head_type_scores(model, CPU, torch.float32, segment_len=30, seed=0)
+    table = head_type_scores(model, CPU, torch.float32, probe=ProbeSpec((30,), seed=0))
     layer0, layer1 = table
     prev0 = [row["previous_token"] for row in layer0]
     ind1 = [row["induction"] for row in layer1]

@@ -70,7 +70,8 @@ def best(rows: list[dict], key: str) -> dict:
 
 
 def test_the_card_states_the_probe_scores_the_api_measures(client: TestClient) -> None:
-    body = client.post("/api/heads", json={"model": "pycode", "seed": 0}).json()
+    # the card was measured on one probe of segment length 24, seed 0
+    body = client.post("/api/heads", json={"model": "pycode", "probe": {"segment_lengths": [24], "seed": 0}}).json()
     assert body["scored_on"] == "probe" and body["segment_len"] == 24
     prev, ind = best(body["heads"], "previous_token"), best(body["heads"], "induction")
     assert prev["previous_token"] == pytest.approx(CARD["heads"]["previous_token"]["score"], abs=1e-3)

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from engine.analysis.heads import DEFAULT_SEGMENT_LENGTHS
+
 MakeClient = Callable[..., AbstractContextManager[TestClient]]
 
 
@@ -68,12 +70,13 @@ def test_one_page_action_runs_the_model_on_its_input_once(trained: TestClient) -
         assert trained.post("/api/heads/top", json={**body, "query": 8, "key": 2}).status_code == 200
         assert trained.post("/api/heads", json=body).status_code == 200
 
+    probes = len(DEFAULT_SEGMENT_LENGTHS)
     action(BODY["text"])
-    assert runs[0] == 2  # the input once, and the induction probe once (the same for every input)
+    assert runs[0] == 1 + probes  # the input once, and each induction probe once (the same for every input)
     action("moon star tree moon star tree moon star tree")
-    assert runs[0] == 3  # the new input once; the probe is kept
+    assert runs[0] == 2 + probes  # the new input once; the probes are kept
     action(BODY["text"])
-    assert runs[0] == 3  # back to the first input: nothing to run
+    assert runs[0] == 2 + probes  # back to the first input: nothing to run
 
 
 def test_interventions_are_not_kept(trained: TestClient) -> None:

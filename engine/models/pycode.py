@@ -22,7 +22,7 @@ HAS_KIND = 0.4  # a head "is" of a kind from this score on (the head-types panel
 KINDS = (  # card key, words, what it was measured on
     ("bracket_match", "bracket-matching", "the default text"),
     ("previous_token_on_default_text", "previous-token", "the default text"),
-    ("induction", "induction", "the seeded probe of /api/heads"),
+    ("induction", "induction", "the seeded probe of segment length 24"),
 )
 
 

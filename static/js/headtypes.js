@@ -5,6 +5,7 @@
 import { node } from "./dom.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
+import { bindProbeFields, byLengthText, probeSentence, renderProbeFields } from "./probe.js";
 
 export const COLUMNS = [
   {
@@ -12,13 +13,13 @@ export const COLUMNS = [
     help: "mean weight a query puts on the position just before it (1 = always the previous token)",
   },
   {
-    key: "duplicate_token", label: "Duplicate-token", short: "dup", max: 1,
-    help: "mean weight a repeated token puts on its earlier copies",
+    key: "duplicate_token", label: "Duplicate-token", short: "dup", max: 1, byLength: "duplicate_by_length",
+    help: "mean weight a repeated token puts on its earlier copies (on the probes: the lowest over their lengths)",
   },
   {
-    key: "induction", label: "Induction", short: "ind", max: 1,
+    key: "induction", label: "Induction", short: "ind", max: 1, byLength: "induction_by_length",
     help: "on L random tokens followed by the same L again: mean weight from each token of the second copy to " +
-      "the token that followed its first occurrence (Olsson et al. 2022)",
+      "the token that followed its first occurrence (Olsson et al. 2022); the lowest over the probe's lengths L",
   },
   {
     key: "bracket_match", label: "Bracket match", short: "brk", max: 1,
@@ -150,10 +151,10 @@ export function measuredOn(result, seqLen) {
   const where =
     result.scored_on === "input"
       ? `Previous-token, duplicate-token, distance and entropy are measured on your text (${seqLen} tokens, with your masks).`
-      : "Every score is measured on the probe below.";
-  const ind = probe
-    ? ` Induction is measured on a probe: ${L} random tokens from the model's vocabulary, then the same ${L} again (seed ${result.seed}).`
-    : " Induction needs a vocabulary to draw a repeated sequence from; this model has none, so it has no induction score.";
+      : (result.probe?.segment_lengths.length ?? 1) > 1
+        ? "Previous-token, distance and entropy are measured on the first probe (below), duplicate-token and induction on every probe."
+        : "Every score is measured on the probe below.";
+  const ind = probeSentence(result, probe, L);
   return where + ind;
 }
 
@@ -239,6 +240,11 @@ export function renderHeadTypes(table, view, on) {
         td.append(bar);
       }
       td.append(node("span", { className: "ht-val" }, formatScore(v, c.key)));
+      const lengths = c.byLength ? byLengthText(r[c.byLength]) : "";
+      if (lengths) {
+        td.title = lengths;
+        td.dataset.byLength = JSON.stringify(r[c.byLength]);
+      }
       const b = r.baselines?.[c.key];
       if (b) {
         const above = node("span", { className: "ht-above" }, aboveText(b, c.key));
@@ -287,6 +293,8 @@ export function renderBest(root, rows, multiLayer, onOpen) {
       const where = multiLayer ? headLabel(best) : `H${best.head}`;
       b.append(node("span", { className: "ht-kind" }, name), node("span", { className: "ht-which" }, `${where} · ${formatScore(best[kind], kind)}`));
       b.setAttribute("aria-label", `Open the best ${name} head, ${where}, score ${formatScore(best[kind], kind)}`);
+      const lengths = col.byLength ? byLengthText(best[col.byLength]) : "";
+      if (lengths) b.title = `${where}, ${lengths}`;
       b.addEventListener("click", () => onOpen(best.layer, best.head));
     } else {
       b.append(node("span", { className: "ht-kind" }, name), node("span", { className: "ht-which" }, "no score"));
@@ -319,7 +327,7 @@ export function headTypesFilter(ui) {
 }
 
 export function deps(s) {
-  return [s.panels.headTypes, s.ui.hsort, s.ui.hdir, s.ui.hfind, s.ui.hscore, s.ui.hmin, s.ui.focus, s.run.result];
+  return [s.panels.headTypes, s.ui.hsort, s.ui.hdir, s.ui.hfind, s.ui.hscore, s.ui.hmin, s.ui.hlens, s.ui.hseed, s.ui.focus, s.run.result];
 }
 
 export function render(root, s, dispatch) {
@@ -360,6 +368,7 @@ export function render(root, s, dispatch) {
   $("headtypes-measured").textContent =
     result && s.run.result ? measuredOn(result, s.run.result.tokens.length) + ablationLine(result) + baselineLine(result) : "";
   $("ht-ablate").checked = !!s.ui.hablate;
+  renderProbeFields($("ht-lengths"), $("ht-seed"), s.ui);
   $("ht-baseline").checked = !!s.ui.hbase;
   const probe = $("headtypes-probe");
   probe.hidden = !(result && result.probe_tokens);
@@ -377,6 +386,7 @@ export function bind(root, store) {
   $("ht-ablate").addEventListener("change", (e) => dispatch(act.headFilterSet({ hablate: e.target.checked })));
   $("ht-baseline").addEventListener("change", (e) => dispatch(act.headFilterSet({ hbase: e.target.checked })));
   $("ht-score").addEventListener("change", (e) => dispatch(act.headFilterSet({ hscore: e.target.value })));
+  bindProbeFields($("ht-lengths"), $("ht-seed"), dispatch);
   $("ht-min").addEventListener("input", (e) => {
     const v = Number.parseFloat(e.target.value);
     if (Number.isFinite(v)) dispatch(act.headFilterSet({ hmin: v }));

@@ -23,6 +23,7 @@ import {
 } from "./requests.js";
 import { TOP_K } from "./tophead.js";
 import { headTypesInclude } from "./headtypes.js";
+import { probeRequest } from "./probe.js";
 import { act } from "./actions.js";
 import { slots } from "./registry.js";
 import { defaultPerturbPosition, modelInfo, perturbItem, perturbSide, singleOf } from "./selectors.js";
@@ -37,7 +38,7 @@ export const PANEL_SPECS = {
     fetch: fetchHeadTypes,
     request: (s) =>
       s.run.request
-        ? { ...headTypesRequest(singleOf(s)), ...headTypesInclude(s.ui) }
+        ? { ...headTypesRequest(singleOf(s)), ...headTypesInclude(s.ui), ...probeRequest(s.ui) }
         : null,
     keep: true, // the old table stays while the new one loads
   },

@@ -5,6 +5,7 @@ import { optionsOf } from "./capabilities.js";
 import { paddedFromFlags } from "./masks.js";
 import { registered } from "./registry.js";
 import { genText, parseGen } from "./decode.js";
+import { parseLengths } from "./probe.js";
 
 export const VIEWS = ["weights", "scores", "moved"];
 export const PALETTE_NAMES = ["viridis", "cividis"];
@@ -43,6 +44,8 @@ export function defaultState() {
     hmin: 0.5,
     hablate: false, // head types: each head's ablation effect measured too (one more forward per head)
     hbase: false, // head types: each score's shuffled baseline measured too (how far each head stands above chance)
+    hlens: [], // head types: the probe's segment lengths; [] = the server's default (several lengths)
+    hseed: 0, // head types: the probe's seed
     ablate: [], // [{layer, head, mode: "zero"|"mean"}]: heads knocked out in /api/intervene
     ablMode: "zero", // the mode a newly ablated head gets
     edits: [], // [{layer, head, query, key, weight}]: single attention weights set by hand
@@ -125,6 +128,8 @@ export function encodeState(s) {
   if (s.hscore) p.set("hmin", `${s.hscore}:${s.hmin}`);
   if (s.hablate) p.set("habl", "1");
   if (s.hbase) p.set("hbase", "1");
+  if (s.hlens.length) p.set("hlens", s.hlens.join(","));
+  if (s.hseed) p.set("hseed", String(s.hseed));
   if (s.ablate?.length) p.set("abl", s.ablate.map((a) => `${a.layer}.${a.head}.${a.mode}`).join(","));
   if (s.edits?.length) p.set("edit", s.edits.map((e) => `${e.layer}.${e.head}.${e.query}.${e.key}@${e.weight}`).join(","));
   if (s.pin) p.set("pin", JSON.stringify(s.pin));
@@ -306,6 +311,8 @@ export function decodeState(search, optionsOf = () => ({})) {
   }
   s.hablate = p.get("habl") === "1";
   s.hbase = p.get("hbase") === "1";
+  s.hlens = parseLengths(p.get("hlens") || "") || [];
+  s.hseed = Math.max(0, int(p.get("hseed")) ?? 0);
   s.ablate = parseAblations(p.get("abl"));
   s.edits = parseEdits(p.get("edit"));
   s.pin = p.has("pin") ? parsePin(p.get("pin")) : null;

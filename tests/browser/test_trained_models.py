@@ -4,6 +4,8 @@ induction example."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -291,3 +293,33 @@ def test_a_bare_link_opens_with_the_models_default_masks(open_trained: Open, pag
     page = open_trained("?m=induction&t=dog+cat+dog+cat&causal=0")
     expect(page.get_by_test_id("mask-causal")).not_to_be_checked()
     assert page_log.attention_requests()[-1]["masks"]["causal"] is False
+
+
+def test_the_head_types_probe_is_chosen_on_the_page_and_each_length_is_shown(open_trained: Open) -> None:
+    page = open_trained("?m=induction&t=dog+cat+dog+cat")
+    l1h3 = page.locator("[data-testid=head-type-row][data-layer='1'][data-head='3'] td[data-col=induction]")
+    expect(l1h3).to_have_attribute("title", re.compile(r"^by segment length: 17 0\.\d{3} · 24 0\.\d{3} · 31 0\.\d{3}"))
+    by_length = json.loads(l1h3.get_attribute("data-by-length") or "{}")
+    assert float(l1h3.get_attribute("data-value") or 0) == min(by_length.values())
+    expect(page.locator("#headtypes-measured")).to_contain_text("3 probes, one per segment length L (17, 24, 31)")
+    best = page.locator("#headtypes-best button[data-best=induction]")
+    expect(best).to_contain_text(f"L1 H3 · {min(by_length.values()):.3f}")  # the best by the lowest
+    # one length and another seed: the request carries them, and the table shows that probe's scores
+    page.get_by_test_id("ht-seed").fill("4")
+    with page.expect_response(lambda r: r.url.endswith("/api/heads") and r.request.method == "POST") as resp:
+        page.get_by_test_id("ht-seed").press("Enter")
+    assert resp.value.request.post_data_json["probe"] == {"seed": 4}
+    page.get_by_test_id("ht-lengths").fill("20")
+    with page.expect_response(lambda r: r.url.endswith("/api/heads") and r.request.method == "POST") as resp:
+        page.get_by_test_id("ht-lengths").press("Enter")
+    assert resp.value.request.post_data_json["probe"] == {"segment_lengths": [20], "seed": 4}
+    body = resp.value.json()
+    assert body["probe"] == {"segment_lengths": [20], "repeats": 2, "seed": 4}
+    got = next(r for r in body["heads"] if (r["layer"], r["head"]) == (1, 3))
+    assert got["induction"] != min(by_length.values())
+    expect(l1h3.locator(".ht-val")).to_have_text(f"{got['induction']:.3f}")
+    expect(l1h3).to_have_attribute("title", f"segment length 20 {got['induction']:.3f}")
+    assert "hlens=20" in page.url and "hseed=4" in page.url
+    page.reload()
+    expect(page.get_by_test_id("ht-lengths")).to_have_value("20")
+    expect(l1h3.locator(".ht-val")).to_have_text(f"{got['induction']:.3f}")
