@@ -64,6 +64,7 @@ def perturbation_verdicts(
     same for each text (`item`), at its own positions (its last real one for causal, its first padding one for
     padding), each as /api/perturb runs that item; `item` is None for one sequence."""
     m, s = run.masks, len(run.tokens)
+    base = run if run.source_tokens is None else None  # the run as given is each perturbation's unchanged run
     items = [None] if run.batch_padding is None else list(range(len(run.batch_padding)))
     out = []
     for item in items:
@@ -79,9 +80,8 @@ def perturbation_verdicts(
         results = {}
         for mask, p in positions.items():
             if p not in results:  # one run answers every mask whose claim it tests
-                results[p] = perturb(
-                    model, inp, enc, p, Change("direction"), device, dtype, bug=run.interventions.bug, item=item
-                )
+                bug = run.interventions.bug
+                results[p] = perturb(model, inp, enc, p, Change("direction"), device, dtype, bug, item=item, base=base)
             result = results[p]
             check = next(c for c in result.checks if c.name == mask)
             out.append(
