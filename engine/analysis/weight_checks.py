@@ -93,11 +93,9 @@ def repeated_rows(layers: Sequence[Tensor], real: Tensor | None = None, *, batch
         counted = w.ne(0).any(dim=-1)  # (B, H, S): rows that hold weight
         if real is not None:
             counted &= real[:, None, :].to(counted.device)
-        # a fingerprint per row (two seeded random projections in float64), sorted: identical rows end up side by
-        # side; uncounted rows get NaN, which equals nothing
-        gen = torch.Generator(device="cpu").manual_seed(0)
-        probe = torch.randn(s_k, 2, generator=gen, dtype=torch.float64).to(w.device)
-        prints = (w.to(torch.float64) @ probe).masked_fill(~counted[..., None], float("nan"))  # (B, H, S, 2)
+        # a fingerprint per row, sorted: identical rows end up side by side; uncounted rows get NaN, which equals
+        # nothing
+        prints = fingerprints(w).masked_fill(~counted[..., None], float("nan"))  # (B, H, S, 2)
         order = torch.argsort(prints[..., 0], dim=-1, stable=True)  # (B, H, S)
         ordered = torch.gather(prints, 2, order[..., None].expand(-1, -1, -1, 2))
         bi, hi, i = (ordered[:, :, 1:] == ordered[:, :, :-1]).all(dim=-1).nonzero().unbind(dim=-1)
@@ -111,6 +109,21 @@ def repeated_rows(layers: Sequence[Tensor], real: Tensor | None = None, *, batch
             if len(examples) < REPEATED_EXAMPLES:
                 examples.append({"layer": layer, "head": h, "item": b if batch else None, "queries": sorted([x, y])})
     return {"count": count, "heads": heads, "examples": examples}
+
+
+def fingerprints(w: Tensor, rows: int = 4096) -> Tensor:
+    """(..., S_k) -> (..., 2): each row's sums against two seeded random vectors, in float64, `rows` rows at a time
+    (never a float64 copy of the whole layer). An elementwise product summed along the row, not a matrix product:
+    every row is reduced by the same code in the same order, so identical rows get identical fingerprints."""
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    probe = torch.randn(2, w.shape[-1], generator=gen, dtype=torch.float64).to(w.device)
+    flat = w.reshape(-1, w.shape[-1])
+    out = torch.empty(flat.shape[0], 2, dtype=torch.float64, device=w.device)
+    for c in _chunks(flat.shape[0], rows):
+        part = flat[c].to(torch.float64)
+        for j in range(2):
+            out[c, j] = (part * probe[j]).sum(dim=-1)
+    return out.reshape(*w.shape[:-1], 2)
 
 
 def _chunks(n: int, size: int = 4096) -> list[slice]:
