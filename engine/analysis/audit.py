@@ -120,7 +120,8 @@ def head_shapes(w: AttentionWeights, scale: bool, factor: float) -> tuple[list[d
 def audit(
     model: AttentionModel, inp: RunInput, enc: Encoded, run: ModelRun, device: torch.device, dtype: torch.dtype
 ) -> dict[str, Any]:
-    """One record for `run` (a plain run of `inp`, without interventions)."""
+    """One record for `run`: the run of `inp` as given, with no intervention but its classic bug, if any (it is
+    also the unchanged run of every perturbation)."""
     w = run.layers[0].weights
     _, measured = measure(lambda: model.run(inp, device, dtype, encoded=enc), device)
     eligible = run.eligible if run.eligible.dim() == 2 else run.eligible[0]
