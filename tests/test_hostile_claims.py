@@ -99,6 +99,12 @@ def _audit_runs_the_bug(r: dict[str, Any]) -> None:
     assert p[0]["mask"] == "causal" and p[0]["holds"] is False and p[0]["verdict"].startswith("Leak"), p
 
 
+def _batch_audit_per_text(r: dict[str, Any]) -> None:
+    a = r["audit"]
+    assert a["masks"]["padding"] == [[True] * 10, [True] * 4 + [False] * 6]  # [CLS] 8 [SEP] and [CLS] 2 [SEP]
+    assert [(p["item"], p["mask"], p["holds"]) for p in a["perturbation"]] == [(1, "padding", True)], a["perturbation"]
+
+
 def _shift_is_inconclusive_on_pre_ln(r: dict[str, Any]) -> None:
     assert r["reach"] < r["reach_threshold"], r
     assert r["checks"][0]["holds"] is None and r["verdict"].startswith("Inconclusive"), r["verdict"]
@@ -139,6 +145,12 @@ ANSWERS: list[tuple[str, str, dict[str, Any], Callable[[dict[str, Any]], None]]]
         "/api/perturb",
         {**IND, "position": 3, "change": {"kind": "shift", "amount": 1.0}},
         _shift_is_inconclusive_on_pre_ln,
+    ),
+    (
+        "audit of a padded batch: each text's padding and verdicts",
+        "/api/attention",
+        {"model": "minilm", "texts": ["a b c d e f g h", "x y"]},
+        _batch_audit_per_text,
     ),
 ]
 

@@ -8,6 +8,12 @@ d_head, not taken from the engine), and, when masks are on, the perturbation ver
 /api/perturb runs by default (a seeded random direction of norm 1), through the same code, `demo_bug` included, so
 a bug that lets a later token reach an earlier row fails the audit's causal check as it fails the page's.
 Throughput counts real tokens only: a padded batch's padding positions are computed but not counted.
+
+Read off the weights themselves (engine/analysis/weight_checks.py): `softmax_axis`, the axis the weights sum to 1
+along, measured beside the declared one, and `repeated_rows`, identical weight rows within a head. Heads of unequal
+widths (`head_widths`) get their own projection shapes and scale factors (`projections.per_head`,
+`scale.per_head`). A batch reports every text's padding mask (`masks.padding`, one list per text) and the
+perturbation verdicts per text (`item`), each run as /api/perturb runs that item.
 """
 
 from __future__ import annotations
@@ -19,21 +25,29 @@ import torch
 import torch.nn.functional as F
 
 from engine.analysis.perturb import Change, perturb
-from engine.attention import expand_groups
+from engine.analysis.weight_checks import repeated_rows, softmax_axis
+from engine.attention import AttentionWeights, expand_groups, scale_factor
 from engine.measure import measure
 from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput
 from engine.stats import head_stats
 
 
 def sdpa_max_diff(run: ModelRun, scale: bool) -> float:
-    """Largest |engine contexts - SDPA contexts| over every layer, head and query row that has a key."""
+    """Largest |engine contexts - SDPA contexts| over every layer, head and query row that has a key; heads of
+    unequal widths each with their own 1 / sqrt(d_k^h), the padded columns adding nothing to Q K^T."""
     worst = 0.0
     for t in run.layers:
         a, w = t.attn, t.weights
         k, v = expand_groups(a.k, w.n_heads), expand_groups(a.v, w.n_heads)
         mask = a.eligible if a.eligible.dim() == 2 else a.eligible[:, None]
-        factor = 1.0 / math.sqrt(w.d_head) if scale else 1.0
-        ref = F.scaled_dot_product_attention(a.q.double(), k.double(), v.double(), attn_mask=mask, scale=factor)
+        q = a.q.double()
+        if w.head_widths is not None:  # each head its own 1 / sqrt(d_k^h), put on its queries
+            own = [1.0 / math.sqrt(d) if scale else 1.0 for d in w.head_widths]  # recomputed, not the engine's
+            q = q * torch.tensor(own, dtype=q.dtype, device=q.device)[:, None, None]
+            factor = 1.0
+        else:
+            factor = 1.0 / math.sqrt(w.d_head) if scale else 1.0
+        ref = F.scaled_dot_product_attention(q, k.double(), v.double(), attn_mask=mask, scale=factor)
         live = a.eligible.any(dim=-1)  # (S,) or (B, S)
         live = live[None, None] if live.dim() == 1 else live[:, None]
         if bool(live.any()):
@@ -46,36 +60,68 @@ def perturbation_verdicts(
     model: AttentionModel, inp: RunInput, enc: Encoded, run: ModelRun, device: torch.device, dtype: torch.dtype
 ) -> list[dict[str, Any]]:
     """For each mask in force, one perturbation at a position that puts something under its claim, with the run's
-    own classic bug (if any) in both runs, as /api/perturb runs it. `holds` is None when inconclusive."""
+    own classic bug (if any) in both runs, as /api/perturb runs it. `holds` is None when inconclusive. A batch: the
+    same for each text (`item`), at its own positions (its last real one for causal, its first padding one for
+    padding), each as /api/perturb runs that item; `item` is None for one sequence."""
     m, s = run.masks, len(run.tokens)
-    positions: dict[str, int] = {}
-    if m.causal and s > 1:
-        positions["causal"] = s - 1
-    if m.window is not None:
-        positions["window"] = s // 2
-    if m.padding is not None and not all(m.padding):
-        positions["padding"] = list(m.padding).index(False)
+    base = run if run.source_tokens is None else None  # the run as given is each perturbation's unchanged run
+    items = [None] if run.batch_padding is None else list(range(len(run.batch_padding)))
     out = []
-    for mask, p in positions.items():
-        result = perturb(model, inp, enc, p, Change("direction"), device, dtype, bug=run.interventions.bug)
-        check = next(c for c in result.checks if c.name == mask)
-        out.append(
-            {
-                "mask": mask,
-                "position": p,
-                "holds": check.holds,
-                "max_delta": check.max_delta,
-                "reach": result.reach,
-                "verdict": result.verdict,
-            }
-        )
+    for item in items:
+        padding = m.padding if item is None or run.batch_padding is None else run.batch_padding[item]
+        real = s if padding is None else sum(padding)
+        positions: dict[str, int] = {}
+        if m.causal and real > 1:
+            positions["causal"] = real - 1 if item is not None else s - 1
+        if m.window is not None:
+            positions["window"] = real // 2 if item is not None else s // 2
+        if padding is not None and not all(padding):
+            positions["padding"] = list(padding).index(False)
+        results = {}
+        for mask, p in positions.items():
+            if p not in results:  # one run answers every mask whose claim it tests
+                bug = run.interventions.bug
+                results[p] = perturb(model, inp, enc, p, Change("direction"), device, dtype, bug, item=item, base=base)
+            result = results[p]
+            check = next(c for c in result.checks if c.name == mask)
+            out.append(
+                {
+                    "mask": mask,
+                    "item": item,
+                    "position": p,
+                    "holds": check.holds,
+                    "max_delta": check.max_delta,
+                    "reach": result.reach,
+                    "verdict": result.verdict,
+                }
+            )
     return out
+
+
+def head_shapes(w: AttentionWeights, scale: bool, factor: float) -> tuple[list[dict[str, Any]], list[float]]:
+    """Each head's own projection shapes ([rows, columns] of the part of W_Q, W_K, W_V, W_O it reads) and its score
+    factor: 1 / sqrt(its own d_k) for heads of unequal widths, else the layer's `factor` for every head."""
+    widths = w.head_widths or (w.d_head,) * w.n_heads
+    values = w.value_widths or (w.d_v,) * w.n_heads
+    shapes = [
+        {
+            "head": h,
+            "W_Q": [w.d_model, widths[h]],
+            "W_K": [w.d_model, widths[h]],
+            "W_V": [w.d_model, values[h]],
+            "W_O": None if w.W_O is None else [values[h], w.d_out],
+        }
+        for h in range(w.n_heads)
+    ]
+    factors = [scale_factor(d, scale) for d in widths] if w.head_widths is not None else [factor] * w.n_heads
+    return shapes, factors
 
 
 def audit(
     model: AttentionModel, inp: RunInput, enc: Encoded, run: ModelRun, device: torch.device, dtype: torch.dtype
 ) -> dict[str, Any]:
-    """One record for `run` (a plain run of `inp`, without interventions)."""
+    """One record for `run`: the run of `inp` as given, with no intervention but its classic bug, if any (it is
+    also the unchanged run of every perturbation)."""
     w = run.layers[0].weights
     _, measured = measure(lambda: model.run(inp, device, dtype, encoded=enc), device)
     eligible = run.eligible if run.eligible.dim() == 2 else run.eligible[0]
@@ -98,22 +144,37 @@ def audit(
         if run.batch_padding is not None
         else (sum(run.masks.padding) if run.masks.padding is not None else len(run.tokens))
     )
+    per_head, factors = head_shapes(w, inp.scale, run.layers[0].attn.scale_factor)
+    equal_heads = w.head_widths is None
+    masks = run.masks.to_dict()
+    if run.batch_padding is not None:  # each text's own padding mask
+        masks["padding"] = [list(r) for r in run.batch_padding]
+    real = None if run.batch_padding is None else torch.tensor(run.batch_padding, dtype=torch.bool)
+    if real is None and run.masks.padding is not None and run.source_tokens is None:
+        real = torch.tensor([run.masks.padding], dtype=torch.bool)
+    weights = [t.attn.weights for t in run.layers]
     return {
         "d_model": w.d_model,
         "heads": w.n_heads,
         "kv_heads": w.n_kv_heads,
-        "d_k": w.d_head,
-        "d_v": w.d_v,
+        "d_k": w.d_head if equal_heads else None,
+        "d_v": w.d_v if equal_heads else None,
         "layers": len(run.layers),
         "projections": {
-            "W_Q": [w.d_model, w.n_heads * w.d_head],
-            "W_K": [w.d_model, w.n_kv_heads * w.d_head],
-            "W_V": [w.d_model, w.n_kv_heads * w.d_v],
-            "W_O": None if w.W_O is None else [w.n_heads * w.d_v, w.d_out],
+            "W_Q": [w.d_model, sum(p["W_Q"][1] for p in per_head)],
+            "W_K": [w.d_model, w.n_kv_heads * w.d_head if equal_heads else sum(p["W_K"][1] for p in per_head)],
+            "W_V": [w.d_model, w.n_kv_heads * w.d_v if equal_heads else sum(p["W_V"][1] for p in per_head)],
+            "W_O": None if w.W_O is None else [sum(p["W_V"][1] for p in per_head), w.d_out],
+            "per_head": per_head,
         },
-        "scale": {"on": inp.scale, "factor": run.layers[0].attn.scale_factor},
-        "softmax_axis": "keys: the last axis, so each query row sums to 1",
-        "masks": run.masks.to_dict(),
+        "scale": {
+            "on": inp.scale,
+            "factor": factors[0] if len(set(factors)) == 1 else None,
+            "per_head": factors,
+        },
+        "softmax_axis": softmax_axis(weights),
+        "repeated_rows": repeated_rows(weights, real, batch=run.batch_padding is not None),
+        "masks": masks,
         "all_masked": inp.all_masked,
         "dropout": 0.0,
         "dtype": str(dtype).removeprefix("torch."),
@@ -133,5 +194,5 @@ def audit(
         "throughput": "tokens_per_s counts real tokens (valid_tokens) per second of the measured forward pass; "
         "padding positions are computed but not counted",
         "sdpa_max_diff": sdpa_max_diff(run, inp.scale),
-        "perturbation": perturbation_verdicts(model, inp, enc, run, device, dtype) if run.batch_tokens is None else [],
+        "perturbation": perturbation_verdicts(model, inp, enc, run, device, dtype),
     }

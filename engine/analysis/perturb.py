@@ -156,10 +156,12 @@ def perturb(
     *,
     item: int | None = None,
     side: Literal["query", "source"] = "query",
+    base: ModelRun | None = None,
 ) -> PerturbResult:
     """Run the input as given and with `change` at `position` (both with `bug`, if any); report what moved and
     which mask claims hold. A batch (`item`: the item changed) or a source (`side`: which sequence `position` is
-    in) also test their own boundaries (engine/analysis/perturb_batch.py)."""
+    in) also test their own boundaries (engine/analysis/perturb_batch.py). `base`: the run as given (with `bug`),
+    where the caller has it already (one sequence or a batch), so it is not computed again."""
     if enc.batch is not None or enc.source is not None:
         from engine.analysis.perturb_batch import perturb_batch  # they build on this module
         from engine.analysis.perturb_source import perturb_source
@@ -170,7 +172,7 @@ def perturb(
             return perturb_source(model, inp, enc, position, change, device, dtype, bug, side=side)
         if side != "query":
             raise InputError("side", "side source perturbs a cross-attention source position: give source")
-        return perturb_batch(model, inp, enc, position, change, device, dtype, bug, item=item)
+        return perturb_batch(model, inp, enc, position, change, device, dtype, bug, item=item, base=base)
     if item is not None:
         raise InputError("item", "item names a batch item: give texts")
     if side != "query":
@@ -178,7 +180,8 @@ def perturb(
     s = len(enc.tokens)
     if not 0 <= position < s:
         raise InputError("position", f"got position {position}: the sequence has {s} positions, 0..{s - 1}")
-    base = model.run(inp, device, dtype, interventions=Interventions(bug=bug), encoded=enc)
+    if base is None:
+        base = model.run(inp, device, dtype, interventions=Interventions(bug=bug), encoded=enc)
     after = perturbed_run(model, inp, enc, position, change, device, dtype, bug)
     deltas = layer_deltas(base, after)
     final = final_delta(base, after)

@@ -57,16 +57,18 @@ def perturb_batch(
     bug: ClassicBug | None = None,
     *,
     item: int | None = None,
+    base: ModelRun | None = None,
 ) -> PerturbResult:
     """The batch as given and with `change` at `position` of item `item` (default 0), both with `bug`: item i's
-    mask checks, the batch check and padding invariance."""
+    mask checks, the batch check and padding invariance. `base`: the batch as given, where the caller has it."""
     assert enc.batch_tokens is not None and enc.real is not None
     i, b, s = 0 if item is None else item, len(enc.batch_tokens), len(enc.tokens)
     if not 0 <= i < b:
         raise InputError("item", f"got item {i}: the batch has {b} texts, items 0..{b - 1}")
     if not 0 <= position < s:
         raise InputError("position", f"got position {position}: the batch is padded to {s} positions, 0..{s - 1}")
-    base = model.run(inp, device, dtype, interventions=Interventions(bug=bug), encoded=enc)
+    if base is None:
+        base = model.run(inp, device, dtype, interventions=Interventions(bug=bug), encoded=enc)
     if change.kind == "token":
         assert change.token is not None
         swapped = swap_item_token(model, inp, enc, i, position, change.token)

@@ -12,6 +12,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from engine.interventions import ClassicBug
 from engine.models.declare import able, reading
+from server.schemas.audit import AuditRecord
 from server.schemas.ints import INT64_MAX, Count, Index, Int64
 
 Include = Literal[
@@ -363,7 +364,7 @@ class AttentionResult(BaseModel):
     source_tokens: list[str] | None = None
     demo_bug: BugOut | None = None
     sinks: SinksOut | None = Field(None, description="with `sinks`: the key positions hidden from `weights`")
-    audit: dict[str, Any] | None = None
+    audit: AuditRecord | None = Field(None, description="with include audit: the chapter's audit record")
     final: Matrices | None = Field(
         None,
         description="with include final: logits (S x V) for a model that predicts tokens, else the last layer's "

@@ -24,8 +24,8 @@ export function auditFilename(model) {
 
 const sci = (v) => (v === 0 ? "0" : Math.abs(v) < 1e-3 || Math.abs(v) >= 1e5 ? v.toExponential(2) : v.toFixed(4));
 
-// The headline lines: [{key, text, ok?, note?}]; ok true/false for a check, undefined for a fact; note: a line
-// that explains the one above it.
+// The headline lines: [{key, text, ok?, note?, flag?}]; ok true/false for a check, undefined for a fact; note: a
+// line that explains the one above it; flag: a fact to look at.
 export function auditLines(a) {
   const lines = [
     {
@@ -45,13 +45,45 @@ export function auditLines(a) {
         "cost panel's “Measure here” measures one attention layer alone, on random weights of this shape, so its peak is smaller",
       note: true,
     },
-    { key: "shape", text: `d_model ${a.d_model}, ${a.heads} heads on ${a.kv_heads} K/V groups, d_k ${a.d_k}, d_v ${a.d_v}, ${a.layers} layer${a.layers === 1 ? "" : "s"}; ${a.valid_tokens} of ${a.seq_len * a.batch} positions real` },
-    { key: "scale", text: `scale ${a.scale.on ? `on: × ${a.scale.factor.toFixed(4)} (1/√d_k)` : "off"}; softmax over ${a.softmax_axis}` },
+    { key: "shape", text: `d_model ${a.d_model}, ${a.heads} heads on ${a.kv_heads} K/V groups, ${headWidths(a)}, ${a.layers} layer${a.layers === 1 ? "" : "s"}; ${a.valid_tokens} of ${a.seq_len * a.batch} positions real` },
+    { key: "scale", text: `scale ${!a.scale.on ? "off" : a.scale.factor !== null ? `on: × ${a.scale.factor.toFixed(4)} (1/√d_k)` : `on, per head: × ${a.scale.per_head.map((f) => f.toFixed(4)).join(", ")} (1/√d_k of each)`}` },
+    softmaxLine(a.softmax_axis),
+    repeatedLine(a.repeated_rows),
   ];
   for (const p of a.perturbation || []) {
-    lines.push({ key: `perturbation.${p.mask}`, text: `${p.mask}: ${p.verdict}`, ok: p.holds });
+    const item = p.item === null || p.item === undefined ? "" : `text ${p.item} `;
+    lines.push({ key: item ? `perturbation.${p.item}.${p.mask}` : `perturbation.${p.mask}`, text: `${item}${p.mask}: ${p.verdict}`, ok: p.holds });
   }
   return lines;
+}
+
+function headWidths(a) {
+  if (a.d_k !== null) return `d_k ${a.d_k}, d_v ${a.d_v}`;
+  const heads = a.projections.per_head;
+  return `d_k per head ${heads.map((h) => h.W_Q[1]).join(", ")}, d_v ${heads.map((h) => h.W_V[1]).join(", ")}`;
+}
+
+// The softmax axis measured on the run's weights beside the one the engine declares: a check.
+export function softmaxLine(axis) {
+  const sums = `rows off by at most ${axis.row_sum_error === null ? "—" : sci(axis.row_sum_error)}, columns by ${axis.column_sum_error === null ? "—" : sci(axis.column_sum_error)}`;
+  const ok = axis.measured === axis.declared;
+  const text = ok
+    ? `softmax over ${axis.measured}, measured: ${sums}`
+    : `softmax measured over ${axis.measured === "neither" ? "neither axis" : axis.measured}, declared over ${axis.declared}: ${sums}`;
+  return { key: "softmax_axis", text, ok };
+}
+
+// Identical weight rows within a head: a flag to look at (identical tokens, one key taking all the weight, or a bug),
+// not a failure.
+export function repeatedLine(rows) {
+  if (rows.count === 0) return { key: "repeated_rows", text: "no two queries of a head have identical weight rows" };
+  const shown = rows.examples.slice(0, 3).map((e) => `layer ${e.layer} head ${e.head}${e.item === null ? "" : ` text ${e.item}`}: queries ${e.queries[0]} and ${e.queries[1]}`);
+  const more = rows.count > shown.length ? ", …" : "";
+  return {
+    key: "repeated_rows",
+    text: `flag: ${rows.count} repeated weight row${rows.count === 1 ? "" : "s"} in ${rows.heads} head${rows.heads === 1 ? "" : "s"} (${shown.join("; ")}${more})`,
+    flag: true,
+  };
 }
 
 // view: {audit, status, message, model}
@@ -74,7 +106,7 @@ export function renderAudit(el, view) {
   el.append(node("p", { className: "small" }, `Downloaded ${auditFilename(view.model)} (${Object.keys(a).length} fields). In short:`));
   const ul = node("ul", { className: "audit-lines" });
   for (const l of auditLines(a)) {
-    const li = node("li", { className: l.ok === true ? "holds" : l.ok === false ? "leak" : l.note ? "muted small" : "" }, `${l.ok === true ? "✓ " : l.ok === false ? "✗ " : ""}${l.text}`);
+    const li = node("li", { className: l.ok === true ? "holds" : l.ok === false ? "leak" : l.note ? "muted small" : l.flag ? "flag" : "" }, `${l.ok === true ? "✓ " : l.ok === false ? "✗ " : ""}${l.text}`);
     li.dataset.key = l.key;
     ul.append(li);
   }

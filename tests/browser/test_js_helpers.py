@@ -880,3 +880,43 @@ def test_limit_hint_names_the_setting_of_the_limit_hit(js: Callable[[str], Any])
     assert "ATTNLAB_MAX_TOKENS" in out["token"] and "TEXT_CHARS" not in out["token"]
     assert "ATTNLAB_MAX_TEXT_CHARS" in out["item"] and "ATTNLAB_MAX_TEXT_CHARS" in out["tok"]
     assert "ATTNLAB_MAX_TOKENS" in out["src"] and "ATTNLAB_MAX_RESULT_VALUES" in out["include"]
+
+
+def test_the_audit_lines_show_the_measured_axis_and_the_flags(js: Callable[[str], Any]) -> None:
+    """The audit panel's lines from real audits: the softmax axis as measured (a ✗ under softmax over queries),
+    repeated weight rows flagged, each head's scale where widths differ, and a verdict per text of a batch."""
+    out = js(
+        """
+        const Au = await mod('audit.js');
+        const audit = async (body) => (await (await fetch('/api/attention', {method: 'POST',
+          headers: {'content-type': 'application/json'},
+          body: JSON.stringify({...body, include: ['audit']})})).json()).audit;
+        const lines = (a) => Object.fromEntries(Au.auditLines(a).map((l) => [l.key, l]));
+        const rng = (n, m) =>
+          Array.from({length: n}, (_, i) => Array.from({length: m}, (_, j) => Math.sin(7 * i + 3 * j + 1)));
+        const unequal = await audit({x: rng(5, 6), weights: {w_q: rng(6, 6), w_k: rng(6, 6), w_v: rng(6, 6)}, heads: 2,
+                                     head_widths: [2, 4]});
+        const el = document.createElement('div');
+        Au.renderAudit(el, {audit: await audit({model: 'random', text: 'a b a b c'}), status: 'done', model: 'random'});
+        return {
+          right: lines(await audit({model: 'random', text: 'a b a b c', masks: {causal: true}})),
+          bug: lines(await audit({model: 'random', text: 'a b c d', masks: {causal: true},
+                                  demo_bug: 'softmax_over_queries'})),
+          repeats: lines(await audit({model: 'random', text: 'a b a b c'})),
+          unequal: lines(unequal),
+          batch: lines(await audit({model: 'random', texts: ['a b c', 'd'], masks: {causal: true}})),
+          flagged: el.querySelector('li.flag')?.dataset.key ?? null,
+        };
+        """
+    )
+    right, bug = out["right"]["softmax_axis"], out["bug"]["softmax_axis"]
+    assert right["ok"] is True and right["text"].startswith("softmax over keys, measured"), right
+    assert bug["ok"] is False and bug["text"].startswith("softmax measured over queries, declared over keys"), bug
+    assert "flag" not in out["right"]["repeated_rows"] and "no two queries" in out["right"]["repeated_rows"]["text"]
+    repeats = out["repeats"]["repeated_rows"]
+    assert repeats["flag"] is True and "queries 0 and 2" in repeats["text"], repeats
+    assert out["flagged"] == "repeated_rows"
+    assert "per head: × 0.7071, 0.5000" in out["unequal"]["scale"]["text"]
+    assert "d_k per head 2, 4" in out["unequal"]["shape"]["text"]
+    assert {"perturbation.0.causal", "perturbation.1.padding"} <= set(out["batch"]), list(out["batch"])
+    assert out["batch"]["perturbation.1.padding"]["text"].startswith("text 1 padding: ")
