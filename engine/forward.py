@@ -22,7 +22,7 @@ so resid_mid there is x plus the attention branch alone: the stream as it would 
 the model itself never passes on.
 
 Every intermediate has a name, TransformerLens's hook name with TransformerLens's meaning, without hooks
-registered on modules (global state that outlives a run): `ForwardResult.cache()`, the table in engine/hooks.py.
+registered on modules (global state that outlives a run): `engine.hooks.cache(result)`, the table in engine/hooks.py.
 """
 
 from __future__ import annotations
@@ -145,12 +145,6 @@ class ForwardResult:
         """The model's last output: logits when it predicts tokens, else the last layer's output."""
         return self.logits if self.logits is not None else self.layers[-1].resid_out
 
-    def cache(self) -> dict[str, Tensor]:
-        """Every intermediate by TransformerLens's hook name (engine/hooks.py)."""
-        from engine.hooks import cache  # hooks reads these classes
-
-        return cache(self)
-
 
 def block_forward(
     index: int,
@@ -179,7 +173,7 @@ def block_forward(
     )
     patch = interventions.patch
     if patch is not None and patch.hook == "attn_out":
-        out = replace(out, output=patch.apply("attn_out", index, out.output, patch.clean.layers[index].attn.output))
+        out = replace(out, output=patch.apply("attn_out", index, out.output))
     mid = x + out.output if block.residual else out.output
     m = block.ln_attn(mid) if block.ln_attn is not None else mid
     read = x if block.parallel else m
@@ -188,9 +182,7 @@ def block_forward(
     if block.mlp is not None:
         mlp_out = block.mlp(u)
         if patch is not None and patch.hook == "mlp_out":
-            clean_mlp = patch.clean.layers[index].mlp_out
-            assert clean_mlp is not None
-            mlp_out = patch.apply("mlp_out", index, mlp_out, clean_mlp)
+            mlp_out = patch.apply("mlp_out", index, mlp_out)
         post = m + mlp_out
     y = block.ln_mlp(post) if block.ln_mlp is not None else post
     return LayerTrace(
@@ -241,7 +233,7 @@ def forward(
         stop.check()  # whoever asked may have gone: stop between layers rather than finish the pass
         past = cache.layers[i] if cache is not None else None
         if interventions.patch is not None and interventions.patch.hook == "resid_pre":
-            x = interventions.patch.apply("resid_pre", i, x, interventions.patch.clean.layers[i].resid_in)
+            x = interventions.patch.apply("resid_pre", i, x)
         with timed(timings, f"layer_{i}", x.device):
             trace = block_forward(
                 i,

@@ -33,20 +33,18 @@ and attnlab's own, named without `hook_` since TransformerLens has no such hook:
 
 Most are the pass's own tensors (q, k, v, z as transposed views of them); hook_attn_scores and hook_result are
 worked out from them when the cache is read (TransformerLens too makes hook_result only when asked). `stored`
-lists what a pass holds, for whoever counts its bytes.
+lists what a pass holds, for whoever counts its bytes; `patch_source` is the part of the cache a patch reads.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor
 
-from engine.attention import AttentionOutput, AttentionWeights
-
-if TYPE_CHECKING:
-    from engine.forward import ForwardResult
+from engine.attention import AttentionOutput
+from engine.forward import ForwardResult
+from engine.interventions import PatchHook, hook_name
+from engine.weights import AttentionWeights
 
 
 def masked_scores(a: AttentionOutput) -> Tensor:
@@ -104,6 +102,25 @@ def cache(result: ForwardResult) -> dict[str, Tensor]:
             out[f"{p}.hook_normalized_resid_post"] = t.resid_out
     if result.logits is not None:
         out["logits"] = result.logits
+    return out
+
+
+def patch_source(result: ForwardResult, hook: PatchHook) -> dict[str, Tensor]:
+    """A clean pass's activations that a patch at `hook` reads, one per layer, by hook name: what
+    engine.interventions.Patches takes as `clean` (a layer without that activation, no MLP for mlp_out, has
+    none). The same tensors as `cache` holds under those names, without working out the rest."""
+    out = {}
+    for t in result.layers:
+        by_hook = {
+            "resid_pre": t.resid_in,
+            "attn_out": t.attn.output,
+            "mlp_out": t.mlp_out,
+            "z": t.attn.contexts.transpose(1, 2),
+            "pattern": t.attn.weights,
+        }
+        activation = by_hook[hook]
+        if activation is not None:
+            out[hook_name(hook, t.index)] = activation
     return out
 
 

@@ -22,17 +22,14 @@ causal map stays exactly triangular; the perturbation test finds the leak.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import torch
 from torch import Tensor
 
 from engine.errors import InputError
-
-if TYPE_CHECKING:
-    from engine.forward import ForwardResult
 
 AblationMode = Literal["zero", "mean"]
 ClassicBug = Literal["softmax_over_queries", "flipped_mask", "norm_over_sequence"]
@@ -75,18 +72,31 @@ class InputShift:
 
 
 PatchHook = Literal["resid_pre", "attn_out", "mlp_out", "z", "pattern"]
+PATCH_HOOK_NAMES: dict[PatchHook, str] = {  # each patchable activation's hook name (engine/hooks.py)
+    "resid_pre": "blocks.{layer}.hook_resid_pre",  # (B, S, D)
+    "attn_out": "blocks.{layer}.hook_attn_out",  # (B, S, d_out)
+    "mlp_out": "blocks.{layer}.hook_mlp_out",  # (B, S, D)
+    "z": "blocks.{layer}.attn.hook_z",  # (B, S, H, d_v)
+    "pattern": "blocks.{layer}.attn.hook_pattern",  # (B, H, S, S_k)
+}
+
+
+def hook_name(hook: PatchHook, layer: int) -> str:
+    """The hook name under which a patch source holds `hook`'s activation of `layer`."""
+    return PATCH_HOOK_NAMES[hook].format(layer=layer)
 
 
 @dataclass(frozen=True)
 class Patches:
     """Activation patching as data: batch item b takes the activations named by cells[b] from the clean run:
     (layer, position) pairs for resid_pre, attn_out and mlp_out, (layer, head) pairs for z and pattern; an empty
-    tuple leaves item b as it is. `clean` is the clean input's own pass (batch 1) through the same network
-    (engine/analysis/patch.py)."""
+    tuple leaves item b as it is. `clean` holds the clean input's own activations (batch 1, through the same
+    network) by hook name, as TransformerLens's patching reads `clean_cache[name]`: engine/hooks.py's
+    `patch_source` makes it from a pass (engine/analysis/patch.py)."""
 
     hook: PatchHook
     cells: tuple[tuple[tuple[int, int], ...], ...]
-    clean: ForwardResult
+    clean: Mapping[str, Tensor]
 
     def at(self, hook: PatchHook, layer: int) -> tuple[list[int], list[int]]:
         """(items, positions or heads) patched at this hook in this layer."""
@@ -95,11 +105,15 @@ class Patches:
         found = [(b, i) for b, item in enumerate(self.cells) for (at_layer, i) in item if at_layer == layer]
         return [b for b, _ in found], [i for _, i in found]
 
-    def apply(self, hook: PatchHook, layer: int, t: Tensor, clean: Tensor) -> Tensor:
-        """t (B, S, ...) for positions, (B, H, ...) for heads, with the patched items' slices from `clean` (1, ...)."""
+    def apply(self, hook: PatchHook, layer: int, t: Tensor) -> Tensor:
+        """t (B, S, ...) for positions, (B, H, ...) for heads, with the patched items' slices from the clean
+        activation (1, ...) of that hook and layer."""
         items, where = self.at(hook, layer)
         if not items:
             return t
+        clean = self.clean[hook_name(hook, layer)]
+        if hook == "z":
+            clean = clean.transpose(1, 2)  # hook_z (1, S, H, d_v) -> the contexts' (1, H, S, d_v)
         out = t.clone()
         out[items, where] = clean[0, where].to(out.dtype)
         return out

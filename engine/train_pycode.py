@@ -53,7 +53,8 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from torch import Tensor
 
-from engine.train_pycode_eval import DEFAULT_TEXT, EOT, held_out_loss, measure_heads, measure_reference
+from engine.models.pycode import DEFAULT_TEXT
+from engine.train_pycode_eval import EOT, held_out_loss, measure_heads, measure_reference
 
 VOCAB_SIZE = 2048
 MAX_FILE_BYTES = 300_000

@@ -10,20 +10,10 @@ import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 
+from engine.models.pycode import DEFAULT_TEXT  # measured on as served
+
 EOT = "<|endoftext|>"
 PROBE_LEN = 24  # the one segment length the card's probe scores are measured on
-
-# pycode's default text (engine/models/pycode.py): brackets nested and side by side, and a repeat.
-DEFAULT_TEXT = """def scale(values, factor):
-    return [v * factor for v in values]
-
-
-def shift(values, offset):
-    return [v + offset for v in values]
-
-
-print(scale([1, 2, 3], 2), shift([1, 2, 3], 1))
-"""
 
 
 @torch.no_grad()

@@ -14,15 +14,12 @@ so output = concat W_O exactly.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from engine.errors import InputError
-
-if TYPE_CHECKING:
-    from engine.attention import AttentionWeights
+from engine.weights import AttentionWeights
 
 
 def check_widths(widths: tuple[int, ...], n_heads: int, n_kv_heads: int | None, columns: int) -> None:
@@ -87,8 +84,6 @@ def split(
     w_q: Tensor, w_k: Tensor, w_v: Tensor, w_o: Tensor | None, n_heads: int, g: int | None, widths: tuple[int, ...]
 ) -> AttentionWeights:
     """engine.attention.from_concatenated for heads of unequal widths: each head zero-padded to the widest."""
-    from engine.attention import AttentionWeights  # which imports this module
-
     check_widths(widths, n_heads, g, w_q.shape[1])
     if w_k.shape[1] != w_q.shape[1]:
         raise InputError("weights.w_k", f"got {w_k.shape[1]} columns: need the sum of head_widths, {w_q.shape[1]}")

@@ -268,7 +268,9 @@ class HeadAsGet:
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
-    settings = settings or Settings()
+    """The app for `settings` (read from the environment when None); a declared limit set wrong (ATTNLAB_MAX_...)
+    is a ValueError naming its variable, before anything loads."""
+    settings = analyses.declared_settings(settings or Settings())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -9,7 +9,6 @@ import sys
 import uvicorn
 from pydantic import ValidationError
 
-from server.app import create_app
 from server.config import Settings
 from server.hosts import start_line
 from server.observability import json_logging
@@ -50,9 +49,15 @@ def main(argv: list[str] | None = None) -> None:
                 where = "--models/--model" if args.models is not None else "ATTNLAB_MODELS/--model"
             sys.stderr.write(f"attnlab: {where}: {e['msg']} (got {e.get('input')!r})\n")
         raise SystemExit(2) from None
+    from server.app import create_app  # every analysis, the engine and torch: only once the arguments are good
+
     json_logging(logging.INFO)
     # attnlab logs one JSON line per request itself (with its request id), so uvicorn's access log is off
-    app = create_app(settings)
+    try:
+        app = create_app(settings)
+    except ValueError as err:  # a declared limit set wrong (ATTNLAB_MAX_...): the message names its variable
+        sys.stderr.write(f"attnlab: {err}\n")
+        raise SystemExit(2) from None
     # one line: where it listens, the names it answers (its own addresses too when bound for a class), the setting
     logging.getLogger("attnlab").info(start_line(app.state.allowed_hosts, settings.host, settings.port))
     uvicorn.run(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,8 +50,9 @@ class Settings(BaseSettings):
     # comparison) does not
     max_work_bytes: int = Field(4 * 1024**3, ge=1024 * 1024)
     # the limits an analysis declares for itself (server/declare.py Limit, e.g. ATTNLAB_MAX_SWEEP_VALUES), by name:
-    # each read from its ATTNLAB_ variable or given by name to Settings(...), else its declared default
-    declared: dict[str, int] = Field(default_factory=dict)
+    # each given by name to Settings(...), else read from its ATTNLAB_ variable, else its declared default, when an
+    # app is made (server.analyses.declared_settings)
+    declared: dict[str, Any] = Field(default_factory=dict)
     max_concurrent: int = Field(2, ge=1)  # computations at once; later ones wait
     queue_timeout_s: float = Field(30.0, gt=0)  # how long a request waits for a free slot before a 503
     cache_bytes: int = Field(512 * 1024 * 1024, ge=0)  # recent forward passes kept for the requests that repeat them
@@ -77,29 +77,22 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def read_declared(cls, data: Any) -> Any:
-        """Each declared limit from the arguments (Settings(max_sweep_values=100)), else its environment variable,
-        else its default; an integer at least its minimum, or the settings do not load (naming the variable)."""
+        """The limits analyses declare, given by name (Settings(max_sweep_values=100)), kept as given under
+        `declared`: create_app reads them against their declarations, with their ATTNLAB_ variables and defaults
+        (server.analyses.declared_settings), so reading settings imports no analysis."""
         if not isinstance(data, dict):
             return data
-        from server.analyses import declared_limits  # the analyses import this module
-
         data = dict(data)
         given = dict(data.get("declared") or {})
-        for limit in declared_limits():
-            raw = data.pop(limit.name, given.get(limit.name, os.environ.get(limit.env, limit.default)))
-            try:
-                value = int(raw)
-            except (TypeError, ValueError):
-                raise ValueError(f"{limit.env} is {raw!r}: give a whole number") from None
-            if value < limit.minimum:
-                raise ValueError(f"{limit.env} is {value}: at least {limit.minimum}")
-            given[limit.name] = value
+        given.update({name: data.pop(name) for name in list(data) if name not in cls.model_fields})
         data["declared"] = given
         return data
 
     def limit(self, name: str) -> int:
         """A limit an analysis declared (server/declare.py Limit), as this server sets it."""
-        return self.declared[name]
+        if name not in self.declared:
+            raise KeyError(f"limit {name} is not set: server.analyses.declared_settings sets every declared limit")
+        return int(self.declared[name])
 
     def host_names(self) -> list[str]:
         return [h.strip() for h in self.allowed_hosts.split(",") if h.strip()]
@@ -140,8 +133,6 @@ class ModelEntries:
 
 def model_entries(value: str) -> ModelEntries:
     """ATTNLAB_MODELS ("textbook,all,mine=/path/to/dir") read, or a ValueError that names the entry and says why."""
-    from engine.models import FAMILIES  # the engine's registry imports torch: only once settings are read
-
     every, given, checkpoints = False, [], {}
     for raw in value.split(","):
         entry = raw.strip()
@@ -153,6 +144,8 @@ def model_entries(value: str) -> ModelEntries:
             if entry not in given:
                 given.append(entry)
         else:
+            from engine.models import FAMILIES  # the engine's registry imports torch: only for a NAME=DIR entry
+
             name, _, directory = (part.strip() for part in entry.partition("="))
             if not CHECKPOINT_NAME.fullmatch(name):
                 raise ValueError(

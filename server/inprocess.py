@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.device import resolve_device, resolve_dtype
 from engine.models import AttentionModel
+from server.analyses import declared_settings
 from server.analyses.attention import attention_body
 from server.config import Settings
 from server.deps import Runtime
@@ -42,10 +43,12 @@ def export_request(body: dict[str, Any]) -> ExportRequest:
 
 
 def run_attention(req: AttentionRequest, settings: Settings, models: Models, runtime: Runtime) -> dict[str, Any]:
-    """What /api/attention answers for `req`, its matrices NumPy arrays."""
-    return attention_body(req, settings, models, runtime, MEDIA_TYPE)
+    """What /api/attention answers for `req`, its matrices NumPy arrays (`settings`' declared limits set as an app
+    sets them)."""
+    return attention_body(req, declared_settings(settings), models, runtime, MEDIA_TYPE)
 
 
 def run_export(req: ExportRequest, settings: Settings, models: Models, runtime: Runtime) -> tuple[str, str]:
     """The standalone page POST /api/export answers for `req`, and its file name."""
+    settings = declared_settings(settings)
     return build_export(req, lambda attention: run_attention(attention, settings, models, runtime))

@@ -503,6 +503,7 @@ def test_every_response_carries_the_security_headers(client: TestClient) -> None
         ({"ATTNLAB_PORT": "abc"}, [], "ATTNLAB_PORT: Input should be a valid integer"),
         ({"ATTNLAB_MAX_TOKENS": "0"}, [], "ATTNLAB_MAX_TOKENS: Input should be greater than or equal to 1"),
         ({}, ["--port", "99999"], "--port: Input should be less than or equal to 65535"),
+        ({"ATTNLAB_MAX_SWEEP_VALUES": "0"}, [], "attnlab: ATTNLAB_MAX_SWEEP_VALUES is 0: at least 1\n"),
     ],
 )
 def test_invalid_settings_stop_the_server_with_one_line_each(env: dict[str, str], args: list[str], words: str) -> None:
@@ -514,6 +515,21 @@ def test_invalid_settings_stop_the_server_with_one_line_each(env: dict[str, str]
         timeout=60,
     )
     assert out.returncode == 2 and words in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_a_mistyped_serve_is_refused_before_the_engine_or_any_analysis_is_imported() -> None:
+    """`attnlab serve --port 99999` answers from its arguments and settings alone: neither torch, the engine's
+    models nor the analyses are imported (python -X importtime names every module the process imports)."""
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "server", "serve", "--port", "99999"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and "attnlab: --port: Input should be less than or equal to 65535" in out.stderr
+    imported = {line.rsplit("|", 1)[1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert {"server.cli", "server.config", "pydantic"} <= imported  # the listing holds what was imported
+    assert not {"torch", "engine.models", "server.analyses", "server.app"} & imported, sorted(imported)
 
 
 def test_page_files_go_out_gzipped_with_validators(client: TestClient) -> None:

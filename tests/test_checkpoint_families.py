@@ -20,7 +20,7 @@ import torch
 from engine.analysis.decode import decode
 from engine.models.base import RunInput
 from engine.models.checkpoint import SUPPORTED, CheckpointModel, from_transformers, load_checkpoint
-from engine.models.families import family_for
+from engine.models.families.registry import family_for
 from engine.rotary import Rotary
 from tests.checkpoints import DECODERS, ENCODERS, PROBE, make_checkpoint, make_model
 

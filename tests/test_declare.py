@@ -4,6 +4,7 @@ app.dependency_overrides, and every JSON answer is checked against its declared 
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -21,6 +22,7 @@ import server.analyses.cost as cost_analysis
 from engine.analysis.cost import Cost
 from engine.stats import HeadStats
 from server.analyses import declared
+from server.app import create_app
 from server.config import Settings
 from server.declare import Analysis, Context, Limit, answer_of
 from server.deps import get_settings
@@ -228,7 +230,13 @@ def test_a_declared_limit_is_a_setting_reported_and_enforced(
         assert client.get("/api/health").json()["limits"]["max_words"] == 5
         assert client.post("/api/word-count", json=four).json()["count"] == 4
     assert Settings(**{"max_words": 2}).limit("max_words") == 2  # given by name, as for every other setting
-    for bad in ("many", "0"):
+    monkeypatch.setenv("ATTNLAB_MAX_WORDS", "2")
+    assert create_app(Settings(**{"max_words": 4})).state.settings.limit("max_words") == 4  # the name over the variable
+    for bad, said in (
+        ("many", "ATTNLAB_MAX_WORDS is 'many': give a whole number"),
+        ("0", "ATTNLAB_MAX_WORDS is 0: at least 1"),
+    ):
         monkeypatch.setenv("ATTNLAB_MAX_WORDS", bad)
-        with pytest.raises(ValueError, match="ATTNLAB_MAX_WORDS"):
-            Settings()
+        settings = Settings()  # read without any analysis: the declarations are checked when an app is made
+        with pytest.raises(ValueError, match=re.escape(said)):
+            create_app(settings)

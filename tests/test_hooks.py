@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from engine.hooks import patch_source
+from engine.interventions import PATCH_HOOK_NAMES, PatchHook, hook_name
 from engine.masks import MaskSpec
 from engine.models import AttentionModel, RunInput, load_models
 
@@ -114,3 +116,20 @@ def test_run_tensors_are_what_the_run_holds(models: dict[str, AttentionModel]) -
     for hook, t in run.cache().items():
         worked_out = hook.endswith(("hook_attn_scores", "hook_result"))
         assert (t.untyped_storage().data_ptr() in held) != worked_out, hook
+
+
+@pytest.mark.parametrize("hook", list(PATCH_HOOK_NAMES))
+def test_patch_source_is_the_cache_under_the_patched_hooks_names(
+    models: dict[str, AttentionModel], hook: PatchHook
+) -> None:
+    """A patch reads the clean pass by hook name, as TransformerLens's patching reads clean_cache[name]: the source
+    holds the cache's own tensors under those names, one per layer (none where a layer lacks the activation)."""
+    for name, inp in (("minilm", RunInput(text="the cat sat")), ("textbook", RunInput())):
+        run = models[name].run(inp, CPU, torch.float64)
+        cache, source = run.cache(), patch_source(run.result, hook)
+        names = [hook_name(hook, t.index) for t in run.layers]
+        assert list(source) == [n for n in names if n in cache], (name, hook, list(source))
+        has = hook != "mlp_out" or name == "minilm"  # the textbook layer has no feed-forward
+        assert bool(source) == has, (name, hook)
+        for n, t in source.items():
+            assert torch.equal(t, cache[n]), (name, n)

@@ -15,8 +15,9 @@ from fastapi.testclient import TestClient
 from torch import Tensor
 
 import engine.models.base
-from engine.analysis.perturb import Change, PerturbResult, perturb
+from engine.analysis.perturb import perturb
 from engine.analysis.perturb_batch import PADDING_TOLERANCE
+from engine.analysis.perturb_kernel import Change, PerturbResult
 from engine.masks import MaskSpec, eligibility
 from engine.models import AttentionModel, load_models
 from engine.models.run import RunInput

@@ -245,11 +245,11 @@ def test_a_layer_with_a_given_pattern_uses_it_in_the_one_forward() -> None:
     model = build("given")
     pattern, values = torch.tensor(HEAD_A, dtype=torch.float64), torch.tensor(VALUES, dtype=torch.float64)
     run = model.run(RunInput(pattern=pattern, values=values), torch.device("cpu"), torch.float64)
-    cache = run.result.cache()
+    cache = run.cache()
     assert torch.equal(cache["blocks.0.attn.hook_pattern"][0, 0], pattern)
     assert torch.allclose(cache["blocks.0.attn.hook_z"][0, :, 0], pattern @ values)
     scored = model.run(RunInput(scores=pattern, values=values), torch.device("cpu"), torch.float64)
-    assert not torch.equal(scored.result.cache()["blocks.0.attn.hook_pattern"][0, 0], pattern)  # scores get a softmax
+    assert not torch.equal(scored.cache()["blocks.0.attn.hook_pattern"][0, 0], pattern)  # scores get a softmax
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])

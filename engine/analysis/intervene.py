@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from engine.analysis.perturb import final_delta, final_name, layer_deltas
+from engine.analysis.perturb_kernel import final_delta, final_name, layer_deltas
 from engine.interventions import Interventions
 from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput, top_predictions
 from engine.vocab import token_ids

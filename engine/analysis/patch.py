@@ -33,7 +33,8 @@ from torch import Tensor
 
 from engine.attention import AllMaskedPolicy
 from engine.errors import InputError
-from engine.forward import ForwardResult, Network, forward
+from engine.forward import Network, forward
+from engine.hooks import patch_source
 from engine.interventions import Interventions, Patches
 from engine.masks import batch_policy
 from engine.models.base import AttentionModel, Encoded, RunInput
@@ -118,7 +119,7 @@ class Setup:
     scale: bool
     x_clean: Tensor  # (1, S, D)
     x_bad: Tensor
-    clean: ForwardResult
+    clean: dict[str, Tensor]  # the clean run's activations at the hook, by hook name (engine/hooks.py)
     targets: Tensor | None
     n_layers: int
     n_heads: int
@@ -164,7 +165,7 @@ def setup(
         clean_inp.scale,
         x_clean,
         x_bad,
-        clean_run,
+        patch_source(clean_run, hook),
         targets,
         len(net.blocks),
         net.blocks[0].attn.n_heads,

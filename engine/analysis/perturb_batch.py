@@ -22,19 +22,21 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from engine.analysis.perturb import (
+from engine.analysis.perturb_kernel import (
     REACH_THRESHOLD,
     Change,
     Check,
     Leak,
     PerturbResult,
-    _span,
     final_delta,
     final_name,
     layer_deltas,
+    leak_place,
     mask_checks,
     perturbed_run,
     reach,
+    require_finite_deltas,
+    span,
 )
 from engine.errors import InputError, NonFiniteError
 from engine.interventions import ClassicBug, Interventions
@@ -76,7 +78,7 @@ def perturb_batch(
     else:
         after = perturbed_run(model, inp, enc, position, change, device, dtype, bug, item=i)
     deltas, final = layer_deltas(base, after, i), final_delta(base, after, i)
-    _require_finite([*deltas, final], dtype)
+    require_finite_deltas([*deltas, final], dtype)
     reached = reach(base, final, position, i)
     real = enc.real[i]
     masks = replace(base.masks, padding=None if all(real) else real)
@@ -152,7 +154,7 @@ def batch_check(base: ModelRun, after: ModelRun, item: int) -> Check:
                 j, q = int(hit[0, 0]), int(hit[0, 1])
                 leak = Leak(layer, q, float(d[j, q]), item=others[j])
     claim = (
-        f"items {_span(others)} are unchanged in every layer and in the final output: the items of a batch never "
+        f"items {span(others)} are unchanged in every layer and in the final output: the items of a batch never "
         f"read each other, so a change in item {item} stays in item {item}"
         if others
         else "the batch has one text: no other item to protect (give two or more texts to test it)"
@@ -200,7 +202,7 @@ def padding_check(
     pads = len(real) - n
     claim = (
         f"item {item} batched with {pads} padding position{'s' if pads != 1 else ''} equals item {item} run alone "
-        f"at its real positions ({_span(positions)}) in every layer and in the final output, within {tolerance:g} of "
+        f"at its real positions ({span(positions)}) in every layer and in the final output, within {tolerance:g} of "
         "each output's size: no real query reads a padding key"
         if pads
         else f"item {item} is the longest, so it has no padding: batched with the padded items it equals itself run "
@@ -211,20 +213,8 @@ def padding_check(
     )
 
 
-def _require_finite(rows: list[list[float]], dtype: torch.dtype) -> None:
-    if not all(math.isfinite(v) for row in rows for v in row):
-        raise NonFiniteError(
-            "change.amount",
-            f"the changed input overflowed {str(dtype).removeprefix('torch.')} inside the model: use a smaller shift",
-        )
-
-
 def _label(name: str) -> str:
     return LABELS.get(name, f"{name} masking")
-
-
-def _at(leak: Leak, final: str) -> str:
-    return f"in layer {leak.layer}" if leak.layer is not None else f"in {final}"
 
 
 def batch_verdict(
@@ -244,7 +234,7 @@ def batch_verdict(
         leak = c.first_leak
         if not c.tested or c.holds is not False or leak is None:
             continue
-        at = _at(leak, final_name_)
+        at = leak_place(leak, final_name_)
         if c.name == "batch":
             return (
                 f"Leak: batch items are not independent. Changing {where} moved item {leak.item}'s position "
@@ -274,15 +264,15 @@ def batch_verdict(
     parts = []
     everywhere = sorted(set().union(*(c.protected for c in held if c.name in ("causal", "window", "padding"))))
     if everywhere:
-        its = f"its positions {_span(everywhere)}" if len(everywhere) > 1 else f"its position {everywhere[0]}"
+        its = f"its positions {span(everywhere)}" if len(everywhere) > 1 else f"its position {everywhere[0]}"
         parts.append(f"{its} exactly unchanged through {through} and {final_name_}")
     blocked = next((c for c in held if c.name == "blocked"), None)
     if blocked is not None:
-        parts.append(f"its queries {_span(blocked.protected_by_layer[0])} exactly unchanged in layer 0")
+        parts.append(f"its queries {span(blocked.protected_by_layer[0])} exactly unchanged in layer 0")
     others = next((c for c in held if c.name == "batch"), None)
     if others is not None:
         items = others.protected
-        parts.append(f"{'items' if len(items) > 1 else 'item'} {_span(items)} exactly unchanged")
+        parts.append(f"{'items' if len(items) > 1 else 'item'} {span(items)} exactly unchanged")
     return (
         f"{names[0].upper()}{names[1:]} hold{'s' if len(held) == 1 else ''}: changing {where} left "
         f"{', and '.join(parts) or 'nothing protected'}, and {alone}; the largest change is {final[moved]:.3g}, at "

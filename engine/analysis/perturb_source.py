@@ -25,20 +25,21 @@ from typing import Literal
 
 import torch
 
-from engine.analysis.perturb import (
+from engine.analysis.perturb_kernel import (
     REACH_THRESHOLD,
     Change,
     Check,
     PerturbResult,
-    _check,
-    _span,
+    claim_check,
     final_delta,
     final_name,
     layer_deltas,
+    leak_place,
     perturbed_run,
     reach,
+    require_finite_deltas,
+    span,
 )
-from engine.analysis.perturb_batch import _at, _require_finite
 from engine.errors import InputError
 from engine.interventions import ClassicBug, Interventions, random_direction
 from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput
@@ -78,29 +79,29 @@ def perturb_source(
         moved_inp, moved = changed_source(model, inp, enc, position, change)
         after = model.run(moved_inp, device, dtype, interventions=Interventions(bug=bug), encoded=moved)
     deltas, final = layer_deltas(base, after), final_delta(base, after)
-    _require_finite([*deltas, final], dtype)
+    require_finite_deltas([*deltas, final], dtype)
     n = len(deltas)
     if side == "query":
         reached = reach(base, final, position)
         others = [q for q in range(s_q) if q != position]
         claim = (
-            f"queries {_span(others)} are unchanged in every layer and in the final output: a query reads the "
+            f"queries {span(others)} are unchanged in every layer and in the final output: a query reads the "
             f"source, never another query, so a change at query {position} stays at query {position}"
             if others
             else "there is one query: no other query to protect"
         )
-        check = _check("source_boundary", claim, [others] * n, deltas, final)
+        check = claim_check("source_boundary", claim, [others] * n, deltas, final)
     else:
         reached = kv_reach(base, after, position)
         shut = [q for q in range(s_q) if not bool(base.eligible[q, position])]
         claim = (
-            f"queries {_span(shut)} have their cell to source position {position} masked, so they are unchanged in "
+            f"queries {span(shut)} have their cell to source position {position} masked, so they are unchanged in "
             "every layer and in the final output: a query reads a source key only through its eligible cell"
             if shut
             else f"every query's cell to source position {position} is eligible, so the boundary protects nothing "
             "from this change: mark it padding in source.padding, or block cells to it, to test it"
         )
-        check = _check("source_boundary", claim, [shut] * n, deltas, final)
+        check = claim_check("source_boundary", claim, [shut] * n, deltas, final)
     if reached < REACH_THRESHOLD and check.tested and check.holds:
         check = replace(check, holds=None)
     source_after = after.source_tokens
@@ -176,7 +177,7 @@ def source_verdict(run: ModelRun, side: str, p: int, final: list[float], check: 
         )
         return (
             f"Leak: the cross-attention boundary does not hold. Changing {where} moved query {leak.position} by "
-            f"{leak.delta:.3g} {_at(leak, name)}: {why}."
+            f"{leak.delta:.3g} {leak_place(leak, name)}: {why}."
         )
     if not check.tested:
         return (
@@ -193,7 +194,7 @@ def source_verdict(run: ModelRun, side: str, p: int, final: list[float], check: 
     n = len(run.layers)
     through = "its one layer" if n == 1 else f"all {n} layers"
     qs = check.protected
-    who = f"queries {_span(qs)}" if len(qs) > 1 else f"query {qs[0]}"
+    who = f"queries {span(qs)}" if len(qs) > 1 else f"query {qs[0]}"
     whose = (
         ""
         if side == "query"

@@ -10,7 +10,7 @@ from typing import Any
 from engine.errors import is_panic
 from engine.models.base import AttentionModel, ModelInfo, ModelRun, RunInput
 from engine.models.custom import CustomModel
-from engine.models.declare import Capabilities, ModelSource
+from engine.models.declare import KNOWN, Capabilities, ModelSource
 from engine.models.given import GivenModel
 from engine.models.induction import InductionModel
 from engine.models.minilm import MiniLMModel
@@ -20,9 +20,10 @@ from engine.models.textbook import TextbookModel
 
 # Every model family attnlab knows, by name, in the order /api/models lists them: the one place a new family is
 # added. Each class declares what it reads and can do (engine/models/declare.py) and how it is built.
-FAMILIES: dict[str, type[AttentionModel]] = {
-    m.name: m for m in (TextbookModel, RandomModel, CustomModel, GivenModel, MiniLMModel, InductionModel, PycodeModel)
-}
+FAMILIES: dict[str, type[AttentionModel]] = KNOWN  # engine/models/declare.py's table, which its messages read
+FAMILIES.update(
+    {m.name: m for m in (TextbookModel, RandomModel, CustomModel, GivenModel, MiniLMModel, InductionModel, PycodeModel)}
+)
 Builder = Callable[[ModelSource | None], AttentionModel]
 BUILDERS: dict[str, Builder] = {name: family.build for name, family in FAMILIES.items()}
 # Models whose weights come from a package of their own: what to run when it is missing.

@@ -38,7 +38,8 @@ from torch import Tensor
 
 from engine import normaliser
 from engine.models.checkpoint_model import CheckpointModel
-from engine.models.families import SUPPORTED, CheckpointError, Family, Sizes, family_for
+from engine.models.families import CheckpointError, Family, Sizes
+from engine.models.families.registry import SUPPORTED, family_for
 
 __all__ = [
     "SUPPORTED",

@@ -10,7 +10,8 @@ where its weights come from.
     ModelSource    what a family's builder reads its weights from (a checkpoint directory); None: its own default
 
 GET /api/models serves reads and capabilities as declared; error messages that point to other models are built
-from the declarations of the families attnlab knows (`engine.models.FAMILIES`), never written out by name.
+from the declarations of the families attnlab knows (KNOWN below, which is `engine.models.FAMILIES`), never written
+out by name.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 InputField = Literal["text", "tokens", "x", "weights", "options", "scores", "pattern", "values"]
 INPUT_FIELDS: tuple[InputField, ...] = ("text", "tokens", "x", "weights", "options", "scores", "pattern", "values")
@@ -57,11 +58,15 @@ def listed(names: Iterable[str]) -> str:
     return f"{', '.join(names[:-1])} or {names[-1]}"
 
 
+# Every family attnlab knows, by name: the registry (engine/models/__init__.py) fills this very table as its FAMILIES
+# when it is imported. A package's __init__ runs before any module in it, so the table is whole before any model
+# exists to refuse an input with it; this module imports no model module.
+KNOWN: dict[str, Any] = {}
+
+
 def which(test: Callable[[Capabilities, frozenset[InputField]], bool]) -> str:
     """The families attnlab knows that pass `test` (on their capabilities and reads), for a message."""
-    from engine.models import FAMILIES  # the registry imports every model module, and they import this one
-
-    return listed(name for name, f in FAMILIES.items() if test(f.capabilities, f.reads))
+    return listed(name for name, f in KNOWN.items() if test(f.capabilities, f.reads))
 
 
 def reading(field: str) -> str:

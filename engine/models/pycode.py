@@ -13,9 +13,19 @@ from pathlib import Path
 from engine.models.checkpoint import load_checkpoint
 from engine.models.checkpoint_model import CheckpointModel
 from engine.models.declare import ModelSource
-from engine.train_pycode_eval import DEFAULT_TEXT  # brackets nested and side by side, and a repeat
 
 DIRECTORY = Path(__file__).resolve().parent.parent / "checkpoints" / "pycode"
+# the default text: brackets nested and side by side, and a repeat (engine/train_pycode_eval.py measures heads on it)
+DEFAULT_TEXT = """def scale(values, factor):
+    return [v * factor for v in values]
+
+
+def shift(values, offset):
+    return [v + offset for v in values]
+
+
+print(scale([1, 2, 3], 2), shift([1, 2, 3], 1))
+"""
 
 
 HAS_KIND = 0.4  # a head "is" of a kind from this score on (the head-types panel's threshold, headtypes.js)

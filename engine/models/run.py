@@ -11,7 +11,7 @@ from torch import Tensor
 from engine.attention import AllMaskedPolicy
 from engine.errors import InputError
 from engine.forward import ForwardResult, LayerTrace
-from engine.hooks import stored
+from engine.hooks import cache, stored
 from engine.interventions import NO_INTERVENTIONS, Interventions
 from engine.masks import MaskSpec, batch_reason_grids, cross_reason_grids, reason_grids
 
@@ -152,7 +152,7 @@ class ModelRun:
 
     def cache(self) -> dict[str, Tensor]:
         """Every intermediate by TransformerLens's hook name: blocks.0.attn.hook_pattern, ... (engine/hooks.py)."""
-        return self.result.cache()
+        return cache(self.result)
 
     def tensors(self) -> list[Tensor]:
         """The tensors the run holds (what its bytes are), nothing worked out from them."""

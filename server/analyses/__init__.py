@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import pkgutil
 from functools import cache
 from typing import Annotated, Any
@@ -17,6 +18,7 @@ from fastapi import APIRouter, Body, FastAPI, Header
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
+from server.config import Settings
 from server.declare import Analysis, Limit
 from server.forms import ORJSONResponse, other_forms
 from server.scheduling import ComputeRoute
@@ -39,16 +41,31 @@ def declared() -> tuple[Analysis, ...]:
 
 
 def declared_limits() -> tuple[Limit, ...]:
-    """Every analysis's declared limits (server/config.py reads them), in declaration order; a limit declared twice
+    """Every analysis's declared limits (declared_settings sets them), in declaration order; a limit declared twice
     or named like a setting of server/config.py is an error at start."""
-    from server.config import Settings
-
     limits = [limit for a in declared() for limit in a.limits]
     names = [limit.name for limit in limits]
     clash = sorted({n for n in names if names.count(n) > 1 or n in Settings.model_fields})
     if clash:
         raise ValueError(f"limits declared twice: {clash}")
     return tuple(limits)
+
+
+def declared_settings(settings: Settings) -> Settings:
+    """`settings` with every declared limit set: as given by name (Settings(max_sweep_values=100)), else from its
+    ATTNLAB_ variable, else its default; a whole number at least its minimum, or a ValueError naming the variable.
+    create_app and the in-process runs read their settings through this; a name no analysis declares is dropped."""
+    values = {}
+    for limit in declared_limits():
+        raw = settings.declared.get(limit.name, os.environ.get(limit.env, limit.default))
+        try:
+            value = int(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"{limit.env} is {raw!r}: give a whole number") from None
+        if value < limit.minimum:
+            raise ValueError(f"{limit.env} is {value}: at least {limit.minimum}")
+        values[limit.name] = value
+    return settings.model_copy(update={"declared": values})
 
 
 def by_name(name: str) -> Analysis:

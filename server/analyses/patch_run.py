@@ -13,6 +13,7 @@ import torch
 from pydantic import BaseModel, Field
 
 from engine.analysis.patch import BY_POSITION, Hook
+from engine.hooks import patch_source
 from engine.interventions import Interventions, Patches
 from server.analyses.patch import INDUCTION_CLEAN, INDUCTION_CORRUPTED, prepare_pair
 from server.declare import Analysis, Context
@@ -86,7 +87,10 @@ def patch_run_route(req: PatchRunRequest, ctx: Context) -> dict[str, Any]:
         )
     clean = pc.run(runtime)  # every layer: clean refuses `layer`
     patched = pb.run(
-        runtime, Interventions(patch=Patches(req.hook, (((req.cell.layer, req.cell.column),),), clean.result))
+        runtime,
+        Interventions(
+            patch=Patches(req.hook, (((req.cell.layer, req.cell.column),),), patch_source(clean.result, req.hook))
+        ),
     )
     body = run_body(patched, req.corrupted, ctx.settings, runtime)
     x_clean, x_bad = pc.encoded.x, pb.encoded.x

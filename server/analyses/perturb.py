@@ -8,8 +8,9 @@ from typing import Annotated, Any, Literal
 import torch
 from pydantic import BaseModel, Field
 
-from engine.analysis.perturb import REACH_THRESHOLD, Change, Check, Leak, perturb
+from engine.analysis.perturb import perturb
 from engine.analysis.perturb_batch import PADDING_TOLERANCE
+from engine.analysis.perturb_kernel import REACH_THRESHOLD, Change, Check, Leak
 from server.declare import Analysis, Context, answer_of
 from server.errors import ApiError
 from server.prepare import prepare, refuse_fields

@@ -13,7 +13,8 @@ A family module declares one `Family` as FAMILY (or several as FAMILIES, where t
                   unembedding), the default masks, the statistics' assumptions that fail, the data flow in words
 
 A missing or unsupported setting is a CheckpointError naming the config field (engine/models/checkpoint.py raises
-it; `refuse` here builds it).
+it; `refuse` here builds it). This module holds what the family modules share; engine/models/families/registry.py
+gathers them, by model_type.
 """
 
 from __future__ import annotations
@@ -208,18 +209,3 @@ def linear_T(t: Tensor) -> Tensor:
     attention projections go back to the stored (out, in) form for F.linear (AttentionWeights.linear), and a
     product with a transposed view reads it in place, so loading copies no weight twice."""
     return t.T
-
-
-def _registry() -> dict[str, Family]:
-    """Every family module's model types (imported here: each module imports this one)."""
-    from engine.models.families import bert, gpt2, gpt_neox, llama
-
-    families = [*bert.FAMILIES, gpt2.FAMILY, gpt_neox.FAMILY, llama.FAMILY]
-    return {t: f for f in families for t in f.model_types}
-
-
-def family_for(model_type: str) -> Family | None:
-    return _registry().get(model_type)
-
-
-SUPPORTED = ("bert", "roberta", "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")

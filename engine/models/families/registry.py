@@ -1,0 +1,15 @@
+"""Every family attnlab reads a checkpoint of, by config.json `model_type`: the family modules gathered, above the
+pieces they share (engine/models/families/__init__.py)."""
+
+from __future__ import annotations
+
+from engine.models.families import Family, bert, gpt2, gpt_neox, llama
+
+SUPPORTED = ("bert", "roberta", "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
+BY_MODEL_TYPE: dict[str, Family] = {
+    t: f for f in (*bert.FAMILIES, gpt2.FAMILY, gpt_neox.FAMILY, llama.FAMILY) for t in f.model_types
+}
+
+
+def family_for(model_type: str) -> Family | None:
+    return BY_MODEL_TYPE.get(model_type)
