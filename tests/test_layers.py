@@ -195,22 +195,3 @@ def test_the_circle_check_sees_the_circles_it_was_written_for() -> None:
     assert circles(import_graph(one_way)) == [
         ["engine.analysis.perturb", "engine.analysis.perturb_batch", "engine.analysis.perturb"]
     ]
-
-
-SOURCE_DIRS = ("engine", "server", "attnlab", "wire", "bench", "static", "templates")
-SOURCE_SUFFIXES = {".py", ".js", ".css", ".html"}
-MAX_LINES = 400
-
-
-def test_no_source_file_is_over_400_lines() -> None:
-    """Every source file of the product and its benchmarks (Python, the page's modules, stylesheets and templates)
-    stays under MAX_LINES lines: past that a file holds more than one job."""
-    long = {
-        path.relative_to(ROOT).as_posix(): lines
-        for top in SOURCE_DIRS
-        for path in (ROOT / top).rglob("*")
-        if path.suffix in SOURCE_SUFFIXES
-        and "__pycache__" not in path.parts
-        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
-    }
-    assert long == {}, long

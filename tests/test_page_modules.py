@@ -20,11 +20,6 @@ def test_views_name_their_actions_from_actions_js_not_the_store() -> None:
     assert importers == ["main.js"], importers
 
 
-def test_no_page_module_is_over_400_lines() -> None:
-    long = {p.name: n for p in JS.glob("*.js") if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
-    assert long == {}, long
-
-
 def test_an_analysis_panel_is_its_view_module_and_its_template_element() -> None:
     """The scale sweep on the page is static/js/sweep.js (its `panel` declaration: what it asks, its setting in the
     link, how it draws) and its data-panel element: no other page module names it (eight did)."""
