@@ -1,0 +1,23 @@
+// What the page's helper tests share: the page's modules by file name, and answers read as plain data.
+import assert from 'node:assert/strict';
+
+/** One of the page's ES modules (static/js/<name>), imported as the page imports it. */
+export const mod = (name) => import(new URL(`../../static/js/${name}`, import.meta.url));
+
+/** A value as plain data: undefined read as null (keys kept), arrays and objects copied, numbers as they are. */
+export function plain(x) {
+  if (x === undefined) return null;
+  if (Array.isArray(x)) return x.map(plain);
+  if (x && typeof x === 'object') return Object.fromEntries(Object.entries(x).map(([k, v]) => [k, plain(v)]));
+  return x;
+}
+
+/** `actual`, as plain data, deeply equal to `expected`. */
+export function eq(actual, expected, message) {
+  assert.deepStrictEqual(plain(actual), expected, message);
+}
+
+/** null or undefined. */
+export function none(x, message) {
+  assert.ok(x === null || x === undefined, message ?? `expected nothing, got ${JSON.stringify(x)}`);
+}
