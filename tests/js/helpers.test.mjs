@@ -504,45 +504,6 @@ test('compare helpers', async () => {
   assert.equal(out.plain, 'minilm · “x” · default masks');
 });
 
-test('the chapter settings round-trip and stay out of other endpoints', async () => {
-  // the cost's and the sweep's settings are their panels' declarations, registered as main.js registers
-  // data-panel="cost" and data-panel="sweep"
-  const R = await mod('registry.js'), Sw = await mod('sweep.js'), Co = await mod('cost.js');
-  const Au = await mod('audit.js');
-  R.register('cost', Co.panel);
-  R.register('sweep', Sw.panel);
-  const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
-  const s = S.defaultState();
-  Object.assign(s, {model: 'random', text: 'a b c', bug: 'flipped_mask', decodeOn: true, decodeStep: 3,
-    cost: {seq_len: 8192, dtype: 'bfloat16'}, sweep: {variance: 2.5}});
-  const back = S.decodeState('?' + S.encodeState(s));
-  const fresh = S.decodeState('?' + S.encodeState({...S.defaultState(), model: 'random'}));
-  const att = {...S.buildRequest(s, {layers: 2, heads: 4, d_model: 64}, 3), layer: 1};
-  const junk = S.decodeState('?m=random&bug=typo&cost=seq_len:-1,heads:x,dtype:int8,layers:3&sweep=99&dec=x');
-  const out = plain({s, back, fresh, att, sweepMax: Sw.SWEEP_VARIANCE.max,
-    heads: S.headTypesRequest(att), decode: S.decodeRequest(att),
-    audit: Au.auditRequest(att), junk,
-    cost: Co.costRequest({n_heads: 8, n_kv_heads: 2, d_model: 32, n_layers: 1, dtype: 'float32',
-                          batch: null}, 6, {heads: 2, kv_heads: 2}, true)});
-  assert.deepStrictEqual(out.back, out.s);
-  const f = out.fresh;
-  eq([f.bug, f.decodeOn, f.cost, f.sweep], [null, false, null, null]);
-  assert.equal(out.att.demo_bug, 'flipped_mask');
-  for (const key of ['heads', 'decode']) {
-    for (const field of ['demo_bug', 'include', 'layer']) assert.ok(!(field in out[key]), `${key}.${field}`);
-  }
-  eq(out.audit.include, ['audit']);
-  assert.equal(out.audit.demo_bug, 'flipped_mask');
-  assert.ok(!('layer' in out.audit));
-  const junk2 = out.junk;
-  none(junk2.bug);
-  eq(junk2.cost, {layers: 3});
-  eq(junk2.sweep, {variance: out.sweepMax});
-  assert.equal(junk2.decodeOn, true);
-  none(junk2.decodeStep);
-  eq(out.cost, {batch: 1, heads: 2, kv_heads: 2, seq_len: 6, d_model: 32, layers: 1, dtype: 'float32', measure: true});
-});
-
 test('sums, pairs and steps', async () => {
   const B = await mod('bugs.js');
   const M = await mod('masks.js');
@@ -662,4 +623,44 @@ test('the limit hint names the setting of the limit hit', async () => {
   assert.ok(out.token.includes('ATTNLAB_MAX_TOKENS') && !out.token.includes('TEXT_CHARS'));
   assert.ok(out.item.includes('ATTNLAB_MAX_TEXT_CHARS') && out.tok.includes('ATTNLAB_MAX_TEXT_CHARS'));
   assert.ok(out.src.includes('ATTNLAB_MAX_TOKENS') && out.include.includes('ATTNLAB_MAX_RESULT_VALUES'));
+});
+
+// last: it registers two panels, which every module of this file then shares
+test('the chapter settings round-trip and stay out of other endpoints', async () => {
+  // the cost's and the sweep's settings are their panels' declarations, registered as main.js registers
+  // data-panel="cost" and data-panel="sweep"
+  const R = await mod('registry.js'), Sw = await mod('sweep.js'), Co = await mod('cost.js');
+  const Au = await mod('audit.js');
+  R.register('cost', Co.panel);
+  R.register('sweep', Sw.panel);
+  const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
+  const s = S.defaultState();
+  Object.assign(s, {model: 'random', text: 'a b c', bug: 'flipped_mask', decodeOn: true, decodeStep: 3,
+    cost: {seq_len: 8192, dtype: 'bfloat16'}, sweep: {variance: 2.5}});
+  const back = S.decodeState('?' + S.encodeState(s));
+  const fresh = S.decodeState('?' + S.encodeState({...S.defaultState(), model: 'random'}));
+  const att = {...S.buildRequest(s, {layers: 2, heads: 4, d_model: 64}, 3), layer: 1};
+  const junk = S.decodeState('?m=random&bug=typo&cost=seq_len:-1,heads:x,dtype:int8,layers:3&sweep=99&dec=x');
+  const out = plain({s, back, fresh, att, sweepMax: Sw.SWEEP_VARIANCE.max,
+    heads: S.headTypesRequest(att), decode: S.decodeRequest(att),
+    audit: Au.auditRequest(att), junk,
+    cost: Co.costRequest({n_heads: 8, n_kv_heads: 2, d_model: 32, n_layers: 1, dtype: 'float32',
+                          batch: null}, 6, {heads: 2, kv_heads: 2}, true)});
+  assert.deepStrictEqual(out.back, out.s);
+  const f = out.fresh;
+  eq([f.bug, f.decodeOn, f.cost, f.sweep], [null, false, null, null]);
+  assert.equal(out.att.demo_bug, 'flipped_mask');
+  for (const key of ['heads', 'decode']) {
+    for (const field of ['demo_bug', 'include', 'layer']) assert.ok(!(field in out[key]), `${key}.${field}`);
+  }
+  eq(out.audit.include, ['audit']);
+  assert.equal(out.audit.demo_bug, 'flipped_mask');
+  assert.ok(!('layer' in out.audit));
+  const junk2 = out.junk;
+  none(junk2.bug);
+  eq(junk2.cost, {layers: 3});
+  eq(junk2.sweep, {variance: out.sweepMax});
+  assert.equal(junk2.decodeOn, true);
+  none(junk2.decodeStep);
+  eq(out.cost, {batch: 1, heads: 2, kv_heads: 2, seq_len: 6, d_model: 32, layers: 1, dtype: 'float32', measure: true});
 });
