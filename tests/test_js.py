@@ -16,14 +16,20 @@ from fastapi.testclient import TestClient
 
 from server.app import create_app
 from server.config import Settings
-from tests.pagejs import JS_TESTS, run_node_tests, run_page_js
+from tests.pagejs import JS_TESTS, copy_page_modules, run_node_tests, run_page_js
 
 JS_FILES = sorted(JS_TESTS.glob("*.test.mjs"))
 
 
+@pytest.fixture(scope="module")
+def modules(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The page's modules, where node reads them as ES modules."""
+    return copy_page_modules(tmp_path_factory.mktemp("page") / "js")
+
+
 @pytest.mark.parametrize("path", JS_FILES, ids=[p.name for p in JS_FILES])
-def test_page_helpers_pass_in_node(path: Path) -> None:
-    proc = run_node_tests(path)
+def test_page_helpers_pass_in_node(path: Path, modules: Path) -> None:
+    proc = run_node_tests(path, modules)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-12_000:]
     counts = {k: int(v) for k, v in re.findall(r"^# (tests|pass|fail) (\d+)$", proc.stdout, re.M)}
@@ -31,7 +37,7 @@ def test_page_helpers_pass_in_node(path: Path) -> None:
     assert counts == {"tests": declared, "pass": declared, "fail": 0}, out[-12_000:]
 
 
-def test_node_reports_a_failing_helper_test(tmp_path: Path) -> None:
+def test_node_reports_a_failing_helper_test(tmp_path: Path, modules: Path) -> None:
     """The negative control: a file whose assertion fails makes the run fail, with node's message."""
     bad = tmp_path / "bad.test.mjs"
     lib = (JS_TESTS / "lib.mjs").as_uri()
@@ -44,7 +50,7 @@ def test_node_reports_a_failing_helper_test(tmp_path: Path) -> None:
         "});\n",
         encoding="utf-8",
     )
-    proc = run_node_tests(bad)
+    proc = run_node_tests(bad, modules)
     assert proc.returncode != 0
     assert "not ok 1 - a blocked cell toggles off" in proc.stdout and "# fail 1" in proc.stdout
 
@@ -63,16 +69,17 @@ def api() -> Iterator[TestClient]:
         yield client
 
 
-def test_build_request_is_accepted_by_the_api(api: TestClient) -> None:
+def test_build_request_is_accepted_by_the_api(api: TestClient, modules: Path) -> None:
     """The body the page builds (its shape: tests/js/helpers.test.mjs) is one the API computes."""
     req = run_page_js(
+        modules,
         """
         const S = { ...(await mod('state.js')), ...(await mod('requests.js')) };
         const s = S.defaultState();
         Object.assign(s, {model: 'random', text: 'w x y z', options: {d_model: 16, heads: 2, kv_heads: null, seed: 1}});
         s.masks = {causal: true, window: null, padded: [1, 9], blocked: [[3, 0], [8, 8]]};
         return S.buildRequest(s, {layers: 1, heads: 4, d_model: 64}, 4);
-        """
+        """,
     )
     assert req["masks"] == {"causal": True, "padded": [1], "window": None, "blocked": [[3, 0]]}
     resp = api.post("/api/attention", json=req)
@@ -88,9 +95,9 @@ def test_build_request_is_accepted_by_the_api(api: TestClient) -> None:
         {"causal": True, "window": 3, "padded": [0, 5], "blocked": [[4, 4], [5, 1]]},
     ],
 )
-def test_cell_reasons_are_read_from_the_servers_reasons(api: TestClient, masks: dict[str, Any]) -> None:
+def test_cell_reasons_are_read_from_the_servers_reasons(api: TestClient, modules: Path, masks: dict[str, Any]) -> None:
     # the page holds no mask semantics: the reasons it shows for each cell are the result's own grids
-    req = run_page_js("const M = await mod('masks.js'); return M.masksRequest(data, 6);", masks)
+    req = run_page_js(modules, "const M = await mod('masks.js'); return M.masksRequest(data, 6);", masks)
     resp = api.post(
         "/api/attention",
         json={"model": "random", "text": "a b c d e f", "masks": req, "all_masked": "zero", "include": []},
@@ -99,6 +106,7 @@ def test_cell_reasons_are_read_from_the_servers_reasons(api: TestClient, masks: 
     result = resp.json()
     given = {"reasons": result["reasons"], "eligible": result["eligible"]}
     shown = run_page_js(
+        modules,
         """const M = await mod('masks.js'); const r = data;
         return r.eligible.map((row, q) => row.map((_, k) => M.cellReasons(r, q, k)));""",
         given,
@@ -112,7 +120,7 @@ def test_cell_reasons_are_read_from_the_servers_reasons(api: TestClient, masks: 
 
 
 @pytest.mark.parametrize("precision", ["float32", "float16"])
-def test_arrays_reader_gives_the_json_numbers(api: TestClient, precision: str) -> None:
+def test_arrays_reader_gives_the_json_numbers(api: TestClient, modules: Path, precision: str) -> None:
     """static/js/arrays.js reads what the server writes (stacked heads, float16 widened) into the JSON's numbers."""
     req = {
         "model": "random",
@@ -128,6 +136,7 @@ def test_arrays_reader_gives_the_json_numbers(api: TestClient, precision: str) -
     assert as_arrays.headers["content-type"] == "application/vnd.attnlab.arrays"
     data = {"json": json.loads(as_json.text), "arrays": base64.b64encode(as_arrays.content).decode()}
     out = run_page_js(
+        modules,
         """
         const { readArrays, halfRows, widenHalf } = await mod('arrays.js');
         const bytes = Buffer.from(data.arrays, 'base64');
