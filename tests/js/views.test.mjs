@@ -304,3 +304,82 @@ test('piece text marks what would not show', async () => {
   assert.equal(out.title, '" the" · starts with a space · special token');
   assert.equal(out.held, '"◌◌" · 2 more bytes of the character before');
 });
+
+// test_moved_source_page.py
+test('the strip helpers scale, name the top positions, and the body is built from state', async () => {
+  const C = await mod('contrib.js'); const R = await mod('requests.js'); const S = await mod('state.js');
+  const base = {...S.defaultState(), model: 'random', text: 'a b c'};
+  const att = {model: 'random', text: 'a b', source: {text: 'x y', padding: [true, false]}, masks: {blocked: []},
+    include: ['weights'], layer: 0, sinks: {hide: 'first'}, demo_bug: 'norm_over_sequence'};
+  const url = (s) => S.encodeState(s).toString();
+  const withSrc = {...base, source: 'x y z', perturbOn: true, perturb: {...base.perturb, side: 'source'}};
+  const noSrc = {...base, perturbOn: true, perturb: {...base.perturb, side: 'source'}};
+  const out = plain({
+    scale: C.stripScale([0, 2, 0.5]), zero: C.stripScale([0, 0]),
+    top: C.topPositions(Float32Array.from([0.5, 2, 0.5, 1])),
+    label: C.stripLabel([0.5, 2, 1], ['a', 'b', 'c'], 'Head 0'),
+    moved: R.buildRequest({...base, view: 'moved'}, null, 3).include,
+    weights: R.buildRequest(base, null, 3).include,
+    body: R.perturbSourceRequest(att, 'source', 1, {kind: 'direction', amount: 2}),
+    query: R.perturbSourceRequest(att, 'sideways', 0, {kind: 'shift', amount: 1}).side,
+    url: url(withSrc), plain: url(noSrc),
+    back: S.decodeState('?' + url(withSrc)).perturb.side,
+    junk: S.decodeState('?m=random&pert=q,direction,1&pside=left').perturb.side ?? null,
+  });
+  eq(out.scale, {min: 0, max: 2, largest: 2});
+  eq(out.zero, {min: 0, max: 1, largest: 0}); // nothing divides by 0
+  eq(out.top.map((t) => t.position), [1, 3, 0]); // largest first, ties to the earlier position
+  assert.ok(out.label.startsWith('Head 0 adds to the layer output, per query position: most at 1 “b” 2.000'));
+  assert.ok(out.label.includes('total 3.500'));
+  assert.ok(out.moved.includes('value_norms') && out.moved.includes('head_contributions'));
+  assert.ok(!out.weights.includes('head_contributions') && !out.weights.includes('value_norms'));
+  const body = out.body;
+  eq([body.source, body.side], [{text: 'x y', padding: [true, false]}, 'source']);
+  eq([body.position, body.change], [1, {kind: 'direction', norm: 2}]);
+  assert.equal(body.demo_bug, 'norm_over_sequence'); // the claim is tested on the code the view shows
+  for (const key of ['include', 'layer', 'sinks', 'texts']) assert.ok(!(key in body), key);
+  assert.equal(out.query, 'query');
+  assert.ok(out.url.includes('pside=source') && !out.plain.includes('pside'));
+  assert.equal(out.back, 'source');
+  none(out.junk);
+});
+
+// test_sight.py
+test('the distance from the viewport', async () => {
+  const { distance } = await mod('sight.js');
+  const cases = [
+    [{top: 100, bottom: 400, width: 10, height: 300}, 900, false, 0], // in sight
+    [{top: 1000, bottom: 1400, width: 10, height: 400}, 900, false, 0], // within the margin
+    [{top: 1500, bottom: 1900, width: 10, height: 400}, 900, false, 400], // below it
+    [{top: -700, bottom: -300, width: 10, height: 400}, 900, false, 100], // scrolled past
+    [{top: 0, bottom: 0, width: 0, height: 0}, 900, false, null], // hidden: drawn at once
+    [{top: 0, bottom: 0, width: 0, height: 0}, 900, true, Infinity], // in a closed <details>
+  ];
+  for (const [box, viewport, closed, want] of cases) {
+    eq(distance(box, viewport, closed), want, JSON.stringify(box));
+  }
+});
+
+// test_typed_page.py
+test('the typed helpers read rows and build the body', async () => {
+  const T = await mod('typed.js');
+  const R = await mod('requests.js');
+  const S = await mod('state.js');
+  const include = ['scores', 'weights', 'stats', 'output', 'contexts', 'qkv'];
+  const req = {model: 'given', text: 'a b', include};
+  const typed = {kind: 'pattern', m: [[1, 0], [0.5, 0.5]], values: null};
+  const out = plain({
+    grid: T.parseGrid('1, 2\n\n[3 4]'), ragged: T.parseGrid('1 2\n3').error, word: T.parseGrid('1 x').error,
+    labels: [R.labelsFor('a b', 2), R.labelsFor('a b', 3)],
+    body: R.typedBody(req, typed),
+    withValues: R.typedBody(req, {...typed, values: [[1], [2]]}).include,
+    link: S.parseTyped(JSON.stringify(typed)), bad: S.parseTyped('{"kind":"pattern","m":[[1,0]]}'),
+  });
+  eq(out.grid, {matrix: [[1, 2], [3, 4]]});
+  assert.ok(out.ragged.includes('row 2 has 1 numbers but row 1 has 2') && out.word.includes('“x” is not a number'));
+  eq(out.labels, ['a b', 'x1 x2 x3']);
+  eq([out.body.pattern, out.body.include], [[[1, 0], [0.5, 0.5]], ['scores', 'weights', 'stats']]);
+  eq(out.withValues, ['scores', 'weights', 'stats', 'output', 'contexts']);
+  eq(out.link, {kind: 'pattern', m: [[1, 0], [0.5, 0.5]], values: null});
+  none(out.bad);
+});
