@@ -57,8 +57,8 @@ nginx:
 	  [ -x "$(NGINX)" ] || { echo "nginx installed, but $(NGINX) is still missing" >&2; exit 1; }; \
 	fi
 
-# The bundler's and the exported viewer's tests (tests/test_jsbundle.py, tests/test_export.py) run their scripts in
-# Debian's nodejs, installed the same way.
+# The bundler's and the exported viewer's tests (tests/test_jsbundle.py, tests/test_export.py) and the page's pure
+# helpers (tests/js/, run by tests/test_js.py) run in Debian's nodejs, installed the same way.
 node:
 	@if [ ! -x "$(NODE)" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \

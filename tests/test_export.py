@@ -21,17 +21,31 @@ from fastapi.testclient import TestClient
 
 from tests.helpers import assert_error, node
 from wire.arrays import read_arrays
-from wire.jsbundle import bundle, module_order
+from wire.jsbundle import BundleError, bundle, module_order
 from wire.standalone import FORBID, read_embedded, script_safe, standalone_html, static_dir, viewer_script
 
 
 def test_the_viewer_bundle_holds_standalone_and_never_the_page_store() -> None:
-    names = [m.name for m in module_order("standalone.js", static_dir() / "js", FORBID)]
+    js = static_dir() / "js"
+    assert {p.name for p in js.glob("*.js")} >= FORBID  # each name refused is one of the page's modules
+    # what standalone.js imports, followed with nothing refused: none of the page's store and fetching is among it
+    names = [m.name for m in module_order("standalone.js", js)]
     assert names[-1] == "standalone.js"
     assert {"heatmap.js", "colors.js", "arrays.js", "overview.js"} <= set(names)
-    assert not set(names) & FORBID
+    assert not set(names) & FORBID, set(names) & FORBID
+    assert [m.name for m in module_order("standalone.js", js, FORBID)] == names
     script = viewer_script()
     assert script.rstrip().endswith("__attnlab_standalone.boot();\n})();".rstrip())
+
+
+def test_the_viewer_bundle_refuses_a_module_that_reaches_the_page_store() -> None:
+    """The negative control: standalone.js importing a module that imports store.js is refused, naming the import."""
+    sources = {p.name: p.read_text(encoding="utf-8") for p in (static_dir() / "js").glob("*.js")}
+    sources["legend.js"] = 'import { reducer } from "./store.js";\nexport const legend = reducer;\n'
+    sources["standalone.js"] = 'import { legend } from "./legend.js";\n' + sources["standalone.js"]
+    assert "store.js" in {m.name for m in module_order("standalone.js", sources)}
+    with pytest.raises(BundleError, match=r"legend\.js imports store\.js, which a standalone page must not include"):
+        module_order("standalone.js", sources, FORBID)
 
 
 class Scripts(HTMLParser):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -101,47 +100,6 @@ def test_the_head_grid_opens_from_the_link_and_draws_what_the_server_measured(op
     expect(summary).to_contain_text(f"Most recovered by one cell: L{layer} H{head} ({best[0]:.3f})")
     expect(summary).to_contain_text("10 forward passes in one request")
     expect(summary).to_contain_text(f"Clean next-token loss {api['clean_metric']:.3f}")
-
-
-def test_the_setting_round_trips_and_the_body_is_built_from_the_tokens_on_screen(js: Callable[[str], Any]) -> None:
-    out = js(
-        """
-        const P = await mod('patch.js');
-        const v = {position: 3, hook: 'mlp_out', token: 'a.b c%'};
-        const att = {model: 'minilm', text: 'the cat sat', include: ['weights'], layer: 2, masks: {causal: true}};
-        return {
-          back: P.decodePatch(P.encodePatch(v)), junk: [P.decodePatch('x'), P.decodePatch('2.heads.moon'),
-          P.decodePatch('2.z.%E0%A4%A')],
-          body: P.patchRequest(att, ['[CLS]', 'the', 'cat', 'sat', '[SEP]'], {position: 2, hook: 'z', token: 'dog'},
-                               false),
-          past: P.patchRequest(att, ['[CLS]', 'the'], {position: 2, hook: 'z', token: 'dog'}, false),
-          ld: {...v, metric: {kind: 'logit_diff', position: 4, correct: ' a,b', wrong: 'x@y'}, cell: [1, 2]},
-          ldBack: P.decodePatch(P.encodePatch({...v, metric: {kind: 'logit_diff', position: 4, correct: ' a,b',
-                                                               wrong: 'x@y'}, cell: [1, 2]})),
-          ldBody: P.patchRequest(att, ['a', 'b', 'c'], {position: 0, hook: 'z', token: 'd',
-                                 metric: {kind: 'logit_diff', position: 2, correct: 'b', wrong: 'c'}}, true),
-          ldPast: P.patchRequest(att, ['a', 'b', 'c'], {position: 0, hook: 'z', token: 'd',
-                                 metric: {kind: 'logit_diff', position: 3, correct: 'b', wrong: 'c'}}, true),
-          ldNoPredict: P.patchRequest(att, ['a', 'b', 'c'], {position: 0, hook: 'z', token: 'd',
-                                      metric: {kind: 'logit_diff', position: 2, correct: 'b', wrong: 'c'}}, false),
-        };
-        """
-    )
-    assert out["back"] == {"position": 3, "hook": "mlp_out", "token": "a.b c%"}
-    assert out["junk"] == [None, None, None]
-    body = out["body"]
-    assert body["clean"] == {
-        "model": "minilm",
-        "masks": {"causal": True},
-        "tokens": ["[CLS]", "the", "cat", "sat", "[SEP]"],
-    }
-    assert body["corrupted"]["tokens"][2] == "dog" and body["clean"]["tokens"][2] == "cat"
-    assert body["hook"] == "z" and body["metric"] == {"kind": "output_distance"}
-    assert out["past"] is None
-    assert out["ldBack"] == out["ld"]  # a token with "," or "@" in it survives the link
-    assert out["ldBody"]["metric"] == {"kind": "logit_diff", "position": 2, "correct": "b", "wrong": "c"}
-    assert out["ldPast"]["metric"] == {"kind": "loss"}  # a position past the text: the default metric
-    assert out["ldNoPredict"]["metric"] == {"kind": "output_distance"}  # no logits to read
 
 
 def test_the_moved_view_draws_each_keys_value_norm_and_is_kept_in_the_link(open_trained: Open) -> None:

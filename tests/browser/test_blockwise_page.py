@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import httpx
 import pytest
@@ -81,27 +80,6 @@ def test_the_lesson_steps_through_the_blocks_to_the_dense_weights(
     page.get_by_test_id("blockwise-prev").click()
     assert lesson.get_attribute("data-step") == "0"
     assert page_log.page_errors == []
-
-
-def test_the_online_softmax_helper_matches_a_softmax(js: Callable[[str], Any]) -> None:
-    out = js(
-        """const b = await mod("blockwise.js");
-           const s = [0.5, 3, -1, 2, 7, 1, -4];
-           const eligible = [true, true, false, true, true, false, true];
-           const dense = s.map((v, k) => eligible[k] ? Math.exp(v) : 0);
-           const z = dense.reduce((a, v) => a + v, 0);
-           const want = dense.map((v) => v / z);
-           const runs = [1, 2, 3, 7, 50].map((B) => b.maxAbsDiff(b.onlineSoftmax(s, eligible, B).weights, want));
-           const none = b.onlineSoftmax([1, 2], [false, false], 1);
-           const first = b.onlineSoftmax(s, null, 3).steps;
-           const masked = b.onlineSoftmax(s, eligible, 2).weights[2];
-           return {runs, none: none.weights, rescale: first.map((st) => st.rescale), masked};"""
-    )
-    assert max(out["runs"]) < 1e-15
-    assert out["none"] == [0, 0] and out["masked"] == 0
-    # blocks of 3: max 3, then 7 (the sum so far shrinks by exp(3 - 7)), then -4 (the maximum stays: a factor of 1)
-    assert out["rescale"][0] is None and out["rescale"][1] == pytest.approx(math.exp(3 - 7))
-    assert out["rescale"][2] == 1
 
 
 # where a plotly figure's parts lie, top to bottom, in px: the x tick labels' lowest edge, the x-axis title's top and

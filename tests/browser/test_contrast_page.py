@@ -11,6 +11,8 @@ from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import wait_idle
 
+pytestmark = pytest.mark.browser
+
 MINILM_EXAMPLE = "MiniLM: which heads make “it” look at “animal”?"
 TIRED = "The animal didn't cross the street because it was too tired"
 WIDE = "The animal didn't cross the street because it was too wide"

@@ -5,8 +5,6 @@ overview is drawn from the summary of that kind. And a tile still on its way, dr
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Any
 
 import httpx
 import pytest
@@ -83,23 +81,3 @@ def test_a_tile_on_its_way_shows_its_coarser_parent(page: Page, page_log: PageLo
     settle(page)
     assert level.get_attribute("data-stand-ins") == "0"
     assert not page_log.page_errors
-
-
-def test_the_part_of_a_parent_under_a_finer_tile(js: Callable[[str], Any]) -> None:
-    got = js(
-        """
-        const z = await mod("zoomview.js");
-        // a parent of 1,024 positions from 1,024 (blocks of 4: 256 pixels), and one at the matrix's end (S = 1,800:
-        // 776 positions, 194 pixels); their children span 512 positions (blocks of 2)
-        const parent = { k0: 1024, q0: 1024, cell: 4, canvas: { width: 256, height: 256 } };
-        const edge = { k0: 1024, q0: 0, cell: 4, canvas: { width: 194, height: 256 } };
-        return {
-          first: z.parentPart(2, 2, 512, parent), second: z.parentPart(3, 2, 512, parent),
-          cut: z.parentPart(3, 1, 512, edge), outside: z.parentPart(0, 2, 512, parent),
-        };
-        """
-    )
-    assert got["first"] == {"sx": 0, "sy": 0, "sw": 128, "sh": 128}
-    assert got["second"] == {"sx": 128, "sy": 0, "sw": 128, "sh": 128}
-    assert got["cut"] == {"sx": 128, "sy": 128, "sw": 66, "sh": 128}
-    assert got["outside"] is None

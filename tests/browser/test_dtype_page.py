@@ -18,27 +18,6 @@ pytestmark = pytest.mark.browser
 Open = Callable[..., Page]
 
 
-def test_dtype_goes_out_on_attention_only_and_round_trips_through_the_link(js: Callable[[str], Any]) -> None:
-    out = js(
-        """
-        const S = await mod('state.js');
-        const R = await mod('requests.js');
-        const s = {...S.defaultState(), model: 'random', text: 'a b c', dtype: 'bfloat16'};
-        const req = R.buildRequest(s, {layers: 1, d_model: 64}, 3);
-        return {
-          body: req.dtype, link: S.encodeState(s), back: S.decodeState('?m=random&dtype=float16').dtype,
-          junk: S.decodeState('?m=random&dtype=float8').dtype,
-          plain: 'dtype' in R.buildRequest(S.defaultState(), null, 3),
-          heads: 'dtype' in R.headTypesRequest(req), single: 'dtype' in R.singleRequest(req),
-          batch: 'dtype' in R.perturbBatchRequest(req, 0, 1, {kind: 'shift', amount: 1}),
-        };
-        """
-    )
-    assert out["body"] == "bfloat16" and "dtype=bfloat16" in out["link"]
-    assert out["back"] == "float16" and out["junk"] is None and out["plain"] is False
-    assert out["heads"] is False and out["single"] is False and out["batch"] is False
-
-
 def test_choosing_bfloat16_recomputes_and_shows_the_servers_difference(
     open_page: Open, run_and_wait: Callable[[Callable[[], None]], dict[str, Any]]
 ) -> None:

@@ -114,14 +114,3 @@ def test_the_minilm_example_opens_scrolled_to_its_answer(open_trained: Open) -> 
     wait_idle(page)
     wait_in_view(page, "#tophead-panel")
     expect(page.get_by_test_id("top-heads")).to_be_in_viewport()
-
-
-def test_first_visit_reads_the_link_and_the_stored_mark(js: Callable[[str], object]) -> None:
-    out = js(
-        """
-        const S = await mod('start.js');
-        const f = S.firstVisit;
-        return [f('', null), f('?m=random', null), f('', '1'), f('?', null)];
-        """
-    )
-    assert out == [True, False, False, True]

@@ -39,34 +39,6 @@ def drawn_maps(page: Page) -> list[Any]:
     )
 
 
-def test_the_method_round_trips_and_old_links_stay_rollout(js: Callable[[str], Any]) -> None:
-    out = js(
-        """
-        const R = await mod('rollout.js');
-        const att = {model: 'random', text: 'a b', masks: {}, include: ['weights'], layer: 1, sinks: {hide: 'first'}};
-        return {
-          old: R.decodeRollout('mean.1'), flow: R.decodeRollout('max.0.flow'), named: R.decodeRollout('min.1.rollout'),
-          junk: ['mean.1.', 'mean.1.pipes', 'mean.2.flow', 'flow', ''].map(R.decodeRollout),
-          enc: [{heads: 'mean', residual: true}, {heads: 'max', residual: false, method: 'flow'},
-                {heads: 'min', residual: true, method: 'rollout'}].map(R.encodeRollout),
-          reqFlow: R.rolloutRequest(att, {heads: 'max', residual: false, method: 'flow'}),
-          reqRoll: R.rolloutRequest(att, {heads: 'mean', residual: true}),
-          maps: R.rolloutMaps({layers: [{index: 0, rollout: [[1]], attention_flow: [[0.5]]}], config: {}}, 0, 'flow'),
-        };
-        """
-    )
-    assert out["old"] == {"heads": "mean", "residual": True, "method": "rollout"}  # every link before flow
-    assert out["flow"] == {"heads": "max", "residual": False, "method": "flow"}
-    assert out["named"]["method"] == "rollout"
-    assert out["junk"] == [None] * 5
-    assert out["enc"] == ["mean.1", "max.0.flow", "min.1"]  # rollout keeps its old form
-    flow = out["reqFlow"]
-    assert flow["include"] == ["attention_flow"] and flow["rollout"] == {"heads": "max", "residual": False}
-    assert "layer" not in out["reqFlow"] and "sinks" not in out["reqFlow"]
-    assert out["reqRoll"]["include"] == ["rollout"]
-    assert out["maps"] == [{"layer": 0, "matrix": [[0.5]]}]
-
-
 def test_flow_draws_the_servers_numbers_and_keeps_its_method_in_the_link(open_trained: Open) -> None:
     page = open_trained(f"?m=induction&t={REPEAT}")
     with page.expect_response(asks("rollout")) as roll:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
 
 
 def above_text(b: dict, key: str) -> str:

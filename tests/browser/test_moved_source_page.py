@@ -33,47 +33,6 @@ def contributions(api: dict[str, Any]) -> dict[tuple[int, int], list[float]]:
     return {(la["index"], h["index"]): h["contribution"] for la in api["layers"] for h in la["heads"]}
 
 
-def test_the_strip_helpers_scale_name_the_top_positions_and_the_body_is_built_from_state(js: Any) -> None:
-    out = js(
-        """
-        const C = await mod('contrib.js'); const R = await mod('requests.js'); const S = await mod('state.js');
-        const base = {...S.defaultState(), model: 'random', text: 'a b c'};
-        const att = {model: 'random', text: 'a b', source: {text: 'x y', padding: [true, false]}, masks: {blocked: []},
-          include: ['weights'], layer: 0, sinks: {hide: 'first'}, demo_bug: 'norm_over_sequence'};
-        const url = (s) => S.encodeState(s).toString();
-        const withSrc = {...base, source: 'x y z', perturbOn: true, perturb: {...base.perturb, side: 'source'}};
-        const noSrc = {...base, perturbOn: true, perturb: {...base.perturb, side: 'source'}};
-        return {
-          scale: C.stripScale([0, 2, 0.5]), zero: C.stripScale([0, 0]),
-          top: C.topPositions(Float32Array.from([0.5, 2, 0.5, 1])),
-          label: C.stripLabel([0.5, 2, 1], ['a', 'b', 'c'], 'Head 0'),
-          moved: R.buildRequest({...base, view: 'moved'}, null, 3).include,
-          weights: R.buildRequest(base, null, 3).include,
-          body: R.perturbSourceRequest(att, 'source', 1, {kind: 'direction', amount: 2}),
-          query: R.perturbSourceRequest(att, 'sideways', 0, {kind: 'shift', amount: 1}).side,
-          url: url(withSrc), plain: url(noSrc),
-          back: S.decodeState('?' + url(withSrc)).perturb.side,
-          junk: S.decodeState('?m=random&pert=q,direction,1&pside=left').perturb.side ?? null,
-        };
-        """
-    )
-    assert out["scale"] == {"min": 0, "max": 2, "largest": 2}
-    assert out["zero"] == {"min": 0, "max": 1, "largest": 0}  # nothing divides by 0
-    assert [t["position"] for t in out["top"]] == [1, 3, 0]  # largest first, ties to the earlier position
-    assert out["label"].startswith("Head 0 adds to the layer output, per query position: most at 1 “b” 2.000")
-    assert "total 3.500" in out["label"]
-    assert "value_norms" in out["moved"] and "head_contributions" in out["moved"]
-    assert "head_contributions" not in out["weights"] and "value_norms" not in out["weights"]
-    body = out["body"]
-    assert body["source"] == {"text": "x y", "padding": [True, False]} and body["side"] == "source"
-    assert body["position"] == 1 and body["change"] == {"kind": "direction", "norm": 2}
-    assert body["demo_bug"] == "norm_over_sequence"  # the claim is tested on the code the view shows
-    assert not {"include", "layer", "sinks", "texts"} & set(body)
-    assert out["query"] == "query"
-    assert "pside=source" in out["url"] and "pside" not in out["plain"]
-    assert out["back"] == "source" and out["junk"] is None
-
-
 def test_the_moved_view_draws_each_heads_contribution_as_the_server_sends_it(
     open_page: Opener, page_log: PageLog
 ) -> None:

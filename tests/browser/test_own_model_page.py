@@ -18,33 +18,6 @@ from tests.helpers import serve
 pytestmark = pytest.mark.browser
 
 
-def test_the_label_and_reference_line_of_a_model(js: Callable[[str], Any]) -> None:
-    out = js(
-        """
-        const M = await mod('modelinfo.js');
-        const mine = {name: 'mine', family: 'llama', layers: 2, heads: 4, d_model: 64,
-          reference: {library: 'transformers 5.24.0', max_abs_diff: {weights: 3.1e-7, output: 2e-8}}};
-        const lib = 'transformers 5.24.0';
-        const wrong = {...mine, reference: {library: lib, max_abs_diff: {weights: 1e-8, output: 0.31}}};
-        const why = 'transformers is not installed';
-        const alone = {...mine, reference: {library: null, max_abs_diff: null, reason: why}};
-        const random = {name: 'random', family: 'random', layers: 1, heads: 4, d_model: 64, reference: null};
-        return {
-          mine: M.modelLabel(mine, {model: 'x'}), random: M.modelLabel(random, {model: 'random', options: {heads: 8}}),
-          lines: [mine, wrong, alone, random].map(M.referenceLine),
-        };
-        """
-    )
-    assert out["mine"] == "mine · llama, 2 layers × 4 heads, width 64"
-    assert out["random"] == "random · 8 heads"  # a built-in model is its own family: no family or width said
-    assert out["lines"] == [
-        "matches transformers 5.24.0 to 3e-7",
-        "differs from transformers 5.24.0 by up to 3e-1",  # the worse of the two differences, and no "matches"
-        "Not compared with transformers: transformers is not installed",
-        "",
-    ]
-
-
 @pytest.fixture(scope="module")
 def checkpoint_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`attnlab serve` with textbook and a tiny random llama checkpoint served as `mine`."""

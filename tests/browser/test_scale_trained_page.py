@@ -6,7 +6,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
+import pytest
 from playwright.sync_api import Page, expect
+
+pytestmark = pytest.mark.browser
 
 Open = Callable[..., Page]
 

@@ -88,25 +88,3 @@ def test_a_view_scrolled_into_sight_draws_with_the_views_in_sight(
     seen = next(m for m in at_marks(page)[before:] if m["name"] == "attnlab:visible")
     assert seen["focus"] == 2, seen
     assert page_log.console_errors == [] and page_log.page_errors == []
-
-
-@pytest.mark.parametrize(
-    ("box", "viewport", "closed", "want"),
-    [
-        ({"top": 100, "bottom": 400, "width": 10, "height": 300}, 900, False, 0),  # in sight
-        ({"top": 1000, "bottom": 1400, "width": 10, "height": 400}, 900, False, 0),  # within the margin
-        ({"top": 1500, "bottom": 1900, "width": 10, "height": 400}, 900, False, 400),  # below it
-        ({"top": -700, "bottom": -300, "width": 10, "height": 400}, 900, False, 100),  # scrolled past
-        ({"top": 0, "bottom": 0, "width": 0, "height": 0}, 900, False, None),  # hidden: drawn at once
-        ({"top": 0, "bottom": 0, "width": 0, "height": 0}, 900, True, "inf"),  # in a closed <details>
-    ],
-)
-def test_distance_from_the_viewport(
-    js: Any, box: dict[str, int], viewport: int, closed: bool, want: int | str | None
-) -> None:
-    got = js(
-        f"const {{ distance }} = await import('/static/js/sight.js');"
-        f"const d = distance({box}, {viewport}, {str(closed).lower()});"
-        "return d === Infinity ? 'inf' : d;"
-    )
-    assert got == want

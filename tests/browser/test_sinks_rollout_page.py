@@ -50,34 +50,6 @@ def check_hidden(drawn: list[list[float | None]], plain: list[list[float]], hidd
     assert checked > 10
 
 
-def test_sinks_round_trip_through_the_link_and_go_out_as_the_body_field(js: Callable[[str], Any]) -> None:
-    out = js(
-        """
-        const S = await mod('state.js');
-        const R = await mod('requests.js');
-        const back = (q) => { const s = S.decodeState(q); return [s.sinks, s.renorm, S.encodeState(s)]; };
-        const s = {...S.defaultState(), model: 'induction', text: 'a b', sinks: [0, 3], renorm: false};
-        const req = R.buildRequest(s, {layers: 2, d_model: 64}, 2);
-        return {
-          first: back('?m=x&causal=0&sinks=first'), special: back('?m=x&causal=0&sinks=special'),
-          pos: back('?m=x&causal=0&sinks=3,0,3&renorm=0'),
-          junk: ['?m=x&sinks=-1', '?m=x&sinks=a,b', '?m=x&sinks=', '?m=x'].map((q) => S.decodeState(q).sinks),
-          renormAlone: S.encodeState({...S.defaultState(), renorm: false}),
-          body: req.sinks, heads: 'sinks' in R.headTypesRequest(req),
-          size: R.sizeKey(req) === R.sizeKey({...req, sinks: undefined}),
-        };
-        """
-    )
-    assert out["first"][:2] == ["first", True] and "sinks=first" in out["first"][2]
-    assert out["special"][:2] == ["special", True]
-    assert out["pos"][:2] == [[0, 3], False] and "sinks=0%2C3" in out["pos"][2] and "renorm=0" in out["pos"][2]
-    assert out["junk"] == [None, None, None, None]
-    assert "renorm" not in out["renormAlone"]  # without sinks there is nothing to renormalise
-    assert out["body"] == {"hide": [0, 3], "renormalise": False}
-    assert out["heads"] is False  # /api/heads, decode, perturb and patch return no weights and refuse sinks
-    assert out["size"] is True
-
-
 def test_hiding_the_first_token_zeroes_its_column_renormalises_rows_and_survives_a_reload(open_trained: Open) -> None:
     page = open_trained(f"?m=induction&t={REPEAT}&layer=1&focus=1.2")
     with page.expect_response(lambda r: r.url.endswith("/api/attention")) as resp:

@@ -4,7 +4,6 @@ first layer keeps that layer and says so; without a worker the page reads the st
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -158,94 +157,4 @@ def test_the_frame_splitter_and_reader_give_the_same_answer_for_any_chunking(pag
     assert out["cutLeft"] == 10  # the 4 length bytes and 6 of the frame
 
 
-def test_an_error_frame_reads_as_the_servers_error(js: Callable[[str], Any]) -> None:
-    """A stream that fails after its head: the page's reader throws the error frame as the API's error."""
-    out = js(
-        """
-        const frames = await mod("frames.js");
-        const doc = (obj) => {
-          const header = new TextEncoder().encode(JSON.stringify(obj));
-          const out = new Uint8Array(8 + header.length + 8);
-          out.set([65, 84, 78, 65]);
-          new DataView(out.buffer).setUint32(4, header.length, true);
-          out.set(header, 8);
-          return out;
-        };
-        const frame = (obj) => {
-          const d = doc(obj), f = new Uint8Array(4 + d.length);
-          new DataView(f.buffer).setUint32(0, d.length, true);
-          f.set(d, 4);
-          return f;
-        };
-        const head = frame({head: {tokens: ["a"], config: {n_layers: 2}, layers: [{index: 0, heads: []}]}});
-        const error = frame({error: {status: 422, code: "out_of_range", field: "precision", message: "too big"}});
-        const body = new Blob([head, error]);
-        let heard = null;
-        try {
-          await frames.readStream(new Response(body), {onHead: (h) => { heard = h.layers.length; },
-            toError: (e) => Object.assign(new Error(e.message), {code: e.code, field: e.field})});
-          return "no error";
-        } catch (e) {
-          return {message: e.message, code: e.code, field: e.field, heard};
-        }
-        """
-    )
-    assert out == {"message": "too big", "code": "out_of_range", "field": "precision", "heard": 1}
-
-
 # A store with a run of a 3-layer model in flight, the Layer menu at `shown`; `layer(i)` and `top` build its answer.
-RUN_IN_FLIGHT = """
-        const store = await mod("store.js"), actions = await mod("actions.js"), sel = await mod("selectors.js");
-        const layer = (i) => ({index: i, heads: [{index: 0, weights: [[1]]}]});
-        const top = {model: "m", tokens: ["a"], eligible: [[true]], masks: {blocked: []}, reasons: null,
-          config: {n_layers: 3, n_heads: 1, n_kv_heads: 1, layers_computed: 1, batch: null}};
-        let s = store.initialState();
-        s = {...s, ui: {...s.ui, layer: shown}, run: {...s.run, want: 1, started: 1, status: "loading"}};
-"""
-
-
-def test_the_run_reducers_keep_the_layer_drawn_when_the_others_come(js: Callable[[str], Any]) -> None:
-    """runSucceeded with the head (partial), then runRest with the whole answer: the drawn layer's object is kept,
-    `base` stays, every layer is held, and nothing is waited for any more."""
-    out = js(
-        """
-        const shown = 1;
-        """
-        + RUN_IN_FLIGHT
-        + """
-        const head = {...top, config: {...top.config, layers_computed: 2}, layers: [layer(1)]};
-        s = store.reducer(s, actions.act.runSucceeded(head, {model: "m"}, null, true));
-        const atHead = {rest: s.run.rest, held: sel.shownHeld(s), base: s.run.base === s.run.result,
-          holds2: store.holdsLayer(s, 2)};
-        const drawnLayer = s.run.result.layers[0];
-        const deps = sel.shownDeps(s);
-        const whole = {...top, config: {...top.config, layers_computed: 3}, layers: [layer(0), layer(1), layer(2)]};
-        s = store.reducer(s, actions.act.runRest(whole));
-        const deps2 = sel.shownDeps(s);
-        return {atHead, rest: s.run.rest, kept: s.run.result.layers[1] === drawnLayer,
-          count: s.run.result.layers.length, computed: s.run.result.config.layers_computed,
-          sameDeps: deps.length === deps2.length && deps.every((x, i) => x === deps2[i])};
-        """
-    )
-    assert out["atHead"] == {"rest": "loading", "held": True, "base": True, "holds2": True}
-    assert out["rest"] is None and out["kept"] and out["count"] == 3 and out["computed"] == 3
-    assert out["sameDeps"]  # the views of layer 1 have nothing to draw again
-
-
-def test_a_switch_to_a_layer_still_on_its_way_is_drawn_when_it_comes(js: Callable[[str], Any]) -> None:
-    out = js(
-        """
-        const shown = 0;
-        """
-        + RUN_IN_FLIGHT
-        + """
-        s = store.reducer(s, actions.act.runSucceeded({...top, layers: [layer(0)]}, {model: "m"}, null, true));
-        const want = s.run.want;
-        s = store.reducer(s, actions.act.layerSet(2));
-        const waiting = {want: s.run.want === want, held: sel.shownHeld(s), layer: s.ui.layer};
-        s = store.reducer(s, actions.act.runRest({...top, layers: [layer(0), layer(1), layer(2)]}));
-        return {waiting, held: sel.shownHeld(s)};
-        """
-    )
-    assert out["waiting"] == {"want": True, "held": False, "layer": 2}  # no new run: the layer is on its way
-    assert out["held"]

@@ -28,33 +28,6 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield base
 
 
-@pytest.fixture
-def js(page: Page, live_server: str) -> Callable[[str], Any]:
-    page.goto(f"{live_server}/api/health")
-
-    def run(body: str) -> Any:
-        return page.evaluate(f"async () => {{ const P = await import('/static/js/piece.js'); {body} }}")
-
-    return run
-
-
-def test_piece_text_marks_what_would_not_show(js: Callable[[str], Any]) -> None:
-    out = js(
-        """
-        const labels = [' the', '\\n', '\\r\\n', '\\t', '  ', '', '你', '◌◌', 'a b ', 'שלום', '\\u0007'];
-        return {text: labels.map(P.pieceText), label: P.pieceLabel(' abcdefgh', 5), rtl: P.pieceLabel('שלום'),
-                quote: P.pieceQuote('the'), title: P.pieceTitle(' the', true),
-                held: P.pieceTitle('◌◌')};
-        """
-    )
-    assert out["text"] == ["␣the", "↵", "↵", "→", "␣␣", "∅", "你", "◌◌", "a b␣", "שלום", "␇"]
-    assert out["label"] == "␣abc…"  # cut to 5 characters
-    assert out["rtl"] == "\u2068שלום\u2069"  # right-to-left text isolated in a plain-text place
-    assert out["quote"] == "“the”"
-    assert out["title"] == '" the" · starts with a space · special token'
-    assert out["held"] == '"◌◌" · 2 more bytes of the character before'
-
-
 def test_a_checkpoints_tokens_read_as_text(
     page: Page, llama_server: str, run_and_wait: Callable[[Callable[[], None]], dict[str, Any]]
 ) -> None:

@@ -41,33 +41,6 @@ def typed_grid(matrix: list[list[float]]) -> str:
     return "\n".join(" ".join(f"{v:g}" for v in row) for row in matrix)  # as JavaScript writes them
 
 
-def test_typed_helpers_read_rows_and_build_the_body(page: Page, typed_server: str) -> None:
-    page.goto(f"{typed_server}/api/health")
-    out = page.evaluate(
-        """async () => {
-          const T = await import('/static/js/typed.js');
-          const R = await import('/static/js/requests.js');
-          const S = await import('/static/js/state.js');
-          const include = ['scores', 'weights', 'stats', 'output', 'contexts', 'qkv'];
-          const req = {model: 'given', text: 'a b', include};
-          const typed = {kind: 'pattern', m: [[1, 0], [0.5, 0.5]], values: null};
-          return {
-            grid: T.parseGrid('1, 2\\n\\n[3 4]'), ragged: T.parseGrid('1 2\\n3').error, word: T.parseGrid('1 x').error,
-            labels: [R.labelsFor('a b', 2), R.labelsFor('a b', 3)],
-            body: R.typedBody(req, typed),
-            withValues: R.typedBody(req, {...typed, values: [[1], [2]]}).include,
-            link: S.parseTyped(JSON.stringify(typed)), bad: S.parseTyped('{"kind":"pattern","m":[[1,0]]}'),
-          };
-        }"""
-    )
-    assert out["grid"] == {"matrix": [[1, 2], [3, 4]]}
-    assert "row 2 has 1 numbers but row 1 has 2" in out["ragged"] and "“x” is not a number" in out["word"]
-    assert out["labels"] == ["a b", "x1 x2 x3"]
-    assert out["body"]["pattern"] == [[1, 0], [0.5, 0.5]] and out["body"]["include"] == ["scores", "weights", "stats"]
-    assert out["withValues"] == ["scores", "weights", "stats", "output", "contexts"]
-    assert out["link"] == {"kind": "pattern", "m": [[1, 0], [0.5, 0.5]], "values": None} and out["bad"] is None
-
-
 def test_a_typed_score_matrix_is_drawn_with_causal_masking_and_numpys_softmax(
     page: Page, typed_server: str, run_and_wait: Callable[[Callable[[], None]], dict[str, Any]]
 ) -> None:
