@@ -5,7 +5,8 @@ repeated weight rows. Each has a control the same check must reject."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import numpy as np
@@ -194,9 +195,9 @@ def test_the_audit_flags_repeated_rows_of_repeated_tokens(api: TestClient) -> No
 
 
 @pytest.fixture
-def counted_audit(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """An audit of BATCH under a given ATTNLAB_MAX_AUDIT_RUNS, with the forward passes its perturbations ran (every
-    model.run made inside engine.analysis.audit's perturb) counted."""
+def counted_audit(monkeypatch: pytest.MonkeyPatch, make_client: Callable[..., Any]) -> Iterator[Any]:
+    """An audit under the given settings (e.g. max_audit_runs), with the forward passes its perturbations ran
+    (every model.run made inside engine.analysis.audit's perturb) counted."""
     import engine.analysis.audit as audit_module
 
     counts = {"inside": 0, "runs": 0}
@@ -210,27 +211,22 @@ def counted_audit(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
             counts["inside"] -= 1
 
     monkeypatch.setattr(audit_module, "perturb", counting_perturb)
-    clients: list[TestClient] = []
+    with ExitStack() as stack:
 
-    def run(body: dict[str, Any], **limits: int) -> tuple[dict[str, Any], int, TestClient]:
-        settings = Settings(device="cpu", models="random", allowed_hosts="testserver", **limits)
-        client = TestClient(create_app(settings))
-        clients.append(client.__enter__())
-        model = client.app.state.models["random"]  # type: ignore[attr-defined]
-        forward = model.run
+        def run(body: dict[str, Any], **limits: int) -> tuple[dict[str, Any], int, TestClient]:
+            client = stack.enter_context(make_client(models="random", **limits))
+            model = client.app.state.models["random"]
+            forward = model.run
 
-        def counting_run(*args: Any, **kwargs: Any) -> Any:
-            counts["runs"] += counts["inside"] > 0
-            return forward(*args, **kwargs)
+            def counting_run(*args: Any, **kwargs: Any) -> Any:
+                counts["runs"] += counts["inside"] > 0
+                return forward(*args, **kwargs)
 
-        monkeypatch.setattr(model, "run", counting_run)
-        counts["runs"] = 0
-        a = audit_of(client, body)
-        return a, counts["runs"], client
+            monkeypatch.setattr(model, "run", counting_run)
+            counts["runs"] = 0
+            return audit_of(client, body), counts["runs"], client
 
-    yield run
-    for c in clients:
-        c.__exit__(None, None, None)
+        yield run
 
 
 def test_a_batch_audit_runs_at_most_its_bound_and_names_the_texts_left(counted_audit: Any) -> None:
