@@ -102,7 +102,8 @@ def unchecked_note(record: dict[str, Any], bound: int) -> str | None:
     return (
         f"verdicts for {which} of {b}; {rest} not checked: their perturbations would pass ATTNLAB_MAX_AUDIT_RUNS "
         f"({bound} forward passes, two a tested position of a text). Check one with /api/perturb on the same body "
-        "and its `item` (`position`: its last real one for causal, its first padding one for padding)."
+        "and its `item` (`position`: its last real one for causal, its first padding one for padding, its middle "
+        "for window)."
     )
 
 
