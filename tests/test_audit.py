@@ -5,7 +5,8 @@ repeated weight rows. Each has a control the same check must reject."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import numpy as np
@@ -188,3 +189,82 @@ def test_the_audit_flags_repeated_rows_of_repeated_tokens(api: TestClient) -> No
     assert a["repeated_rows"]["count"] == 2 * heads and a["repeated_rows"]["heads"] == heads
     assert {tuple(e["queries"]) for e in a["repeated_rows"]["examples"]} == {(0, 2), (1, 3)}
     assert audit_of(api, {"model": "random", "text": "a b c d e"})["repeated_rows"]["count"] == 0
+
+
+# ---- a batch audit's bound on its perturbations --------------------------------------------------------------------
+
+
+@pytest.fixture
+def counted_audit(monkeypatch: pytest.MonkeyPatch, make_client: Callable[..., Any]) -> Iterator[Any]:
+    """An audit under the given settings (e.g. max_audit_runs), with the forward passes its perturbations ran
+    (every model.run made inside engine.analysis.audit's perturb) counted."""
+    import engine.analysis.audit as audit_module
+
+    counts = {"inside": 0, "runs": 0}
+    perturb = audit_module.perturb
+
+    def counting_perturb(*args: Any, **kwargs: Any) -> Any:
+        counts["inside"] += 1
+        try:
+            return perturb(*args, **kwargs)
+        finally:
+            counts["inside"] -= 1
+
+    monkeypatch.setattr(audit_module, "perturb", counting_perturb)
+    with ExitStack() as stack:
+
+        def run(body: dict[str, Any], **limits: int) -> tuple[dict[str, Any], int, TestClient]:
+            client = stack.enter_context(make_client(models="random", **limits))
+            model = client.app.state.models["random"]
+            forward = model.run
+
+            def counting_run(*args: Any, **kwargs: Any) -> Any:
+                counts["runs"] += counts["inside"] > 0
+                return forward(*args, **kwargs)
+
+            monkeypatch.setattr(model, "run", counting_run)
+            counts["runs"] = 0
+            return audit_of(client, body), counts["runs"], client
+
+        yield run
+
+
+def test_a_batch_audit_runs_at_most_its_bound_and_names_the_texts_left(counted_audit: Any) -> None:
+    """Text 0 (the longest) costs 2 passes, texts 1 and 2 (causal and padding at two positions) 4 each: a bound of 6
+    checks texts 0 and 1 and leaves text 2, counted before any perturbation runs."""
+    a, runs, client = counted_audit(BATCH, max_audit_runs=6)
+    assert runs <= 6, f"the audit's perturbations ran {runs} forward passes past ATTNLAB_MAX_AUDIT_RUNS=6"
+    assert runs == 6
+    assert a["perturbation_unchecked"] == [2]
+    assert sorted({p["item"] for p in a["perturbation"]}) == [0, 1]
+    note = a["perturbation_note"]
+    assert "texts 0-1 of 3" in note and "text 2 not checked" in note and "ATTNLAB_MAX_AUDIT_RUNS (6" in note
+    assert "/api/perturb" in note and "`item`" in note
+    for p in a["perturbation"]:  # each checked verdict is /api/perturb's for that text and position
+        r = client.post("/api/perturb", json={**BATCH, "item": p["item"], "position": p["position"]})
+        assert r.status_code == 200, r.text[:300]
+        got = r.json()
+        assert p["verdict"] == got["verdict"]
+        assert p["holds"] == next(c["holds"] for c in got["checks"] if c["name"] == p["mask"])
+    # a bound under the first text's two passes checks no text, and says so
+    none, runs, _ = counted_audit(BATCH, max_audit_runs=1)
+    assert runs == 0 and none["perturbation"] == [] and none["perturbation_unchecked"] == [0, 1, 2]
+    assert none["perturbation_note"].startswith("verdicts for no text of 3; texts 0-2 not checked")
+
+
+def test_the_default_bound_checks_every_text_of_a_small_batch_and_every_sequence(counted_audit: Any) -> None:
+    a, runs, _ = counted_audit(BATCH)
+    assert {(p["item"], p["mask"]) for p in a["perturbation"]} == {
+        (0, "causal"),
+        (1, "causal"),
+        (1, "padding"),
+        (2, "causal"),
+        (2, "padding"),
+    }
+    assert runs == 10 and a["perturbation_unchecked"] == [] and a["perturbation_note"] is None
+    # one sequence is not bounded: its one to three positions always run (one pass each)
+    one, runs, _ = counted_audit(
+        {"model": "random", "text": "a b c d e f", "masks": {"causal": True, "window": 2}}, max_audit_runs=1
+    )
+    assert [p["mask"] for p in one["perturbation"]] == ["causal", "window"] and runs == 2
+    assert one["perturbation_unchecked"] == [] and one["perturbation_note"] is None

@@ -133,6 +133,16 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("/api/attention", {"model": "textbook", "masks": {"blocked": [[0, k] for k in range(5)]}, "all_masked": "zero"}),
     ("/api/attention", {"model": "induction", "text": TEXT, "masks": {"window": 2}, "include": [*EVERY, "audit"]}),
     ("/api/attention", {"model": "random", "texts": ["a b a", "d"], "masks": {"causal": True}, "include": ["audit"]}),
+    # a batch audit past ATTNLAB_MAX_AUDIT_RUNS (16 passes: texts 0-3 of 9), with its unchecked texts and note
+    (
+        "/api/attention",
+        {
+            "model": "random",
+            "texts": ["a b c d e f g h i j"] + ["w " * n + "z" for n in range(1, 9)],
+            "masks": {"causal": True},
+            "include": ["audit"],
+        },
+    ),
     ("/api/intervene", {"model": "induction", "text": TEXT, "ablate": [{"layer": 0, "head": 1, "mode": "mean"}]}),
     ("/api/perturb", {"model": "random", "text": "a b c d", "position": 1, "masks": {"padding": [True] * 3 + [False]}}),
     ("/api/cost", {"seq_len": 16, "measure": True}),

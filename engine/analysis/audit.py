@@ -13,7 +13,8 @@ Read off the weights themselves (engine/analysis/weight_checks.py): `softmax_axi
 along, measured beside the declared one, and `repeated_rows`, identical weight rows within a head. Heads of unequal
 widths (`head_widths`) get their own projection shapes and scale factors (`projections.per_head`,
 `scale.per_head`). A batch reports every text's padding mask (`masks.padding`, one list per text) and the
-perturbation verdicts per text (`item`), each run as /api/perturb runs that item.
+perturbation verdicts per text (`item`), each run as /api/perturb runs that item, in order while their forward
+passes fit the bound it is given (`max_runs`, counted before any runs); the texts past it are listed unchecked.
 """
 
 from __future__ import annotations
@@ -56,17 +57,17 @@ def sdpa_max_diff(run: ModelRun, scale: bool) -> float:
     return worst
 
 
-def perturbation_verdicts(
-    model: AttentionModel, inp: RunInput, enc: Encoded, run: ModelRun, device: torch.device, dtype: torch.dtype
-) -> list[dict[str, Any]]:
-    """For each mask in force, one perturbation at a position that puts something under its claim, with the run's
-    own classic bug (if any) in both runs, as /api/perturb runs it. `holds` is None when inconclusive. A batch: the
-    same for each text (`item`), at its own positions (its last real one for causal, its first padding one for
-    padding), each as /api/perturb runs that item; `item` is None for one sequence."""
+# forward passes one perturbation of a batch text runs beside the audited run: the changed batch, and the text alone,
+# unpadded (padding invariance)
+BATCH_PASSES = 2
+
+
+def verdict_positions(run: ModelRun) -> list[tuple[int | None, dict[str, int]]]:
+    """For each text (`item`; None for one sequence), the position each mask in force is tested at: its last real
+    one for causal, its middle for window, its first padding one for padding."""
     m, s = run.masks, len(run.tokens)
-    base = run if run.source_tokens is None else None  # the run as given is each perturbation's unchanged run
     items = [None] if run.batch_padding is None else list(range(len(run.batch_padding)))
-    out = []
+    plan = []
     for item in items:
         padding = m.padding if item is None or run.batch_padding is None else run.batch_padding[item]
         real = s if padding is None else sum(padding)
@@ -77,6 +78,42 @@ def perturbation_verdicts(
             positions["window"] = real // 2 if item is not None else s // 2
         if padding is not None and not all(padding):
             positions["padding"] = list(padding).index(False)
+        plan.append((item, positions))
+    return plan
+
+
+def within_runs(
+    plan: list[tuple[int | None, dict[str, int]]], max_runs: int | None
+) -> tuple[list[tuple[int | None, dict[str, int]]], list[int]]:
+    """The texts of a batch checked in order while their forward passes (BATCH_PASSES a distinct position) fit in
+    `max_runs`, and the items left unchecked from the first that does not fit. One sequence is always checked (at
+    most three positions, one pass each); so is everything when `max_runs` is None."""
+    if max_runs is None or plan[0][0] is None:
+        return plan, []
+    used = 0
+    for n, (_, positions) in enumerate(plan):
+        used += BATCH_PASSES * len(set(positions.values()))
+        if used > max_runs:
+            return plan[:n], [item for item, _ in plan[n:] if item is not None]
+    return plan, []
+
+
+def perturbation_verdicts(
+    model: AttentionModel,
+    inp: RunInput,
+    enc: Encoded,
+    run: ModelRun,
+    device: torch.device,
+    dtype: torch.dtype,
+    plan: list[tuple[int | None, dict[str, int]]] | None = None,
+) -> list[dict[str, Any]]:
+    """For each mask in force, one perturbation at a position that puts something under its claim, with the run's
+    own classic bug (if any) in both runs, as /api/perturb runs it. `holds` is None when inconclusive. A batch: the
+    same for each text of `plan` (default every text: verdict_positions), each as /api/perturb runs that item;
+    `item` is None for one sequence."""
+    base = run if run.source_tokens is None else None  # the run as given is each perturbation's unchanged run
+    out = []
+    for item, positions in verdict_positions(run) if plan is None else plan:
         results = {}
         for mask, p in positions.items():
             if p not in results:  # one run answers every mask whose claim it tests
@@ -118,10 +155,18 @@ def head_shapes(w: AttentionWeights, scale: bool, factor: float) -> tuple[list[d
 
 
 def audit(
-    model: AttentionModel, inp: RunInput, enc: Encoded, run: ModelRun, device: torch.device, dtype: torch.dtype
+    model: AttentionModel,
+    inp: RunInput,
+    enc: Encoded,
+    run: ModelRun,
+    device: torch.device,
+    dtype: torch.dtype,
+    max_runs: int | None = None,
 ) -> dict[str, Any]:
     """One record for `run`: the run of `inp` as given, with no intervention but its classic bug, if any (it is
-    also the unchanged run of every perturbation)."""
+    also the unchanged run of every perturbation). `max_runs`: the most forward passes a batch's perturbation
+    verdicts may run, counted before any runs (within_runs); the texts past it are `perturbation_unchecked`."""
+    plan, unchecked = within_runs(verdict_positions(run), max_runs)
     w = run.layers[0].weights
     _, measured = measure(lambda: model.run(inp, device, dtype, encoded=enc), device)
     eligible = run.eligible if run.eligible.dim() == 2 else run.eligible[0]
@@ -194,5 +239,6 @@ def audit(
         "throughput": "tokens_per_s counts real tokens (valid_tokens) per second of the measured forward pass; "
         "padding positions are computed but not counted",
         "sdpa_max_diff": sdpa_max_diff(run, inp.scale),
-        "perturbation": perturbation_verdicts(model, inp, enc, run, device, dtype),
+        "perturbation": perturbation_verdicts(model, inp, enc, run, device, dtype, plan),
+        "perturbation_unchecked": unchecked,
     }

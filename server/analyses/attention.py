@@ -58,13 +58,18 @@ def attention_body(
     interventions = Interventions(bug=req.demo_bug)
     run = prepared.run(runtime, interventions)
     body = run_body(run, req, settings, runtime)
-    body.update(whole_pass_fields(prepared, run, req, runtime, interventions))
+    body.update(whole_pass_fields(prepared, run, req, runtime, interventions, settings))
     body["config"].update(body.pop("config_extra"))
     return body
 
 
 def whole_pass_fields(
-    prepared: Prepared, run: ModelRun, req: AttentionRequest, runtime: Runtime, interventions: Interventions
+    prepared: Prepared,
+    run: ModelRun,
+    req: AttentionRequest,
+    runtime: Runtime,
+    interventions: Interventions,
+    settings: Settings,
 ) -> dict[str, Any]:
     """What the answer adds once the whole pass is done: `config_extra` (into config: max_diff_vs_float32) and the
     audit when asked."""
@@ -77,9 +82,29 @@ def whole_pass_fields(
         diff = max_weight_difference(run, reference, req.layer)
     out: dict[str, Any] = {"config_extra": {"max_diff_vs_float32": diff}}
     if "audit" in req.include:
+        bound = settings.limit("max_audit_runs")
         with torch.inference_mode():
-            out["audit"] = audit(prepared.model, prepared.inp, prepared.encoded, run, runtime.device, runtime.dtype)
+            record = audit(prepared.model, prepared.inp, prepared.encoded, run, runtime.device, runtime.dtype, bound)
+        record["perturbation_note"] = unchecked_note(record, bound)
+        out["audit"] = record
     return out
+
+
+def unchecked_note(record: dict[str, Any], bound: int) -> str | None:
+    """The sentence that says which texts of a batch have perturbation verdicts and how to check the others."""
+    unchecked = record["perturbation_unchecked"]
+    if not unchecked:
+        return None
+    b = record["batch"]
+    checked = b - len(unchecked)
+    which = "no text" if checked == 0 else (f"texts 0-{checked - 1}" if checked > 1 else "text 0")
+    rest = f"texts {unchecked[0]}-{unchecked[-1]}" if len(unchecked) > 1 else f"text {unchecked[0]}"
+    return (
+        f"verdicts for {which} of {b}; {rest} not checked: their perturbations would pass ATTNLAB_MAX_AUDIT_RUNS "
+        f"({bound} forward passes, two a tested position of a text). Check one with /api/perturb on the same body "
+        "and its `item` (`position`: its last real one for causal, its first padding one for padding, its middle "
+        "for window)."
+    )
 
 
 def attention_frames(
@@ -105,7 +130,7 @@ def attention_frames(
         sinks = sink_positions(req, run)
         for body in layer_bodies(run, rest, req.include, eligible, req.precision, *rollout, sinks):
             yield "layer", body
-    extra = whole_pass_fields(prepared, run, req, runtime, interventions)
+    extra = whole_pass_fields(prepared, run, req, runtime, interventions, settings)
     device, dtype = str(runtime.device), str(runtime.dtype).removeprefix("torch.")
     config = config_body(run, scale=req.scale, device=device, dtype=dtype, precision=req.precision)
     yield "tail", {"config": {**config, **extra.pop("config_extra")}, "timings_ms": dict(run.timings_ms), **extra}
@@ -131,6 +156,13 @@ ATTENTION = Analysis(
     forms=("json", "arrays", "npz", "stream"),
     tags=("attention",),
     limits=(
+        Limit(
+            "max_audit_runs",
+            16,
+            "forward passes the perturbation verdicts of one batch audit (`include: audit` with `texts`) may run, "
+            "counted before any runs: two a tested position of a text (the changed batch and the text alone); texts "
+            "are checked in order while they fit, the rest listed in `perturbation_unchecked`",
+        ),
         Limit(
             "max_flow_work",
             50_000_000,

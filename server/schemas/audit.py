@@ -106,3 +106,9 @@ class AuditRecord(BaseModel):
     throughput: str
     sdpa_max_diff: float
     perturbation: list[PerturbationVerdict]
+    perturbation_unchecked: list[int] = Field(
+        description="a batch's texts (items) with no verdicts: past ATTNLAB_MAX_AUDIT_RUNS, counted before any ran"
+    )
+    perturbation_note: str | None = Field(
+        description="which texts have verdicts, which do not, and how to check one; null when every text has them"
+    )

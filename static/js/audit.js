@@ -1,7 +1,8 @@
 // The audit record (`include: ["audit"]` on /api/attention): one record of everything the chapter says to check
 // about an attention run — widths, heads, projection shapes, scale, softmax axis, masks, dtype, device, lengths,
 // score range, entropy, masked weight, row sums, cache policy, measured memory and speed, the engine against torch's
-// scaled_dot_product_attention, and a perturbation verdict per mask. The page downloads it as JSON and lists the
+// scaled_dot_product_attention, and a perturbation verdict per mask (a batch: per text, while the server's bound
+// allows, the texts left named). The page downloads it as JSON and lists the
 // headline numbers. The panel's one declaration (`panel`, read by registry.js: what it asks, how it draws) on top of
 // pure helpers a test imports; `renderAudit` only draws.
 
@@ -54,7 +55,18 @@ export function auditLines(a) {
     const item = p.item === null || p.item === undefined ? "" : `text ${p.item} `;
     lines.push({ key: item ? `perturbation.${p.item}.${p.mask}` : `perturbation.${p.mask}`, text: `${item}${p.mask}: ${p.verdict}`, ok: p.holds });
   }
+  const unchecked = uncheckedLine(a);
+  if (unchecked) lines.push(unchecked);
   return lines;
+}
+
+// A batch's texts left without verdicts (past the server's ATTNLAB_MAX_AUDIT_RUNS): said, so the verdicts above are
+// not read as covering every text. The server's note names the texts checked, those left and how to check one.
+export function uncheckedLine(a) {
+  const left = a.perturbation_unchecked || [];
+  if (!left.length) return null;
+  const text = a.perturbation_note || `texts ${left.join(", ")} of ${a.batch} not checked (past ATTNLAB_MAX_AUDIT_RUNS)`;
+  return { key: "perturbation_unchecked", text, flag: true };
 }
 
 function headWidths(a) {

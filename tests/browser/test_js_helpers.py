@@ -75,6 +75,9 @@ def test_the_audit_lines_show_the_measured_axis_and_the_flags(js: Callable[[str]
           repeats: lines(await audit({model: 'random', text: 'a b a b c'})),
           unequal: lines(unequal),
           batch: lines(await audit({model: 'random', texts: ['a b c', 'd'], masks: {causal: true}})),
+          // 9 texts: text 0 costs 2 passes, each shorter one 4 (causal and padding), so the default 16 covers 0-3
+          many: lines(await audit({model: 'random', masks: {causal: true}, texts: ['a b c d e f g h i j',
+                                   ...'abcdefgh'.split('').map((c, i) => 'w '.repeat(i + 1) + c)]})),
           flagged: el.querySelector('li.flag')?.dataset.key ?? null,
         };
         """
@@ -90,3 +93,10 @@ def test_the_audit_lines_show_the_measured_axis_and_the_flags(js: Callable[[str]
     assert "d_k per head 2, 4" in out["unequal"]["shape"]["text"]
     assert {"perturbation.0.causal", "perturbation.1.padding"} <= set(out["batch"]), list(out["batch"])
     assert out["batch"]["perturbation.1.padding"]["text"].startswith("text 1 padding: ")
+    assert "perturbation_unchecked" not in out["batch"]  # every text of a small batch has its verdicts
+    many = out["many"]
+    assert {k.split(".")[1] for k in many if k.startswith("perturbation.")} == {"0", "1", "2", "3"}, list(many)
+    left = many["perturbation_unchecked"]
+    assert left["flag"] is True, left
+    assert left["text"].startswith("verdicts for texts 0-3 of 9; texts 4-8 not checked"), left
+    assert "ATTNLAB_MAX_AUDIT_RUNS" in left["text"] and "/api/perturb" in left["text"]
