@@ -6,8 +6,9 @@ What runs, by the block's fence:
   loopback for the whole module: `localhost:8000` and `127.0.0.1:8000` in the text become its address. Each curl
   must answer 2xx, and an answer that says it is JSON must parse. A comment line `# answers 422` (any status)
   right before a curl command says that this command shows a refusal: it must answer that status.
-- ```python: run as a script in a fresh interpreter (this checkout's code, the same address replaced, and
-  `/path/to/checkpoint` replaced by the checkpoint attnlab ships, engine/checkpoints/pycode); it must exit 0.
+- ```python: run as a script (one fresh interpreter runs every block in turn, each in its own namespace) with this
+  checkout's code, the same address replaced, and `/path/to/checkpoint` replaced by the checkpoint attnlab ships
+  (engine/checkpoints/pycode); it must run to its end without an exception.
 What does not run: commands that cannot run in a test (make, docker, a shell line with your own files) go in ```sh
 or ```console blocks, and excerpts of code that do not run on their own in ```py or ```js blocks.
 """
@@ -133,11 +134,43 @@ def test_curl_example(example: Example, docs_server: str, tmp_path: Path) -> Non
             json.loads(body)
 
 
-@pytest.mark.parametrize("example", examples("python"), ids=lambda e: e.where)
-def test_python_example(example: Example, docs_server: str, tmp_path: Path) -> None:
-    code = on_server(example.code, docs_server).replace("/path/to/checkpoint", str(CHECKPOINT))
+# The python examples run one after another in one fresh interpreter (each in its own namespace, as a script's
+# __main__), so the imports and the models they load are paid once; each example's traceback comes back by its name.
+RUNNER = """
+import json, sys, traceback
+failures = {}
+for where, code in json.load(open(sys.argv[1])):
+    try:
+        exec(compile(code, where, "exec"), {"__name__": "__main__"})
+    except BaseException:
+        failures[where] = traceback.format_exc()
+json.dump(failures, open(sys.argv[2], "w"))
+"""
+
+
+@pytest.fixture(scope="module")
+def python_failures(docs_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Each python example's traceback by its file:line, run against the module's server; absent when it ran."""
+    work = tmp_path_factory.mktemp("python-examples")
+    blocks = [
+        (e.where, on_server(e.code, docs_server).replace("/path/to/checkpoint", str(CHECKPOINT)))
+        for e in examples("python")
+    ]
+    (work / "examples.json").write_text(json.dumps(blocks))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ATTNLAB_DEVICE": "cpu", "ATTNLAB_REFERENCE": "0"}
     run = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+        [sys.executable, "-c", RUNNER, "examples.json", "failures.json"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
-    assert run.returncode == 0, f"{example.where}: exit {run.returncode}\n{run.stderr[-3000:]}"
+    assert run.returncode == 0, run.stderr[-3000:]
+    failures: dict[str, str] = json.loads((work / "failures.json").read_text())
+    return failures
+
+
+@pytest.mark.parametrize("example", examples("python"), ids=lambda e: e.where)
+def test_python_example(example: Example, python_failures: dict[str, str]) -> None:
+    assert example.where not in python_failures, f"{example.where}:\n{python_failures[example.where][-3000:]}"
