@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from server.routes import guide
-from tests.helpers import ROOT
+from tests.helpers import ROOT, assert_error
 
 README_LIMIT = 15 * 1024  # bytes
 
@@ -63,3 +63,20 @@ def test_a_guide_not_built_is_a_page_saying_how_to_build_it(
         resp = client.get(path, headers={"accept": "text/html"})
         assert resp.status_code == 404 and resp.headers["content-type"].startswith("text/html")
         assert "make docs" in resp.text and "not been built" in resp.text
+
+
+@pytest.mark.parametrize(
+    ("path", "words"),
+    [
+        ("/guide/index.html%00", ["no such file"]),
+        ("/guide/%00", ["no such file"]),
+        ("/guide/" + "a" * 5000, ["5000 characters"]),
+        ("/guide/..%2f..%2fpyproject.toml", ["no such file"]),
+        ("/guide/assets", ["no such file"]),
+    ],
+    ids=["NUL in a name", "NUL only", "5000 long", "outside its folder", "a folder"],
+)
+def test_a_hostile_guide_path_is_a_named_404(built: Path, client: TestClient, path: str, words: list[str]) -> None:
+    resp = client.get(path)
+    assert_error(resp, 404, "path", *words)
+    assert len(resp.content) < 2000
