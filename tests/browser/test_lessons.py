@@ -172,7 +172,7 @@ def test_numbers_are_read_as_a_learner_types_them(js: Callable[[str], Any]) -> N
 
 
 def test_induction_lessons_find_the_trained_heads(open_trained: Callable[..., Page]) -> None:
-    """The induction model's previous-token head is L0 H1 and its induction heads are in layer 1 (README): the
+    """The induction model's previous-token head is L0 H1 and its induction heads are in layer 1 (docs/models.md): the
     lessons' answers, read off the live weights, say so."""
     for lesson, check_right in (
         ("previous-token", lambda r: r == {"layer": 0, "head": 1}),
