@@ -55,11 +55,14 @@ def test_the_guide_draws_and_searches_with_the_network_off(page: Page, page_log:
     page.wait_for_selector(".md-content h1", timeout=30_000)
     assert page.locator(".md-content h1").first.inner_text().startswith("attnlab")
     assert blocked == [], blocked  # no web font, no script from elsewhere
+    assert page_log.console_errors == []  # an inline script the policy refused would be told here
     page.locator(".md-nav__link", has_text="The REST API").first.click()
     page.wait_for_selector("h1:has-text('The REST API')", timeout=30_000)
     # the search index is fetched and read in the guide's own worker
     page.locator("input.md-search__input").click()
-    page.locator("input.md-search__input").fill("ATTNLAB_MAX_TOKENS")
+    # a query typed while the worker still builds the index is not searched again: wait for it to be ready
+    page.wait_for_selector(".md-search-result__meta:has-text('Type to start searching')", timeout=30_000)
+    page.locator("input.md-search__input").press_sequentially("ATTNLAB_MAX_TOKENS")  # the search reads keys
     page.wait_for_selector(".md-search-result__item", timeout=30_000)
     assert blocked == []
     assert page_log.external() == []
