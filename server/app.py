@@ -19,7 +19,7 @@ from server.deps import Runtime
 from server.errors import Unexpected, bad_host_page, error_body, install_error_handlers
 from server.hosts import answered_hosts
 from server.observability import Metrics, Observe
-from server.routes import health, models, pages, progress, runs
+from server.routes import guide, health, models, pages, progress, runs
 from server.routes.pages import DOCS_CSP, PAGE_CSP
 from server.runcache import RunCache
 from server.runstore import RunStore
@@ -315,6 +315,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models.router)
     analyses.install(app)  # every declared analysis's route (server/analyses/), and GET /api/analyses
     app.include_router(pages.router)
+    app.include_router(guide.router)
     app.add_middleware(Unexpected)  # innermost: it sees what the exception handlers did not take
     app.add_middleware(HeadAsGet)  # outside Unexpected: a HEAD's 500 has no body either
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, read_timeout_s=settings.read_timeout_s)

@@ -27,9 +27,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from server.errors import error_body
-from server.routes.pages import PAGE_CSP
-
 if TYPE_CHECKING:
     from server.app import Load
 
@@ -84,6 +81,11 @@ class HeadDeadline:
 
     def _refuse_head(self, message: str) -> None:
         """A 431 in the one error shape, with the headers every answer carries, and the connection closed."""
+        # imported here, not above: `attnlab serve` reads this module before its arguments are checked, and the
+        # error shape's module brings the engine (torch) with it
+        from server.errors import error_body
+        from server.routes.pages import PAGE_CSP
+
         self._head.refused = True
         body = orjson.dumps(error_body(431, "head_too_large", f"headers: {message}", "headers"))
         head = (

@@ -548,8 +548,8 @@ def test_page_files_go_out_gzipped_with_validators(client: TestClient) -> None:
     assert client.get("/static/%2e%2e/server/app.py").status_code == 404
 
 
-def test_the_readme_documents_every_setting() -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_the_guide_documents_every_setting() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text()
     names = [n for n in Settings.model_fields if n != "declared"] + [limit.name for limit in declared_limits()]
     missing = [name for name in names if f"ATTNLAB_{name.upper()}" not in readme]
     assert missing == []

@@ -223,6 +223,7 @@ GET_SAMPLES = {
     "/api/progress/{run}": "/api/progress/never-named-run",
     "/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}": "/api/runs/never-made-run/tiles/0/0/0/0/0",
     "/api/runs/{run}/rows/{layer}/{head}/{query}": "/api/runs/never-made-run/rows/0/0/0",
+    "/guide/{name:path}": "/guide/index.html",
 }
 
 

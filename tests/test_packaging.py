@@ -40,6 +40,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         if name and (ROOT / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, source / name)
+    # the guide is built, not tracked: `make docs` (which `make test` runs first) writes it, and the wheel ships it
+    assert (ROOT / "guide" / "index.html").is_file(), "the guide is not built: run `make docs`"
+    shutil.copytree(ROOT / "guide", source / "guide")
     subprocess.run(
         [
             sys.executable,
@@ -93,6 +96,10 @@ def test_the_wheel_holds_the_page_and_the_checkpoint(installed: Path) -> None:
         "static/css/screens.css",
     } <= names
     assert "engine/checkpoints/induction.safetensors" in names
+    guide = {p.relative_to(ROOT).as_posix() for p in (ROOT / "guide").rglob("*") if p.is_file()}
+    assert {"guide/index.html", "guide/api.html", "guide/search/search_index.json"} <= guide <= names, sorted(
+        guide - names
+    )
     pycode = {
         f"engine/checkpoints/pycode/{n}" for n in ("config.json", "model.safetensors", "tokenizer.json", "attnlab.json")
     }
@@ -137,7 +144,7 @@ def test_the_installed_server_serves_the_page_and_every_model(installed: Path, t
         assert str(ROOT) not in where and "site-packages" in where  # the wheel's code, not the checkout's
         page = httpx.get(f"{base}/", headers={"accept": "text/html"})
         assert page.status_code == 200 and 'data-testid="sequence-input"' in page.text
-        for path in ("/static/js/main.js", "/static/css/attnlab.css", "/vendor/plotly.min.js", "/docs"):
+        for path in ("/static/js/main.js", "/static/css/attnlab.css", "/vendor/plotly.min.js", "/docs", "/guide/"):
             assert httpx.get(f"{base}{path}").status_code == 200, path
         models = httpx.get(f"{base}/api/models").json()
         names = [m["name"] for m in models["models"]]

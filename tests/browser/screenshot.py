@@ -1,4 +1,5 @@
-"""Take the README's screenshots from a running attnlab (minilm and induction loaded for the last one).
+"""Take the screenshots of the README and the guide (docs/*.png) from a running attnlab (minilm and induction
+loaded for the last one).
 
 .venv/bin/attnlab serve --port 8123 --models textbook,random,custom,minilm,induction &
 .venv/bin/python -m tests.browser.screenshot http://127.0.0.1:8123

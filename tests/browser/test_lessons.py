@@ -160,7 +160,7 @@ def test_a_lesson_link_sets_up_from_the_servers_numbers(open_page: Callable[...,
 
 
 def test_induction_lessons_find_the_trained_heads(open_trained: Callable[..., Page]) -> None:
-    """The induction model's previous-token head is L0 H1 and its induction heads are in layer 1 (README): the
+    """The induction model's previous-token head is L0 H1 and its induction heads are in layer 1 (docs/models.md): the
     lessons' answers, read off the live weights, say so."""
     for lesson, check_right in (
         ("previous-token", lambda r: r == {"layer": 0, "head": 1}),
