@@ -41,6 +41,14 @@ def words(n: int) -> str:
     return " ".join(f"w{i}" for i in range(n))
 
 
+WEIGHTS_60 = {"model": "random", "text": words(60), "include": ["weights"]}
+PATCH_RUN = {
+    "clean": {"model": "random", "text": words(60)},
+    "corrupted": {**WEIGHTS_60, "text": f"{words(59)} zz"},
+    "hook": "resid_pre",
+    "cell": {"layer": 0, "column": 1},
+}
+
 # (id, path, body, headers, settings overrides, status, field, words of the message, steps that must not run)
 HOSTILE: list[tuple[str, str, dict[str, Any], dict[str, str], dict[str, Any], int, str, tuple[str, ...], tuple]] = [
     (
@@ -184,6 +192,42 @@ HOSTILE: list[tuple[str, str, dict[str, Any], dict[str, str], dict[str, Any], in
         422,
         "text",
         ("312 numbers", "limit 100", "ATTNLAB_MAX_RESULT_VALUES", "decode a shorter sequence"),
+        BEFORE_RUN,
+    ),
+    # the bound holds for the form the answer goes out in, whatever Accept names: a form the analysis lacks (patch/run,
+    # intervene have no streamed one) is answered as JSON, and bounded as JSON (it was counted at 4 bytes a value)
+    *(
+        (
+            f"answer-{path.removeprefix('/api/').replace('/', '-')}-{form}",
+            path,
+            body,
+            {"accept": media} if media else {},
+            {"max_result_bytes": limit},
+            422,
+            field,
+            (f"bytes as {said}", "ATTNLAB_MAX_RESULT_BYTES"),
+            BEFORE_RUN,
+        )
+        for path, body, field in (
+            ("/api/patch/run", PATCH_RUN, "corrupted.include"),
+            ("/api/intervene", {**WEIGHTS_60, "ablate": [{"layer": 0, "head": 0}]}, "include"),
+        )
+        for form, media, limit, said in (
+            ("json", None, 100_000, "JSON"),
+            ("stream", "application/vnd.attnlab.arrays-stream", 100_000, "JSON"),
+            ("arrays", "application/vnd.attnlab.arrays", 30_000, "the arrays form"),
+            ("npz", "application/x-npz", 30_000, ".npz"),
+        )
+    ),
+    (
+        "answer-attention-stream",
+        "/api/attention",
+        WEIGHTS_60,
+        {"accept": "application/vnd.attnlab.arrays-stream"},
+        {"max_result_bytes": 30_000},
+        422,
+        "include",
+        ("bytes as the streamed arrays form", "ATTNLAB_MAX_RESULT_BYTES"),
         BEFORE_RUN,
     ),
 ]
