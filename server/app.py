@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sized
+from collections.abc import AsyncIterator, Callable, Sized
 from contextlib import asynccontextmanager
 
 import orjson
@@ -146,6 +146,8 @@ class Load:
     def __init__(self) -> None:
         self.requests = 0
         self.connections: Sized = ()
+        # called when the protocol cuts off a client that read nothing of its answer (server.transport)
+        self.cut_off: Callable[[], object] = lambda: None
 
 
 class Capacity:
@@ -306,6 +308,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.load = Load()  # the server's protocol hands it the open connections (server.transport.protocol)
     metrics = Metrics()
     app.state.metrics = metrics
+    app.state.load.cut_off = metrics.write_timeouts.inc
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(progress.router)

@@ -61,7 +61,13 @@ def main(argv: list[str] | None = None) -> None:
         port=settings.port,
         log_config=None,
         access_log=False,
-        http=protocol(settings.read_timeout_s, app.state.load),
+        http=protocol(
+            settings.read_timeout_s,
+            app.state.load,
+            write_timeout_s=settings.write_timeout_s,
+            keep_alive_s=settings.keep_alive_s,
+        ),
+        timeout_keep_alive=settings.keep_alive_s,
         limit_concurrency=backstop(settings.max_connections),
     )
 

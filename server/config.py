@@ -53,6 +53,11 @@ class Settings(BaseSettings):
     queue_timeout_s: float = Field(30.0, gt=0)  # how long a request waits for a free slot before a 503
     cache_bytes: int = Field(512 * 1024 * 1024, ge=0)  # recent forward passes kept for the requests that repeat them
     read_timeout_s: float = Field(10.0, gt=0)  # time for a request head, and for its body, to arrive
+    # time a client may read nothing of its answer before its connection is closed and its work stopped
+    write_timeout_s: float = Field(30.0, gt=0)
+    # an idle connection kept for the client's next request: longer than clients keep one for reuse (httpx 5 s,
+    # aiohttp 15 s), so none sends on a connection the server is closing at that moment
+    keep_alive_s: int = Field(20, ge=1)
     # connections and requests in flight: past it a JSON 503 (server.app.Capacity); uvicorn's own plain 503 only
     # past server.transport.backstop, a margin above
     max_connections: int = Field(512, ge=1)

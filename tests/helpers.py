@@ -243,7 +243,14 @@ def uvicorn_here(
         port=port,
         log_config=None,
         access_log=False,
-        http=protocol(settings.read_timeout_s, app.state.load, http_base or FASTEST),
+        http=protocol(
+            settings.read_timeout_s,
+            app.state.load,
+            http_base or FASTEST,
+            write_timeout_s=settings.write_timeout_s,
+            keep_alive_s=settings.keep_alive_s,
+        ),
+        timeout_keep_alive=settings.keep_alive_s,
         limit_concurrency=backstop(settings.max_connections),
     )
     server = uvicorn.Server(config)

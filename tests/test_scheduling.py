@@ -25,7 +25,7 @@ from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from server.transport import HeadDeadline, protocol
+from server.transport import HeadDeadline, WriteDeadline, protocol
 from tests.helpers import assert_error, occupy, raw_post, serve_process, until, uvicorn_here
 
 T = TypeVar("T")
@@ -137,10 +137,10 @@ def test_a_run_whose_client_left_stops_before_its_forward() -> None:
         assert runs[0] == 1  # the forward of the request whose client left never ran
 
 
-def test_the_server_speaks_httptools_with_the_deadline_mixed_in() -> None:
+def test_the_server_speaks_httptools_with_the_deadlines_mixed_in() -> None:
     # httptools delivers a large answer faster than h11 (bench/README.md); losing it would fall back silently
     made = protocol(1.0)
-    assert made.__mro__[1:3] == (HeadDeadline, HttpToolsProtocol)
+    assert made.__mro__[1:4] == (HeadDeadline, WriteDeadline, HttpToolsProtocol)
 
 
 @pytest.mark.parametrize("http_base", [HttpToolsProtocol, H11Protocol], ids=["httptools", "h11"])
