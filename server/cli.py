@@ -13,7 +13,7 @@ from server.app import create_app
 from server.config import Settings
 from server.hosts import start_line
 from server.observability import json_logging
-from server.transport import backstop, protocol
+from server.transport import connection_options
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -61,14 +61,7 @@ def main(argv: list[str] | None = None) -> None:
         port=settings.port,
         log_config=None,
         access_log=False,
-        http=protocol(
-            settings.read_timeout_s,
-            app.state.load,
-            write_timeout_s=settings.write_timeout_s,
-            keep_alive_s=settings.keep_alive_s,
-        ),
-        timeout_keep_alive=settings.keep_alive_s,
-        limit_concurrency=backstop(settings.max_connections),
+        **connection_options(settings, app.state.load),
     )
 
 

@@ -32,6 +32,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 if TYPE_CHECKING:
     from server.app import Load
+    from server.config import Settings
 
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -165,3 +166,19 @@ def backstop(max_connections: int) -> int:
     """uvicorn's limit_concurrency: a margin above ATTNLAB_MAX_CONNECTIONS, where the app answers, so the app's 503s
     themselves are served; past it uvicorn answers its plain-text 503 without the app."""
     return max_connections + max(8, max_connections // 8)
+
+
+def connection_options(settings: Settings, load: Load | None, base: type[asyncio.Protocol] = FASTEST) -> dict[str, Any]:
+    """What uvicorn is given for the connection level (`attnlab serve`, and the tests' servers): the protocol with
+    its deadlines, the keep-alive time and the backstop on connections."""
+    return {
+        "http": protocol(
+            settings.read_timeout_s,
+            load,
+            base,
+            write_timeout_s=settings.write_timeout_s,
+            keep_alive_s=settings.keep_alive_s,
+        ),
+        "timeout_keep_alive": settings.keep_alive_s,
+        "limit_concurrency": backstop(settings.max_connections),
+    }
