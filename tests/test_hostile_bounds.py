@@ -33,9 +33,9 @@ LONG = " ".join(["the"] * 510)  # 512 minilm tokens with [CLS] and [SEP]
 FIGURE = {"widths": [1, 4, 16, 64, 256]}  # the chapter's Figure 21.5 at the default samples and keys
 
 # the steps a refusal must come before
-SWEEP, MEASURE, ENCODE, RUN, LONG = "sweep", "measure", "encode", "run", "long"
-BEFORE_ALL = (SWEEP, MEASURE, ENCODE, RUN, LONG)
-BEFORE_RUN = (SWEEP, MEASURE, RUN, LONG)  # the answer's size needs the token count, never a forward pass
+SWEEP, MEASURE, ENCODE, RUN, LONG_RUN = "sweep", "measure", "encode", "run", "long_run"
+BEFORE_ALL = (SWEEP, MEASURE, ENCODE, RUN, LONG_RUN)
+BEFORE_RUN = (SWEEP, MEASURE, RUN, LONG_RUN)  # the answer's size needs the token count, never a forward pass
 
 
 def words(n: int) -> str:
@@ -283,7 +283,7 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     monkeypatch.setattr(cost_analysis, "measure_cost", spy(MEASURE, cost_analysis.measure_cost))
     monkeypatch.setattr(AttentionModel, "encode", spy(ENCODE, AttentionModel.encode))
     monkeypatch.setattr(AttentionModel, "run", spy(RUN, AttentionModel.run))
-    monkeypatch.setattr(runs_analysis, "long_run", spy(LONG, runs_analysis.long_run))
+    monkeypatch.setattr(runs_analysis, "long_run", spy(LONG_RUN, runs_analysis.long_run))
     return calls
 
 
