@@ -9,7 +9,7 @@ and slope (least squares over the whole run, and over its second half, after the
 outcome: its status, or the connection error it met. A connection closed with no answer is listed with how long
 the request had been in flight and how long its connection had been idle before it.
 
-    .venv/bin/python -m bench.soak [--minutes 20] [--clients 8] [--sample-s 5] [--seed 0]
+    .venv/bin/python -m bench.soak [--minutes 20] [--clients 8] [--sample-s 5] [--seed 0] [--kinds long,stream]
 
 The server runs with its defaults (ATTNLAB_MAX_CONCURRENT 2, a run cache of 512 MiB, ATTNLAB_RUN_BYTES 2 GiB): a
 server that keeps what it should not grows while they are full; one that is sound levels off once they are.
@@ -94,10 +94,11 @@ def one_request(http: httpx.Client, kind: str, rng: random.Random, vocab: list[s
     return http.get(f"/api/runs/{name}/rows/0/0/{s // 2}").status_code
 
 
-def client(base: str, seed: int, until: float, vocab: list[str], tally: Tally, began: float) -> None:
-    """One client: requests one after another until `until`, each outcome counted."""
+def client(base: str, seed: int, until: float, vocab: list[str], tally: Tally, began: float, only: list[str]) -> None:
+    """One client: requests one after another until `until`, each outcome counted; `only`: those kinds of KINDS."""
     rng = random.Random(seed)
-    kinds, weights = list(KINDS), list(KINDS.values())
+    kinds = [k for k in KINDS if k in only]
+    weights = [KINDS[k] for k in kinds]
     last_done = time.monotonic()
     with httpx.Client(base_url=base, timeout=httpx.Timeout(120.0)) as http:
         n = 0
@@ -147,9 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
     parser.add_argument("--sample-s", type=float, default=5, help="seconds between samples (default 5)")
     parser.add_argument("--seed", type=int, default=0)
+    every = ",".join(KINDS)
+    parser.add_argument("--kinds", default=every, help=f"the kinds of request sent (default {every})")
     args = parser.parse_args(argv)
     if not 0 < args.minutes <= 120 or not 1 <= args.clients <= 32:
         parser.error("--minutes must be in (0, 120] and --clients 1..32: this soak stays bounded")
+    only = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    if not only or set(only) - set(KINDS):
+        parser.error(f"--kinds: some of {','.join(KINDS)}")
 
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, {os.cpu_count()} cores, load {os.getloadavg()}")
     with serve_on("127.0.0.1", MODELS) as served:
@@ -160,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         until = began + args.minutes * 60
         samples = [sample(served.proc.pid, began)]
         threads = [
-            threading.Thread(target=client, args=(served.base, args.seed * 100 + i, until, vocab, tally, began))
+            threading.Thread(target=client, args=(served.base, args.seed * 100 + i, until, vocab, tally, began, only))
             for i in range(args.clients)
         ]
         for t in threads:
@@ -171,11 +177,16 @@ def main(argv: list[str] | None = None) -> int:
         for t in threads:
             t.join()
         samples.append(sample(served.proc.pid, began))
+        metrics = httpx.get(f"{served.base}/metrics", timeout=30).text
         log = served.output()
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime())} UTC, load {os.getloadavg()}")
     print(f"{args.clients} clients for {args.minutes:g} min, {len(samples)} samples every {args.sample_s:g} s")
     print(summary(samples, "VmRSS", lambda s: s.rss, "MiB", 1 << 20))
     print(summary(samples, "open files", lambda s: s.fds, "", 1))
+    minutes = [next(s for s in samples if s.t >= 60 * m) for m in range(int(samples[-1].t // 60) + 1)]
+    print("VmRSS each minute (MiB): " + " ".join(f"{s.rss / (1 << 20):.0f}" for s in minutes))
+    held = [line for line in metrics.splitlines() if line.startswith("attnlab_run_cache_bytes ")]
+    print(f"at the end the run cache held {float(held[0].split()[1]) / (1 << 20):.0f} MiB" if held else "")
     total = sum(tally.outcomes.values())
     print(f"requests: {total}")
     for outcome, count in sorted(tally.outcomes.items()):
