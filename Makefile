@@ -9,7 +9,7 @@ NGINX ?= /usr/sbin/nginx
 NODE ?= /usr/bin/node
 CURL ?= /usr/bin/curl
 
-.PHONY: run test test-quick docs lint bench bench-load bench-api bench-checkpoints bench-long bench-deepzoom bench-page bench-mask install install-test chromium nginx node curl clean
+.PHONY: run test test-quick docs lint bench bench-load bench-soak bench-api bench-checkpoints bench-long bench-deepzoom bench-page bench-mask install install-test chromium nginx node curl clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -121,6 +121,10 @@ bench: install
 # 32 clients, a few hundred requests: one attnlab process against two replicas behind nginx (bench/README.md)
 bench-load: install-test nginx
 	$(PY) -m bench.load
+
+# one server under 8 clients' mixed traffic for 20 minutes: its memory and open files, every outcome (bench/README.md)
+bench-soak: install-test
+	$(PY) -m bench.soak
 
 # minilm over HTTP (JSON, NPZ, arrays f32/f16) against the transformers forward, bytes against bertviz (bench/README.md)
 bench-api: $(VENV)/.bench

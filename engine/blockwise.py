@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from engine import stop
 from engine.errors import InputError
 
 BLOCK = 1024  # query rows and keys per block: (H, 1024, 1024) float32 is 4 MiB a head
@@ -92,6 +93,7 @@ def flash(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, block:
     contexts = torch.zeros(h, s, v.shape[-1], dtype=q.dtype, device=q.device)
     lse = torch.full((h, s), float("-inf"), dtype=q.dtype, device=q.device)
     for q0 in range(0, s, block):
+        stop.check()  # a client gone: no more query blocks for nobody
         q1 = min(s, q0 + block)
         m = torch.full((h, q1 - q0), float("-inf"), dtype=q.dtype, device=q.device)
         total = torch.zeros_like(m)
@@ -120,17 +122,30 @@ def fused(q: Tensor, mask: BlockMask) -> bool:
     return plain and q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64)
 
 
+# the score cells one call of torch's CPU flash kernel covers, at most (whole heads, at least one): a long run's
+# stop check comes between calls, so a client that leaves waits for one call (64 heads at 32,768 tokens: one head)
+CALL_SCORES = 1 << 28
+
+
+def flash_cpu(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float) -> tuple[Tensor, Tensor]:
+    """torch's CPU flash kernel on (B, H, S, d) q, k and v: contexts and each row's log-sum-exp."""
+    contexts, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, mask.causal, scale=scale)
+    return contexts, lse
+
+
 def attend(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, all_masked: str) -> tuple[Tensor, Tensor]:
     """One attention layer's contexts (B, H, S, d_v) and row log-sum-exps (B, H, S) for batch-of-one q (B, H, S, d),
     k and v (B, G, S_k, .), as engine.attention needs them; a row left with no key is refused under
     all_masked "error", as the dense pass refuses it."""
     if fused(q, mask):  # torch's own CPU flash kernel returns the row normalisers too: the same numbers, faster
-        h = q.shape[1]
+        h, s = q.shape[1], q.shape[2]
         kk, vv = _grouped(k[0], h)[None], _grouped(v[0], h)[None]
-        contexts, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q, kk, vv, 0.0, mask.causal, scale=scale
-        )
-        return contexts, lse
+        step = max(1, CALL_SCORES // (s * mask.s_k))  # heads per call: a kernel call cannot be stopped inside
+        parts = []
+        for h0 in range(0, h, step):
+            stop.check()
+            parts.append(flash_cpu(q[:, h0 : h0 + step], kk[:, h0 : h0 + step], vv[:, h0 : h0 + step], mask, scale))
+        return torch.cat([c for c, _ in parts], dim=1), torch.cat([lse for _, lse in parts], dim=1)
     contexts, lse = flash(q[0], k[0], v[0], mask, scale)
     if all_masked == "error":
         empty = torch.isinf(lse[0]).nonzero().flatten()
@@ -195,6 +210,7 @@ def summarise(
     shape = (h, math.ceil(s / cell), math.ceil(mask.s_k / cell))
     bmax, bsum = torch.zeros(shape), torch.zeros(shape)
     for q0 in range(0, s, block):
+        stop.check()
         q1 = min(s, q0 + block)
         lo, hi = mask.keys_for(q0, q1)
         for k0 in range(lo - lo % block, hi, block):

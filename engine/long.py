@@ -8,6 +8,7 @@ recomputed exactly on demand, and it makes each head's summary (grid x grid bloc
 
 from __future__ import annotations
 
+import math
 import uuid
 from dataclasses import dataclass, field
 
@@ -42,6 +43,40 @@ class LongRun:
     def levels(self) -> int:
         """zmax: the deepest tile level, whose cells are single weights."""
         return deepest(len(self.tokens))
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """What a long run's cost follows from, known before it runs: its length and its network's attention."""
+
+    s: int  # tokens
+    layers: int  # layers computed
+    heads: int  # query heads per layer
+    kv_heads: int  # K/V groups per layer
+    d_head: int
+
+    def work(self) -> int:
+        """q.k products of one pass over every layer's S x S (the forward; the summaries' pass makes as many again)."""
+        return self.layers * self.heads * self.s * self.s * self.d_head
+
+    def kept_bytes(self, grid: int, pyramid_bytes: int) -> int:
+        """LongRun.nbytes of the run it would make: per layer Q and K in float32, each row's log-sum-exp, the fine
+        pyramid's maxima and sums (engine/tiles.py keep) and each head's summary, the maxima and the means."""
+        s, h = self.s, self.heads
+        fine = fine_cell(s, h * self.layers, pyramid_bytes)
+        block = fine
+        while math.ceil(s / block) > grid:
+            block *= 2
+        per_layer = h * s * self.d_head + self.kv_heads * s * self.d_head + h * s
+        per_layer += 2 * h * math.ceil(s / fine) ** 2 + 2 * h * math.ceil(s / block) ** 2
+        return 4 * self.layers * per_layer
+
+
+def run_shape(model: AttentionModel, inp: RunInput, s: int, device: torch.device, dtype: torch.dtype) -> RunShape:
+    """The shape of a long run of `model` on `inp` at `s` tokens, read from its network before anything runs."""
+    net = model.network(inp, device, dtype)
+    w = net.blocks[0].attn
+    return RunShape(s, model.last_layer(inp) + 1, w.n_heads, w.n_kv_heads, w.d_head)
 
 
 def sink_mass(layer: HeadKeep) -> list[float]:
@@ -86,6 +121,7 @@ def long_run(
     kept, summaries = [], []
     block = 1
     for trace in fwd.layers:
+        stop.check()
         a = trace.attn
         assert a.lse is not None  # a BlockMask run: attention made the row normalisers, not the weights
         layer, smax, smean, block = keep(

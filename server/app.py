@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sized
+from collections.abc import AsyncIterator, Callable, Sized
 from contextlib import asynccontextmanager
 
 import orjson
@@ -49,11 +49,13 @@ class BodyLimit:
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
             await self._refuse(send)
             return
-        if scope["method"] == "POST" and scope["path"].startswith("/api/"):
+        computes = scope["method"] == "POST" or scope["path"].startswith(COMPUTED_GETS)
+        if computes and scope["path"].startswith("/api/"):
             site = headers.get(b"sec-fetch-site", b"").decode("latin-1").strip().lower()
             if site == "cross-site":
                 await send_error(send, 403, "cross_site", CROSS_SITE, "sec-fetch-site")
                 return
+        if scope["method"] == "POST" and scope["path"].startswith("/api/"):
             refusal = json_only(headers)
             if refusal is not None:
                 await send_error(send, 415, "unsupported_media_type", *refusal)
@@ -101,6 +103,8 @@ class BodyLimit:
 # A page on another site can send a POST with no CORS preflight only as a "simple" request (a form's content types,
 # or none at all), and a browser names such a request cross-site in Sec-Fetch-Site: either refusal alone keeps
 # other sites from making a person's attnlab compute. The page's own requests are same-origin; scripts send none.
+# GETs that compute (a long run's tiles and rows take a compute slot): refused cross-site as a POST is
+COMPUTED_GETS = ("/api/runs/",)
 CROSS_SITE = (
     "sec-fetch-site: got 'cross-site': the API answers this server's own page and scripts, not pages of other sites"
 )
@@ -146,6 +150,8 @@ class Load:
     def __init__(self) -> None:
         self.requests = 0
         self.connections: Sized = ()
+        # called when the protocol cuts off a client that read nothing of its answer (server.transport)
+        self.cut_off: Callable[[], object] = lambda: None
 
 
 class Capacity:
@@ -308,6 +314,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.load = Load()  # the server's protocol hands it the open connections (server.transport.protocol)
     metrics = Metrics()
     app.state.metrics = metrics
+    app.state.load.cut_off = metrics.write_timeouts.inc
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(progress.router)

@@ -60,6 +60,11 @@ class Settings(BaseSettings):
     # a request head's bytes and lines (the request line and each header): past either a 431, the rest never read
     max_head_bytes: int = Field(64 * 1024, ge=1024)
     max_head_lines: int = Field(100, ge=8)
+    # time a client may read nothing of its answer before its connection is closed and its work stopped
+    write_timeout_s: float = Field(30.0, gt=0)
+    # an idle connection kept for the client's next request: longer than clients keep one for reuse (httpx 5 s,
+    # aiohttp 15 s), so none sends on a connection the server is closing at that moment
+    keep_alive_s: int = Field(20, ge=1)
     # connections and requests in flight: past it a JSON 503 (server.app.Capacity); uvicorn's own plain 503 only
     # past server.transport.backstop, a margin above
     max_connections: int = Field(512, ge=1)

@@ -35,7 +35,7 @@ from engine.models import AttentionModel
 from server.config import Settings
 from server.deps import Runtime, get_models, get_runtime, get_settings
 from server.errors import ApiError
-from server.forms import ORJSONResponse, answer
+from server.forms import ORJSONResponse, answer, chosen_accept
 from server.progress import HEADER, run_id_of
 from server.stream import StreamedAnswer
 
@@ -47,7 +47,8 @@ T = TypeVar("T")
 class Context:
     """What an analysis's `run` receives besides its request: the app's settings, models and runtime (each one
     honours app.dependency_overrides of server.deps.get_settings, get_models and get_runtime), and the request's
-    Accept header when the analysis answers in more forms than JSON (None otherwise: it answers JSON)."""
+    form it answers in when the analysis has more forms than JSON, as a media type (server.forms.chosen_accept: the
+    client's Accept narrowed to the analysis's forms; None otherwise: it answers JSON)."""
 
     settings: Settings
     models: dict[str, AttentionModel]
@@ -120,7 +121,8 @@ class Analysis:
     def context(self, request: Request) -> Context:
         """The Context for one request to this analysis."""
         settings: Settings = provided(request, get_settings)
-        accept = request.headers.get("accept") if len(self.forms) > 1 else None
+        forms = self.forms
+        accept = chosen_accept(request.headers.get("accept"), forms) if len(forms) > 1 else None
         named = run_id_of(request.headers.get(HEADER))
         return Context(settings, provided(request, get_models), provided(request, get_runtime), accept, named)
 

@@ -106,6 +106,21 @@ def form_of(accept: str | None, forms: tuple[str, ...] = ("json", "arrays", "npz
     return "json"
 
 
+FORM_MEDIA_TYPES = {
+    "json": "application/json",
+    "arrays": ARRAYS_MEDIA_TYPE,
+    "npz": NPZ_MEDIA_TYPE,
+    "stream": STREAM_MEDIA_TYPE,
+}
+
+
+def chosen_accept(accept: str | None, forms: tuple[str, ...]) -> str:
+    """The Accept header as the answer will honour it: the media type of the one form, among `forms`, that the
+    answer goes out in. Everything downstream (the bound on the answer's bytes, the writer) reads this, so the form
+    whose size is checked is the form sent (a form the analysis lacks is answered, and bounded, as JSON)."""
+    return FORM_MEDIA_TYPES[form_of(accept, forms)]
+
+
 def answer(body: dict[str, Any], accept: str | None) -> Response:
     """The result in the form the client asked for: JSON, .npz (scripts), or the arrays form (the page). A whole
     answer has no streamed form (server/stream.py sends one of its own)."""

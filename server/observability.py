@@ -8,6 +8,8 @@ Every app has its own registry (tests build several apps in one process). GET /m
     attnlab_busy_slots                               compute slots in use
     attnlab_abandoned_total{stage}                   computations whose client went away (waiting, running,
                                                      streaming: after a streamed answer's first frame)
+    attnlab_write_timeouts_total                     connections cut off because their client read nothing of
+                                                     the answer for ATTNLAB_WRITE_TIMEOUT_S (server/transport.py)
     attnlab_run_cache_total{result}                  forward passes found in the run cache (hit) or not (miss)
     attnlab_run_cache_bytes                          bytes the run cache holds
 """
@@ -56,6 +58,11 @@ class Metrics:
             "attnlab_abandoned",
             "Computations whose client went away: withdrawn while waiting, stopped while running or while streaming",
             ["stage"],
+            registry=self.registry,
+        )
+        self.write_timeouts = Counter(
+            "attnlab_write_timeouts",
+            "Connections cut off because their client read nothing of the answer for ATTNLAB_WRITE_TIMEOUT_S",
             registry=self.registry,
         )
 

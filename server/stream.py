@@ -2,7 +2,10 @@
 
 The frames are made on the request's compute thread, one after another, and handed to the event loop, which sends
 each as soon as it is there: the route answers once the first frame is made (server/scheduling.py), and the compute
-slot stays taken until the last one is. A client that goes away stops the making at its next layer (engine.stop).
+slot stays taken until the last one is. The making keeps at most AHEAD frames ahead of the socket: the next one is
+made once the one before is written, as fast as the client reads and no faster, so a client that reads slowly or
+not at all never has the whole answer held for it (server/transport.py cuts off one that reads nothing). A client
+that goes away stops the making at its next layer (engine.stop).
 A failure after the first frame cannot change the status any more: its error goes out as an error frame, in the one
 error shape, and ends the answer.
 """
@@ -26,6 +29,9 @@ from wire.arrays import STREAM_MEDIA_TYPE, write_frame
 
 log = logging.getLogger("attnlab.stream")
 
+# frames made and not yet handed to the socket: once one is, the next is made while the socket drains it
+AHEAD = 1
+
 
 class StreamedAnswer(StreamingResponse):
     """`frames` ((kind, body) pairs, made lazily: the first one's work is done when it is asked for) as the streamed
@@ -36,7 +42,8 @@ class StreamedAnswer(StreamingResponse):
     def __init__(self, frames: Iterator[tuple[str, Any]]) -> None:
         super().__init__(iter(()), media_type=STREAM_MEDIA_TYPE, headers={"Cache-Control": "no-store"})
         self.frames = frames
-        self.chunks: asyncio.Queue[bytes | memoryview | None] = asyncio.Queue()
+        self.chunks: asyncio.Queue[tuple[bytes | memoryview, ...] | None] = asyncio.Queue()  # a frame's parts
+        self.room = threading.Semaphore(AHEAD)  # taken by each frame made, given back once written
         self.stop: threading.Event | None = None
         # called once when the client goes away before the last frame (the route counts it as abandoned)
         self.abandoned: Callable[[], object] = lambda: None
@@ -47,15 +54,20 @@ class StreamedAnswer(StreamingResponse):
         self.stop = stop.current()
 
         def hand(parts: tuple[bytes, memoryview] | None) -> None:
-            for part in parts or (None,):
-                loop.call_soon_threadsafe(self.chunks.put_nowait, part)
+            loop.call_soon_threadsafe(self.chunks.put_nowait, parts)
 
+        self.room.acquire()  # free: nothing is made yet
         hand(write_frame(*next(self.frames)))
         ready()
         try:
-            for kind, body in self.frames:
+            while True:
+                while not self.room.acquire(timeout=1.0):  # until the socket has taken the frame before
+                    stop.check()
                 stop.check()  # a client gone while a layer was written: no more layers written for nobody
-                hand(write_frame(kind, body))
+                made = next(self.frames, None)
+                if made is None:
+                    break
+                hand(write_frame(*made))
         except Stopped:
             pass  # the client went away: nobody reads what was still to come
         except (ApiError, InputError) as e:
@@ -79,16 +91,19 @@ class StreamedAnswer(StreamingResponse):
             while True:
                 chunk = asyncio.ensure_future(self.chunks.get())
                 await asyncio.wait({chunk, left}, return_when=asyncio.FIRST_COMPLETED)
-                if not chunk.done():  # the client went away first
+                if left.done():  # the client went away, or was cut off for reading nothing
                     chunk.cancel()
                     self.abandoned()
                     return
-                part = chunk.result()
-                if part is None:
+                parts = chunk.result()
+                if parts is None:
                     break
-                await send({"type": "http.response.body", "body": part, "more_body": True})
+                for part in parts:  # each waits until the socket has drained what was written before it
+                    await send({"type": "http.response.body", "body": part, "more_body": True})
+                self.room.release()  # written: the next frame may be made
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             left.cancel()
             if self.stop is not None:
                 self.stop.set()  # done, or nobody reads any more: a producer still at work stops at its next layer
+            self.room.release()  # and one waiting for room wakes to see it

@@ -17,11 +17,20 @@ ATTNLAB_MAX_CONNECTIONS caps the connections and requests in flight, so held con
 process. The app answers past it (server.app.Capacity: a 503 in the one error shape, with Retry-After), told of the
 open connections by the protocol here; uvicorn's own limit, `backstop`, sits a margin above, for when the app
 cannot answer.
+
+An answer is written as fast as its client reads it, no faster (uvicorn waits for the socket to drain before the
+next part; server/stream.py makes the next frame only then). `WriteDeadline` closes a connection whose client reads
+nothing of its answer for ATTNLAB_WRITE_TIMEOUT_S, dropping what was still to be sent: a client that stops reading
+holds neither the answer's memory nor its computation for longer, and a shutdown waits no longer than that for it.
+Between requests a connection is kept open ATTNLAB_KEEP_ALIVE_S (uvicorn's timeout_keep_alive), longer than
+clients keep an idle connection for reuse (httpx 5 s, aiohttp 15 s): a client that sends on a connection the
+server is closing at that moment sees it closed with no answer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -29,6 +38,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 if TYPE_CHECKING:
     from server.app import Load
+    from server.config import Settings
 
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -36,6 +46,8 @@ try:
     FASTEST: type[asyncio.Protocol] = HttpToolsProtocol
 except ImportError:  # httptools is a dependency; a hand-made environment without it still serves, through h11
     FASTEST = H11Protocol
+
+log = logging.getLogger("attnlab.transport")
 
 
 class HeadDeadline:
@@ -46,6 +58,7 @@ class HeadDeadline:
     head_timeout_s: float = 10.0
     max_head_bytes: int = 64 * 1024
     max_head_lines: int = 100
+    keep_alive_s: float = 5.0  # uvicorn's timeout_keep_alive: after an answer, the next head may wait that long first
     load: Load | None = None
     # what the protocol it is mixed into provides
     cycle: Any
@@ -66,7 +79,8 @@ class HeadDeadline:
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # type: ignore[misc]
-        self._arm()  # keep-alive: the next request's head has the same time to arrive, and the same bounds
+        # keep-alive: the next request's head has the same time, after the idle wait, and the same bounds
+        self._arm(self.keep_alive_s)
         self._head = HeadCount()
 
     def data_received(self, data: bytes) -> None:
@@ -107,10 +121,10 @@ class HeadDeadline:
             self._deadline.cancel()
         super().connection_lost(exc)  # type: ignore[misc]
 
-    def _arm(self) -> None:
+    def _arm(self, idle_s: float = 0.0) -> None:
         if self._deadline is not None:
             self._deadline.cancel()
-        self._deadline = self.loop.call_later(self.head_timeout_s, self._expire, self.cycle)
+        self._deadline = self.loop.call_later(idle_s + self.head_timeout_s, self._expire, self.cycle)
 
     def _expire(self, cycle: Any) -> None:
         # the same cycle as when armed, and it is finished (or there was none): no new request head came in time
@@ -152,24 +166,102 @@ class HeadCount:
         return None
 
 
+class WriteDeadline:
+    """Mixed into one of uvicorn's HTTP/1.1 protocols (they share pause_writing, resume_writing, connection_lost,
+    `transport` and `loop`): aborts a connection whose unsent answer has not shrunk for write_timeout_s while the
+    socket was full (the transport paused its writer), freeing it, and tells the app's `load` (a client that reads
+    slowly is not cut off: each drained byte restarts the wait)."""
+
+    write_timeout_s: float = 30.0
+    load: Load | None = None
+    transport: asyncio.Transport
+    loop: asyncio.AbstractEventLoop
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._stalled: asyncio.TimerHandle | None = None
+        self._unsent = 0
+
+    def pause_writing(self) -> None:
+        super().pause_writing()  # type: ignore[misc]
+        self._watch_writes()
+
+    def resume_writing(self) -> None:
+        self._unwatch_writes()
+        super().resume_writing()  # type: ignore[misc]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._unwatch_writes()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def _watch_writes(self) -> None:
+        self._unwatch_writes()
+        self._unsent = self.transport.get_write_buffer_size()
+        self._stalled = self.loop.call_later(self.write_timeout_s, self._writes_stalled)
+
+    def _unwatch_writes(self) -> None:
+        if self._stalled is not None:
+            self._stalled.cancel()
+            self._stalled = None
+
+    def _writes_stalled(self) -> None:
+        self._stalled = None
+        unsent = self.transport.get_write_buffer_size()
+        if unsent < self._unsent:  # the client read some: the wait starts again
+            self._watch_writes()
+            return
+        log.warning(
+            "a client read nothing for %g s (ATTNLAB_WRITE_TIMEOUT_S): its connection is closed with %d bytes unsent",
+            self.write_timeout_s,
+            unsent,
+        )
+        if self.load is not None:
+            self.load.cut_off()
+        self.transport.abort()  # drops the unsent bytes; the app sees the client gone (http.disconnect)
+
+
 def protocol(
     head_timeout_s: float,
     load: Load | None = None,
     base: type[asyncio.Protocol] = FASTEST,
     max_head_bytes: int = 64 * 1024,
     max_head_lines: int = 100,
+    write_timeout_s: float = WriteDeadline.write_timeout_s,
+    keep_alive_s: float = HeadDeadline.keep_alive_s,
 ) -> type[asyncio.Protocol]:
-    """The protocol class uvicorn builds each connection with, for this deadline, these bounds on a request head and
-    the app's load (app.state.load): `base` (httptools where installed, else h11) with them mixed in."""
-    fields = {"head_timeout_s": head_timeout_s, "load": load}
-    return type(
-        "HeadDeadline",
-        (HeadDeadline, base),
-        {**fields, "max_head_bytes": max_head_bytes, "max_head_lines": max_head_lines},
-    )
+    """The protocol class uvicorn builds each connection with, for these deadlines, these bounds on a request head
+    and the app's load (app.state.load): `base` (httptools where installed, else h11) with both deadlines mixed in.
+    `keep_alive_s`: the timeout_keep_alive uvicorn is given."""
+    fields = {
+        "head_timeout_s": head_timeout_s,
+        "max_head_bytes": max_head_bytes,
+        "max_head_lines": max_head_lines,
+        "write_timeout_s": write_timeout_s,
+        "keep_alive_s": keep_alive_s,
+        "load": load,
+    }
+    return type("Deadlines", (HeadDeadline, WriteDeadline, base), fields)
 
 
 def backstop(max_connections: int) -> int:
     """uvicorn's limit_concurrency: a margin above ATTNLAB_MAX_CONNECTIONS, where the app answers, so the app's 503s
     themselves are served; past it uvicorn answers its plain-text 503 without the app."""
     return max_connections + max(8, max_connections // 8)
+
+
+def connection_options(settings: Settings, load: Load | None, base: type[asyncio.Protocol] = FASTEST) -> dict[str, Any]:
+    """What uvicorn is given for the connection level (`attnlab serve`, and the tests' servers): the protocol with
+    its deadlines, the keep-alive time and the backstop on connections."""
+    return {
+        "http": protocol(
+            settings.read_timeout_s,
+            load,
+            base,
+            max_head_bytes=settings.max_head_bytes,
+            max_head_lines=settings.max_head_lines,
+            write_timeout_s=settings.write_timeout_s,
+            keep_alive_s=settings.keep_alive_s,
+        ),
+        "timeout_keep_alive": settings.keep_alive_s,
+        "limit_concurrency": backstop(settings.max_connections),
+    }

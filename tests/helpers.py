@@ -232,7 +232,7 @@ def uvicorn_here(
 
     from server.app import create_app
     from server.config import Settings
-    from server.transport import FASTEST, backstop, protocol
+    from server.transport import FASTEST, connection_options
 
     settings = Settings(device="cpu", models=models, allowed_hosts="*", **overrides)
     app = create_app(settings)
@@ -243,14 +243,7 @@ def uvicorn_here(
         port=port,
         log_config=None,
         access_log=False,
-        http=protocol(
-            settings.read_timeout_s,
-            app.state.load,
-            http_base or FASTEST,
-            settings.max_head_bytes,
-            settings.max_head_lines,
-        ),
-        limit_concurrency=backstop(settings.max_connections),
+        **connection_options(settings, app.state.load, http_base or FASTEST),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

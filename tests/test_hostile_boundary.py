@@ -97,6 +97,19 @@ HOSTILE: list[tuple[str, str, str, dict[str, str], bytes, int, str | None, list[
         "sec-fetch-site",
         ["cross-site"],
     ),
+    *(
+        (
+            f"GET of a {what} from another site",
+            "GET",
+            path,
+            {"sec-fetch-site": "cross-site"},
+            b"",
+            403,
+            "sec-fetch-site",
+            ["cross-site"],
+        )
+        for what, path in (("tile", "/api/runs/a-kept-run/tiles/0/0/0/0/0"), ("row", "/api/runs/a-kept-run/rows/0/0/0"))
+    ),
     ("bad Host", "GET", "/api/health", {"host": "evil.example"}, b"", 400, "host", ["ATTNLAB_ALLOWED_HOSTS"]),
     ("body too large", "POST", "/api/attention", JSON, b" " * 70_000, 413, "body", ["65536"]),
     *(

@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 
 import engine.analysis.cost as cost_module
 import server.analyses.cost as cost_analysis
+import server.analyses.runs as runs_analysis
 import server.analyses.sweep as sweep_analysis
 from engine.analysis.cost import CostQuery, measure_cost
 from engine.analysis.sweep import scale_sweep
@@ -32,14 +33,22 @@ LONG = " ".join(["the"] * 510)  # 512 minilm tokens with [CLS] and [SEP]
 FIGURE = {"widths": [1, 4, 16, 64, 256]}  # the chapter's Figure 21.5 at the default samples and keys
 
 # the steps a refusal must come before
-SWEEP, MEASURE, ENCODE, RUN = "sweep", "measure", "encode", "run"
-BEFORE_ALL = (SWEEP, MEASURE, ENCODE, RUN)
-BEFORE_RUN = (SWEEP, MEASURE, RUN)  # the answer's size needs the token count, never a forward pass
+SWEEP, MEASURE, ENCODE, RUN, LONG_RUN = "sweep", "measure", "encode", "run", "long_run"
+BEFORE_ALL = (SWEEP, MEASURE, ENCODE, RUN, LONG_RUN)
+BEFORE_RUN = (SWEEP, MEASURE, RUN, LONG_RUN)  # the answer's size needs the token count, never a forward pass
 
 
 def words(n: int) -> str:
     return " ".join(f"w{i}" for i in range(n))
 
+
+WEIGHTS_60 = {"model": "random", "text": words(60), "include": ["weights"]}
+PATCH_RUN = {
+    "clean": {"model": "random", "text": words(60)},
+    "corrupted": {**WEIGHTS_60, "text": f"{words(59)} zz"},
+    "hook": "resid_pre",
+    "cell": {"layer": 0, "column": 1},
+}
 
 # (id, path, body, headers, settings overrides, status, field, words of the message, steps that must not run)
 HOSTILE: list[tuple[str, str, dict[str, Any], dict[str, str], dict[str, Any], int, str, tuple[str, ...], tuple]] = [
@@ -241,6 +250,75 @@ HOSTILE: list[tuple[str, str, dict[str, Any], dict[str, str], dict[str, Any], in
         ("6 x 100 tokens", "ATTNLAB_MAX_TOKENS", "at most 85"),
         BEFORE_ALL,
     ),
+    # the bound holds for the form the answer goes out in, whatever Accept names: a form the analysis lacks (patch/run,
+    # intervene have no streamed one) is answered as JSON, and bounded as JSON (it was counted at 4 bytes a value)
+    *(
+        (
+            f"answer-{path.removeprefix('/api/').replace('/', '-')}-{form}",
+            path,
+            body,
+            {"accept": media} if media else {},
+            {"max_result_bytes": limit},
+            422,
+            field,
+            (f"bytes as {said}", "ATTNLAB_MAX_RESULT_BYTES"),
+            BEFORE_RUN,
+        )
+        for path, body, field in (
+            ("/api/patch/run", PATCH_RUN, "corrupted.include"),
+            ("/api/intervene", {**WEIGHTS_60, "ablate": [{"layer": 0, "head": 0}]}, "include"),
+        )
+        for form, media, limit, said in (
+            ("json", None, 100_000, "JSON"),
+            ("stream", "application/vnd.attnlab.arrays-stream", 100_000, "JSON"),
+            ("arrays", "application/vnd.attnlab.arrays", 30_000, "the arrays form"),
+            ("npz", "application/x-npz", 30_000, ".npz"),
+        )
+    ),
+    (
+        "runs-work",  # one layer of 64 heads at 32,768 tokens held a compute slot for 203 s
+        "/api/runs",
+        {"model": "random", "text": words(32_768), "options": {"d_model": 1024, "heads": 64}},
+        {},
+        {},
+        422,
+        "text",
+        ("1,099,511,627,776 q.k products", "limit 300,000,000,000", "ATTNLAB_MAX_RUN_WORK"),
+        BEFORE_ALL,
+    ),
+    (
+        "runs-work-set-lower",
+        "/api/runs",
+        {"model": "random", "text": words(2048), "options": {"d_model": 1024, "heads": 64}},
+        {},
+        {"max_run_work": 10**9},
+        422,
+        "text",
+        ("4,294,967,296 q.k products", "limit 1,000,000,000", "ATTNLAB_MAX_RUN_WORK"),
+        BEFORE_ALL,
+    ),
+    (
+        "runs-kept-bytes",  # a 24-layer checkpoint at 8,192 tokens was refused after its whole forward (24.9 s)
+        "/api/runs",
+        {"model": "random", "text": words(4096), "options": {"d_model": 256, "heads": 4}},
+        {},
+        {"run_bytes": 4 << 20},
+        413,
+        "text",
+        ("would keep 9,502,720 bytes", "ATTNLAB_RUN_BYTES = 4,194,304"),
+        BEFORE_ALL,
+    ),
+    (
+        "answer-attention-stream",
+        "/api/attention",
+        WEIGHTS_60,
+        {"accept": "application/vnd.attnlab.arrays-stream"},
+        {"max_result_bytes": 30_000},
+        422,
+        "include",
+        ("bytes as the streamed arrays form", "ATTNLAB_MAX_RESULT_BYTES"),
+        BEFORE_RUN,
+    ),
 ]
 
 
@@ -260,6 +338,7 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     monkeypatch.setattr(cost_analysis, "measure_cost", spy(MEASURE, cost_analysis.measure_cost))
     monkeypatch.setattr(AttentionModel, "encode", spy(ENCODE, AttentionModel.encode))
     monkeypatch.setattr(AttentionModel, "run", spy(RUN, AttentionModel.run))
+    monkeypatch.setattr(runs_analysis, "long_run", spy(LONG_RUN, runs_analysis.long_run))
     return calls
 
 
@@ -348,6 +427,61 @@ def test_sweep_stops_between_chunks_when_asked(monkeypatch: pytest.MonkeyPatch) 
     with stop_when(stop), pytest.raises(Stopped):
         scale_sweep([1, 4, 16, 64, 256])
     assert chunks == 1
+
+
+# ---- a long run: it stops inside its one layer -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("masks", [{"causal": True}, {"causal": True, "window": 64}], ids=["fused", "blockwise"])
+def test_a_one_layer_long_run_stops_inside_its_layer(monkeypatch: pytest.MonkeyPatch, masks: dict[str, Any]) -> None:
+    """The client leaves while the first part of the layer is computed: the run stops at the next part (a head of
+    torch's flash kernel, a query block of the blockwise pass), not after the whole layer and its summaries."""
+    from engine import blockwise
+    from engine.long import long_run
+    from engine.masks import MaskSpec
+    from engine.models import load_models
+    from engine.models.base import RunInput
+
+    monkeypatch.setattr(blockwise, "CALL_SCORES", 1, raising=False)  # one head per call of the flash kernel
+    gone = threading.Event()
+    parts = 0
+    kernel = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    scores = blockwise._scores
+
+    def leave_during(real: Callable[..., Any]) -> Callable[..., Any]:
+        def part(*args: Any, **kwargs: Any) -> Any:
+            nonlocal parts
+            parts += 1
+            gone.set()  # the client goes away during the first part
+            return real(*args, **kwargs)
+
+        return part
+
+    monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", leave_during(kernel))
+    monkeypatch.setattr(blockwise, "_scores", leave_during(scores))
+    model = load_models(["random"])["random"]
+    inp = RunInput(text=words(1024), options={"heads": 8, "d_model": 64}, masks=MaskSpec(**masks))
+    with stop_when(gone), pytest.raises(Stopped):
+        long_run(model, inp, torch.device("cpu"), torch.float32, 64, 1 << 20)
+    assert parts == 1
+
+
+def test_a_long_runs_kept_bytes_are_known_before_it_runs() -> None:
+    """What ATTNLAB_RUN_BYTES is checked against before the forward is what the run keeps once made."""
+    from engine.long import long_run, run_shape
+    from engine.masks import MaskSpec
+    from engine.models import load_models
+    from engine.models.base import RunInput
+
+    model, cpu = load_models(["random"])["random"], torch.device("cpu")
+    for s, options, grid, pyramid in [
+        (300, {"heads": 4, "d_model": 32}, 16, 1 << 20),
+        (1000, {"heads": 6, "kv_heads": 2, "d_model": 48}, 256, 64 << 20),
+        (777, {"heads": 2, "d_model": 16}, 8, 4096),
+    ]:
+        inp = RunInput(text=words(s), options=options, masks=MaskSpec(causal=True))
+        run = long_run(model, inp, cpu, torch.float32, grid, pyramid)
+        assert run_shape(model, inp, s, cpu, torch.float32).kept_bytes(grid, pyramid) == run.nbytes
 
 
 # ---- the measured cost ---------------------------------------------------------------------------------------------

@@ -109,6 +109,20 @@ def test_an_unchanged_tile_is_a_304_and_a_new_run_of_the_same_name_changes_its_e
     assert again.status_code == 200 and again.headers["etag"] != etag
 
 
+@pytest.mark.parametrize("path", ["tiles/0/0/1/1/1", f"rows/0/1/{S - 2}"], ids=["tile", "row"])
+def test_if_none_match_any_or_a_weak_tag_is_a_304(app64: TestClient, posted: dict[str, Any], path: str) -> None:
+    """RFC 9110's If-None-Match on a GET: `*` matches the kept run's representation, tags compare weakly."""
+    url = f"/api/runs/{NAME}/{path}"
+    etag = app64.get(url).headers["etag"]
+    for given in ("*", f"W/{etag}", f'"elsewhere", W/{etag}', etag):
+        r = app64.get(url, headers={"If-None-Match": given})
+        assert (r.status_code, r.content, r.headers["etag"]) == (304, b"", etag), given
+    assert app64.get(url, headers={"If-None-Match": 'W/"elsewhere"'}).status_code == 200
+    gone = app64.get(f"/api/runs/never-made-run/{path}", headers={"If-None-Match": "*"})
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "run_expired"  # no representation: no 304
+    assert app64.get(url, headers={"sec-fetch-site": "same-origin"}).status_code == 200  # the page's own GETs
+
+
 def test_refusals_name_their_field(app64: TestClient, posted: dict[str, Any]) -> None:
     def bad(r: Any, status: int, field: str) -> None:
         assert r.status_code == status, r.text

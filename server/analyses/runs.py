@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from engine.long import long_run, sink_mass
+from engine.long import RunShape, long_run, run_shape, sink_mass
 from engine.tiles import PYRAMID_BYTES
 from server.declare import Analysis, Context, Limit
 from server.errors import ApiError
@@ -72,6 +72,30 @@ def refuse_unread(req: RunsRequest) -> None:
         )
 
 
+def check_run_cost(shape: RunShape, req: RunsRequest, ctx: Context, field: str, pyramid: int) -> None:
+    """Refuse, before the forward, a run whose work passes ATTNLAB_MAX_RUN_WORK (a 422) or that would keep more than
+    ATTNLAB_RUN_BYTES (a 413, as the store would refuse it once made), each naming `field` and the setting."""
+    work, most = shape.work(), ctx.settings.limit("max_run_work")
+    if work > most:
+        raise ApiError(
+            422,
+            "too_large",
+            f"a run of {shape.s:,} tokens through {shape.layers} layers of {shape.heads} heads of width {shape.d_head} "
+            f"is {work:,} q.k products, limit {most:,} (set by ATTNLAB_MAX_RUN_WORK on this server): send fewer "
+            "tokens, or a model with fewer or narrower heads",
+            field,
+        )
+    size, room = shape.kept_bytes(req.grid, pyramid), ctx.runtime.long_runs.limit
+    if size > room:
+        raise ApiError(
+            413,
+            "too_large",
+            f"this run would keep {size:,} bytes, more than ATTNLAB_RUN_BYTES = {room:,}: send fewer tokens or "
+            "layers, or raise the setting",
+            field,
+        )
+
+
 def compute_runs(req: RunsRequest, ctx: Context) -> dict[str, Any]:
     """Up to ATTNLAB_MAX_RUN_TOKENS tokens (and the model's own positions). The summaries come in JSON or the arrays
     form; name the run with X-Attnlab-Run to find it again (a name the server chose comes back in `run`)."""
@@ -90,12 +114,19 @@ def compute_runs(req: RunsRequest, ctx: Context) -> dict[str, Any]:
     # /api/attention's checks, each naming its field, with the long run's token limit (and text long enough for it)
     chars = max(ctx.settings.max_text_chars, limit * CHARS_PER_TOKEN)
     check_limits(req, ctx.settings.model_copy(update={"max_tokens": limit, "max_text_chars": chars}), ctx.runtime.dtype)
+    kept = ctx.runtime.long_runs
+    pyramid = min(PYRAMID_BYTES, kept.limit // 8)
+    device, dtype = ctx.runtime.device, ctx.runtime.dtype
+
+    def bounded(n: int) -> None:  # the run's work and what it would keep, at n tokens
+        check_run_cost(run_shape(model, inp, n, device, dtype), req, ctx, field, pyramid)
+
+    bounded(model.count_tokens(inp))
     encoded = model.encode(inp)
     within(len(encoded.tokens))  # a tokenizer's pieces can outnumber the words
-    kept = ctx.runtime.long_runs
+    bounded(len(encoded.tokens))
     start = time.perf_counter()
-    pyramid = min(PYRAMID_BYTES, kept.limit // 8)
-    run = long_run(model, inp, ctx.runtime.device, ctx.runtime.dtype, req.grid, pyramid, encoded)
+    run = long_run(model, inp, device, dtype, req.grid, pyramid, encoded)
     ms = (time.perf_counter() - start) * 1000
     name = ctx.run_name or uuid.uuid4().hex
     kept.put(name, run)
@@ -142,6 +173,12 @@ RUNS = Analysis(
     tags=("attention",),
     limits=(
         Limit("max_run_tokens", 32_768, "tokens one POST /api/runs may hold (and the model's own positions)"),
+        Limit(
+            "max_run_work",
+            300_000_000_000,
+            "q.k products one POST /api/runs may ask for (layers x heads x S^2 x d_head), counted before it runs: "
+            "bench-long's run at 32,768 tokens (2 heads of 64: 1.4e11) passes",
+        ),
         Limit(
             "run_bytes",
             2 << 30,

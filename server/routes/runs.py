@@ -47,6 +47,14 @@ def _held(runtime: Runtime, name: str, layer: int, head: int) -> LongRun:
     return run
 
 
+def none_match(if_none_match: str, etag: str) -> bool:
+    """Whether If-None-Match names what `etag` tags (RFC 9110 13.1.2): `*`, which any current representation
+    matches, or a list of entity-tags compared weakly, as a GET's are (W/"x" matches "x")."""
+    if if_none_match.strip() == "*":
+        return True
+    return etag.removeprefix("W/") in (t.strip().removeprefix("W/") for t in if_none_match.split(","))
+
+
 async def _cached(
     request: Request,
     run: LongRun,
@@ -59,7 +67,7 @@ async def _cached(
     computing nothing, when the client already holds it (If-None-Match)."""
     etag = '"' + hashlib.sha256(repr((run.serial, accept, *what)).encode()).hexdigest()[:32] + '"'
     headers = {"ETag": etag, "Cache-Control": "private, no-cache", "Vary": "Accept"}
-    if if_none_match is not None and etag in [t.strip() for t in if_none_match.split(",")]:
+    if if_none_match is not None and none_match(if_none_match, etag):
         return Response(status_code=304, headers=headers)
     pool: ComputePool = request.app.state.pool
     gone = asyncio.ensure_future(disconnected(request))
