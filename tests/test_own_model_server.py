@@ -27,13 +27,14 @@ TEXT = "the door opens on the garden and the key opens the door"
 
 
 @pytest.fixture(scope="module")
-def mine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_checkpoint("llama", tmp_path_factory.mktemp("mine"))
+def mine(llama_checkpoint: Path) -> Path:
+    """The checkpoint the shared checkpoint_server serves as `mine` (tests/fixtures.py)."""
+    return llama_checkpoint
 
 
 @pytest.fixture(scope="module")
-def server(mine: Path) -> Iterator[httpx.Client]:
-    with serve(f"textbook,mine={mine}") as base, httpx.Client(base_url=base, timeout=60) as client:
+def server(checkpoint_server: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=checkpoint_server, timeout=60) as client:
         yield client
 
 

@@ -3,7 +3,7 @@ beside it says how closely it matched transformers, and choosing it draws its he
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,18 +12,9 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import wait_idle
-from tests.checkpoints import make_checkpoint
 from tests.helpers import serve
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def checkpoint_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`attnlab serve` with textbook and a tiny random llama checkpoint served as `mine`."""
-    directory = make_checkpoint("llama", tmp_path_factory.mktemp("mine"))
-    with serve(f"textbook,mine={directory}") as base:
-        yield base
 
 
 def test_a_checkpoint_is_listed_with_its_family_and_reference_and_draws(
