@@ -111,10 +111,11 @@ def settings_for(**overrides: Any) -> Settings:
 
 
 @contextmanager
-def app_client(**overrides: Any) -> Iterator[TestClient]:
-    """A real app for `settings_for(**overrides)` with its lifespan run."""
+def make_app_client(settings: Settings | None = None, **overrides: Any) -> Iterator[TestClient]:
+    """A real app with its lifespan run, for `settings` or else `settings_for(**overrides)`. Module fixtures call it
+    directly; tests take the `make_client` fixture."""
     STARTED["apps"] += 1
-    with TestClient(create_app(settings_for(**overrides))) as client:
+    with TestClient(create_app(settings or settings_for(**overrides))) as client:
         yield client
 
 
@@ -128,12 +129,12 @@ def make_settings() -> Callable[..., Settings]:
 
 @pytest.fixture
 def make_client() -> MakeClient:
-    return app_client
+    return make_app_client
 
 
 @pytest.fixture
 def client() -> Iterator[TestClient]:
-    with app_client() as c:
+    with make_app_client() as c:
         yield c
 
 
