@@ -10,6 +10,7 @@ limit of its own starts its own server or app instead (`serve`, `uvicorn_here`, 
 
 from __future__ import annotations
 
+import pickle
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -52,6 +53,12 @@ SERVERS: dict[str, Config] = {
         "layer (the pinned limits make the page fall back to one layer)",
     ),
     "checkpoint": Config("textbook,mine={llama}", {}, "textbook and a tiny random llama checkpoint served as `mine`"),
+    "unloadable": Config(
+        "textbook,bad={bad},gone={gone},t5={t5}",
+        {},
+        "textbook beside three checkpoints it must refuse at start: weights only as a pickle, a directory that is not "
+        "there, a family it does not read",
+    ),
     "typed_pycode": Config(
         "textbook,given,pycode", LIMITS, "the model that reads typed-in matrices and the trained code model"
     ),
@@ -92,6 +99,37 @@ def llama_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def checkpoint_server(llama_checkpoint: Path) -> Iterator[str]:
     with start("checkpoint", llama=llama_checkpoint) as base:
         yield base
+
+
+@dataclass(frozen=True)
+class Unloadable:
+    base: str  # the server's URL
+    opened: Path  # the file the pickle's weights would create if anything unpickled them
+    bad: Path  # the checkpoint whose weights are only a pickle
+
+
+@pytest.fixture(scope="session")
+def unloadable_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Unloadable]:
+    where = tmp_path_factory.mktemp("unloadable")
+    bad = make_checkpoint("gpt2", where / "bad")
+    (bad / "model.safetensors").unlink()  # weights only as a pickle, as older checkpoints ship them
+    opened = where / "unpickled"
+    (bad / "pytorch_model.bin").write_bytes(pickle.dumps(Trap(opened)))
+    t5 = where / "t5"
+    t5.mkdir()
+    (t5 / "config.json").write_text('{"model_type": "t5"}')
+    with start("unloadable", bad=bad, gone=where / "nowhere", t5=t5) as base:
+        yield Unloadable(base, opened, bad)
+
+
+class Trap:
+    """Unpickled, it creates the file `opened`."""
+
+    def __init__(self, opened: Path) -> None:
+        self.opened = opened
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.touch, (self.opened,))
 
 
 @pytest.fixture(scope="session")
