@@ -49,8 +49,8 @@ SERVERS: dict[str, Config] = {
     "full_length": Config(
         TRAINED_MODELS,
         {"ATTNLAB_MAX_TOKENS": "512"},
-        "every built-in model at MiniLM's full 512 positions with the default result limit: a long run holds every "
-        "layer (the pinned limits make the page fall back to one layer)",
+        "the fast and trained models at MiniLM's full 512 positions with the default result limit: a long run holds "
+        "every layer (under the pinned limits the page falls back to one layer)",
     ),
     "checkpoint": Config("textbook,mine={llama}", {}, "textbook and a tiny random llama checkpoint served as `mine`"),
     "unloadable": Config(
