@@ -10,6 +10,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +21,10 @@ import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# What the session started: `attnlab serve` processes, uvicorn servers on a thread of this process, apps
+# (tests/fixtures.py prints it at the end of the run).
+STARTED: Counter[str] = Counter()
 
 # Debian's chromium as the browser tests and bench/page.py launch it (never `playwright install`).
 CHROMIUM = Path("/usr/bin/chromium")
@@ -173,6 +178,7 @@ def serve_on(
     for name in unset:
         environ.pop(name, None)
     cmd = [sys.executable, "-m", "server", "serve", "--host", host, "--port", str(port), "--models", models]
+    STARTED["processes"] += 1
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=environ, stdout=log, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}"
@@ -235,6 +241,7 @@ def uvicorn_here(
     from server.transport import FASTEST, connection_options
 
     settings = Settings(device="cpu", models=models, allowed_hosts="*", **overrides)
+    STARTED["threads"] += 1
     app = create_app(settings)
     port = free_port()
     config = uvicorn.Config(

@@ -10,17 +10,17 @@ import pytest
 from fastapi.testclient import TestClient
 
 from engine.analysis.ablation import ranks, spearman
+from tests.fixtures import make_app_client
 
 REPEAT = "red ball king river frog clock seed moon red ball king river frog clock seed moon"
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    from server.app import create_app
     from server.config import Settings
 
     settings = Settings(device="cpu", models="induction,minilm,textbook", allowed_hosts="testserver")
-    with TestClient(create_app(settings)) as c:
+    with make_app_client(settings) as c:
         yield c
 
 

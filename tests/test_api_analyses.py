@@ -13,8 +13,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.app import create_app
-from server.config import Settings
+from tests.fixtures import make_app_client
 from tests.helpers import assert_error
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
@@ -23,7 +22,7 @@ R = {"model": "random", "text": "the cat sat on the mat"}
 
 @pytest.fixture(scope="module")
 def trained() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings(device="cpu", models="minilm,induction", allowed_hosts="testserver"))) as c:
+    with make_app_client(models="minilm,induction") as c:
         yield c
 
 

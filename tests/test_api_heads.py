@@ -11,9 +11,8 @@ import torch
 from fastapi.testclient import TestClient
 
 from server.analyses.heads import default_lengths
-from server.app import create_app
-from server.config import Settings
 from tests.checkpoints import make_shortcut_checkpoint
+from tests.fixtures import make_app_client
 from tests.helpers import assert_error
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
@@ -24,8 +23,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     # shortcut: a one-layer GPT-2 whose head 0 attends exactly 23 positions back (tests/checkpoints.py)
     shortcut = make_shortcut_checkpoint(tmp_path_factory.mktemp("shortcut"), offset=23)
     models = f"textbook,random,induction,minilm,shortcut={shortcut}"
-    settings = Settings(device="cpu", models=models, allowed_hosts="testserver")
-    with TestClient(create_app(settings)) as client:
+    with make_app_client(models=models) as client:
         yield client
 
 

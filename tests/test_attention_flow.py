@@ -14,6 +14,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from engine.analysis.attention_flow import FLOW_MAX_TOKENS, attention_flow, flow_work, fused_maps
+from tests.fixtures import make_app_client
 
 REPEAT = "red ball king river frog red ball king"
 MINILM_TEXT = "The animal didn't cross the street because it was too tired"
@@ -108,11 +109,7 @@ def test_the_work_counts_reachable_pairs_times_edges_and_skips_layer_0() -> None
 
 @pytest.fixture(scope="module")
 def app_client() -> Iterator[TestClient]:
-    from server.app import create_app
-    from server.config import Settings
-
-    settings = Settings(device="cpu", models="induction,minilm,random", allowed_hosts="testserver")
-    with TestClient(create_app(settings)) as c:
+    with make_app_client(models="induction,minilm,random") as c:
         yield c
 
 

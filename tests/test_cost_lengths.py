@@ -16,6 +16,7 @@ import engine.analysis.lengths as lengths_module
 from engine.analysis.cost import CostQuery
 from engine.analysis.lengths import dense, lengths_flops
 from engine.blockwise import BlockMask, flash
+from tests.fixtures import make_app_client
 from tests.helpers import assert_error
 
 MakeClient = Callable[..., AbstractContextManager[TestClient]]
@@ -25,11 +26,8 @@ SHAPE = {"heads": 2, "d_model": 32, "layers": 3}
 @pytest.fixture(scope="module")
 def measured() -> dict[str, Any]:
     """One request measured at 256, 1024 and 4096 tokens (2 heads of d_head 16, float32, blocks of 256 keys)."""
-    from server.app import create_app
-    from server.config import Settings
 
-    settings = Settings(device="cpu", models="textbook", allowed_hosts="testserver")
-    with TestClient(create_app(settings)) as client:
+    with make_app_client(models="textbook") as client:
         resp = client.post("/api/cost", json={**SHAPE, "measure_lengths": [256, 1024, 4096]})
     assert resp.status_code == 200, resp.text
     return resp.json()  # type: ignore[no-any-return]

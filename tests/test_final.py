@@ -13,17 +13,14 @@ from fastapi.testclient import TestClient
 
 from engine.models.base import RunInput
 from engine.models.induction import InductionModel
+from tests.fixtures import make_app_client
 
 REPEAT = "red ball king river frog red ball king"
 
 
 @pytest.fixture(scope="module")
 def app_client() -> Iterator[TestClient]:
-    from server.app import create_app
-    from server.config import Settings
-
-    settings = Settings(device="cpu", models="induction,minilm,random", allowed_hosts="testserver")
-    with TestClient(create_app(settings)) as c:
+    with make_app_client(models="induction,minilm,random") as c:
         yield c
 
 

@@ -15,6 +15,7 @@ from engine.analysis.flow import rollout
 from engine.models.base import RunInput
 from engine.models.induction import InductionModel
 from engine.models.random_layer import RandomModel
+from tests.fixtures import make_app_client
 
 REPEAT = "red ball king river frog red ball king"
 MINILM_TEXT = "The animal didn't cross the street because it was too tired"
@@ -22,11 +23,7 @@ MINILM_TEXT = "The animal didn't cross the street because it was too tired"
 
 @pytest.fixture(scope="module")
 def app_client() -> Iterator[TestClient]:
-    from server.app import create_app
-    from server.config import Settings
-
-    settings = Settings(device="cpu", models="induction,minilm,random,textbook", allowed_hosts="testserver")
-    with TestClient(create_app(settings)) as c:
+    with make_app_client(models="induction,minilm,random,textbook") as c:
         yield c
 
 

@@ -16,6 +16,7 @@ from engine.analysis.decode import decode
 from engine.analysis.generate import GeneratedToken, Sampling
 from engine.models.base import ModelRun, RunInput
 from engine.models.induction import InductionModel
+from tests.fixtures import make_app_client
 from tests.helpers import assert_error
 
 CPU = torch.device("cpu")
@@ -102,11 +103,10 @@ def test_sampling_is_the_same_from_the_same_seed(induction: InductionModel) -> N
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[TestClient]:
-    from server.app import create_app
     from server.config import Settings
 
     settings = Settings(device="cpu", models="induction,minilm,random", allowed_hosts="testserver")
-    with TestClient(create_app(settings)) as client:
+    with make_app_client(settings) as client:
         yield client
 
 

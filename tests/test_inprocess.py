@@ -9,27 +9,25 @@ import subprocess
 import sys
 
 import numpy as np
-from fastapi.testclient import TestClient
 
 from engine.models import load_available
 from server import inprocess
-from server.app import create_app
-from server.config import Settings
 from server.errors import ApiError
+from tests.fixtures import make_app_client, settings_for
 from tests.helpers import ROOT, assert_error
 
 BODY = {"model": "random", "text": "red ball king", "masks": {"causal": True}}
 
 
 def test_run_attention_answers_as_the_route_does() -> None:
-    settings = Settings(device="cpu", models="random", allowed_hosts="testserver")
+    settings = settings_for(models="random")
     body = inprocess.run_attention(
         inprocess.attention_request(BODY),
         settings,
         load_available(["random"]),
         inprocess.local_runtime("cpu", "float32"),
     )
-    with TestClient(create_app(settings)) as client:
+    with make_app_client(settings) as client:
         want = client.post("/api/attention", json=BODY).json()
     assert body["tokens"] == want["tokens"] == ["red", "ball", "king"]
     mine, theirs = body["layers"][0]["heads"][0]["weights"], np.asarray(want["layers"][0]["heads"][0]["weights"])
@@ -46,9 +44,9 @@ def test_run_attention_answers_as_the_route_does() -> None:
 
 
 def test_run_export_refuses_what_the_route_refuses() -> None:
-    settings = Settings(device="cpu", models="random", allowed_hosts="testserver")
+    settings = settings_for(models="random")
     body = {**BODY, "view": "all", "layer": 0}
-    with TestClient(create_app(settings)) as client:
+    with make_app_client(settings) as client:
         want = assert_error(client.post("/api/export", json=body), 422, "layer")
     try:
         inprocess.run_export(

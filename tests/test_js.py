@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from server.app import create_app
-from server.config import Settings
+from tests.fixtures import make_app_client
 from tests.pagejs import JS_TESTS, copy_page_modules, run_node_tests, run_page_js
 
 JS_FILES = sorted(JS_TESTS.glob("*.test.mjs"))
@@ -58,14 +57,7 @@ def test_node_reports_a_failing_helper_test(tmp_path: Path, modules: Path) -> No
 @pytest.fixture(scope="module")
 def api() -> Iterator[TestClient]:
     """The fast models in-process, under the limits the page is tested against."""
-    settings = Settings(
-        device="cpu",
-        models="textbook,random,custom",
-        allowed_hosts="testserver",
-        max_tokens=256,
-        max_result_values=4_000_000,
-    )
-    with TestClient(create_app(settings)) as client:
+    with make_app_client(models="textbook,random,custom", max_tokens=256, max_result_values=4_000_000) as client:
         yield client
 
 

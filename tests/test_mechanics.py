@@ -19,8 +19,7 @@ from engine.analysis.decode import decode
 from engine.analysis.sweep import scale_sweep
 from engine.masks import MaskSpec, pair_counts
 from engine.models import AttentionModel, RunInput, load_models
-from server.app import create_app
-from server.config import Settings
+from tests.fixtures import make_app_client
 from tests.helpers import assert_error
 
 CPU = torch.device("cpu")
@@ -34,9 +33,7 @@ def models() -> dict[str, AttentionModel]:
 
 @pytest.fixture(scope="module")
 def trained() -> Iterator[TestClient]:
-    with TestClient(
-        create_app(Settings(device="cpu", models="random,textbook,custom,minilm,induction", allowed_hosts="testserver"))
-    ) as c:
+    with make_app_client(models="random,textbook,custom,minilm,induction") as c:
         yield c
 
 

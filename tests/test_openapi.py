@@ -28,6 +28,7 @@ from schemathesis.specs.openapi.checks import response_schema_conformance, statu
 from server.analyses import declared
 from server.app import create_app
 from server.config import Settings
+from tests.fixtures import make_app_client
 
 # Small limits, so that a generated body that passes validation still computes in milliseconds, yet wide enough for
 # every operation's documented examples (minilm's 13 tokens, the random model's 32 x 8 heads)
@@ -155,7 +156,7 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
 @pytest.fixture(scope="module")
 def api() -> Iterator[TestClient]:
     """A real app with every model and the default limits, under which every documented example computes."""
-    with TestClient(create_app(Settings(device="cpu", models="all", allowed_hosts="testserver"))) as client:
+    with make_app_client(models="all") as client:
         yield client
 
 

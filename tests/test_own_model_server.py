@@ -6,7 +6,6 @@ and the server starts anyway."""
 from __future__ import annotations
 
 import json
-import pickle
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -20,20 +19,21 @@ from fastapi.testclient import TestClient
 from tokenizers import Regex, Tokenizer, normalizers
 
 from engine.models.textbook import TextbookModel
-from tests.checkpoints import make_checkpoint
-from tests.helpers import assert_error, serve
+from tests.fixtures import Unloadable
+from tests.helpers import assert_error
 
 TEXT = "the door opens on the garden and the key opens the door"
 
 
 @pytest.fixture(scope="module")
-def mine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_checkpoint("llama", tmp_path_factory.mktemp("mine"))
+def mine(llama_checkpoint: Path) -> Path:
+    """The checkpoint the shared checkpoint_server serves as `mine` (tests/fixtures.py)."""
+    return llama_checkpoint
 
 
 @pytest.fixture(scope="module")
-def server(mine: Path) -> Iterator[httpx.Client]:
-    with serve(f"textbook,mine={mine}") as base, httpx.Client(base_url=base, timeout=60) as client:
+def server(checkpoint_server: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=checkpoint_server, timeout=60) as client:
         yield client
 
 
@@ -112,33 +112,20 @@ def test_every_route_answers_on_the_checkpoint(server: httpx.Client) -> None:
     assert page.status_code == 200 and page.text.startswith("<!doctype html>") and "mine" in page.text
 
 
-def test_a_pickle_is_never_opened_and_the_server_starts(tmp_path: Path) -> None:
-    bad = make_checkpoint("gpt2", tmp_path / "bad")
-    (bad / "model.safetensors").unlink()  # weights only as a pickle, as older checkpoints ship them
-    opened = tmp_path / "unpickled"
-
-    class Trap:
-        def __reduce__(self) -> tuple[Any, ...]:
-            return (Path.touch, (opened,))  # unpickling this creates the file
-
-    (bad / "pytorch_model.bin").write_bytes(pickle.dumps(Trap()))
-    nowhere = tmp_path / "nowhere"
-    unknown = tmp_path / "t5"
-    unknown.mkdir()
-    (unknown / "config.json").write_text('{"model_type": "t5"}')
-    with serve(f"textbook,bad={bad},gone={nowhere},t5={unknown}") as base:
-        listed = httpx.get(f"{base}/api/models").json()
-        assert [m["name"] for m in listed["models"]] == ["textbook"]
-        reasons = {u["name"]: u["reason"] for u in listed["unavailable"]}
-        assert set(reasons) == {"bad", "gone", "t5"}
-        assert "pytorch_model.bin" in reasons["bad"] and "safetensors" in reasons["bad"]
-        assert "convert" in reasons["bad"].lower()
-        assert "not a directory" in reasons["gone"] and str(tmp_path) not in reasons["gone"]  # no server path
-        assert "t5" in reasons["t5"] and "llama" in reasons["t5"]  # says which families it reads
-        refused = httpx.post(f"{base}/api/attention", json={"model": "bad", "text": "a"})
-        assert refused.status_code == 422 and refused.json()["error"]["field"] == "model"
-        assert "pytorch_model.bin" in refused.json()["error"]["message"]
-    assert not opened.exists()
+def test_a_pickle_is_never_opened_and_the_server_starts(unloadable_server: Unloadable) -> None:
+    base, made = unloadable_server.base, unloadable_server.bad.parent  # made: where the three checkpoints are
+    listed = httpx.get(f"{base}/api/models").json()
+    assert [m["name"] for m in listed["models"]] == ["textbook"]
+    reasons = {u["name"]: u["reason"] for u in listed["unavailable"]}
+    assert set(reasons) == {"bad", "gone", "t5"}
+    assert "pytorch_model.bin" in reasons["bad"] and "safetensors" in reasons["bad"]
+    assert "convert" in reasons["bad"].lower()
+    assert "not a directory" in reasons["gone"] and str(made) not in reasons["gone"]  # no server path
+    assert "t5" in reasons["t5"] and "llama" in reasons["t5"]  # says which families it reads
+    refused = httpx.post(f"{base}/api/attention", json={"model": "bad", "text": "a"})
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "model"
+    assert "pytorch_model.bin" in refused.json()["error"]["message"]
+    assert not unloadable_server.opened.exists()
 
 
 def test_built_in_models_say_what_they_are(make_client: Callable[..., AbstractContextManager[TestClient]]) -> None:

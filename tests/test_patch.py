@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from engine.analysis.patch import Metric, patch, recovered_by, token_id
 from engine.models.base import RunInput
 from engine.models.induction import InductionModel
+from tests.fixtures import make_app_client
 
 CLEAN = "red ball king river frog red ball king"
 CORRUPTED = "red ball moon river frog red ball king"  # 'king' before 'river' replaced: the repeat's cue is gone
@@ -27,10 +28,8 @@ CPU = torch.device("cpu")
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    from server.app import create_app
-    from server.config import Settings
 
-    with TestClient(create_app(Settings(device="cpu", models="induction,minilm", allowed_hosts="testserver"))) as c:
+    with make_app_client(models="induction,minilm") as c:
         yield c
 
 

@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.fixtures import make_app_client
+
 CLEAN = "red ball king river frog red ball king"
 CORRUPTED = "red ball moon river frog red ball king"  # position 2 differs
 
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    from server.app import create_app
-    from server.config import Settings
 
-    with TestClient(create_app(Settings(device="cpu", models="induction,minilm", allowed_hosts="testserver"))) as c:
+    with make_app_client(models="induction,minilm") as c:
         yield c
 
 

@@ -22,8 +22,8 @@ from engine.masks import MaskSpec, eligibility
 from engine.models import AttentionModel, load_models
 from engine.models.run import RunInput
 from engine.softmax import masked_softmax
-from server.app import create_app
 from server.config import Settings
+from tests.fixtures import make_app_client
 from tests.helpers import assert_error
 
 CPU = torch.device("cpu")
@@ -42,7 +42,7 @@ def models() -> dict[str, AttentionModel]:
 @pytest.fixture(scope="module")
 def trained() -> Iterator[TestClient]:
     settings = Settings(device="cpu", models="minilm,induction,random,textbook", allowed_hosts="testserver")
-    with TestClient(create_app(settings)) as c:
+    with make_app_client(settings) as c:
         yield c
 
 

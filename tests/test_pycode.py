@@ -15,8 +15,7 @@ from engine.models.checkpoint import load_checkpoint
 from engine.models.pycode import DIRECTORY, PycodeModel, heads_line
 from engine.models.reference import compare
 from engine.train_pycode import DEFAULT_TEXT, PycodeConfig, TrainConfig, stdlib_files, train
-from server.app import create_app
-from server.config import Settings
+from tests.fixtures import make_app_client
 
 CARD = json.loads((DIRECTORY / "attnlab.json").read_text())
 
@@ -60,8 +59,7 @@ def test_engine_matches_transformers_on_the_committed_checkpoint() -> None:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    settings = Settings(device="cpu", models="pycode", allowed_hosts="testserver")
-    with TestClient(create_app(settings)) as c:
+    with make_app_client(models="pycode") as c:
         yield c
 
 

@@ -12,8 +12,8 @@ from engine.analysis.brackets import bracket_match_score, bracket_pairs
 from engine.analysis.heads import head_type_scores
 from engine.models.base import RunInput
 from engine.models.random_layer import RandomModel
-from server.app import create_app
 from server.config import Settings
+from tests.fixtures import make_app_client
 
 CPU = torch.device("cpu")
 
@@ -69,7 +69,7 @@ def test_head_types_score_brackets_on_the_callers_text() -> None:
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
     settings = Settings(device="cpu", models="textbook,random", allowed_hosts="testserver")
-    with TestClient(create_app(settings)) as c:
+    with make_app_client(settings) as c:
         yield c
 
 

@@ -15,6 +15,7 @@ from engine.models.base import AttentionModel, RunInput
 from engine.models.checkpoint import load_checkpoint
 from engine.models.induction import InductionModel
 from tests.checkpoints import PROBE, make_checkpoint
+from tests.fixtures import make_app_client
 
 REPEAT = "red ball king river frog red ball king"
 CPU = torch.device("cpu")
@@ -22,11 +23,10 @@ CPU = torch.device("cpu")
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    from server.app import create_app
     from server.config import Settings
 
     settings = Settings(device="cpu", models="induction,minilm,pycode", allowed_hosts="testserver")
-    with TestClient(create_app(settings)) as c:
+    with make_app_client(settings) as c:
         yield c
 
 

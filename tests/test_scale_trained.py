@@ -12,8 +12,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from engine.models import AttentionModel, RunInput
-from server.app import create_app
-from server.config import Settings
+from tests.fixtures import make_app_client
 from tests.helpers import assert_error
 
 SMALL = {"widths": [8, 32], "samples": 20, "keys": 4}
@@ -21,8 +20,7 @@ SMALL = {"widths": [8, 32], "samples": 20, "keys": 4}
 
 @pytest.fixture(scope="module")
 def app_client() -> Iterator[TestClient]:
-    settings = Settings(device="cpu", models="textbook,random,custom,minilm,pycode", allowed_hosts="testserver")
-    with TestClient(create_app(settings)) as client:
+    with make_app_client(models="textbook,random,custom,minilm,pycode") as client:
         yield client
 
 

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 import pytest
 from playwright.sync_api import Browser, Page, Request, ViewportSize
 
-from tests.helpers import CHROMIUM, CHROMIUM_ARGS, serve
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS
 
 
 @pytest.fixture(scope="session")
@@ -28,25 +28,7 @@ def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]
     return {**browser_context_args, "viewport": {"width": 1400, "height": 900}, "accept_downloads": True}
 
 
-FAST_MODELS = "textbook,random,custom"
-TRAINED_MODELS = "textbook,random,custom,minilm,induction"
-# The limits the page's messages and fallbacks are tested against, pinned so that a change of the defaults does not
-# quietly turn those tests into ones that never reach a limit.
-LIMITS = {"ATTNLAB_MAX_TOKENS": "256", "ATTNLAB_MAX_RESULT_VALUES": "4000000"}
-
-
-@pytest.fixture(scope="session")
-def live_server() -> Iterator[str]:
-    """The fast models, shared by every browser test module."""
-    with serve(FAST_MODELS, **LIMITS) as base:
-        yield base
-
-
-@pytest.fixture(scope="session")
-def trained_server() -> Iterator[str]:
-    """One `attnlab serve` with the trained models (minilm, induction) loaded, shared by every module that needs it."""
-    with serve(TRAINED_MODELS, **LIMITS) as base:
-        yield base
+# The servers these tests open (live_server, trained_server and the rest) are declared in tests/fixtures.py.
 
 
 @dataclass

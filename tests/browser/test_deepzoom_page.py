@@ -13,7 +13,8 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import LIMITS, PageLog, wait_idle
+from tests.browser.conftest import PageLog, wait_idle
+from tests.fixtures import LIMITS
 from tests.helpers import serve
 
 pytestmark = pytest.mark.browser

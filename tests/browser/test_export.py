@@ -4,7 +4,6 @@ leaves the file and logs no error; MiniLM's 512 tokens, every layer, open and dr
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from playwright.sync_api import BrowserContext, Page, Route
 
 import attnlab
 from tests.browser.conftest import wait_idle
-from tests.helpers import serve
 from wire.arrays import read_arrays
 from wire.standalone import read_embedded
 
@@ -26,13 +24,6 @@ MODELS = "textbook,random,custom,induction,minilm"
 INDUCTION = {"model": "induction", "text": "red ball king river red ball king river"}
 # 36 x 14 word pieces + 6 + [CLS] and [SEP]: MiniLM's 512 positions, every one
 LONG = " ".join(["The animal didn't cross the street because it was too tired."] * 36) + " the cat sat on the mat"
-
-
-@pytest.fixture(scope="module")
-def export_server() -> Iterator[str]:
-    """Every model, MiniLM's full 512 positions and the default result limit (the issue's 512-token export)."""
-    with serve(MODELS, ATTNLAB_MAX_TOKENS="512") as base:
-        yield base
 
 
 @dataclass
@@ -107,9 +98,9 @@ def hover_cell(page: Page, card: str, q: int, k: int) -> str:
 
 
 def test_export_opens_offline_and_hover_head_query_layer_and_view_work(
-    export_server: str, offline: Offline, tmp_path: Path
+    full_length_server: str, offline: Offline, tmp_path: Path
 ) -> None:
-    path = export(export_server, {**INDUCTION, "view": "layer"}, tmp_path / "induction.html")
+    path = export(full_length_server, {**INDUCTION, "view": "layer"}, tmp_path / "induction.html")
     result = read_arrays(read_embedded(path.read_text()))
     tokens = result["tokens"]
     page = open_file(offline, path)
@@ -167,9 +158,9 @@ def test_export_opens_offline_and_hover_head_query_layer_and_view_work(
     assert offline.errors == []
 
 
-def test_export_opens_on_the_view_asked_for(export_server: str, offline: Offline, tmp_path: Path) -> None:
+def test_export_opens_on_the_view_asked_for(full_length_server: str, offline: Offline, tmp_path: Path) -> None:
     body = {**INDUCTION, "view": "head", "layer": 1, "head": 2, "query": 4, "palette": "cividis"}
-    page = open_file(offline, export(export_server, body, tmp_path / "head.html"))
+    page = open_file(offline, export(full_length_server, body, tmp_path / "head.html"))
     large = page.locator("[data-testid=head-heatmap]")
     assert large.get_attribute("data-layer") == "1" and large.get_attribute("data-head") == "2"
     assert page.locator("[data-testid=retrieval-diagram]").get_attribute("data-query") == "4"
@@ -178,19 +169,19 @@ def test_export_opens_on_the_view_asked_for(export_server: str, offline: Offline
     assert offline.left() == [] and offline.errors == []
 
 
-def test_export_prints_positions_from_1_when_asked(export_server: str, offline: Offline, tmp_path: Path) -> None:
+def test_export_prints_positions_from_1_when_asked(full_length_server: str, offline: Offline, tmp_path: Path) -> None:
     body = {**INDUCTION, "view": "head", "layer": 1, "head": 2, "query": 4}
     chosen = "#query-select option:checked"
-    page = open_file(offline, export(export_server, body, tmp_path / "from0.html"))
+    page = open_file(offline, export(full_length_server, body, tmp_path / "from0.html"))
     assert page.locator(chosen).inner_text().split()[0] == "4"
-    page = open_file(offline, export(export_server, {**body, "positions_from": 1}, tmp_path / "from1.html"))
+    page = open_file(offline, export(full_length_server, {**body, "positions_from": 1}, tmp_path / "from1.html"))
     assert page.locator(chosen).inner_text().split()[0] == "5"
     assert page.locator("[data-testid=retrieval-diagram]").get_attribute("data-query") == "4"  # the data's index
     assert offline.left() == [] and offline.errors == []
 
 
-def test_export_follows_a_dark_system_theme(export_server: str, offline: Offline, tmp_path: Path) -> None:
-    path = export(export_server, {**INDUCTION, "view": "layer"}, tmp_path / "dark.html")
+def test_export_follows_a_dark_system_theme(full_length_server: str, offline: Offline, tmp_path: Path) -> None:
+    path = export(full_length_server, {**INDUCTION, "view": "layer"}, tmp_path / "dark.html")
     offline.page.emulate_media(color_scheme="dark")
     page = open_file(offline, path)
     bg = page.evaluate("() => getComputedStyle(document.documentElement).backgroundColor")
@@ -200,9 +191,9 @@ def test_export_follows_a_dark_system_theme(export_server: str, offline: Offline
 
 @pytest.mark.slow
 def test_minilm_512_tokens_every_layer_opens_and_draws_offline(
-    export_server: str, offline: Offline, tmp_path: Path
+    full_length_server: str, offline: Offline, tmp_path: Path
 ) -> None:
-    path = export(export_server, {"model": "minilm", "text": LONG, "view": "all"}, tmp_path / "minilm.html", 300)
+    path = export(full_length_server, {"model": "minilm", "text": LONG, "view": "all"}, tmp_path / "minilm.html", 300)
     result = read_arrays(read_embedded(path.read_text()))
     S = len(result["tokens"])
     values = sum(h["weights"].size for layer in result["layers"] for h in layer["heads"])
@@ -223,9 +214,9 @@ def test_minilm_512_tokens_every_layer_opens_and_draws_offline(
 
 
 def test_the_page_export_button_downloads_a_file_that_opens_offline(
-    export_server: str, page: Page, context: BrowserContext, tmp_path: Path
+    full_length_server: str, page: Page, context: BrowserContext, tmp_path: Path
 ) -> None:
-    page.goto(f"{export_server}/?m=induction&layer=1&focus=1.2")
+    page.goto(f"{full_length_server}/?m=induction&layer=1&focus=1.2")
     wait_idle(page)
     button = page.locator("[data-testid=export-html]")
     assert button.is_enabled()
@@ -240,7 +231,7 @@ def test_the_page_export_button_downloads_a_file_that_opens_offline(
     assert "Saved" in page.locator("#share-status").inner_text()
     result = read_arrays(read_embedded(path.read_text()))
     same = {k: v for k, v in body.items() if k not in ("view", "head", "query", "palette", "title")}
-    want = httpx.post(f"{export_server}/api/attention", json={**same, "include": ["weights"]}, timeout=60).json()
+    want = httpx.post(f"{full_length_server}/api/attention", json={**same, "include": ["weights"]}, timeout=60).json()
     assert result["tokens"] == want["tokens"]
     np.testing.assert_allclose(
         result["layers"][0]["heads"][2]["weights"], want["layers"][0]["heads"][2]["weights"], rtol=1e-3, atol=1e-4
@@ -257,9 +248,9 @@ def test_the_page_export_button_downloads_a_file_that_opens_offline(
 
 
 def test_the_page_counting_from_1_exports_a_file_that_does_too(
-    export_server: str, page: Page, context: BrowserContext, tmp_path: Path
+    full_length_server: str, page: Page, context: BrowserContext, tmp_path: Path
 ) -> None:
-    page.goto(f"{export_server}/?m=induction&layer=1&focus=1.2&query=4&from1=1")
+    page.goto(f"{full_length_server}/?m=induction&layer=1&focus=1.2&query=4&from1=1")
     wait_idle(page)
     with page.expect_request("**/api/export") as sent, page.expect_download() as dl:
         page.locator("[data-testid=export-html]").click()
@@ -319,14 +310,14 @@ def drawn(page: Page) -> dict[str, Any]:
 
 
 def test_the_page_and_its_export_draw_the_heads_grid_and_the_retrieval_alike(
-    export_server: str, page: Page, context: BrowserContext, tmp_path: Path
+    full_length_server: str, page: Page, context: BrowserContext, tmp_path: Path
 ) -> None:
     """One run drawn on the page and in its exported file: the same cell size and layout for every head of the grid
     (at the grid's width), the same diagram rows, row height and line widths (the file's weights are float16: the
     widths agree to within its precision). A copy of the views in the file, with its own row height, line width or
     cell size, fails this."""
     text = "red ball king river red ball king river"
-    page.goto(f"{export_server}/?m=induction&t={text.replace(' ', '+')}&focus=0.1&query=5")
+    page.goto(f"{full_length_server}/?m=induction&t={text.replace(' ', '+')}&focus=0.1&query=5")
     wait_idle(page)
     on_page = drawn(page)
     assert len(on_page["heads"]) == 4 and len(on_page["lines"]) == 8, on_page
@@ -337,7 +328,7 @@ def test_the_page_and_its_export_draw_the_heads_grid_and_the_retrieval_alike(
     )
     offline.page.on("pageerror", lambda e: offline.errors.append(str(e)))
     body = {"model": "induction", "text": text, "layer": 0}
-    grid_file = export(export_server, {**body, "view": "layer"}, tmp_path / "layer.html")
+    grid_file = export(full_length_server, {**body, "view": "layer"}, tmp_path / "layer.html")
     file_page = open_file(offline, grid_file)
     # the file's grid as wide as the page's: a grid's cell size follows its width
     grown = on_page["width"] - drawn(file_page)["width"]
@@ -350,7 +341,7 @@ def test_the_page_and_its_export_draw_the_heads_grid_and_the_retrieval_alike(
     assert in_file["width"] == on_page["width"]
     assert in_file["heads"] == on_page["heads"]
 
-    head_file = export(export_server, {**body, "view": "head", "head": 1, "query": 5}, tmp_path / "head.html")
+    head_file = export(full_length_server, {**body, "view": "head", "head": 1, "query": 5}, tmp_path / "head.html")
     file_page = open_file(offline, head_file)
     in_file = drawn(file_page)
     assert in_file["viewBox"] == on_page["viewBox"]
@@ -365,11 +356,11 @@ def test_the_page_and_its_export_draw_the_heads_grid_and_the_retrieval_alike(
 
 
 def test_the_export_carries_the_sinks_view_and_the_moved_view(
-    export_server: str, page: Page, context: BrowserContext, tmp_path: Path
+    full_length_server: str, page: Page, context: BrowserContext, tmp_path: Path
 ) -> None:
     """A page that hides the first token and draws Moved exports that view: the file's weights hide key 0 (rows
     renormalised), it embeds each head's value norms and opens drawing them, and it says which keys it hides."""
-    page.goto(f"{export_server}/?m=induction&t=red+ball+king+river+red+ball&layer=1&sinks=first&view=moved")
+    page.goto(f"{full_length_server}/?m=induction&t=red+ball+king+river+red+ball&layer=1&sinks=first&view=moved")
     wait_idle(page)
     with page.expect_request("**/api/export") as sent, page.expect_download() as dl:
         page.locator("[data-testid=export-html]").click()
@@ -381,7 +372,7 @@ def test_the_export_carries_the_sinks_view_and_the_moved_view(
     assert result["sinks"]["hidden"] == [0]
     same = {k: v for k, v in body.items() if k not in ("view", "head", "query", "palette", "title", "matrix")}
     want = httpx.post(
-        f"{export_server}/api/attention",
+        f"{full_length_server}/api/attention",
         json={**same, "include": ["weights", "value_norms", "head_contributions"]},
         timeout=60,
     ).json()

@@ -6,7 +6,6 @@ tolerance), under a line naming the fuse and the residual, and makes no request 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +16,10 @@ from playwright.sync_api import BrowserContext, Page
 
 from tests.browser.conftest import wait_idle
 from tests.browser.test_export import Offline, draws, export, open_file
-from tests.helpers import serve
 
 pytestmark = pytest.mark.browser
 
 INDUCTION = {"model": "induction", "text": "red ball king river red ball king river"}
-
-
-@pytest.fixture(scope="module")
-def rollout_server() -> Iterator[str]:
-    with serve("induction,random") as base:
-        yield base
 
 
 def offline_page(context: BrowserContext) -> Offline:
@@ -97,14 +89,14 @@ def check_drawn(page: Page, method: str, field: str, want: dict[str, Any]) -> No
 
 @pytest.mark.parametrize(("field", "method"), [("rollout", "rollout"), ("attention_flow", "flow")])
 def test_an_export_with_rollout_or_flow_draws_every_layers_map_offline(
-    rollout_server: str, context: BrowserContext, tmp_path: Path, field: str, method: str
+    full_length_server: str, context: BrowserContext, tmp_path: Path, field: str, method: str
 ) -> None:
     options = {"heads": "max", "residual": False}
     body = {**INDUCTION, "view": "all", "include": [field], "rollout": options}
-    path = export(rollout_server, body, tmp_path / f"induction-{method}.html")
-    plain = export(rollout_server, {**INDUCTION, "view": "all"}, tmp_path / "induction.html")
+    path = export(full_length_server, body, tmp_path / f"induction-{method}.html")
+    plain = export(full_length_server, {**INDUCTION, "view": "all"}, tmp_path / "induction.html")
     want = httpx.post(
-        f"{rollout_server}/api/attention", json={**INDUCTION, "include": [field], "rollout": options}, timeout=60
+        f"{full_length_server}/api/attention", json={**INDUCTION, "include": [field], "rollout": options}, timeout=60
     ).json()
     log = offline_page(context)
     page = open_file(log, path)
@@ -130,11 +122,11 @@ def test_an_export_with_rollout_or_flow_draws_every_layers_map_offline(
 
 
 def test_the_export_button_sends_the_rollout_panels_flow_and_the_file_draws_it(
-    rollout_server: str, page: Page, context: BrowserContext, tmp_path: Path
+    full_length_server: str, page: Page, context: BrowserContext, tmp_path: Path
 ) -> None:
     """The page with the rollout panel on, method flow, fused by min, the residual on (rollout=min.1.flow in the
     link): its Export button sends include attention_flow with those options, and the file draws that flow."""
-    page.goto(f"{rollout_server}/?m=induction&t=red+ball+king+river+red+ball&layer=1&rollout=min.1.flow")
+    page.goto(f"{full_length_server}/?m=induction&t=red+ball+king+river+red+ball&layer=1&rollout=min.1.flow")
     wait_idle(page)
     page.wait_for_function("() => document.getElementById('rollout-grid').dataset.drawn === 'min.1.flow'")
     button = page.locator("[data-testid=export-html]")
@@ -147,7 +139,7 @@ def test_the_export_button_sends_the_rollout_panels_flow_and_the_file_draws_it(
     path = tmp_path / dl.value.suggested_filename
     dl.value.save_as(path)
     same = {k: v for k, v in body.items() if k not in ("view", "head", "query", "palette", "title", "matrix")}
-    want = httpx.post(f"{rollout_server}/api/attention", json=same, timeout=60).json()
+    want = httpx.post(f"{full_length_server}/api/attention", json=same, timeout=60).json()
     log = offline_page(context)
     opened = open_file(log, path)
     assert "fused by min" in opened.locator("[data-testid=sa-flow]").inner_text()

@@ -21,21 +21,13 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
 from tests.browser.conftest import wait_idle
-from tests.helpers import SENTINEL, page_until, serve, settle
+from tests.helpers import SENTINEL, page_until, settle
 
 pytestmark = pytest.mark.browser
 
 WORDS = ["the", "animal", "did", "not", "cross", "the", "street", "because", "it", "was", "too", "tired"]
 PHONE = 390
 WIDTHS = [1440, 800, 390]
-
-
-@pytest.fixture(scope="module")
-def long_server() -> Iterator[str]:
-    """minilm and induction up to 256 tokens with the default result limit: the page's run holds every layer (the
-    shared trained server's pinned limit makes it fall back to one layer at this length)."""
-    with serve("minilm,induction", ATTNLAB_MAX_TOKENS="256") as base:
-        yield base
 
 
 def words(n: int) -> str:
@@ -91,9 +83,11 @@ def click_export(page: Page, button: str) -> None:
 # ---- the JSON at length ----
 
 
-def test_json_download_holds_every_layer_of_minilm_at_256_tokens(long_server: str, page: Page, tmp_path: Path) -> None:
+def test_json_download_holds_every_layer_of_minilm_at_256_tokens(
+    full_length_server: str, page: Page, tmp_path: Path
+) -> None:
     text = words(254)  # + [CLS] and [SEP]: 256 word pieces, the trained server's cap
-    page.goto(f"{long_server}/?m=minilm&t={quote_plus(text)}")
+    page.goto(f"{full_length_server}/?m=minilm&t={quote_plus(text)}")
     settled(page)
     with page.expect_download(timeout=120_000) as dl:
         click_export(page, "#export-json")
@@ -116,7 +110,7 @@ def test_json_download_holds_every_layer_of_minilm_at_256_tokens(long_server: st
     body = {k: v for k, v in data["request"].items() if k not in ("include", "precision", "layer")}
     for layer in (0, 5):
         want = httpx.post(
-            f"{long_server}/api/attention",
+            f"{full_length_server}/api/attention",
             json={**body, "layer": layer, "include": ["weights"], "precision": "float16"},
             timeout=120,
         ).json()
@@ -177,14 +171,14 @@ def test_png_json_and_npz_say_what_they_saved(live_server: str, at_width: Callab
             page.keyboard.press("Escape")
 
 
-def test_html_button_names_what_it_exports(long_server: str, page: Page) -> None:
+def test_html_button_names_what_it_exports(full_length_server: str, page: Page) -> None:
     button = page.locator("[data-testid=export-html]")
     for query, label in [
         ("?m=induction&layer=1&focus=1.2", "Download layer 1 head 2 as HTML"),
         ("?m=induction&layer=1", "Download layer 1 as HTML"),
         ("?m=induction&layer=all", "Download every layer as HTML"),
     ]:
-        page.goto(f"{long_server}/{query}")
+        page.goto(f"{full_length_server}/{query}")
         wait_idle(page)
         expect(button).to_have_text(label)
     with page.expect_download() as dl:

@@ -3,8 +3,7 @@ beside it says how closely it matched transformers, and choosing it draws its he
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -12,18 +11,9 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import wait_idle
-from tests.checkpoints import make_checkpoint
-from tests.helpers import serve
+from tests.fixtures import Unloadable
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def checkpoint_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`attnlab serve` with textbook and a tiny random llama checkpoint served as `mine`."""
-    directory = make_checkpoint("llama", tmp_path_factory.mktemp("mine"))
-    with serve(f"textbook,mine={directory}") as base:
-        yield base
 
 
 def test_a_checkpoint_is_listed_with_its_family_and_reference_and_draws(
@@ -50,12 +40,12 @@ def test_a_checkpoint_is_listed_with_its_family_and_reference_and_draws(
     expect(page.get_by_test_id("token")).to_have_count(len(answer["tokens"]))
 
 
-def test_a_checkpoint_that_cannot_load_stays_out_of_the_picker(page: Page, tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text('{"model_type": "t5"}')
-    with serve(f"textbook,broken={tmp_path}") as base:
-        listed = httpx.get(f"{base}/api/models").json()
-        assert [u["name"] for u in listed["unavailable"]] == ["broken"]
-        page.goto(f"{base}/")
-        wait_idle(page)
-        expect(page.get_by_test_id("model-select").locator("option")).to_have_count(len(listed["models"]))
-        expect(page.get_by_test_id("model-select").locator("option[value=broken]")).to_have_count(0)
+def test_a_checkpoint_that_cannot_load_stays_out_of_the_picker(page: Page, unloadable_server: Unloadable) -> None:
+    base = unloadable_server.base
+    listed = httpx.get(f"{base}/api/models").json()
+    assert sorted(u["name"] for u in listed["unavailable"]) == ["bad", "gone", "t5"]
+    page.goto(f"{base}/")
+    wait_idle(page)
+    expect(page.get_by_test_id("model-select").locator("option")).to_have_count(len(listed["models"]))
+    for name in ("bad", "gone", "t5"):
+        expect(page.get_by_test_id("model-select").locator(f"option[value={name}]")).to_have_count(0)

@@ -10,15 +10,15 @@ token after the first " he", and whose score there comes most from L2H1 (the pre
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from urllib.parse import quote
 
 import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import LIMITS, wait_idle
-from tests.helpers import script_body, serve
+from tests.browser.conftest import wait_idle
+from tests.helpers import script_body
 from wire.arrays import MEDIA_TYPE, read_arrays
 
 pytestmark = pytest.mark.browser
@@ -27,16 +27,10 @@ TEXT = "def area(width, height):\n    return width * height\n\n\ndef area(width,
 CORRUPT_AT, CORRUPT_TO = 8, "idth"  # the first "ight" of " he" "ight"
 
 
-@pytest.fixture(scope="module")
-def pycode_server() -> Iterator[str]:
-    with serve("pycode", **LIMITS) as base:
-        yield base
-
-
 @pytest.fixture
-def open_pycode(page: Page, pycode_server: str) -> Callable[[str], Page]:
+def open_pycode(page: Page, typed_pycode_server: str) -> Callable[[str], Page]:
     def open_(query: str) -> Page:
-        page.goto(f"{pycode_server}/{query}")
+        page.goto(f"{typed_pycode_server}/{query}")
         wait_idle(page)
         return page
 

@@ -4,7 +4,7 @@ special tokens marked, in the chips and in the large head's axis labels."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -12,29 +12,19 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import wait_idle
-from tests.checkpoints import make_checkpoint
-from tests.helpers import serve
 
 pytestmark = pytest.mark.browser
 
 TEXT = "The key 你好 opens\nשלום עולם done"
 
 
-@pytest.fixture(scope="module")
-def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A tiny random llama checkpoint (byte-level BPE, <s> before every text) served as `mine`."""
-    directory = make_checkpoint("llama", tmp_path_factory.mktemp("mine"))
-    with serve(f"textbook,mine={directory}") as base:
-        yield base
-
-
 def test_a_checkpoints_tokens_read_as_text(
-    page: Page, llama_server: str, run_and_wait: Callable[[Callable[[], None]], dict[str, Any]]
+    page: Page, checkpoint_server: str, run_and_wait: Callable[[Callable[[], None]], dict[str, Any]]
 ) -> None:
-    answer = httpx.post(f"{llama_server}/api/attention", json={"model": "mine", "text": TEXT}).json()
+    answer = httpx.post(f"{checkpoint_server}/api/attention", json={"model": "mine", "text": TEXT}).json()
     labels = answer["tokens"]
     assert labels[0] == "<s>" and answer["config"]["special"][0] is True
-    page.goto(f"{llama_server}/?m=mine")
+    page.goto(f"{checkpoint_server}/?m=mine")
     wait_idle(page)
     page.get_by_test_id("sequence-input").fill(TEXT)  # typed: spaces, a newline, CJK and Hebrew
     body = run_and_wait(lambda: page.get_by_test_id("run-button").click())

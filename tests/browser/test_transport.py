@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 from playwright.sync_api import Page, Request, Route, expect
 
 from tests.browser.conftest import PageLog
-from tests.helpers import serve, settle
+from tests.helpers import settle
 
 pytestmark = pytest.mark.browser
 
@@ -230,24 +229,17 @@ def test_over_the_limit_one_layer_is_held_and_a_switch_asks_for_the_next(
 # ---- 512 tokens --------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def server_512() -> Iterator[str]:
-    """minilm at its full 512 positions, with the default result limit (every layer of 512 tokens fits)."""
-    with serve("minilm", ATTNLAB_MAX_TOKENS="512") as base:
-        yield base
-
-
 @pytest.mark.slow
 def test_512_tokens_draw_every_layer_and_switch_without_a_request(
-    page: Page, page_log: PageLog, server_512: str
+    page: Page, page_log: PageLog, full_length_server: str
 ) -> None:
     text = words(510)
     tokens = httpx.post(
-        f"{server_512}/api/attention", json={"model": "minilm", "text": text, "include": []}, timeout=60
+        f"{full_length_server}/api/attention", json={"model": "minilm", "text": text, "include": []}, timeout=60
     ).json()["tokens"]
     assert len(tokens) == 512
     posts = record_posts(page)
-    page.goto(f"{server_512}/?m=minilm&t={text.replace(' ', '+')}")
+    page.goto(f"{full_length_server}/?m=minilm&t={text.replace(' ', '+')}")
     wait_marks(page, 1, timeout=180_000)
     (run,) = posts.to("/api/attention")
     assert "layer" not in run.post_data_json and run.post_data_json["precision"] == "float16"
@@ -256,7 +248,7 @@ def test_512_tokens_draw_every_layer_and_switch_without_a_request(
     assert page.get_by_test_id("token").count() > 0
     card, (q, k), shown = hover_weight(page, 5, 300, 0)
     assert card == {"layer": "0", "head": "5"} and abs(q - 300) <= 3 and k <= 3
-    assert shown == pytest.approx(api_weights(server_512, run.post_data_json, 0)[5][q][k], abs=1e-3)
+    assert shown == pytest.approx(api_weights(full_length_server, run.post_data_json, 0)[5][q][k], abs=1e-3)
     # a switch to the last layer: drawn from what the page holds
     settle(page)
     posts.clear()
@@ -280,10 +272,10 @@ Worker.prototype.postMessage = function (msg, ...rest) {
 
 
 @pytest.mark.slow
-def test_a_new_action_aborts_the_run_in_flight(page: Page, page_log: PageLog, server_512: str) -> None:
+def test_a_new_action_aborts_the_run_in_flight(page: Page, page_log: PageLog, full_length_server: str) -> None:
     text = words(510)
     page.add_init_script(WORKER_MESSAGES)
-    page.goto(f"{server_512}/?m=minilm&t={text.replace(' ', '+')}")
+    page.goto(f"{full_length_server}/?m=minilm&t={text.replace(' ', '+')}")
     wait_marks(page, 1, timeout=180_000)
     # every layer of the first run in, so that its stream is not still coming when the mask changes
     page.wait_for_function("() => performance.getEntriesByName('attnlab:layers').length > 0", timeout=180_000)

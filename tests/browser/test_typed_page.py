@@ -4,7 +4,7 @@ the server's softmax, a weight matrix drawn as typed, both reachable by a link."
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import LIMITS, focus_z, masked_cells, wait_idle
-from tests.helpers import serve
+from tests.browser.conftest import focus_z, masked_cells, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -30,21 +29,14 @@ def softmax_rows(scores: list[list[float]], eligible: np.ndarray) -> np.ndarray:
     return out
 
 
-@pytest.fixture(scope="module")
-def typed_server() -> Iterator[str]:
-    """`attnlab serve` with the model that reads typed-in matrices."""
-    with serve("textbook,given", **LIMITS) as base:
-        yield base
-
-
 def typed_grid(matrix: list[list[float]]) -> str:
     return "\n".join(" ".join(f"{v:g}" for v in row) for row in matrix)  # as JavaScript writes them
 
 
 def test_a_typed_score_matrix_is_drawn_with_causal_masking_and_numpys_softmax(
-    page: Page, typed_server: str, run_and_wait: Callable[[Callable[[], None]], dict[str, Any]]
+    page: Page, typed_pycode_server: str, run_and_wait: Callable[[Callable[[], None]], dict[str, Any]]
 ) -> None:
-    page.goto(f"{typed_server}/?m=given")
+    page.goto(f"{typed_pycode_server}/?m=given")
     wait_idle(page)
     panel = page.get_by_test_id("typed")
     expect(panel).to_be_visible()
@@ -75,10 +67,10 @@ def test_a_typed_score_matrix_is_drawn_with_causal_masking_and_numpys_softmax(
 
 
 def test_a_typed_weight_matrix_is_drawn_as_given_and_a_refusal_is_said_at_the_box(
-    page: Page, typed_server: str, run_and_wait: Callable[[Callable[[], None]], dict[str, Any]]
+    page: Page, typed_pycode_server: str, run_and_wait: Callable[[Callable[[], None]], dict[str, Any]]
 ) -> None:
     typed = {"kind": "pattern", "m": WEIGHTS, "values": [[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]]}
-    page.goto(f"{typed_server}/?m=given&causal=1&typed={quote(json.dumps(typed))}")
+    page.goto(f"{typed_pycode_server}/?m=given&causal=1&typed={quote(json.dumps(typed))}")
     wait_idle(page)
     expect(page.get_by_test_id("typed-kind")).to_have_value("pattern")
     drawn = focus_z(page)
