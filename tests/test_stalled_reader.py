@@ -189,5 +189,8 @@ def test_a_streamed_answer_is_made_no_faster_than_it_is_sent() -> None:
         sending.cancel()
         await asyncio.gather(maker, sending, waited, return_exceptions=True)
 
-    asyncio.run(serve())
+    # on a thread of its own: a session's browser tests leave Playwright's event loop running on this one
+    runner = threading.Thread(target=asyncio.run, args=(serve(),))
+    runner.start()
+    runner.join()
     assert made <= 2, f"{made} of 50 frames made while the socket took none after the first"
