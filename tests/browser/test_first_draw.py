@@ -84,7 +84,10 @@ def test_an_answer_that_comes_before_plotly_is_drawn_and_marked_once_plotly_is_h
     page.route("**/vendor/plotly.min.js", lambda route: held.append(route))
     with page.expect_response("**/api/attention", timeout=60_000) as answer:
         page.goto(f"{live_server}/{RANDOM}", wait_until="commit")  # "load" would wait for the held preload
-    answer.value.finished()
+    assert answer.value.ok
+    # the page's own record of the answer's end: Playwright's Response.finished() did not return in 2 of 14 runs
+    # here (on the code before this change too) while a route held another request
+    page_until(page, lambda: bool(page.evaluate(ANSWERED)), "the answer is in")
     page_until(page, lambda: bool(held), "the page asked for plotly")
     for route in held:
         route.continue_()
