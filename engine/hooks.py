@@ -6,9 +6,13 @@ positions, H = query heads, G = K/V groups, D = d_model.
     blocks.{l}.hook_resid_pre        what layer l reads                                 (B, S, D)
     blocks.{l}.ln1.hook_normalized   the norm before attention (pre-LN), or after the   (B, S, D)
                                      attention residual (post-LN, BERT's ln1)
-    blocks.{l}.attn.hook_q           queries (before rotary, where the layer has it)    (B, S, H, d_head)
-    blocks.{l}.attn.hook_k / hook_v  keys (before rotary; this pass's positions only    (B, S_k, G, d_head | d_v)
-                                     when rotary and a KV cache meet), values
+    blocks.{l}.attn.hook_q           queries as projected (before any q norm and       (B, S, H, d_head)
+                                     before rotary, where the layer has them)
+    blocks.{l}.attn.hook_k / hook_v  keys likewise (this pass's positions only when     (B, S_k, G, d_head | d_v)
+                                     a q/k norm or rotary meets a KV cache), values
+    blocks.{l}.attn.q_norm.hook_normalized,   queries and keys after the q/k norm,      (B, S | S_k, ., d_head)
+      k_norm.hook_normalized         before rotary (layers with q/k norms only; per
+                                     head or over the projection, the same shape)
     blocks.{l}.attn.hook_rot_q,      queries and keys after rotary, what the scores     (B, S | S_k, ., d_head)
       hook_rot_k                     read (layers with rotary only)
     blocks.{l}.attn.hook_attn_scores scaled Q K^T after the mask (-inf where a key is   (B, H, S, S_k)
@@ -78,6 +82,10 @@ def cache(result: ForwardResult) -> dict[str, Tensor]:
         if a.q_pre_rotary is not None:
             out[f"{p}.attn.hook_rot_q"] = a.q.transpose(1, 2)
             out[f"{p}.attn.hook_rot_k"] = a.k.transpose(1, 2)
+        if a.q_projected is not None and a.k_projected is not None:  # TransformerLens's q_norm / k_norm
+            out[f"{p}.attn.q_norm.hook_normalized"] = q.transpose(1, 2)
+            out[f"{p}.attn.k_norm.hook_normalized"] = k.transpose(1, 2)
+            q, k = a.q_projected, a.k_projected
         out.update(
             {
                 f"{p}.attn.hook_q": q.transpose(1, 2),
@@ -130,7 +138,7 @@ def stored(result: ForwardResult) -> list[Tensor]:
     for t in result.layers:
         a = t.attn
         held += [t.resid_in, a.q, a.k, a.v, a.scores, a.weights, a.contexts, a.concat, a.output, t.resid_mid]
-        held += [x for x in (a.q_pre_rotary, a.k_pre_rotary) if x is not None]
+        held += [x for x in (a.q_pre_rotary, a.k_pre_rotary, a.q_projected, a.k_projected) if x is not None]
         held += [x for x in (t.attn_in, t.mlp_in, t.mlp_norm, t.mlp_out, t.resid_post) if x is not None]
         held.append(t.resid_out)
     if result.logits is not None:

@@ -64,6 +64,16 @@ def post_norm_reason(net: Network) -> str | None:
     return None
 
 
+def qk_norm_reason(net: Network, layer: int) -> str | None:
+    w = net.blocks[layer].attn
+    if w.q_norm is None and w.k_norm is None:
+        return None
+    return (
+        f"layer {layer} normalises its queries and keys (a q/k norm, as Qwen3 and OLMo-2 do), so a score is not "
+        "a sum of one term per pair of residual-stream sources"
+    )
+
+
 def components(run: ModelRun, layer: int) -> tuple[list[str], Tensor]:
     """The names and (C, S, D) vectors of the residual stream's components entering `layer` (batch item 0)."""
     names, parts = ["embedding"], [run.result.embed[0]]
@@ -108,6 +118,9 @@ def qk_attribution(run: ModelRun, net: Network, layer: int, head: int, query: in
         raise InputError("texts", "QK attribution reads one sequence's own residual stream")
     if not 0 <= layer < len(run.layers):
         raise InputError("layer", f"got layer {layer}: the model has layers 0..{len(run.layers) - 1}")
+    why = qk_norm_reason(net, layer)
+    if why is not None:
+        raise InputError("model", why)
     trace, block = run.layers[layer], net.blocks[layer]
     w, a = trace.weights, trace.attn
     n_heads, s = a.weights.shape[1], a.weights.shape[2]
