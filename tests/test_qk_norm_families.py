@@ -15,8 +15,10 @@ from torch import Tensor
 
 from engine.attention import AttentionWeights, attention, from_concatenated
 from engine.blockwise import BlockMask
+from engine.feedforward import GatedFeedForward
 from engine.forward import Block, KVCache, Network, forward
-from engine.hooks import cache
+from engine.hooks import cache, patch_source
+from engine.interventions import Interventions, Patches
 from engine.norms import RMSNorm
 from engine.rotary import Rotary
 
@@ -147,3 +149,63 @@ def test_qk_norm_moves_with_to_and_runs_the_long_path_and_the_cache() -> None:
         assert step.kv is not None
         kv = step.kv
         assert (step.layers[-1].resid_out[:, 0] - full.layers[-1].resid_out[:, i]).abs().max() < TOLERANCE, i
+
+
+def post_norm_block(seed: int = 20, d: int = 16) -> Block:
+    mlp = GatedFeedForward(randn(d, 24, seed=seed), randn(d, 24, seed=seed + 1), randn(24, d, seed=seed + 2))
+    return Block(
+        attn=from_concatenated(*(randn(d, d, seed=seed + 3 + i) for i in range(4)), 4),
+        ln_pre=RMSNorm(1 + randn(d, seed=seed + 7, scale=0.3)),
+        ln_pre_mlp=RMSNorm(1 + randn(d, seed=seed + 8, scale=0.3)),
+        mlp=mlp,
+        ln_post_attn=RMSNorm(1 + randn(d, seed=seed + 9, scale=0.3)),
+        ln_post_mlp=RMSNorm(1 + randn(d, seed=seed + 10, scale=0.3)),
+    )
+
+
+@torch.no_grad()
+def test_post_norms_act_on_what_joins_the_residual() -> None:
+    """mid = x + Norm_post_attn(attn(Norm_pre(x))), out = mid + Norm_post_mlp(MLP(Norm_pre_mlp(mid))), with the
+    hooks: hook_attn_out and hook_mlp_out are what joined (TransformerLens's meaning), ln1_post / ln2_post."""
+    block = post_norm_block()
+    assert block.ln_pre is not None and block.ln_pre_mlp is not None and block.mlp is not None
+    assert block.ln_post_attn is not None and block.ln_post_mlp is not None
+    x = randn(1, 6, 16, seed=21)
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    result = forward(x, Network((block,)), causal)
+    t = result.layers[0]
+    a = attention(block.ln_pre(x), block.attn, causal).output
+    mid = x + block.ln_post_attn(a)
+    out = mid + block.ln_post_mlp(block.mlp(block.ln_pre_mlp(mid)))
+    assert (t.resid_out - out).abs().max() < TOLERANCE
+    # the control: the post norms moved before their sublayers, on what each reads, fails the same check
+    moved_before = Block(attn=block.attn, ln_pre=block.ln_post_attn, ln_pre_mlp=block.ln_post_mlp, mlp=block.mlp)
+    assert (forward(x, Network((moved_before,)), causal).layers[0].resid_out - out).abs().max() > WRONG
+    c = cache(result)
+    assert torch.equal(c["blocks.0.hook_attn_out"], c["blocks.0.ln1_post.hook_normalized"])
+    assert torch.equal(c["blocks.0.hook_mlp_out"], c["blocks.0.ln2_post.hook_normalized"])
+    torch.testing.assert_close(c["blocks.0.hook_resid_mid"], x + c["blocks.0.hook_attn_out"])
+    torch.testing.assert_close(c["blocks.0.hook_resid_post"], mid + c["blocks.0.hook_mlp_out"])
+    moved = block.to(CPU, torch.float32)
+    assert isinstance(moved.ln_post_attn, RMSNorm) and moved.ln_post_attn.weight.dtype == torch.float32
+    assert isinstance(moved.ln_post_mlp, RMSNorm) and moved.ln_post_mlp.weight.dtype == torch.float32
+
+
+@torch.no_grad()
+def test_patching_a_post_normed_output_patches_what_joins() -> None:
+    """attn_out and mlp_out patches replace what joins the residual (after the post norm): every position of layer
+    0 patched from a clean run gives the clean run's hook there, and the stream takes it as it is."""
+    net = Network((post_norm_block(seed=30), post_norm_block(seed=40)))
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    clean_x, dirty_x = randn(1, 5, 16, seed=31), randn(1, 5, 16, seed=32)
+    clean = forward(clean_x, net, causal)
+    cells = (tuple((0, p) for p in range(5)),)
+    for hook in ("attn_out", "mlp_out"):
+        patch = Patches(hook, cells, patch_source(clean, hook))  # type: ignore[arg-type]
+        patched = forward(dirty_x, net, causal, interventions=Interventions(patch=patch))
+        name = f"blocks.0.hook_{hook}"
+        assert torch.equal(cache(patched)[name], cache(clean)[name]), hook
+        assert (cache(forward(dirty_x, net, causal))[name] - cache(clean)[name]).abs().max() > WRONG, hook
+        t = patched.layers[0]
+        joined = t.resid_mid - t.resid_in if hook == "attn_out" else t.resid_out - t.resid_mid
+        torch.testing.assert_close(joined, cache(clean)[name])

@@ -59,6 +59,12 @@ def post_norm_reason(net: Network) -> str | None:
                 "later layer reads is not a sum of what earlier layers wrote: QK attribution needs a pre-norm model "
                 "(induction, pycode, GPT-2, LLaMA-family checkpoints)"
             )
+        if b.ln_post_attn is not None or b.ln_post_mlp is not None:
+            return (
+                f"layer {i} normalises its attention or feed-forward output before adding it to the residual stream "
+                "(Gemma-2/3, OLMo-2), so what it adds is not a sum of its heads' outputs: QK attribution needs a "
+                "pre-norm model without post-sublayer norms"
+            )
         if not b.residual:
             return f"layer {i} has no residual stream (its output is the attention output alone): nothing to sum"
     return None
