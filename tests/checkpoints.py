@@ -4,11 +4,12 @@
 
 writes config.json and model.safetensors (save_pretrained, safetensors) and a tokenizer.json trained with the
 tokenizers library on TEXT: byte-level BPE for the decoders and roberta, WordPiece for bert. The configs are small
-(2 layers, width 32, 4 heads) but keep what makes each family itself: grouped K/V (2 K/V heads) where the family
-has it, gemma's head_dim unlike width / heads, gpt_neox's partial rotary (half of each head rotates), mistral's
-sliding window shorter than a probe. Every norm weight and every bias is moved off its initial value (ones and
-zeros), and the matrices are drawn wider than the default 0.02, so a loader that skips a norm, a bias or a scale
-gives other numbers.
+(2 layers, width 32, 4 heads; width 64 for qwen3 and olmo2) but keep what makes each family itself: grouped K/V
+(2 K/V heads) where the family has it, gemma's and qwen3's head_dim unlike width / heads, gpt_neox's partial rotary
+(half of each head rotates), mistral's sliding window shorter than a probe, qwen3's q/k norms per head and olmo2's
+over the projection with its norms after each sublayer. Every norm weight and every bias is moved off its initial
+value (ones and zeros), and the matrices are drawn wider than the default 0.02, so a loader that skips a norm, a
+bias or a scale gives other numbers.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ TEXT = (
 PROBE = "The quick brown fox opens the door to the garden, and the dog reads the key."
 DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
 ENCODERS = ("bert", "roberta")
-FAMILIES = DECODERS + ENCODERS
+QK_NORM_DECODERS = ("qwen3", "olmo2")  # tests/test_qk_norm_families.py
+FAMILIES = DECODERS + ENCODERS + QK_NORM_DECODERS
 # the special tokens each family's tokenizer frames a text with: (before, after)
 FRAMES: dict[str, tuple[str | None, str | None]] = {
     "gpt2": (None, None),
@@ -36,6 +38,8 @@ FRAMES: dict[str, tuple[str | None, str | None]] = {
     "mistral": ("<s>", None),
     "qwen2": (None, None),
     "gemma": ("<bos>", None),
+    "qwen3": (None, None),
+    "olmo2": (None, None),
     "bert": ("[CLS]", "[SEP]"),
     "roberta": ("<s>", "</s>"),
 }
@@ -84,6 +88,8 @@ def tokenizer_for(family: str) -> Tokenizer:
         "llama": ["<unk>", "<s>", "</s>"],
         "mistral": ["<unk>", "<s>", "</s>"],
         "qwen2": ["<|endoftext|>"],
+        "qwen3": ["<|endoftext|>"],
+        "olmo2": ["<|endoftext|>", "<|pad|>"],
         "gemma": ["<pad>", "<eos>", "<bos>"],
         "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
     }[family]
@@ -121,6 +127,18 @@ def config_for(family: str, vocab_size: int, tok: Tokenizer, overrides: dict[str
         kw = {"num_key_value_heads": 2, "head_dim": 16, "hidden_activation": "gelu_pytorch_tanh"}
         ids = {"pad_token_id": tok.token_to_id("<pad>"), "bos_token_id": tok.token_to_id("<bos>")}
         return tf.GemmaConfig(**{**decoder, **kw, **ids, "eos_token_id": tok.token_to_id("<eos>"), **overrides})
+    if family == "qwen3":  # Qwen3-0.6B's config at width 64: head_dim 32 over 4 heads (not 64 / 4), 2 K/V groups
+        eot = tok.token_to_id("<|endoftext|>")
+        kw = {"hidden_size": 64, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 96}
+        kw |= {"tie_word_embeddings": True, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}}
+        kw |= {"attention_bias": False, "use_sliding_window": False, "max_window_layers": 2, "rms_norm_eps": 1e-6}
+        return tf.Qwen3Config(**{**decoder, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
+    if family == "olmo2":  # OLMo-2-0425-1B's config at width 64: as many K/V heads as heads, untied
+        eot, pad = tok.token_to_id("<|endoftext|>"), tok.token_to_id("<|pad|>")
+        kw = {"hidden_size": 64, "num_key_value_heads": 4, "intermediate_size": 96, "tie_word_embeddings": False}
+        kw |= {"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "rms_norm_eps": 1e-6}
+        ids = {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": pad}
+        return tf.Olmo2Config(**{**decoder, **kw, **ids, "attention_bias": False, **overrides})
     encoder = {**common, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}
     if family == "bert":
         return tf.BertConfig(**{**encoder, "max_position_embeddings": 64, "pad_token_id": 0, **overrides})

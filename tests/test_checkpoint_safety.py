@@ -117,6 +117,8 @@ def test_missing_tensor_names_it(copy: Path) -> None:
         ("llama", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0}}, "rope_type"),
         ("qwen2", {"use_sliding_window": True}, "use_sliding_window"),
         ("gpt_neox", {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.1}}, "partial_rotary"),
+        ("qwen3", {"use_sliding_window": True}, "use_sliding_window"),
+        ("olmo2", {"num_key_value_heads": 3}, "num_key_value_heads"),
     ],
 )
 def test_bad_config_field_is_named(family: str, changes: dict[str, Any], named: str, tmp_path: Path) -> None:

@@ -8,19 +8,31 @@ and post-feed-forward norms on what joins the residual (Gemma-2/3, OLMo-2), and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
+import pytest
 import torch
+from safetensors.torch import load_file
 from torch import Tensor
 
+from engine.analysis.decode import decode
+from engine.analysis.qk import qk_attribution
 from engine.attention import AttentionWeights, attention, from_concatenated
 from engine.blockwise import BlockMask
+from engine.errors import InputError
 from engine.feedforward import GatedFeedForward
 from engine.forward import Block, KVCache, Network, forward
 from engine.hooks import cache, patch_source
-from engine.interventions import Interventions, Patches
-from engine.norms import RMSNorm
+from engine.interventions import HeadAblation, Interventions, Patches
+from engine.long import long_run
+from engine.models.base import RunInput
+from engine.models.checkpoint import CheckpointModel, load_checkpoint
+from engine.models.families import olmo2, qwen3
+from engine.norms import Norm, RMSNorm
 from engine.rotary import Rotary
+from tests.checkpoints import PROBE, QK_NORM_DECODERS, make_checkpoint
 
 TOLERANCE = 1e-5
 WRONG = 1e-3
@@ -209,3 +221,152 @@ def test_patching_a_post_normed_output_patches_what_joins() -> None:
         t = patched.layers[0]
         joined = t.resid_mid - t.resid_in if hook == "attn_out" else t.resid_out - t.resid_mid
         torch.testing.assert_close(joined, cache(clean)[name])
+
+
+# --- the families: tiny random checkpoints made by transformers (tests/checkpoints.py), eager, float32 ---
+
+
+@pytest.fixture(scope="module")
+def directory(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """The checkpoint directory of a family, made once per module."""
+    made: dict[str, Path] = {}
+
+    def get(family: str) -> Path:
+        if family not in made:
+            made[family] = make_checkpoint(family, tmp_path_factory.mktemp(family))
+        return made[family]
+
+    return get
+
+
+def diffs(model: CheckpointModel) -> dict[str, float]:
+    assert model.reference is not None and model.reference["library"] is not None, model.reference
+    return dict(model.reference["max_abs_diff"])
+
+
+# the norms each family's checkpoint must carry, moved off their initial ones, per layer
+NORMS = {
+    "qwen3": ("input_layernorm", "post_attention_layernorm", "self_attn.q_norm", "self_attn.k_norm"),
+    "olmo2": ("post_attention_layernorm", "post_feedforward_layernorm", "self_attn.q_norm", "self_attn.k_norm"),
+}
+
+
+@pytest.mark.parametrize("family", QK_NORM_DECODERS)
+def test_family_matches_transformers(family: str, directory: Callable[[str], Path]) -> None:
+    """Every layer's every head's weights and the logits within 1e-5 of transformers' eager forward, on a
+    checkpoint whose every norm weight is off its initial value."""
+    path = directory(family)
+    tensors = load_file(str(path / "model.safetensors"))
+    for i in range(2):
+        for norm in NORMS[family]:
+            weight = tensors[f"model.layers.{i}.{norm}.weight"]
+            assert (weight - 1).abs().min() > 0 and (weight - 1).abs().max() > 0.1, (family, i, norm)
+    assert (tensors["model.norm.weight"] - 1).abs().max() > 0.1
+    model = load_checkpoint(family, path)
+    d = diffs(model)
+    assert d["weights"] < TOLERANCE and d["output"] < TOLERANCE, (family, d)
+    assert model.info.family == family and model.capabilities.decode and "fixed_qk" in model.breaks
+
+
+@pytest.mark.parametrize("family", QK_NORM_DECODERS)
+def test_decode_with_cache_equals_full_pass(family: str, directory: Callable[[str], Path]) -> None:
+    """Position by position through the KV cache (keys normed and rotated once, as cached) = the whole pass."""
+    model = load_checkpoint(family, directory(family), reference=False)
+    inp = RunInput(text=PROBE)
+    result = decode(model, inp, model.encode(inp), CPU, torch.float32)
+    assert len(result.steps) > 8
+    assert result.max_diff_vs_full < TOLERANCE, result.max_diff_vs_full
+
+
+class RotatedFirst:
+    """A q/k norm applied after rotary (the wrong order): rotary moved inside the norm. The reference check runs
+    one whole pass from position 0, so the offset is 0."""
+
+    def __init__(self, rotary: Rotary, norm: Norm) -> None:
+        self.rotary, self.norm = rotary, norm
+
+    def __call__(self, t: Tensor) -> Tensor:
+        return self.norm(self.rotary(t))
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> RotatedFirst:
+        return RotatedFirst(self.rotary, self.norm.to(device, dtype))
+
+
+class PerHead:
+    """OLMo-2's projection-wide weight used per head: each head's d_head normed alone, then scaled by its slice."""
+
+    def __init__(self, weight: Tensor, eps: float) -> None:
+        self.weight, self.eps = weight, eps
+
+    def __call__(self, t: Tensor) -> Tensor:  # (B, n, S, e)
+        return RMSNorm(torch.ones_like(self.weight[: t.shape[-1]]), self.eps)(t) * self.weight.view(-1, 1, t.shape[-1])
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> PerHead:
+        return PerHead(self.weight.to(device=device, dtype=dtype), self.eps)
+
+
+def skipped(b: Block) -> Block:
+    return replace(b, attn=replace(b.attn, q_norm=None, k_norm=None))
+
+
+def after_rotary(b: Block) -> Block:
+    w = b.attn
+    assert w.rotary is not None and w.q_norm is not None and w.k_norm is not None
+    return replace(b, attn=replace(w, rotary=None, q_norm=RotatedFirst(w.rotary, w.q_norm),
+                                   k_norm=RotatedFirst(w.rotary, w.k_norm)))  # fmt: skip
+
+
+def per_head(b: Block) -> Block:
+    w = b.attn
+    assert isinstance(w.q_norm, RMSNorm) and isinstance(w.k_norm, RMSNorm)
+    q, k = PerHead(w.q_norm.weight, w.q_norm.eps), PerHead(w.k_norm.weight, w.k_norm.eps)
+    return replace(b, attn=replace(w, q_norm=q, k_norm=k, qk_norm_over="head"))
+
+
+def post_norms_before(b: Block) -> Block:
+    return replace(b, ln_pre=b.ln_post_attn, ln_pre_mlp=b.ln_post_mlp, ln_post_attn=None, ln_post_mlp=None)
+
+
+@pytest.mark.parametrize(
+    ("family", "wrong"),
+    [
+        ("qwen3", skipped),
+        ("qwen3", after_rotary),
+        ("olmo2", skipped),
+        ("olmo2", per_head),
+        ("olmo2", post_norms_before),
+    ],
+)
+def test_wrong_engine_fails_the_comparison(
+    family: str, wrong: Callable[[Block], Block], directory: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same comparison on a deliberately wrong engine: q/k norm skipped, applied after rotary, OLMo-2's norm per
+    head instead of over the projection, the post-norms moved before their sublayers."""
+    module = {"qwen3": qwen3, "olmo2": olmo2}[family]
+    original = module.block
+    monkeypatch.setattr(module, "block", lambda *args: wrong(original(*args)))
+    d = diffs(load_checkpoint(family, directory(family)))
+    assert d["weights"] > WRONG, (family, wrong.__name__, d)
+
+
+@pytest.mark.parametrize("family", QK_NORM_DECODERS)
+def test_interventions_long_runs_and_refusals_on_the_families(family: str, directory: Callable[[str], Path]) -> None:
+    """A head ablation changes its layer's attention output by exactly -z_h W_O[h]; a long run keeps the queries
+    and keys the dense pass scored (normed, then rotated); QK attribution says why it cannot split these scores."""
+    model = load_checkpoint(family, directory(family), reference=False)
+    inp = RunInput(text=PROBE)
+    plain = model.run(inp, CPU, torch.float64)
+    ablated = model.run(inp, CPU, torch.float64, interventions=Interventions(ablate=(HeadAblation(1, 2),)))
+    assert torch.equal(plain.layers[0].resid_out, ablated.layers[0].resid_out)
+    a, w = plain.layers[1].attn, plain.layers[1].weights
+    assert w.W_O is not None
+    torch.testing.assert_close(ablated.layers[1].attn.output, a.output - a.contexts[:, 2] @ w.W_O[2])
+    dense = model.run(inp, CPU, torch.float32)
+    long = long_run(model, inp, CPU, torch.float32, grid=8, pyramid_bytes=1 << 20)
+    for kept, trace in zip(long.layers, dense.layers, strict=True):
+        torch.testing.assert_close(kept.q, trace.attn.q[0], atol=TOLERANCE, rtol=0)
+        torch.testing.assert_close(kept.k, trace.attn.k[0], atol=TOLERANCE, rtol=0)
+    with pytest.raises(InputError) as refused:
+        qk_attribution(dense, model.net.on(CPU, torch.float32), 1, 0, 5, 2)
+    assert refused.value.field == "model"
+    assert ("post-sublayer norms" if family == "olmo2" else "normalises its queries and keys") in str(refused.value)
