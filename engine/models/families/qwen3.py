@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from torch import Tensor
 
+from engine.attention import AttentionWeights
 from engine.feedforward import Activation
 from engine.forward import Block, Network, Unembed
 from engine.masks import MaskSpec
@@ -58,11 +59,22 @@ def shapes(config: Config) -> Shapes:
     return llama.shapes(config) | norms
 
 
-def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activation) -> Block:
-    """LLaMA's block, its attention with a q and a k norm over each head (AttentionWeights.qk_norm_over "head")."""
-    base, eps, a = llama.block(config, t, i, s, act), number(config, "rms_norm_eps", 1e-6), f"layers.{i}.self_attn"
+def attention(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes) -> AttentionWeights:
+    """LLaMA's attention (engine/models/families/llama.py) with Qwen3's q and k norms."""
+    return qk_normed(config, t, i, llama.attention(config, t, i, s))
+
+
+def qk_normed(config: Config, t: Mapping[str, Tensor], i: int, w: AttentionWeights) -> AttentionWeights:
+    """w with layer i's q_norm and k_norm, each over a head's head_dim (AttentionWeights.qk_norm_over "head")."""
+    eps, a = number(config, "rms_norm_eps", 1e-6), f"layers.{i}.self_attn"
     q_norm, k_norm = RMSNorm(t[f"{a}.q_norm.weight"], eps), RMSNorm(t[f"{a}.k_norm.weight"], eps)
-    return replace(base, attn=replace(base.attn, q_norm=q_norm, k_norm=k_norm, qk_norm_over="head"))
+    return replace(w, q_norm=q_norm, k_norm=k_norm, qk_norm_over="head")
+
+
+def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activation) -> Block:
+    """LLaMA's block, its attention with Qwen3's q and k norms."""
+    base = llama.block(config, t, i, s, act)
+    return replace(base, attn=qk_normed(config, t, i, base.attn))
 
 
 def build(config: Config, t: Mapping[str, Tensor]) -> Mapped:
