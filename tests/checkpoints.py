@@ -28,7 +28,7 @@ TEXT = (
 PROBE = "The quick brown fox opens the door to the garden, and the dog reads the key."
 DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
 ENCODERS = ("bert", "roberta")
-QK_NORM_DECODERS = ("qwen3", "olmo2")  # tests/test_qk_norm_families.py
+QK_NORM_DECODERS = ("qwen3", "olmo2", "qwen3_moe")  # tests/test_qk_norm_families.py
 FAMILIES = DECODERS + ENCODERS + QK_NORM_DECODERS
 # the special tokens each family's tokenizer frames a text with: (before, after)
 FRAMES: dict[str, tuple[str | None, str | None]] = {
@@ -40,6 +40,7 @@ FRAMES: dict[str, tuple[str | None, str | None]] = {
     "gemma": ("<bos>", None),
     "qwen3": (None, None),
     "olmo2": (None, None),
+    "qwen3_moe": (None, None),
     "bert": ("[CLS]", "[SEP]"),
     "roberta": ("<s>", "</s>"),
 }
@@ -89,6 +90,7 @@ def tokenizer_for(family: str) -> Tokenizer:
         "mistral": ["<unk>", "<s>", "</s>"],
         "qwen2": ["<|endoftext|>"],
         "qwen3": ["<|endoftext|>"],
+        "qwen3_moe": ["<|endoftext|>"],
         "olmo2": ["<|endoftext|>", "<|pad|>"],
         "gemma": ["<pad>", "<eos>", "<bos>"],
         "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
@@ -133,6 +135,14 @@ def config_for(family: str, vocab_size: int, tok: Tokenizer, overrides: dict[str
         kw |= {"tie_word_embeddings": True, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}}
         kw |= {"attention_bias": False, "use_sliding_window": False, "max_window_layers": 2, "rms_norm_eps": 1e-6}
         return tf.Qwen3Config(**{**decoder, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
+    if family == "qwen3_moe":  # Qwen3-30B-A3B's config at width 64: 8 experts (128 there), the top 2 (8), renormed
+        eot = tok.token_to_id("<|endoftext|>")
+        kw = {"hidden_size": 64, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 96}
+        kw |= {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "norm_topk_prob": True}
+        kw |= {"decoder_sparse_step": 1, "mlp_only_layers": [], "tie_word_embeddings": False}
+        kw |= {"rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}, "rms_norm_eps": 1e-6}
+        kw |= {"attention_bias": False, "use_sliding_window": False}
+        return tf.Qwen3MoeConfig(**{**decoder, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
     if family == "olmo2":  # OLMo-2-0425-1B's config at width 64: as many K/V heads as heads, untied
         eot, pad = tok.token_to_id("<|endoftext|>"), tok.token_to_id("<|pad|>")
         kw = {"hidden_size": 64, "num_key_value_heads": 4, "intermediate_size": 96, "tie_word_embeddings": False}

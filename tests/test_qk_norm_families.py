@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -22,14 +23,14 @@ from engine.analysis.qk import qk_attribution
 from engine.attention import AttentionWeights, attention, from_concatenated
 from engine.blockwise import BlockMask
 from engine.errors import InputError
-from engine.feedforward import GatedFeedForward
+from engine.feedforward import GatedFeedForward, MixtureOfExperts
 from engine.forward import Block, KVCache, Network, forward
 from engine.hooks import cache, patch_source
 from engine.interventions import HeadAblation, Interventions, Patches
 from engine.long import long_run
 from engine.models.base import RunInput
 from engine.models.checkpoint import CheckpointModel, load_checkpoint
-from engine.models.families import olmo2, qwen3
+from engine.models.families import olmo2, qwen3, qwen3_moe
 from engine.norms import Norm, RMSNorm
 from engine.rotary import Rotary
 from tests.checkpoints import PROBE, QK_NORM_DECODERS, make_checkpoint
@@ -227,14 +228,15 @@ def test_patching_a_post_normed_output_patches_what_joins() -> None:
 
 
 @pytest.fixture(scope="module")
-def directory(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """The checkpoint directory of a family, made once per module."""
-    made: dict[str, Path] = {}
+def directory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """The checkpoint directory of a family, made once per module for each set of config overrides."""
+    made: dict[tuple[Any, ...], Path] = {}
 
-    def get(family: str) -> Path:
-        if family not in made:
-            made[family] = make_checkpoint(family, tmp_path_factory.mktemp(family))
-        return made[family]
+    def get(family: str, **overrides: Any) -> Path:
+        key = (family, *sorted((k, repr(v)) for k, v in overrides.items()))
+        if key not in made:
+            made[key] = make_checkpoint(family, tmp_path_factory.mktemp(family), **overrides)
+        return made[key]
 
     return get
 
@@ -248,11 +250,12 @@ def diffs(model: CheckpointModel) -> dict[str, float]:
 NORMS = {
     "qwen3": ("input_layernorm", "post_attention_layernorm", "self_attn.q_norm", "self_attn.k_norm"),
     "olmo2": ("post_attention_layernorm", "post_feedforward_layernorm", "self_attn.q_norm", "self_attn.k_norm"),
+    "qwen3_moe": ("input_layernorm", "post_attention_layernorm", "self_attn.q_norm", "self_attn.k_norm"),
 }
 
 
 @pytest.mark.parametrize("family", QK_NORM_DECODERS)
-def test_family_matches_transformers(family: str, directory: Callable[[str], Path]) -> None:
+def test_family_matches_transformers(family: str, directory: Callable[..., Path]) -> None:
     """Every layer's every head's weights and the logits within 1e-5 of transformers' eager forward, on a
     checkpoint whose every norm weight is off its initial value."""
     path = directory(family)
@@ -269,7 +272,7 @@ def test_family_matches_transformers(family: str, directory: Callable[[str], Pat
 
 
 @pytest.mark.parametrize("family", QK_NORM_DECODERS)
-def test_decode_with_cache_equals_full_pass(family: str, directory: Callable[[str], Path]) -> None:
+def test_decode_with_cache_equals_full_pass(family: str, directory: Callable[..., Path]) -> None:
     """Position by position through the KV cache (keys normed and rotated once, as cached) = the whole pass."""
     model = load_checkpoint(family, directory(family), reference=False)
     inp = RunInput(text=PROBE)
@@ -327,6 +330,11 @@ def post_norms_before(b: Block) -> Block:
     return replace(b, ln_pre=b.ln_post_attn, ln_pre_mlp=b.ln_post_mlp, ln_post_attn=None, ln_post_mlp=None)
 
 
+def top_1(b: Block) -> Block:
+    assert isinstance(b.mlp, MixtureOfExperts) and b.mlp.top_k > 1
+    return replace(b, mlp=replace(b.mlp, top_k=1))
+
+
 @pytest.mark.parametrize(
     ("family", "wrong"),
     [
@@ -335,14 +343,16 @@ def post_norms_before(b: Block) -> Block:
         ("olmo2", skipped),
         ("olmo2", per_head),
         ("olmo2", post_norms_before),
+        ("qwen3_moe", skipped),
+        ("qwen3_moe", top_1),
     ],
 )
 def test_wrong_engine_fails_the_comparison(
-    family: str, wrong: Callable[[Block], Block], directory: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+    family: str, wrong: Callable[[Block], Block], directory: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same comparison on a deliberately wrong engine: q/k norm skipped, applied after rotary, OLMo-2's norm per
-    head instead of over the projection, the post-norms moved before their sublayers."""
-    module = {"qwen3": qwen3, "olmo2": olmo2}[family]
+    head instead of over the projection, the post-norms moved before their sublayers, top-1 routing for top-k."""
+    module = {"qwen3": qwen3, "olmo2": olmo2, "qwen3_moe": qwen3_moe}[family]
     original = module.block
     monkeypatch.setattr(module, "block", lambda *args: wrong(original(*args)))
     d = diffs(load_checkpoint(family, directory(family)))
@@ -350,7 +360,7 @@ def test_wrong_engine_fails_the_comparison(
 
 
 @pytest.mark.parametrize("family", QK_NORM_DECODERS)
-def test_interventions_long_runs_and_refusals_on_the_families(family: str, directory: Callable[[str], Path]) -> None:
+def test_interventions_long_runs_and_refusals_on_the_families(family: str, directory: Callable[..., Path]) -> None:
     """A head ablation changes its layer's attention output by exactly -z_h W_O[h]; a long run keeps the queries
     and keys the dense pass scored (normed, then rotated); QK attribution says why it cannot split these scores."""
     model = load_checkpoint(family, directory(family), reference=False)
@@ -370,3 +380,53 @@ def test_interventions_long_runs_and_refusals_on_the_families(family: str, direc
         qk_attribution(dense, model.net.on(CPU, torch.float32), 1, 0, 5, 2)
     assert refused.value.field == "model"
     assert ("post-sublayer norms" if family == "olmo2" else "normalises its queries and keys") in str(refused.value)
+
+
+@torch.no_grad()
+def test_mixture_of_experts_equals_qwen3_moes_block_and_says_which_experts() -> None:
+    """MixtureOfExperts against transformers' Qwen3MoeSparseMoeBlock (top 2 of 6, renormalised): the same output
+    and the same experts; top-1 routing in its place fails the same check."""
+    import transformers as tf
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
+
+    config = tf.Qwen3MoeConfig(hidden_size=16, moe_intermediate_size=12, num_experts=6, num_experts_per_tok=2)
+    config.norm_topk_prob = True
+    ref = Qwen3MoeSparseMoeBlock(config).eval()
+    torch.manual_seed(0)
+    for p in ref.parameters():
+        p.normal_(0, 0.5)
+    e, m = 6, 12
+    gate_up, down = ref.experts.gate_up_proj.detach(), ref.experts.down_proj.detach()  # (E, 2m, D), (E, D, m)
+    ours = MixtureOfExperts(
+        W_router=ref.gate.weight.detach().T,
+        W_gate=gate_up[:, :m].transpose(1, 2),
+        W_in=gate_up[:, m:].transpose(1, 2),
+        W_out=down.transpose(1, 2),
+        top_k=2,
+        norm_topk=True,
+    )
+    x = torch.randn(2, 7, 16, generator=gen(50))
+    out, routing = ours.routed(x)
+    assert (out - ref(x)).abs().max() < TOLERANCE
+    _, weights, chosen = ref.gate(x.reshape(-1, 16))
+    assert torch.equal(routing.experts.reshape(-1, 2), chosen)
+    torch.testing.assert_close(routing.weights.reshape(-1, 2), weights)
+    assert routing.experts.unique().numel() > 2 and ours.n_experts == e and ours.d_mlp == m
+    assert (replace(ours, top_k=1)(x) - ref(x)).abs().max() > WRONG
+    moved = ours.to(CPU, F64)
+    assert moved.W_gate.dtype == F64 and moved.top_k == 2 and moved.norm_topk
+
+
+def test_the_experts_each_position_used_are_part_of_the_run(directory: Callable[..., Path]) -> None:
+    """Every mixture layer's routing is in the run and its hook cache (TransformerLens's hook_expert_indices and
+    hook_expert_weights); a layer in mlp_only_layers runs a dense GLU, has none, and still equals transformers."""
+    model = load_checkpoint("qwen3_moe", directory("qwen3_moe", mlp_only_layers=[1]))
+    d = diffs(model)
+    assert d["weights"] < TOLERANCE and d["output"] < TOLERANCE, d
+    run = model.run(RunInput(text=PROBE), CPU, torch.float32)
+    c = run.cache()
+    s = len(run.tokens)
+    assert c["blocks.0.mlp.hook_expert_indices"].shape == (1, s, 2)
+    torch.testing.assert_close(c["blocks.0.mlp.hook_expert_weights"].sum(-1), torch.ones(1, s))
+    assert "blocks.1.mlp.hook_expert_indices" not in c and run.layers[1].routing is None
+    assert isinstance(model.net.on(CPU, torch.float32).blocks[1].mlp, GatedFeedForward)

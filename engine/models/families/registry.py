@@ -3,12 +3,12 @@ pieces they share (engine/models/families/__init__.py)."""
 
 from __future__ import annotations
 
-from engine.models.families import Family, bert, gpt2, gpt_neox, llama, olmo2, qwen3
+from engine.models.families import Family, bert, gpt2, gpt_neox, llama, olmo2, qwen3, qwen3_moe
 
-SUPPORTED = ("bert", "roberta", "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma", "qwen3", "olmo2")
+SUPPORTED = ("bert", "roberta", "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma", "qwen3", "olmo2", "qwen3_moe")
 BY_MODEL_TYPE: dict[str, Family] = {
     t: f
-    for f in (*bert.FAMILIES, gpt2.FAMILY, gpt_neox.FAMILY, llama.FAMILY, qwen3.FAMILY, olmo2.FAMILY)
+    for f in (*bert.FAMILIES, gpt2.FAMILY, gpt_neox.FAMILY, llama.FAMILY, qwen3.FAMILY, olmo2.FAMILY, qwen3_moe.FAMILY)
     for t in f.model_types
 }
 
