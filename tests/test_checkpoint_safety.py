@@ -119,6 +119,8 @@ def test_missing_tensor_names_it(copy: Path) -> None:
         ("gpt_neox", {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.1}}, "partial_rotary"),
         ("qwen3", {"use_sliding_window": True}, "use_sliding_window"),
         ("olmo2", {"num_key_value_heads": 3}, "num_key_value_heads"),
+        ("qwen3_moe", {"num_experts_per_tok": 9}, "num_experts_per_tok"),
+        ("qwen3_moe", {"mlp_only_layers": [5]}, "mlp_only_layers"),
     ],
 )
 def test_bad_config_field_is_named(family: str, changes: dict[str, Any], named: str, tmp_path: Path) -> None:

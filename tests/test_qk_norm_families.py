@@ -8,13 +8,14 @@ and post-feed-forward norms on what joins the residual (Gemma-2/3, OLMo-2), and 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from fastapi.testclient import TestClient
 from safetensors.torch import load_file
 from torch import Tensor
 
@@ -34,6 +35,8 @@ from engine.models.families import olmo2, qwen3, qwen3_moe
 from engine.norms import Norm, RMSNorm
 from engine.rotary import Rotary
 from tests.checkpoints import PROBE, QK_NORM_DECODERS, make_checkpoint
+from tests.fixtures import make_app_client
+from tests.helpers import assert_error
 
 TOLERANCE = 1e-5
 WRONG = 1e-3
@@ -430,3 +433,27 @@ def test_the_experts_each_position_used_are_part_of_the_run(directory: Callable[
     torch.testing.assert_close(c["blocks.0.mlp.hook_expert_weights"].sum(-1), torch.ones(1, s))
     assert "blocks.1.mlp.hook_expert_indices" not in c and run.layers[1].routing is None
     assert isinstance(model.net.on(CPU, torch.float32).blocks[1].mlp, GatedFeedForward)
+
+
+@pytest.fixture(scope="module")
+def api(directory: Callable[..., Path]) -> Iterator[TestClient]:
+    """One app serving the three families' checkpoints (no reference check: the tests above make it)."""
+    models = ",".join(f"{family}={directory(family)}" for family in QK_NORM_DECODERS)
+    with make_app_client(models=models, reference=False) as client:
+        yield client
+
+
+@pytest.mark.parametrize("family", QK_NORM_DECODERS)
+def test_the_api_runs_the_families_and_says_why_where_it_cannot(family: str, api: TestClient) -> None:
+    """Every layer's weights, heads, decoding and an ablation answer as for a LLaMA checkpoint; QK attribution is a
+    422 naming model and the norm that stops it."""
+    answer = api.post("/api/attention", json={"model": family, "text": PROBE})
+    assert answer.status_code == 200, answer.text[:300]
+    assert [len(layer["heads"]) for layer in answer.json()["layers"]] == [4, 4]
+    for path, extra in [("/api/decode", {}), ("/api/intervene", {"ablate": [{"layer": 1, "head": 0}]})]:
+        r = api.post(path, json={"model": family, "text": PROBE, **extra})
+        assert r.status_code == 200, (path, r.text[:300])
+    cell = {"layer": 1, "head": 0, "query": 5, "key": 2}
+    why = "before adding" if family == "olmo2" else "queries and keys"
+    refused = api.post("/api/qk-attribution", json={"model": family, "text": PROBE, **cell})
+    assert why in assert_error(refused, 422, "model")["message"]
