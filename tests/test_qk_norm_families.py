@@ -365,7 +365,7 @@ def test_wrong_engine_fails_the_comparison(
 @pytest.mark.parametrize("family", QK_NORM_DECODERS)
 def test_interventions_long_runs_and_refusals_on_the_families(family: str, directory: Callable[..., Path]) -> None:
     """A head ablation changes its layer's attention output by exactly -z_h W_O[h]; a long run keeps the queries
-    and keys the dense pass scored (normed, then rotated); QK attribution says why it cannot split these scores."""
+    and keys the dense pass scored (normed, then rotated); QK attribution says why it cannot split OLMo-2's."""
     model = load_checkpoint(family, directory(family), reference=False)
     inp = RunInput(text=PROBE)
     plain = model.run(inp, CPU, torch.float64)
@@ -379,10 +379,11 @@ def test_interventions_long_runs_and_refusals_on_the_families(family: str, direc
     for kept, trace in zip(long.layers, dense.layers, strict=True):
         torch.testing.assert_close(kept.q, trace.attn.q[0], atol=TOLERANCE, rtol=0)
         torch.testing.assert_close(kept.k, trace.attn.k[0], atol=TOLERANCE, rtol=0)
+    if family != "olmo2":
+        return
     with pytest.raises(InputError) as refused:
         qk_attribution(dense, model.net.on(CPU, torch.float32), 1, 0, 5, 2)
-    assert refused.value.field == "model"
-    assert ("post-sublayer norms" if family == "olmo2" else "normalises its queries and keys") in str(refused.value)
+    assert refused.value.field == "model" and "post-sublayer norms" in str(refused.value)
 
 
 @torch.no_grad()
@@ -445,8 +446,8 @@ def api(directory: Callable[..., Path]) -> Iterator[TestClient]:
 
 @pytest.mark.parametrize("family", QK_NORM_DECODERS)
 def test_the_api_runs_the_families_and_says_why_where_it_cannot(family: str, api: TestClient) -> None:
-    """Every layer's weights, heads, decoding and an ablation answer as for a LLaMA checkpoint; QK attribution is a
-    422 naming model and the norm that stops it."""
+    """Every layer's weights, decoding, an ablation and QK attribution answer as for a LLaMA checkpoint; OLMo-2's
+    QK attribution is a 422 naming model and the norm that stops it."""
     answer = api.post("/api/attention", json={"model": family, "text": PROBE})
     assert answer.status_code == 200, answer.text[:300]
     assert [len(layer["heads"]) for layer in answer.json()["layers"]] == [4, 4]
@@ -454,6 +455,38 @@ def test_the_api_runs_the_families_and_says_why_where_it_cannot(family: str, api
         r = api.post(path, json={"model": family, "text": PROBE, **extra})
         assert r.status_code == 200, (path, r.text[:300])
     cell = {"layer": 1, "head": 0, "query": 5, "key": 2}
-    why = "before adding" if family == "olmo2" else "queries and keys"
-    refused = api.post("/api/qk-attribution", json={"model": family, "text": PROBE, **cell})
-    assert why in assert_error(refused, 422, "model")["message"]
+    attributed = api.post("/api/qk-attribution", json={"model": family, "text": PROBE, **cell})
+    if family != "olmo2":
+        assert attributed.status_code == 200, attributed.text[:300]
+        return
+    assert "before adding" in assert_error(attributed, 422, "model")["message"]
+
+
+def worst_sum(model: CheckpointModel, layer: int, cells: list[tuple[int, int]]) -> float:
+    """The largest |sum of the QK attribution's terms - the score| over every head at these cells, in float64."""
+    inp = RunInput(text=PROBE)
+    run, net = model.run(inp, CPU, F64), model.network(inp, CPU, F64)
+    worst = 0.0
+    for head in range(run.layers[layer].attn.weights.shape[1]):
+        for q, k in cells:
+            r = qk_attribution(run, net, layer, head, q, k)
+            worst = max(worst, abs(sum(t.value for t in r.terms) - r.score))
+    return worst
+
+
+def test_qk_attribution_freezes_the_q_k_norm(directory: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With each q/k norm's scale frozen at the whole vector's, the terms sum to the score: per head (qwen3,
+    qwen3_moe) and over the projection (OLMo-2's attention, its post-sublayer norms taken out so that the stream is a
+    sum); the same sum without the frozen norm misses the score."""
+    import engine.analysis.qk as qk
+
+    cells = [(9, 0), (9, 4), (6, 6), (12, 3)]
+    for family in ("qwen3", "qwen3_moe"):
+        assert worst_sum(load_checkpoint(family, directory(family), reference=False), 1, cells) < 1e-9, family
+    original = olmo2.block
+    monkeypatch.setattr(olmo2, "block", lambda *a: replace(original(*a), ln_post_attn=None, ln_post_mlp=None))
+    pre_norm_olmo = load_checkpoint("olmo2", directory("olmo2"), reference=False)
+    assert worst_sum(pre_norm_olmo, 1, cells) < 1e-9
+    monkeypatch.setattr(qk, "frozen_qk_norm", lambda terms, *rest: terms)
+    assert worst_sum(load_checkpoint("qwen3", directory("qwen3"), reference=False), 1, cells[:1]) > WRONG
+    assert worst_sum(pre_norm_olmo, 1, cells[:1]) > WRONG
