@@ -454,6 +454,13 @@ def test_the_api_runs_the_families_and_says_why_where_it_cannot(family: str, api
     for path, extra in [("/api/decode", {}), ("/api/intervene", {"ablate": [{"layer": 1, "head": 0}]})]:
         r = api.post(path, json={"model": family, "text": PROBE, **extra})
         assert r.status_code == 200, (path, r.text[:300])
+    tokens = answer.json()["tokens"]
+    corrupted = [*tokens[:3], tokens[5], *tokens[4:]]  # one token changed
+    for hook in ("attn_out", "mlp_out"):  # what joins the residual, after OLMo-2's post-sublayer norms
+        body = {"clean": {"model": family, "tokens": tokens}, "corrupted": {"model": family, "tokens": corrupted}}
+        grid = api.post("/api/patch", json={**body, "metric": {"kind": "loss"}, "hook": hook})
+        assert grid.status_code == 200, (hook, grid.text[:300])
+        assert grid.json()["changed_positions"] == [3] and grid.json()["rows"] == 2
     cell = {"layer": 1, "head": 0, "query": 5, "key": 2}
     attributed = api.post("/api/qk-attribution", json={"model": family, "text": PROBE, **cell})
     if family != "olmo2":
