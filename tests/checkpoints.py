@@ -159,7 +159,7 @@ PHI3: dict[str, Any] = {
 }
 
 
-def phi3_ids(tok: Tokenizer) -> dict[str, int]:
+def phi3_ids(tok: Tokenizer) -> dict[str, Any]:
     """Phi-3's bos, eos and pad as this tokenizer's ids (Phi3Config's defaults lie past a small vocabulary)."""
     s, end = tok.token_to_id("<s>"), tok.token_to_id("</s>")
     return {"bos_token_id": s, "eos_token_id": end, "pad_token_id": end}

@@ -114,7 +114,7 @@ def test_missing_tensor_names_it(copy: Path) -> None:
         ("gpt2", {"n_head": 5}, "n_head"),
         ("llama", {"num_key_value_heads": 3}, "num_key_value_heads"),
         ("llama", {"hidden_size": 0}, "hidden_size"),
-        ("llama", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0}}, "rope_type"),
+        ("llama", {"rope_parameters": {"rope_type": "proportional", "rope_theta": 10000.0}}, "rope_type"),
         ("qwen2", {"use_sliding_window": True}, "use_sliding_window"),
         ("gpt_neox", {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.1}}, "partial_rotary"),
     ],
