@@ -70,6 +70,11 @@ SCALINGS: dict[str, tuple[str, dict[str, Any], str]] = {
         {"rope_parameters": {**PHI3["rope_parameters"], **L}},
         "Phi-3-mini-128k's longrope (factors of its shape, one per rotary pair)",
     ),
+    "llama3_mistral": (
+        "mistral",
+        {"rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0} | LLAMA3_FREQ | L},
+        "Llama-3.2-1B's llama3 scaling under Mistral's sliding window (4 here)",
+    ),
     "yarn_qwen2": (
         "qwen2",
         {"rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0, **L}},
