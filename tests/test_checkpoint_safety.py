@@ -108,6 +108,9 @@ def test_missing_tensor_names_it(copy: Path) -> None:
     assert "h.0.mlp.c_fc.bias" in refusal(copy)
 
 
+LLAMA3_SWAPPED = {"low_freq_factor": 4.0, "high_freq_factor": 1.0, "original_max_position_embeddings": 16}
+
+
 @pytest.mark.parametrize(
     ("family", "changes", "named"),
     [
@@ -117,6 +120,7 @@ def test_missing_tensor_names_it(copy: Path) -> None:
         ("llama", {"rope_parameters": {"rope_type": "proportional", "rope_theta": 10000.0}}, "rope_type"),
         ("qwen2", {"use_sliding_window": True}, "use_sliding_window"),
         ("gpt_neox", {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.1}}, "partial_rotary"),
+        ("llama", {"rope_parameters": {"rope_type": "llama3", "factor": 8.0} | LLAMA3_SWAPPED}, "high_freq_factor"),
     ],
 )
 def test_bad_config_field_is_named(family: str, changes: dict[str, Any], named: str, tmp_path: Path) -> None:
