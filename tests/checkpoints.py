@@ -7,7 +7,8 @@ tokenizers library on TEXT: byte-level BPE for the decoders and roberta, WordPie
 (2 layers, width 32, 4 heads; width 64 for qwen3 and olmo2) but keep what makes each family itself: grouped K/V
 (2 K/V heads) where the family has it, gemma's and qwen3's head_dim unlike width / heads, gpt_neox's partial rotary
 (half of each head rotates), mistral's sliding window shorter than a probe, qwen3's q/k norms per head and olmo2's
-over the projection with its norms after each sublayer. Every norm weight and every bias is moved off its initial
+over the projection with its norms after each sublayer, phi3's fused projections and longrope past its
+original_max_position_embeddings (PHI3). Every norm weight and every bias is moved off its initial
 value (ones and zeros), and the matrices are drawn wider than the default 0.02, so a loader that skips a norm, a
 bias or a scale gives other numbers.
 """
@@ -26,7 +27,7 @@ TEXT = (
     "Attention weights sum to one over the keys a query may see. Heads read the residual stream.\n"
 ) * 4
 PROBE = "The quick brown fox opens the door to the garden, and the dog reads the key."
-DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
+DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma", "phi3")
 ENCODERS = ("bert", "roberta")
 QK_NORM_DECODERS = ("qwen3", "olmo2", "qwen3_moe")  # tests/test_qk_norm_families.py
 FAMILIES = DECODERS + ENCODERS + QK_NORM_DECODERS
@@ -41,6 +42,7 @@ FRAMES: dict[str, tuple[str | None, str | None]] = {
     "qwen3": (None, None),
     "olmo2": (None, None),
     "qwen3_moe": (None, None),
+    "phi3": ("<s>", None),
     "bert": ("[CLS]", "[SEP]"),
     "roberta": ("<s>", "</s>"),
 }
@@ -93,6 +95,7 @@ def tokenizer_for(family: str) -> Tokenizer:
         "qwen3_moe": ["<|endoftext|>"],
         "olmo2": ["<|endoftext|>", "<|pad|>"],
         "gemma": ["<pad>", "<eos>", "<bos>"],
+        "phi3": ["<unk>", "<s>", "</s>"],
         "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
     }[family]
     return byte_level_tokenizer(specials, FRAMES[family], 320)
@@ -149,6 +152,8 @@ def config_for(family: str, vocab_size: int, tok: Tokenizer, overrides: dict[str
         kw |= {"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "rms_norm_eps": 1e-6}
         ids = {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": pad}
         return tf.Olmo2Config(**{**decoder, **kw, **ids, "attention_bias": False, **overrides})
+    if family == "phi3":
+        return tf.Phi3Config(**{**decoder, **PHI3, **phi3_ids(tok), **overrides})
     encoder = {**common, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}
     if family == "bert":
         return tf.BertConfig(**{**encoder, "max_position_embeddings": 64, "pad_token_id": 0, **overrides})
@@ -157,6 +162,35 @@ def config_for(family: str, vocab_size: int, tok: Tokenizer, overrides: dict[str
         kw = {"max_position_embeddings": 66, "pad_token_id": pad, "type_vocab_size": 1}
         return tf.RobertaConfig(**{**encoder, **kw, **overrides})
     raise ValueError(f"no tiny checkpoint for {family!r}; families: {', '.join(FAMILIES)}")
+
+
+# Phi-3-mini-128k's config at width 64 (4 heads of 16, no K/V groups, as Phi-3-mini): fused qkv_proj and gate_up_proj,
+# longrope with factors shaped like its own (short ones near 1, long ones rising to tens) and an
+# original_max_position_embeddings of 16 under a probe of 34 tokens, so that the long factors apply; a sliding
+# window of 12, shorter than the probe, as Phi-3-mini-4k carries one; matrices drawn at 0.1, the spread per unit of
+# width of the width-32 ones (0.15 / sqrt(2)), so that the activations are of their size too
+PHI3: dict[str, Any] = {
+    "initializer_range": 0.1,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 64,
+    "original_max_position_embeddings": 16,
+    "sliding_window": 12,
+    "rope_parameters": {
+        "rope_type": "longrope",
+        "rope_theta": 10000.0,
+        "short_factor": [1.05, 1.05, 1.1, 1.2, 1.35, 1.6, 1.9, 2.3],
+        "long_factor": [1.08, 1.3, 2.0, 3.5, 7.0, 14.0, 28.0, 50.0],
+    },
+}
+
+
+def phi3_ids(tok: Tokenizer) -> dict[str, Any]:
+    """Phi-3's bos, eos and pad as this tokenizer's ids (Phi3Config's defaults lie past a small vocabulary)."""
+    s, end = tok.token_to_id("<s>"), tok.token_to_id("</s>")
+    return {"bos_token_id": s, "eos_token_id": end, "pad_token_id": end}
 
 
 def randomise_small_parameters(model: torch.nn.Module, generator: torch.Generator) -> None:

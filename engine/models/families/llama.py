@@ -40,6 +40,7 @@ from engine.models.families import (
     need,
     number,
     refuse,
+    rope_positions,
     rotary,
 )
 from engine.norms import RMSNorm
@@ -69,6 +70,7 @@ def sizes(config: Config) -> Sizes:
             "true: qwen2 slides its window only in the layers from max_window_layers on, and attnlab's masks are "
             "one for every layer; set it false to run every layer without the window",
         )
+    rotary(config, head_dim(config))  # the rotary embedding and its scaling checked before any tensor is read
     return Sizes(
         n_layers=need(config, "num_hidden_layers"),
         d_model=d,
@@ -76,7 +78,7 @@ def sizes(config: Config) -> Sizes:
         n_kv_heads=g,
         d_head=head_dim(config),
         vocab_size=need(config, "vocab_size"),
-        max_positions=need(config, "max_position_embeddings"),
+        max_positions=rope_positions(config),
         decoder=True,
     )
 
@@ -194,9 +196,8 @@ def build(config: Config, t: Mapping[str, Tensor]) -> Mapped:
         network=net,
         architecture=(
             f"{NAMES[kind(config)]} pre-norm decoder: a = x + Attention({norm}(x)); x' = a + GLU({norm}(a)), "
-            f"{act} gate; {s.n_heads} heads over {s.n_kv_heads} K/V groups of width {s.d_head}; rotary on "
-            f"{rot.rot_dim} dims (theta {rot.theta:g}); logits = {norm}(x) W_U; causal"
-            + (f", sliding window {w}" if w is not None else "")
+            f"{act} gate; {s.n_heads} heads over {s.n_kv_heads} K/V groups of width {s.d_head}; {rot.describe()}; "
+            f"logits = {norm}(x) W_U; causal" + (f", sliding window {w}" if w is not None else "")
         ),
         default_masks=MaskSpec(causal=True, window=w),
         breaks=ROTARY_BREAKS,

@@ -3,14 +3,13 @@ pieces they share (engine/models/families/__init__.py)."""
 
 from __future__ import annotations
 
-from engine.models.families import Family, bert, gpt2, gpt_neox, llama, olmo2, qwen3, qwen3_moe
+from engine.models.families import Family, bert, gpt2, gpt_neox, llama, olmo2, phi3, qwen3, qwen3_moe
 
-SUPPORTED = ("bert", "roberta", "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma", "qwen3", "olmo2", "qwen3_moe")
-BY_MODEL_TYPE: dict[str, Family] = {
-    t: f
-    for f in (*bert.FAMILIES, gpt2.FAMILY, gpt_neox.FAMILY, llama.FAMILY, qwen3.FAMILY, olmo2.FAMILY, qwen3_moe.FAMILY)
-    for t in f.model_types
-}
+SUPPORTED: tuple[str, ...] = ("bert", "roberta", "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
+SUPPORTED += ("phi3", "qwen3", "olmo2", "qwen3_moe")
+FAMILIES: tuple[Family, ...] = (*bert.FAMILIES, gpt2.FAMILY, gpt_neox.FAMILY, llama.FAMILY, phi3.FAMILY, qwen3.FAMILY, olmo2.FAMILY)
+FAMILIES += (qwen3_moe.FAMILY,)
+BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
 
 
 def family_for(model_type: str) -> Family | None:
