@@ -28,6 +28,10 @@ PROBE = "The quick brown fox opens the door to the garden, and the dog reads the
 DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
 ENCODERS = ("bert", "roberta")
 FAMILIES = DECODERS + ENCODERS
+# families shaped on one named real model each, at width 64 (tests/test_more_families.py)
+MORE_DECODERS = ("phi",)
+MORE_ENCODERS: tuple[str, ...] = ()
+MORE = MORE_DECODERS + MORE_ENCODERS
 # the special tokens each family's tokenizer frames a text with: (before, after)
 FRAMES: dict[str, tuple[str | None, str | None]] = {
     "gpt2": (None, None),
@@ -38,6 +42,7 @@ FRAMES: dict[str, tuple[str | None, str | None]] = {
     "gemma": ("<bos>", None),
     "bert": ("[CLS]", "[SEP]"),
     "roberta": ("<s>", "</s>"),
+    "phi": (None, None),
 }
 
 
@@ -86,6 +91,7 @@ def tokenizer_for(family: str) -> Tokenizer:
         "qwen2": ["<|endoftext|>"],
         "gemma": ["<pad>", "<eos>", "<bos>"],
         "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        "phi": ["<|endoftext|>"],
     }[family]
     return byte_level_tokenizer(specials, FRAMES[family], 320)
 
@@ -121,6 +127,8 @@ def config_for(family: str, vocab_size: int, tok: Tokenizer, overrides: dict[str
         kw = {"num_key_value_heads": 2, "head_dim": 16, "hidden_activation": "gelu_pytorch_tanh"}
         ids = {"pad_token_id": tok.token_to_id("<pad>"), "bos_token_id": tok.token_to_id("<bos>")}
         return tf.GemmaConfig(**{**decoder, **kw, **ids, "eos_token_id": tok.token_to_id("<eos>"), **overrides})
+    if family in MORE:
+        return more_config(family, decoder, tok, overrides)
     encoder = {**common, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}
     if family == "bert":
         return tf.BertConfig(**{**encoder, "max_position_embeddings": 64, "pad_token_id": 0, **overrides})
@@ -129,6 +137,19 @@ def config_for(family: str, vocab_size: int, tok: Tokenizer, overrides: dict[str
         kw = {"max_position_embeddings": 66, "pad_token_id": pad, "type_vocab_size": 1}
         return tf.RobertaConfig(**{**encoder, **kw, **overrides})
     raise ValueError(f"no tiny checkpoint for {family!r}; families: {', '.join(FAMILIES)}")
+
+
+def more_config(family: str, decoder: dict[str, Any], tok: Tokenizer, overrides: dict[str, Any]) -> Any:
+    """The config of a real model (named below) at width 64, 2 layers, every other feature as it ships."""
+    import transformers as tf
+
+    wide = {**decoder, "hidden_size": 64, "intermediate_size": 128}
+    if family == "phi":  # Phi-2: partial rotary 0.4 (of 16 dims per head here: 6 rotate), gelu_new, untied + bias
+        eot = tok.token_to_id("<|endoftext|>")
+        rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.4}
+        kw = {"rope_parameters": rope, "hidden_act": "gelu_new", "tie_word_embeddings": False, "qk_layernorm": False}
+        return tf.PhiConfig(**{**wide, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
+    raise ValueError(f"no tiny checkpoint for {family!r}; families: {', '.join(MORE)}")
 
 
 def randomise_small_parameters(model: torch.nn.Module, generator: torch.Generator) -> None:
@@ -148,7 +169,7 @@ def make_model(family: str, seed: int = 0, *, bare: bool = False, **config_overr
     torch.manual_seed(seed)
     if bare:
         model = tf.AutoModel.from_config(config, attn_implementation="eager")
-    elif family in ENCODERS:
+    elif family in ENCODERS + MORE_ENCODERS:
         model = tf.AutoModelForMaskedLM.from_config(config, attn_implementation="eager")
     else:
         model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager")

