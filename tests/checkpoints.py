@@ -29,7 +29,7 @@ DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
 ENCODERS = ("bert", "roberta")
 FAMILIES = DECODERS + ENCODERS
 # families shaped on one named real model each, at width 64 (tests/test_more_families.py)
-MORE_DECODERS = ("phi",)
+MORE_DECODERS = ("phi", "opt")
 MORE_ENCODERS: tuple[str, ...] = ()
 MORE = MORE_DECODERS + MORE_ENCODERS
 # the special tokens each family's tokenizer frames a text with: (before, after)
@@ -43,6 +43,7 @@ FRAMES: dict[str, tuple[str | None, str | None]] = {
     "bert": ("[CLS]", "[SEP]"),
     "roberta": ("<s>", "</s>"),
     "phi": (None, None),
+    "opt": ("</s>", None),
 }
 
 
@@ -92,6 +93,7 @@ def tokenizer_for(family: str) -> Tokenizer:
         "gemma": ["<pad>", "<eos>", "<bos>"],
         "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
         "phi": ["<|endoftext|>"],
+        "opt": ["<s>", "<pad>", "</s>", "<unk>"],
     }[family]
     return byte_level_tokenizer(specials, FRAMES[family], 320)
 
@@ -149,6 +151,12 @@ def more_config(family: str, decoder: dict[str, Any], tok: Tokenizer, overrides:
         rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.4}
         kw = {"rope_parameters": rope, "hidden_act": "gelu_new", "tie_word_embeddings": False, "qk_layernorm": False}
         return tf.PhiConfig(**{**wide, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
+    if family == "opt":  # OPT-125m: learned positions from row 2, pre-LN, relu, biases, tied
+        kw = {"ffn_dim": 256, "do_layer_norm_before": True, "word_embed_proj_dim": 64, "activation_function": "relu"}
+        ids = {"pad_token_id": tok.token_to_id("<pad>"), "bos_token_id": tok.token_to_id("</s>")}
+        sized = {k: v for k, v in wide.items() if k != "intermediate_size"}
+        kw |= {"enable_bias": True, "tie_word_embeddings": True, "eos_token_id": tok.token_to_id("</s>")}
+        return tf.OPTConfig(**{**sized, **kw, **ids, **overrides})
     raise ValueError(f"no tiny checkpoint for {family!r}; families: {', '.join(MORE)}")
 
 

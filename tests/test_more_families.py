@@ -31,6 +31,9 @@ CPU = torch.device("cpu")
 # (family, config overrides): every variant the equivalence test loads; the first of each family is its real model
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("phi", {}),
+    ("opt", {}),
+    ("opt", {"do_layer_norm_before": False, "word_embed_proj_dim": 32}),  # OPT-350m: post-LN, projected embeddings
+    ("opt", {"tie_word_embeddings": False, "enable_bias": False}),
 ]
 
 
@@ -105,6 +108,11 @@ def wrong_mapping(monkeypatch: pytest.MonkeyPatch, family: str) -> None:
 
         unembed = phi.Unembed
         monkeypatch.setattr(phi, "Unembed", lambda ln, W_U, b_U=None: unembed(ln, W_U))  # lm_head's bias dropped
+    elif family == "opt":
+        import engine.models.families.opt as opt
+
+        embedding = opt.Embedding  # positions from row 0 instead of 2
+        monkeypatch.setattr(opt, "Embedding", lambda **kw: embedding(**{**kw, "position_offset": 0}))
     else:
         raise AssertionError(family)
 
