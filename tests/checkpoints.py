@@ -29,7 +29,7 @@ DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
 ENCODERS = ("bert", "roberta")
 FAMILIES = DECODERS + ENCODERS
 # families shaped on one named real model each, at width 64 (tests/test_more_families.py)
-MORE_DECODERS = ("phi", "opt")
+MORE_DECODERS = ("phi", "opt", "falcon")
 MORE_ENCODERS: tuple[str, ...] = ()
 MORE = MORE_DECODERS + MORE_ENCODERS
 # the special tokens each family's tokenizer frames a text with: (before, after)
@@ -44,6 +44,7 @@ FRAMES: dict[str, tuple[str | None, str | None]] = {
     "roberta": ("<s>", "</s>"),
     "phi": (None, None),
     "opt": ("</s>", None),
+    "falcon": (None, None),
 }
 
 
@@ -94,6 +95,7 @@ def tokenizer_for(family: str) -> Tokenizer:
         "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
         "phi": ["<|endoftext|>"],
         "opt": ["<s>", "<pad>", "</s>", "<unk>"],
+        "falcon": ["<|endoftext|>"],
     }[family]
     return byte_level_tokenizer(specials, FRAMES[family], 320)
 
@@ -157,6 +159,12 @@ def more_config(family: str, decoder: dict[str, Any], tok: Tokenizer, overrides:
         sized = {k: v for k, v in wide.items() if k != "intermediate_size"}
         kw |= {"enable_bias": True, "tie_word_embeddings": True, "eos_token_id": tok.token_to_id("</s>")}
         return tf.OPTConfig(**{**sized, **kw, **ids, **overrides})
+    if family == "falcon":  # Falcon-7B: fused multi-query query_key_value, parallel attention and MLP, no biases
+        eot = tok.token_to_id("<|endoftext|>")
+        kw = {"multi_query": True, "parallel_attn": True, "new_decoder_architecture": False, "alibi": False}
+        kw |= {"bias": False, "activation": "gelu", "ffn_hidden_size": 256, "tie_word_embeddings": True}
+        sized = {k: v for k, v in wide.items() if k != "intermediate_size"}
+        return tf.FalconConfig(**{**sized, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
     raise ValueError(f"no tiny checkpoint for {family!r}; families: {', '.join(MORE)}")
 
 

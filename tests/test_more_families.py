@@ -34,6 +34,9 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("opt", {}),
     ("opt", {"do_layer_norm_before": False, "word_embed_proj_dim": 32}),  # OPT-350m: post-LN, projected embeddings
     ("opt", {"tie_word_embeddings": False, "enable_bias": False}),
+    ("falcon", {}),
+    ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),  # Falcon-40B: K/V groups, ln_attn and ln_mlp
+    ("falcon", {"multi_query": False, "parallel_attn": False, "bias": True, "tie_word_embeddings": False}),
 ]
 
 
@@ -84,6 +87,8 @@ def test_decode_with_cache_equals_full_pass(family: str, directory: Callable[...
 
 REFUSED = [
     ("phi", {"qk_layernorm": True}, "qk_layernorm"),
+    ("falcon", {"alibi": True}, "alibi"),
+    ("falcon", {"new_decoder_architecture": True, "parallel_attn": False}, "parallel_attn"),
 ]
 
 
@@ -113,6 +118,16 @@ def wrong_mapping(monkeypatch: pytest.MonkeyPatch, family: str) -> None:
 
         embedding = opt.Embedding  # positions from row 0 instead of 2
         monkeypatch.setattr(opt, "Embedding", lambda **kw: embedding(**{**kw, "position_offset": 0}))
+    elif family == "falcon":
+        import engine.models.families.falcon as falcon
+
+        split = falcon.split_fused  # K and V read from each other's rows
+
+        def swapped(t: torch.Tensor, config: Any, s: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            q, k, v = split(t, config, s)
+            return q, v, k
+
+        monkeypatch.setattr(falcon, "split_fused", swapped)
     else:
         raise AssertionError(family)
 
