@@ -29,7 +29,7 @@ DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
 ENCODERS = ("bert", "roberta")
 FAMILIES = DECODERS + ENCODERS
 # families shaped on one named real model each, at width 64 (tests/test_more_families.py)
-MORE_DECODERS = ("phi", "opt", "falcon")
+MORE_DECODERS = ("phi", "opt", "falcon", "stablelm")
 MORE_ENCODERS: tuple[str, ...] = ()
 MORE = MORE_DECODERS + MORE_ENCODERS
 # the special tokens each family's tokenizer frames a text with: (before, after)
@@ -45,6 +45,7 @@ FRAMES: dict[str, tuple[str | None, str | None]] = {
     "phi": (None, None),
     "opt": ("</s>", None),
     "falcon": (None, None),
+    "stablelm": (None, None),
 }
 
 
@@ -96,6 +97,7 @@ def tokenizer_for(family: str) -> Tokenizer:
         "phi": ["<|endoftext|>"],
         "opt": ["<s>", "<pad>", "</s>", "<unk>"],
         "falcon": ["<|endoftext|>"],
+        "stablelm": ["<|endoftext|>"],
     }[family]
     return byte_level_tokenizer(specials, FRAMES[family], 320)
 
@@ -165,6 +167,12 @@ def more_config(family: str, decoder: dict[str, Any], tok: Tokenizer, overrides:
         kw |= {"bias": False, "activation": "gelu", "ffn_hidden_size": 256, "tie_word_embeddings": True}
         sized = {k: v for k, v in wide.items() if k != "intermediate_size"}
         return tf.FalconConfig(**{**sized, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
+    if family == "stablelm":  # StableLM-2-1.6B: LayerNorm, partial rotary 0.25, q/k/v biases, sequential, untied
+        eot = tok.token_to_id("<|endoftext|>")
+        rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25}
+        kw = {"rope_parameters": rope, "use_qkv_bias": True, "qk_layernorm": False, "use_parallel_residual": False}
+        kw |= {"hidden_act": "silu", "tie_word_embeddings": False, "num_key_value_heads": 4}
+        return tf.StableLmConfig(**{**wide, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
     raise ValueError(f"no tiny checkpoint for {family!r}; families: {', '.join(MORE)}")
 
 

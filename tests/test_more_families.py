@@ -22,6 +22,7 @@ import torch
 from engine.analysis.decode import decode
 from engine.models.base import RunInput
 from engine.models.checkpoint import CheckpointError, CheckpointModel, load_checkpoint
+from engine.rotary import Rotary
 from tests.checkpoints import MORE, MORE_DECODERS, PROBE, make_checkpoint
 
 TOLERANCE = 1e-5
@@ -37,6 +38,8 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("falcon", {}),
     ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),  # Falcon-40B: K/V groups, ln_attn and ln_mlp
     ("falcon", {"multi_query": False, "parallel_attn": False, "bias": True, "tie_word_embeddings": False}),
+    ("stablelm", {}),
+    ("stablelm", {"use_parallel_residual": True, "num_key_value_heads": 2, "use_qkv_bias": False}),
 ]
 
 
@@ -88,6 +91,7 @@ def test_decode_with_cache_equals_full_pass(family: str, directory: Callable[...
 REFUSED = [
     ("phi", {"qk_layernorm": True}, "qk_layernorm"),
     ("falcon", {"alibi": True}, "alibi"),
+    ("stablelm", {"qk_layernorm": True}, "qk_layernorm"),
     ("falcon", {"new_decoder_architecture": True, "parallel_attn": False}, "parallel_attn"),
 ]
 
@@ -128,6 +132,10 @@ def wrong_mapping(monkeypatch: pytest.MonkeyPatch, family: str) -> None:
             return q, v, k
 
         monkeypatch.setattr(falcon, "split_fused", swapped)
+    elif family == "stablelm":
+        import engine.models.families.stablelm as stablelm
+
+        monkeypatch.setattr(stablelm, "rotary", lambda config, d_head, default: Rotary(d_head))  # every dim rotates
     else:
         raise AssertionError(family)
 

@@ -3,12 +3,34 @@ pieces they share (engine/models/families/__init__.py)."""
 
 from __future__ import annotations
 
-from engine.models.families import Family, bert, falcon, gpt2, gpt_neox, llama, opt, phi
+from engine.models.families import Family, bert, falcon, gpt2, gpt_neox, llama, opt, phi, stablelm
 
-SUPPORTED = ("bert", "roberta", "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma", "phi", "opt", "falcon")
+SUPPORTED = (
+    "bert",
+    "roberta",
+    "gpt2",
+    "gpt_neox",
+    "llama",
+    "mistral",
+    "qwen2",
+    "gemma",
+    "phi",
+    "opt",
+    "falcon",
+    "stablelm",
+)
 BY_MODEL_TYPE: dict[str, Family] = {
     t: f
-    for f in (*bert.FAMILIES, gpt2.FAMILY, gpt_neox.FAMILY, llama.FAMILY, phi.FAMILY, opt.FAMILY, falcon.FAMILY)
+    for f in (
+        *bert.FAMILIES,
+        gpt2.FAMILY,
+        gpt_neox.FAMILY,
+        llama.FAMILY,
+        phi.FAMILY,
+        opt.FAMILY,
+        falcon.FAMILY,
+        stablelm.FAMILY,
+    )
     for t in f.model_types
 }
 
