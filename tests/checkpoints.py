@@ -30,7 +30,7 @@ ENCODERS = ("bert", "roberta")
 FAMILIES = DECODERS + ENCODERS
 # families shaped on one named real model each, at width 64 (tests/test_more_families.py)
 MORE_DECODERS = ("phi", "opt", "falcon", "stablelm")
-MORE_ENCODERS: tuple[str, ...] = ()
+MORE_ENCODERS = ("distilbert",)
 MORE = MORE_DECODERS + MORE_ENCODERS
 # the special tokens each family's tokenizer frames a text with: (before, after)
 FRAMES: dict[str, tuple[str | None, str | None]] = {
@@ -46,6 +46,7 @@ FRAMES: dict[str, tuple[str | None, str | None]] = {
     "opt": ("</s>", None),
     "falcon": (None, None),
     "stablelm": (None, None),
+    "distilbert": ("[CLS]", "[SEP]"),
 }
 
 
@@ -84,7 +85,7 @@ def _frame(tok: Tokenizer, frame: tuple[str | None, str | None]) -> None:
 
 
 def tokenizer_for(family: str) -> Tokenizer:
-    if family == "bert":
+    if family in ("bert", "distilbert"):
         return wordpiece_tokenizer(160)
     specials = {
         "gpt2": ["<|endoftext|>"],
@@ -173,6 +174,12 @@ def more_config(family: str, decoder: dict[str, Any], tok: Tokenizer, overrides:
         kw = {"rope_parameters": rope, "use_qkv_bias": True, "qk_layernorm": False, "use_parallel_residual": False}
         kw |= {"hidden_act": "silu", "tie_word_embeddings": False, "num_key_value_heads": 4}
         return tf.StableLmConfig(**{**wide, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
+    if family == "distilbert":  # distilbert-base-uncased: post-LN, learned positions, no token types, exact gelu
+        kw = {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 256, "max_position_embeddings": 64}
+        kw |= {"activation": "gelu", "sinusoidal_pos_embds": False, "pad_token_id": tok.token_to_id("[PAD]")}
+        return tf.DistilBertConfig(
+            **{"vocab_size": decoder["vocab_size"], "initializer_range": 0.15, **kw, **overrides}
+        )
     raise ValueError(f"no tiny checkpoint for {family!r}; families: {', '.join(MORE)}")
 
 

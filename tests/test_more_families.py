@@ -40,6 +40,8 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("falcon", {"multi_query": False, "parallel_attn": False, "bias": True, "tie_word_embeddings": False}),
     ("stablelm", {}),
     ("stablelm", {"use_parallel_residual": True, "num_key_value_heads": 2, "use_qkv_bias": False}),
+    ("distilbert", {}),
+    ("distilbert", {"sinusoidal_pos_embds": True}),
 ]
 
 
@@ -136,6 +138,15 @@ def wrong_mapping(monkeypatch: pytest.MonkeyPatch, family: str) -> None:
         import engine.models.families.stablelm as stablelm
 
         monkeypatch.setattr(stablelm, "rotary", lambda config, d_head, default: Rotary(d_head))  # every dim rotates
+    elif family == "distilbert":
+        import engine.models.families.distilbert as distilbert
+
+        block = distilbert.Block  # each norm before its sublayer instead of after the residual sum
+
+        def pre_ln(**kw: Any) -> Any:
+            return block(**{**kw, "ln_attn": None, "ln_mlp": None, "ln_pre": kw["ln_attn"], "ln_pre_mlp": kw["ln_mlp"]})
+
+        monkeypatch.setattr(distilbert, "Block", pre_ln)
     else:
         raise AssertionError(family)
 

@@ -3,7 +3,7 @@ pieces they share (engine/models/families/__init__.py)."""
 
 from __future__ import annotations
 
-from engine.models.families import Family, bert, falcon, gpt2, gpt_neox, llama, opt, phi, stablelm
+from engine.models.families import Family, bert, distilbert, falcon, gpt2, gpt_neox, llama, opt, phi, stablelm
 
 SUPPORTED = (
     "bert",
@@ -18,6 +18,7 @@ SUPPORTED = (
     "opt",
     "falcon",
     "stablelm",
+    "distilbert",
 )
 BY_MODEL_TYPE: dict[str, Family] = {
     t: f
@@ -30,6 +31,7 @@ BY_MODEL_TYPE: dict[str, Family] = {
         opt.FAMILY,
         falcon.FAMILY,
         stablelm.FAMILY,
+        distilbert.FAMILY,
     )
     for t in f.model_types
 }
