@@ -32,9 +32,9 @@ from engine.models.families import (
     Shapes,
     Sizes,
     activation,
-    heads_divide,
     linear_T,
     need,
+    refuse,
 )
 from engine.norms import LayerNorm
 
@@ -43,7 +43,8 @@ EPS = 1e-12  # every LayerNorm of DistilBERT's, fixed in the model
 
 def sizes(config: Config) -> Sizes:
     d, h = need(config, "dim"), need(config, "n_heads")
-    heads_divide(d, h, h, "dim")
+    if d % h:
+        raise refuse("n_heads", f"got {h} heads for dim {d}: dim must divide by heads")
     return Sizes(
         n_layers=need(config, "n_layers"),
         d_model=d,
