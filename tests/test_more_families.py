@@ -35,6 +35,7 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("opt", {}),
     ("opt", {"do_layer_norm_before": False, "word_embed_proj_dim": 32}),  # OPT-350m: post-LN, projected embeddings
     ("opt", {"tie_word_embeddings": False, "enable_bias": False}),
+    ("opt", {"layer_norm_elementwise_affine": False, "_remove_final_layer_norm": True}),
     ("falcon", {}),
     ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),  # Falcon-40B: K/V groups, ln_attn and ln_mlp
     ("falcon", {"multi_query": False, "parallel_attn": False, "bias": True, "tie_word_embeddings": False}),
