@@ -39,6 +39,7 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("falcon", {}),
     ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),  # Falcon-40B: K/V groups, ln_attn and ln_mlp
     ("falcon", {"multi_query": False, "parallel_attn": False, "bias": True, "tie_word_embeddings": False}),
+    ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2, "num_ln_in_parallel_attn": 1, "bias": True}),
     ("stablelm", {}),
     ("stablelm", {"use_parallel_residual": True, "num_key_value_heads": 2, "use_qkv_bias": False}),
     ("distilbert", {}),
@@ -76,6 +77,29 @@ def test_family_matches_transformers(family: str, overrides: dict[str, Any], dir
 
 def test_every_new_family_is_tested() -> None:
     assert sorted({f for f, _ in VARIANTS}) == sorted(MORE)
+
+
+@pytest.mark.parametrize(
+    ("family", "dropped", "added"),
+    [
+        ("phi", ["rope_parameters"], {"rope_theta": 10000.0, "partial_rotary_factor": 0.4, "rope_scaling": None}),
+        ("stablelm", ["rope_parameters"], {"rope_theta": 10000.0, "partial_rotary_factor": 0.25}),
+        ("falcon", ["rope_parameters", "max_position_embeddings"], {}),
+    ],
+)
+def test_config_as_the_real_model_ships_it_reads(
+    family: str, dropped: list[str], added: dict[str, Any], directory: Callable[..., Path], tmp_path: Path
+) -> None:
+    """config.json written before transformers 5, as Phi-2's, StableLM-2-1.6B's and Falcon-7B's are on the hub:
+    rope_theta and partial_rotary_factor at the top level, Falcon-7B's without max_position_embeddings (2048)."""
+    shutil.copytree(directory(family), tmp_path, dirs_exist_ok=True)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in config.items() if k not in dropped} | added))
+    model = load_checkpoint(family, tmp_path)
+    d = diffs(model)
+    assert d["weights"] < TOLERANCE and d["output"] < TOLERANCE, d
+    if family == "falcon":
+        assert model.sizes.max_positions == 2048
 
 
 @pytest.mark.parametrize(

@@ -51,6 +51,8 @@ from engine.models.families import (
 )
 from engine.norms import LayerNorm
 
+MAX_POSITIONS = 2048  # FalconConfig's, where config.json leaves max_position_embeddings out (Falcon-7B's does)
+
 
 def new_arch(config: Config) -> bool:
     return flag(config, "new_decoder_architecture", False)
@@ -98,7 +100,9 @@ def sizes(config: Config) -> Sizes:
         n_kv_heads=g,
         d_head=d // h,
         vocab_size=need(config, "vocab_size"),
-        max_positions=need(config, "max_position_embeddings"),
+        max_positions=MAX_POSITIONS
+        if config.get("max_position_embeddings") is None
+        else need(config, "max_position_embeddings"),
         decoder=True,
     )
 
