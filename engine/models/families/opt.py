@@ -195,7 +195,7 @@ def build(config: Config, t: Mapping[str, Tensor]) -> Mapped:
         architecture=(
             f"OPT decoder: {flow}, {act}; learned positions from row {POSITION_OFFSET}"
             + (f"; word embeddings of width {e} projected to {s.d_model} and back" if proj else "")
-            + ("; logits = LayerNorm(x) W_U" if final_norm(config) else "; logits = x W_U")
+            + f"; logits = {'LayerNorm(x)' if final_norm(config) else 'x'}{' W_out' if proj else ''} W_U"
             + "; causal"
         ),
         default_masks=MaskSpec(causal=True),
