@@ -12,18 +12,21 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from fastapi.testclient import TestClient
 
 from engine.analysis.decode import decode
 from engine.models.base import RunInput
 from engine.models.checkpoint import CheckpointError, CheckpointModel, load_checkpoint
 from engine.rotary import Rotary
 from tests.checkpoints import MORE, MORE_DECODERS, PROBE, make_checkpoint
+from tests.fixtures import make_app_client
+from tests.helpers import assert_error
 
 TOLERANCE = 1e-5
 WRONG = 1e-3
@@ -122,6 +125,64 @@ def test_decode_with_cache_equals_full_pass(family: str, directory: Callable[...
     result = decode(model, inp, model.encode(inp), CPU, torch.float64)
     assert len(result.steps) > 8
     assert result.max_diff_vs_full < 1e-10, result.max_diff_vs_full
+
+
+# --- every route on each family, through the app (one per layout: post-LN and projected OPT, Falcon's new layout) ---
+
+ROUTED = {
+    "phi": ("phi", {}),
+    "opt350": ("opt", {"do_layer_norm_before": False, "word_embed_proj_dim": 32}),
+    "falcon40": ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),
+    "stablelm": ("stablelm", {}),
+    "distilbert": ("distilbert", {}),
+}
+POST_LN = ("opt350", "distilbert")  # what a later layer reads is no sum of earlier outputs: QK attribution refuses
+TEXT = "the door opens on the garden and the key opens the door"
+
+
+@pytest.fixture(scope="module")
+def client(directory: Callable[..., Path]) -> Iterator[TestClient]:
+    models = ",".join(f"{name}={directory(family, **o)}" for name, (family, o) in ROUTED.items())
+    with make_app_client(models=models, reference=False) as c:
+        yield c
+
+
+def ok(resp: Any) -> Any:
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+@pytest.mark.parametrize("name", ROUTED)
+def test_every_route_answers_on_the_family(name: str, client: TestClient) -> None:
+    decoder = ROUTED[name][0] in MORE_DECODERS
+    body = {"model": name, "text": TEXT}
+    run = ok(client.post("/api/attention", json={**body, "include": ["weights", "final"]}))
+    tokens, entry = run["tokens"], next(m for m in ok(client.get("/api/models"))["models"] if m["name"] == name)
+    assert len(run["layers"]) == entry["n_layers"] and len(run["layers"][0]["heads"]) == entry["n_heads"]
+    assert len(run["final"][0]) == (entry["vocab_size"] if decoder else entry["d_model"])
+    assert len(ok(client.post("/api/heads", json=body))["heads"]) == entry["n_layers"] * entry["n_heads"]
+    ablated = ok(client.post("/api/intervene", json={**body, "ablate": [{"layer": 0, "head": 1}]}))
+    assert max(ablated["final_delta"]) > 0
+    other = [*tokens]
+    other[len(tokens) // 2] = tokens[1] if tokens[1] != tokens[len(tokens) // 2] else tokens[2]
+    metric = {"kind": "logit_diff", "position": len(tokens) - 1, "correct": tokens[1], "wrong": tokens[2]}
+    patch = {"clean": {"model": name, "tokens": tokens}, "corrupted": {"model": name, "tokens": other}}
+    ok(
+        client.post(
+            "/api/patch",
+            json={**patch, "hook": "resid_pre", "metric": metric if decoder else {"kind": "output_distance"}},
+        )
+    )
+    qk = client.post("/api/qk-attribution", json={**body, "layer": 1, "head": 1, "query": len(tokens) - 1, "key": 2})
+    if name in POST_LN:
+        assert_error(qk, 422, "model", "post-norm")
+    else:
+        assert qk.status_code == 200, qk.text
+    decoded = client.post("/api/decode", json={**body, "generate": {"tokens": 3}})
+    if not decoder:
+        assert_error(decoded, 422, "generate", "does not decode")
+        return
+    assert ok(decoded)["max_diff_vs_full"] < WRONG and len(decoded.json()["generated"]) == 3
 
 
 # --- refusals: a feature attnlab does not run is named by its config field, before any tensor is read ---
