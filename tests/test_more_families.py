@@ -260,10 +260,16 @@ def wrong_mapping(monkeypatch: pytest.MonkeyPatch, family: str) -> None:
         raise AssertionError(family)
 
 
-@pytest.mark.parametrize("family", MORE)
+WRONGED = [(f, {}) for f in MORE] + [
+    ("opt", {"do_layer_norm_before": False, "word_embed_proj_dim": 32}),
+    ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),
+]
+
+
+@pytest.mark.parametrize(("family", "overrides"), WRONGED, ids=[f"{f}-{json.dumps(o)}" for f, o in WRONGED])
 def test_wrong_mapping_fails_the_comparison(
-    family: str, directory: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+    family: str, overrides: dict[str, Any], directory: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wrong_mapping(monkeypatch, family)
-    d = diffs(load_checkpoint(family, directory(family)))
+    d = diffs(load_checkpoint(family, directory(family, **overrides)))
     assert max(d.values()) > WRONG, (family, d)
