@@ -6,9 +6,10 @@ writes config.json and model.safetensors (save_pretrained, safetensors) and a to
 tokenizers library on TEXT: byte-level BPE for the decoders and roberta, WordPiece for bert. The configs are small
 (2 layers, width 32, 4 heads) but keep what makes each family itself: grouped K/V (2 K/V heads) where the family
 has it, gemma's head_dim unlike width / heads, gpt_neox's partial rotary (half of each head rotates), mistral's
-sliding window shorter than a probe. Every norm weight and every bias is moved off its initial value (ones and
-zeros), and the matrices are drawn wider than the default 0.02, so a loader that skips a norm, a bias or a scale
-gives other numbers.
+sliding window shorter than a probe; the MORE families (more_config) are each a named real model's config at
+width 64, every other feature as that model ships it. Every norm weight and every bias is moved off its initial
+value (ones and zeros), and the matrices are drawn wider than the default 0.02, so a loader that skips a norm, a
+bias or a scale gives other numbers.
 """
 
 from __future__ import annotations
