@@ -14,7 +14,7 @@ optional pieces that real architectures put around it (norms: engine/norms.py; M
     f          = Norm_post_mlp(MLP(u))      if ln_post_mlp, else MLP(u)  (Gemma-2/3, OLMo-2)
     resid_post = m + f                      if mlp, else m   (a mixture of experts also gives its routing)
     x'         = Norm_mlp(resid_post)       if ln_mlp, else resid_post   what the block passes on
-    logits     = Norm_final(x) W_U          if the model unembeds (after its last layer)
+    logits     = Norm_final(x) W_U + b_U    if the model unembeds (after its last layer); b_U where it has one (Phi-2)
 
 A parallel block (GPT-NeoX's use_parallel_residual) reads x in both branches instead:
 
@@ -79,12 +79,15 @@ class Block:
 class Unembed:
     ln_final: Norm
     W_U: Tensor  # (D, V)
+    b_U: Tensor | None = None  # (V,) a bias on the logits (Phi-2's lm_head); None: none
 
     def __call__(self, x: Tensor) -> Tensor:
-        return self.ln_final(x) @ self.W_U  # (B, S, V)
+        logits = self.ln_final(x) @ self.W_U  # (B, S, V)
+        return logits if self.b_U is None else logits + self.b_U
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> Unembed:
-        return Unembed(self.ln_final.to(device, dtype), self.W_U.to(device=device, dtype=dtype))
+        b_U = None if self.b_U is None else self.b_U.to(device=device, dtype=dtype)
+        return Unembed(self.ln_final.to(device, dtype), self.W_U.to(device=device, dtype=dtype), b_U)
 
 
 @dataclass(frozen=True)

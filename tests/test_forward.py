@@ -295,3 +295,21 @@ def test_a_run_asked_to_stop_stops_at_the_next_layer(
     done.clear()
     models["minilm"].run(RunInput(text=SENTENCE), CPU, torch.float32)  # no stop event: the whole pass
     assert done == [0, 1, 2, 3, 4, 5]
+
+
+def test_unembedding_bias_is_added_and_moves_with_the_network() -> None:
+    """logits = Norm(x) W_U + b_U, and `to` moves b_U with W_U (Phi-2's lm_head has a bias); without one, as before."""
+    from engine.forward import Unembed
+    from engine.norms import LayerNorm
+
+    g = torch.Generator().manual_seed(0)
+    d, v = 8, 5
+    ln = LayerNorm(torch.rand(d, generator=g) + 0.5, torch.randn(d, generator=g))
+    W_U, b_U = torch.randn(d, v, generator=g), torch.randn(v, generator=g)
+    x = torch.randn(1, 3, d, generator=g)
+    plain, biased = Unembed(ln, W_U), Unembed(ln, W_U, b_U)
+    assert torch.equal(biased(x), plain(x) + b_U)
+    moved = biased.to(CPU, torch.float64)
+    assert moved.b_U is not None and moved.b_U.dtype == torch.float64
+    assert torch.allclose(moved(x.double()), (plain(x) + b_U).double(), atol=1e-5)
+    assert (moved(x.double()) - plain.to(CPU, torch.float64)(x.double())).abs().max() > 1e-3  # the bias counts

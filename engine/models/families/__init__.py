@@ -74,21 +74,24 @@ class Sizes:
 class Embedding:
     """ids -> x_0: word embeddings, learned positions and token type 0 where the family has them, a norm, a scale.
 
-    x_0 = Norm(W_E[id] * scale + W_pos[position + position_offset] + W_type)
+    x_0 = Norm(W_E[id] * scale W_in + W_pos[position + position_offset] + W_type)
     """
 
-    W_E: Tensor  # (V, D)
+    W_E: Tensor  # (V, D), or (V, E) with W_in
     W_pos: Tensor | None = None  # (P, D) learned positions
     position_offset: int = 0  # the row of position 0 in W_pos (RoBERTa: padding_idx + 1)
     W_type: Tensor | None = None  # (D,) token type 0
     ln: LayerNorm | None = None  # after the sum (BERT)
     scale: float | None = None  # Gemma: sqrt(D), rounded to the run's dtype as Gemma rounds it
+    W_in: Tensor | None = None  # (E, D) word embeddings narrower than the residual, projected up (OPT's project_in)
 
     def __call__(self, ids: Tensor, start: int = 0) -> Tensor:
         """(S,) ids at positions start .. start + S - 1 -> (S, D), in W_E's dtype."""
         x = self.W_E[ids]
         if self.scale is not None:
             x = x * torch.tensor(self.scale).to(x.dtype)  # a float32 scalar first, as Gemma rounds it
+        if self.W_in is not None:
+            x = x @ self.W_in
         if self.W_pos is not None:
             first = start + self.position_offset
             x = x + self.W_pos[first : first + ids.shape[0]]

@@ -3,12 +3,39 @@ pieces they share (engine/models/families/__init__.py)."""
 
 from __future__ import annotations
 
-from engine.models.families import Family, bert, gpt2, gpt_neox, llama, olmo2, phi3, qwen3, qwen3_moe
+from engine.models.families import (
+    Family,
+    bert,
+    distilbert,
+    falcon,
+    gpt2,
+    gpt_neox,
+    llama,
+    olmo2,
+    opt,
+    phi,
+    phi3,
+    qwen3,
+    qwen3_moe,
+    stablelm,
+)
 
-SUPPORTED: tuple[str, ...] = ("bert", "roberta", "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
-SUPPORTED += ("phi3", "qwen3", "olmo2", "qwen3_moe")
-FAMILIES: tuple[Family, ...] = (*bert.FAMILIES, gpt2.FAMILY, gpt_neox.FAMILY, llama.FAMILY, phi3.FAMILY, qwen3.FAMILY, olmo2.FAMILY)
-FAMILIES += (qwen3_moe.FAMILY,)
+FAMILIES: tuple[Family, ...] = (
+    *bert.FAMILIES,
+    distilbert.FAMILY,
+    gpt2.FAMILY,
+    gpt_neox.FAMILY,
+    llama.FAMILY,
+    phi3.FAMILY,
+    qwen3.FAMILY,
+    qwen3_moe.FAMILY,
+    olmo2.FAMILY,
+    phi.FAMILY,
+    opt.FAMILY,
+    falcon.FAMILY,
+    stablelm.FAMILY,
+)
+SUPPORTED: tuple[str, ...] = tuple(t for f in FAMILIES for t in f.model_types)
 BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
 
 
