@@ -32,8 +32,7 @@ from server.errors import ApiError
 from server.forms import form_of
 from server.runcache import cacheable, run_key
 from server.schemas import AttentionRequest, Weights
-from server.schemas.attention import sends_eligibility
-from server.serialize import ResultCount, check_result_bytes, check_result_size, serialize_run
+from server.serialize import AnswerShape, answer_count, check_result_bytes, check_result_size, serialize_run
 from server.work import WorkShape, check_work_bytes
 from wire.arrays import STREAM_MEDIA_TYPE
 
@@ -592,33 +591,44 @@ def check_budgets(
 ) -> None:
     """Refuse before computing what could not be sent: the numbers the answer holds, what they weigh in the form
     asked, and what the passes hold while they run, whatever the answer sends."""
-    tokens = encoded.tokens
-    s_k = len(encoded.source.tokens) if encoded.source is not None else len(tokens)
-    layers = 1 if req.layer is not None else model.n_layers(inp)
-    heads, s = model.n_heads(inp), len(tokens)
-    # a lower bound: head widths are the model's own unless options or custom weights set them (then 1)
-    info = model.info
-    d_head = 1 if inp.options or inp.weights or not info.d_head else min(info.d_head, info.d_v)
-    matrices = sum(k in req.include for k in ("scores", "weights"))
-    per_layer = heads * s * s_k * matrices
-    per_layer += ("contexts" in req.include) * heads * s * d_head + ("output" in req.include) * heads * s * d_head
-    per_layer += ("qkv" in req.include) * 3 * heads * s * d_head
-    per_layer += ("value_norms" in req.include) * heads * s * s_k + ("head_contributions" in req.include) * heads * s
-    per_layer += (("rollout" in req.include) + ("attention_flow" in req.include)) * s * s_k
-    items = (encoded.batch or 1) * results
-    values = (layers * per_layer + ("final" in req.include) * s * final_width(model)) * items
-    check_result_size(values, budget.values)
-    # eligible and the reasons grids go out with any grid include asks
-    stats = ("stats" in req.include) * heads * (2 * s + heads)
-    booleans = items * s * s_k * (1 + reason_grids(inp, model, encoded)) * sends_eligibility(req.include)
-    one_layer = ResultCount(per_layer * items, stats * items, booleans)
-    every = ResultCount(layers * per_layer * items, layers * stats * items, booleans)
+    n = answer_shape(req, model, inp, encoded, results)
+    every, one_layer = answer_count(req.include, n)
+    check_result_size(every.floats, budget.values)
     dtype = dtype_name(runtime.dtype)
-    check_result_bytes(every, None if layers == 1 else one_layer, form, req.precision, dtype, budget.bytes)
+    check_result_bytes(every, None if n.layers == 1 else one_layer, form, req.precision, dtype, budget.bytes)
+    info = model.info
     d_model = 0 if inp.options or inp.weights else info.d_model or 0
-    shape = WorkShape(model.last_layer(inp) + 1, encoded.batch or 1, heads, s, s_k, d_model)
+    shape = WorkShape(model.last_layer(inp) + 1, encoded.batch or 1, n.heads, n.s, n.s_k, d_model)
     compared = req.dtype is not None and runtime.dtype != torch.float32  # max_diff_vs_float32's float32 pass
     check_work_bytes(shape, runtime.dtype, results, compared, max_work_bytes, field)
+
+
+def answer_shape(
+    req: AttentionRequest, model: AttentionModel, inp: RunInput, encoded: Encoded, results: int
+) -> AnswerShape:
+    """The answer's shape, known once the input is encoded: what INCLUDE's counts read before the run."""
+    s = len(encoded.tokens)
+    s_k = len(encoded.source.tokens) if encoded.source is not None else s
+    heads, info = model.n_heads(inp), model.info
+    # the model's own widths; where options or custom weights set them they are not known before the run, and the
+    # count is a lower bound (1 each) that serialize_run's own count, exact, completes after it
+    own = not (inp.options or inp.weights)
+    d_head, d_v = (info.d_head or 1, info.d_v or 1) if own else (1, 1)
+    d_out = max(info.d_model or 1, heads * d_v) if own else heads  # d_model after W_O, else the heads' concatenation
+    masks = inp.masks if inp.masks is not None else info.default_masks or MaskSpec()
+    return AnswerShape(
+        layers=1 if req.layer is not None else model.n_layers(inp),
+        items=(encoded.batch or 1) * results,
+        heads=heads,
+        s=s,
+        s_k=s_k,
+        d_head=d_head,
+        d_v=d_v,
+        d_out=d_out,
+        final=final_width(model) if "final" in req.include else 0,
+        reasons=reason_grids(inp, model, encoded),
+        blocked=len(masks.blocked),
+    )
 
 
 def reason_grids(inp: RunInput, model: AttentionModel, encoded: Encoded) -> int:
