@@ -20,9 +20,10 @@ import torch
 
 from engine.analysis.attention_flow import FLOW_MAX_TOKENS, flow_work, fused_maps
 from engine.analysis.flow import Fuse
+from engine.analysis.perturb_kernel import Case
 from engine.device import resolve_dtype
 from engine.errors import InputError
-from engine.interventions import NO_INTERVENTIONS, Interventions
+from engine.interventions import NO_INTERVENTIONS, ClassicBug, Interventions
 from engine.masks import MaskSpec
 from engine.models import AttentionModel, ModelRun, RunInput, model_for
 from engine.models.base import Encoded, SourceInput
@@ -91,6 +92,10 @@ class Plan:
         if len(part.layers) > self.last:
             return part
         return cached_run(self.model, self.inp, self.runtime, interventions, self.encoded, after=part)
+
+    def case(self, bug: ClassicBug | None = None) -> Case:
+        """The plan's input as the engine's analyses read it (engine/analysis/perturb_kernel.py), with `bug`."""
+        return Case(self.model, self.inp, self.encoded, self.runtime.device, self.runtime.dtype, bug)
 
     def every_layer(self) -> RunInput:
         """The input with no last layer: analyses run the whole model, whatever layer the result shows."""

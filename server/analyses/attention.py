@@ -76,7 +76,7 @@ def whole_pass_fields(plan: Plan, run: ModelRun, interventions: Interventions, s
     if "audit" in plan.include:
         bound = settings.limit("max_audit_runs")
         with torch.inference_mode():
-            record = audit(plan.model, plan.inp, plan.encoded, run, runtime.device, runtime.dtype, bound)
+            record = audit(plan.case(interventions.bug), run, bound)
         record["perturbation_note"] = unchecked_note(record, bound)
         out["audit"] = record
     return out

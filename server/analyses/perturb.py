@@ -179,18 +179,7 @@ def perturb_route(req: PerturbRequest, ctx: Context) -> PerturbResult:
     else:
         change = Change("token", token=c.token)
     with torch.inference_mode():
-        result = perturb(
-            prepared.model,
-            prepared.inp,
-            prepared.encoded,
-            req.position,
-            change,
-            runtime.device,
-            runtime.dtype,
-            bug=req.demo_bug,
-            item=req.item,
-            side=req.side,
-        )
+        result = perturb(prepared.case(req.demo_bug), req.position, change, item=req.item, side=req.side)
     return PerturbResult(
         model=prepared.model.info.name,
         tokens=result.tokens,
