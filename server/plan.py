@@ -34,7 +34,6 @@ from server.forms import form_of
 from server.runcache import cacheable, run_key
 from server.schemas import AttentionRequest, Weights
 from server.serialize import AnswerShape, answer_count, check_result_bytes, check_result_size, serialize_run
-from server.work import WorkShape, check_work_bytes
 from wire.arrays import STREAM_MEDIA_TYPE
 
 # include items that read Q, K, V or the chapter's audit of a model: typed-in matrices have no projections
@@ -138,10 +137,11 @@ def make_plan(
     computes in the server's and refuses another.
     """
     form = form_of(accept)
-    # the dtype the input's numbers must fit: refused, where it cannot be honoured, at the precision step below
-    dtype = resolve_dtype(req.dtype) if own_dtype and req.dtype is not None else runtime.dtype
     # model
     model = choose_model(req, models)
+    asked = resolve_dtype(req.dtype) if req.dtype is not None else None
+    # the dtype the input's numbers must fit: refused, where it cannot be honoured, at the precision step below
+    dtype = asked if own_dtype and asked is not None else runtime.dtype
     # input
     check_input(req, model, settings, dtype)
     # encoding
@@ -153,10 +153,14 @@ def make_plan(
     if encoded.source is not None:
         where = "source.tokens" if req.source and req.source.tokens is not None else "source.text"
         _check_tokens(len(encoded.source.tokens), where, settings)
-    # layers
+    # layers: what the checks below need of the model, read once here
     last = model.last_layer(inp)  # a 422 naming `layer` when it is past the model's last
-    check_first_layer(req, model, inp, form)
-    layers = (req.layer,) if req.layer is not None else tuple(range(model.n_layers(inp)))
+    n_layers, heads = model.n_layers(inp), model.n_heads(inp)
+    shape = answer_shape(req, model, inp, encoded, results, n_layers, heads)
+    d_model = 0 if inp.options or inp.weights else model.info.d_model or 0
+    work = WorkShape(last + 1, encoded.batch or 1, shape.heads, shape.s, shape.s_k, d_model)
+    check_first_layer(req, n_layers, model.info.name, form)
+    layers = (req.layer,) if req.layer is not None else tuple(range(n_layers))
     # include
     refuse_given(req)
     check_rollout(req, encoded)
@@ -164,10 +168,10 @@ def make_plan(
     several = encoded.batch_tokens is not None or encoded.source is not None
     sinks = sink_positions(req, s_k, encoded.special, several, model.info.name)
     # precision/dtype
-    runtime = request_runtime(req, runtime) if own_dtype else check_dtype(req, runtime)
+    runtime = request_runtime(req, asked, runtime) if own_dtype else check_dtype(asked, runtime)
     # budgets
     budget = Budget(settings.max_result_values, settings.max_result_bytes, settings.limit("max_flow_work"))
-    check_budgets(req, model, inp, encoded, runtime, form, results, budget, settings.max_work_bytes, field)
+    check_budgets(req, shape, work, runtime, form, results, budget, settings.max_work_bytes, field)
     rollout: tuple[Fuse, bool] = (req.rollout.heads, req.rollout.residual) if req.rollout else ("mean", True)
     return Plan(
         req=req,
@@ -414,9 +418,9 @@ def _count(model: AttentionModel, one: RunInput, field: str) -> int:
 # ---- layers ----------------------------------------------------------------------------------------------------------
 
 
-def check_first_layer(req: AttentionRequest, model: AttentionModel, inp: RunInput, form: str) -> None:
+def check_first_layer(req: AttentionRequest, n: int, model: str, form: str) -> None:
     """`first_layer` orders the streamed form's layers: refused by name in any other form, beside `layer`, and past
-    the model's last layer."""
+    the last of the model's `n` layers."""
     if req.first_layer is None:
         return
     if form != "stream":
@@ -426,9 +430,8 @@ def check_first_layer(req: AttentionRequest, model: AttentionModel, inp: RunInpu
         raise ApiError(
             422, "invalid_request", "first_layer orders every layer: leave out layer or first_layer", "first_layer"
         )
-    n = model.n_layers(inp)
     if req.first_layer >= n:
-        why = f"got layer {req.first_layer}: {model.info.name} has layers 0..{n - 1}"
+        why = f"got layer {req.first_layer}: {model} has layers 0..{n - 1}"
         raise ApiError(422, "invalid_request", why, "first_layer")
 
 
@@ -545,13 +548,10 @@ def _cannot_run(device: str, dtype: torch.dtype) -> str | None:
     return None
 
 
-def request_runtime(req: AttentionRequest, runtime: Runtime) -> Runtime:
+def request_runtime(req: AttentionRequest, dtype: torch.dtype | None, runtime: Runtime) -> Runtime:
     """The runtime of this request: the server's, in the request's `dtype` when it gives one (the same run cache,
     keyed on the dtype). A dtype this device cannot compute in is a 422 naming `dtype` and why."""
-    if req.dtype is None:
-        return runtime
-    dtype = resolve_dtype(req.dtype)
-    if dtype == runtime.dtype:
+    if dtype is None or dtype == runtime.dtype:
         return runtime
     why = _cannot_run(str(runtime.device), dtype)
     if why is not None:
@@ -565,10 +565,10 @@ def request_runtime(req: AttentionRequest, runtime: Runtime) -> Runtime:
     return replace(runtime, dtype=dtype)
 
 
-def check_dtype(req: AttentionRequest, runtime: Runtime) -> Runtime:
-    """An endpoint that computes in the server's dtype refuses another by name (request_runtime sets the runtime of
-    the endpoints that honour it)."""
-    if req.dtype is not None and resolve_dtype(req.dtype) != runtime.dtype:
+def check_dtype(dtype: torch.dtype | None, runtime: Runtime) -> Runtime:
+    """An endpoint that computes in the server's dtype refuses another (`dtype`, the request's) by name
+    (request_runtime sets the runtime of the endpoints that honour it)."""
+    if dtype is not None and dtype != runtime.dtype:
         raise ApiError(
             422,
             "invalid_request",
@@ -581,12 +581,73 @@ def check_dtype(req: AttentionRequest, runtime: Runtime) -> Runtime:
 
 # ---- budgets ---------------------------------------------------------------------------------------------------------
 
+# The memory a forward pass holds, estimated before it runs, and bounded by ATTNLAB_MAX_WORK_BYTES.
+#
+# The answer's bytes are counted from server/serialize.py's INCLUDE, but a run keeps more than it sends: every
+# layer's scores and weights (B x H x S x S_k each) stay on the run for the views, the cache and the next request,
+# whatever `include` asks for. A batch of 16 minilm texts of 510 words with `include: []` answered a few kilobytes
+# and peaked at +9.9 GB in float64 (+2.0 GB in float32). So, per forward pass:
+#
+#     kept       layers x (2 x B x H x S x S_k  +  ACTIVATIONS x B x S x D) x itemsize
+#     working    B x H x S x S_k x max(itemsize, 4)    the softmax's copy of one layer (half precision: float32 first)
+#     masks      B x S x S_k bytes                      the eligibility grid
+#
+# times the forwards the answer needs: an intervention's before and after, and the float32 pass a request with
+# another `dtype` is compared with (max_diff_vs_float32).
+
+ACTIVATIONS = 12  # B x S x D tensors a layer keeps: q, k, v, contexts, output, the residual stream, norms, the MLP
+
+
+@dataclass(frozen=True)
+class WorkShape:
+    """What sets a forward pass's memory, known once the input is tokenised."""
+
+    layers: int  # layers the pass computes
+    batch: int
+    heads: int
+    s: int
+    s_k: int
+    d_model: int  # 0 where the model's width is not known before the run (its activations are then left out)
+
+    def bytes(self, dtype: torch.dtype) -> int:
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        grid = self.batch * self.heads * self.s * self.s_k
+        kept = self.layers * (2 * grid + ACTIVATIONS * self.batch * self.s * self.d_model) * itemsize
+        return kept + grid * max(itemsize, 4) + self.batch * self.s * self.s_k
+
+
+def work_bytes(shape: WorkShape, dtype: torch.dtype, forwards: int, compared: bool) -> int:
+    """Bytes the answer's forward passes hold at once: `forwards` in `dtype`, and one more in float32 when the
+    answer is `compared` with it."""
+    return shape.bytes(dtype) * forwards + (shape.bytes(torch.float32) if compared else 0)
+
+
+def check_work_bytes(
+    shape: WorkShape, dtype: torch.dtype, forwards: int, compared: bool, limit: int, field: str
+) -> None:
+    """A 413 before the run when its passes would hold more than `limit` bytes, naming `dtype` where float32 alone
+    would fit, else the input (`field`) to shorten."""
+    size = work_bytes(shape, dtype, forwards, compared)
+    if size <= limit:
+        return
+    name = str(dtype).removeprefix("torch.")
+    in_float32 = work_bytes(shape, torch.float32, forwards, False)
+    fits = compared and in_float32 <= limit
+    advice = f"ask for float32 ({in_float32:,} bytes)" if fits else "send fewer or shorter texts, or ask for one layer"
+    raise ApiError(
+        413,
+        "too_large",
+        f"this run would hold about {size:,} bytes in {name} ({shape.layers} layers x {shape.batch} x {shape.heads} "
+        f"heads x {shape.s} x {shape.s_k} scores and weights), limit {limit:,} (set by ATTNLAB_MAX_WORK_BYTES on "
+        f"this server): {advice}",
+        "dtype" if fits else field,
+    )
+
 
 def check_budgets(
     req: AttentionRequest,
-    model: AttentionModel,
-    inp: RunInput,
-    encoded: Encoded,
+    n: AnswerShape,
+    work: WorkShape,
     runtime: Runtime,
     form: str,
     results: int,
@@ -594,27 +655,30 @@ def check_budgets(
     max_work_bytes: int,
     field: str,
 ) -> None:
-    """Refuse before computing what could not be sent: the numbers the answer holds, what they weigh in the form
-    asked, and what the passes hold while they run, whatever the answer sends."""
-    n = answer_shape(req, model, inp, encoded, results)
+    """Refuse before computing what could not be sent: the numbers the answer holds (shape `n`), what they weigh in
+    the form asked, and what the passes hold while they run (`work`), whatever the answer sends."""
     every, one_layer = answer_count(req.include, n)
     check_result_size(every.floats, budget.values)
     dtype = dtype_name(runtime.dtype)
     check_result_bytes(every, None if n.layers == 1 else one_layer, form, req.precision, dtype, budget.bytes)
-    info = model.info
-    d_model = 0 if inp.options or inp.weights else info.d_model or 0
-    shape = WorkShape(model.last_layer(inp) + 1, encoded.batch or 1, n.heads, n.s, n.s_k, d_model)
     compared = req.dtype is not None and runtime.dtype != torch.float32  # max_diff_vs_float32's float32 pass
-    check_work_bytes(shape, runtime.dtype, results, compared, max_work_bytes, field)
+    check_work_bytes(work, runtime.dtype, results, compared, max_work_bytes, field)
 
 
 def answer_shape(
-    req: AttentionRequest, model: AttentionModel, inp: RunInput, encoded: Encoded, results: int
+    req: AttentionRequest,
+    model: AttentionModel,
+    inp: RunInput,
+    encoded: Encoded,
+    results: int,
+    n_layers: int,
+    heads: int,
 ) -> AnswerShape:
-    """The answer's shape, known once the input is encoded: what INCLUDE's counts read before the run."""
+    """The answer's shape, known once the input is encoded (the model's `n_layers` of `heads` heads for it): what
+    INCLUDE's counts read before the run."""
     s = len(encoded.tokens)
     s_k = len(encoded.source.tokens) if encoded.source is not None else s
-    heads, info = model.n_heads(inp), model.info
+    info = model.info
     # the model's own widths; where options or custom weights set them they are not known before the run, and the
     # count is a lower bound (1 each) that serialize_run's own count, exact, completes after it
     own = not (inp.options or inp.weights)
@@ -622,7 +686,7 @@ def answer_shape(
     d_out = max(info.d_model or 1, heads * d_v) if own else heads  # d_model after W_O, else the heads' concatenation
     masks = inp.masks if inp.masks is not None else info.default_masks or MaskSpec()
     return AnswerShape(
-        layers=1 if req.layer is not None else model.n_layers(inp),
+        layers=1 if req.layer is not None else n_layers,
         items=(encoded.batch or 1) * results,
         heads=heads,
         s=s,
