@@ -154,8 +154,13 @@ def test_a_slow_download_shows_how_much_has_come(page: Page, page_log: PageLog, 
               '#busy [data-role=label]'); return [b.hidden ? -1 : b.value, b.max, l.textContent]; }"""
         )
         seen.append(tuple(got))
-        # the next thing the indicator says (it says nothing once the run is in)
-        page.wait_for_function("(t) => document.querySelector('#busy [data-role=label]').textContent !== t", arg=got[2])
+        # the next thing the indicator says, or the indicator gone (the run came in while we read it: the label
+        # then keeps its last words, hidden, and waiting for them to change would wait forever)
+        page.wait_for_function(
+            """(t) => document.querySelector('#busy [data-role=label]').textContent !== t
+                || !document.querySelector('[data-testid=busy-indicator] [data-role=pill]').checkVisibility()""",
+            arg=got[2],
+        )
     first = [x for x in seen if re.fullmatch(r"Receiving [\d.]+ of [\d.]+ (kB|MB)…", x[2])]
     rest = [x for x in seen if x[2].startswith("Receiving the other 5 layers: ")]
     assert first and len(rest) >= 3, seen  # it moved while we watched
