@@ -99,6 +99,7 @@ class Routing:
 
     experts: Tensor  # (B, S, k) expert ids, the most probable first
     weights: Tensor  # (B, S, k) each one's weight p_e
+    n_experts: int = 0  # the experts the layer chooses among
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,7 @@ class MixtureOfExperts:
         top, experts = p.topk(self.top_k, dim=-1)  # (B, S, k) each
         if self.norm_topk:
             top = top / top.sum(dim=-1, keepdim=True)
-        return Routing(experts, top.to(x.dtype))
+        return Routing(experts, top.to(x.dtype), self.n_experts)
 
     def routed(self, x: Tensor) -> tuple[Tensor, Routing]:
         """x (B, S, D) -> MoE(x) (B, S, D) and the routing it used."""

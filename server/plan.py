@@ -164,6 +164,7 @@ def make_plan(
     # include
     refuse_given(req)
     check_rollout(req, encoded)
+    check_experts(req, model)
     s_k = len(encoded.source.tokens) if encoded.source is not None else len(encoded.tokens)
     several = encoded.batch_tokens is not None or encoded.source is not None
     sinks = sink_positions(req, s_k, encoded.special, several, model.info.name)
@@ -466,6 +467,18 @@ def refuse_given(req: AttentionRequest) -> None:
         )
 
 
+def check_experts(req: AttentionRequest, model: AttentionModel) -> None:
+    """`experts` reads a mixture of experts' routing: a model whose feed-forward is dense in every layer has none."""
+    if "experts" in req.include and model.info.experts is None:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"{model.info.name} has no mixture of experts (its feed-forward is one dense network in every layer): "
+            "leave experts out of include",
+            "include",
+        )
+
+
 def check_rollout(req: AttentionRequest, encoded: Encoded) -> None:
     """Rollout's options need include rollout or attention_flow; both need keys that are the queries' own
     positions; attention flow is a max-flow per pair, for up to FLOW_MAX_TOKENS positions."""
@@ -695,6 +708,7 @@ def answer_shape(
         d_v=d_v,
         d_out=d_out,
         final=final_width(model) if "final" in req.include else 0,
+        top_k=model.info.experts[1] if model.info.experts is not None else 0,
         reasons=reason_grids(inp, model, encoded),
         blocked=len(masks.blocked),
     )

@@ -109,6 +109,7 @@ class AnswerShape:
     final: int  # columns of the model's final output
     reasons: int  # reasons grids: one per mask in force
     blocked: int  # blocked cells the masks name
+    top_k: int = 0  # experts each position uses, in a mixture-of-experts model
 
 
 # A HeadStats holds four per-query lists at most (entropy, masked_share, masked_weight, zero_rows), one list of the
@@ -155,6 +156,8 @@ INCLUDE: dict[str, Item] = {
     "value_norms": Item(("value_norms",), "head", floats=lambda n: n.heads * n.s * n.s_k, grid=True),
     "head_contributions": Item(("contribution",), "head", floats=lambda n: n.heads * n.s),
     "eligibility": Item(("eligible", "reasons"), "answer", grid=True),
+    # the gates as floats, the expert ids and the layer's count and top_k as JSON numbers
+    "experts": Item(("experts",), "layer", floats=lambda n: n.s * n.top_k, numbers=lambda n: n.s * n.top_k + 2),
 }
 HEAD_TENSORS = {"contribution": head_contributions, "value_norms": value_norms}  # the rest are the layer's own
 KV_FIELDS = ("k", "v")  # sent per head from its K/V group
@@ -409,6 +412,16 @@ def _layer(
     for name, m in (whole or {}).items():
         r = as_numpy(m, precision, f"layer {i}'s {name}")
         layer[name] = r if batched else r[0]
+    routing = run.layers[i].routing
+    if "experts" in include and routing is not None:
+        gates = as_numpy(routing.weights, precision, f"layer {i}'s expert gates")
+        ids = routing.experts.cpu().tolist()
+        layer["experts"] = {
+            "count": routing.n_experts,
+            "top_k": routing.experts.shape[-1],
+            "ids": ids if batched else ids[0],
+            "gates": gates if batched else gates[0],
+        }
     if "stats" in include:
         similarity = [sim.float().numpy() for sim in sims]
         layer["head_similarity"] = np.stack(similarity) if batched else similarity[0]

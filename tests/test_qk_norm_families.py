@@ -469,6 +469,29 @@ def test_the_api_runs_the_families_and_says_why_where_it_cannot(family: str, api
     assert "before adding" in assert_error(attributed, 422, "model")["message"]
 
 
+def test_the_answer_says_which_experts_each_position_used(api: TestClient, directory: Callable[..., Path]) -> None:
+    """include experts: per layer and position the experts chosen (the most probable first) and their gates, the
+    same as the engine's routing; /api/models says each model's experts; a dense model refuses the item by name."""
+    models = {m["name"]: m for m in api.get("/api/models").json()["models"]}
+    assert models["qwen3_moe"]["experts"] == {"count": 8, "top_k": 2} and models["qwen3"]["experts"] is None
+    answer = api.post("/api/attention", json={"model": "qwen3_moe", "text": PROBE, "include": ["weights", "experts"]})
+    assert answer.status_code == 200, answer.text[:300]
+    run = load_checkpoint("qwen3_moe", directory("qwen3_moe"), reference=False).run(
+        RunInput(text=PROBE), CPU, torch.float32
+    )
+    for layer, trace in zip(answer.json()["layers"], run.layers, strict=True):
+        experts, routing = layer["experts"], trace.routing
+        assert routing is not None and experts["count"] == 8 and experts["top_k"] == 2
+        assert experts["ids"] == routing.experts[0].tolist()  # S x 2, the most probable first
+        gates = torch.tensor(experts["gates"])
+        torch.testing.assert_close(gates, routing.weights[0])
+        torch.testing.assert_close(gates.sum(-1), torch.ones(len(run.tokens)))  # norm_topk_prob: they sum to 1
+    batch = api.post("/api/attention", json={"model": "qwen3_moe", "texts": [PROBE, "the key"], "include": ["experts"]})
+    assert batch.status_code == 200 and len(batch.json()["layers"][0]["experts"]["ids"]) == 2  # B x S x k
+    dense = api.post("/api/attention", json={"model": "qwen3", "text": PROBE, "include": ["experts"]})
+    assert "no mixture of experts" in assert_error(dense, 422, "include")["message"]
+
+
 def worst_sum(model: CheckpointModel, layer: int, cells: list[tuple[int, int]]) -> float:
     """The largest |sum of the QK attribution's terms - the score| over every head at these cells, in float64."""
     inp = RunInput(text=PROBE)

@@ -15,6 +15,7 @@ import torch
 from tokenizers import Tokenizer
 
 from engine.errors import InputError
+from engine.feedforward import MixtureOfExperts
 from engine.forward import ForwardResult, Network
 from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunConfig, RunInput
 from engine.models.declare import Capabilities
@@ -23,6 +24,15 @@ from engine.normaliser import check_length
 from engine.tokens import TokenizerFailed, TokenPieces, encode
 
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog because it was in a hurry."
+
+
+def experts_of(net: Network) -> tuple[int, int] | None:
+    """(experts, experts each position uses) of the network's mixture-of-experts layers; None where every layer's
+    feed-forward is one dense network."""
+    for block in net.blocks:
+        if isinstance(block.mlp, MixtureOfExperts):
+            return block.mlp.n_experts, block.mlp.top_k
+    return None
 
 
 class CheckpointModel(AttentionModel):
@@ -90,6 +100,7 @@ class CheckpointModel(AttentionModel):
             family=family,
             vocab_size=sizes.vocab_size,
             max_positions=sizes.max_positions,
+            experts=experts_of(mapped.network),
         )
 
     def _frame(self) -> tuple[list[str], list[str]]:

@@ -36,6 +36,7 @@ class ModelInfo:
     family: str | None = None  # a checkpoint's config model_type ("gpt2", "llama", ...)
     vocab_size: int | None = None  # ids the model embeds and predicts over, where it has a vocabulary of ids
     max_positions: int | None = None  # positions the model was made for (a checkpoint's config)
+    experts: tuple[int, int] | None = None  # a mixture of experts: (experts per layer, experts each position uses)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,14 @@ from engine.models import AttentionModel
 from engine.models.declare import INPUT_FIELDS
 from server.deps import ModelsDep
 from server.schemas.errors import ANY_ROUTE, errors
-from server.schemas.models import ModelCapabilities, ModelEntry, ModelReference, ModelsResponse, UnavailableModel
+from server.schemas.models import (
+    ModelCapabilities,
+    ModelEntry,
+    ModelExperts,
+    ModelReference,
+    ModelsResponse,
+    UnavailableModel,
+)
 
 router = APIRouter(prefix="/api", tags=["models"], responses=errors(*ANY_ROUTE))
 
@@ -54,4 +61,5 @@ def entry(model: AttentionModel) -> ModelEntry:
         defaults=i.defaults,
         breaks=dict(model.breaks),
         vocab=i.vocab,
+        experts=None if i.experts is None else ModelExperts(count=i.experts[0], top_k=i.experts[1]),
     )

@@ -28,6 +28,7 @@ Include = Literal[
     "value_norms",
     "head_contributions",
     "eligibility",
+    "experts",
 ]
 DEFAULT_INCLUDE: list[Include] = ["scores", "weights", "stats"]
 
@@ -313,6 +314,23 @@ class LayerResult(BaseModel):
         None,
         description="with include attention_flow: F_l after this layer, S x S (B x S x S for a batch); row q is the "
         "max-flow from position q after this layer to each input position, divided by the row's sum",
+    )
+    experts: ExpertsOut | None = Field(
+        None,
+        description="with include experts, in a layer whose feed-forward is a mixture of experts: the experts each "
+        "position used and their weights; null in a dense layer (Qwen3-MoE's mlp_only_layers)",
+    )
+
+
+class ExpertsOut(BaseModel):
+    count: int = Field(description="experts in the layer")
+    top_k: int = Field(description="experts each position uses")
+    ids: list[list[int]] | list[list[list[int]]] = Field(
+        description="per position the experts it used, the most probable first: S x top_k (B x S x top_k for a batch)"
+    )
+    gates: Matrices = Field(
+        description="each chosen expert's weight in the position's sum, in the order of `ids`: S x top_k "
+        "(B x S x top_k for a batch)"
     )
 
 

@@ -46,6 +46,11 @@ class ModelReference(Served):
     reason: str | None = Field(None, description="why it was not compared (transformers not installed, say)")
 
 
+class ModelExperts(Served):
+    count: int = Field(description="experts in each mixture-of-experts layer")
+    top_k: int = Field(description="experts each position uses")
+
+
 class ModelEntry(Served):
     name: str
     description: str
@@ -91,6 +96,11 @@ class ModelEntry(Served):
         "(fixed_qk: one fixed W_Q W_K^T per head); the statistics that make them are null in its answers",
     )
     vocab: list[str] | None = None
+    experts: ModelExperts | None = Field(
+        None,
+        description="a mixture-of-experts model's experts per layer and how many each position uses (an answer "
+        "with include experts says which, per layer and position); null: a dense feed-forward in every layer",
+    )
 
 
 class UnavailableModel(Served):
