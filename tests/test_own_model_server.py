@@ -122,6 +122,7 @@ def test_a_pickle_is_never_opened_and_the_server_starts(unloadable_server: Unloa
     assert "convert" in reasons["bad"].lower()
     assert "not a directory" in reasons["gone"] and str(made) not in reasons["gone"]  # no server path
     assert "t5" in reasons["t5"] and "llama" in reasons["t5"]  # says which families it reads
+    assert "encoder-decoder" in reasons["t5"]  # and why T5 is not one of them
     refused = httpx.post(f"{base}/api/attention", json={"model": "bad", "text": "a"})
     assert refused.status_code == 422 and refused.json()["error"]["field"] == "model"
     assert "pytorch_model.bin" in refused.json()["error"]["message"]
