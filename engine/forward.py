@@ -5,11 +5,13 @@ optional pieces that real architectures put around it (norms: engine/norms.py; M
 
     resid_pre  = x
     h          = Norm_pre(x)                if ln_pre          (pre-LN decoders: induction, GPT-2, LLaMA)
-    attn       = Attention(h)               engine.attention.attention, with this layer's interventions
-    resid_mid  = x + attn.output            if residual, else attn.output (a single attention layer)
+    E          = eligible AND |q - k| < window   if the block has its own window, else eligible
+    attn       = Attention(h, E)            engine.attention.attention, with this layer's interventions
+    a          = Norm_post_attn(attn.output) if ln_post_attn, else attn.output   (Gemma-2/3's sandwich norms)
+    resid_mid  = x + a                      if residual, else a (a single attention layer)
     m          = Norm_attn(resid_mid)       if ln_attn, else resid_mid   (post-LN encoders: BERT, MiniLM)
     u          = Norm_pre_mlp(m)            if ln_pre_mlp, else m        (pre-LN: what the MLP reads)
-    resid_post = m + MLP(u)                 if mlp, else m
+    resid_post = m + Norm_post_mlp(MLP(u))  if mlp (the norm if ln_post_mlp), else m
     x'         = Norm_mlp(resid_post)       if ln_mlp, else resid_post   what the block passes on
     logits     = Norm_final(x) W_U          if the model unembeds (after its last layer)
 
@@ -20,6 +22,13 @@ A parallel block (GPT-NeoX's use_parallel_residual) reads x in both branches ins
 
 so resid_mid there is x plus the attention branch alone: the stream as it would stand had the MLP not run, a sum
 the model itself never passes on.
+
+A layer's kind: one eligibility E_0 (the request's masks: causal, padding, a window, blocked cells) comes in for
+every layer, and a block with its own `window` (Gemma-2's and Gemma-3's local layers) narrows it for itself alone,
+so a local layer and a global one in the same pass see E_0 AND |q - k| < window and E_0. The window counts
+positions (a query decoded after a KV cache sits at the cache's length), so the cache and the whole pass agree;
+the layer's E is what its AttentionOutput.eligible holds, and what the answer reports for it. The layer's rotary
+(its theta) is its own already: AttentionWeights.rotary.
 
 Every intermediate has a name, TransformerLens's hook name with TransformerLens's meaning, without hooks
 registered on modules (global state that outlives a run): `engine.hooks.cache(result)`, the table in engine/hooks.py.
@@ -37,7 +46,9 @@ from engine.attention import AllMaskedPolicy, AttentionOutput, AttentionWeights,
 from engine.blockwise import BlockMask
 from engine.feedforward import MLP
 from engine.interventions import NO_INTERVENTIONS, Interventions, shift_input
+from engine.masks import within_window
 from engine.norms import Norm
+from engine.softcap import softcap_
 from engine.timing import timed
 
 
@@ -51,6 +62,9 @@ class Block:
     ln_mlp: Norm | None = None  # after the feed-forward residual (post-LN)
     ln_pre_mlp: Norm | None = None  # before the feed-forward, off the residual (pre-LN decoders)
     parallel: bool = False  # attention and feed-forward both read x (GPT-NeoX): x' = x + Attn(.) + MLP(.)
+    window: int | None = None  # this layer's own window, ANDed with the request's masks (a local layer); None: global
+    ln_post_attn: Norm | None = None  # on the attention output, before it joins the residual (Gemma-2/3)
+    ln_post_mlp: Norm | None = None  # on the feed-forward output, before it joins the residual (Gemma-2/3)
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> Block:
         def move(m: Norm | None) -> Norm | None:
@@ -65,19 +79,58 @@ class Block:
             ln_mlp=move(self.ln_mlp),
             ln_pre_mlp=move(self.ln_pre_mlp),
             parallel=self.parallel,
+            window=self.window,
+            ln_post_attn=move(self.ln_post_attn),
+            ln_post_mlp=move(self.ln_post_mlp),
         )
+
+    @property
+    def kind(self) -> str:
+        """'local 512' for a layer with its own window of 512, else 'global' (what /api/models says of it)."""
+        return "global" if self.window is None else f"local {self.window}"
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """What kind of attention one layer is, as /api/models says it: local (its own window) or global, its rotary
+    theta, its score softcap."""
+
+    index: int
+    kind: str  # "local" (the block has its own window) or "global"
+    window: int | None  # the local window; None for a global layer
+    rope_theta: float | None  # the layer's rotary base; None without rotary
+    softcap: float | None  # the layer's score softcap; None without one
+
+
+def layer_kinds(net: Network) -> tuple[LayerKind, ...]:
+    """Every layer's kind, in order."""
+    return tuple(
+        LayerKind(
+            i,
+            "global" if b.window is None else "local",
+            b.window,
+            None if b.attn.rotary is None else b.attn.rotary.theta,
+            b.attn.softcap,
+        )
+        for i, b in enumerate(net.blocks)
+    )
 
 
 @dataclass(frozen=True)
 class Unembed:
+    """logits = Norm_final(x) W_U, then c tanh(logits / c) where the model caps its logits (Gemma-2's final
+    softcap c: engine/softcap.py)."""
+
     ln_final: Norm
     W_U: Tensor  # (D, V)
+    softcap: float | None = None  # final-logit softcap c; None: the logits as the product makes them
 
     def __call__(self, x: Tensor) -> Tensor:
-        return self.ln_final(x) @ self.W_U  # (B, S, V)
+        logits = self.ln_final(x) @ self.W_U  # (B, S, V)
+        return logits if self.softcap is None else softcap_(logits, self.softcap)
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> Unembed:
-        return Unembed(self.ln_final.to(device, dtype), self.W_U.to(device=device, dtype=dtype))
+        return Unembed(self.ln_final.to(device, dtype), self.W_U.to(device=device, dtype=dtype), self.softcap)
 
 
 @dataclass(frozen=True)
@@ -131,6 +184,7 @@ class LayerTrace:
     mlp_in: Tensor | None = None  # (B, S, D') Norm_attn(resid_mid) in a post-LN block
     resid_post: Tensor | None = None  # (B, S, D') before Norm_mlp, in a block that has one (else resid_out)
     mlp_norm: Tensor | None = None  # (B, S, D) Norm_pre_mlp(.), what the feed-forward read, in a pre-LN block
+    window: int | None = None  # the block's own window (a local layer): attn.eligible is the masks narrowed by it
 
 
 @dataclass
@@ -164,7 +218,7 @@ def block_forward(
     out = attention(
         h,
         block.attn,
-        eligible,
+        layer_eligible(eligible, block.window),
         scale=scale,
         all_masked=all_masked,
         interventions=interventions.for_layer(index),
@@ -174,7 +228,8 @@ def block_forward(
     patch = interventions.patch
     if patch is not None and patch.hook == "attn_out":
         out = replace(out, output=patch.apply("attn_out", index, out.output))
-    mid = x + out.output if block.residual else out.output
+    a = block.ln_post_attn(out.output) if block.ln_post_attn is not None else out.output
+    mid = x + a if block.residual else a
     m = block.ln_attn(mid) if block.ln_attn is not None else mid
     read = x if block.parallel else m
     u = block.ln_pre_mlp(read) if block.ln_pre_mlp is not None else read
@@ -183,7 +238,7 @@ def block_forward(
         mlp_out = block.mlp(u)
         if patch is not None and patch.hook == "mlp_out":
             mlp_out = patch.apply("mlp_out", index, mlp_out)
-        post = m + mlp_out
+        post = m + (block.ln_post_mlp(mlp_out) if block.ln_post_mlp is not None else mlp_out)
     y = block.ln_mlp(post) if block.ln_mlp is not None else post
     return LayerTrace(
         index,
@@ -197,7 +252,23 @@ def block_forward(
         mlp_in=m if block.ln_attn is not None else None,
         resid_post=post if block.ln_mlp is not None else None,
         mlp_norm=u if block.ln_pre_mlp is not None else None,
+        window=block.window,
     )
+
+
+def layer_eligible(eligible: Tensor | BlockMask, window: int | None) -> Tensor | BlockMask:
+    """What one layer attends under: the request's eligibility narrowed by the layer's own window, if any."""
+    if window is None:
+        return eligible
+    if isinstance(eligible, BlockMask):
+        return eligible.within(window)
+    return within_window(eligible, window)
+
+
+def narrowest(net: Network) -> int | None:
+    """The narrowest window of any layer's own (None: every layer global): under it a row loses the most keys, so
+    a batch's padding rows that some local layer leaves without a key are found by it."""
+    return min((b.window for b in net.blocks if b.window is not None), default=None)
 
 
 def forward(

@@ -15,7 +15,10 @@ layer computed (rotary is linear at a fixed position). "L1H3 attends to 'cat' be
 token into the key": the largest term names L0H1 on the key side.
 
 A post-norm model (BERT, MiniLM) renormalises the stream after every layer, so what a layer reads is not a sum
-of what earlier layers wrote: it has no such decomposition, and is refused with that reason.
+of what earlier layers wrote: it has no such decomposition, and is refused with that reason; so is a model that
+normalises each sublayer's output before adding it (Gemma-2/3's post-norms). A layer that softcaps its scores
+(Gemma-2: c tanh(q . k / c)) computes a score that is not the sum of the q . k terms either (tanh of a sum is not
+a sum of tanhs), and is refused with that reason.
 """
 
 from __future__ import annotations
@@ -59,6 +62,12 @@ def post_norm_reason(net: Network) -> str | None:
                 "later layer reads is not a sum of what earlier layers wrote: QK attribution needs a pre-norm model "
                 "(induction, pycode, GPT-2, LLaMA-family checkpoints)"
             )
+        if b.ln_post_attn is not None or b.ln_post_mlp is not None:
+            return (
+                f"layer {i} normalises each sublayer's output before adding it to the residual stream (Gemma's "
+                "post-norms), so what a later layer reads is not a sum of what earlier heads wrote: QK attribution "
+                "needs a pre-norm model whose sublayers add their outputs as they are"
+            )
         if not b.residual:
             return f"layer {i} has no residual stream (its output is the attention output alone): nothing to sum"
     return None
@@ -101,6 +110,14 @@ def frozen_norm(norm: object | None, x: Tensor, parts: Tensor) -> tuple[Tensor, 
 def qk_attribution(run: ModelRun, net: Network, layer: int, head: int, query: int, key: int) -> QKAttribution:
     """Every (query source, key source) term of the score of `head` in `layer` at (query, key); see the module
     docstring. `run` is a pass of one sequence through `net` (without interventions)."""
+    cap = net.blocks[layer].attn.softcap if 0 <= layer < len(net.blocks) else None
+    if cap is not None:
+        raise InputError(
+            "layer",
+            f"layer {layer} softcaps its scores ({cap:g} tanh(q . k / {cap:g}), as Gemma-2 does), so a score is not "
+            "the sum of the q . k terms of its sources: QK attribution needs a layer whose scores are the plain "
+            "scaled q . k",
+        )
     why = post_norm_reason(net)
     if why is not None:
         raise InputError("model", why)
