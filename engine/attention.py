@@ -3,6 +3,11 @@
     Q = X W_Q + b_Q          per head h: (S, d_head)
     K = X W_K + b_K          per K/V group g: (S, d_head)
     V = X W_V + b_V          per K/V group g: (S, d_v)
+    Q, K = N_Q(Q), N_K(K)    q/k norms, in layers that have them (engine/norms.py), over one of two spans:
+                               per head        q_h = RMSNorm(q_h) with one weight (d_head,) for every head
+                                               (Qwen3, Gemma-3; Gemma's scales by 1 + w)
+                               per projection  [q_1 | ... | q_H] = RMSNorm([q_1 | ... | q_H]) over H * d_head,
+                                               weight (H * d_head,); K over G * d_head (OLMo-2)
     Q, K = R(Q), R(K)        rotary position embeddings, in layers that have them (engine/rotary.py)
     scores  = Q K^T / sqrt(d_head)          (scaling switchable; a layer may declare another factor)
     scores  = c tanh(scores / c)            in a layer that declares a softcap c (Gemma-2): engine/softcap.py
@@ -13,7 +18,10 @@
     output  = concat_h(context_h) W_O + b_O  (the concatenation itself when there is no W_O)
 
 Grouped K/V: `n_kv_heads` divides `n_heads`, and query head h reads K/V group h // (n_heads / n_kv_heads).
-A KV cache holds keys already rotated; new positions rotate from the cache's length on.
+A KV cache holds keys already normed and rotated; new positions are normed alone (a norm reads one position) and
+rotate from the cache's length on.
+Hook points follow TransformerLens (engine/hooks.py): hook_q / hook_k are the projections before the q/k norm,
+attn.q_norm.hook_normalized / attn.k_norm.hook_normalized what the norms make, hook_rot_q / hook_rot_k after rotary.
 Every intermediate tensor is returned by name in `AttentionOutput`, so nothing is recomputed to show it.
 """
 
@@ -32,9 +40,10 @@ from engine.blockwise import BlockMask
 from engine.errors import InputError
 from engine.finite import cannot_overflow, is_finite, refuse_first_non_finite, require_finite
 from engine.interventions import SOFTMAX_BUGS, LayerInterventions, ablate_contexts, edit_weights, shift_values
+from engine.norms import Norm
 from engine.softcap import softcap_
 from engine.softmax import buggy_softmax, check_policy, masked_softmax, softmax_contexts
-from engine.weights import AttentionWeights
+from engine.weights import AttentionWeights, QKNormOver
 
 AllMaskedPolicy = Literal["error", "zero"]
 
@@ -53,9 +62,11 @@ class AttentionOutput:
     concat: Tensor  # (B, S, H * d_v)
     output: Tensor  # (B, S, d_out)
     scale_factor: float  # what Q K^T was multiplied by
-    q_pre_rotary: Tensor | None = None  # (B, H, S, d_head) queries before rotary; None without it
+    q_pre_rotary: Tensor | None = None  # (B, H, S, d_head) queries before rotary (after any q norm); None without it
     k_pre_rotary: Tensor | None = None  # (B, G, S, d_head) this pass's keys before rotary (not the cache's)
     lse: Tensor | None = None  # (B, H, S) each row's log-sum-exp, in a long run (whose scores and weights are empty)
+    q_projected: Tensor | None = None  # (B, H, S, d_head) queries as projected, before the q norm; None without one
+    k_projected: Tensor | None = None  # (B, G, S, d_head) this pass's keys before the k norm; None without one
 
 
 def from_concatenated(
@@ -148,6 +159,24 @@ def per_head_product(x: Tensor, M: Tensor, b: Tensor | None, n: int) -> Tensor:
     return y.view(*y.shape[:-1], n, -1).transpose(1, 2)
 
 
+def normalise_qk(q: Tensor, k: Tensor, w: AttentionWeights) -> tuple[Tensor, Tensor]:
+    """Q (B, H, S, d_head) and K (B, G, S_k, d_head) through the layer's q and k norms, each left as it is where
+    the layer has none: over each head's d_head vector, or over each position's whole projection."""
+    return norm_heads(q, w.q_norm, w.qk_norm_over), norm_heads(k, w.k_norm, w.qk_norm_over)
+
+
+def norm_heads(t: Tensor, norm: Norm | None, over: QKNormOver) -> Tensor:
+    """(B, n, S, e) through `norm` over each head's e dims ("head"), or over the n * e of a position ("projection",
+    the (B, S, n * e) projection as the layer made it, split into heads again after)."""
+    if norm is None:
+        return t
+    if over == "head":
+        return norm(t)
+    b, n, s, e = t.shape
+    whole = norm(t.transpose(1, 2).reshape(b, s, n * e))  # (B, S, n * e)
+    return whole.view(b, s, n, e).transpose(1, 2)
+
+
 def expand_groups(t: Tensor, n_heads: int) -> Tensor:
     """(B, G, S, e) -> (B, H, S, e): each K/V group serves n_heads / G consecutive query heads."""
     groups = t.shape[1]
@@ -234,6 +263,8 @@ def attention(
     if interventions is not None and interventions.value:
         v = shift_values(v, interventions.value)  # only the new positions' values (a cache's are the past's)
     steps = [(q, "Q", "weights.w_q"), (k, "K", "weights.w_k"), (v, "V", "weights.w_v")]
+    q_proj, k_proj = (q, k) if w.q_norm is not None or w.k_norm is not None else (None, None)
+    q, k = normalise_qk(q, k, w)  # before rotary, this pass's positions only (a cache's keys are normed)
     q_pre, k_pre = (q, k) if w.rotary is not None else (None, None)
     if w.rotary is not None:  # new positions start where the cache ends
         offset = 0 if past is None else past[0].shape[2]
@@ -247,7 +278,9 @@ def attention(
         contexts, lse = blockwise.attend(q, k, v, eligible, factor, all_masked, w.softcap)
         concat, output = merge_heads(contexts, w)
         none = q.new_empty(0)
-        return AttentionOutput(q, k, v, none, none.bool(), none, contexts, concat, output, factor, q_pre, k_pre, lse)
+        return AttentionOutput(
+            q, k, v, none, none.bool(), none, contexts, concat, output, factor, q_pre, k_pre, lse, q_proj, k_proj
+        )
     if eligible is None:
         eligible = torch.ones(q.shape[2], k.shape[2], dtype=torch.bool, device=x.device)
     every_row_keyed = check_policy(~eligible if bug == "flipped_mask" else eligible, all_masked)
@@ -296,4 +329,6 @@ def attention(
     steps.append((output, "output", "weights.w_o" if w.W_O is not None else "weights.w_v"))
     if not is_finite(output):
         refuse_first_non_finite(steps)
-    return AttentionOutput(q, k, v, scores, eligible, weights, contexts, concat, output, factor, q_pre, k_pre)
+    return AttentionOutput(
+        q, k, v, scores, eligible, weights, contexts, concat, output, factor, q_pre, k_pre, None, q_proj, k_proj
+    )

@@ -7,18 +7,20 @@ optional pieces that real architectures put around it (norms: engine/norms.py; M
     h          = Norm_pre(x)                if ln_pre          (pre-LN decoders: induction, GPT-2, LLaMA)
     E          = eligible AND |q - k| < window   if the block has its own window, else eligible
     attn       = Attention(h, E)            engine.attention.attention, with this layer's interventions
-    a          = Norm_post_attn(attn.output) if ln_post_attn, else attn.output   (Gemma-2/3's sandwich norms)
+    a          = Norm_post_attn(attn.output) if ln_post_attn, else attn.output   (Gemma-2/3, OLMo-2: the sublayer's
+                                            output normed before it joins the residual)
     resid_mid  = x + a                      if residual, else a (a single attention layer)
     m          = Norm_attn(resid_mid)       if ln_attn, else resid_mid   (post-LN encoders: BERT, MiniLM)
     u          = Norm_pre_mlp(m)            if ln_pre_mlp, else m        (pre-LN: what the MLP reads)
-    resid_post = m + Norm_post_mlp(MLP(u))  if mlp (the norm if ln_post_mlp), else m
+    f          = Norm_post_mlp(MLP(u))      if ln_post_mlp, else MLP(u)  (Gemma-2/3, OLMo-2)
+    resid_post = m + f                      if mlp, else m
     x'         = Norm_mlp(resid_post)       if ln_mlp, else resid_post   what the block passes on
     logits     = Norm_final(x) W_U          if the model unembeds (after its last layer)
 
 A parallel block (GPT-NeoX's use_parallel_residual) reads x in both branches instead:
 
     u          = Norm_pre_mlp(x)
-    resid_post = x + attn.output + MLP(u)   = resid_mid + MLP(u)
+    resid_post = x + a + f                  = resid_mid + f
 
 so resid_mid there is x plus the attention branch alone: the stream as it would stand had the MLP not run, a sum
 the model itself never passes on.
@@ -45,7 +47,7 @@ from engine import progress, stop
 from engine.attention import AllMaskedPolicy, AttentionOutput, AttentionWeights, attention
 from engine.blockwise import BlockMask
 from engine.feedforward import MLP
-from engine.interventions import NO_INTERVENTIONS, Interventions, shift_input
+from engine.interventions import NO_INTERVENTIONS, Interventions, Patches, PatchHook, shift_input
 from engine.masks import within_window
 from engine.norms import Norm
 from engine.softcap import softcap_
@@ -63,8 +65,8 @@ class Block:
     ln_pre_mlp: Norm | None = None  # before the feed-forward, off the residual (pre-LN decoders)
     parallel: bool = False  # attention and feed-forward both read x (GPT-NeoX): x' = x + Attn(.) + MLP(.)
     window: int | None = None  # this layer's own window, ANDed with the request's masks (a local layer); None: global
-    ln_post_attn: Norm | None = None  # on the attention output, before it joins the residual (Gemma-2/3)
-    ln_post_mlp: Norm | None = None  # on the feed-forward output, before it joins the residual (Gemma-2/3)
+    ln_post_attn: Norm | None = None  # on the attention output before it joins the residual (Gemma-2/3, OLMo-2)
+    ln_post_mlp: Norm | None = None  # on the feed-forward output before it joins the residual
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> Block:
         def move(m: Norm | None) -> Norm | None:
@@ -185,6 +187,8 @@ class LayerTrace:
     resid_post: Tensor | None = None  # (B, S, D') before Norm_mlp, in a block that has one (else resid_out)
     mlp_norm: Tensor | None = None  # (B, S, D) Norm_pre_mlp(.), what the feed-forward read, in a pre-LN block
     window: int | None = None  # the block's own window (a local layer): attn.eligible is the masks narrowed by it
+    attn_post: Tensor | None = None  # (B, S, D) Norm_post_attn(attn.output), what joined the residual, where normed
+    mlp_post: Tensor | None = None  # (B, S, D) Norm_post_mlp(mlp_out), what joined the residual, where normed
 
 
 @dataclass
@@ -198,6 +202,20 @@ class ForwardResult:
     def final(self) -> Tensor:
         """The model's last output: logits when it predicts tokens, else the last layer's output."""
         return self.logits if self.logits is not None else self.layers[-1].resid_out
+
+
+def joining(
+    raw: Tensor, norm: Norm | None, hook: PatchHook, index: int, patch: Patches | None
+) -> tuple[Tensor, Tensor | None]:
+    """A sublayer's output (B, S, D) as it joins the residual: (raw, Norm_post(raw)) where the block has the post
+    norm, else (raw, None). A patch at `hook` replaces what joins (hook_attn_out / hook_mlp_out), the normed one
+    where there is one."""
+    normed = norm(raw) if norm is not None else None
+    if patch is None or patch.hook != hook:
+        return raw, normed
+    if normed is not None:
+        return raw, patch.apply(hook, index, normed)
+    return patch.apply(hook, index, raw), None
 
 
 def block_forward(
@@ -226,19 +244,17 @@ def block_forward(
         past=past,
     )
     patch = interventions.patch
-    if patch is not None and patch.hook == "attn_out":
-        out = replace(out, output=patch.apply("attn_out", index, out.output))
-    a = block.ln_post_attn(out.output) if block.ln_post_attn is not None else out.output
+    raw, attn_post = joining(out.output, block.ln_post_attn, "attn_out", index, patch)
+    out = out if raw is out.output else replace(out, output=raw)
+    a = attn_post if attn_post is not None else raw
     mid = x + a if block.residual else a
     m = block.ln_attn(mid) if block.ln_attn is not None else mid
     read = x if block.parallel else m
     u = block.ln_pre_mlp(read) if block.ln_pre_mlp is not None else read
-    post, mlp_out = m, None
+    post, mlp_out, mlp_post = m, None, None
     if block.mlp is not None:
-        mlp_out = block.mlp(u)
-        if patch is not None and patch.hook == "mlp_out":
-            mlp_out = patch.apply("mlp_out", index, mlp_out)
-        post = m + (block.ln_post_mlp(mlp_out) if block.ln_post_mlp is not None else mlp_out)
+        mlp_out, mlp_post = joining(block.mlp(u), block.ln_post_mlp, "mlp_out", index, patch)
+        post = m + (mlp_post if mlp_post is not None else mlp_out)
     y = block.ln_mlp(post) if block.ln_mlp is not None else post
     return LayerTrace(
         index,
@@ -253,6 +269,8 @@ def block_forward(
         resid_post=post if block.ln_mlp is not None else None,
         mlp_norm=u if block.ln_pre_mlp is not None else None,
         window=block.window,
+        attn_post=attn_post,
+        mlp_post=mlp_post,
     )
 
 

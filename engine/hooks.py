@@ -6,9 +6,13 @@ positions, H = query heads, G = K/V groups, D = d_model.
     blocks.{l}.hook_resid_pre        what layer l reads                                 (B, S, D)
     blocks.{l}.ln1.hook_normalized   the norm before attention (pre-LN), or after the   (B, S, D)
                                      attention residual (post-LN, BERT's ln1)
-    blocks.{l}.attn.hook_q           queries (before rotary, where the layer has it)    (B, S, H, d_head)
-    blocks.{l}.attn.hook_k / hook_v  keys (before rotary; this pass's positions only    (B, S_k, G, d_head | d_v)
-                                     when rotary and a KV cache meet), values
+    blocks.{l}.attn.hook_q           queries as projected (before any q norm and       (B, S, H, d_head)
+                                     before rotary, where the layer has them)
+    blocks.{l}.attn.hook_k / hook_v  keys likewise (this pass's positions only when     (B, S_k, G, d_head | d_v)
+                                     a q/k norm or rotary meets a KV cache), values
+    blocks.{l}.attn.q_norm.hook_normalized,   queries and keys after the q/k norm,      (B, S | S_k, ., d_head)
+      k_norm.hook_normalized         before rotary (layers with q/k norms only; per
+                                     head or over the projection, the same shape)
     blocks.{l}.attn.hook_rot_q,      queries and keys after rotary, what the scores     (B, S | S_k, ., d_head)
       hook_rot_k                     read (layers with rotary only)
     blocks.{l}.attn.hook_attn_scores scaled Q K^T after the mask (-inf where a key is   (B, H, S, S_k)
@@ -16,12 +20,19 @@ positions, H = query heads, G = K/V groups, D = d_model.
     blocks.{l}.attn.hook_pattern     weights after mask, softmax and edge edits         (B, H, S, S_k)
     blocks.{l}.attn.hook_z           contexts after head ablations                      (B, S, H, d_v)
     blocks.{l}.attn.hook_result      each head's output, z_h W_O[h], without b_O        (B, S, H, d_out)
-    blocks.{l}.hook_attn_out         the attention output: hook_result summed over      (B, S, d_out)
-                                     heads, plus b_O
+    blocks.{l}.hook_attn_out         what the attention adds to the residual:            (B, S, d_out)
+                                     hook_result summed over heads, plus b_O, through
+                                     the post-attention norm where the block has one
+    blocks.{l}.ln1_post.hook_normalized   that post-attention norm's output (Gemma-2/3,  (B, S, D)
+                                     OLMo-2), the same tensor as hook_attn_out there
     blocks.{l}.hook_resid_mid        hook_resid_pre + hook_attn_out (the attention      (B, S, D)
                                      output alone in a block without a residual)
     blocks.{l}.ln2.hook_normalized   the norm before the feed-forward (pre-LN decoders) (B, S, D)
-    blocks.{l}.hook_mlp_out          the feed-forward's output (models with one)        (B, S, D)
+    blocks.{l}.hook_mlp_out          what the feed-forward adds to the residual (models (B, S, D)
+                                     with one), through the post-feed-forward norm
+                                     where the block has one
+    blocks.{l}.ln2_post.hook_normalized   that post-feed-forward norm's output, the     (B, S, D)
+                                     same tensor as hook_mlp_out there
     blocks.{l}.hook_resid_post       after the feed-forward residual                    (B, S, D)
     blocks.{l}.ln2.hook_normalized,  the norm after the feed-forward residual (post-LN: (B, S, D)
     blocks.{l}.hook_normalized_resid_post   what the block passes on)
@@ -78,6 +89,10 @@ def cache(result: ForwardResult) -> dict[str, Tensor]:
         if a.q_pre_rotary is not None:
             out[f"{p}.attn.hook_rot_q"] = a.q.transpose(1, 2)
             out[f"{p}.attn.hook_rot_k"] = a.k.transpose(1, 2)
+        if a.q_projected is not None and a.k_projected is not None:  # TransformerLens's q_norm / k_norm
+            out[f"{p}.attn.q_norm.hook_normalized"] = q.transpose(1, 2)
+            out[f"{p}.attn.k_norm.hook_normalized"] = k.transpose(1, 2)
+            q, k = a.q_projected, a.k_projected
         out.update(
             {
                 f"{p}.attn.hook_q": q.transpose(1, 2),
@@ -88,14 +103,18 @@ def cache(result: ForwardResult) -> dict[str, Tensor]:
                 f"{p}.attn.hook_pattern": a.weights,
                 f"{p}.attn.hook_z": a.contexts.transpose(1, 2),
                 f"{p}.attn.hook_result": per_head_result(a, t.weights),
-                f"{p}.hook_attn_out": a.output,
+                f"{p}.hook_attn_out": a.output if t.attn_post is None else t.attn_post,
                 f"{p}.hook_resid_mid": t.resid_mid,
             }
         )
         if t.mlp_norm is not None:
             out[f"{p}.ln2.hook_normalized"] = t.mlp_norm
+        if t.attn_post is not None:
+            out[f"{p}.ln1_post.hook_normalized"] = t.attn_post
         if t.mlp_out is not None:
-            out[f"{p}.hook_mlp_out"] = t.mlp_out
+            out[f"{p}.hook_mlp_out"] = t.mlp_out if t.mlp_post is None else t.mlp_post
+        if t.mlp_post is not None:
+            out[f"{p}.ln2_post.hook_normalized"] = t.mlp_post
         out[f"{p}.hook_resid_post"] = t.resid_post if t.resid_post is not None else t.resid_out
         if t.resid_post is not None:
             out[f"{p}.ln2.hook_normalized"] = t.resid_out
@@ -113,8 +132,8 @@ def patch_source(result: ForwardResult, hook: PatchHook) -> dict[str, Tensor]:
     for t in result.layers:
         by_hook = {
             "resid_pre": t.resid_in,
-            "attn_out": t.attn.output,
-            "mlp_out": t.mlp_out,
+            "attn_out": t.attn.output if t.attn_post is None else t.attn_post,
+            "mlp_out": t.mlp_out if t.mlp_post is None else t.mlp_post,
             "z": t.attn.contexts.transpose(1, 2),
             "pattern": t.attn.weights,
         }
@@ -130,8 +149,9 @@ def stored(result: ForwardResult) -> list[Tensor]:
     for t in result.layers:
         a = t.attn
         held += [t.resid_in, a.q, a.k, a.v, a.scores, a.weights, a.contexts, a.concat, a.output, t.resid_mid]
-        held += [x for x in (a.q_pre_rotary, a.k_pre_rotary) if x is not None]
+        held += [x for x in (a.q_pre_rotary, a.k_pre_rotary, a.q_projected, a.k_projected) if x is not None]
         held += [x for x in (t.attn_in, t.mlp_in, t.mlp_norm, t.mlp_out, t.resid_post) if x is not None]
+        held += [x for x in (t.attn_post, t.mlp_post) if x is not None]
         held.append(t.resid_out)
     if result.logits is not None:
         held.append(result.logits)

@@ -1,6 +1,6 @@
 """One attention layer's weights: its projections per head, as the maths names them (W_Q, W_K, W_V, W_O and
-their biases), and what the layer declares besides (rotary, a scale, a score softcap, a given pattern, unequal
-head widths).
+their biases), and what the layer declares besides (q/k norms, rotary, a scale, a score softcap, a given
+pattern, unequal head widths).
 
 A type only, read by everything that builds or runs a layer (engine/attention.py, engine/unequal.py,
 engine/forward.py, the model families); it imports none of them.
@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Literal
 
 import torch
 from torch import Tensor
 
+from engine.norms import Norm
 from engine.rotary import Rotary
+
+QKNormOver = Literal["head", "projection"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,9 @@ class AttentionWeights:
     b_K: Tensor | None = None  # (G, d_head)
     b_V: Tensor | None = None  # (G, d_v)
     b_O: Tensor | None = None  # (d_out,)
+    q_norm: Norm | None = None  # on Q before rotary: weight (d_head,) per head, or (H * d_head,) over the projection
+    k_norm: Norm | None = None  # on K likewise: (d_head,), or (G * d_head,) over the projection
+    qk_norm_over: QKNormOver = "head"  # each head's d_head vector (Qwen3, Gemma-3), or the whole projection (OLMo-2)
     rotary: Rotary | None = None  # rotary position embeddings on Q and K (engine/rotary.py)
     scale: float | None = None  # what Q K^T is multiplied by when scaling is on; None: 1 / sqrt(d_head)
     softcap: float | None = None  # scores = softcap * tanh(scores / softcap) after the scale (Gemma-2); None: off
@@ -84,6 +91,9 @@ class AttentionWeights:
             b_K=move(self.b_K),
             b_V=move(self.b_V),
             b_O=move(self.b_O),
+            q_norm=None if self.q_norm is None else self.q_norm.to(device, dtype),
+            k_norm=None if self.k_norm is None else self.k_norm.to(device, dtype),
+            qk_norm_over=self.qk_norm_over,
             rotary=None if self.rotary is None else self.rotary.to(device, dtype),
             scale=self.scale,
             softcap=self.softcap,

@@ -64,13 +64,23 @@ def post_norm_reason(net: Network) -> str | None:
             )
         if b.ln_post_attn is not None or b.ln_post_mlp is not None:
             return (
-                f"layer {i} normalises each sublayer's output before adding it to the residual stream (Gemma's "
-                "post-norms), so what a later layer reads is not a sum of what earlier heads wrote: QK attribution "
-                "needs a pre-norm model whose sublayers add their outputs as they are"
+                f"layer {i} normalises its attention or feed-forward output before adding it to the residual stream "
+                "(Gemma-2/3, OLMo-2), so what it adds is not a sum of its heads' outputs: QK attribution needs a "
+                "pre-norm model without post-sublayer norms"
             )
         if not b.residual:
             return f"layer {i} has no residual stream (its output is the attention output alone): nothing to sum"
     return None
+
+
+def qk_norm_reason(net: Network, layer: int) -> str | None:
+    w = net.blocks[layer].attn
+    if w.q_norm is None and w.k_norm is None:
+        return None
+    return (
+        f"layer {layer} normalises its queries and keys (a q/k norm, as Qwen3 and OLMo-2 do), so a score is not "
+        "a sum of one term per pair of residual-stream sources"
+    )
 
 
 def components(run: ModelRun, layer: int) -> tuple[list[str], Tensor]:
@@ -125,6 +135,9 @@ def qk_attribution(run: ModelRun, net: Network, layer: int, head: int, query: in
         raise InputError("texts", "QK attribution reads one sequence's own residual stream")
     if not 0 <= layer < len(run.layers):
         raise InputError("layer", f"got layer {layer}: the model has layers 0..{len(run.layers) - 1}")
+    why = qk_norm_reason(net, layer)
+    if why is not None:
+        raise InputError("model", why)
     trace, block = run.layers[layer], net.blocks[layer]
     w, a = trace.weights, trace.attn
     n_heads, s = a.weights.shape[1], a.weights.shape[2]
