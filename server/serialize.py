@@ -145,6 +145,7 @@ def result_size(run: ModelRun, layers: Sequence[int], include: Sequence[str]) ->
             total += b * h * (2 * s + h)
         total += b * h * s * s_k * ("value_norms" in include) + b * h * s * ("head_contributions" in include)
         total += b * s * s_k * (("rollout" in include) + ("attention_flow" in include))
+        total += a.eligible.numel() * sends_eligibility(include) * (run.layers[i].window is not None)
     if "final" in include:
         total += run.result.final.numel()
     return total + run.eligible.numel() * sends_eligibility(include)
@@ -268,6 +269,8 @@ def _layer(
     `whole`: the layer's views of the stack up to it (rollout, attention_flow: B x S x S) that include asks for;
     `sinks`: see serialize_run."""
     a = run.layers[i].attn
+    window = run.layers[i].window
+    own = eligible if window is None else a.eligible.cpu()  # a local layer's: the masks narrowed by its window
     batched = run.batch_tokens is not None
     n_items, n_heads, n_groups = a.scores.shape[0], a.scores.shape[1], a.k.shape[1]
     per_group = n_heads // n_groups
@@ -291,7 +294,7 @@ def _layer(
         return np.ascontiguousarray(per_head) if batched else per_head[0]
 
     def item_eligible(b: int) -> torch.Tensor:
-        return eligible[b] if eligible.dim() == 3 else eligible
+        return own[b] if own.dim() == 3 else own
 
     stats = None
     sims: list[torch.Tensor] = []
@@ -325,7 +328,9 @@ def _layer(
             per_item = [{f.name: getattr(st[h], f.name) for f in STAT_FIELDS} for st in stats]
             head["stats"] = per_item if batched else per_item[0]
         heads.append(head)
-    layer: dict[str, Any] = {"index": i, "heads": heads}
+    layer: dict[str, Any] = {"index": i, "heads": heads, "window": window, "eligible": None}
+    if window is not None and sends_eligibility(include):
+        layer["eligible"] = own.numpy()
     if "output" in include:
         out = as_numpy(a.output, precision, f"layer {i}'s output")
         layer["output"] = out if batched else out[0]

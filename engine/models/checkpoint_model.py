@@ -15,7 +15,7 @@ import torch
 from tokenizers import Tokenizer
 
 from engine.errors import InputError
-from engine.forward import ForwardResult, Network
+from engine.forward import ForwardResult, Network, layer_kinds
 from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunConfig, RunInput
 from engine.models.declare import Capabilities
 from engine.models.families import CheckpointError, Mapped, Sizes
@@ -90,6 +90,7 @@ class CheckpointModel(AttentionModel):
             family=family,
             vocab_size=sizes.vocab_size,
             max_positions=sizes.max_positions,
+            layer_kinds=layer_kinds(mapped.network),
         )
 
     def _frame(self) -> tuple[list[str], list[str]]:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from fastapi import APIRouter
@@ -8,7 +9,14 @@ from engine.models import AttentionModel
 from engine.models.declare import INPUT_FIELDS
 from server.deps import ModelsDep
 from server.schemas.errors import ANY_ROUTE, errors
-from server.schemas.models import ModelCapabilities, ModelEntry, ModelReference, ModelsResponse, UnavailableModel
+from server.schemas.models import (
+    LayerKindOut,
+    ModelCapabilities,
+    ModelEntry,
+    ModelReference,
+    ModelsResponse,
+    UnavailableModel,
+)
 
 router = APIRouter(prefix="/api", tags=["models"], responses=errors(*ANY_ROUTE))
 
@@ -53,5 +61,18 @@ def entry(model: AttentionModel) -> ModelEntry:
         reads=[f for f in INPUT_FIELDS if f in model.reads],
         defaults=i.defaults,
         breaks=dict(model.breaks),
+        layer_kinds=kinds(model),
         vocab=i.vocab,
     )
+
+
+def kinds(model: AttentionModel) -> list[LayerKindOut]:
+    """Each layer's kind: the model's own where it declares them (a checkpoint), else every layer global with no
+    window, rotary or softcap of its own declared."""
+    declared = getattr(model.info, "layer_kinds", None)
+    if declared is None:
+        return [
+            LayerKindOut(index=i, kind="global", window=None, rope_theta=None, softcap=None)
+            for i in range(model.info.n_layers)
+        ]
+    return [LayerKindOut(**dataclasses.asdict(k)) for k in declared]
