@@ -3,11 +3,13 @@ pieces they share (engine/models/families/__init__.py)."""
 
 from __future__ import annotations
 
-from engine.models.families import Family, bert, gpt2, gpt_neox, llama
+from engine.models.families import Family, bert, gemma2, gemma3_text, gpt2, gpt_neox, llama
 
-SUPPORTED = ("bert", "roberta", "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
+SUPPORTED = ("bert", "roberta", "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma", "gemma2", "gemma3_text")
 BY_MODEL_TYPE: dict[str, Family] = {
-    t: f for f in (*bert.FAMILIES, gpt2.FAMILY, gpt_neox.FAMILY, llama.FAMILY) for t in f.model_types
+    t: f
+    for f in (*bert.FAMILIES, gpt2.FAMILY, gpt_neox.FAMILY, llama.FAMILY, gemma2.FAMILY, gemma3_text.FAMILY)
+    for t in f.model_types
 }
 
 
