@@ -166,6 +166,26 @@ test('the label and reference line of a model', async () => {
   ]);
 });
 
+// test_gemma_families.py: what /api/models says of each layer's kind, as the picker's line
+test('the line of a model with local and global layers', async () => {
+  const M = await mod('modelinfo.js');
+  const k = (index, kind, window, rope_theta) => ({index, kind, window, rope_theta, softcap: null});
+  const out = plain([
+    M.layerKindsLine({layer_kinds: [k(0, 'local', 512, 1e4), k(1, 'global', null, 1e4)]}),
+    M.layerKindsLine({layer_kinds: [k(0, 'local', 512, 1e4), k(1, 'global', null, 1e6)]}),
+    M.layerKindsLine({layer_kinds: [k(0, 'global', null, 1e4), k(1, 'global', null, 1e4)]}),
+    M.layerKindsLine({layer_kinds: [k(0, 'global', null, 1e4), k(1, 'global', null, 1e6)]}),
+    M.layerKindsLine({name: 'textbook'}),
+  ]);
+  eq(out, [
+    'L0 local 512 · L1 global',
+    'L0 local 512 (theta 10000) · L1 global (theta 1e+6)', // the thetas said where the layers differ in them
+    '', // every layer global with one theta: nothing particular to say
+    'L0 global (theta 10000) · L1 global (theta 1e+6)',
+    '',
+  ]);
+});
+
 // test_positions_page.py
 test('the count from 1 round-trips through the link', async () => {
   const S = await mod('state.js');
