@@ -306,3 +306,19 @@ def test_softcap_bounds_the_scores(loaded: Callable[[str], CheckpointModel]) -> 
     for trace in run.layers:
         assert float(trace.attn.scores.abs().max()) < 1.5
     assert run.logits is not None and float(run.logits.abs().max()) < 3.0
+
+
+def test_api_stats_of_a_local_layer_read_its_own_eligibility(client: TestClient) -> None:
+    """A local layer's statistics count the keys its window leaves: no masked weight anywhere, the masked share
+    of each row is what the window and the causal mask removed together, and the eligible score range is over the
+    window's cells."""
+    r = client.post("/api/attention", json={"model": "g2", "text": PROBE, "include": ["scores", "stats"]})
+    assert r.status_code == 200, r.text
+    layer = r.json()["layers"][0]
+    own = torch.tensor(layer["eligible"])
+    for head in layer["heads"]:
+        scores, stats = torch.tensor(head["scores"]), head["stats"]
+        assert stats["eligible_score_max"] == pytest.approx(float(scores[own].max()), abs=1e-6)
+        assert stats["eligible_score_min"] == pytest.approx(float(scores[own].min()), abs=1e-6)
+        removed = torch.softmax(scores, dim=-1).masked_fill(own, 0).sum(-1)
+        assert torch.allclose(torch.tensor(stats["masked_share"]), removed, atol=1e-5)
