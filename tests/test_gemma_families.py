@@ -322,3 +322,12 @@ def test_api_stats_of_a_local_layer_read_its_own_eligibility(client: TestClient)
         assert stats["eligible_score_min"] == pytest.approx(float(scores[own].min()), abs=1e-6)
         removed = torch.softmax(scores, dim=-1).masked_fill(own, 0).sum(-1)
         assert torch.allclose(torch.tensor(stats["masked_share"]), removed, atol=1e-5)
+
+
+def test_api_audit_checks_a_softcapped_windowed_model_against_its_own_reference(client: TestClient) -> None:
+    """The audit's reference contexts use each layer's own mask, declared scale and softcap: the engine agrees with
+    it, where the plain 1 / sqrt(d_head) SDPA reference over the run's mask would call every layer wrong."""
+    r = client.post("/api/attention", json={"model": "g2", "text": PROBE, "include": ["weights", "audit"]})
+    assert r.status_code == 200, r.text
+    audit = r.json()["audit"]
+    assert audit["sdpa_max_diff"] < TOLERANCE, audit["sdpa_max_diff"]
