@@ -117,6 +117,18 @@ def test_missing_tensor_names_it(copy: Path) -> None:
         ("llama", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0}}, "rope_type"),
         ("qwen2", {"use_sliding_window": True}, "use_sliding_window"),
         ("gpt_neox", {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.1}}, "partial_rotary"),
+        ("gemma2", {"layer_types": ["sliding_attention"]}, "layer_types"),
+        ("gemma2", {"layer_types": ["sliding_attention", "chunked", "full_attention", "full_attention"]}, "types[1]"),
+        ("gemma2", {"attn_logit_softcapping": float("inf")}, "attn_logit_softcapping"),
+        ("gemma2", {"final_logit_softcapping": -30}, "final_logit_softcapping"),
+        ("gemma2", {"sliding_window": 0}, "sliding_window"),
+        ("gemma2", {"use_bidirectional_attention": True}, "use_bidirectional_attention"),
+        ("gemma3_text", {"attn_logit_softcapping": 50.0}, "attn_logit_softcapping"),
+        (
+            "gemma3_text",
+            {"rope_parameters": {"sliding_attention": {"rope_type": "yarn"}, "full_attention": {"rope_theta": 1e6}}},
+            "rope_parameters.sliding_attention",
+        ),
     ],
 )
 def test_bad_config_field_is_named(family: str, changes: dict[str, Any], named: str, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ global for odd ones. The pieces here (the block, the norms, the caps, the kinds)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -51,12 +52,13 @@ LOCAL, GLOBAL = "sliding_attention", "full_attention"
 
 
 def optional_number(config: Config, name: str) -> float | None:
-    """config[name] as a positive number, or None where the config leaves it out or sets it null."""
+    """config[name] as a positive finite number (a softcap of infinity would make 0 x inf), or None where the
+    config leaves it out or sets it null."""
     value = config.get(name)
     if value is None:
         return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-        raise refuse(name, f"got {value!r}: need a positive number, or null for none")
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < math.inf:
+        raise refuse(name, f"got {value!r}: need a positive finite number, or null for none")
     return float(value)
 
 
