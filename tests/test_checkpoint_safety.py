@@ -126,7 +126,7 @@ def test_missing_tensor_names_it(copy: Path) -> None:
         ("gemma3_text", {"attn_logit_softcapping": 50.0}, "attn_logit_softcapping"),
         (
             "gemma3_text",
-            {"rope_parameters": {"sliding_attention": {"rope_type": "yarn"}, "full_attention": {"rope_theta": 1e6}}},
+            {"rope_parameters": {"sliding_attention": {"rope_type": "spiral"}, "full_attention": {"rope_theta": 1e6}}},
             "rope_parameters.sliding_attention",
         ),
     ],
