@@ -186,6 +186,18 @@ test('the line of a model with local and global layers', async () => {
   ]);
 });
 
+test('one local layer shown is drawn under its own eligibility', async () => {
+  const Sel = await mod('selectors.js');
+  const grid = (rows) => rows.map((r) => r.map(Boolean));
+  const all = grid([[1, 0, 0], [1, 1, 0], [1, 1, 1]]), own = grid([[1, 0, 0], [1, 1, 0], [0, 1, 1]]);
+  const head = {index: 0, kv_group: 0, weights: [[1, 0, 0], [0.5, 0.5, 0], [0, 0.5, 0.5]]};
+  const result = {model: 'g', tokens: ['a', 'b', 'c'], eligible: all, reasons: null,
+    config: {n_layers: 2, n_heads: 1, n_kv_heads: 1}, masks: {causal: true, padding: null, window: null, blocked: []},
+    layers: [{index: 0, window: 2, eligible: own, heads: [head]}, {index: 1, window: null, eligible: null, heads: [head]}]};
+  const drawn = (layer) => Sel.selectView({run: {result}, ui: {layer, view: 'weights', palette: 'viridis'}}).eligible;
+  eq(plain([drawn(0), drawn(1), drawn('all')]), [own, all, all]);
+});
+
 // test_positions_page.py
 test('the count from 1 round-trips through the link', async () => {
   const S = await mod('state.js');
