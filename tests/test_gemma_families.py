@@ -331,3 +331,19 @@ def test_api_audit_checks_a_softcapped_windowed_model_against_its_own_reference(
     assert r.status_code == 200, r.text
     audit = r.json()["audit"]
     assert audit["sdpa_max_diff"] < TOLERANCE, audit["sdpa_max_diff"]
+
+
+def test_head_baselines_of_a_local_layer_shuffle_within_its_window(loaded: Callable[[str], CheckpointModel]) -> None:
+    """A shuffled baseline moves each row's weight among the keys the layer could see: a local layer's mean
+    attention distance over its shuffles stays inside its window (at most 3 back for a window of 4), where
+    shuffles over the whole causal row put it some 8 positions back on this probe."""
+    from engine.analysis.heads import head_type_scores
+
+    model = loaded("gemma2")
+    table = head_type_scores(model, CPU, torch.float32, inp=RunInput(text=PROBE), permutations=8, seed=0)
+    for layer, rows in enumerate(table):
+        means = [row["baselines"]["mean_distance"]["mean"] for row in rows]  # type: ignore[index]
+        if KINDS["gemma2"][layer].startswith("local"):
+            assert max(means) <= 3.0, (layer, means)
+        else:
+            assert min(means) > 6.0, (layer, means)
