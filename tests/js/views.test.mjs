@@ -196,6 +196,12 @@ test('one local layer shown is drawn under its own eligibility', async () => {
     layers: [{index: 0, window: 2, eligible: own, heads: [head]}, {index: 1, window: null, eligible: null, heads: [head]}]};
   const drawn = (layer) => Sel.selectView({run: {result}, ui: {layer, view: 'weights', palette: 'viridis'}}).eligible;
   eq(plain([drawn(0), drawn(1), drawn('all')]), [own, all, all]);
+  // a cell only the layer's window masks is said to be masked by it, in the grid's status and the hover text
+  const M = await mod('masks.js'), F = await mod('focuscells.js');
+  const reasons = {causal: grid([[0, 1, 1], [0, 0, 1], [0, 0, 0]])};
+  const view = {...Sel.selectView({run: {result: {...result, reasons}}, ui: {layer: 0, view: 'weights', palette: 'viridis'}})};
+  eq(plain([M.cellReasons(view, 2, 0), M.cellReasons(view, 0, 1), M.cellReasons(view, 2, 1)]), [['layer window'], ['causal'], []]);
+  assert.ok(F.hoverTexts(view, head)[2][0].includes('masked (layer window)'));
 });
 
 // test_positions_page.py
