@@ -4,11 +4,13 @@
 
 writes config.json and model.safetensors (save_pretrained, safetensors) and a tokenizer.json trained with the
 tokenizers library on TEXT: byte-level BPE for the decoders and roberta, WordPiece for bert. The configs are small
-(2 layers, width 32, 4 heads) but keep what makes each family itself: grouped K/V (2 K/V heads) where the family
-has it, gemma's head_dim unlike width / heads, gpt_neox's partial rotary (half of each head rotates), mistral's
-sliding window shorter than a probe. Every norm weight and every bias is moved off its initial value (ones and
-zeros), and the matrices are drawn wider than the default 0.02, so a loader that skips a norm, a bias or a scale
-gives other numbers.
+(2 layers, width 32, 4 heads; width 64 for qwen3 and olmo2) but keep what makes each family itself: grouped K/V
+(2 K/V heads) where the family has it, gemma's and qwen3's head_dim unlike width / heads, gpt_neox's partial rotary
+(half of each head rotates), mistral's sliding window shorter than a probe, qwen3's q/k norms per head and olmo2's
+over the projection with its norms after each sublayer; gemma2 and gemma3_text (gemma_config) with their local and
+global layers, softcaps and sandwich norms. Every norm weight and every bias is moved off its initial
+value (ones and zeros), and the matrices are drawn wider than the default 0.02, so a loader that skips a norm, a
+bias or a scale gives other numbers.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ TEXT = (
 PROBE = "The quick brown fox opens the door to the garden, and the dog reads the key."
 DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
 ENCODERS = ("bert", "roberta")
-FAMILIES = DECODERS + ENCODERS
+QK_NORM_DECODERS = ("qwen3", "olmo2", "qwen3_moe")  # tests/test_qk_norm_families.py
+FAMILIES = DECODERS + ENCODERS + QK_NORM_DECODERS
 # families whose equivalence, decoding and controls are tested in a module of their own
 APART = ("gemma2", "gemma3_text")  # tests/test_gemma_families.py
 # the special tokens each family's tokenizer frames a text with: (before, after)
@@ -40,6 +43,9 @@ FRAMES: dict[str, tuple[str | None, str | None]] = {
     "gemma": ("<bos>", None),
     "gemma2": ("<bos>", None),
     "gemma3_text": ("<bos>", None),
+    "qwen3": (None, None),
+    "olmo2": (None, None),
+    "qwen3_moe": (None, None),
     "bert": ("[CLS]", "[SEP]"),
     "roberta": ("<s>", "</s>"),
 }
@@ -88,6 +94,9 @@ def tokenizer_for(family: str) -> Tokenizer:
         "llama": ["<unk>", "<s>", "</s>"],
         "mistral": ["<unk>", "<s>", "</s>"],
         "qwen2": ["<|endoftext|>"],
+        "qwen3": ["<|endoftext|>"],
+        "qwen3_moe": ["<|endoftext|>"],
+        "olmo2": ["<|endoftext|>", "<|pad|>"],
         "gemma": ["<pad>", "<eos>", "<bos>"],
         "gemma2": ["<pad>", "<eos>", "<bos>"],
         "gemma3_text": ["<pad>", "<eos>", "<bos>"],
@@ -127,6 +136,26 @@ def config_for(family: str, vocab_size: int, tok: Tokenizer, overrides: dict[str
         kw = {"num_key_value_heads": 2, "head_dim": 16, "hidden_activation": "gelu_pytorch_tanh"}
         ids = {"pad_token_id": tok.token_to_id("<pad>"), "bos_token_id": tok.token_to_id("<bos>")}
         return tf.GemmaConfig(**{**decoder, **kw, **ids, "eos_token_id": tok.token_to_id("<eos>"), **overrides})
+    if family == "qwen3":  # Qwen3-0.6B's config at width 64: head_dim 32 over 4 heads (not 64 / 4), 2 K/V groups
+        eot = tok.token_to_id("<|endoftext|>")
+        kw = {"hidden_size": 64, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 96}
+        kw |= {"tie_word_embeddings": True, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}}
+        kw |= {"attention_bias": False, "use_sliding_window": False, "max_window_layers": 2, "rms_norm_eps": 1e-6}
+        return tf.Qwen3Config(**{**decoder, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
+    if family == "qwen3_moe":  # Qwen3-30B-A3B's config at width 64: 8 experts (128 there), the top 2 (8), renormed
+        eot = tok.token_to_id("<|endoftext|>")
+        kw = {"hidden_size": 64, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 96}
+        kw |= {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "norm_topk_prob": True}
+        kw |= {"decoder_sparse_step": 1, "mlp_only_layers": [], "tie_word_embeddings": False}
+        kw |= {"rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}, "rms_norm_eps": 1e-6}
+        kw |= {"attention_bias": False, "use_sliding_window": False}
+        return tf.Qwen3MoeConfig(**{**decoder, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
+    if family == "olmo2":  # OLMo-2-0425-1B's config at width 64: as many K/V heads as heads, untied
+        eot, pad = tok.token_to_id("<|endoftext|>"), tok.token_to_id("<|pad|>")
+        kw = {"hidden_size": 64, "num_key_value_heads": 4, "intermediate_size": 96, "tie_word_embeddings": False}
+        kw |= {"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "rms_norm_eps": 1e-6}
+        ids = {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": pad}
+        return tf.Olmo2Config(**{**decoder, **kw, **ids, "attention_bias": False, **overrides})
     if family in ("gemma2", "gemma3_text"):
         return gemma_config(family, decoder, tok, overrides)
     encoder = {**common, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from torch import Tensor
 
-from engine.attention import from_concatenated
+from engine.attention import AttentionWeights, from_concatenated
 from engine.feedforward import Activation, GatedFeedForward
 from engine.forward import Block, Network, Unembed
 from engine.masks import MaskSpec
@@ -122,10 +122,9 @@ def shapes(config: Config) -> Shapes:
     return out
 
 
-def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activation) -> Block:
-    p, h, g, dh = f"layers.{i}", s.n_heads, s.n_kv_heads, s.d_head
-    eps, offset = number(config, "rms_norm_eps", 1e-6), kind(config) == "gemma"
-    a = f"{p}.self_attn"
+def attention(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes) -> AttentionWeights:
+    """Layer i's self_attn: q, k, v, o projections per head, their biases where the model type has them, rotary."""
+    h, g, dh, a = s.n_heads, s.n_kv_heads, s.d_head, f"layers.{i}.self_attn"
     w = from_concatenated(
         linear_T(t[f"{a}.q_proj.weight"]),
         linear_T(t[f"{a}.k_proj.weight"]),
@@ -134,7 +133,7 @@ def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activa
         h,
         g,
     )
-    qkv_bias, o_bias, mlp_bias = biases(config)
+    qkv_bias, o_bias, _ = biases(config)
     if qkv_bias:
         w = replace(
             w,
@@ -142,7 +141,14 @@ def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activa
             b_K=t[f"{a}.k_proj.bias"].reshape(g, dh),
             b_V=t[f"{a}.v_proj.bias"].reshape(g, dh),
         )
-    w = replace(w, b_O=t[f"{a}.o_proj.bias"] if o_bias else None, rotary=rotary(config, dh))
+    return replace(w, b_O=t[f"{a}.o_proj.bias"] if o_bias else None, rotary=rotary(config, dh))
+
+
+def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activation) -> Block:
+    p = f"layers.{i}"
+    eps, offset = number(config, "rms_norm_eps", 1e-6), kind(config) == "gemma"
+    w = attention(config, t, i, s)
+    mlp_bias = biases(config)[2]
 
     def bias(name: str) -> Tensor | None:
         return t[f"{p}.mlp.{name}.bias"] if mlp_bias else None
