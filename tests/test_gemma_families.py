@@ -91,6 +91,30 @@ def test_decode_with_cache_equals_full_pass(family: str, loaded: Callable[[str],
     assert result.max_diff_vs_full < 1e-10, result.max_diff_vs_full
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_generation_is_the_full_pass_of_what_it_generated(
+    family: str, loaded: Callable[[str], CheckpointModel]
+) -> None:
+    """Greedy tokens generated past the window through the KV cache: each is the full pass's argmax at the
+    position before it, and its weights in every layer (a local layer's inside its window) are the full pass's."""
+    from engine.analysis.generate import Sampling
+
+    model = loaded(family)
+    inp = RunInput(text="The key opens the door")
+    enc = model.encode(inp)
+    result = decode(model, inp, enc, CPU, torch.float64, Sampling(tokens=8))
+    assert result.generated is not None and len(result.generated) == 8
+    tokens = [*enc.tokens, *(g.token for g in result.generated)]
+    full = model.run(RunInput(tokens=tokens), CPU, torch.float64)
+    assert full.logits is not None
+    for g in result.generated:
+        t = g.position
+        assert g.id == int(full.logits[0, t - 1].argmax())
+        for i, rows in enumerate(g.weights):
+            want = full.layers[i].attn.weights[0, :, t, : t + 1]
+            assert float((torch.tensor(rows, dtype=torch.float64) - want).abs().max()) < 1e-6, (t, i)  # sent as float32
+
+
 def test_decode_with_the_window_counted_from_the_first_position_differs(
     loaded: Callable[[str], CheckpointModel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
