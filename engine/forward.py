@@ -46,6 +46,7 @@ from torch import Tensor
 from engine import progress, stop
 from engine.attention import AllMaskedPolicy, AttentionOutput, AttentionWeights, attention
 from engine.blockwise import BlockMask
+from engine.errors import AllMaskedRowsError
 from engine.feedforward import MLP, Routing, feed_forward
 from engine.interventions import NO_INTERVENTIONS, Interventions, Patches, PatchHook, shift_input
 from engine.masks import within_window
@@ -234,16 +235,22 @@ def block_forward(
     """One block on x (B, S, D): the data flow of the module docstring. Keys and values come from `source` when
     given (cross-attention), after the cached `past` ones when given (decoding)."""
     h = block.ln_pre(x) if block.ln_pre is not None else x
-    out = attention(
-        h,
-        block.attn,
-        layer_eligible(eligible, block.window),
-        scale=scale,
-        all_masked=all_masked,
-        interventions=interventions.for_layer(index),
-        source=source,
-        past=past,
-    )
+    try:
+        out = attention(
+            h,
+            block.attn,
+            layer_eligible(eligible, block.window),
+            scale=scale,
+            all_masked=all_masked,
+            interventions=interventions.for_layer(index),
+            source=source,
+            past=past,
+        )
+    except AllMaskedRowsError as err:  # a row the request's masks leave a key, but not this layer's window
+        if block.window is None:
+            raise
+        where = f" in layer {index}, whose own window of {block.window} narrows the masks"
+        raise AllMaskedRowsError(err.rows, where) from err
     patch = interventions.patch
     raw, attn_post = joining(out.output, block.ln_post_attn, "attn_out", index, patch)
     out = out if raw is out.output else replace(out, output=raw)

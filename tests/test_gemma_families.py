@@ -371,3 +371,17 @@ def test_head_baselines_of_a_local_layer_shuffle_within_its_window(loaded: Calla
             assert max(means) <= 3.0, (layer, means)
         else:
             assert min(means) > 6.0, (layer, means)
+
+
+def test_a_row_only_a_local_layers_window_empties_is_refused_naming_the_layer(client: TestClient) -> None:
+    """Query 10 keeps keys 0..6 under the request's masks but none in a local layer's window of 4: a 422 naming
+    masks, the row, the layer and its window (the answer's own eligibility would show the row keyed)."""
+    blocked = [[10, k] for k in range(7, 11)]
+    body = {"model": "g2", "text": PROBE, "masks": {"causal": True, "blocked": blocked}}
+    err = assert_error(
+        client.post("/api/attention", json=body), 422, "masks", "query rows 10", "layer 0", "window of 4"
+    )
+    assert err["code"] == "no_eligible_key"
+    ok = client.post("/api/attention", json={**body, "all_masked": "zero", "include": ["weights"]})
+    assert ok.status_code == 200, ok.text
+    assert all(w == 0 for head in ok.json()["layers"][0]["heads"] for w in head["weights"][10])
