@@ -48,6 +48,8 @@ def attention_arrays(result: dict[str, Any]) -> dict[str, Any]:
                     head[key] = np.asarray(head[key], dtype=dtype)
         if layer.get("output") is not None:
             layer["output"] = np.asarray(layer["output"], dtype=dtype)
+        if layer.get("eligible") is not None:
+            layer["eligible"] = np.asarray(layer["eligible"], dtype=bool)
         if layer.get("head_similarity") is not None:
             layer["head_similarity"] = np.asarray(layer["head_similarity"], dtype=np.float32)
     return result

@@ -10,6 +10,7 @@
                                                weight (H * d_head,); K over G * d_head (OLMo-2)
     Q, K = R(Q), R(K)        rotary position embeddings, in layers that have them (engine/rotary.py)
     scores  = Q K^T / sqrt(d_head)          (scaling switchable; a layer may declare another factor)
+    scores  = c tanh(scores / c)            in a layer that declares a softcap c (Gemma-2): engine/softcap.py
     weights = softmax over keys of scores, with ineligible keys removed   (engine/softmax.py)
               (a layer with a given `pattern` uses those weights instead, as typed)
     (interventions: edge edits change weights here, head ablations change contexts below)
@@ -40,6 +41,7 @@ from engine.errors import InputError
 from engine.finite import cannot_overflow, is_finite, refuse_first_non_finite, require_finite
 from engine.interventions import SOFTMAX_BUGS, LayerInterventions, ablate_contexts, edit_weights, shift_values
 from engine.norms import Norm
+from engine.softcap import softcap_
 from engine.softmax import buggy_softmax, check_policy, masked_softmax, softmax_contexts
 from engine.weights import AttentionWeights, QKNormOver
 
@@ -53,7 +55,7 @@ class AttentionOutput:
     q: Tensor  # (B, H, S, d_head) what the scores read: after rotary, where the layer has it
     k: Tensor  # (B, G, S_k, d_head) likewise; S_k = S unless keys come from a source or a cache
     v: Tensor  # (B, G, S_k, d_v)
-    scores: Tensor  # (B, H, S, S_k) scaled Q K^T for every cell, before masking
+    scores: Tensor  # (B, H, S, S_k) scaled Q K^T for every cell (softcapped where the layer caps), before masking
     eligible: Tensor  # (S, S_k) or (B, S, S_k), True = the query may attend to the key
     weights: Tensor  # (B, H, S, S_k) after mask and softmax; exactly 0 on ineligible keys
     contexts: Tensor  # (B, H, S, d_v)
@@ -273,7 +275,7 @@ def attention(
         k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
     if isinstance(eligible, BlockMask):  # a long run (engine/blockwise.py): no S x S tensor, the normalisers kept
         factor = w.scale if scale and w.scale is not None else scale_factor(w.d_head, scale)
-        contexts, lse = blockwise.attend(q, k, v, eligible, factor, all_masked)
+        contexts, lse = blockwise.attend(q, k, v, eligible, factor, all_masked, w.softcap)
         concat, output = merge_heads(contexts, w)
         none = q.new_empty(0)
         return AttentionOutput(
@@ -298,6 +300,8 @@ def attention(
     if per_head is not None:
         factor = scale_factor(w.head_widths[0], scale) if w.head_widths else factor  # head 0's, for the config
         scores.mul_(per_head.view(1, -1, 1, 1))
+    if w.softcap is not None:  # bounded to (-c, c) after the scale, before any mask: what the softmax reads
+        softcap_(scores, w.softcap)
     steps.append((scores, "scores", "x"))
     if not bounded and not is_finite(scores):
         refuse_first_non_finite(steps)

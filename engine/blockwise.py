@@ -4,6 +4,8 @@ A weight needs only its query, its key and its row's normaliser:
 
     a_qk = exp(s_qk - lse_q),   s_qk = scale * q . k,   lse_q = log sum_{eligible k} exp(s_qk)
 
+(in a layer with a softcap c, s_qk = c tanh(scale * q . k / c): engine/softcap.py, the same in every function here)
+
 so a run keeps Q and K (after rotary) and each row's log-sum-exp, O(S d) numbers, and any block of weights is
 recomputed from them exactly. `flash` makes the contexts and the log-sum-exps in one pass over key blocks with the
 online softmax (a running maximum m and sum l per row, rescaled by exp(m_old - m_new) when the maximum grows);
@@ -17,13 +19,14 @@ A row with no eligible key has lse = -inf, zero weights and a zero context.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
 
 from engine import stop
 from engine.errors import InputError
+from engine.softcap import softcap_
 
 BLOCK = 1024  # query rows and keys per block: (H, 1024, 1024) float32 is 4 MiB a head
 
@@ -39,6 +42,12 @@ class BlockMask:
     window: int | None = None
     key_padding: Tensor | None = None  # (S_k,) bool
     blocked: tuple[tuple[int, int], ...] = field(default_factory=tuple)
+
+    def within(self, window: int | None) -> BlockMask:
+        """These masks and a layer's own window (engine/forward.py Block.window): two windows are the narrower."""
+        if window is None:
+            return self
+        return replace(self, window=window if self.window is None else min(window, self.window))
 
     def keys_for(self, q0: int, q1: int) -> tuple[int, int]:
         """The key range [k0, k1) any query in [q0, q1) may see: the rest of the row is masked."""
@@ -79,14 +88,18 @@ def _grouped(t: Tensor, n_heads: int) -> Tensor:
     return t if g == n_heads else t.repeat_interleave(n_heads // g, dim=0)
 
 
-def _scores(q: Tensor, k: Tensor, scale: float, allowed: Tensor | None) -> Tensor:
+def _scores(q: Tensor, k: Tensor, scale: float, allowed: Tensor | None, cap: float | None = None) -> Tensor:
     s = torch.matmul(q, k.transpose(-1, -2)).mul_(scale)
+    if cap is not None:
+        softcap_(s, cap)
     if allowed is not None:
         s.masked_fill_(~allowed, float("-inf"))
     return s
 
 
-def flash(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, block: int = BLOCK) -> tuple[Tensor, Tensor]:
+def flash(
+    q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, block: int = BLOCK, cap: float | None = None
+) -> tuple[Tensor, Tensor]:
     """Contexts (H, S, d_v) and each row's log-sum-exp (H, S), with no tensor larger than (H, block, block)."""
     h, s, _ = q.shape
     k, v = _grouped(k, h), _grouped(v, h)
@@ -101,7 +114,7 @@ def flash(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, block:
         lo, hi = mask.keys_for(q0, q1)
         for k0 in range(lo, hi, block):
             k1 = min(hi, k0 + block)
-            sc = _scores(q[:, q0:q1], k[:, k0:k1], scale, mask.block(q0, q1, k0, k1, q.device))
+            sc = _scores(q[:, q0:q1], k[:, k0:k1], scale, mask.block(q0, q1, k0, k1, q.device), cap)
             m_new = torch.maximum(m, sc.amax(dim=-1))
             safe = torch.where(torch.isinf(m_new), 0.0, m_new)  # a row with no key yet: nothing to rescale
             p = torch.exp(sc - safe[..., None])
@@ -115,10 +128,12 @@ def flash(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, block:
     return contexts, lse
 
 
-def fused(q: Tensor, mask: BlockMask) -> bool:
+def fused(q: Tensor, mask: BlockMask, cap: float | None = None) -> bool:
     """Whether torch's CPU flash-attention kernel computes this layer: on the CPU, float32 or float64, square,
-    and no mask but causal (a window, padding or blocked cells would need an S x S mask tensor)."""
+    no mask but causal (a window, padding or blocked cells would need an S x S mask tensor) and no softcap (the
+    kernel's scores are the plain scaled q . k)."""
     plain = mask.window is None and mask.key_padding is None and not mask.blocked and mask.s_q == mask.s_k
+    plain = plain and cap is None
     return plain and q.device.type == "cpu" and q.dtype in (torch.float32, torch.float64)
 
 
@@ -133,11 +148,13 @@ def flash_cpu(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float) ->
     return contexts, lse
 
 
-def attend(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, all_masked: str) -> tuple[Tensor, Tensor]:
+def attend(
+    q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, all_masked: str, cap: float | None = None
+) -> tuple[Tensor, Tensor]:
     """One attention layer's contexts (B, H, S, d_v) and row log-sum-exps (B, H, S) for batch-of-one q (B, H, S, d),
     k and v (B, G, S_k, .), as engine.attention needs them; a row left with no key is refused under
-    all_masked "error", as the dense pass refuses it."""
-    if fused(q, mask):  # torch's own CPU flash kernel returns the row normalisers too: the same numbers, faster
+    all_masked "error", as the dense pass refuses it. `cap`: the layer's softcap, if any."""
+    if fused(q, mask, cap):  # torch's own CPU flash kernel returns the row normalisers too: the same numbers, faster
         h, s = q.shape[1], q.shape[2]
         kk, vv = _grouped(k[0], h)[None], _grouped(v[0], h)[None]
         step = max(1, CALL_SCORES // (s * mask.s_k))  # heads per call: a kernel call cannot be stopped inside
@@ -146,7 +163,7 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, all_m
             stop.check()
             parts.append(flash_cpu(q[:, h0 : h0 + step], kk[:, h0 : h0 + step], vv[:, h0 : h0 + step], mask, scale))
         return torch.cat([c for c, _ in parts], dim=1), torch.cat([lse for _, lse in parts], dim=1)
-    contexts, lse = flash(q[0], k[0], v[0], mask, scale)
+    contexts, lse = flash(q[0], k[0], v[0], mask, scale, cap=cap)
     if all_masked == "error":
         empty = torch.isinf(lse[0]).nonzero().flatten()
         if empty.numel():
@@ -158,15 +175,26 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, all_m
 
 
 def log_weights(
-    q: Tensor, k: Tensor, lse: Tensor, mask: BlockMask, scale: float, rows: tuple[int, int], cols: tuple[int, int]
+    q: Tensor,
+    k: Tensor,
+    lse: Tensor,
+    mask: BlockMask,
+    scale: float,
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+    cap: float | None = None,
 ) -> Tensor:
     """log a_qk = scale * q . k - lse_q for queries [rows) against keys [cols), (H, rows, cols), in one product
-    (the normaliser is added inside it); -inf on masked cells and on rows with no key."""
+    (the normaliser is added inside it; with a softcap, after capping the product); -inf on masked cells and on
+    rows with no key."""
     (q0, q1), (k0, k1) = rows, cols
     kk = _grouped(k, q.shape[0])[:, k0:k1]
     row = lse[:, q0:q1, None]
     shift = torch.where(torch.isinf(row), float("-inf"), -row)
-    t = torch.baddbmm(shift, q[:, q0:q1], kk.transpose(-1, -2), beta=1.0, alpha=scale)
+    if cap is None:
+        t = torch.baddbmm(shift, q[:, q0:q1], kk.transpose(-1, -2), beta=1.0, alpha=scale)
+    else:
+        t = _scores(q[:, q0:q1], kk, scale, None, cap).add_(shift)
     allowed = mask.block(q0, q1, k0, k1, q.device)
     if allowed is not None:
         t.masked_fill_(~allowed, float("-inf"))
@@ -174,11 +202,18 @@ def log_weights(
 
 
 def weights(
-    q: Tensor, k: Tensor, lse: Tensor, mask: BlockMask, scale: float, rows: tuple[int, int], cols: tuple[int, int]
+    q: Tensor,
+    k: Tensor,
+    lse: Tensor,
+    mask: BlockMask,
+    scale: float,
+    rows: tuple[int, int],
+    cols: tuple[int, int],
+    cap: float | None = None,
 ) -> Tensor:
     """The exact weights of queries [rows) against keys [cols), (H, rows, cols), from Q, K and the row
     normalisers alone; masked cells and rows with no key are 0."""
-    return log_weights(q, k, lse, mask, scale, rows, cols).exp_()
+    return log_weights(q, k, lse, mask, scale, rows, cols, cap).exp_()
 
 
 def fold(t: Tensor, f: int, op: str, pad: float = 0.0) -> Tensor:
@@ -200,7 +235,14 @@ def block_counts(s_q: int, s_k: int, cell: int) -> Tensor:
 
 
 def summarise(
-    q: Tensor, k: Tensor, lse: Tensor, mask: BlockMask, scale: float, cell: int, block: int = BLOCK
+    q: Tensor,
+    k: Tensor,
+    lse: Tensor,
+    mask: BlockMask,
+    scale: float,
+    cell: int,
+    block: int = BLOCK,
+    cap: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The maxima and sums (float32, on the CPU) of every weight over cell x cell blocks, (H, ceil(S / cell),
     ceil(S_k / cell)), in one pass over blocks of `block` positions (a multiple of `cell`, which must be a power of
@@ -215,7 +257,7 @@ def summarise(
         lo, hi = mask.keys_for(q0, q1)
         for k0 in range(lo - lo % block, hi, block):
             k1 = min(hi, k0 + block)
-            t = log_weights(q, k, lse, mask, scale, (q0, q1), (k0, k1))
+            t = log_weights(q, k, lse, mask, scale, (q0, q1), (k0, k1), cap)
             i, j = q0 // cell, k0 // cell
             m = fold(t, cell, "max", float("-inf")).exp_()  # the max of the logs: a cell's worth of exps, not all
             bmax[:, i : i + m.shape[1], j : j + m.shape[2]] = m.float().cpu()

@@ -32,11 +32,12 @@ class InputError(ValueError):
 class AllMaskedRowsError(InputError):
     """Query rows with no eligible key under the `error` policy."""
 
-    def __init__(self, rows: list[int]) -> None:
+    def __init__(self, rows: list[int], where: str = "") -> None:
+        """`where`: the words that place it, after "masking" (" in layer 0, whose own window ..."), if any."""
         shown = ", ".join(str(r) for r in rows[:20]) + (" ..." if len(rows) > 20 else "")
         super().__init__(
             "masks",
-            f"query rows {shown} have no eligible key after masking; unmask a key for each, "
+            f"query rows {shown} have no eligible key after masking{where}; unmask a key for each, "
             "or set all_masked to 'zero' to return zero weights and contexts for them",
         )
         self.rows = rows

@@ -5,7 +5,8 @@ optional pieces that real architectures put around it (norms: engine/norms.py; M
 
     resid_pre  = x
     h          = Norm_pre(x)                if ln_pre          (pre-LN decoders: induction, GPT-2, LLaMA)
-    attn       = Attention(h)               engine.attention.attention, with this layer's interventions
+    E          = eligible AND |q - k| < window   if the block has its own window, else eligible
+    attn       = Attention(h, E)            engine.attention.attention, with this layer's interventions
     a          = Norm_post_attn(attn.output) if ln_post_attn, else attn.output   (Gemma-2/3, OLMo-2: the sublayer's
                                             output normed before it joins the residual)
     resid_mid  = x + a                      if residual, else a (a single attention layer)
@@ -24,6 +25,13 @@ A parallel block (GPT-NeoX's use_parallel_residual) reads x in both branches ins
 so resid_mid there is x plus the attention branch alone: the stream as it would stand had the MLP not run, a sum
 the model itself never passes on.
 
+A layer's kind: one eligibility E_0 (the request's masks: causal, padding, a window, blocked cells) comes in for
+every layer, and a block with its own `window` (Gemma-2's and Gemma-3's local layers) narrows it for itself alone,
+so a local layer and a global one in the same pass see E_0 AND |q - k| < window and E_0. The window counts
+positions (a query decoded after a KV cache sits at the cache's length), so the cache and the whole pass agree;
+the layer's E is what its AttentionOutput.eligible holds, and what the answer reports for it. The layer's rotary
+(its theta) is its own already: AttentionWeights.rotary.
+
 Every intermediate has a name, TransformerLens's hook name with TransformerLens's meaning, without hooks
 registered on modules (global state that outlives a run): `engine.hooks.cache(result)`, the table in engine/hooks.py.
 """
@@ -38,9 +46,12 @@ from torch import Tensor
 from engine import progress, stop
 from engine.attention import AllMaskedPolicy, AttentionOutput, AttentionWeights, attention
 from engine.blockwise import BlockMask
+from engine.errors import AllMaskedRowsError
 from engine.feedforward import MLP, Routing, feed_forward
 from engine.interventions import NO_INTERVENTIONS, Interventions, Patches, PatchHook, shift_input
+from engine.masks import within_window
 from engine.norms import Norm
+from engine.softcap import softcap_
 from engine.timing import timed
 
 
@@ -54,6 +65,7 @@ class Block:
     ln_mlp: Norm | None = None  # after the feed-forward residual (post-LN)
     ln_pre_mlp: Norm | None = None  # before the feed-forward, off the residual (pre-LN decoders)
     parallel: bool = False  # attention and feed-forward both read x (GPT-NeoX): x' = x + Attn(.) + MLP(.)
+    window: int | None = None  # this layer's own window, ANDed with the request's masks (a local layer); None: global
     ln_post_attn: Norm | None = None  # on the attention output before it joins the residual (Gemma-2/3, OLMo-2)
     ln_post_mlp: Norm | None = None  # on the feed-forward output before it joins the residual
 
@@ -70,24 +82,61 @@ class Block:
             ln_mlp=move(self.ln_mlp),
             ln_pre_mlp=move(self.ln_pre_mlp),
             parallel=self.parallel,
+            window=self.window,
             ln_post_attn=move(self.ln_post_attn),
             ln_post_mlp=move(self.ln_post_mlp),
         )
 
+    @property
+    def kind(self) -> str:
+        """'local 512' for a layer with its own window of 512, else 'global' (what /api/models says of it)."""
+        return "global" if self.window is None else f"local {self.window}"
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """What kind of attention one layer is, as /api/models says it: local (its own window) or global, its rotary
+    theta, its score softcap."""
+
+    index: int
+    kind: str  # "local" (the block has its own window) or "global"
+    window: int | None  # the local window; None for a global layer
+    rope_theta: float | None  # the layer's rotary base; None without rotary
+    softcap: float | None  # the layer's score softcap; None without one
+
+
+def layer_kinds(net: Network) -> tuple[LayerKind, ...]:
+    """Every layer's kind, in order."""
+    return tuple(
+        LayerKind(
+            i,
+            "global" if b.window is None else "local",
+            b.window,
+            None if b.attn.rotary is None else b.attn.rotary.theta,
+            b.attn.softcap,
+        )
+        for i, b in enumerate(net.blocks)
+    )
+
 
 @dataclass(frozen=True)
 class Unembed:
+    """logits = Norm_final(x) W_U (+ b_U where the model has a bias), then c tanh(logits / c) where the model caps
+    its logits (Gemma-2's final softcap c: engine/softcap.py)."""
+
     ln_final: Norm
     W_U: Tensor  # (D, V)
     b_U: Tensor | None = None  # (V,) a bias on the logits (Phi-2's lm_head); None: none
+    softcap: float | None = None  # final-logit softcap c; None: the logits as the product makes them
 
     def __call__(self, x: Tensor) -> Tensor:
         logits = self.ln_final(x) @ self.W_U  # (B, S, V)
-        return logits if self.b_U is None else logits + self.b_U
+        logits = logits if self.b_U is None else logits + self.b_U
+        return logits if self.softcap is None else softcap_(logits, self.softcap)
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> Unembed:
         b_U = None if self.b_U is None else self.b_U.to(device=device, dtype=dtype)
-        return Unembed(self.ln_final.to(device, dtype), self.W_U.to(device=device, dtype=dtype), b_U)
+        return Unembed(self.ln_final.to(device, dtype), self.W_U.to(device=device, dtype=dtype), b_U, self.softcap)
 
 
 @dataclass(frozen=True)
@@ -141,6 +190,7 @@ class LayerTrace:
     mlp_in: Tensor | None = None  # (B, S, D') Norm_attn(resid_mid) in a post-LN block
     resid_post: Tensor | None = None  # (B, S, D') before Norm_mlp, in a block that has one (else resid_out)
     mlp_norm: Tensor | None = None  # (B, S, D) Norm_pre_mlp(.), what the feed-forward read, in a pre-LN block
+    window: int | None = None  # the block's own window (a local layer): attn.eligible is the masks narrowed by it
     attn_post: Tensor | None = None  # (B, S, D) Norm_post_attn(attn.output), what joined the residual, where normed
     mlp_post: Tensor | None = None  # (B, S, D) Norm_post_mlp(mlp_out), what joined the residual, where normed
     routing: Routing | None = None  # the experts each position used and their weights, in a mixture of experts
@@ -188,16 +238,22 @@ def block_forward(
     """One block on x (B, S, D): the data flow of the module docstring. Keys and values come from `source` when
     given (cross-attention), after the cached `past` ones when given (decoding)."""
     h = block.ln_pre(x) if block.ln_pre is not None else x
-    out = attention(
-        h,
-        block.attn,
-        eligible,
-        scale=scale,
-        all_masked=all_masked,
-        interventions=interventions.for_layer(index),
-        source=source,
-        past=past,
-    )
+    try:
+        out = attention(
+            h,
+            block.attn,
+            layer_eligible(eligible, block.window),
+            scale=scale,
+            all_masked=all_masked,
+            interventions=interventions.for_layer(index),
+            source=source,
+            past=past,
+        )
+    except AllMaskedRowsError as err:  # a row the request's masks leave a key, but not this layer's window
+        if block.window is None:
+            raise
+        where = f" in layer {index}, whose own window of {block.window} narrows the masks"
+        raise AllMaskedRowsError(err.rows, where) from err
     patch = interventions.patch
     raw, attn_post = joining(out.output, block.ln_post_attn, "attn_out", index, patch)
     out = out if raw is out.output else replace(out, output=raw)
@@ -224,10 +280,26 @@ def block_forward(
         mlp_in=m if block.ln_attn is not None else None,
         resid_post=post if block.ln_mlp is not None else None,
         mlp_norm=u if block.ln_pre_mlp is not None else None,
+        window=block.window,
         attn_post=attn_post,
         mlp_post=mlp_post,
         routing=routing,
     )
+
+
+def layer_eligible(eligible: Tensor | BlockMask, window: int | None) -> Tensor | BlockMask:
+    """What one layer attends under: the request's eligibility narrowed by the layer's own window, if any."""
+    if window is None:
+        return eligible
+    if isinstance(eligible, BlockMask):
+        return eligible.within(window)
+    return within_window(eligible, window)
+
+
+def narrowest(net: Network) -> int | None:
+    """The narrowest window of any layer's own (None: every layer global): under it a row loses the most keys, so
+    a batch's padding rows that some local layer leaves without a key are found by it."""
+    return min((b.window for b in net.blocks if b.window is not None), default=None)
 
 
 def forward(

@@ -4,6 +4,8 @@ The masks are a `BlockMask` (engine/blockwise.py), which engine.attention reads 
 attention is the online-softmax pass, so no S x S tensor exists at any point. Per layer the run keeps Q and K
 (after rotary), each row's log-sum-exp and the fine pyramid (engine/tiles.py), from which a tile or a row is
 recomputed exactly on demand, and it makes each head's summary (grid x grid block maxima and means) as it goes.
+A local layer keeps its own mask (the run's narrowed by its window) and a softcapped one its cap, so what is
+recomputed from it is what that layer computed.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def run_shape(model: AttentionModel, inp: RunInput, s: int, device: torch.device
 def sink_mass(layer: HeadKeep) -> list[float]:
     """Per head, the mean over queries that have a key of the weight on key 0, from Q, K and the normalisers."""
     s = layer.q.shape[1]
-    on_first = weights(layer.q, layer.k, layer.lse, layer.mask, layer.scale, (0, s), (0, 1))[..., 0]  # (H, S)
+    on_first = weights(layer.q, layer.k, layer.lse, layer.mask, layer.scale, (0, s), (0, 1), layer.softcap)[..., 0]
     keyed = torch.isfinite(layer.lse)
     count = keyed.sum(dim=-1).clamp_min(1)
     return [float(v) for v in (on_first * keyed).sum(dim=-1) / count]
@@ -122,11 +124,11 @@ def long_run(
     block = 1
     for trace in fwd.layers:
         stop.check()
-        a = trace.attn
+        a, b = trace.attn, net.blocks[trace.index]
         assert a.lse is not None  # a BlockMask run: attention made the row normalisers, not the weights
-        layer, smax, smean, block = keep(
-            a.q[0].float().cpu(), a.k[0].float().cpu(), a.lse[0].float().cpu(), mask, a.scale_factor, fine, grid
-        )
+        own = mask.within(b.window)  # a local layer's own window: the mask its weights were made under
+        q, k, lse = a.q[0].float().cpu(), a.k[0].float().cpu(), a.lse[0].float().cpu()
+        layer, smax, smean, block = keep(q, k, lse, own, a.scale_factor, fine, grid, b.attn.softcap)
         kept.append(layer)
         summaries.append((smax, smean))
     w = net.blocks[0].attn

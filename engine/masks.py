@@ -79,6 +79,19 @@ def padding_mask(padding: Sequence[bool], device: torch.device | None = None) ->
     return real[None, :].expand(len(padding), len(padding))
 
 
+def within_window(eligible: Tensor, window: int | None) -> Tensor:
+    """A layer's own window (Block.window) ANDed with the request's eligibility: (S_q, S_k) or (B, S_q, S_k), query
+    i at position S_k - S_q + i (the last S_q positions: a whole pass, or the new positions after a KV cache),
+    key j at position j; key j stays eligible only where |position(i) - j| < window. None: eligible as given (the
+    same tensor, not a copy)."""
+    if window is None:
+        return eligible
+    s_q, s_k = eligible.shape[-2], eligible.shape[-1]
+    q = torch.arange(s_k - s_q, s_k, device=eligible.device)[:, None]
+    k = torch.arange(s_k, device=eligible.device)[None, :]
+    return eligible & ((q - k).abs() < window)
+
+
 def eligibility(spec: MaskSpec, seq_len: int, device: torch.device | None = None) -> Tensor:
     """Combine every mask in `spec` into one (S, S) boolean matrix, validating it first."""
     validate_masks(spec, seq_len)

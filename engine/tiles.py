@@ -53,6 +53,7 @@ class HeadKeep:
     fine: int
     fine_max: Tensor  # (H, ceil(S / fine), ceil(S_k / fine)) float32
     fine_sum: Tensor  # the same shape, float32
+    softcap: float | None = None  # the layer's score softcap (engine/softcap.py), applied wherever weights are remade
 
     @property
     def nbytes(self) -> int:
@@ -60,19 +61,19 @@ class HeadKeep:
 
 
 def keep(
-    q: Tensor, k: Tensor, lse: Tensor, mask: BlockMask, scale: float, fine: int, grid: int
+    q: Tensor, k: Tensor, lse: Tensor, mask: BlockMask, scale: float, fine: int, grid: int, cap: float | None = None
 ) -> tuple[HeadKeep, Tensor, Tensor, int]:
     """One layer's keep, and its summary: the block maxima and means over blocks of `block` positions, the
     smallest power of two (times the fine block) that makes at most grid x grid blocks, folded from the pyramid."""
     s = max(mask.s_q, mask.s_k)
-    fmax, fsum = summarise(q, k, lse, mask, scale, fine)
+    fmax, fsum = summarise(q, k, lse, mask, scale, fine, cap=cap)
     block = fine
     while math.ceil(s / block) > grid:
         block *= 2
     f = block // fine
     smax = fold(fmax, f, "max")
     smean = (fold(fsum.double(), f, "sum") / block_counts(mask.s_q, mask.s_k, block)).float()
-    return HeadKeep(q, k, lse, mask, scale, fine, fmax, fsum), smax, smean, block
+    return HeadKeep(q, k, lse, mask, scale, fine, fmax, fsum, cap), smax, smean, block
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def tile(run: HeadKeep, head: int, spec: TileSpec, agg: Agg) -> Tensor:
         return (fold(run.fine_sum[head, a:b, c:d].double(), f, "sum") / counts).float()
     q = run.q[head : head + 1]
     k = run.k[head // (run.q.shape[0] // run.k.shape[0])][None]
-    w = weights(q, k, run.lse[head : head + 1], run.mask, run.scale, rows, cols).float().cpu()
+    w = weights(q, k, run.lse[head : head + 1], run.mask, run.scale, rows, cols, run.softcap).float().cpu()
     if spec.cell == 1:
         return w[0]
     return fold(w[0], spec.cell, "max") if agg == "max" else (fold(w[0].double(), spec.cell, "sum") / counts).float()
@@ -126,5 +127,5 @@ def row(run: HeadKeep, head: int, query: int) -> Tensor:
     """One query's exact weights over every key (S_k,), float32."""
     q = run.q[head : head + 1]
     k = run.k[head // (run.q.shape[0] // run.k.shape[0])][None]
-    w = weights(q, k, run.lse[head : head + 1], run.mask, run.scale, (query, query + 1), (0, run.mask.s_k))
+    w = weights(q, k, run.lse[head : head + 1], run.mask, run.scale, (query, query + 1), (0, run.mask.s_k), run.softcap)
     return w[0, 0].float().cpu()

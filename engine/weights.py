@@ -1,6 +1,6 @@
 """One attention layer's weights: its projections per head, as the maths names them (W_Q, W_K, W_V, W_O and
-their biases), and what the layer declares besides (q/k norms, rotary, a scale, a given pattern, unequal head
-widths).
+their biases), and what the layer declares besides (q/k norms, rotary, a scale, a score softcap, a given
+pattern, unequal head widths).
 
 A type only, read by everything that builds or runs a layer (engine/attention.py, engine/unequal.py,
 engine/forward.py, the model families); it imports none of them.
@@ -38,6 +38,7 @@ class AttentionWeights:
     qk_norm_over: QKNormOver = "head"  # each head's d_head vector (Qwen3, Gemma-3), or the whole projection (OLMo-2)
     rotary: Rotary | None = None  # rotary position embeddings on Q and K (engine/rotary.py)
     scale: float | None = None  # what Q K^T is multiplied by when scaling is on; None: 1 / sqrt(d_head)
+    softcap: float | None = None  # scores = softcap * tanh(scores / softcap) after the scale (Gemma-2); None: off
     pattern: Tensor | None = None  # (H, S, S_k) weights used as given in place of the softmax (a typed-in pattern)
     head_widths: tuple[int, ...] | None = None  # unequal heads (engine/unequal.py): each head's real d_head
     value_widths: tuple[int, ...] | None = None  # and d_v; the tensors are zero-padded to the widest
@@ -95,6 +96,7 @@ class AttentionWeights:
             qk_norm_over=self.qk_norm_over,
             rotary=None if self.rotary is None else self.rotary.to(device, dtype),
             scale=self.scale,
+            softcap=self.softcap,
             pattern=move(self.pattern),
             head_widths=self.head_widths,
             value_widths=self.value_widths,

@@ -711,7 +711,17 @@ def answer_shape(
         top_k=model.info.experts[1] if model.info.experts is not None else 0,
         reasons=reason_grids(inp, model, encoded),
         blocked=len(masks.blocked),
+        local_layers=local_layers(model, req.layer, n_layers),
     )
+
+
+def local_layers(model: AttentionModel, layer: int | None, n_layers: int) -> int:
+    """How many of the layers shown have a window of their own (a local layer sends its own eligibility grid)."""
+    kinds = getattr(model.info, "layer_kinds", None)
+    if kinds is None:
+        return 0
+    shown = [layer] if layer is not None else range(n_layers)
+    return sum(kinds[i].window is not None for i in shown if i < len(kinds))
 
 
 def reason_grids(inp: RunInput, model: AttentionModel, encoded: Encoded) -> int:

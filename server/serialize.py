@@ -110,6 +110,7 @@ class AnswerShape:
     reasons: int  # reasons grids: one per mask in force
     blocked: int  # blocked cells the masks name
     top_k: int = 0  # experts each position uses, in a mixture-of-experts model
+    local_layers: int = 0  # layers shown with a window of their own, each sending its own eligibility grid
 
 
 # A HeadStats holds four per-query lists at most (entropy, masked_share, masked_weight, zero_rows), one list of the
@@ -182,9 +183,10 @@ def answer_count(include: Sequence[str], n: AnswerShape) -> tuple[ResultCount, R
             once = _add(once, count)
         else:
             per_layer = _add(per_layer, count)
-    booleans = n.items * n.s * n.s_k * (1 + n.reasons) if sends_eligibility(include) else 0
-    once = _add(once, ResultCount(0, 0, booleans))
-    return _add(per_layer.times(n.layers), once), _add(per_layer, once)
+    grid = n.items * n.s * n.s_k if sends_eligibility(include) else 0
+    once = _add(once, ResultCount(0, 0, grid * (1 + n.reasons)))
+    every_local, one_local = ResultCount(0, 0, grid * n.local_layers), ResultCount(0, 0, grid * min(1, n.local_layers))
+    return _add(_add(per_layer.times(n.layers), once), every_local), _add(_add(per_layer, once), one_local)
 
 
 def _add(a: ResultCount, b: ResultCount) -> ResultCount:
@@ -198,7 +200,9 @@ def run_shape(run: ModelRun, layers: Sequence[int], include: Sequence[str]) -> A
     final = run.result.final.shape[-1] if "final" in include else 0
     reasons = len(run.reason_grids()) if sends_eligibility(include) else 0
     d_head, d_v, d_out = a.q.shape[-1], a.v.shape[-1], a.output.shape[-1]
-    return AnswerShape(len(layers), b, h, s, s_k, d_head, d_v, d_out, final, reasons, len(run.masks.blocked))
+    local = sum(run.layers[i].window is not None for i in layers)
+    blocked = len(run.masks.blocked)
+    return AnswerShape(len(layers), b, h, s, s_k, d_head, d_v, d_out, final, reasons, blocked, local_layers=local)
 
 
 def check_result_bytes(
@@ -359,6 +363,8 @@ def _layer(
     `whole`: the layer's views of the stack up to it (rollout, attention_flow: B x S x S) that include asks for;
     `sinks`: see serialize_run."""
     a = run.layers[i].attn
+    window = run.layers[i].window
+    own = eligible if window is None else a.eligible.cpu()  # a local layer's: the masks narrowed by its window
     batched = run.batch_tokens is not None
     n_items, n_heads, n_groups = a.scores.shape[0], a.scores.shape[1], a.k.shape[1]
     per_group = n_heads // n_groups
@@ -381,7 +387,7 @@ def _layer(
         return np.ascontiguousarray(per_head) if batched else per_head[0]
 
     def item_eligible(b: int) -> torch.Tensor:
-        return eligible[b] if eligible.dim() == 3 else eligible
+        return own[b] if own.dim() == 3 else own
 
     stats = None
     sims: list[torch.Tensor] = []
@@ -405,7 +411,9 @@ def _layer(
             per_item = [{f.name: getattr(st[h], f.name) for f in STAT_FIELDS} for st in stats]
             head["stats"] = per_item if batched else per_item[0]
         heads.append(head)
-    layer: dict[str, Any] = {"index": i, "heads": heads}
+    layer: dict[str, Any] = {"index": i, "heads": heads, "window": window, "eligible": None}
+    if window is not None and sends_eligibility(include):
+        layer["eligible"] = own.numpy()
     if "output" in include:
         out = as_numpy(a.output, precision, f"layer {i}'s output")
         layer["output"] = out if batched else out[0]

@@ -30,6 +30,8 @@ TEXT = (
 PROBE = "The quick brown fox opens the door to the garden, and the dog reads the key."
 DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma", "phi3")
 ENCODERS = ("bert", "roberta")
+# families whose equivalence, decoding and controls are tested in a module of their own
+APART = ("gemma2", "gemma3_text")  # tests/test_gemma_families.py
 QK_NORM_DECODERS = ("qwen3", "olmo2", "qwen3_moe")  # tests/test_qk_norm_families.py
 FAMILIES = DECODERS + ENCODERS + QK_NORM_DECODERS
 # families shaped on one named real model each, at width 64 (tests/test_more_families.py)
@@ -44,6 +46,8 @@ FRAMES: dict[str, tuple[str | None, str | None]] = {
     "mistral": ("<s>", None),
     "qwen2": (None, None),
     "gemma": ("<bos>", None),
+    "gemma2": ("<bos>", None),
+    "gemma3_text": ("<bos>", None),
     "qwen3": (None, None),
     "olmo2": (None, None),
     "qwen3_moe": (None, None),
@@ -105,6 +109,8 @@ def tokenizer_for(family: str) -> Tokenizer:
         "qwen3_moe": ["<|endoftext|>"],
         "olmo2": ["<|endoftext|>", "<|pad|>"],
         "gemma": ["<pad>", "<eos>", "<bos>"],
+        "gemma2": ["<pad>", "<eos>", "<bos>"],
+        "gemma3_text": ["<pad>", "<eos>", "<bos>"],
         "phi3": ["<unk>", "<s>", "</s>"],
         "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
         "phi": ["<|endoftext|>"],
@@ -146,6 +152,8 @@ def config_for(family: str, vocab_size: int, tok: Tokenizer, overrides: dict[str
         kw = {"num_key_value_heads": 2, "head_dim": 16, "hidden_activation": "gelu_pytorch_tanh"}
         ids = {"pad_token_id": tok.token_to_id("<pad>"), "bos_token_id": tok.token_to_id("<bos>")}
         return tf.GemmaConfig(**{**decoder, **kw, **ids, "eos_token_id": tok.token_to_id("<eos>"), **overrides})
+    if family in ("gemma2", "gemma3_text"):
+        return gemma_config(family, decoder, tok, overrides)
     if family == "qwen3":  # Qwen3-0.6B's config at width 64: head_dim 32 over 4 heads (not 64 / 4), 2 K/V groups
         eot = tok.token_to_id("<|endoftext|>")
         kw = {"hidden_size": 64, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 96}
@@ -178,6 +186,33 @@ def config_for(family: str, vocab_size: int, tok: Tokenizer, overrides: dict[str
         kw = {"max_position_embeddings": 66, "pad_token_id": pad, "type_vocab_size": 1}
         return tf.RobertaConfig(**{**encoder, **kw, **overrides})
     raise ValueError(f"no tiny checkpoint for {family!r}; families: {', '.join(FAMILIES)}")
+
+
+def gemma_config(family: str, decoder: dict[str, Any], tok: Tokenizer, overrides: dict[str, Any]) -> Any:
+    """gemma2: Gemma-2-2B's config at width 64 (8 heads over 4 K/V groups, head_dim unlike width / heads, local and
+    global layers alternating, pre and post norms, tied), with query_pre_attn_scalar unlike head_dim (as Gemma-2-27B
+    has it) and softcaps low enough to bite on a tiny random model's scores and logits (the real 50 and 30 barely
+    touch scores near 1). gemma3_text: Gemma-3-1B's config at width 32 (4 heads over 1 K/V group, q/k norms, 5
+    local layers to 1 global, local rope theta 10,000 and global 1,000,000), 7 layers so the pattern repeats.
+    Both: a window of 4, shorter than any probe."""
+    import transformers as tf
+
+    ids = {"pad_token_id": tok.token_to_id("<pad>"), "bos_token_id": tok.token_to_id("<bos>")}
+    ids["eos_token_id"] = tok.token_to_id("<eos>")
+    kw: dict[str, Any] = {**decoder, **ids, "max_position_embeddings": 128, "sliding_window": 4}
+    kw |= {"hidden_activation": "gelu_pytorch_tanh", "rms_norm_eps": 1e-6, "tie_word_embeddings": True}
+    if family == "gemma2":
+        kw |= {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4}
+        kw |= {"head_dim": 16, "intermediate_size": 128, "query_pre_attn_scalar": 24}
+        kw |= {"attn_logit_softcapping": 1.5, "final_logit_softcapping": 3.0}
+        return tf.Gemma2Config(**{**kw, **overrides})
+    kw |= {"num_hidden_layers": 7, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16}
+    kw |= {"query_pre_attn_scalar": 16, "sliding_window_pattern": 6}
+    kw["rope_parameters"] = {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+        "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+    }
+    return tf.Gemma3TextConfig(**{**kw, **overrides})
 
 
 # Phi-3-mini-128k's config at width 64 (4 heads of 16, no K/V groups, as Phi-3-mini): fused qkv_proj and gate_up_proj,

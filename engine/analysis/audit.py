@@ -3,10 +3,12 @@
 Beyond the settings (widths, heads, projections, scale, softmax axis, masks, policy, dropout, dtype, device,
 lengths) it measures: the score range, mean entropy, the largest weight on a masked key, the largest row-sum
 error, peak memory and throughput of the same forward pass, `sdpa_max_diff` (the engine's contexts against
-torch's fused scaled_dot_product_attention on the same Q, K, V and mask, with the scale recomputed here from
-d_head, not taken from the engine), and, when masks are on, the perturbation verdicts: the same perturbation
-/api/perturb runs by default (a seeded random direction of norm 1), through the same code, `demo_bug` included, so
-a bug that lets a later token reach an earlier row fails the audit's causal check as it fails the page's.
+torch's fused scaled_dot_product_attention on the same Q, K, V and the layer's own mask, with the scale
+recomputed here from d_head or the layer's declared factor, not taken from the engine; a softcapped layer's
+reference caps its scores here, in float64, as the fused kernel cannot), and, when masks are on, the perturbation
+verdicts: the same perturbation /api/perturb runs by default (a seeded random direction of norm 1), through the
+same code, `demo_bug` included, so a bug that lets a later token reach an earlier row fails the audit's causal check
+as it fails the page's.
 Throughput counts real tokens only: a padded batch's padding positions are computed but not counted.
 
 Read off the weights themselves (engine/analysis/weight_checks.py): `softmax_axis`, the axis the weights sum to 1
@@ -29,8 +31,10 @@ from engine.analysis.perturb import perturb
 from engine.analysis.perturb_kernel import Case, Change
 from engine.analysis.weight_checks import repeated_rows, softmax_axis
 from engine.attention import AttentionWeights, expand_groups, scale_factor
+from engine.forward import LayerTrace
 from engine.measure import measure
 from engine.models.base import ModelRun
+from engine.softcap import softcap
 from engine.stats import head_stats
 
 
@@ -41,15 +45,20 @@ def sdpa_max_diff(run: ModelRun, scale: bool) -> float:
     for t in run.layers:
         a, w = t.attn, t.weights
         k, v = expand_groups(a.k, w.n_heads), expand_groups(a.v, w.n_heads)
-        mask = a.eligible if a.eligible.dim() == 2 else a.eligible[:, None]
+        mask = a.eligible if a.eligible.dim() == 2 else a.eligible[:, None]  # the layer's own (a local window)
         q = a.q.double()
         if w.head_widths is not None:  # each head its own 1 / sqrt(d_k^h), put on its queries
             own = [1.0 / math.sqrt(d) if scale else 1.0 for d in w.head_widths]  # recomputed, not the engine's
             q = q * torch.tensor(own, dtype=q.dtype, device=q.device)[:, None, None]
             factor = 1.0
         else:
-            factor = 1.0 / math.sqrt(w.d_head) if scale else 1.0
-        ref = F.scaled_dot_product_attention(q, k.double(), v.double(), attn_mask=mask, scale=factor)
+            declared = 1.0 / math.sqrt(w.d_head) if w.scale is None else w.scale
+            factor = declared if scale else 1.0
+        if w.softcap is None:
+            ref = F.scaled_dot_product_attention(q, k.double(), v.double(), attn_mask=mask, scale=factor)
+        else:  # c tanh(s / c) on the scores, then the masked softmax, written out
+            capped = softcap(q @ k.double().transpose(-1, -2) * factor, w.softcap).masked_fill(~mask, float("-inf"))
+            ref = torch.softmax(capped, dim=-1) @ v.double()
         live = a.eligible.any(dim=-1)  # (S,) or (B, S)
         live = live[None, None] if live.dim() == 1 else live[:, None]
         if bool(live.any()):
@@ -158,16 +167,19 @@ def audit(case: Case, run: ModelRun, max_runs: int | None = None) -> dict[str, A
     w = run.layers[0].weights
     _, measured = measure(lambda: case.model.run(inp, device, dtype, encoded=case.enc), device)
     eligible = run.eligible if run.eligible.dim() == 2 else run.eligible[0]
+
+    def own(t: LayerTrace) -> torch.Tensor:
+        """The eligibility layer t attended under (a local layer's is narrowed by its window), item 0's."""
+        return t.attn.eligible if t.attn.eligible.dim() == 2 else t.attn.eligible[0]
+
     stats = [
         s
         for t in run.layers
-        for s in head_stats(
-            t.attn.scores[0].cpu(), t.attn.weights[0].cpu(), eligible.cpu(), t.weights, broken=run.breaks
-        )
+        for s in head_stats(t.attn.scores[0].cpu(), t.attn.weights[0].cpu(), own(t).cpu(), t.weights, broken=run.breaks)
     ]
     # no eligible cell at all (every row masked, all_masked "zero"): no score range, rather than min() of nothing
     eligible_scores = (
-        [float(v) for t in run.layers for v in torch.aminmax(t.attn.scores[0][:, eligible])]
+        [float(v) for t in run.layers for v in torch.aminmax(t.attn.scores[0][:, own(t)])]
         if bool(eligible.any())
         else []
     )

@@ -31,8 +31,8 @@ The textbook example has 5 fixed positions and no vocabulary: it is scored on it
 induction score is None (there is no repeated segment to measure it on).
 
 With `permutations`, each score but entropy also gets a shuffled baseline (engine/analysis/head_baseline.py): the
-same score on the same weights with each row's weight moved at random among its eligible keys, and how far the
-head stands above it.
+same score on the same weights with each row's weight moved at random among its eligible keys (a local layer's: the
+keys its window leaves), and how far the head stands above it.
 """
 
 from __future__ import annotations
@@ -217,13 +217,25 @@ def head_type_scores(
         (shuffles if r is run else draw_shuffles(r.eligible, permutations, seed)) if permutations else None
         for r in probe_runs
     ]
+    local: dict[tuple[int, int], Shuffles] = {}  # (run, window) -> shuffles within a local layer's window
+
+    def own(i: int, r: ModelRun, shared: Shuffles | None, layer: int) -> Shuffles | None:
+        """The shuffles of run r's `layer`: the run's, or a local layer's own, among the keys its window leaves."""
+        window = r.layers[layer].window
+        if shared is None or window is None:
+            return shared
+        if (i, window) not in local:
+            e = r.layers[layer].attn.eligible
+            local[(i, window)] = draw_shuffles(e if e.dim() == 2 else e[0], permutations, seed)
+        return local[(i, window)]
+
     table = []
     for layer, trace in enumerate(run.layers):
         w = trace.attn.weights[0].detach().double()  # (H, S, S)
-        sides = [(on_input, w, shuffles)]
+        sides = [(on_input, w, own(-1, run, shuffles, layer))]
         sides += [
-            (scorers, r.layers[layer].attn.weights[0].detach().double(), found)
-            for scorers, r, found in zip(by_length, probe_runs, probe_shuffles, strict=True)
+            (scorers, r.layers[layer].attn.weights[0].detach().double(), own(i, r, found, layer))
+            for i, (scorers, r, found) in enumerate(zip(by_length, probe_runs, probe_shuffles, strict=True))
         ]
         scores: dict[str, Tensor | None] = {"induction": None}
         scores |= {name: f(w) for name, f in on_input.items()}

@@ -21,6 +21,9 @@ score.
 A post-norm model (BERT, MiniLM) renormalises the stream after every layer, and a block that norms its sublayer's
 output before adding it (Gemma-2/3, OLMo-2) adds no sum of its heads' outputs: what a layer reads then is not a
 sum of what earlier heads wrote, so it has no such decomposition, and is refused with that reason.
+
+A layer that softcaps its scores (Gemma-2: c tanh(q . k / c)) computes a score that is not the sum of the q . k
+terms (a tanh of a sum is not a sum of tanhs), and is refused with that reason.
 """
 
 from __future__ import annotations
@@ -129,6 +132,14 @@ def frozen_norm(norm: object | None, x: Tensor, parts: Tensor) -> tuple[Tensor, 
 def qk_attribution(run: ModelRun, net: Network, layer: int, head: int, query: int, key: int) -> QKAttribution:
     """Every (query source, key source) term of the score of `head` in `layer` at (query, key); see the module
     docstring. `run` is a pass of one sequence through `net` (without interventions)."""
+    cap = net.blocks[layer].attn.softcap if 0 <= layer < len(net.blocks) else None
+    if cap is not None:
+        raise InputError(
+            "layer",
+            f"layer {layer} softcaps its scores ({cap:g} tanh(q . k / {cap:g}), as Gemma-2 does), so a score is not "
+            "the sum of the q . k terms of its sources: QK attribution needs a layer whose scores are the plain "
+            "scaled q . k",
+        )
     why = post_norm_reason(net)
     if why is not None:
         raise InputError("model", why)

@@ -81,11 +81,10 @@ def head_scale(layer: int, head: int, q: Tensor, k: Tensor, eligible: Tensor) ->
 
 def trained_scales(run: ModelRun) -> list[TrainedHeadScale]:
     """Every layer's every head of one sequence's run (batch item 0), layer by layer."""
-    eligible = run.eligible if run.eligible.dim() == 2 else run.eligible[0]
-    eligible = eligible.cpu()
     out = []
     for trace in run.layers:
         a = trace.attn
+        eligible = (a.eligible if a.eligible.dim() == 2 else a.eligible[0]).cpu()  # the layer's own: a local window
         q = a.q[0].cpu()  # (H, S, d)
         k = expand_groups(a.k, a.q.shape[1])[0].cpu()  # (H, S_k, d)
         out += [head_scale(trace.index, h, q[h], k[h], eligible) for h in range(q.shape[0])]

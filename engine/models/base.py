@@ -20,9 +20,9 @@ from torch import Tensor
 from engine import stop
 from engine.attention import AttentionWeights
 from engine.errors import InputError
-from engine.forward import Block, ForwardResult, Network, forward
+from engine.forward import Block, ForwardResult, Network, forward, narrowest
 from engine.interventions import NO_INTERVENTIONS, Interventions
-from engine.masks import MaskSpec, batch_policy, cross_eligibility, eligibility
+from engine.masks import MaskSpec, batch_policy, cross_eligibility, eligibility, within_window
 from engine.models.declare import HEAD_COUNTS, INPUT_FIELDS, Capabilities, InputField, ModelSource, able, reading
 from engine.models.run import (
     Encoded,
@@ -279,7 +279,7 @@ class AttentionModel(ABC):
             net,
             eligible,
             scale=inp.scale,
-            all_masked=batch_policy(eligible, enc.real, inp.all_masked),
+            all_masked=batch_policy(within_window(eligible, narrowest(net)), enc.real, inp.all_masked),
             interventions=interventions,
             last_layer=last,
             timings=timings,

@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 
 from engine.errors import InputError
 from engine.feedforward import MixtureOfExperts
-from engine.forward import ForwardResult, Network
+from engine.forward import ForwardResult, Network, layer_kinds
 from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache, RunConfig, RunInput
 from engine.models.declare import Capabilities
 from engine.models.families import CheckpointError, Mapped, Sizes
@@ -101,6 +101,7 @@ class CheckpointModel(AttentionModel):
             vocab_size=sizes.vocab_size,
             max_positions=sizes.max_positions,
             experts=experts_of(mapped.network),
+            layer_kinds=layer_kinds(mapped.network),
         )
 
     def _frame(self) -> tuple[list[str], list[str]]:

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from engine.attention import AllMaskedPolicy
 from engine.errors import InputError
-from engine.forward import ForwardResult, LayerTrace
+from engine.forward import ForwardResult, LayerKind, LayerTrace
 from engine.hooks import cache, stored
 from engine.interventions import NO_INTERVENTIONS, Interventions
 from engine.masks import MaskSpec, batch_reason_grids, cross_reason_grids, reason_grids
@@ -37,6 +37,7 @@ class ModelInfo:
     vocab_size: int | None = None  # ids the model embeds and predicts over, where it has a vocabulary of ids
     max_positions: int | None = None  # positions the model was made for (a checkpoint's config)
     experts: tuple[int, int] | None = None  # a mixture of experts: (experts per layer, experts each position uses)
+    layer_kinds: tuple[LayerKind, ...] | None = None  # each layer's kind (local or global); None: every one global
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from fastapi import APIRouter
@@ -9,6 +10,7 @@ from engine.models.declare import INPUT_FIELDS
 from server.deps import ModelsDep
 from server.schemas.errors import ANY_ROUTE, errors
 from server.schemas.models import (
+    LayerKindOut,
     ModelCapabilities,
     ModelEntry,
     ModelExperts,
@@ -60,6 +62,19 @@ def entry(model: AttentionModel) -> ModelEntry:
         reads=[f for f in INPUT_FIELDS if f in model.reads],
         defaults=i.defaults,
         breaks=dict(model.breaks),
+        layer_kinds=kinds(model),
         vocab=i.vocab,
         experts=None if i.experts is None else ModelExperts(count=i.experts[0], top_k=i.experts[1]),
     )
+
+
+def kinds(model: AttentionModel) -> list[LayerKindOut]:
+    """Each layer's kind: the model's own where it declares them (a checkpoint), else every layer global with no
+    window, rotary or softcap of its own declared."""
+    declared = getattr(model.info, "layer_kinds", None)
+    if declared is None:
+        return [
+            LayerKindOut(index=i, kind="global", window=None, rope_theta=None, softcap=None)
+            for i in range(model.info.n_layers)
+        ]
+    return [LayerKindOut(**dataclasses.asdict(k)) for k in declared]

@@ -303,6 +303,16 @@ class HeadResult(BaseModel):
 class LayerResult(BaseModel):
     index: int
     heads: list[HeadResult]
+    window: int | None = Field(
+        None,
+        description="this layer's own window (a local layer, as Gemma's): its queries see keys with |q - k| < "
+        "window, ANDed with the request's masks; null: a global layer, which sees the request's masks alone",
+    )
+    eligible: list[list[bool]] | list[list[list[bool]]] | None = Field(
+        None,
+        description="a local layer's own eligibility, the answer's `eligible` narrowed by its window (sent with "
+        "that grid); null for a global layer, whose eligibility is the answer's `eligible`",
+    )
     output: Matrices | None = None
     head_similarity: Matrices | None = None
     rollout: Matrices | None = Field(

@@ -51,6 +51,19 @@ class ModelExperts(Served):
     top_k: int = Field(description="experts each position uses")
 
 
+class LayerKindOut(Served):
+    """One layer's kind of attention (engine/forward.py LayerKind)."""
+
+    index: int
+    kind: str = Field(
+        description="local: the layer has its own window (Gemma's sliding layers); global: it sees the "
+        "request's masks alone"
+    )
+    window: int | None = Field(description="a local layer's window: its queries see keys with |q - k| < window")
+    rope_theta: float | None = Field(description="the layer's rotary base (theta); null without rotary")
+    softcap: float | None = Field(description="the layer's score softcap c (scores = c tanh(scores / c)); null: none")
+
+
 class ModelEntry(Served):
     name: str
     description: str
@@ -94,6 +107,11 @@ class ModelEntry(Served):
         default_factory=dict,
         description="assumptions of attnlab's statistics that do not hold for this model, each with why "
         "(fixed_qk: one fixed W_Q W_K^T per head); the statistics that make them are null in its answers",
+    )
+    layer_kinds: list[LayerKindOut] = Field(
+        default_factory=list,
+        description="each layer's kind, in order: local (its own window) or global, its rotary theta and softcap "
+        "(the page shows them as 'L0 local 512 · L1 global')",
     )
     vocab: list[str] | None = None
     experts: ModelExperts | None = Field(

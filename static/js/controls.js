@@ -6,7 +6,7 @@ import { LABELS, renderMatrices } from "./matrices.js";
 import { pairLines, splitTokens } from "./masks.js";
 import { act } from "./actions.js";
 import { can, namesThat, numbersOf, offered } from "./capabilities.js";
-import { modelLabel, referenceLine } from "./modelinfo.js";
+import { layerKindsLine, modelLabel, referenceLine } from "./modelinfo.js";
 import { modelInfo } from "./selectors.js";
 import { batchOf, sourceOf } from "./requests.js";
 
@@ -62,6 +62,8 @@ export function render(root, s, dispatch) {
   $("model-description").textContent = m ? m.description : "";
   $("model-reference").textContent = referenceLine(m);
   $("model-reference").hidden = !$("model-reference").textContent;
+  $("model-layers").textContent = layerKindsLine(m);
+  $("model-layers").hidden = !$("model-layers").textContent;
   if (document.activeElement !== $("sequence-input")) $("sequence-input").value = s.draft.text;
   $("mask-causal").checked = ui.masks.causal;
   $("mask-window-on").checked = ui.masks.window != null;

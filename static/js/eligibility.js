@@ -13,7 +13,7 @@ import { pos } from "./positions.js";
 export const MAX_GRID_TOKENS = 32; // beyond this the grid is drawn on a canvas instead of as buttons
 export const CANVAS_PX = 280; // the canvas grid's plot side, whatever the length
 export const ELIGIBLE_FILL = "#a6d8b5";
-export const REASON_CODE = { causal: "C", window: "W", padding: "P", blocked: "B", masked: "×" };
+export const REASON_CODE = { causal: "C", window: "W", padding: "P", blocked: "B", "layer window": "L", masked: "×" };
 
 // The short code a cell shows: "" when eligible, else the letters of the masks that exclude it.
 export function reasonCode(reasons) {

@@ -5,7 +5,7 @@
 
 import { MASK_FILL, colorAt, inkOn, normalise } from "./colors.js";
 import { paintPixels } from "./heatmap.js";
-import { REASONS, cellReasons } from "./masks.js";
+import { LAYER_WINDOW, REASONS, cellReasons } from "./masks.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
 import { pos } from "./positions.js";
 
@@ -190,6 +190,7 @@ export function hoverTexts(view, head) {
       if (grids) {
         reasons = [];
         for (const [name, g] of grids) if (g[q]?.[k]) reasons.push(name);
+        if (!reasons.length && !view.eligible[q][k]) reasons.push(LAYER_WINDOW);
       } else {
         reasons = view.eligible[q][k] ? [] : ["masked"];
       }

@@ -15,9 +15,14 @@ export function splitTokens(text) {
 // Which masks exclude query q from key k, read from a result's `reasons` (one S x S grid per mask in force);
 // ["masked"] for a masked cell of a result without them (a batch, a source). Empty = eligible.
 export function cellReasons(view, q, k) {
-  if (view.reasons) return REASONS.filter((name) => view.reasons[name]?.[q]?.[k]);
-  return view.eligible[q][k] ? [] : ["masked"];
+  if (!view.reasons) return view.eligible[q][k] ? [] : ["masked"];
+  const found = REASONS.filter((name) => view.reasons[name]?.[q]?.[k]);
+  return found.length || view.eligible[q][k] ? found : [LAYER_WINDOW];
 }
+
+// Why a cell none of the request's masks excludes is masked all the same: the window of the local layer drawn (its
+// own eligibility, the answer's grid narrowed by it).
+export const LAYER_WINDOW = "layer window";
 
 // Query rows with no eligible key.
 export function emptyRows(eligible) {

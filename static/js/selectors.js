@@ -122,11 +122,13 @@ export function selectView(s) {
   const layers = ui.layer === "all" ? r.layers : r.layers.filter((l) => l.index === ui.layer);
   const shown = layers.length ? layers : r.layers.slice(0, 1);
   const heads = shown.flatMap((l) => l.heads.map((head) => ({ layer: l.index, head })));
+  // one layer shown: the eligibility it attended under (a local layer's own window narrows the answer's grid)
+  const eligible = (shown.length === 1 && shown[0].eligible) || r.eligible;
   const allHeads = heads.map((h) => h.head);
   // the scores' range: only the scores view has a use for it (a scan of every head's scores, widened)
   // the moved view until its value norms arrive (a result asked for before it was chosen has none) draws weights
   const shownView = ui.view === "moved" && allHeads[0]?.value_norms == null ? "weights" : ui.view;
-  const maxAbs = shownView === "weights" ? 0 : maxAbsEligible(allHeads, r.eligible, matrixKey(shownView));
+  const maxAbs = shownView === "weights" ? 0 : maxAbsEligible(allHeads, eligible, matrixKey(shownView));
   const wanted = ui.focus && r.layers.find((l) => l.index === ui.focus[0]);
   const focus = wanted ? ui.focus : [heads[0].layer, heads[0].head.index];
   const focusLayer = wanted || shown[0];
@@ -137,7 +139,7 @@ export function selectView(s) {
     tokens: r.tokens,
     keyTokens: cross ? r.source_tokens : null,
     item: r.item ?? 0,
-    eligible: drawnEligibility(r.eligible, r.demo_bug?.name),
+    eligible: drawnEligibility(eligible, r.demo_bug?.name),
     reasons: r.reasons || null,
     masks,
     blocked: r.masks.blocked,
@@ -151,13 +153,13 @@ export function selectView(s) {
     kvGroups: r.config.n_kv_heads,
     config: r.config,
     maxAbs,
-    clipAbs: ui.view === "scores" && ui.scoreScale === "clip" ? quantileAbsEligible(allHeads, r.eligible) : maxAbs,
+    clipAbs: ui.view === "scores" && ui.scoreScale === "clip" ? quantileAbsEligible(allHeads, eligible) : maxAbs,
     scale: scaleFor(shownView, ui.palette, maxAbs),
     weightScale: scaleFor("weights", ui.palette, maxAbs),
     changed: diff ? [...diff.newlyMasked, ...diff.newlyEligible] : [],
     focus,
     // a cross-attention source's padding is of keys, not of these queries
-    query: ui.query ?? defaultQuery(r.tokens, r.eligible, cross ? [] : masks.padded),
+    query: ui.query ?? defaultQuery(r.tokens, eligible, cross ? [] : masks.padded),
     focusLayer,
     focusHead: focusLayer.heads[focus[1]] || focusLayer.heads[0],
     layer: focusLayer,

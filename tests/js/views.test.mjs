@@ -166,6 +166,44 @@ test('the label and reference line of a model', async () => {
   ]);
 });
 
+// test_gemma_families.py: what /api/models says of each layer's kind, as the picker's line
+test('the line of a model with local and global layers', async () => {
+  const M = await mod('modelinfo.js');
+  const k = (index, kind, window, rope_theta) => ({index, kind, window, rope_theta, softcap: null});
+  const out = plain([
+    M.layerKindsLine({layer_kinds: [k(0, 'local', 512, 1e4), k(1, 'global', null, 1e4)]}),
+    M.layerKindsLine({layer_kinds: [k(0, 'local', 512, 1e4), k(1, 'global', null, 1e6)]}),
+    M.layerKindsLine({layer_kinds: [k(0, 'global', null, 1e4), k(1, 'global', null, 1e4)]}),
+    M.layerKindsLine({layer_kinds: [k(0, 'global', null, 1e4), k(1, 'global', null, 1e6)]}),
+    M.layerKindsLine({name: 'textbook'}),
+  ]);
+  eq(out, [
+    'L0 local 512 · L1 global',
+    'L0 local 512 (theta 10000) · L1 global (theta 1e+6)', // the thetas said where the layers differ in them
+    '', // every layer global with one theta: nothing particular to say
+    'L0 global (theta 10000) · L1 global (theta 1e+6)',
+    '',
+  ]);
+});
+
+test('one local layer shown is drawn under its own eligibility', async () => {
+  const Sel = await mod('selectors.js');
+  const grid = (rows) => rows.map((r) => r.map(Boolean));
+  const all = grid([[1, 0, 0], [1, 1, 0], [1, 1, 1]]), own = grid([[1, 0, 0], [1, 1, 0], [0, 1, 1]]);
+  const head = {index: 0, kv_group: 0, weights: [[1, 0, 0], [0.5, 0.5, 0], [0, 0.5, 0.5]]};
+  const result = {model: 'g', tokens: ['a', 'b', 'c'], eligible: all, reasons: null,
+    config: {n_layers: 2, n_heads: 1, n_kv_heads: 1}, masks: {causal: true, padding: null, window: null, blocked: []},
+    layers: [{index: 0, window: 2, eligible: own, heads: [head]}, {index: 1, window: null, eligible: null, heads: [head]}]};
+  const drawn = (layer) => Sel.selectView({run: {result}, ui: {layer, view: 'weights', palette: 'viridis'}}).eligible;
+  eq(plain([drawn(0), drawn(1), drawn('all')]), [own, all, all]);
+  // a cell only the layer's window masks is said to be masked by it, in the grid's status and the hover text
+  const M = await mod('masks.js'), F = await mod('focuscells.js');
+  const reasons = {causal: grid([[0, 1, 1], [0, 0, 1], [0, 0, 0]])};
+  const view = {...Sel.selectView({run: {result: {...result, reasons}}, ui: {layer: 0, view: 'weights', palette: 'viridis'}})};
+  eq(plain([M.cellReasons(view, 2, 0), M.cellReasons(view, 0, 1), M.cellReasons(view, 2, 1)]), [['layer window'], ['causal'], []]);
+  assert.ok(F.hoverTexts(view, head)[2][0].includes('masked (layer window)'));
+});
+
 // test_positions_page.py
 test('the count from 1 round-trips through the link', async () => {
   const S = await mod('state.js');
