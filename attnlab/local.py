@@ -1,7 +1,7 @@
 """attnlab.run: the engine in the caller's own process and thread, no server, through the server's own path.
 
 A call is an /api/attention request, run by server/inprocess.py (the server's entry for one request with no HTTP):
-the body is validated by the same schema (AttentionRequest), checked and tokenised by server.prepare.prepare under
+the body is validated by the same schema (AttentionRequest), checked and tokenised by server.plan.make_plan under
 the same limits (ATTNLAB_* settings, as a server started in this environment would read them), run by the same
 engine and serialised by the same serialize_run, so the result is the one /api/attention answers, with its
 matrices as NumPy arrays. Errors are the API's too, as attnlab.ApiError. Each model loads once per process; runs

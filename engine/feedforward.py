@@ -2,9 +2,11 @@
 
     FeedForward         act(x W_in + b_in) W_out + b_out                           BERT, GPT-2 (gelu)
     GatedFeedForward    (act(x W_gate + b_gate) * (x W_in + b_in)) W_out + b_out   LLaMA (silu: SwiGLU), Gemma (GeGLU)
+    MixtureOfExperts    sum over the top k experts e of p_e GLU_e(x)                 Qwen3-MoE
 
 act is one of ACTIVATIONS: gelu (exact, erf), gelu_tanh (the tanh approximation), silu (x sigmoid(x)), relu.
-Biases are optional (None: no bias). x is (B, S, D); the hidden width is d_mlp.
+Biases are optional (None: no bias). x is (B, S, D); the hidden width is d_mlp (each expert's, in a mixture).
+A mixture's routing (which experts each position used, with what weight) is part of its answer: `feed_forward`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def _linear(x: Tensor, W: Tensor, b: Tensor | None) -> Tensor:
     return x @ W if b is None else x @ W + b
 
 
-def _moved(piece: FeedForward | GatedFeedForward, device: torch.device | str, dtype: torch.dtype) -> dict[str, Any]:
+def _moved(piece: MLP, device: torch.device | str, dtype: torch.dtype) -> dict[str, Any]:
     """Every tensor field of `piece` on `device` in `dtype`, by name."""
     out: dict[str, Any] = {}
     for f in fields(piece):
@@ -91,4 +93,77 @@ class GatedFeedForward:
         return replace(self, **_moved(self, device, dtype))
 
 
-MLP = FeedForward | GatedFeedForward
+@dataclass(frozen=True)
+class Routing:
+    """Which experts each position used, and their weights in its sum. B = batch, S = positions."""
+
+    experts: Tensor  # (B, S, k) expert ids, the most probable first
+    weights: Tensor  # (B, S, k) each one's weight p_e
+
+
+@dataclass(frozen=True)
+class MixtureOfExperts:
+    """Top-k routing over E gated experts, each a GLU with its own weights (stacked along a first axis E):
+
+        p       = softmax(x W_router)                 (B, S, E) every expert's probability, in float32 at least
+        top     = the k experts of largest p          their p divided by their sum where norm_topk
+        MoE(x)  = sum_{e in top} p_e GLU_e(x)         GLU_e(x) = (act(x W_gate[e]) * (x W_in[e])) W_out[e]
+
+    Each expert runs on the positions that chose it only, as the model computes it.
+    """
+
+    W_router: Tensor  # (D, E)
+    W_gate: Tensor  # (E, D, d_mlp)
+    W_in: Tensor  # (E, D, d_mlp)
+    W_out: Tensor  # (E, d_mlp, D)
+    top_k: int  # experts per position (config num_experts_per_tok)
+    norm_topk: bool = False  # the top k probabilities renormalised to sum 1 (Qwen3-MoE's norm_topk_prob)
+    act: Activation = "silu"
+
+    def __post_init__(self) -> None:
+        assert self.act in ACTIVATIONS, self.act
+        assert 1 <= self.top_k <= self.n_experts, (self.top_k, self.n_experts)
+
+    @property
+    def n_experts(self) -> int:
+        return self.W_router.shape[1]
+
+    @property
+    def d_mlp(self) -> int:
+        return self.W_in.shape[2]
+
+    def route(self, x: Tensor) -> Routing:
+        """x (B, S, D) -> the k experts of each position and their weights."""
+        work = torch.float64 if x.dtype == torch.float64 else torch.float32
+        p = torch.softmax((x @ self.W_router).to(work), dim=-1)  # (B, S, E)
+        top, experts = p.topk(self.top_k, dim=-1)  # (B, S, k) each
+        if self.norm_topk:
+            top = top / top.sum(dim=-1, keepdim=True)
+        return Routing(experts, top.to(x.dtype))
+
+    def routed(self, x: Tensor) -> tuple[Tensor, Routing]:
+        """x (B, S, D) -> MoE(x) (B, S, D) and the routing it used."""
+        r = self.route(x)
+        flat = x.reshape(-1, x.shape[-1])  # (B * S, D)
+        chosen, weights = r.experts.reshape(-1, self.top_k), r.weights.reshape(-1, self.top_k)
+        y = torch.zeros_like(flat)
+        for e in chosen.unique().tolist():  # the experts in order, each on the positions that chose it
+            rows, slot = torch.where(chosen == e)
+            h = flat[rows]
+            out = (ACTIVATIONS[self.act](h @ self.W_gate[e]) * (h @ self.W_in[e])) @ self.W_out[e]
+            y.index_add_(0, rows, out * weights[rows, slot, None])
+        return y.view_as(x), r
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return self.routed(x)[0]
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> MixtureOfExperts:
+        return replace(self, **_moved(self, device, dtype))
+
+
+MLP = FeedForward | GatedFeedForward | MixtureOfExperts
+
+
+def feed_forward(mlp: MLP, x: Tensor) -> tuple[Tensor, Routing | None]:
+    """The feed-forward's output on x (B, S, D), with the routing where it is a mixture of experts."""
+    return mlp.routed(x) if isinstance(mlp, MixtureOfExperts) else (mlp(x), None)

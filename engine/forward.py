@@ -13,9 +13,9 @@ optional pieces that real architectures put around it (norms: engine/norms.py; M
     m          = Norm_attn(resid_mid)       if ln_attn, else resid_mid   (post-LN encoders: BERT, MiniLM)
     u          = Norm_pre_mlp(m)            if ln_pre_mlp, else m        (pre-LN: what the MLP reads)
     f          = Norm_post_mlp(MLP(u))      if ln_post_mlp, else MLP(u)  (Gemma-2/3, OLMo-2)
-    resid_post = m + f                      if mlp, else m
+    resid_post = m + f                      if mlp, else m   (a mixture of experts also gives its routing)
     x'         = Norm_mlp(resid_post)       if ln_mlp, else resid_post   what the block passes on
-    logits     = Norm_final(x) W_U          if the model unembeds (after its last layer)
+    logits     = Norm_final(x) W_U + b_U    if the model unembeds (after its last layer); b_U where it has one (Phi-2)
 
 A parallel block (GPT-NeoX's use_parallel_residual) reads x in both branches instead:
 
@@ -46,7 +46,7 @@ from torch import Tensor
 from engine import progress, stop
 from engine.attention import AllMaskedPolicy, AttentionOutput, AttentionWeights, attention
 from engine.blockwise import BlockMask
-from engine.feedforward import MLP
+from engine.feedforward import MLP, Routing, feed_forward
 from engine.interventions import NO_INTERVENTIONS, Interventions, Patches, PatchHook, shift_input
 from engine.masks import within_window
 from engine.norms import Norm
@@ -120,19 +120,22 @@ def layer_kinds(net: Network) -> tuple[LayerKind, ...]:
 
 @dataclass(frozen=True)
 class Unembed:
-    """logits = Norm_final(x) W_U, then c tanh(logits / c) where the model caps its logits (Gemma-2's final
-    softcap c: engine/softcap.py)."""
+    """logits = Norm_final(x) W_U (+ b_U where the model has a bias), then c tanh(logits / c) where the model caps
+    its logits (Gemma-2's final softcap c: engine/softcap.py)."""
 
     ln_final: Norm
     W_U: Tensor  # (D, V)
+    b_U: Tensor | None = None  # (V,) a bias on the logits (Phi-2's lm_head); None: none
     softcap: float | None = None  # final-logit softcap c; None: the logits as the product makes them
 
     def __call__(self, x: Tensor) -> Tensor:
         logits = self.ln_final(x) @ self.W_U  # (B, S, V)
+        logits = logits if self.b_U is None else logits + self.b_U
         return logits if self.softcap is None else softcap_(logits, self.softcap)
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> Unembed:
-        return Unembed(self.ln_final.to(device, dtype), self.W_U.to(device=device, dtype=dtype), self.softcap)
+        b_U = None if self.b_U is None else self.b_U.to(device=device, dtype=dtype)
+        return Unembed(self.ln_final.to(device, dtype), self.W_U.to(device=device, dtype=dtype), b_U, self.softcap)
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,7 @@ class LayerTrace:
     window: int | None = None  # the block's own window (a local layer): attn.eligible is the masks narrowed by it
     attn_post: Tensor | None = None  # (B, S, D) Norm_post_attn(attn.output), what joined the residual, where normed
     mlp_post: Tensor | None = None  # (B, S, D) Norm_post_mlp(mlp_out), what joined the residual, where normed
+    routing: Routing | None = None  # the experts each position used and their weights, in a mixture of experts
 
 
 @dataclass
@@ -251,9 +255,10 @@ def block_forward(
     m = block.ln_attn(mid) if block.ln_attn is not None else mid
     read = x if block.parallel else m
     u = block.ln_pre_mlp(read) if block.ln_pre_mlp is not None else read
-    post, mlp_out, mlp_post = m, None, None
+    post, mlp_out, mlp_post, routing = m, None, None, None
     if block.mlp is not None:
-        mlp_out, mlp_post = joining(block.mlp(u), block.ln_post_mlp, "mlp_out", index, patch)
+        raw, routing = feed_forward(block.mlp, u)
+        mlp_out, mlp_post = joining(raw, block.ln_post_mlp, "mlp_out", index, patch)
         post = m + (mlp_post if mlp_post is not None else mlp_out)
     y = block.ln_mlp(post) if block.ln_mlp is not None else post
     return LayerTrace(
@@ -271,6 +276,7 @@ def block_forward(
         window=block.window,
         attn_post=attn_post,
         mlp_post=mlp_post,
+        routing=routing,
     )
 
 

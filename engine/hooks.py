@@ -33,6 +33,9 @@ positions, H = query heads, G = K/V groups, D = d_model.
                                      where the block has one
     blocks.{l}.ln2_post.hook_normalized   that post-feed-forward norm's output, the     (B, S, D)
                                      same tensor as hook_mlp_out there
+    blocks.{l}.mlp.hook_expert_indices   the k experts each position used (a mixture    (B, S, k)
+                                     of experts), the most probable first
+    blocks.{l}.mlp.hook_expert_weights   their weights in the feed-forward's sum        (B, S, k)
     blocks.{l}.hook_resid_post       after the feed-forward residual                    (B, S, D)
     blocks.{l}.ln2.hook_normalized,  the norm after the feed-forward residual (post-LN: (B, S, D)
     blocks.{l}.hook_normalized_resid_post   what the block passes on)
@@ -115,6 +118,9 @@ def cache(result: ForwardResult) -> dict[str, Tensor]:
             out[f"{p}.hook_mlp_out"] = t.mlp_out if t.mlp_post is None else t.mlp_post
         if t.mlp_post is not None:
             out[f"{p}.ln2_post.hook_normalized"] = t.mlp_post
+        if t.routing is not None:
+            out[f"{p}.mlp.hook_expert_indices"] = t.routing.experts
+            out[f"{p}.mlp.hook_expert_weights"] = t.routing.weights
         out[f"{p}.hook_resid_post"] = t.resid_post if t.resid_post is not None else t.resid_out
         if t.resid_post is not None:
             out[f"{p}.ln2.hook_normalized"] = t.resid_out
@@ -152,6 +158,7 @@ def stored(result: ForwardResult) -> list[Tensor]:
         held += [x for x in (a.q_pre_rotary, a.k_pre_rotary, a.q_projected, a.k_projected) if x is not None]
         held += [x for x in (t.attn_in, t.mlp_in, t.mlp_norm, t.mlp_out, t.resid_post) if x is not None]
         held += [x for x in (t.attn_post, t.mlp_post) if x is not None]
+        held += [] if t.routing is None else [t.routing.experts, t.routing.weights]
         held.append(t.resid_out)
     if result.logits is not None:
         held.append(result.logits)

@@ -45,9 +45,9 @@ class Settings(BaseSettings):
     # page's own request (minilm, 512 tokens, every layer, arrays form at float16: ~80 MB) passes, its JSON (~460 MB)
     # does not
     max_result_bytes: int = Field(256 * 1024 * 1024, ge=1024)
-    # bytes a request's forward passes hold while they run (server/work.py), estimated before they start: a batch of
-    # 16 minilm texts of 512 tokens (~3.5 GB in float32) passes, the same in float64 (~10.6 GB with its float32
-    # comparison) does not
+    # bytes a request's forward passes hold while they run (server/plan.py WorkShape), estimated before they start: a
+    # batch of 16 minilm texts of 512 tokens (~3.5 GB in float32) passes, the same in float64 (~10.6 GB with its
+    # float32 comparison) does not
     max_work_bytes: int = Field(4 * 1024**3, ge=1024 * 1024)
     # the limits an analysis declares for itself (server/declare.py Limit, e.g. ATTNLAB_MAX_SWEEP_VALUES), by name:
     # each given by name to Settings(...), else read from its ATTNLAB_ variable, else its declared default, when an

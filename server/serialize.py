@@ -4,8 +4,8 @@ rest plain values; server/forms.py writes it as JSON, .npz or the arrays form.""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,6 @@ from engine.stats import HeadStats, head_similarity, head_stats
 from engine.unequal import real_width
 from server.errors import ApiError
 from server.forms import ARRAYS_MEDIA_TYPE, STREAM_MEDIA_TYPE
-from server.schemas.attention import sends_eligibility
 
 FLOAT16_MAX = 65504.0
 STAT_FIELDS = dataclasses.fields(HeadStats)
@@ -94,6 +93,115 @@ class ResultCount:
         return ResultCount(self.floats * k, self.numbers * k, self.booleans * k)
 
 
+@dataclass(frozen=True)
+class AnswerShape:
+    """What an answer's size depends on: known from the plan before the run (head widths then a lower bound where
+    options or custom weights set them), or read from the run itself."""
+
+    layers: int  # layers the answer shows
+    items: int  # batch items times results of this shape (an intervention's before and after)
+    heads: int
+    s: int
+    s_k: int
+    d_head: int  # query/key width per head
+    d_v: int  # value width per head
+    d_out: int  # width of a layer's attention output
+    final: int  # columns of the model's final output
+    reasons: int  # reasons grids: one per mask in force
+    blocked: int  # blocked cells the masks name
+    local_layers: int = 0  # layers shown with a window of their own, each sending its own eligibility grid
+
+
+# A HeadStats holds four per-query lists at most (entropy, masked_share, masked_weight, zero_rows), one list of the
+# other heads, and its scalars; a layer's head similarity is H x H
+STAT_NUMBERS_PER_QUERY = 4
+AUDIT_SCALARS = 64  # the audit record's own numbers, besides its per-head, per-position and per-mask lists
+
+
+@dataclass(frozen=True)
+class Item:
+    """One `include` item: the answer's fields it fills, where (in each head, each layer, or once per answer), the
+    values it adds per layer of one item (or per answer), as floats (matrices in the form's encoding) or numbers
+    (JSON numbers in every form), and whether it brings `eligible` and `reasons` with it."""
+
+    fields: tuple[str, ...]
+    place: str  # "head", "layer" or "answer"
+    floats: Callable[[AnswerShape], int] = lambda n: 0
+    numbers: Callable[[AnswerShape], int] = lambda n: 0
+    grid: bool = False  # an S x S_k grid per head or layer: read with the cells it masks
+
+
+def _audit_numbers(n: AnswerShape) -> int:
+    """The audit record: its scalars, each head's projection shapes and scale, the masks it read (S padding flags,
+    the blocked cells), at most 8 repeated-row pairs and a perturbation verdict per mask (engine/analysis/audit.py)."""
+    return AUDIT_SCALARS + 10 * n.heads + n.s + 2 * n.blocked + 8 * 6 + 3 * 7
+
+
+def _stat_numbers(n: AnswerShape) -> int:
+    per_head = STAT_NUMBERS_PER_QUERY * n.s + n.heads + len(STAT_FIELDS)
+    return n.heads * per_head + n.heads * n.heads
+
+
+INCLUDE: dict[str, Item] = {
+    "scores": Item(("scores",), "head", floats=lambda n: n.heads * n.s * n.s_k, grid=True),
+    "weights": Item(("weights",), "head", floats=lambda n: n.heads * n.s * n.s_k, grid=True),
+    "contexts": Item(("contexts",), "head", floats=lambda n: n.heads * n.s * n.d_v),
+    "output": Item(("output",), "layer", floats=lambda n: n.s * n.d_out),
+    "stats": Item(("stats", "head_similarity"), "head", numbers=_stat_numbers),
+    "qkv": Item(("q", "k", "v"), "head", floats=lambda n: n.heads * n.s * (2 * n.d_head + n.d_v)),
+    "audit": Item(("audit",), "answer", numbers=_audit_numbers),
+    "final": Item(("final",), "answer", floats=lambda n: n.s * n.final),
+    "rollout": Item(("rollout",), "layer", floats=lambda n: n.s * n.s_k, grid=True),
+    "attention_flow": Item(("attention_flow",), "layer", floats=lambda n: n.s * n.s_k, grid=True),
+    "value_norms": Item(("value_norms",), "head", floats=lambda n: n.heads * n.s * n.s_k, grid=True),
+    "head_contributions": Item(("contribution",), "head", floats=lambda n: n.heads * n.s),
+    "eligibility": Item(("eligible", "reasons"), "answer", grid=True),
+}
+HEAD_TENSORS = {"contribution": head_contributions, "value_norms": value_norms}  # the rest are the layer's own
+KV_FIELDS = ("k", "v")  # sent per head from its K/V group
+
+
+def sends_eligibility(include: Sequence[str]) -> bool:
+    """Whether the answer holds `eligible` and `reasons`: with any item that sends an S x S_k grid, so a grid is
+    read with the cells it masks, and with `eligibility` alone; an answer of stats, contexts or `final` only is not
+    B x S x S booleans bigger than the rest of it."""
+    return any(INCLUDE[item].grid for item in include)
+
+
+def answer_count(include: Sequence[str], n: AnswerShape) -> tuple[ResultCount, ResultCount]:
+    """What the answer holds with every layer it shows, and with one of them: read from INCLUDE, as the serializer
+    writes it."""
+    per_layer = ResultCount(0, 0, 0)
+    once = ResultCount(0, 0, 0)
+    for name in include:
+        item = INCLUDE[name]
+        count = ResultCount(item.floats(n) * n.items, item.numbers(n) * n.items, 0)
+        if item.place == "answer":
+            once = _add(once, count)
+        else:
+            per_layer = _add(per_layer, count)
+    grid = n.items * n.s * n.s_k if sends_eligibility(include) else 0
+    once = _add(once, ResultCount(0, 0, grid * (1 + n.reasons)))
+    every_local, one_local = ResultCount(0, 0, grid * n.local_layers), ResultCount(0, 0, grid * min(1, n.local_layers))
+    return _add(_add(per_layer.times(n.layers), once), every_local), _add(_add(per_layer, once), one_local)
+
+
+def _add(a: ResultCount, b: ResultCount) -> ResultCount:
+    return ResultCount(a.floats + b.floats, a.numbers + b.numbers, a.booleans + b.booleans)
+
+
+def run_shape(run: ModelRun, layers: Sequence[int], include: Sequence[str]) -> AnswerShape:
+    """The answer's shape as the run computed it (its first shown layer's widths)."""
+    a = run.layers[layers[0]].attn
+    b, h, s, s_k = a.scores.shape
+    final = run.result.final.shape[-1] if "final" in include else 0
+    reasons = len(run.reason_grids()) if sends_eligibility(include) else 0
+    d_head, d_v, d_out = a.q.shape[-1], a.v.shape[-1], a.output.shape[-1]
+    local = sum(run.layers[i].window is not None for i in layers)
+    blocked = len(run.masks.blocked)
+    return AnswerShape(len(layers), b, h, s, s_k, d_head, d_v, d_out, final, reasons, blocked, local)
+
+
 def check_result_bytes(
     every: ResultCount, one_layer: ResultCount | None, form: str, precision: str, dtype: str, limit: int
 ) -> None:
@@ -128,27 +236,10 @@ def check_result_bytes(
 
 
 def result_size(run: ModelRun, layers: Sequence[int], include: Sequence[str]) -> int:
-    """Numbers the result holds: B x S x S_k per matrix per head, and so on."""
-    s = len(run.tokens)
-    total = 0
-    for i in layers:
-        a = run.layers[i].attn
-        b, h, _, s_k = a.scores.shape
-        total += b * h * s * s_k * sum(k in include for k in ("scores", "weights"))
-        if "contexts" in include:
-            total += a.contexts.numel()
-        if "qkv" in include:
-            total += a.q.numel() + 2 * a.k.numel() * (h // a.k.shape[1])
-        if "output" in include:
-            total += a.output.numel()
-        if "stats" in include:
-            total += b * h * (2 * s + h)
-        total += b * h * s * s_k * ("value_norms" in include) + b * h * s * ("head_contributions" in include)
-        total += b * s * s_k * (("rollout" in include) + ("attention_flow" in include))
-        total += a.eligible.numel() * sends_eligibility(include) * (run.layers[i].window is not None)
-    if "final" in include:
-        total += run.result.final.numel()
-    return total + run.eligible.numel() * sends_eligibility(include)
+    """Numbers the result holds (matrices, stats and `eligible`), counted from INCLUDE on the run's shape."""
+    n = run_shape(run, layers, include)
+    every, _ = answer_count(include, replace(n, reasons=0))
+    return every.floats + every.numbers + every.booleans
 
 
 BUG_NOTES = {
@@ -276,14 +367,13 @@ def _layer(
     per_group = n_heads // n_groups
 
     converted: dict[str, np.ndarray] = {}
-    derived = {"value_norms": value_norms, "contribution": head_contributions}
     hidden = sinks[0] if sinks is not None else [0]
 
     def pick(name: str, index: int) -> np.ndarray:
         """Head (or K/V group) `index` of the layer's tensor `name`: the whole tensor is converted once, then
         each head is a view of it (C-contiguous, as orjson needs)."""
         if name not in converted:
-            t = derived[name](a, run.layers[i].weights) if name in derived else getattr(a, name)
+            t = HEAD_TENSORS[name](a, run.layers[i].weights) if name in HEAD_TENSORS else getattr(a, name)
             if name == "weights" and sinks is not None:
                 t = hide_keys(t, sinks[0], sinks[1])
             converted[name] = as_numpy(t, precision, f"layer {i}'s {name}")
@@ -305,24 +395,14 @@ def _layer(
             head_stats(a.scores[b].cpu(), a.weights[b].cpu(), item_eligible(b), w, sims[b], run.breaks, hidden)
             for b in range(n_items)
         ]
+    # the per-head matrices include asks for, in INCLUDE's order (stats come per head below)
+    head_fields = [f for name in INCLUDE if name in include and name != "stats" for f in _head_fields(name)]
     heads = []
     for h in range(n_heads):
         g = h // per_group
         head: dict[str, Any] = {"index": h, "kv_group": g}
-        if "scores" in include:
-            head["scores"] = pick("scores", h)
-        if "weights" in include:
-            head["weights"] = pick("weights", h)
-        if "contexts" in include:
-            head["contexts"] = pick("contexts", h)
-        if "qkv" in include:
-            head["q"] = pick("q", h)
-            head["k"] = pick("k", g)
-            head["v"] = pick("v", g)
-        if "value_norms" in include:
-            head["value_norms"] = pick("value_norms", h)
-        if "head_contributions" in include:
-            head["contribution"] = pick("contribution", h)
+        for f in head_fields:
+            head[f] = pick(f, g if f in KV_FIELDS else h)
         if stats is not None:
             # field by field: dataclasses.asdict deep-copies every list (1.5 s of 7 at 512 tokens)
             per_item = [{f.name: getattr(st[h], f.name) for f in STAT_FIELDS} for st in stats]
@@ -341,6 +421,11 @@ def _layer(
         similarity = [sim.float().numpy() for sim in sims]
         layer["head_similarity"] = np.stack(similarity) if batched else similarity[0]
     return layer
+
+
+def _head_fields(name: str) -> tuple[str, ...]:
+    item = INCLUDE[name]
+    return item.fields if item.place == "head" else ()
 
 
 # ---- analyses ------------------------------------------------------------------------------------------------------

@@ -4,11 +4,14 @@
 
 writes config.json and model.safetensors (save_pretrained, safetensors) and a tokenizer.json trained with the
 tokenizers library on TEXT: byte-level BPE for the decoders and roberta, WordPiece for bert. The configs are small
-(2 layers, width 32, 4 heads) but keep what makes each family itself: grouped K/V (2 K/V heads) where the family
-has it, gemma's head_dim unlike width / heads, gpt_neox's partial rotary (half of each head rotates), mistral's
-sliding window shorter than a probe. Every norm weight and every bias is moved off its initial value (ones and
-zeros), and the matrices are drawn wider than the default 0.02, so a loader that skips a norm, a bias or a scale
-gives other numbers.
+(2 layers, width 32, 4 heads; width 64 for qwen3 and olmo2) but keep what makes each family itself: grouped K/V
+(2 K/V heads) where the family has it, gemma's and qwen3's head_dim unlike width / heads, gpt_neox's partial rotary
+(half of each head rotates), mistral's sliding window shorter than a probe, qwen3's q/k norms per head and olmo2's
+over the projection with its norms after each sublayer, phi3's fused projections and longrope past its
+original_max_position_embeddings (PHI3); the MORE families (more_config) are each a named real model's config at
+width 64, every other feature as that model ships it. Every norm weight and every bias is moved off its initial
+value (ones and zeros), and the matrices are drawn wider than the default 0.02, so a loader that skips a norm, a
+bias or a scale gives other numbers.
 """
 
 from __future__ import annotations
@@ -25,11 +28,16 @@ TEXT = (
     "Attention weights sum to one over the keys a query may see. Heads read the residual stream.\n"
 ) * 4
 PROBE = "The quick brown fox opens the door to the garden, and the dog reads the key."
-DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma")
+DECODERS = ("gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma", "phi3")
 ENCODERS = ("bert", "roberta")
-FAMILIES = DECODERS + ENCODERS
 # families whose equivalence, decoding and controls are tested in a module of their own
 APART = ("gemma2", "gemma3_text")  # tests/test_gemma_families.py
+QK_NORM_DECODERS = ("qwen3", "olmo2", "qwen3_moe")  # tests/test_qk_norm_families.py
+FAMILIES = DECODERS + ENCODERS + QK_NORM_DECODERS
+# families shaped on one named real model each, at width 64 (tests/test_more_families.py)
+MORE_DECODERS = ("phi", "opt", "falcon", "stablelm")
+MORE_ENCODERS = ("distilbert",)
+MORE = MORE_DECODERS + MORE_ENCODERS
 # the special tokens each family's tokenizer frames a text with: (before, after)
 FRAMES: dict[str, tuple[str | None, str | None]] = {
     "gpt2": (None, None),
@@ -40,8 +48,17 @@ FRAMES: dict[str, tuple[str | None, str | None]] = {
     "gemma": ("<bos>", None),
     "gemma2": ("<bos>", None),
     "gemma3_text": ("<bos>", None),
+    "qwen3": (None, None),
+    "olmo2": (None, None),
+    "qwen3_moe": (None, None),
+    "phi3": ("<s>", None),
     "bert": ("[CLS]", "[SEP]"),
     "roberta": ("<s>", "</s>"),
+    "phi": (None, None),
+    "opt": ("</s>", None),
+    "falcon": (None, None),
+    "stablelm": (None, None),
+    "distilbert": ("[CLS]", "[SEP]"),
 }
 
 
@@ -80,7 +97,7 @@ def _frame(tok: Tokenizer, frame: tuple[str | None, str | None]) -> None:
 
 
 def tokenizer_for(family: str) -> Tokenizer:
-    if family == "bert":
+    if family in ("bert", "distilbert"):
         return wordpiece_tokenizer(160)
     specials = {
         "gpt2": ["<|endoftext|>"],
@@ -88,10 +105,18 @@ def tokenizer_for(family: str) -> Tokenizer:
         "llama": ["<unk>", "<s>", "</s>"],
         "mistral": ["<unk>", "<s>", "</s>"],
         "qwen2": ["<|endoftext|>"],
+        "qwen3": ["<|endoftext|>"],
+        "qwen3_moe": ["<|endoftext|>"],
+        "olmo2": ["<|endoftext|>", "<|pad|>"],
         "gemma": ["<pad>", "<eos>", "<bos>"],
         "gemma2": ["<pad>", "<eos>", "<bos>"],
         "gemma3_text": ["<pad>", "<eos>", "<bos>"],
+        "phi3": ["<unk>", "<s>", "</s>"],
         "roberta": ["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        "phi": ["<|endoftext|>"],
+        "opt": ["<s>", "<pad>", "</s>", "<unk>"],
+        "falcon": ["<|endoftext|>"],
+        "stablelm": ["<|endoftext|>"],
     }[family]
     return byte_level_tokenizer(specials, FRAMES[family], 320)
 
@@ -129,6 +154,30 @@ def config_for(family: str, vocab_size: int, tok: Tokenizer, overrides: dict[str
         return tf.GemmaConfig(**{**decoder, **kw, **ids, "eos_token_id": tok.token_to_id("<eos>"), **overrides})
     if family in ("gemma2", "gemma3_text"):
         return gemma_config(family, decoder, tok, overrides)
+    if family == "qwen3":  # Qwen3-0.6B's config at width 64: head_dim 32 over 4 heads (not 64 / 4), 2 K/V groups
+        eot = tok.token_to_id("<|endoftext|>")
+        kw = {"hidden_size": 64, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 96}
+        kw |= {"tie_word_embeddings": True, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}}
+        kw |= {"attention_bias": False, "use_sliding_window": False, "max_window_layers": 2, "rms_norm_eps": 1e-6}
+        return tf.Qwen3Config(**{**decoder, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
+    if family == "qwen3_moe":  # Qwen3-30B-A3B's config at width 64: 8 experts (128 there), the top 2 (8), renormed
+        eot = tok.token_to_id("<|endoftext|>")
+        kw = {"hidden_size": 64, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 96}
+        kw |= {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "norm_topk_prob": True}
+        kw |= {"decoder_sparse_step": 1, "mlp_only_layers": [], "tie_word_embeddings": False}
+        kw |= {"rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}, "rms_norm_eps": 1e-6}
+        kw |= {"attention_bias": False, "use_sliding_window": False}
+        return tf.Qwen3MoeConfig(**{**decoder, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
+    if family == "olmo2":  # OLMo-2-0425-1B's config at width 64: as many K/V heads as heads, untied
+        eot, pad = tok.token_to_id("<|endoftext|>"), tok.token_to_id("<|pad|>")
+        kw = {"hidden_size": 64, "num_key_value_heads": 4, "intermediate_size": 96, "tie_word_embeddings": False}
+        kw |= {"rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "rms_norm_eps": 1e-6}
+        ids = {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": pad}
+        return tf.Olmo2Config(**{**decoder, **kw, **ids, "attention_bias": False, **overrides})
+    if family == "phi3":
+        return tf.Phi3Config(**{**decoder, **PHI3, **phi3_ids(tok), **overrides})
+    if family in MORE:
+        return more_config(family, decoder, tok, overrides)
     encoder = {**common, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}
     if family == "bert":
         return tf.BertConfig(**{**encoder, "max_position_embeddings": 64, "pad_token_id": 0, **overrides})
@@ -166,6 +215,72 @@ def gemma_config(family: str, decoder: dict[str, Any], tok: Tokenizer, overrides
     return tf.Gemma3TextConfig(**{**kw, **overrides})
 
 
+# Phi-3-mini-128k's config at width 64 (4 heads of 16, no K/V groups, as Phi-3-mini): fused qkv_proj and gate_up_proj,
+# longrope with factors shaped like its own (short ones near 1, long ones rising to tens) and an
+# original_max_position_embeddings of 16 under a probe of 34 tokens, so that the long factors apply; a sliding
+# window of 12, shorter than the probe, as Phi-3-mini-4k carries one; matrices drawn at 0.1, the spread per unit of
+# width of the width-32 ones (0.15 / sqrt(2)), so that the activations are of their size too
+PHI3: dict[str, Any] = {
+    "initializer_range": 0.1,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 64,
+    "original_max_position_embeddings": 16,
+    "sliding_window": 12,
+    "rope_parameters": {
+        "rope_type": "longrope",
+        "rope_theta": 10000.0,
+        "short_factor": [1.05, 1.05, 1.1, 1.2, 1.35, 1.6, 1.9, 2.3],
+        "long_factor": [1.08, 1.3, 2.0, 3.5, 7.0, 14.0, 28.0, 50.0],
+    },
+}
+
+
+def phi3_ids(tok: Tokenizer) -> dict[str, Any]:
+    """Phi-3's bos, eos and pad as this tokenizer's ids (Phi3Config's defaults lie past a small vocabulary)."""
+    s, end = tok.token_to_id("<s>"), tok.token_to_id("</s>")
+    return {"bos_token_id": s, "eos_token_id": end, "pad_token_id": end}
+
+
+def more_config(family: str, decoder: dict[str, Any], tok: Tokenizer, overrides: dict[str, Any]) -> Any:
+    """The config of a real model (named below) at width 64, 2 layers, every other feature as it ships."""
+    import transformers as tf
+
+    wide = {**decoder, "hidden_size": 64, "intermediate_size": 128}
+    if family == "phi":  # Phi-2: partial rotary 0.4 (of 16 dims per head here: 6 rotate), gelu_new, untied + bias
+        eot = tok.token_to_id("<|endoftext|>")
+        rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.4}
+        kw = {"rope_parameters": rope, "hidden_act": "gelu_new", "tie_word_embeddings": False, "qk_layernorm": False}
+        return tf.PhiConfig(**{**wide, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
+    if family == "opt":  # OPT-125m: learned positions from row 2, pre-LN, relu, biases, tied
+        kw = {"ffn_dim": 256, "do_layer_norm_before": True, "word_embed_proj_dim": 64, "activation_function": "relu"}
+        ids = {"pad_token_id": tok.token_to_id("<pad>"), "bos_token_id": tok.token_to_id("</s>")}
+        sized = {k: v for k, v in wide.items() if k != "intermediate_size"}
+        kw |= {"enable_bias": True, "tie_word_embeddings": True, "eos_token_id": tok.token_to_id("</s>")}
+        return tf.OPTConfig(**{**sized, **kw, **ids, **overrides})
+    if family == "falcon":  # Falcon-7B: fused multi-query query_key_value, parallel attention and MLP, no biases
+        eot = tok.token_to_id("<|endoftext|>")
+        kw = {"multi_query": True, "parallel_attn": True, "new_decoder_architecture": False, "alibi": False}
+        kw |= {"bias": False, "activation": "gelu", "ffn_hidden_size": 256, "tie_word_embeddings": True}
+        sized = {k: v for k, v in wide.items() if k != "intermediate_size"}
+        return tf.FalconConfig(**{**sized, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
+    if family == "stablelm":  # StableLM-2-1.6B: LayerNorm, partial rotary 0.25, q/k/v biases, sequential, untied
+        eot = tok.token_to_id("<|endoftext|>")
+        rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25}
+        kw = {"rope_parameters": rope, "use_qkv_bias": True, "qk_layernorm": False, "use_parallel_residual": False}
+        kw |= {"hidden_act": "silu", "tie_word_embeddings": False, "num_key_value_heads": 4}
+        return tf.StableLmConfig(**{**wide, **kw, "bos_token_id": eot, "eos_token_id": eot, **overrides})
+    if family == "distilbert":  # distilbert-base-uncased: post-LN, learned positions, no token types, exact gelu
+        kw = {"dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 256, "max_position_embeddings": 64}
+        kw |= {"activation": "gelu", "sinusoidal_pos_embds": False, "pad_token_id": tok.token_to_id("[PAD]")}
+        return tf.DistilBertConfig(
+            **{"vocab_size": decoder["vocab_size"], "initializer_range": 0.15, **kw, **overrides}
+        )
+    raise ValueError(f"no tiny checkpoint for {family!r}; families: {', '.join(MORE)}")
+
+
 def randomise_small_parameters(model: torch.nn.Module, generator: torch.Generator) -> None:
     """Every vector parameter (norm weights, biases) moved off its initial value by noise of scale 0.3."""
     with torch.no_grad():
@@ -183,7 +298,7 @@ def make_model(family: str, seed: int = 0, *, bare: bool = False, **config_overr
     torch.manual_seed(seed)
     if bare:
         model = tf.AutoModel.from_config(config, attn_implementation="eager")
-    elif family in ENCODERS:
+    elif family in ENCODERS + MORE_ENCODERS:
         model = tf.AutoModelForMaskedLM.from_config(config, attn_implementation="eager")
     else:
         model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager")

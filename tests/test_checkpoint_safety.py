@@ -108,13 +108,16 @@ def test_missing_tensor_names_it(copy: Path) -> None:
     assert "h.0.mlp.c_fc.bias" in refusal(copy)
 
 
+LLAMA3_SWAPPED = {"low_freq_factor": 4.0, "high_freq_factor": 1.0, "original_max_position_embeddings": 16}
+
+
 @pytest.mark.parametrize(
     ("family", "changes", "named"),
     [
         ("gpt2", {"n_head": 5}, "n_head"),
         ("llama", {"num_key_value_heads": 3}, "num_key_value_heads"),
         ("llama", {"hidden_size": 0}, "hidden_size"),
-        ("llama", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0}}, "rope_type"),
+        ("llama", {"rope_parameters": {"rope_type": "proportional", "rope_theta": 10000.0}}, "rope_type"),
         ("qwen2", {"use_sliding_window": True}, "use_sliding_window"),
         ("gpt_neox", {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.1}}, "partial_rotary"),
         ("gemma2", {"layer_types": ["sliding_attention"]}, "layer_types"),
@@ -129,6 +132,11 @@ def test_missing_tensor_names_it(copy: Path) -> None:
             {"rope_parameters": {"sliding_attention": {"rope_type": "spiral"}, "full_attention": {"rope_theta": 1e6}}},
             "rope_parameters.sliding_attention",
         ),
+        ("qwen3", {"use_sliding_window": True}, "use_sliding_window"),
+        ("olmo2", {"num_key_value_heads": 3}, "num_key_value_heads"),
+        ("qwen3_moe", {"num_experts_per_tok": 9}, "num_experts_per_tok"),
+        ("qwen3_moe", {"mlp_only_layers": [5]}, "mlp_only_layers"),
+        ("llama", {"rope_parameters": {"rope_type": "llama3", "factor": 8.0} | LLAMA3_SWAPPED}, "high_freq_factor"),
     ],
 )
 def test_bad_config_field_is_named(family: str, changes: dict[str, Any], named: str, tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from engine.analysis.intervene import intervene
-from engine.analysis.perturb import Change, perturb
+from engine.analysis.perturb import perturb
+from engine.analysis.perturb_kernel import Case, Change
 from engine.errors import InputError
 from engine.interventions import EdgeEdit, HeadAblation, InputShift, Interventions
 from engine.masks import MaskSpec
@@ -193,7 +194,7 @@ def test_causal_minilm_leaves_every_earlier_position_exactly_unchanged_through_e
     model = models["minilm"]
     inp = RunInput(text=SENTENCE, masks=MaskSpec(causal=True))
     p = 10  # "it", after [CLS]
-    result = perturb(model, inp, model.encode(inp), p, Change("shift", amount=1.0), CPU, torch.float32)
+    result = perturb(Case(model, inp, model.encode(inp), CPU, torch.float32), p, Change("shift", amount=1.0))
     assert len(result.layers) == 6
     for row in [*result.layers, result.final_delta]:
         assert all(d == 0.0 for d in row[:p])
@@ -203,7 +204,7 @@ def test_causal_minilm_leaves_every_earlier_position_exactly_unchanged_through_e
     assert result.verdict.startswith("Causal masking holds")
     # the control: without the mask, the change reaches earlier positions in layer 0 already
     free = RunInput(text=SENTENCE, masks=MaskSpec())
-    moved = perturb(model, free, model.encode(free), p, Change("shift"), CPU, torch.float32)
+    moved = perturb(Case(model, free, model.encode(free), CPU, torch.float32), p, Change("shift"))
     assert min(moved.layers[0][:p]) > 0.0 and moved.checks == []
 
 
@@ -220,7 +221,7 @@ def test_a_broken_mask_is_reported_as_a_leak(
     monkeypatch.setattr(module, "masked_softmax", leaky)
     model = models["minilm"]
     inp = RunInput(text=SENTENCE, masks=MaskSpec(causal=True))
-    result = perturb(model, inp, model.encode(inp), 10, Change("shift"), CPU, torch.float32)
+    result = perturb(Case(model, inp, model.encode(inp), CPU, torch.float32), 10, Change("shift"))
     (check,) = result.checks
     assert not check.holds and check.max_delta > 0.0
     assert check.first_leak is not None and check.first_leak.layer == 0 and check.first_leak.position < 10
@@ -231,7 +232,7 @@ def test_window_claims_reach_one_window_per_layer(models: dict[str, AttentionMod
     model = models["minilm"]
     inp = RunInput(text=SENTENCE, masks=MaskSpec(window=2))
     p = 3
-    result = perturb(model, inp, model.encode(inp), p, Change("shift"), CPU, torch.float32)
+    result = perturb(Case(model, inp, model.encode(inp), CPU, torch.float32), p, Change("shift"))
     for layer, row in enumerate(result.layers):
         reach = layer + 1
         assert all(row[q] == 0.0 for q in range(len(row)) if abs(q - p) > reach)
@@ -243,20 +244,20 @@ def test_window_claims_reach_one_window_per_layer(models: dict[str, AttentionMod
 def test_padding_and_token_swaps(models: dict[str, AttentionModel]) -> None:
     textbook = models["textbook"]
     inp = RunInput()  # the chapter's defaults: causal, position 5 (index 4) is padding
-    result = perturb(textbook, inp, textbook.encode(inp), 4, Change("shift", amount=2.0), CPU, torch.float64)
+    result = perturb(Case(textbook, inp, textbook.encode(inp), CPU, torch.float64), 4, Change("shift", amount=2.0))
     checks = {c.name: c for c in result.checks}
     assert checks["padding"].holds and checks["padding"].protected == [0, 1, 2, 3]
     assert result.layers[0][:4] == [0.0] * 4 and result.layers[0][4] > 0
     with pytest.raises(InputError) as err:
-        perturb(textbook, inp, textbook.encode(inp), 1, Change("token", token="z"), CPU, torch.float64)
+        perturb(Case(textbook, inp, textbook.encode(inp), CPU, torch.float64), 1, Change("token", token="z"))
     assert err.value.field == "change.kind"
     induction = models["induction"]
     inp = RunInput(text="red ball king red ball king", masks=None)
-    swapped = perturb(induction, inp, induction.encode(inp), 2, Change("token", token="moon"), CPU, torch.float32)
+    swapped = perturb(Case(induction, inp, induction.encode(inp), CPU, torch.float32), 2, Change("token", token="moon"))
     assert swapped.tokens_after == ["red", "ball", "moon", "red", "ball", "king"]
     assert swapped.checks[0].holds and swapped.final.startswith("the logits")
     with pytest.raises(InputError) as err:
-        perturb(induction, inp, induction.encode(inp), 2, Change("token", token="qqq"), CPU, torch.float32)
+        perturb(Case(induction, inp, induction.encode(inp), CPU, torch.float32), 2, Change("token", token="qqq"))
     assert err.value.field == "change.token"
 
 
@@ -295,3 +296,21 @@ def test_a_run_asked_to_stop_stops_at_the_next_layer(
     done.clear()
     models["minilm"].run(RunInput(text=SENTENCE), CPU, torch.float32)  # no stop event: the whole pass
     assert done == [0, 1, 2, 3, 4, 5]
+
+
+def test_unembedding_bias_is_added_and_moves_with_the_network() -> None:
+    """logits = Norm(x) W_U + b_U, and `to` moves b_U with W_U (Phi-2's lm_head has a bias); without one, as before."""
+    from engine.forward import Unembed
+    from engine.norms import LayerNorm
+
+    g = torch.Generator().manual_seed(0)
+    d, v = 8, 5
+    ln = LayerNorm(torch.rand(d, generator=g) + 0.5, torch.randn(d, generator=g))
+    W_U, b_U = torch.randn(d, v, generator=g), torch.randn(v, generator=g)
+    x = torch.randn(1, 3, d, generator=g)
+    plain, biased = Unembed(ln, W_U), Unembed(ln, W_U, b_U)
+    assert torch.equal(biased(x), plain(x) + b_U)
+    moved = biased.to(CPU, torch.float64)
+    assert moved.b_U is not None and moved.b_U.dtype == torch.float64
+    assert torch.allclose(moved(x.double()), (plain(x) + b_U).double(), atol=1e-5)
+    assert (moved(x.double()) - plain.to(CPU, torch.float64)(x.double())).abs().max() > 1e-3  # the bias counts

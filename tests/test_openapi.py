@@ -28,6 +28,7 @@ from schemathesis.specs.openapi.checks import response_schema_conformance, statu
 from server.analyses import declared
 from server.app import create_app
 from server.config import Settings
+from server.routes.runs import RowAnswer, TileAnswer
 from tests.fixtures import make_app_client
 
 # Small limits, so that a generated body that passes validation still computes in milliseconds, yet wide enough for
@@ -160,11 +161,46 @@ def api() -> Iterator[TestClient]:
         yield client
 
 
-def answer_class(doc: dict[str, Any], path: str) -> type[BaseModel]:
-    """The response class whose schema the operation's JSON 200 names, among the declared analyses' answers."""
-    ref = doc["paths"][path]["post"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+def answer_class(doc: dict[str, Any], path: str, method: str = "post") -> type[BaseModel]:
+    """The response class whose schema the operation's JSON 200 names, among the declared analyses' answers and the
+    routes' own."""
+    ref = doc["paths"][path][method]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
     named = {a.answer.__name__: a.answer for a in declared() if a.answer is not None}
+    named |= {cls.__name__: cls for cls in (TileAnswer, RowAnswer)}
     return named[ref.rsplit("/", 1)[1]]
+
+
+def undescribed_answers(doc: dict[str, Any]) -> list[str]:
+    """The operations whose JSON 200 has an empty schema (`{}`: any JSON at all), which tells a client nothing."""
+    found = []
+    for path, operations in doc["paths"].items():
+        for method, operation in operations.items():
+            content = operation["responses"].get("200", {}).get("content", {})
+            if "application/json" in content and not content["application/json"].get("schema"):
+                found.append(f"{method.upper()} {path}")
+    return found
+
+
+def test_every_json_answer_names_its_schema(api: TestClient) -> None:
+    doc = api.get("/openapi.json").json()
+    assert undescribed_answers(doc) == []
+    # the negative control: an operation answering `{}` is found
+    tile = doc["paths"]["/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}"]["get"]
+    tile["responses"]["200"]["content"]["application/json"]["schema"] = {}
+    assert undescribed_answers(doc) == ["GET /api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}"]
+
+
+def test_tile_and_row_answers_validate_against_their_classes(api: TestClient) -> None:
+    doc = api.get("/openapi.json").json()
+    made = api.post("/api/runs", json={"model": "random", "text": "a b c d e f", "grid": 8})
+    assert made.status_code == 200, made.text
+    run = made.json()["run"]
+    for path, got in (
+        ("/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}", api.get(f"/api/runs/{run}/tiles/0/0/0/0/0")),
+        ("/api/runs/{run}/rows/{layer}/{head}/{query}", api.get(f"/api/runs/{run}/rows/0/0/3")),
+    ):
+        assert got.status_code == 200, got.text
+        answer_class(doc, path, "get").model_validate_json(got.content, strict=True, extra="forbid")
 
 
 def assert_answer_fits(api: TestClient, path: str, body: dict[str, Any]) -> None:

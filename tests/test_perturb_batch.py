@@ -17,7 +17,7 @@ from torch import Tensor
 import engine.models.base
 from engine.analysis.perturb import perturb
 from engine.analysis.perturb_batch import PADDING_TOLERANCE
-from engine.analysis.perturb_kernel import Change, PerturbResult
+from engine.analysis.perturb_kernel import Case, Change, PerturbResult
 from engine.masks import MaskSpec, eligibility
 from engine.models import AttentionModel, load_models
 from engine.models.run import RunInput
@@ -49,7 +49,7 @@ def trained() -> Iterator[TestClient]:
 def batch(models: dict[str, AttentionModel], name: str, p: int, item: int, **kw: Any) -> PerturbResult:
     model, inp = models[name], RunInput(texts=TEXTS[name], masks=kw.pop("masks", MaskSpec(causal=True)))
     change = kw.pop("change", Change("direction"))
-    return perturb(model, inp, model.encode(inp), p, change, CPU, torch.float32, item=item, **kw)
+    return perturb(Case(model, inp, model.encode(inp), CPU, torch.float32), p, change, item=item, **kw)
 
 
 def by_name(r: PerturbResult | dict[str, Any], name: str) -> Any:
@@ -75,7 +75,7 @@ def test_batch_claims_hold_and_the_item_moves_as_it_does_alone(models: dict[str,
     # the batched item moves as the same change moves the text alone, at every real position and layer
     model = models[name]
     alone_inp = RunInput(text=TEXTS[name][item], masks=MaskSpec(causal=True))
-    alone = perturb(model, alone_inp, model.encode(alone_inp), p, Change("direction"), CPU, torch.float32)
+    alone = perturb(Case(model, alone_inp, model.encode(alone_inp), CPU, torch.float32), p, Change("direction"))
     n = len(alone.tokens)
     assert r.tokens[:n] == alone.tokens and r.tokens[n:] == ["[PAD]"] * (len(r.tokens) - n)
     for got, want in zip([*r.layers, r.final_delta], [*alone.layers, alone.final_delta], strict=True):
@@ -85,7 +85,7 @@ def test_batch_claims_hold_and_the_item_moves_as_it_does_alone(models: dict[str,
 
 def test_padding_invariance_within_float64_rounding(models: dict[str, AttentionModel]) -> None:
     model, inp = models["induction"], RunInput(texts=INDUCTION)
-    r = perturb(model, inp, model.encode(inp), 0, Change("direction"), CPU, torch.float64, item=2)
+    r = perturb(Case(model, inp, model.encode(inp), CPU, torch.float64), 0, Change("direction"), item=2)
     check = by_name(r, "padding_invariance")
     assert check.holds and check.max_delta < 1e-12 and r.padding_tolerance == 1e-12
 
@@ -246,3 +246,37 @@ def test_perturb_batch_and_source_bad_input_is_named(
     trained: TestClient, body: dict[str, Any], field: str, words: str
 ) -> None:
     assert_error(trained.post("/api/perturb", json=body), 422, field, words)
+
+
+CASE_FIELDS = {"model", "inp", "enc", "encoded", "device", "dtype", "bug"}
+
+
+def loose_case_parameters(module: Any) -> dict[str, list[str]]:
+    """The functions of `module` that take two or more of a Case's fields as parameters of their own."""
+    import inspect
+
+    found = {}
+    for name, fn in inspect.getmembers(module, inspect.isfunction):
+        if fn.__module__ != module.__name__:
+            continue
+        loose = sorted(CASE_FIELDS.intersection(inspect.signature(fn).parameters))
+        if len(loose) > 1:
+            found[name] = loose
+    return found
+
+
+@pytest.mark.parametrize("name", ["perturb", "perturb_kernel", "perturb_batch", "perturb_source", "audit"])
+def test_the_perturbation_analyses_take_one_case(name: str) -> None:
+    """perturb, its batch and source variants and the audit pass one Case (model, input, encoding, device, dtype,
+    bug), never those fields one by one."""
+    import importlib
+
+    module = importlib.import_module(f"engine.analysis.{name}")
+    assert loose_case_parameters(module) == {}
+    # the negative control: a function that takes them loose is found
+    namespace: dict[str, Any] = {}
+    exec("def run(model, inp, enc, device, dtype): pass", namespace)
+    fake = type(sys)("fake")
+    namespace["run"].__module__ = "fake"
+    fake.run = namespace["run"]  # type: ignore[attr-defined]
+    assert loose_case_parameters(fake) == {"run": ["device", "dtype", "enc", "inp", "model"]}

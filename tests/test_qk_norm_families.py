@@ -8,19 +8,35 @@ and post-feed-forward norms on what joins the residual (Gemma-2/3, OLMo-2), and 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
+from fastapi.testclient import TestClient
+from safetensors.torch import load_file
 from torch import Tensor
 
+from engine.analysis.decode import decode
+from engine.analysis.qk import qk_attribution
 from engine.attention import AttentionWeights, attention, from_concatenated
 from engine.blockwise import BlockMask
-from engine.feedforward import GatedFeedForward
+from engine.errors import InputError
+from engine.feedforward import GatedFeedForward, MixtureOfExperts
 from engine.forward import Block, KVCache, Network, forward
 from engine.hooks import cache, patch_source
-from engine.interventions import Interventions, Patches
-from engine.norms import RMSNorm
+from engine.interventions import HeadAblation, Interventions, Patches
+from engine.long import long_run
+from engine.models.base import RunInput
+from engine.models.checkpoint import CheckpointModel, load_checkpoint
+from engine.models.families import olmo2, qwen3, qwen3_moe
+from engine.norms import Norm, RMSNorm
 from engine.rotary import Rotary
+from tests.checkpoints import PROBE, QK_NORM_DECODERS, make_checkpoint
+from tests.fixtures import make_app_client
+from tests.helpers import assert_error
 
 TOLERANCE = 1e-5
 WRONG = 1e-3
@@ -209,3 +225,275 @@ def test_patching_a_post_normed_output_patches_what_joins() -> None:
         t = patched.layers[0]
         joined = t.resid_mid - t.resid_in if hook == "attn_out" else t.resid_out - t.resid_mid
         torch.testing.assert_close(joined, cache(clean)[name])
+
+
+# --- the families: tiny random checkpoints made by transformers (tests/checkpoints.py), eager, float32 ---
+
+
+@pytest.fixture(scope="module")
+def directory(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """The checkpoint directory of a family, made once per module for each set of config overrides."""
+    made: dict[tuple[Any, ...], Path] = {}
+
+    def get(family: str, **overrides: Any) -> Path:
+        key = (family, *sorted((k, repr(v)) for k, v in overrides.items()))
+        if key not in made:
+            made[key] = make_checkpoint(family, tmp_path_factory.mktemp(family), **overrides)
+        return made[key]
+
+    return get
+
+
+def diffs(model: CheckpointModel) -> dict[str, float]:
+    assert model.reference is not None and model.reference["library"] is not None, model.reference
+    return dict(model.reference["max_abs_diff"])
+
+
+# the norms each family's checkpoint must carry, moved off their initial ones, per layer
+NORMS = {
+    "qwen3": ("input_layernorm", "post_attention_layernorm", "self_attn.q_norm", "self_attn.k_norm"),
+    "olmo2": ("post_attention_layernorm", "post_feedforward_layernorm", "self_attn.q_norm", "self_attn.k_norm"),
+    "qwen3_moe": ("input_layernorm", "post_attention_layernorm", "self_attn.q_norm", "self_attn.k_norm"),
+}
+
+
+@pytest.mark.parametrize("family", QK_NORM_DECODERS)
+def test_family_matches_transformers(family: str, directory: Callable[..., Path]) -> None:
+    """Every layer's every head's weights and the logits within 1e-5 of transformers' eager forward, on a
+    checkpoint whose every norm weight is off its initial value."""
+    path = directory(family)
+    tensors = load_file(str(path / "model.safetensors"))
+    for i in range(2):
+        for norm in NORMS[family]:
+            weight = tensors[f"model.layers.{i}.{norm}.weight"]
+            assert (weight - 1).abs().min() > 0 and (weight - 1).abs().max() > 0.1, (family, i, norm)
+    assert (tensors["model.norm.weight"] - 1).abs().max() > 0.1
+    model = load_checkpoint(family, path)
+    d = diffs(model)
+    assert d["weights"] < TOLERANCE and d["output"] < TOLERANCE, (family, d)
+    assert model.info.family == family and model.capabilities.decode and "fixed_qk" in model.breaks
+
+
+@pytest.mark.parametrize("family", QK_NORM_DECODERS)
+def test_decode_with_cache_equals_full_pass(family: str, directory: Callable[..., Path]) -> None:
+    """Position by position through the KV cache (keys normed and rotated once, as cached) = the whole pass."""
+    model = load_checkpoint(family, directory(family), reference=False)
+    inp = RunInput(text=PROBE)
+    result = decode(model, inp, model.encode(inp), CPU, torch.float32)
+    assert len(result.steps) > 8
+    assert result.max_diff_vs_full < TOLERANCE, result.max_diff_vs_full
+
+
+class RotatedFirst:
+    """A q/k norm applied after rotary (the wrong order): rotary moved inside the norm. The reference check runs
+    one whole pass from position 0, so the offset is 0."""
+
+    def __init__(self, rotary: Rotary, norm: Norm) -> None:
+        self.rotary, self.norm = rotary, norm
+
+    def __call__(self, t: Tensor) -> Tensor:
+        return self.norm(self.rotary(t))
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> RotatedFirst:
+        return RotatedFirst(self.rotary, self.norm.to(device, dtype))
+
+
+class PerHead:
+    """OLMo-2's projection-wide weight used per head: each head's d_head normed alone, then scaled by its slice."""
+
+    def __init__(self, weight: Tensor, eps: float) -> None:
+        self.weight, self.eps = weight, eps
+
+    def __call__(self, t: Tensor) -> Tensor:  # (B, n, S, e)
+        return RMSNorm(torch.ones_like(self.weight[: t.shape[-1]]), self.eps)(t) * self.weight.view(-1, 1, t.shape[-1])
+
+    def to(self, device: torch.device | str, dtype: torch.dtype) -> PerHead:
+        return PerHead(self.weight.to(device=device, dtype=dtype), self.eps)
+
+
+def skipped(b: Block) -> Block:
+    return replace(b, attn=replace(b.attn, q_norm=None, k_norm=None))
+
+
+def after_rotary(b: Block) -> Block:
+    w = b.attn
+    assert w.rotary is not None and w.q_norm is not None and w.k_norm is not None
+    return replace(b, attn=replace(w, rotary=None, q_norm=RotatedFirst(w.rotary, w.q_norm),
+                                   k_norm=RotatedFirst(w.rotary, w.k_norm)))  # fmt: skip
+
+
+def per_head(b: Block) -> Block:
+    w = b.attn
+    assert isinstance(w.q_norm, RMSNorm) and isinstance(w.k_norm, RMSNorm)
+    q, k = PerHead(w.q_norm.weight, w.q_norm.eps), PerHead(w.k_norm.weight, w.k_norm.eps)
+    return replace(b, attn=replace(w, q_norm=q, k_norm=k, qk_norm_over="head"))
+
+
+def post_norms_before(b: Block) -> Block:
+    return replace(b, ln_pre=b.ln_post_attn, ln_pre_mlp=b.ln_post_mlp, ln_post_attn=None, ln_post_mlp=None)
+
+
+def top_1(b: Block) -> Block:
+    assert isinstance(b.mlp, MixtureOfExperts) and b.mlp.top_k > 1
+    return replace(b, mlp=replace(b.mlp, top_k=1))
+
+
+@pytest.mark.parametrize(
+    ("family", "wrong"),
+    [
+        ("qwen3", skipped),
+        ("qwen3", after_rotary),
+        ("olmo2", skipped),
+        ("olmo2", per_head),
+        ("olmo2", post_norms_before),
+        ("qwen3_moe", skipped),
+        ("qwen3_moe", top_1),
+    ],
+)
+def test_wrong_engine_fails_the_comparison(
+    family: str, wrong: Callable[[Block], Block], directory: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same comparison on a deliberately wrong engine: q/k norm skipped, applied after rotary, OLMo-2's norm per
+    head instead of over the projection, the post-norms moved before their sublayers, top-1 routing for top-k."""
+    module = {"qwen3": qwen3, "olmo2": olmo2, "qwen3_moe": qwen3_moe}[family]
+    original = module.block
+    monkeypatch.setattr(module, "block", lambda *args: wrong(original(*args)))
+    d = diffs(load_checkpoint(family, directory(family)))
+    assert d["weights"] > WRONG, (family, wrong.__name__, d)
+
+
+@pytest.mark.parametrize("family", QK_NORM_DECODERS)
+def test_interventions_long_runs_and_refusals_on_the_families(family: str, directory: Callable[..., Path]) -> None:
+    """A head ablation changes its layer's attention output by exactly -z_h W_O[h]; a long run keeps the queries
+    and keys the dense pass scored (normed, then rotated); QK attribution says why it cannot split OLMo-2's."""
+    model = load_checkpoint(family, directory(family), reference=False)
+    inp = RunInput(text=PROBE)
+    plain = model.run(inp, CPU, torch.float64)
+    ablated = model.run(inp, CPU, torch.float64, interventions=Interventions(ablate=(HeadAblation(1, 2),)))
+    assert torch.equal(plain.layers[0].resid_out, ablated.layers[0].resid_out)
+    a, w = plain.layers[1].attn, plain.layers[1].weights
+    assert w.W_O is not None
+    torch.testing.assert_close(ablated.layers[1].attn.output, a.output - a.contexts[:, 2] @ w.W_O[2])
+    dense = model.run(inp, CPU, torch.float32)
+    long = long_run(model, inp, CPU, torch.float32, grid=8, pyramid_bytes=1 << 20)
+    for kept, trace in zip(long.layers, dense.layers, strict=True):
+        torch.testing.assert_close(kept.q, trace.attn.q[0], atol=TOLERANCE, rtol=0)
+        torch.testing.assert_close(kept.k, trace.attn.k[0], atol=TOLERANCE, rtol=0)
+    if family != "olmo2":
+        return
+    with pytest.raises(InputError) as refused:
+        qk_attribution(dense, model.net.on(CPU, torch.float32), 1, 0, 5, 2)
+    assert refused.value.field == "model" and "post-sublayer norms" in str(refused.value)
+
+
+@torch.no_grad()
+def test_mixture_of_experts_equals_qwen3_moes_block_and_says_which_experts() -> None:
+    """MixtureOfExperts against transformers' Qwen3MoeSparseMoeBlock (top 2 of 6, renormalised): the same output
+    and the same experts; top-1 routing in its place fails the same check."""
+    import transformers as tf
+    from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeSparseMoeBlock
+
+    config = tf.Qwen3MoeConfig(hidden_size=16, moe_intermediate_size=12, num_experts=6, num_experts_per_tok=2)
+    config.norm_topk_prob = True
+    ref = Qwen3MoeSparseMoeBlock(config).eval()
+    torch.manual_seed(0)
+    for p in ref.parameters():
+        p.normal_(0, 0.5)
+    e, m = 6, 12
+    gate_up, down = ref.experts.gate_up_proj.detach(), ref.experts.down_proj.detach()  # (E, 2m, D), (E, D, m)
+    ours = MixtureOfExperts(
+        W_router=ref.gate.weight.detach().T,
+        W_gate=gate_up[:, :m].transpose(1, 2),
+        W_in=gate_up[:, m:].transpose(1, 2),
+        W_out=down.transpose(1, 2),
+        top_k=2,
+        norm_topk=True,
+    )
+    x = torch.randn(2, 7, 16, generator=gen(50))
+    out, routing = ours.routed(x)
+    assert (out - ref(x)).abs().max() < TOLERANCE
+    _, weights, chosen = ref.gate(x.reshape(-1, 16))
+    assert torch.equal(routing.experts.reshape(-1, 2), chosen)
+    torch.testing.assert_close(routing.weights.reshape(-1, 2), weights)
+    assert routing.experts.unique().numel() > 2 and ours.n_experts == e and ours.d_mlp == m
+    assert (replace(ours, top_k=1)(x) - ref(x)).abs().max() > WRONG
+    moved = ours.to(CPU, F64)
+    assert moved.W_gate.dtype == F64 and moved.top_k == 2 and moved.norm_topk
+
+
+def test_the_experts_each_position_used_are_part_of_the_run(directory: Callable[..., Path]) -> None:
+    """Every mixture layer's routing is in the run and its hook cache (TransformerLens's hook_expert_indices and
+    hook_expert_weights); a layer in mlp_only_layers runs a dense GLU, has none, and still equals transformers."""
+    model = load_checkpoint("qwen3_moe", directory("qwen3_moe", mlp_only_layers=[1]))
+    d = diffs(model)
+    assert d["weights"] < TOLERANCE and d["output"] < TOLERANCE, d
+    run = model.run(RunInput(text=PROBE), CPU, torch.float32)
+    c = run.cache()
+    s = len(run.tokens)
+    assert c["blocks.0.mlp.hook_expert_indices"].shape == (1, s, 2)
+    torch.testing.assert_close(c["blocks.0.mlp.hook_expert_weights"].sum(-1), torch.ones(1, s))
+    assert "blocks.1.mlp.hook_expert_indices" not in c and run.layers[1].routing is None
+    assert isinstance(model.net.on(CPU, torch.float32).blocks[1].mlp, GatedFeedForward)
+
+
+@pytest.fixture(scope="module")
+def api(directory: Callable[..., Path]) -> Iterator[TestClient]:
+    """One app serving the three families' checkpoints (no reference check: the tests above make it)."""
+    models = ",".join(f"{family}={directory(family)}" for family in QK_NORM_DECODERS)
+    with make_app_client(models=models, reference=False) as client:
+        yield client
+
+
+@pytest.mark.parametrize("family", QK_NORM_DECODERS)
+def test_the_api_runs_the_families_and_says_why_where_it_cannot(family: str, api: TestClient) -> None:
+    """Every layer's weights, decoding, an ablation and QK attribution answer as for a LLaMA checkpoint; OLMo-2's
+    QK attribution is a 422 naming model and the norm that stops it."""
+    answer = api.post("/api/attention", json={"model": family, "text": PROBE})
+    assert answer.status_code == 200, answer.text[:300]
+    assert [len(layer["heads"]) for layer in answer.json()["layers"]] == [4, 4]
+    for path, extra in [("/api/decode", {}), ("/api/intervene", {"ablate": [{"layer": 1, "head": 0}]})]:
+        r = api.post(path, json={"model": family, "text": PROBE, **extra})
+        assert r.status_code == 200, (path, r.text[:300])
+    tokens = answer.json()["tokens"]
+    corrupted = [*tokens[:3], tokens[5], *tokens[4:]]  # one token changed
+    for hook in ("attn_out", "mlp_out"):  # what joins the residual, after OLMo-2's post-sublayer norms
+        body = {"clean": {"model": family, "tokens": tokens}, "corrupted": {"model": family, "tokens": corrupted}}
+        grid = api.post("/api/patch", json={**body, "metric": {"kind": "loss"}, "hook": hook})
+        assert grid.status_code == 200, (hook, grid.text[:300])
+        assert grid.json()["changed_positions"] == [3] and grid.json()["rows"] == 2
+    cell = {"layer": 1, "head": 0, "query": 5, "key": 2}
+    attributed = api.post("/api/qk-attribution", json={"model": family, "text": PROBE, **cell})
+    if family != "olmo2":
+        assert attributed.status_code == 200, attributed.text[:300]
+        return
+    assert "before adding" in assert_error(attributed, 422, "model")["message"]
+
+
+def worst_sum(model: CheckpointModel, layer: int, cells: list[tuple[int, int]]) -> float:
+    """The largest |sum of the QK attribution's terms - the score| over every head at these cells, in float64."""
+    inp = RunInput(text=PROBE)
+    run, net = model.run(inp, CPU, F64), model.network(inp, CPU, F64)
+    worst = 0.0
+    for head in range(run.layers[layer].attn.weights.shape[1]):
+        for q, k in cells:
+            r = qk_attribution(run, net, layer, head, q, k)
+            worst = max(worst, abs(sum(t.value for t in r.terms) - r.score))
+    return worst
+
+
+def test_qk_attribution_freezes_the_q_k_norm(directory: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With each q/k norm's scale frozen at the whole vector's, the terms sum to the score: per head (qwen3,
+    qwen3_moe) and over the projection (OLMo-2's attention, its post-sublayer norms taken out so that the stream is a
+    sum); the same sum without the frozen norm misses the score."""
+    import engine.analysis.qk as qk
+
+    cells = [(9, 0), (9, 4), (6, 6), (12, 3)]
+    for family in ("qwen3", "qwen3_moe"):
+        assert worst_sum(load_checkpoint(family, directory(family), reference=False), 1, cells) < 1e-9, family
+    original = olmo2.block
+    monkeypatch.setattr(olmo2, "block", lambda *a: replace(original(*a), ln_post_attn=None, ln_post_mlp=None))
+    pre_norm_olmo = load_checkpoint("olmo2", directory("olmo2"), reference=False)
+    assert worst_sum(pre_norm_olmo, 1, cells) < 1e-9
+    monkeypatch.setattr(qk, "frozen_qk_norm", lambda terms, *rest: terms)
+    assert worst_sum(load_checkpoint("qwen3", directory("qwen3"), reference=False), 1, cells[:1]) > WRONG
+    assert worst_sum(pre_norm_olmo, 1, cells[:1]) > WRONG

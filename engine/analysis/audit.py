@@ -27,12 +27,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from engine.analysis.perturb import Change, perturb
+from engine.analysis.perturb import perturb
+from engine.analysis.perturb_kernel import Case, Change
 from engine.analysis.weight_checks import repeated_rows, softmax_axis
 from engine.attention import AttentionWeights, expand_groups, scale_factor
 from engine.forward import LayerTrace
 from engine.measure import measure
-from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput
+from engine.models.base import ModelRun
 from engine.softcap import softcap
 from engine.stats import head_stats
 
@@ -108,13 +109,7 @@ def within_runs(
 
 
 def perturbation_verdicts(
-    model: AttentionModel,
-    inp: RunInput,
-    enc: Encoded,
-    run: ModelRun,
-    device: torch.device,
-    dtype: torch.dtype,
-    plan: list[tuple[int | None, dict[str, int]]] | None = None,
+    case: Case, run: ModelRun, plan: list[tuple[int | None, dict[str, int]]] | None = None
 ) -> list[dict[str, Any]]:
     """For each mask in force, one perturbation at a position that puts something under its claim, with the run's
     own classic bug (if any) in both runs, as /api/perturb runs it. `holds` is None when inconclusive. A batch: the
@@ -126,8 +121,7 @@ def perturbation_verdicts(
         results = {}
         for mask, p in positions.items():
             if p not in results:  # one run answers every mask whose claim it tests
-                bug = run.interventions.bug
-                results[p] = perturb(model, inp, enc, p, Change("direction"), device, dtype, bug, item=item, base=base)
+                results[p] = perturb(case, p, Change("direction"), item=item, base=base)
             result = results[p]
             check = next(c for c in result.checks if c.name == mask)
             out.append(
@@ -163,21 +157,15 @@ def head_shapes(w: AttentionWeights, scale: bool, factor: float) -> tuple[list[d
     return shapes, factors
 
 
-def audit(
-    model: AttentionModel,
-    inp: RunInput,
-    enc: Encoded,
-    run: ModelRun,
-    device: torch.device,
-    dtype: torch.dtype,
-    max_runs: int | None = None,
-) -> dict[str, Any]:
-    """One record for `run`: the run of `inp` as given, with no intervention but its classic bug, if any (it is
-    also the unchanged run of every perturbation). `max_runs`: the most forward passes a batch's perturbation
-    verdicts may run, counted before any runs (within_runs); the texts past it are `perturbation_unchecked`."""
+def audit(case: Case, run: ModelRun, max_runs: int | None = None) -> dict[str, Any]:
+    """One record for `run`: the run of the case's input as given, with no intervention but the case's classic bug,
+    if any (it is also the unchanged run of every perturbation). `max_runs`: the most forward passes a batch's
+    perturbation verdicts may run, counted before any runs (within_runs); the texts past it are
+    `perturbation_unchecked`."""
+    inp, device, dtype = case.inp, case.device, case.dtype
     plan, unchecked = within_runs(verdict_positions(run), max_runs)
     w = run.layers[0].weights
-    _, measured = measure(lambda: model.run(inp, device, dtype, encoded=enc), device)
+    _, measured = measure(lambda: case.model.run(inp, device, dtype, encoded=case.enc), device)
     eligible = run.eligible if run.eligible.dim() == 2 else run.eligible[0]
 
     def own(t: LayerTrace) -> torch.Tensor:
@@ -251,6 +239,6 @@ def audit(
         "throughput": "tokens_per_s counts real tokens (valid_tokens) per second of the measured forward pass; "
         "padding positions are computed but not counted",
         "sdpa_max_diff": sdpa_max_diff(run, inp.scale),
-        "perturbation": perturbation_verdicts(model, inp, enc, run, device, dtype, plan),
+        "perturbation": perturbation_verdicts(case, run, plan),
         "perturbation_unchecked": unchecked,
     }

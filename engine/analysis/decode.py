@@ -8,12 +8,14 @@ causal masking this is the same computation as the full pass's row t, so `max_di
     bytes per token = layers x kv_heads x (d_head + d_v) x bytes(dtype)
                     = 2 x layers x kv_heads x d_head x bytes(dtype)   when d_v = d_head
 
-which is why grouped K/V (fewer kv_heads than heads) shrinks it.
+which is why grouped K/V (fewer kv_heads than heads) shrinks it. A rotary whose angles follow the run's length
+(dynamic NTK, longrope) is pinned to the input's length for every step (`at_length`); tokens generated after the
+input rotate at their own length, position + 1, as transformers' generate reads it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -68,6 +70,17 @@ def cache_formula(net: Network, dtype: torch.dtype) -> CacheFormula:
     return CacheFormula(per_token, formula)
 
 
+def at_length(net: Network, s: int) -> Network:
+    """`net` with every layer's rotary pinned to the run's length s, so that each decoded step rotates as the full
+    pass over the s positions does: a dynamic (NTK) base and longrope's factors follow the run's length, which a
+    step at position t would otherwise read as t + 1 (engine/rotary.py)."""
+    blocks = tuple(
+        b if b.attn.rotary is None else replace(b, attn=replace(b.attn, rotary=b.attn.rotary.at_length(s)))
+        for b in net.blocks
+    )
+    return replace(net, blocks=blocks)
+
+
 def decode(
     model: AttentionModel,
     inp: RunInput,
@@ -96,6 +109,7 @@ def decode(
         )
     full = model.run(inp, device, dtype, encoded=enc)  # also checks the all-masked policy on every row
     net = model.network(inp, device, dtype)
+    steps_net = at_length(net, s)
     x = enc.x.to(device=device, dtype=dtype)[None]  # (1, S, D)
     cache = KVCache.empty(len(net.blocks))
     vocab = model.info.vocab
@@ -103,7 +117,7 @@ def decode(
     for t in range(s):
         step = forward(
             x[:, t : t + 1],
-            net,
+            steps_net,
             full.eligible[t : t + 1, : t + 1],
             scale=inp.scale,
             all_masked=inp.all_masked,

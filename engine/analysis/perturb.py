@@ -34,11 +34,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-import torch
-
 from engine.analysis.perturb_batch import perturb_batch
 from engine.analysis.perturb_kernel import (
     REACH_THRESHOLD,
+    Case,
     Change,
     Check,
     PerturbResult,
@@ -54,36 +53,31 @@ from engine.analysis.perturb_kernel import (
 )
 from engine.analysis.perturb_source import perturb_source
 from engine.errors import InputError
-from engine.interventions import ClassicBug, Interventions
-from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput
+from engine.models.base import ModelRun
 
 
 def perturb(
-    model: AttentionModel,
-    inp: RunInput,
-    enc: Encoded,
+    case: Case,
     position: int,
     change: Change,
-    device: torch.device,
-    dtype: torch.dtype,
-    bug: ClassicBug | None = None,
     *,
     item: int | None = None,
     side: Literal["query", "source"] = "query",
     base: ModelRun | None = None,
 ) -> PerturbResult:
-    """Run the input as given and with `change` at `position` (both with `bug`, if any); report what moved and
-    which mask claims hold. A batch (`item`: the item changed) or a source (`side`: which sequence `position` is
+    """Run the case's input as given and with `change` at `position` (both with its bug, if any); report what moved
+    and which mask claims hold. A batch (`item`: the item changed) or a source (`side`: which sequence `position` is
     in) also test their own boundaries (engine/analysis/perturb_batch.py). `base`: the run as given (with `bug`),
     where the caller has it already (one sequence or a batch), so it is not computed again."""
+    enc = case.enc
     if enc.batch is not None or enc.source is not None:
         if enc.source is not None:
             if item is not None:
                 raise InputError("item", "item names a batch item: give texts (a source takes one sequence)")
-            return perturb_source(model, inp, enc, position, change, device, dtype, bug, side=side)
+            return perturb_source(case, position, change, side=side)
         if side != "query":
             raise InputError("side", "side source perturbs a cross-attention source position: give source")
-        return perturb_batch(model, inp, enc, position, change, device, dtype, bug, item=item, base=base)
+        return perturb_batch(case, position, change, item=item, base=base)
     if item is not None:
         raise InputError("item", "item names a batch item: give texts")
     if side != "query":
@@ -92,11 +86,11 @@ def perturb(
     if not 0 <= position < s:
         raise InputError("position", f"got position {position}: the sequence has {s} positions, 0..{s - 1}")
     if base is None:
-        base = model.run(inp, device, dtype, interventions=Interventions(bug=bug), encoded=enc)
-    after = perturbed_run(model, inp, enc, position, change, device, dtype, bug)
+        base = case.run()
+    after = perturbed_run(case, position, change)
     deltas = layer_deltas(base, after)
     final = final_delta(base, after)
-    require_finite_deltas([*deltas, final], dtype)
+    require_finite_deltas([*deltas, final], case.dtype)
     reached = reach(base, final, position)
     checks = mask_checks(base.masks, s, position, deltas, final)
     if reached < REACH_THRESHOLD:  # nothing broke, but nothing was tested either
@@ -111,7 +105,7 @@ def perturb(
         reach=reached,
         checks=checks,
         verdict=verdict(base, position, deltas, final, checks, reached),
-        bug=bug,
+        bug=case.bug,
     )
 
 

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from engine.analysis.perturb_kernel import (
     REACH_THRESHOLD,
+    Case,
     Change,
     Check,
     Leak,
@@ -39,9 +40,8 @@ from engine.analysis.perturb_kernel import (
     span,
 )
 from engine.errors import InputError, NonFiniteError
-from engine.interventions import ClassicBug, Interventions
 from engine.masks import MaskSpec
-from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput
+from engine.models.base import Encoded, ModelRun
 
 # padding_invariance: max |batched - alone| allowed, relative to the output's largest |value| (rounding of two passes)
 PADDING_TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 2e-2}
@@ -49,20 +49,12 @@ LABELS = {"batch": "batch independence", "padding_invariance": "padding invarian
 
 
 def perturb_batch(
-    model: AttentionModel,
-    inp: RunInput,
-    enc: Encoded,
-    position: int,
-    change: Change,
-    device: torch.device,
-    dtype: torch.dtype,
-    bug: ClassicBug | None = None,
-    *,
-    item: int | None = None,
-    base: ModelRun | None = None,
+    case: Case, position: int, change: Change, *, item: int | None = None, base: ModelRun | None = None
 ) -> PerturbResult:
-    """The batch as given and with `change` at `position` of item `item` (default 0), both with `bug`: item i's
-    mask checks, the batch check and padding invariance. `base`: the batch as given, where the caller has it."""
+    """The case's batch as given and with `change` at `position` of item `item` (default 0), both with its bug:
+    item i's mask checks, the batch check and padding invariance. `base`: the batch as given, where the caller has
+    it."""
+    enc, dtype = case.enc, case.dtype
     assert enc.batch_tokens is not None and enc.real is not None
     i, b, s = 0 if item is None else item, len(enc.batch_tokens), len(enc.tokens)
     if not 0 <= i < b:
@@ -70,13 +62,12 @@ def perturb_batch(
     if not 0 <= position < s:
         raise InputError("position", f"got position {position}: the batch is padded to {s} positions, 0..{s - 1}")
     if base is None:
-        base = model.run(inp, device, dtype, interventions=Interventions(bug=bug), encoded=enc)
+        base = case.run()
     if change.kind == "token":
         assert change.token is not None
-        swapped = swap_item_token(model, inp, enc, i, position, change.token)
-        after = model.run(inp, device, dtype, interventions=Interventions(bug=bug), encoded=swapped)
+        after = case.run(enc=swap_item_token(case, i, position, change.token))
     else:
-        after = perturbed_run(model, inp, enc, position, change, device, dtype, bug, item=i)
+        after = perturbed_run(case, position, change, item=i)
     deltas, final = layer_deltas(base, after, i), final_delta(base, after, i)
     require_finite_deltas([*deltas, final], dtype)
     reached = reach(base, final, position, i)
@@ -86,7 +77,7 @@ def perturb_batch(
     if reached < REACH_THRESHOLD:
         checks = [replace(c, holds=None) if c.tested and c.holds else c for c in checks]
     tolerance = PADDING_TOLERANCE.get(dtype, PADDING_TOLERANCE[torch.float32])
-    checks.append(padding_check(model, inp, base, i, device, dtype, bug, tolerance))
+    checks.append(padding_check(case, base, i, tolerance))
     tokens = list(base.batch_tokens[i]) if base.batch_tokens is not None else base.tokens
     delta_items = (after.result.final.double() - base.result.final.double()).abs().flatten(1).amax(dim=1)
     return PerturbResult(
@@ -99,7 +90,7 @@ def perturb_batch(
         reach=reached,
         checks=checks,
         verdict=batch_verdict(tokens, i, position, len(deltas), final_name(base), final, checks, reached),
-        bug=bug,
+        bug=case.bug,
         item=i,
         batch_tokens=[list(t) for t in enc.batch_tokens],
         item_delta=delta_items.tolist(),
@@ -107,11 +98,10 @@ def perturb_batch(
     )
 
 
-def swap_item_token(
-    model: AttentionModel, inp: RunInput, enc: Encoded, item: int, position: int, token: str
-) -> Encoded:
+def swap_item_token(case: Case, item: int, position: int, token: str) -> Encoded:
     """The batch with item `item`'s token at `position` replaced, its row re-embedded and padded as encode_batch
     pads it (with the model's pad token, or zero vectors)."""
+    model, inp, enc = case.model, case.inp, case.enc
     assert enc.batch_tokens is not None and enc.real is not None
     s, n = len(enc.tokens), sum(enc.real[item])
     if position >= n and model.pad_token is None:
@@ -171,22 +161,14 @@ def _unpadded(masks: MaskSpec | None, n: int) -> MaskSpec | None:
     return replace(masks, blocked=tuple((q, k) for q, k in masks.blocked if q < n and k < n))
 
 
-def padding_check(
-    model: AttentionModel,
-    inp: RunInput,
-    base: ModelRun,
-    item: int,
-    device: torch.device,
-    dtype: torch.dtype,
-    bug: ClassicBug | None,
-    tolerance: float,
-) -> Check:
+def padding_check(case: Case, base: ModelRun, item: int, tolerance: float) -> Check:
     """Item `item` run alone, unpadded, against its rows in the batched run, over its real positions."""
+    inp, dtype = case.inp, case.dtype
     assert inp.texts is not None and base.batch_padding is not None
     real = base.batch_padding[item]
     n = sum(real)
     alone_inp = replace(inp, texts=None, tokens=None, x=None, text=inp.texts[item], masks=_unpadded(inp.masks, n))
-    alone = model.run(alone_inp, device, dtype, interventions=Interventions(bug=bug))
+    alone = case.run(inp=alone_inp)
     worst, leak = 0.0, None
     for (layer, batched), (_, single) in zip(_outputs(base), _outputs(alone), strict=True):
         want = single[0].double()

@@ -9,17 +9,44 @@ engine/analysis/perturb.py's docstring.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import torch
 
 from engine.errors import InputError, NonFiniteError
-from engine.interventions import ClassicBug, InputShift, Interventions, ValueShift
+from engine.interventions import NO_INTERVENTIONS, ClassicBug, InputShift, Interventions, ValueShift
 from engine.masks import MaskSpec
 from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput
 
 REACH_THRESHOLD = 1e-3  # the changed position's final output must move by at least 0.1% of its size
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input under analysis: the model, the input as given and as encoded once, where and in what dtype it
+    runs, and the classic bug (if any) that every run of it computes, as the view beside it does."""
+
+    model: AttentionModel
+    inp: RunInput
+    enc: Encoded
+    device: torch.device
+    dtype: torch.dtype
+    bug: ClassicBug | None = None
+
+    def run(
+        self,
+        changes: Interventions = NO_INTERVENTIONS,
+        *,
+        inp: RunInput | None = None,
+        enc: Encoded | None = None,
+    ) -> ModelRun:
+        """The case's forward with its bug and `changes` (an input shift, a value shift); `inp` and `enc`: a changed
+        input in place of the case's own (`enc` None with `inp` given: encoded by the model)."""
+        encoded = enc if enc is not None else (self.enc if inp is None else None)
+        interventions = replace(changes, bug=self.bug)
+        given = inp if inp is not None else self.inp
+        return self.model.run(given, self.device, self.dtype, interventions=interventions, encoded=encoded)
 
 
 @dataclass(frozen=True)
@@ -94,32 +121,20 @@ def final_name(run: ModelRun) -> str:
     return "the logits (next-token scores)" if run.logits is not None else "the last layer's output"
 
 
-def perturbed_run(
-    model: AttentionModel,
-    inp: RunInput,
-    enc: Encoded,
-    position: int,
-    change: Change,
-    device: torch.device,
-    dtype: torch.dtype,
-    bug: ClassicBug | None = None,
-    item: int | None = None,
-) -> ModelRun:
+def perturbed_run(case: Case, position: int, change: Change, item: int | None = None) -> ModelRun:
     """The run with `change` at `position` (of batch item `item` only, when given; a token swap: one sequence)."""
     if change.kind == "value":
-        moved = Interventions(value=(ValueShift(position, change.amount, change.seed, item),), bug=bug)
-        return model.run(inp, device, dtype, interventions=moved, encoded=enc)
+        return case.run(Interventions(value=(ValueShift(position, change.amount, change.seed, item),)))
     if change.kind in ("shift", "direction"):
         seed = change.seed if change.kind == "direction" else None
-        shift = Interventions(shift=(InputShift(position, change.amount, seed, item),), bug=bug)
-        return model.run(inp, device, dtype, interventions=shift, encoded=enc)
+        return case.run(Interventions(shift=(InputShift(position, change.amount, seed, item),)))
     assert change.token is not None
-    swapped = model.swap_token(inp, enc, position, change.token)
+    swapped = case.model.swap_token(case.inp, case.enc, position, change.token)
     try:
-        swapped_enc = model.encode(swapped)
+        swapped_enc = case.model.encode(swapped)
     except InputError as err:  # the replacement is what the caller sent: name it
         raise InputError("change.token", err.message) from err
-    return model.run(swapped, device, dtype, interventions=Interventions(bug=bug), encoded=swapped_enc)
+    return case.run(inp=swapped, enc=swapped_enc)
 
 
 def span(positions: list[int]) -> str:

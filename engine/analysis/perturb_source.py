@@ -23,10 +23,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Literal
 
-import torch
-
 from engine.analysis.perturb_kernel import (
     REACH_THRESHOLD,
+    Case,
     Change,
     Check,
     PerturbResult,
@@ -41,45 +40,37 @@ from engine.analysis.perturb_kernel import (
     span,
 )
 from engine.errors import InputError
-from engine.interventions import ClassicBug, Interventions, random_direction
-from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput
+from engine.interventions import random_direction
+from engine.models.base import Encoded, ModelRun, RunInput
 
 
 def perturb_source(
-    model: AttentionModel,
-    inp: RunInput,
-    enc: Encoded,
-    position: int,
-    change: Change,
-    device: torch.device,
-    dtype: torch.dtype,
-    bug: ClassicBug | None = None,
-    *,
-    side: Literal["query", "source"] = "query",
+    case: Case, position: int, change: Change, *, side: Literal["query", "source"] = "query"
 ) -> PerturbResult:
-    """The run as given and with `change` at query `position` (side query) or source `position` (side source),
-    both with `bug`: the source_boundary check."""
+    """The case's run as given and with `change` at query `position` (side query) or source `position` (side
+    source), both with its bug: the source_boundary check."""
+    enc = case.enc
     assert enc.source is not None
     s_q, s_k = len(enc.tokens), len(enc.source.tokens)
     s = s_q if side == "query" else s_k
     if not 0 <= position < s:
         where = "the queries have" if side == "query" else "the source has"
         raise InputError("position", f"got position {position}: {where} {s} positions, 0..{s - 1} (side {side})")
-    base = model.run(inp, device, dtype, interventions=Interventions(bug=bug), encoded=enc)
+    base = case.run()
     if side == "query":
         if change.kind == "value":
             raise InputError(
                 "change.kind",
                 "with a source, every value vector is a source position's: move one with side source",
             )
-        after = perturbed_run(model, inp, enc, position, change, device, dtype, bug)
+        after = perturbed_run(case, position, change)
     elif change.kind == "value":  # the value vectors are the source's: ValueShift moves source position j's
-        after = perturbed_run(model, inp, enc, position, change, device, dtype, bug)
+        after = perturbed_run(case, position, change)
     else:
-        moved_inp, moved = changed_source(model, inp, enc, position, change)
-        after = model.run(moved_inp, device, dtype, interventions=Interventions(bug=bug), encoded=moved)
+        moved_inp, moved = changed_source(case, position, change)
+        after = case.run(inp=moved_inp, enc=moved)
     deltas, final = layer_deltas(base, after), final_delta(base, after)
-    require_finite_deltas([*deltas, final], dtype)
+    require_finite_deltas([*deltas, final], case.dtype)
     n = len(deltas)
     if side == "query":
         reached = reach(base, final, position)
@@ -115,17 +106,16 @@ def perturb_source(
         reach=reached,
         checks=[check],
         verdict=source_verdict(base, side, position, final, check, reached),
-        bug=bug,
+        bug=case.bug,
         side=side,
         source_tokens=base.source_tokens,
         source_tokens_after=source_after,
     )
 
 
-def changed_source(
-    model: AttentionModel, inp: RunInput, enc: Encoded, j: int, change: Change
-) -> tuple[RunInput, Encoded]:
+def changed_source(case: Case, j: int, change: Change) -> tuple[RunInput, Encoded]:
     """The input with source position j's input vector moved (direction, shift) or its token swapped."""
+    model, inp, enc = case.model, case.inp, case.enc
     src, given = enc.source, inp.source
     assert src is not None and given is not None
     if change.kind == "token":

@@ -14,11 +14,15 @@ so every term is one source on the query side times one on the key side, and the
 layer computed (rotary is linear at a fixed position). "L1H3 attends to 'cat' because L0H1 wrote the previous
 token into the key": the largest term names L0H1 on the key side.
 
-A post-norm model (BERT, MiniLM) renormalises the stream after every layer, so what a layer reads is not a sum
-of what earlier layers wrote: it has no such decomposition, and is refused with that reason; so is a model that
-normalises each sublayer's output before adding it (Gemma-2/3's post-norms). A layer that softcaps its scores
-(Gemma-2: c tanh(q . k / c)) computes a score that is not the sum of the q . k terms either (tanh of a sum is not
-a sum of tanhs), and is refused with that reason.
+A layer with q/k norms (Qwen3: an RMSNorm on each head's query and key before rotary) is frozen the same way, at
+the scale the whole query or key had: RMSNorm(sum_i q_i) = sum_i q_i / rms(q) * w, so the terms still sum to the
+score.
+
+A post-norm model (BERT, MiniLM) renormalises the stream after every layer, and a block that norms its sublayer's
+output before adding it (Gemma-2/3, OLMo-2) adds no sum of its heads' outputs: what a layer reads then is not a
+sum of what earlier heads wrote, so it has no such decomposition, and is refused with that reason. A layer that
+softcaps its scores (Gemma-2: c tanh(q . k / c)) computes a score that is not the sum of the q . k terms either
+(tanh of a sum is not a sum of tanhs), and is refused with that reason.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from torch import Tensor
 from engine.errors import InputError
 from engine.forward import Network
 from engine.models.base import ModelRun
-from engine.norms import LayerNorm, RMSNorm
+from engine.norms import LayerNorm, Norm, RMSNorm
+from engine.weights import QKNormOver
 
 
 @dataclass(frozen=True)
@@ -73,14 +78,20 @@ def post_norm_reason(net: Network) -> str | None:
     return None
 
 
-def qk_norm_reason(net: Network, layer: int) -> str | None:
-    w = net.blocks[layer].attn
-    if w.q_norm is None and w.k_norm is None:
-        return None
-    return (
-        f"layer {layer} normalises its queries and keys (a q/k norm, as Qwen3 and OLMo-2 do), so a score is not "
-        "a sum of one term per pair of residual-stream sources"
-    )
+def frozen_qk_norm(
+    terms: Tensor, norm: Norm | None, over: QKNormOver, projected: Tensor | None, n: int, p: int
+) -> Tensor:
+    """(C, d_head) terms of head (or K/V group) n's query or key at position p through the layer's q or k norm,
+    its scale frozen at the value the whole vector had: `projected` (1, H | G, S, d_head) is what the norm read."""
+    if norm is None:
+        return terms
+    if not isinstance(norm, RMSNorm) or projected is None:
+        raise InputError("model", f"the q/k norm {type(norm).__name__} has no frozen-scale form")
+    every = projected[0, :, p]  # (H | G, d_head) every head's vector at p
+    span = every[n] if over == "head" else every.reshape(-1)  # what one RMS is taken over
+    rms = torch.sqrt(span.pow(2).mean() + norm.eps)
+    scale = norm.weight + 1 if norm.offset else norm.weight
+    return terms / rms * (scale if over == "head" else scale.view(every.shape)[n])
 
 
 def components(run: ModelRun, layer: int) -> tuple[list[str], Tensor]:
@@ -135,9 +146,6 @@ def qk_attribution(run: ModelRun, net: Network, layer: int, head: int, query: in
         raise InputError("texts", "QK attribution reads one sequence's own residual stream")
     if not 0 <= layer < len(run.layers):
         raise InputError("layer", f"got layer {layer}: the model has layers 0..{len(run.layers) - 1}")
-    why = qk_norm_reason(net, layer)
-    if why is not None:
-        raise InputError("model", why)
     trace, block = run.layers[layer], net.blocks[layer]
     w, a = trace.weights, trace.attn
     n_heads, s = a.weights.shape[1], a.weights.shape[2]
@@ -167,6 +175,8 @@ def qk_attribution(run: ModelRun, net: Network, layer: int, head: int, query: in
     if w.b_K is not None:
         sources_k.append("key bias")
         kv = torch.cat([kv, w.b_K[g][None]])
+    qv = frozen_qk_norm(qv, w.q_norm, w.qk_norm_over, a.q_projected, head, query)
+    kv = frozen_qk_norm(kv, w.k_norm, w.qk_norm_over, a.k_projected, g, key)
     if w.rotary is not None:
         cos, sin = w.rotary.cos_sin(s, 0, qv.device, qv.dtype)
         qv = rotate_at(qv, cos[query], sin[query], w.rotary.rot_dim)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -16,12 +17,10 @@ from server.declare import Analysis, Context, Limit
 from server.deps import Runtime
 from server.export import build_export
 from server.forms import form_of
-from server.precision import float32_runtime, max_weight_difference, request_runtime
-from server.prepare import Prepared, prepare, run_body
+from server.plan import Plan, check_flow_work, dtype_name, make_plan
 from server.schemas import AttentionRequest, AttentionResult, ExportRequest
 from server.serialize import config_body, layer_bodies
 from server.stream import StreamedAnswer
-from server.views import check_flow_work, sink_positions
 from wire.arrays import STREAM_MEDIA_TYPE
 
 # include items that read the whole pass before any layer can be written: it runs whole, then streams
@@ -53,41 +52,45 @@ def attention_body(
 ) -> dict[str, Any]:
     """What /api/attention answers (and attnlab.run returns): the run, serialised, with the audit when asked.
     `accept`: the form it goes out in (server.forms.answer), whose bytes are bounded before anything runs."""
-    runtime = request_runtime(req, runtime)  # the request's dtype, where it gives one
-    prepared = prepare(req, settings, models, runtime, accept=accept)
+    plan = make_plan(req, settings, models, runtime, accept=accept, own_dtype=True)
     interventions = Interventions(bug=req.demo_bug)
-    run = prepared.run(runtime, interventions)
-    body = run_body(run, req, settings, runtime)
-    body.update(whole_pass_fields(prepared, run, req, runtime, interventions, settings))
+    run = plan.run(interventions)
+    body = plan.body(run)
+    body.update(whole_pass_fields(plan, run, interventions, settings))
     body["config"].update(body.pop("config_extra"))
     return body
 
 
-def whole_pass_fields(
-    prepared: Prepared,
-    run: ModelRun,
-    req: AttentionRequest,
-    runtime: Runtime,
-    interventions: Interventions,
-    settings: Settings,
-) -> dict[str, Any]:
+def whole_pass_fields(plan: Plan, run: ModelRun, interventions: Interventions, settings: Settings) -> dict[str, Any]:
     """What the answer adds once the whole pass is done: `config_extra` (into config: max_diff_vs_float32) and the
     audit when asked."""
+    runtime = plan.runtime
     if runtime.dtype == torch.float32:
         diff: float | None = 0.0
-    elif req.dtype is None:  # the server's own dtype, not asked for: not measured (it would cost a second pass)
+    elif plan.req.dtype is None:  # the server's own dtype, not asked for: not measured (it would cost a second pass)
         diff = None
     else:  # the same pass in float32 (through the run cache), to show what the precision changed
-        reference = prepared.run(float32_runtime(runtime), interventions)
-        diff = max_weight_difference(run, reference, req.layer)
+        reference = plan.run(interventions, replace(runtime, dtype=torch.float32))
+        diff = max_weight_difference(run, reference, plan.layers)
     out: dict[str, Any] = {"config_extra": {"max_diff_vs_float32": diff}}
-    if "audit" in req.include:
+    if "audit" in plan.include:
         bound = settings.limit("max_audit_runs")
         with torch.inference_mode():
-            record = audit(prepared.model, prepared.inp, prepared.encoded, run, runtime.device, runtime.dtype, bound)
+            record = audit(plan.case(interventions.bug), run, bound)
         record["perturbation_note"] = unchecked_note(record, bound)
         out["audit"] = record
     return out
+
+
+def max_weight_difference(run: ModelRun, reference: ModelRun, layers: Sequence[int]) -> float:
+    """The largest |weight - weight at float32| over every head of the layers returned."""
+    top = 0.0
+    for i in layers:
+        got = run.layers[i].attn.weights.to(torch.float64)
+        ref = reference.layers[i].attn.weights.to(device=got.device, dtype=torch.float64)
+        if got.numel():
+            top = max(top, float((got - ref).abs().max()))
+    return top
 
 
 def unchecked_note(record: dict[str, Any], bound: int) -> str | None:
@@ -112,27 +115,23 @@ def attention_frames(
 ) -> Iterator[tuple[str, Any]]:
     """The streamed form's frames: the head (the answer with the first layer), each other layer, the tail. One
     forward, in two parts where it can be: through the first layer, its frame written, then on from there."""
-    runtime = request_runtime(req, runtime)
-    prepared = prepare(req, settings, models, runtime, accept=STREAM_MEDIA_TYPE)
-    n = prepared.model.last_layer(prepared.inp) + 1
+    plan = make_plan(req, settings, models, runtime, accept=STREAM_MEDIA_TYPE, own_dtype=True)
     first = req.layer if req.layer is not None else req.first_layer or 0
     interventions = Interventions(bug=req.demo_bug)
-    whole = req.layer is not None or bool(WHOLE_PASS.intersection(req.include))
-    run = prepared.run(runtime, interventions) if whole else prepared.run_to(first, runtime, interventions)
-    check_flow_work(req, run, settings)
-    shown = req.model_copy(update={"layer": first})
-    yield "head", run_body(run, shown, settings, runtime)
-    run = prepared.run_on(run, runtime, interventions)
-    rest = [i for i in range(n) if i != first] if req.layer is None else []
+    whole = req.layer is not None or bool(WHOLE_PASS.intersection(plan.include))
+    run = plan.run(interventions) if whole else plan.run_to(first, interventions)
+    check_flow_work(run, plan.layers, plan.include, plan.rollout, plan.budget.flow_work)
+    shown = replace(plan, req=req.model_copy(update={"layer": first}), layers=(first,))
+    yield "head", shown.body(run)
+    run = plan.run_on(run, interventions)
+    rest = [i for i in plan.layers if i != first]
     if rest:
         eligible = run.eligible.cpu()
-        rollout = (req.rollout.heads, req.rollout.residual) if req.rollout is not None else ("mean", True)
-        sinks = sink_positions(req, run)
-        for body in layer_bodies(run, rest, req.include, eligible, req.precision, *rollout, sinks):
+        for body in layer_bodies(run, rest, plan.include, eligible, plan.precision, *plan.rollout, plan.sinks):
             yield "layer", body
-    extra = whole_pass_fields(prepared, run, req, runtime, interventions, settings)
-    device, dtype = str(runtime.device), str(runtime.dtype).removeprefix("torch.")
-    config = config_body(run, scale=req.scale, device=device, dtype=dtype, precision=req.precision)
+    extra = whole_pass_fields(plan, run, interventions, settings)
+    device, dtype = str(plan.runtime.device), dtype_name(plan.runtime.dtype)
+    config = config_body(run, scale=req.scale, device=device, dtype=dtype, precision=plan.precision)
     yield "tail", {"config": {**config, **extra.pop("config_extra")}, "timings_ms": dict(run.timings_ms), **extra}
 
 

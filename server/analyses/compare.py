@@ -16,7 +16,7 @@ from engine.interventions import Interventions
 from server.analyses.perturb import SENTENCE
 from server.declare import Analysis, Context, answer_of
 from server.errors import ApiError
-from server.prepare import prepare, refuse_fields, run_body
+from server.plan import make_plan, refuse_fields
 from server.schemas.attention import AttentionRequest, AttentionResult, Strict
 from server.serialize import as_numpy, check_result_size, result_size
 
@@ -73,14 +73,14 @@ def compare_route(req: CompareRequest, ctx: Context) -> dict[str, Any]:
         )
     with naming("a"):
         refuse_fields(req.a, ("texts", "source", "precision"), "compare runs one sequence per side")
-        pa = prepare(req.a, settings, models, runtime, results=2, accept=accept)
+        pa = make_plan(req.a, settings, models, runtime, results=2, accept=accept)
     with naming("b"):
         refuse_fields(req.b, ("texts", "source", "precision"), "compare runs one sequence per side")
-        pb = prepare(req.b, settings, models, runtime, accept=accept)
+        pb = make_plan(req.b, settings, models, runtime, accept=accept)
     with naming("a"):
-        ra = pa.run(runtime, Interventions(bug=req.a.demo_bug))
+        ra = pa.run(Interventions(bug=req.a.demo_bug))
     with naming("b"):
-        rb = pb.run(runtime, Interventions(bug=req.b.demo_bug))
+        rb = pb.run(Interventions(bug=req.b.demo_bug))
     layers = [req.a.layer] if req.a.layer is not None else list(range(len(ra.layers)))
     if req.a.layer is None and len(ra.layers) != len(rb.layers):
         raise ApiError(422, "invalid_request", f"has {len(rb.layers)} layers but a has {len(ra.layers)}", "b.model")
@@ -88,7 +88,7 @@ def compare_route(req: CompareRequest, ctx: Context) -> dict[str, Any]:
     diff_values = sum(len(ld.heads) for ld in comparison.layers) * len(ra.tokens) ** 2
     total = result_size(ra, layers, req.a.include) + result_size(rb, layers, req.b.include) + diff_values
     check_result_size(total, settings.max_result_values)
-    a, b = run_body(ra, req.a, settings, runtime), run_body(rb, req.b, settings, runtime)
+    a, b = pa.body(ra), pb.body(rb)
     return compare_body(comparison, a, b)
 
 

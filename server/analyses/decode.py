@@ -12,7 +12,7 @@ from engine.analysis.decode import CacheFormula, DecodeStep, decode
 from engine.analysis.generate import GeneratedToken, Sampling
 from server.declare import Analysis, Context, Limit, answer_of
 from server.errors import ApiError
-from server.prepare import ONE_SEQUENCE, prepare, refuse_fields
+from server.plan import ONE_SEQUENCE, make_plan, refuse_fields
 from server.schemas.attention import AttentionRequest
 from server.schemas.ints import Count, Index
 from server.serialize import check_result_size
@@ -97,7 +97,7 @@ def decode_route(req: DecodeRequest, ctx: Context) -> dict[str, Any]:
             "server): generate fewer",
             "generate.tokens",
         )
-    prepared = prepare(req.model_copy(update={"include": [], "generate": None}), settings, ctx.models, runtime)
+    prepared = make_plan(req.model_copy(update={"include": [], "generate": None}), settings, ctx.models, runtime)
     model, s = prepared.model, len(prepared.encoded.tokens)
     field = "tokens" if req.tokens is not None else "x" if req.x is not None else "text"
     n = 0 if gen is None else gen.tokens

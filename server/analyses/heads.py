@@ -24,7 +24,7 @@ from engine.models import AttentionModel, RunInput
 from server.config import Settings
 from server.declare import Analysis, Context, Limit
 from server.errors import ApiError
-from server.prepare import ONE_SEQUENCE, cached_run, check_limits, choose_model, prepare, refuse_fields, to_run_input
+from server.plan import ONE_SEQUENCE, cached_run, check_limits, choose_model, make_plan, refuse_fields, to_run_input
 from server.schemas.attention import AttentionRequest, Strict, Text
 from server.schemas.ints import INT64_MAX, Index
 
@@ -193,7 +193,7 @@ def head_types(req: HeadTypesRequest, ctx: Context) -> HeadTypesResult:
     model = choose_model(as_attention, models)
     spec = probe_spec(req, model, settings)
     if given:
-        prepared = prepare(as_attention, settings, models, runtime)  # the same limits as /api/attention
+        prepared = make_plan(as_attention, settings, models, runtime)  # the same limits as /api/attention
         model, inp = prepared.model, prepared.inp
     else:
         check_limits(as_attention, settings, runtime.dtype)
@@ -362,7 +362,7 @@ def top_heads(req: TopHeadsRequest, ctx: Context) -> TopHeadsResult:
     as_attention = AttentionRequest.model_validate(
         req.model_dump(exclude={"query", "key", "k"}) | {"layer": None, "include": []}
     )
-    run = prepare(as_attention, ctx.settings, ctx.models, ctx.runtime).run(ctx.runtime)
+    run = make_plan(as_attention, ctx.settings, ctx.models, ctx.runtime).run()
     ranked = top_heads_for_pair(run, req.query, req.key, req.k)
     reasons = pair_mask_reasons(run, req.query, req.key)
     return TopHeadsResult(

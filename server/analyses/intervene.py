@@ -15,7 +15,7 @@ from engine.interventions import EdgeEdit as EngineEdgeEdit
 from engine.interventions import HeadAblation, Interventions
 from server.analyses.perturb import INDUCTION, LayerDelta
 from server.declare import Analysis, Context
-from server.prepare import prepare, refuse_fields, run_body
+from server.plan import make_plan, refuse_fields
 from server.schemas.attention import AttentionRequest, AttentionResult, Strict
 from server.schemas.ints import Index
 from server.serialize import layer_delta_list
@@ -78,7 +78,7 @@ def intervene_route(req: InterveneRequest, ctx: Context) -> dict[str, Any]:
     next-token loss before and after."""
     settings, runtime = ctx.settings, ctx.runtime
     refuse_fields(req, ("texts", "source"), "intervene runs one sequence")
-    prepared = prepare(req, settings, ctx.models, runtime, results=2, accept=ctx.accept)
+    prepared = make_plan(req, settings, ctx.models, runtime, results=2, accept=ctx.accept)
     interventions = Interventions(
         ablate=tuple(HeadAblation(a.layer, a.head, a.mode) for a in req.ablate),
         edit=tuple(EngineEdgeEdit(e.layer, e.head, e.query, e.key, e.weight) for e in req.edit),
@@ -94,8 +94,8 @@ def intervene_route(req: InterveneRequest, ctx: Context) -> dict[str, Any]:
             runtime.dtype,
             req.top_k,
         )
-    before = run_body(result.before, req, settings, runtime)
-    after = run_body(result.after, req, settings, runtime)
+    before = prepared.body(result.before)
+    after = prepared.body(result.after)
     return intervention_body(result, before, after, interventions)
 
 

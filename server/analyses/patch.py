@@ -13,7 +13,7 @@ from engine.errors import InputError
 from server.analyses.compare import naming
 from server.declare import Analysis, Context, Limit
 from server.errors import ApiError
-from server.prepare import ONE_SEQUENCE, Prepared, prepare, refuse_fields
+from server.plan import ONE_SEQUENCE, Plan, make_plan, refuse_fields
 from server.schemas.attention import AttentionRequest, Position, Strict, Text
 
 INDUCTION_CLEAN = "red ball king river frog red ball king"
@@ -70,7 +70,7 @@ class PatchResult(BaseModel):
 
 def prepare_pair(
     clean: AttentionRequest, corrupted: AttentionRequest, ctx: Context, why: str, *, answered: bool = False
-) -> tuple[Prepared, Prepared]:
+) -> tuple[Plan, Plan]:
     """Both bodies checked and prepared: one sequence each, the same model, network settings and length.
     `answered`: the corrupted body's layer, include and precision shape an /api/attention answer (patch/run)."""
     settings, models, runtime = ctx.settings, ctx.models, ctx.runtime
@@ -87,9 +87,9 @@ def prepare_pair(
                 f"corrupted.{name}",
             )
     with naming("clean"):
-        pc = prepare(clean.model_copy(update={"include": []}), settings, models, runtime)
+        pc = make_plan(clean.model_copy(update={"include": []}), settings, models, runtime)
     with naming("corrupted"):
-        pb = prepare(
+        pb = make_plan(
             corrupted if answered else corrupted.model_copy(update={"include": []}),
             settings,
             models,

@@ -18,7 +18,7 @@ from engine.interventions import Interventions, Patches
 from server.analyses.patch import INDUCTION_CLEAN, INDUCTION_CORRUPTED, prepare_pair
 from server.declare import Analysis, Context
 from server.errors import ApiError
-from server.prepare import run_body
+from server.plan import run_body
 from server.schemas.attention import AttentionRequest, AttentionResult, Strict
 from server.schemas.ints import Index
 
@@ -85,9 +85,8 @@ def patch_run_route(req: PatchRunRequest, ctx: Context) -> dict[str, Any]:
         raise ApiError(
             422, "invalid_request", "the clean and corrupted inputs must have the same masks", "corrupted.masks"
         )
-    clean = pc.run(runtime)  # every layer: clean refuses `layer`
+    clean = pc.run()  # every layer: clean refuses `layer`
     patched = pb.run(
-        runtime,
         Interventions(
             patch=Patches(req.hook, (((req.cell.layer, req.cell.column),),), patch_source(clean.result, req.hook))
         ),

@@ -13,7 +13,7 @@ from engine.analysis.perturb_batch import PADDING_TOLERANCE
 from engine.analysis.perturb_kernel import REACH_THRESHOLD, Change, Check, Leak
 from server.declare import Analysis, Context, answer_of
 from server.errors import ApiError
-from server.prepare import prepare, refuse_fields
+from server.plan import make_plan, refuse_fields
 from server.schemas.attention import AttentionRequest, BugOut, Strict, Text
 from server.schemas.ints import Index
 from server.serialize import bug_body, layer_delta_list
@@ -168,7 +168,7 @@ def perturb_route(req: PerturbRequest, ctx: Context) -> PerturbResult:
         raise ApiError(422, "invalid_request", "item names a batch item: give texts, or leave item out", "item")
     if req.side != "query" and req.source is None:
         raise ApiError(422, "invalid_request", "side source perturbs a source position: give source", "side")
-    prepared = prepare(req.model_copy(update={"include": []}), ctx.settings, ctx.models, runtime)
+    prepared = make_plan(req.model_copy(update={"include": []}), ctx.settings, ctx.models, runtime)
     c = req.change
     if c.kind == "direction":
         change = Change("direction", amount=c.norm, seed=c.seed)
@@ -179,18 +179,7 @@ def perturb_route(req: PerturbRequest, ctx: Context) -> PerturbResult:
     else:
         change = Change("token", token=c.token)
     with torch.inference_mode():
-        result = perturb(
-            prepared.model,
-            prepared.inp,
-            prepared.encoded,
-            req.position,
-            change,
-            runtime.device,
-            runtime.dtype,
-            bug=req.demo_bug,
-            item=req.item,
-            side=req.side,
-        )
+        result = perturb(prepared.case(req.demo_bug), req.position, change, item=req.item, side=req.side)
     return PerturbResult(
         model=prepared.model.info.name,
         tokens=result.tokens,

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from engine.analysis.qk import QKAttribution, Term, qk_attribution
 from server.declare import Analysis, Context, answer_of
-from server.prepare import ONE_SEQUENCE, cached_run, prepare, refuse_fields
+from server.plan import ONE_SEQUENCE, cached_run, make_plan, refuse_fields
 from server.schemas.attention import AttentionRequest
 from server.schemas.ints import Index
 
@@ -43,7 +43,7 @@ def qk_route(req: QKRequest, ctx: Context) -> dict[str, Any]:
     query and key biases, with the norm's scale frozen at its value for this input. The terms sum to the score.
     Pre-norm models only: a post-norm one (minilm) is a 422 that says why."""
     refuse_fields(req, ("include", "precision", *ONE_SEQUENCE), "QK attribution decomposes one score of one sequence")
-    prepared = prepare(req.model_copy(update={"include": []}), ctx.settings, ctx.models, ctx.runtime)
+    prepared = make_plan(req.model_copy(update={"include": []}), ctx.settings, ctx.models, ctx.runtime)
     runtime = ctx.runtime
     with torch.inference_mode():
         run = cached_run(prepared.model, prepared.inp, runtime, encoded=prepared.encoded)

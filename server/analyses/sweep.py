@@ -13,7 +13,7 @@ from engine.analysis.scale_trained import TrainedHeadScale, trained_scales
 from engine.analysis.sweep import SweepRow, scale_sweep, sweep_values
 from server.declare import Analysis, Context, Limit, answer_of
 from server.errors import ApiError
-from server.prepare import choose_model, prepare
+from server.plan import choose_model, make_plan
 from server.schemas.attention import AttentionRequest, Strict, Text
 
 MAX_TRAINED = 8  # models one sweep may measure
@@ -103,12 +103,12 @@ def trained_scale(name: str, i: int, text: str | None, ctx: Context) -> TrainedS
     given = text if text is not None or not model.needs_input else model.info.default_text
     req = AttentionRequest(model=name, text=given)  # a model that needs no input runs on its own numbers
     try:
-        prepared = prepare(req, ctx.settings, ctx.models, ctx.runtime)
+        prepared = make_plan(req, ctx.settings, ctx.models, ctx.runtime)
     except ApiError as e:
         field = "text" if text is not None and e.field in ("text", "tokens") else f"models[{i}]"
         raise ApiError(e.status, e.code, f"{name}: {e.message}", field) from e
     with torch.inference_mode():
-        run = prepared.run(ctx.runtime)
+        run = prepared.run()
         heads = trained_scales(run)
     return TrainedScale(
         model=model.info.name,

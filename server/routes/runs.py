@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 
 import torch
 from fastapi import APIRouter, Header, Path, Query
+from pydantic import BaseModel, Field
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -33,6 +34,36 @@ from server.schemas.ints import INT64_MAX, INT64_MIN
 router = APIRouter(tags=["attention"], responses=errors(*ANY_ROUTE, 404, 422))
 PathInt = Annotated[int, Path(ge=INT64_MIN, le=INT64_MAX)]  # checked against the run after
 TOP = 10
+
+
+class TileAnswer(BaseModel):
+    """One 256 x 256 tile of a head's weights (fewer cells at the run's edge)."""
+
+    z: int = Field(description="the zoom level: 0 is the whole map in one tile")
+    x: int = Field(description="the tile's column (keys)")
+    y: int = Field(description="the tile's row (queries)")
+    q0: int = Field(description="the first query the tile covers")
+    k0: int = Field(description="the first key the tile covers")
+    cell: int = Field(description="positions per cell, each way: 1 at the deepest level (the exact weights)")
+    agg: Literal["max", "mean"] = Field(description="how a cell of more than one position is summarised")
+    weights: list[list[float]] = Field(description="the cells, queries by keys")
+
+
+class TopKey(BaseModel):
+    key: int
+    token: str
+    weight: float
+
+
+class RowAnswer(BaseModel):
+    """One query's exact weights over every key."""
+
+    layer: int
+    head: int
+    query: int
+    token: str = Field(description="the query's token")
+    weights: list[float] = Field(description="the query's weight on each key (S)")
+    top: list[TopKey] = Field(description=f"its {TOP} largest keys with a weight above 0, largest first")
 
 
 def _held(runtime: Runtime, name: str, layer: int, head: int) -> LongRun:
@@ -79,7 +110,7 @@ async def _cached(
     return response
 
 
-@router.get("/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}")
+@router.get("/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}", response_model=TileAnswer)
 async def run_tile(
     request: Request,
     run: RunName,
@@ -107,7 +138,7 @@ async def run_tile(
     return await _cached(request, kept, ("tile", layer, head, z, x, y, agg), accept, if_none_match, body)
 
 
-@router.get("/api/runs/{run}/rows/{layer}/{head}/{query}")
+@router.get("/api/runs/{run}/rows/{layer}/{head}/{query}", response_model=RowAnswer)
 async def run_row(
     request: Request,
     run: RunName,

@@ -5,7 +5,6 @@ Numbers must be finite; matrices must be rectangular.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -31,15 +30,6 @@ Include = Literal[
     "eligibility",
 ]
 DEFAULT_INCLUDE: list[Include] = ["scores", "weights", "stats"]
-# the include items that send an S x S_k grid per head or layer: `eligible` and `reasons` come with any of them, so
-# a grid is read with the cells it masks, and with `eligibility` alone; an answer of stats, contexts or `final`
-# only is not B x S x S booleans bigger than the rest of it
-GRIDS = ("scores", "weights", "value_norms", "rollout", "attention_flow", "eligibility")
-
-
-def sends_eligibility(include: Sequence[str]) -> bool:
-    """Whether the answer holds `eligible` and `reasons`: counted by the size estimate as the serializer sends."""
-    return any(item in GRIDS for item in include)
 
 
 def _rectangular(m: list[list[float]]) -> list[list[float]]:

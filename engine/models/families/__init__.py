@@ -19,6 +19,7 @@ gathers them, by model_type.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,17 @@ from engine.feedforward import Activation
 from engine.forward import Network
 from engine.masks import MaskSpec
 from engine.norms import LayerNorm
-from engine.rotary import Rotary
+from engine.rotary import (
+    Dynamic,
+    Linear,
+    Llama3,
+    LongRope,
+    Rotary,
+    Scaling,
+    Yarn,
+    longrope_attention_factor,
+    yarn_attention_factor,
+)
 
 Config = Mapping[str, Any]
 Shapes = dict[str, tuple[int, ...]]
@@ -63,21 +74,24 @@ class Sizes:
 class Embedding:
     """ids -> x_0: word embeddings, learned positions and token type 0 where the family has them, a norm, a scale.
 
-    x_0 = Norm(W_E[id] * scale + W_pos[position + position_offset] + W_type)
+    x_0 = Norm(W_E[id] * scale W_in + W_pos[position + position_offset] + W_type)
     """
 
-    W_E: Tensor  # (V, D)
+    W_E: Tensor  # (V, D), or (V, E) with W_in
     W_pos: Tensor | None = None  # (P, D) learned positions
     position_offset: int = 0  # the row of position 0 in W_pos (RoBERTa: padding_idx + 1)
     W_type: Tensor | None = None  # (D,) token type 0
     ln: LayerNorm | None = None  # after the sum (BERT)
     scale: float | None = None  # Gemma: sqrt(D), rounded to the run's dtype as Gemma rounds it
+    W_in: Tensor | None = None  # (E, D) word embeddings narrower than the residual, projected up (OPT's project_in)
 
     def __call__(self, ids: Tensor, start: int = 0) -> Tensor:
         """(S,) ids at positions start .. start + S - 1 -> (S, D), in W_E's dtype."""
         x = self.W_E[ids]
         if self.scale is not None:
             x = x * torch.tensor(self.scale).to(x.dtype)  # a float32 scalar first, as Gemma rounds it
+        if self.W_in is not None:
+            x = x @ self.W_in
         if self.W_pos is not None:
             first = start + self.position_offset
             x = x + self.W_pos[first : first + ids.shape[0]]
@@ -180,18 +194,127 @@ def activation(config: Config, name: str, known: Mapping[str, Activation] = ACTI
     return known[act]
 
 
-def rotary(config: Config, d_head: int, factor_default: float = 1.0) -> Rotary:
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
+ORIGINAL = "original_max_position_embeddings"
+
+
+def rope_parameters(config: Config, renamed: Mapping[str, str] | None = None) -> tuple[str, str, dict[str, Any]]:
+    """(the field they are read from, rope_type, the parameters) as transformers standardises them: the older
+    rope_scaling in place of rope_parameters where a config gives it, "type" for rope_type, a name `renamed` (Phi-3
+    reads "su" and "yarn" as "longrope"), and for llama3, yarn and longrope original_max_position_embeddings from
+    the top level where the config has it there (Phi-3), else the parameters', else max_position_embeddings."""
+    where = "rope_scaling" if config.get("rope_scaling") else "rope_parameters"
+    given = config.get(where) or {}
+    if not isinstance(given, Mapping):
+        raise refuse(where, f"got {given!r}: need an object")
+    params = dict(given)
+    kind = params.get("rope_type", params.get("type", "default"))
+    kind = (renamed or {}).get(kind, kind) if isinstance(kind, str) else kind
+    if kind in ("llama3", "yarn", "longrope"):
+        if config.get(ORIGINAL) is not None:
+            params[ORIGINAL] = config[ORIGINAL]
+        elif params.get(ORIGINAL) is None:
+            params[ORIGINAL] = config.get("max_position_embeddings")
+    return where, kind, params
+
+
+def rope_positions(config: Config) -> int:
+    """The longest input of a rotary decoder: max_position_embeddings, times the factor of a dynamic (NTK) scaling,
+    whose base grows with the length past max_position_embeddings so that it runs that much longer."""
+    p = need(config, "max_position_embeddings")
+    where, kind, params = rope_parameters(config)
+    if kind != "dynamic":
+        return int(p)
+    return max(int(p), int(p * positive(params, "factor", where)))
+
+
+def positive(params: Mapping[str, Any], name: str, where: str, default: float | None = None) -> float:
+    """params[name] as a positive number (`default` where it is left out): a CheckpointError naming it otherwise."""
+    value = params.get(name)
+    value = default if value is None else value
+    if value is None:
+        raise refuse(f"{where}.{name}", "missing: its rope_type needs it")
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < math.inf:
+        raise refuse(f"{where}.{name}", f"got {value!r}: need a positive number")
+    return float(value)
+
+
+def factors(params: Mapping[str, Any], name: str, where: str, count: int) -> tuple[float, ...]:
+    """params[name] as `count` positive numbers, one per rotating pair of dims."""
+    value = params.get(name)
+    if not isinstance(value, list | tuple) or len(value) != count:
+        got = len(value) if isinstance(value, list | tuple) else repr(value)
+        raise refuse(f"{where}.{name}", f"got {got}: need a list of {count} numbers, one per rotary pair (rot_dim / 2)")
+    for i, f in enumerate(value):
+        positive({"": f}, "", f"{where}.{name}[{i}]")
+    return tuple(float(f) for f in value)
+
+
+def scaling(
+    config: Config, kind: str, params: Mapping[str, Any], where: str, rot_dim: int, theta: float
+) -> Scaling | None:
+    """The rotary scaling `kind` reads from `params` (engine/rotary.py has the maths of each)."""
+    if kind == "default":
+        return None
+    if kind == "linear":
+        return Linear(positive(params, "factor", where))
+    if kind == "dynamic":
+        if rot_dim < 4:
+            raise refuse(f"{where}.rope_type", f"dynamic on {rot_dim} rotary dims: its power r / (r - 2) needs 4")
+        return Dynamic(positive(params, "factor", where), need(config, "max_position_embeddings"))
+    original = params.get(ORIGINAL)
+    if not isinstance(original, int) or isinstance(original, bool) or original < 2:
+        raise refuse(f"{where}.{ORIGINAL}", f"got {original!r}: need an integer of at least 2")
+    if kind == "llama3":
+        low, high = positive(params, "low_freq_factor", where), positive(params, "high_freq_factor", where)
+        if high <= low:
+            raise refuse(f"{where}.high_freq_factor", f"got {high:g}: need more than low_freq_factor {low:g}")
+        return Llama3(positive(params, "factor", where), low, high, original)
+    if kind == "yarn" and "factor" not in params:
+        raise refuse(f"{where}.factor", "missing: rope_type 'yarn' needs it (null: max_position_embeddings / L)")
+    implied = need(config, "max_position_embeddings") / original  # transformers' factor where the config's is null
+    factor = positive(params, "factor", where, implied)
+    if kind == "yarn":
+        if theta == 1.0:
+            raise refuse(f"{where}.rope_theta", "got 1: yarn divides by ln(rope_theta)")
+        m = positive(params, "mscale", where, 0) if params.get("mscale") else None
+        m_all = positive(params, "mscale_all_dim", where, 0) if params.get("mscale_all_dim") else None
+        a = params.get("attention_factor")
+        truncate = params.get("truncate", True)
+        if not isinstance(truncate, bool):
+            raise refuse(f"{where}.truncate", f"got {truncate!r}: need true or false")
+        return Yarn(
+            factor,
+            original,
+            yarn_attention_factor(factor, m, m_all) if a is None else positive(params, "attention_factor", where),
+            positive(params, "beta_fast", where, 32) if params.get("beta_fast") else 32.0,  # 0 or null: 32, as theirs
+            positive(params, "beta_slow", where, 1) if params.get("beta_slow") else 1.0,
+            truncate,
+        )
+    if kind == "longrope":
+        a = params.get("attention_factor")
+        return LongRope(
+            factors(params, "short_factor", where, rot_dim // 2),
+            factors(params, "long_factor", where, rot_dim // 2),
+            original,
+            longrope_attention_factor(factor, original) if a is None else positive(params, "attention_factor", where),
+        )
+    raise AssertionError(kind)
+
+
+def rotary(
+    config: Config, d_head: int, factor_default: float = 1.0, renamed: Mapping[str, str] | None = None
+) -> Rotary:
     """The rotary embedding config.json declares: rope_parameters (transformers 5) or the older top-level
-    rope_theta / rope_scaling, GPT-NeoX's rotary_pct / rotary_emb_base. Only rope_type "default" is read."""
-    rope = dict(config.get("rope_parameters") or {})
-    scaling = config.get("rope_scaling") or {}
-    kind = rope.get("rope_type", scaling.get("rope_type", scaling.get("type", "default")))
-    if kind != "default":
-        raise refuse("rope_parameters.rope_type", f"got {kind!r}: attnlab runs only the default rotary embedding")
+    rope_theta / rope_scaling, GPT-NeoX's rotary_pct / rotary_emb_base; its scaling, one of ROPE_TYPES
+    (`renamed`: a family's other names for them)."""
+    where, kind, rope = rope_parameters(config, renamed)
+    if kind not in ROPE_TYPES:
+        raise refuse(f"{where}.rope_type", f"got {kind!r}: attnlab runs {', '.join(ROPE_TYPES)}")
     theta = rope.get("rope_theta", config.get("rope_theta", config.get("rotary_emb_base", 10000.0)))
     factor = rope.get("partial_rotary_factor", config.get("partial_rotary_factor", config.get("rotary_pct")))
     factor = factor_default if factor is None else factor
-    if not isinstance(theta, int | float) or isinstance(theta, bool) or not theta > 0:
+    if not isinstance(theta, int | float) or isinstance(theta, bool) or not 0 < theta < math.inf:
         raise refuse("rope_parameters.rope_theta", f"got {theta!r}: need a positive number")
     if not isinstance(factor, int | float) or isinstance(factor, bool) or not 0 < factor <= 1:
         raise refuse("rope_parameters.partial_rotary_factor", f"got {factor!r}: need a fraction in (0, 1]")
@@ -201,7 +324,8 @@ def rotary(config: Config, d_head: int, factor_default: float = 1.0) -> Rotary:
             "rope_parameters.partial_rotary_factor",
             f"{factor} of head width {d_head} rotates {rot_dim} dims: rotary needs an even number, at least 2",
         )
-    return Rotary(rot_dim=rot_dim, theta=float(theta))
+    theta = float(theta)
+    return Rotary(rot_dim=rot_dim, theta=theta, scaling=scaling(config, kind, rope, where, rot_dim, theta))
 
 
 def linear_T(t: Tensor) -> Tensor:

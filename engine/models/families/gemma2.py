@@ -199,9 +199,8 @@ def kinds_in_words(blocks: tuple[Block, ...]) -> str:
 def unembed(config: Config, t: Mapping[str, Tensor]) -> Unembed:
     eps = number(config, "rms_norm_eps", 1e-6)
     W_U = t["embed_tokens.weight"] if flag(config, "tie_word_embeddings", True) else t["lm_head.weight"]
-    return Unembed(
-        RMSNorm(t["norm.weight"], eps, True), linear_T(W_U), optional_number(config, "final_logit_softcapping")
-    )
+    cap = optional_number(config, "final_logit_softcapping")
+    return Unembed(RMSNorm(t["norm.weight"], eps, True), linear_T(W_U), softcap=cap)
 
 
 def build(config: Config, t: Mapping[str, Tensor]) -> Mapped:

@@ -36,6 +36,7 @@ from engine.models.families import (
     linear_T,
     need,
     number,
+    rope_positions,
     rotary,
 )
 from engine.norms import LayerNorm
@@ -51,7 +52,7 @@ def sizes(config: Config) -> Sizes:
         n_kv_heads=h,
         d_head=d // h,
         vocab_size=need(config, "vocab_size"),
-        max_positions=need(config, "max_position_embeddings"),
+        max_positions=rope_positions(config),
         decoder=True,
     )
 

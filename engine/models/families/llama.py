@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from torch import Tensor
 
-from engine.attention import from_concatenated
+from engine.attention import AttentionWeights, from_concatenated
 from engine.feedforward import Activation, GatedFeedForward
 from engine.forward import Block, Network, Unembed
 from engine.masks import MaskSpec
@@ -40,6 +40,7 @@ from engine.models.families import (
     need,
     number,
     refuse,
+    rope_positions,
     rotary,
 )
 from engine.norms import RMSNorm
@@ -69,6 +70,7 @@ def sizes(config: Config) -> Sizes:
             "true: qwen2 slides its window only in the layers from max_window_layers on, and attnlab's masks are "
             "one for every layer; set it false to run every layer without the window",
         )
+    rotary(config, head_dim(config))  # the rotary embedding and its scaling checked before any tensor is read
     return Sizes(
         n_layers=need(config, "num_hidden_layers"),
         d_model=d,
@@ -76,7 +78,7 @@ def sizes(config: Config) -> Sizes:
         n_kv_heads=g,
         d_head=head_dim(config),
         vocab_size=need(config, "vocab_size"),
-        max_positions=need(config, "max_position_embeddings"),
+        max_positions=rope_positions(config),
         decoder=True,
     )
 
@@ -122,10 +124,9 @@ def shapes(config: Config) -> Shapes:
     return out
 
 
-def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activation) -> Block:
-    p, h, g, dh = f"layers.{i}", s.n_heads, s.n_kv_heads, s.d_head
-    eps, offset = number(config, "rms_norm_eps", 1e-6), kind(config) == "gemma"
-    a = f"{p}.self_attn"
+def attention(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes) -> AttentionWeights:
+    """Layer i's self_attn: q, k, v, o projections per head, their biases where the model type has them, rotary."""
+    h, g, dh, a = s.n_heads, s.n_kv_heads, s.d_head, f"layers.{i}.self_attn"
     w = from_concatenated(
         linear_T(t[f"{a}.q_proj.weight"]),
         linear_T(t[f"{a}.k_proj.weight"]),
@@ -134,7 +135,7 @@ def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activa
         h,
         g,
     )
-    qkv_bias, o_bias, mlp_bias = biases(config)
+    qkv_bias, o_bias, _ = biases(config)
     if qkv_bias:
         w = replace(
             w,
@@ -142,7 +143,14 @@ def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activa
             b_K=t[f"{a}.k_proj.bias"].reshape(g, dh),
             b_V=t[f"{a}.v_proj.bias"].reshape(g, dh),
         )
-    w = replace(w, b_O=t[f"{a}.o_proj.bias"] if o_bias else None, rotary=rotary(config, dh))
+    return replace(w, b_O=t[f"{a}.o_proj.bias"] if o_bias else None, rotary=rotary(config, dh))
+
+
+def block(config: Config, t: Mapping[str, Tensor], i: int, s: Sizes, act: Activation) -> Block:
+    p = f"layers.{i}"
+    eps, offset = number(config, "rms_norm_eps", 1e-6), kind(config) == "gemma"
+    w = attention(config, t, i, s)
+    mlp_bias = biases(config)[2]
 
     def bias(name: str) -> Tensor | None:
         return t[f"{p}.mlp.{name}.bias"] if mlp_bias else None
@@ -188,9 +196,8 @@ def build(config: Config, t: Mapping[str, Tensor]) -> Mapped:
         network=net,
         architecture=(
             f"{NAMES[kind(config)]} pre-norm decoder: a = x + Attention({norm}(x)); x' = a + GLU({norm}(a)), "
-            f"{act} gate; {s.n_heads} heads over {s.n_kv_heads} K/V groups of width {s.d_head}; rotary on "
-            f"{rot.rot_dim} dims (theta {rot.theta:g}); logits = {norm}(x) W_U; causal"
-            + (f", sliding window {w}" if w is not None else "")
+            f"{act} gate; {s.n_heads} heads over {s.n_kv_heads} K/V groups of width {s.d_head}; {rot.describe()}; "
+            f"logits = {norm}(x) W_U; causal" + (f", sliding window {w}" if w is not None else "")
         ),
         default_masks=MaskSpec(causal=True, window=w),
         breaks=ROTARY_BREAKS,

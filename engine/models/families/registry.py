@@ -3,14 +3,44 @@ pieces they share (engine/models/families/__init__.py)."""
 
 from __future__ import annotations
 
-from engine.models.families import Family, bert, gemma2, gemma3_text, gpt2, gpt_neox, llama
+from engine.models.families import (
+    Family,
+    bert,
+    distilbert,
+    falcon,
+    gemma2,
+    gemma3_text,
+    gpt2,
+    gpt_neox,
+    llama,
+    olmo2,
+    opt,
+    phi,
+    phi3,
+    qwen3,
+    qwen3_moe,
+    stablelm,
+)
 
-SUPPORTED = ("bert", "roberta", "gpt2", "gpt_neox", "llama", "mistral", "qwen2", "gemma", "gemma2", "gemma3_text")
-BY_MODEL_TYPE: dict[str, Family] = {
-    t: f
-    for f in (*bert.FAMILIES, gpt2.FAMILY, gpt_neox.FAMILY, llama.FAMILY, gemma2.FAMILY, gemma3_text.FAMILY)
-    for t in f.model_types
-}
+FAMILIES: tuple[Family, ...] = (
+    *bert.FAMILIES,
+    distilbert.FAMILY,
+    gpt2.FAMILY,
+    gpt_neox.FAMILY,
+    llama.FAMILY,
+    gemma2.FAMILY,
+    gemma3_text.FAMILY,
+    phi3.FAMILY,
+    qwen3.FAMILY,
+    qwen3_moe.FAMILY,
+    olmo2.FAMILY,
+    phi.FAMILY,
+    opt.FAMILY,
+    falcon.FAMILY,
+    stablelm.FAMILY,
+)
+SUPPORTED: tuple[str, ...] = tuple(t for f in FAMILIES for t in f.model_types)
+BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
 
 
 def family_for(model_type: str) -> Family | None:

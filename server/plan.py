@@ -1,0 +1,812 @@
+"""One request, one plan: an AttentionRequest becomes a frozen `Plan` (model, input, encoded tokens, layers,
+include, precision and the byte budget) in `make_plan`, which reads the request's fields in one order and refuses
+the first that cannot be honoured with a 4xx naming it:
+
+    model -> input -> encoding -> layers -> include -> precision/dtype -> budgets
+
+What a check needs from the engine (the tokens, the last layer) is computed once on the way and kept on the plan,
+so the run reads the plan and never the request's fields again. Every analysis endpoint takes the same request
+body, so they all go through `make_plan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import cache
+from typing import Any
+
+import torch
+
+from engine.analysis.attention_flow import FLOW_MAX_TOKENS, flow_work, fused_maps
+from engine.analysis.flow import Fuse
+from engine.analysis.perturb_kernel import Case
+from engine.device import resolve_dtype
+from engine.errors import InputError
+from engine.interventions import NO_INTERVENTIONS, ClassicBug, Interventions
+from engine.masks import MaskSpec
+from engine.models import AttentionModel, ModelRun, RunInput, model_for
+from engine.models.base import Encoded, SourceInput
+from server.config import Settings
+from server.deps import Runtime
+from server.errors import ApiError
+from server.forms import form_of
+from server.runcache import cacheable, run_key
+from server.schemas import AttentionRequest, Weights
+from server.serialize import AnswerShape, answer_count, check_result_bytes, check_result_size, serialize_run
+from wire.arrays import STREAM_MEDIA_TYPE
+
+# include items that read Q, K, V or the chapter's audit of a model: typed-in matrices have no projections
+NEEDS_PROJECTIONS = ("qkv", "audit")
+# include items made from the contexts: they need value vectors to mix
+NEEDS_VALUES = ("contexts", "output", "final", "value_norms", "head_contributions")
+ONE_SEQUENCE = ("texts", "source", "demo_bug")
+Sinks = tuple[list[int], bool]  # (hidden key positions, renormalise)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What this server lets one answer hold: its numbers, its bytes, and the max-flow steps it may take."""
+
+    values: int  # ATTNLAB_MAX_RESULT_VALUES
+    bytes: int  # ATTNLAB_MAX_RESULT_BYTES
+    flow_work: int  # ATTNLAB_MAX_FLOW_WORK
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A request checked against every limit, with its input tokenised and embedded once: all a run and its answer
+    read. `layers` are the layers the answer shows, `last` the last one the forward computes."""
+
+    req: AttentionRequest
+    model: AttentionModel
+    inp: RunInput
+    encoded: Encoded
+    runtime: Runtime  # the device, and the dtype this request computes in
+    form: str  # the form the answer goes out in (server/forms.py)
+    last: int
+    layers: tuple[int, ...]
+    include: tuple[str, ...]
+    precision: str
+    rollout: tuple[Fuse, bool]  # how rollout and attention flow fuse the heads, and whether the residual is added
+    sinks: Sinks | None
+    budget: Budget
+
+    def run(self, interventions: Interventions = NO_INTERVENTIONS, runtime: Runtime | None = None) -> ModelRun:
+        """The forward pass (on the request's compute thread: server/scheduling.py), or the same pass kept in the
+        run cache. A pass through every layer also serves a request for one of them. `runtime`: another dtype's
+        (the float32 pass a precision is compared with)."""
+        return cached_run(self.model, self.inp, runtime or self.runtime, interventions, self.encoded)
+
+    def run_to(self, layer: int, interventions: Interventions = NO_INTERVENTIONS) -> ModelRun:
+        """The pass through layers 0..layer only (or a whole pass the run cache holds): what `run_on` goes on from."""
+        if layer >= self.last:  # the part is the whole pass
+            return self.run(interventions)
+        first = replace(self.inp, last_layer=layer)
+        return cached_run(self.model, first, self.runtime, interventions, self.encoded, keep=False)
+
+    def run_on(self, part: ModelRun, interventions: Interventions = NO_INTERVENTIONS) -> ModelRun:
+        """The request's whole pass, going on from `part` (this input's first layers, from `run_to`): one forward
+        in two parts, kept in the run cache as the whole pass."""
+        if len(part.layers) > self.last:
+            return part
+        return cached_run(self.model, self.inp, self.runtime, interventions, self.encoded, after=part)
+
+    def case(self, bug: ClassicBug | None = None) -> Case:
+        """The plan's input as the engine's analyses read it (engine/analysis/perturb_kernel.py), with `bug`."""
+        return Case(self.model, self.inp, self.encoded, self.runtime.device, self.runtime.dtype, bug)
+
+    def every_layer(self) -> RunInput:
+        """The input with no last layer: analyses run the whole model, whatever layer the result shows."""
+        return replace(self.inp, last_layer=None)
+
+    def body(self, run: ModelRun) -> dict[str, Any]:
+        """The run as /api/attention answers it, for the plan's layers and include."""
+        check_flow_work(run, self.layers, self.include, self.rollout, self.budget.flow_work)
+        return serialize_run(
+            run,
+            layer=self.req.layer,
+            include=self.include,
+            scale=self.req.scale,
+            all_masked=self.req.all_masked,
+            device=str(self.runtime.device),
+            dtype=dtype_name(self.runtime.dtype),
+            max_values=self.budget.values,
+            precision=self.precision,
+            rollout_heads=self.rollout[0],
+            rollout_residual=self.rollout[1],
+            sinks=self.sinks,
+        )
+
+
+def make_plan(
+    req: AttentionRequest,
+    settings: Settings,
+    models: dict[str, AttentionModel],
+    runtime: Runtime,
+    *,
+    results: int = 1,
+    accept: str | None = None,
+    own_dtype: bool = False,
+) -> Plan:
+    """Read the request in order and check every field before any computation starts.
+
+    `results`: how many results of the request's shape the answer holds (an intervention sends before and after).
+    `accept`: the request's Accept header, the form whose bytes ATTNLAB_MAX_RESULT_BYTES bounds (JSON when absent).
+    `own_dtype`: the endpoint computes in the request's `dtype` (/api/attention, /api/export); every other one
+    computes in the server's and refuses another.
+    """
+    form = form_of(accept)
+    # model
+    model = choose_model(req, models)
+    asked = resolve_dtype(req.dtype) if req.dtype is not None else None
+    # the dtype the input's numbers must fit: refused, where it cannot be honoured, at the precision step below
+    dtype = asked if own_dtype and asked is not None else runtime.dtype
+    # input
+    check_input(req, model, settings, dtype)
+    # encoding
+    inp = to_run_input(req)
+    check_token_counts(model, req, inp, settings)
+    encoded = model.encode(inp)
+    field = "texts" if req.texts is not None else "tokens" if req.tokens is not None else "text"
+    _check_tokens(len(encoded.tokens), field, settings)
+    if encoded.source is not None:
+        where = "source.tokens" if req.source and req.source.tokens is not None else "source.text"
+        _check_tokens(len(encoded.source.tokens), where, settings)
+    # layers: what the checks below need of the model, read once here
+    last = model.last_layer(inp)  # a 422 naming `layer` when it is past the model's last
+    n_layers, heads = model.n_layers(inp), model.n_heads(inp)
+    shape = answer_shape(req, model, inp, encoded, results, n_layers, heads)
+    d_model = 0 if inp.options or inp.weights else model.info.d_model or 0
+    work = WorkShape(last + 1, encoded.batch or 1, shape.heads, shape.s, shape.s_k, d_model)
+    check_first_layer(req, n_layers, model.info.name, form)
+    layers = (req.layer,) if req.layer is not None else tuple(range(n_layers))
+    # include
+    refuse_given(req)
+    check_rollout(req, encoded)
+    s_k = len(encoded.source.tokens) if encoded.source is not None else len(encoded.tokens)
+    several = encoded.batch_tokens is not None or encoded.source is not None
+    sinks = sink_positions(req, s_k, encoded.special, several, model.info.name)
+    # precision/dtype
+    runtime = request_runtime(req, asked, runtime) if own_dtype else check_dtype(asked, runtime)
+    # budgets
+    budget = Budget(settings.max_result_values, settings.max_result_bytes, settings.limit("max_flow_work"))
+    check_budgets(req, shape, work, runtime, form, results, budget, settings.max_work_bytes, field)
+    rollout: tuple[Fuse, bool] = (req.rollout.heads, req.rollout.residual) if req.rollout else ("mean", True)
+    return Plan(
+        req=req,
+        model=model,
+        inp=inp,
+        encoded=encoded,
+        runtime=runtime,
+        form=form,
+        last=last,
+        layers=layers,
+        include=tuple(req.include),
+        precision=req.precision,
+        rollout=rollout,
+        sinks=sinks,
+        budget=budget,
+    )
+
+
+# ---- model ---------------------------------------------------------------------------------------------------------
+
+
+def choose_model(req: AttentionRequest, models: dict[str, AttentionModel]) -> AttentionModel:
+    name = model_for(req.model, req.x is not None, req.scores is not None or req.pattern is not None)
+    if name is None:
+        raise ApiError(422, "invalid_request", "give a model name, or x with weights", "model")
+    unavailable: dict[str, str] = getattr(models, "unavailable", {})
+    if name in unavailable:
+        raise ApiError(422, "model_unavailable", f"{name} is not loaded on this server: {unavailable[name]}", "model")
+    if name not in models:
+        raise ApiError(
+            422, "unknown_model", f"unknown model {name!r}; this server has {', '.join(sorted(models))}", "model"
+        )
+    return models[name]
+
+
+# ---- input ---------------------------------------------------------------------------------------------------------
+
+
+def check_input(req: AttentionRequest, model: AttentionModel, settings: Settings, dtype: torch.dtype) -> None:
+    """Which input the request gives, and each within the server's limits, before anything is tokenised."""
+    if req.head_widths is not None and model.info.name != "custom":
+        why = f"head_widths splits custom weights into heads; {model.info.name} has its own: leave head_widths out"
+        raise ApiError(422, "invalid_request", why, "head_widths")
+    given = [f for f in ("text", "tokens", "x", "texts") if getattr(req, f) is not None]
+    if model.needs_input and not given:
+        raise ApiError(422, "invalid_request", "give one of text, tokens, texts or x", "text")
+    if req.text is not None and req.tokens is not None:
+        raise ApiError(422, "invalid_request", "give text or tokens, not both", "tokens")
+    if req.texts is not None and len(given) > 1:
+        raise ApiError(422, "invalid_request", f"a batch of texts replaces {given[0]}: give one of them", "texts")
+    check_limits(req, settings, dtype)
+
+
+def check_limits(req: AttentionRequest, settings: Settings, dtype: torch.dtype) -> None:
+    if req.text is not None and len(req.text) > settings.max_text_chars:
+        raise ApiError(
+            413,
+            "too_large",
+            f"got {len(req.text)} characters, limit {settings.max_text_chars} "
+            "(set by ATTNLAB_MAX_TEXT_CHARS on this server)",
+            "text",
+        )
+    for i, tok in enumerate(req.tokens or []):
+        if len(tok) > settings.max_text_chars:
+            raise ApiError(413, "too_large", f"longer than {settings.max_text_chars} characters", f"tokens[{i}]")
+    if req.texts is not None:
+        if len(req.texts) > settings.max_batch:
+            raise ApiError(
+                422,
+                "too_large",
+                f"got {len(req.texts)} texts, limit {settings.max_batch} (set by ATTNLAB_MAX_BATCH on this server)",
+                "texts",
+            )
+        for i, text in enumerate(req.texts):
+            if len(text) > settings.max_text_chars:
+                raise ApiError(413, "too_large", f"longer than {settings.max_text_chars} characters", f"texts[{i}]")
+    if req.x is not None:
+        _check_width(len(req.x[0]), "x", settings)
+        _check_tokens(len(req.x), "x", settings)
+        _check_magnitude(req.x, "x", dtype)
+    for name in ("scores", "pattern", "values"):  # typed-in matrices (engine/models/given.py): S x S, S x d_v
+        m = getattr(req, name)
+        if m is not None:
+            _check_tokens(len(m) if name == "values" else max(len(m), len(m[0])), name, settings)
+            if name == "values":
+                _check_width(len(m[0]), name, settings)
+            _check_magnitude(m, name, dtype)
+    src = req.source
+    if src is not None:
+        if src.text is not None and len(src.text) > settings.max_text_chars:
+            raise ApiError(413, "too_large", f"longer than {settings.max_text_chars} characters", "source.text")
+        if src.x is not None:
+            _check_width(len(src.x[0]), "source.x", settings)
+            _check_tokens(len(src.x), "source.x", settings)
+            _check_magnitude(src.x, "source.x", dtype)
+    if req.weights is not None:
+        _check_weights(req.weights, settings, dtype)
+    for field, value in (("heads", req.heads), ("kv_heads", req.kv_heads)):
+        if value is not None and value > settings.max_heads:
+            raise ApiError(
+                422,
+                "too_large",
+                f"got {value}, limit {settings.max_heads} (set by ATTNLAB_MAX_HEADS on this server)",
+                field,
+            )
+    if req.options is not None:
+        if req.options.d_model is not None:
+            _check_width(req.options.d_model, "options.d_model", settings)
+        for field, value in (("options.heads", req.options.heads), ("options.kv_heads", req.options.kv_heads)):
+            if value is not None and value > settings.max_heads:
+                raise ApiError(
+                    422,
+                    "too_large",
+                    f"got {value}, limit {settings.max_heads} (set by ATTNLAB_MAX_HEADS on this server)",
+                    field,
+                )
+
+
+def _check_width(width: int, field: str, settings: Settings) -> None:
+    if width > settings.max_width:
+        raise ApiError(
+            422,
+            "too_large",
+            f"got width {width}, limit {settings.max_width} (set by ATTNLAB_MAX_WIDTH on this server)",
+            field,
+        )
+
+
+def _check_tokens(n: int, field: str, settings: Settings) -> None:
+    if n > settings.max_tokens:
+        raise ApiError(
+            422,
+            "too_large",
+            f"got {n} tokens, limit {settings.max_tokens} (set by ATTNLAB_MAX_TOKENS on this server): "
+            "shorten the input",
+            field,
+        )
+
+
+def _check_magnitude(m: list[list[float]], field: str, dtype: torch.dtype) -> None:
+    limit = torch.finfo(dtype).max
+    for i, row in enumerate(m):
+        for j, v in enumerate(row):
+            if abs(v) > limit:
+                raise ApiError(
+                    422,
+                    "out_of_range",
+                    f"{v:g} overflows {str(dtype).removeprefix('torch.')} (|value| <= {limit:.4g})",
+                    f"{field}[{i}][{j}]",
+                )
+
+
+def _check_weights(w: Weights, settings: Settings, dtype: torch.dtype) -> None:
+    for name in ("w_q", "w_k", "w_v", "w_o"):
+        m = getattr(w, name)
+        if m is None:
+            continue
+        _check_width(len(m), f"weights.{name}", settings)
+        _check_width(len(m[0]), f"weights.{name}", settings)
+        _check_magnitude(m, f"weights.{name}", dtype)
+
+
+# ---- encoding --------------------------------------------------------------------------------------------------------
+
+
+def to_run_input(req: AttentionRequest) -> RunInput:
+    def tensor(m: list[list[float]]) -> torch.Tensor:
+        return torch.tensor(m, dtype=torch.float64)
+
+    weights = None
+    if req.weights is not None:
+        weights = {k: tensor(v) for k, v in req.weights.model_dump().items() if v is not None}
+    masks = None
+    if req.masks is not None:
+        m = req.masks
+        masks = MaskSpec(
+            causal=m.causal,
+            padding=tuple(m.padding) if m.padding is not None else None,
+            padded=tuple(m.padded) if m.padded is not None else None,
+            window=m.window,
+            blocked=tuple((int(q), int(k)) for q, k in m.blocked),
+        )
+    options = req.options.model_dump(exclude_none=True) if req.options is not None else {}
+    source = None
+    if req.source is not None:
+        src = req.source
+        source = SourceInput(
+            text=src.text,
+            tokens=src.tokens,
+            x=tensor(src.x) if src.x is not None else None,
+            padding=tuple(src.padding) if src.padding is not None else None,
+        )
+    return RunInput(
+        text=req.text,
+        tokens=req.tokens,
+        x=tensor(req.x) if req.x is not None else None,
+        scores=tensor(req.scores) if req.scores is not None else None,
+        pattern=tensor(req.pattern) if req.pattern is not None else None,
+        values=tensor(req.values) if req.values is not None else None,
+        texts=req.texts,
+        source=source,
+        weights=weights,
+        heads=req.heads,
+        kv_heads=req.kv_heads,
+        head_widths=tuple(req.head_widths) if req.head_widths is not None else None,
+        options=options,
+        masks=masks,
+        scale=req.scale,
+        all_masked=req.all_masked,
+        # the final output is the model's last: a request for it runs every layer, whichever one it shows
+        last_layer=None if "final" in req.include else req.layer,
+    )
+
+
+def check_token_counts(model: AttentionModel, req: AttentionRequest, inp: RunInput, settings: Settings) -> None:
+    """The token limit on each sequence, counted before anything is embedded (65,536 tokens at width 1,024 took
+    2.5 s and 1.7 GB to embed before the 422): the text, each text of a batch, and the source."""
+    one = replace(inp, source=None, texts=None)
+    if inp.texts is not None:
+        for i, text in enumerate(inp.texts):
+            item = f"texts[{i}]"
+            _check_tokens(_count(model, replace(one, text=text, tokens=None), item), item, settings)
+    else:
+        field = "tokens" if req.tokens is not None else "x" if req.x is not None else "text"
+        _check_tokens(_count(model, one, field), field, settings)
+    src = inp.source
+    if src is not None:
+        where = "source.tokens" if src.tokens is not None else "source.x" if src.x is not None else "source.text"
+        counted = _count(model, replace(one, text=src.text, tokens=src.tokens, x=src.x), where)
+        _check_tokens(counted, where, settings)
+
+
+def _count(model: AttentionModel, one: RunInput, field: str) -> int:
+    """model.count_tokens(one); a refusal of the sequence while counting (a text its tokenizer's normaliser would
+    lengthen past the limit) names the request's field for it (texts[3], source.text), as encoding does."""
+    try:
+        return model.count_tokens(one)
+    except InputError as err:
+        if err.field != "text" or field == "text":
+            raise
+        raise InputError(field, err.message) from err
+
+
+# ---- layers ----------------------------------------------------------------------------------------------------------
+
+
+def check_first_layer(req: AttentionRequest, n: int, model: str, form: str) -> None:
+    """`first_layer` orders the streamed form's layers: refused by name in any other form, beside `layer`, and past
+    the last of the model's `n` layers."""
+    if req.first_layer is None:
+        return
+    if form != "stream":
+        why = f"only /api/attention's streamed form sends a layer first (Accept: {STREAM_MEDIA_TYPE})"
+        raise ApiError(422, "invalid_request", why, "first_layer")
+    if req.layer is not None:
+        raise ApiError(
+            422, "invalid_request", "first_layer orders every layer: leave out layer or first_layer", "first_layer"
+        )
+    if req.first_layer >= n:
+        why = f"got layer {req.first_layer}: {model} has layers 0..{n - 1}"
+        raise ApiError(422, "invalid_request", why, "first_layer")
+
+
+# ---- include ---------------------------------------------------------------------------------------------------------
+
+
+def refuse_given(req: AttentionRequest) -> None:
+    """The include items and fields typed-in scores or a typed-in pattern cannot honour."""
+    if req.scores is None and req.pattern is None:
+        return
+    what = "scores" if req.scores is not None else "pattern"
+    for item in NEEDS_PROJECTIONS:
+        if item in req.include:
+            raise ApiError(
+                422,
+                "invalid_request",
+                f"{item} needs a model's projections, and typed-in {what} have none: leave {item} out of include",
+                "include",
+            )
+    if req.values is None:
+        for item in NEEDS_VALUES:
+            if item in req.include:
+                raise ApiError(
+                    422,
+                    "invalid_request",
+                    f"{item} needs values (S x d_v) to mix: give values with the {what}, or leave {item} out",
+                    "include",
+                )
+    if req.demo_bug is not None:
+        raise ApiError(
+            422, "invalid_request", f"typed-in {what} run as typed, with no classic bug: leave demo_bug out", "demo_bug"
+        )
+
+
+def check_rollout(req: AttentionRequest, encoded: Encoded) -> None:
+    """Rollout's options need include rollout or attention_flow; both need keys that are the queries' own
+    positions; attention flow is a max-flow per pair, for up to FLOW_MAX_TOKENS positions."""
+    stacked = [name for name in ("rollout", "attention_flow") if name in req.include]
+    if req.rollout is not None and not stacked:
+        raise ApiError(
+            422,
+            "invalid_request",
+            "rollout options need include rollout or attention_flow: add one or leave rollout out",
+            "rollout",
+        )
+    if stacked and encoded.source is not None:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"{stacked[0]} follows each layer's map through the one before, which needs the keys to be the queries' "
+            f"own positions; with a source the keys are another sequence: leave {stacked[0]} out of include",
+            "include",
+        )
+    s = len(encoded.tokens)
+    if "attention_flow" in req.include and s > FLOW_MAX_TOKENS:
+        raise ApiError(
+            422,
+            "too_large",
+            f"attention flow is a max-flow per (query, key) pair per layer: up to {FLOW_MAX_TOKENS} positions, got "
+            f"{s}; use rollout, or a shorter input",
+            "include",
+        )
+
+
+def sink_positions(
+    req: AttentionRequest, s_k: int, special: tuple[bool, ...] | None, several: bool, model: str
+) -> Sinks | None:
+    """The key positions `sinks` hides among the `s_k` keys, and whether rows renormalise. `special`: which
+    positions the tokenizer added; `several`: a batch or a source, whose special positions are not one sequence's."""
+    if req.sinks is None:
+        return None
+    hide = req.sinks.hide
+    if hide == "first":
+        return [0], req.sinks.renormalise
+    if hide == "special":
+        if several:
+            raise ApiError(
+                422,
+                "invalid_request",
+                "special positions are one sequence's own: for a batch or a source, name the positions",
+                "sinks.hide",
+            )
+        if special is None or not any(special):
+            raise ApiError(
+                422,
+                "invalid_request",
+                f"{model} adds no special tokens to this input: hide first or name positions",
+                "sinks.hide",
+            )
+        return [i for i, flag in enumerate(special) if flag], req.sinks.renormalise
+    for i, p in enumerate(hide):
+        if not 0 <= p < s_k:
+            raise ApiError(422, "invalid_request", f"got position {p}: the keys are 0..{s_k - 1}", f"sinks.hide[{i}]")
+    return sorted(set(hide)), req.sinks.renormalise
+
+
+# ---- precision/dtype -------------------------------------------------------------------------------------------------
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+@cache
+def _cannot_run(device: str, dtype: torch.dtype) -> str | None:
+    """Why `device` cannot run attention's steps (a matrix product, a batched product, a softmax) in `dtype`, or
+    None where it can: tried once per device and dtype, on a 4 x 8 matrix."""
+    try:
+        a = torch.linspace(-1, 1, 32).reshape(4, 8).to(device=device, dtype=dtype)
+        product = torch.baddbmm(a.new_empty(()).expand(1, 4, 4), a[None], a.t()[None], beta=0.0, alpha=0.5)
+        torch.softmax(product @ a[None], dim=-1)
+    except (RuntimeError, TypeError) as err:
+        return str(err).splitlines()[0] if str(err) else type(err).__name__
+    return None
+
+
+def request_runtime(req: AttentionRequest, dtype: torch.dtype | None, runtime: Runtime) -> Runtime:
+    """The runtime of this request: the server's, in the request's `dtype` when it gives one (the same run cache,
+    keyed on the dtype). A dtype this device cannot compute in is a 422 naming `dtype` and why."""
+    if dtype is None or dtype == runtime.dtype:
+        return runtime
+    why = _cannot_run(str(runtime.device), dtype)
+    if why is not None:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"this server's device ({runtime.device}) cannot compute attention in {req.dtype} ({why}): "
+            "ask for float32 or float64",
+            "dtype",
+        )
+    return replace(runtime, dtype=dtype)
+
+
+def check_dtype(dtype: torch.dtype | None, runtime: Runtime) -> Runtime:
+    """An endpoint that computes in the server's dtype refuses another (`dtype`, the request's) by name
+    (request_runtime sets the runtime of the endpoints that honour it)."""
+    if dtype is not None and dtype != runtime.dtype:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"this endpoint computes in the server's {dtype_name(runtime.dtype)} (ATTNLAB_DTYPE); dtype per "
+            "request comes with /api/attention and /api/export: leave dtype out",
+            "dtype",
+        )
+    return runtime
+
+
+# ---- budgets ---------------------------------------------------------------------------------------------------------
+
+# The memory a forward pass holds, estimated before it runs, and bounded by ATTNLAB_MAX_WORK_BYTES.
+#
+# The answer's bytes are counted from server/serialize.py's INCLUDE, but a run keeps more than it sends: every
+# layer's scores and weights (B x H x S x S_k each) stay on the run for the views, the cache and the next request,
+# whatever `include` asks for. A batch of 16 minilm texts of 510 words with `include: []` answered a few kilobytes
+# and peaked at +9.9 GB in float64 (+2.0 GB in float32). So, per forward pass:
+#
+#     kept       layers x (2 x B x H x S x S_k  +  ACTIVATIONS x B x S x D) x itemsize
+#     working    B x H x S x S_k x max(itemsize, 4)    the softmax's copy of one layer (half precision: float32 first)
+#     masks      B x S x S_k bytes                      the eligibility grid
+#
+# times the forwards the answer needs: an intervention's before and after, and the float32 pass a request with
+# another `dtype` is compared with (max_diff_vs_float32).
+
+ACTIVATIONS = 12  # B x S x D tensors a layer keeps: q, k, v, contexts, output, the residual stream, norms, the MLP
+
+
+@dataclass(frozen=True)
+class WorkShape:
+    """What sets a forward pass's memory, known once the input is tokenised."""
+
+    layers: int  # layers the pass computes
+    batch: int
+    heads: int
+    s: int
+    s_k: int
+    d_model: int  # 0 where the model's width is not known before the run (its activations are then left out)
+
+    def bytes(self, dtype: torch.dtype) -> int:
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        grid = self.batch * self.heads * self.s * self.s_k
+        kept = self.layers * (2 * grid + ACTIVATIONS * self.batch * self.s * self.d_model) * itemsize
+        return kept + grid * max(itemsize, 4) + self.batch * self.s * self.s_k
+
+
+def work_bytes(shape: WorkShape, dtype: torch.dtype, forwards: int, compared: bool) -> int:
+    """Bytes the answer's forward passes hold at once: `forwards` in `dtype`, and one more in float32 when the
+    answer is `compared` with it."""
+    return shape.bytes(dtype) * forwards + (shape.bytes(torch.float32) if compared else 0)
+
+
+def check_work_bytes(
+    shape: WorkShape, dtype: torch.dtype, forwards: int, compared: bool, limit: int, field: str
+) -> None:
+    """A 413 before the run when its passes would hold more than `limit` bytes, naming `dtype` where float32 alone
+    would fit, else the input (`field`) to shorten."""
+    size = work_bytes(shape, dtype, forwards, compared)
+    if size <= limit:
+        return
+    name = str(dtype).removeprefix("torch.")
+    in_float32 = work_bytes(shape, torch.float32, forwards, False)
+    fits = compared and in_float32 <= limit
+    advice = f"ask for float32 ({in_float32:,} bytes)" if fits else "send fewer or shorter texts, or ask for one layer"
+    raise ApiError(
+        413,
+        "too_large",
+        f"this run would hold about {size:,} bytes in {name} ({shape.layers} layers x {shape.batch} x {shape.heads} "
+        f"heads x {shape.s} x {shape.s_k} scores and weights), limit {limit:,} (set by ATTNLAB_MAX_WORK_BYTES on "
+        f"this server): {advice}",
+        "dtype" if fits else field,
+    )
+
+
+def check_budgets(
+    req: AttentionRequest,
+    n: AnswerShape,
+    work: WorkShape,
+    runtime: Runtime,
+    form: str,
+    results: int,
+    budget: Budget,
+    max_work_bytes: int,
+    field: str,
+) -> None:
+    """Refuse before computing what could not be sent: the numbers the answer holds (shape `n`), what they weigh in
+    the form asked, and what the passes hold while they run (`work`), whatever the answer sends."""
+    every, one_layer = answer_count(req.include, n)
+    check_result_size(every.floats, budget.values)
+    dtype = dtype_name(runtime.dtype)
+    check_result_bytes(every, None if n.layers == 1 else one_layer, form, req.precision, dtype, budget.bytes)
+    compared = req.dtype is not None and runtime.dtype != torch.float32  # max_diff_vs_float32's float32 pass
+    check_work_bytes(work, runtime.dtype, results, compared, max_work_bytes, field)
+
+
+def answer_shape(
+    req: AttentionRequest,
+    model: AttentionModel,
+    inp: RunInput,
+    encoded: Encoded,
+    results: int,
+    n_layers: int,
+    heads: int,
+) -> AnswerShape:
+    """The answer's shape, known once the input is encoded (the model's `n_layers` of `heads` heads for it): what
+    INCLUDE's counts read before the run."""
+    s = len(encoded.tokens)
+    s_k = len(encoded.source.tokens) if encoded.source is not None else s
+    info = model.info
+    # the model's own widths; where options or custom weights set them they are not known before the run, and the
+    # count is a lower bound (1 each) that serialize_run's own count, exact, completes after it
+    own = not (inp.options or inp.weights)
+    d_head, d_v = (info.d_head or 1, info.d_v or 1) if own else (1, 1)
+    d_out = max(info.d_model or 1, heads * d_v) if own else heads  # d_model after W_O, else the heads' concatenation
+    masks = inp.masks if inp.masks is not None else info.default_masks or MaskSpec()
+    return AnswerShape(
+        layers=1 if req.layer is not None else n_layers,
+        items=(encoded.batch or 1) * results,
+        heads=heads,
+        s=s,
+        s_k=s_k,
+        d_head=d_head,
+        d_v=d_v,
+        d_out=d_out,
+        final=final_width(model) if "final" in req.include else 0,
+        reasons=reason_grids(inp, model, encoded),
+        blocked=len(masks.blocked),
+        local_layers=local_layers(model, req.layer, n_layers),
+    )
+
+
+def local_layers(model: AttentionModel, layer: int | None, n_layers: int) -> int:
+    """How many of the layers shown have a window of their own (a local layer sends its own eligibility grid)."""
+    kinds = getattr(model.info, "layer_kinds", None)
+    if kinds is None:
+        return 0
+    shown = [layer] if layer is not None else range(n_layers)
+    return sum(kinds[i].window is not None for i in shown if i < len(kinds))
+
+
+def reason_grids(inp: RunInput, model: AttentionModel, encoded: Encoded) -> int:
+    """How many reasons grids the answer holds (one per mask in force), at most: counted from the masks asked for."""
+    m = inp.masks if inp.masks is not None else model.info.default_masks or MaskSpec()
+    if encoded.source is not None:
+        return (encoded.source_padding is not None) + bool(m.blocked)
+    padding = m.padding is not None or m.padded is not None or encoded.batch is not None
+    return m.causal + (m.window is not None) + padding + bool(m.blocked)
+
+
+def final_width(model: AttentionModel) -> int:
+    """Columns of the model's final output: its vocabulary when it predicts tokens, else its width (a lower
+    bound where options or weights set the width)."""
+    info = model.info
+    if model.capabilities.predicts_tokens:
+        return len(info.vocab) if info.vocab else int(getattr(info, "vocab_size", None) or 1)
+    return info.d_model or 1
+
+
+def check_flow_work(
+    run: ModelRun, layers: Sequence[int], include: Sequence[str], rollout: tuple[Fuse, bool], limit: int
+) -> None:
+    """After the forward, before any max-flow: the pairs times the edges they run over, within max_flow_work."""
+    if "attention_flow" not in include:
+        return
+    maps = fused_maps([run.layers[i].attn.weights for i in range(max(layers) + 1)], *rollout)
+    work = flow_work(maps, list(layers))
+    if work > limit:
+        raise ApiError(
+            422,
+            "too_large",
+            f"attention flow here is {work:,} (pair, edge) steps of max-flow; limit {limit:,} (set by "
+            "ATTNLAB_MAX_FLOW_WORK on this server): ask for one `layer`, fewer tokens, or use rollout",
+            "include",
+        )
+
+
+# ---- running and answering -------------------------------------------------------------------------------------------
+
+
+def cached_run(
+    model: AttentionModel,
+    inp: RunInput,
+    runtime: Runtime,
+    interventions: Interventions = NO_INTERVENTIONS,
+    encoded: Encoded | None = None,
+    after: ModelRun | None = None,
+    keep: bool = True,
+) -> ModelRun:
+    """model.run through the run cache: the same input, masks and options give the same pass, run once. `after`:
+    this pass's first layers, already computed (model.run goes on from them); `keep`: False for a part of a pass
+    that the whole pass will replace (it is looked up, not kept)."""
+    where = (str(runtime.device), str(runtime.dtype))
+    key = run_key(model.info.name, inp, interventions, *where) if cacheable(interventions) else None
+    if key is not None:
+        keys = [key]
+        if inp.last_layer is not None:  # a pass through every layer serves one of them
+            keys.append(run_key(model.info.name, replace(inp, last_layer=None), interventions, *where))
+        found = runtime.runs.get(*keys, count=after is None)  # going on from a part: that part's lookup counted
+        if found is not None:
+            return found
+    with torch.inference_mode():
+        run = model.run(inp, runtime.device, runtime.dtype, interventions=interventions, encoded=encoded, after=after)
+    if key is not None and keep:
+        runtime.runs.put(key, run)
+    return run
+
+
+def refuse_fields(req: AttentionRequest, fields: tuple[str, ...], why: str) -> None:
+    """A field an endpoint cannot honour is a 422 that names it, never silently ignored."""
+    for name in fields:
+        if name in req.model_fields_set and getattr(req, name) is not None:
+            raise ApiError(422, "invalid_request", f"{why}: leave {name} out", name)
+    if "include" in fields and req.sinks is not None:  # a view of weights, where no weights come back
+        raise ApiError(422, "invalid_request", f"{why}: leave sinks out", "sinks")
+    if "include" in fields or "audit" not in req.include:
+        return
+    raise ApiError(422, "invalid_request", f"{why}: the audit comes with /api/attention only", "include")
+
+
+def run_body(run: ModelRun, req: AttentionRequest, settings: Settings, runtime: Runtime) -> dict[str, Any]:
+    """A run of `req` as /api/attention answers it, where no plan was made for it (a patched run's answer)."""
+    layers = (req.layer,) if req.layer is not None else tuple(range(len(run.layers)))
+    rollout: tuple[Fuse, bool] = (req.rollout.heads, req.rollout.residual) if req.rollout else ("mean", True)
+    budget = Budget(settings.max_result_values, settings.max_result_bytes, settings.limit("max_flow_work"))
+    s_k, several = run.eligible.shape[-1], run.batch_tokens is not None or run.source_tokens is not None
+    check_flow_work(run, layers, req.include, rollout, budget.flow_work)
+    return serialize_run(
+        run,
+        layer=req.layer,
+        include=req.include,
+        scale=req.scale,
+        all_masked=req.all_masked,
+        device=str(runtime.device),
+        dtype=dtype_name(runtime.dtype),
+        max_values=budget.values,
+        precision=req.precision,
+        rollout_heads=rollout[0],
+        rollout_residual=rollout[1],
+        sinks=sink_positions(req, s_k, run.config.special, several, run.model),
+    )

@@ -1,0 +1,77 @@
+"""One table of what each `include` item adds to an answer (server/serialize.py INCLUDE): the size estimate that
+refuses an answer before the run and the serializer that writes it read the same rows, so every item the schema
+allows has a row, and the estimate for an item alone bounds the bytes that item really adds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, get_args
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from server.analyses.attention import attention_body
+from server.plan import answer_shape, make_plan
+from server.schemas import AttentionRequest
+from server.schemas.attention import Include
+from server.serialize import INCLUDE, JSON_NUMBER_BYTES, answer_count
+from tests.fixtures import make_app_client
+
+CASES = {
+    "one text": {"model": "random", "text": "the cat sat on the warm mat"},
+    "a batch": {"model": "random", "texts": ["the cat sat", "on the warm mat today"]},
+    "textbook": {"model": "textbook"},
+}
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[TestClient]:
+    with make_app_client() as c:
+        yield c
+
+
+def test_every_include_item_the_schema_allows_has_a_row() -> None:
+    assert set(INCLUDE) == set(get_args(Include))
+
+
+def actual_bytes(value: Any) -> int:
+    """What `value` weighs in the arrays form: an array its own bytes, every other number a JSON number."""
+    if isinstance(value, np.ndarray):
+        return int(value.nbytes)
+    if isinstance(value, dict):
+        return sum(actual_bytes(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return sum(actual_bytes(v) for v in value)
+    if isinstance(value, str):
+        return 0  # names and notes: not counted as values
+    return JSON_NUMBER_BYTES  # a number, a boolean or null
+
+
+def item_bytes(answer: dict[str, Any], fields: tuple[str, ...]) -> int:
+    """The bytes of `fields` wherever they stand: in each head, each layer or the answer itself."""
+    total = sum(actual_bytes(answer.get(f)) for f in fields if answer.get(f) is not None)
+    for layer in answer["layers"]:
+        total += sum(actual_bytes(layer[f]) for f in fields if f in layer)
+        for head in layer["heads"]:
+            total += sum(actual_bytes(head[f]) for f in fields if f in head)
+    return total
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("item", sorted(INCLUDE))
+def test_the_estimate_bounds_what_each_item_alone_adds(client: TestClient, item: str, case: str) -> None:
+    app: Any = client.app
+    settings, models, runtime = app.state.settings, app.state.models, app.state.runtime
+    req = AttentionRequest(**CASES[case], include=[item])
+    plan = make_plan(req, settings, models, runtime, accept="application/vnd.attnlab.arrays")
+    n_layers, heads = plan.model.n_layers(plan.inp), plan.model.n_heads(plan.inp)
+    shape = answer_shape(req, plan.model, plan.inp, plan.encoded, 1, n_layers, heads)
+    every, _ = answer_count(plan.include, shape)
+    estimate = every.bytes("arrays", "float32", "float32")
+    answer = attention_body(req, settings, models, runtime)
+    fields = INCLUDE[item].fields
+    grids = ("eligible", "reasons") if INCLUDE[item].grid and item != "eligibility" else ()
+    got = item_bytes(answer, fields + grids)
+    assert got > 0 or item == "audit", (item, "the item sent nothing: its fields are misnamed")
+    assert got <= estimate, (item, case, got, estimate)
