@@ -52,7 +52,7 @@ def item_bytes(answer: dict[str, Any], fields: tuple[str, ...]) -> int:
     """The bytes of `fields` wherever they stand: in each head, each layer or the answer itself."""
     total = sum(actual_bytes(answer.get(f)) for f in fields if answer.get(f) is not None)
     for layer in answer["layers"]:
-        total += sum(actual_bytes(layer[f]) for f in fields if f in layer)
+        total += sum(actual_bytes(layer[f]) for f in fields if layer.get(f) is not None)  # a global layer: null
         for head in layer["heads"]:
             total += sum(actual_bytes(head[f]) for f in fields if f in head)
     return total
