@@ -144,7 +144,8 @@ def _stat_numbers(n: AnswerShape) -> int:
 
 INCLUDE: dict[str, Item] = {
     "scores": Item(("scores",), "head", floats=lambda n: n.heads * n.s * n.s_k, grid=True),
-    "weights": Item(("weights",), "head", floats=lambda n: n.heads * n.s * n.s_k, grid=True),
+    # weights: and each row's learned sink weight, in a layer with sink logits (counted as if every layer had them)
+    "weights": Item(("weights", "sink_weight"), "head", floats=lambda n: n.heads * n.s * (n.s_k + 1), grid=True),
     "contexts": Item(("contexts",), "head", floats=lambda n: n.heads * n.s * n.d_v),
     "output": Item(("output",), "layer", floats=lambda n: n.s * n.d_out),
     "stats": Item(("stats", "head_similarity"), "head", numbers=_stat_numbers),
@@ -392,7 +393,16 @@ def _layer(
         w = run.layers[i].weights
         sims = [head_similarity(a.weights[b].cpu()) for b in range(n_items)]
         stats = [
-            head_stats(a.scores[b].cpu(), a.weights[b].cpu(), item_eligible(b), w, sims[b], run.breaks, hidden)
+            head_stats(
+                a.scores[b].cpu(),
+                a.weights[b].cpu(),
+                item_eligible(b),
+                w,
+                sims[b],
+                run.breaks,
+                hidden,
+                None if a.sink_weight is None else a.sink_weight[b].cpu(),
+            )
             for b in range(n_items)
         ]
     # the per-head matrices include asks for, in INCLUDE's order (stats come per head below)
@@ -402,6 +412,8 @@ def _layer(
         g = h // per_group
         head: dict[str, Any] = {"index": h, "kv_group": g}
         for f in head_fields:
+            if f == "sink_weight" and a.sink_weight is None:
+                continue  # a layer without sinks: the field stays null
             head[f] = pick(f, g if f in KV_FIELDS else h)
         if stats is not None:
             # field by field: dataclasses.asdict deep-copies every list (1.5 s of 7 at 512 tokens)

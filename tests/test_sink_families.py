@@ -1,0 +1,181 @@
+"""Learned sink logits in the softmax, and the families that bring them or other per-layer kinds: gpt_oss, smollm3,
+modernbert.
+
+The sink piece first, against transformers' own gpt-oss eager attention: one logit per head joins every row's
+softmax, takes weight and has no value; the dense pass, the long run's blockwise pass, the statistics and the
+answer all read it. Then each family's tiny random checkpoint (tests/checkpoints.py sink_config: gpt-oss-20b's,
+SmolLM3-3B's and ModernBERT-base's configs at width 64, each window shorter than the probe) against transformers'
+eager forward in float32: every layer's every head's weights and the final output within 1e-5, and the same
+comparison failing (by more than 1e-3) with one piece wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+from fastapi.testclient import TestClient
+from torch import Tensor
+
+from engine.attention import AttentionWeights, attention, from_concatenated
+from engine.blockwise import BlockMask, weights
+from engine.masks import causal_mask, within_window
+from engine.models.checkpoint import CheckpointModel, load_checkpoint
+from engine.stats import head_stats
+from tests.checkpoints import make_checkpoint
+from tests.fixtures import make_app_client
+
+TOLERANCE = 1e-5
+WRONG = 1e-3
+CPU = torch.device("cpu")
+F32 = torch.float32
+
+
+def layer(sinks: bool = True, seed: int = 0, d: int = 16, h: int = 4, g: int = 2, dh: int = 8) -> AttentionWeights:
+    """A random layer of h heads over g K/V groups, with sink logits large enough to take a visible share."""
+    gen = torch.Generator().manual_seed(seed)
+    w = from_concatenated(
+        0.3 * torch.randn(d, h * dh, generator=gen),
+        0.3 * torch.randn(d, g * dh, generator=gen),
+        0.3 * torch.randn(d, g * dh, generator=gen),
+        0.3 * torch.randn(h * dh, d, generator=gen),
+        h,
+        g,
+    )
+    return replace(w, sinks=torch.randn(h, generator=gen) + 1.0 if sinks else None)
+
+
+def transformers_sink_attention(a: Any, w: AttentionWeights, eligible: Tensor) -> tuple[Tensor, Tensor]:
+    """transformers' gpt-oss eager attention on the engine's own q, k, v: (contexts (B, H, S, d_v), weights)."""
+    from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward
+
+    module = SimpleNamespace(sinks=w.sinks, num_key_value_groups=w.n_heads // w.n_kv_heads, training=False)
+    mask = torch.where(eligible, 0.0, float("-inf"))[None, None]
+    out, probs = eager_attention_forward(module, a.q, a.k, a.v, mask, scaling=a.scale_factor)  # type: ignore[arg-type]
+    return out.transpose(1, 2), probs
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_sink_softmax_matches_transformers_gpt_oss_attention(window: int | None) -> None:
+    """The engine's weights and contexts equal gpt-oss's eager attention (sink logit concatenated, softmax, sink
+    column dropped), and each row's weights over the keys sum to 1 minus its sink weight."""
+    w = layer()
+    x = torch.randn(1, 9, 16, generator=torch.Generator().manual_seed(1))
+    eligible = within_window(causal_mask(9), window)
+    a = attention(x, w, eligible)
+    contexts, probs = transformers_sink_attention(a, w, eligible)
+    assert a.sink_weight is not None and a.sink_weight.shape == (1, 4, 9)
+    assert float((a.weights - probs).abs().max()) < 1e-6
+    assert float((a.contexts - contexts).abs().max()) < 1e-5
+    assert torch.allclose(a.weights.sum(-1) + a.sink_weight, torch.ones(1, 4, 9), atol=1e-6)
+    assert float(a.sink_weight.mean()) > 0.05  # the sink takes a visible share, so the control below can fail
+
+
+def test_sink_logits_dropped_fail_the_same_check() -> None:
+    """The control: the same layer run without its sinks is far from gpt-oss's attention."""
+    w = layer()
+    x = torch.randn(1, 9, 16, generator=torch.Generator().manual_seed(1))
+    eligible = causal_mask(9)
+    dropped = attention(x, replace(w, sinks=None), eligible)
+    _, probs = transformers_sink_attention(attention(x, w, eligible), w, eligible)
+    assert dropped.sink_weight is None
+    assert float((dropped.weights - probs).abs().max()) > WRONG
+
+
+def test_a_row_with_no_key_gives_the_sink_everything() -> None:
+    """all_masked "zero": a row with no eligible key has zero weights over the keys (not NaN), a zero context and
+    sink weight 1."""
+    w = layer()
+    x = torch.randn(1, 5, 16, generator=torch.Generator().manual_seed(2))
+    eligible = causal_mask(5).clone()
+    eligible[2] = False
+    a = attention(x, w, eligible, all_masked="zero")
+    assert a.sink_weight is not None
+    assert torch.all(a.weights[0, :, 2] == 0) and torch.all(a.contexts[0, :, 2] == 0)
+    assert torch.allclose(a.sink_weight[0, :, 2], torch.ones(4))
+    assert bool(torch.isfinite(a.weights).all())
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_long_run_includes_the_sink_in_each_rows_normaliser(window: int | None) -> None:
+    """The blockwise pass (no S x S tensor) takes the sink into each row's log-sum-exp: its contexts and every
+    weight remade from the normalisers equal the dense pass's; the same pass with the sink left out of the
+    normaliser (the control) does not."""
+    w = layer(seed=3)
+    s = 11
+    x = torch.randn(1, s, 16, generator=torch.Generator().manual_seed(4))
+    dense = attention(x, w, within_window(causal_mask(s), window))
+    mask = BlockMask(s, s, causal=True, window=window)
+    long = attention(x, w, mask)
+    assert long.lse is not None
+    remade = weights(long.q[0], long.k[0], long.lse[0], mask, long.scale_factor, (0, s), (0, s))
+    assert float((remade - dense.weights[0]).abs().max()) < 1e-6
+    assert float((long.contexts - dense.contexts).abs().max()) < 1e-5
+    without = attention(x, replace(w, sinks=None), mask)
+    assert without.lse is not None
+    remade = weights(without.q[0], without.k[0], without.lse[0], mask, without.scale_factor, (0, s), (0, s))
+    assert float((remade - dense.weights[0]).abs().max()) > WRONG
+
+
+def test_stats_read_the_sink_as_one_more_outcome() -> None:
+    """Rows over the keys sum to 1 - sink: with the sink weight the row-sum error is float rounding, the mean
+    sink weight is reported, and the entropy counts the sink's term; read without it (the control) the rows look
+    broken by the sink's share."""
+    w = layer(seed=5)
+    x = torch.randn(1, 8, 16, generator=torch.Generator().manual_seed(6))
+    eligible = causal_mask(8)
+    a = attention(x, w, eligible)
+    assert a.sink_weight is not None
+    sink = a.sink_weight[0]
+    read = head_stats(a.scores[0], a.weights[0], eligible, w, sink_weight=sink)
+    blind = head_stats(a.scores[0], a.weights[0], eligible, w)
+    for h, (st, bl) in enumerate(zip(read, blind, strict=True)):
+        assert st.max_row_sum_error < 1e-6 and bl.max_row_sum_error > WRONG
+        assert st.mean_sink_weight == pytest.approx(float(sink[h].mean()), abs=1e-6)
+        assert bl.mean_sink_weight is None
+        whole = torch.cat([a.weights[0, h], sink[h, :, None]], dim=-1)
+        entropy = -(whole * whole.log()).nan_to_num().sum(-1)
+        assert st.entropy == pytest.approx(entropy.tolist(), abs=1e-5)
+
+
+# --- the families: each checkpoint made and loaded (compared with transformers) once for the module ---
+
+
+@pytest.fixture(scope="module")
+def directory(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    made: dict[str, Path] = {}
+
+    def get(family: str) -> Path:
+        if family not in made:
+            made[family] = make_checkpoint(family, tmp_path_factory.mktemp(family))
+        return made[family]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def loaded(directory: Callable[[str], Path]) -> Callable[[str], CheckpointModel]:
+    made: dict[str, CheckpointModel] = {}
+
+    def get(family: str) -> CheckpointModel:
+        if family not in made:
+            made[family] = load_checkpoint(family, directory(family))
+        return made[family]
+
+    return get
+
+
+def diffs(model: CheckpointModel) -> dict[str, float]:
+    assert model.reference is not None and model.reference["library"] is not None, model.reference
+    return dict(model.reference["max_abs_diff"])
+
+
+@pytest.fixture(scope="module")
+def client(directory: Callable[[str], Path]) -> Iterator[TestClient]:
+    with make_app_client(models=f"induction,oss={directory('gpt_oss')}", reference=False) as c:
+        yield c
