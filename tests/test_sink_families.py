@@ -22,12 +22,17 @@ import torch
 from fastapi.testclient import TestClient
 from torch import Tensor
 
+from engine.analysis.decode import decode
 from engine.attention import AttentionWeights, attention, from_concatenated
 from engine.blockwise import BlockMask, weights
+from engine.hooks import cache
+from engine.long import long_run
 from engine.masks import causal_mask, within_window
+from engine.models.base import RunInput
 from engine.models.checkpoint import CheckpointModel, load_checkpoint
 from engine.stats import head_stats
-from tests.checkpoints import make_checkpoint
+from engine.tiles import row
+from tests.checkpoints import PROBE, make_checkpoint
 from tests.fixtures import make_app_client
 
 TOLERANCE = 1e-5
@@ -179,3 +184,124 @@ def diffs(model: CheckpointModel) -> dict[str, float]:
 def client(directory: Callable[[str], Path]) -> Iterator[TestClient]:
     with make_app_client(models=f"induction,oss={directory('gpt_oss')}", reference=False) as c:
         yield c
+
+
+DECODERS = ("gpt_oss",)
+# each family's layer kinds in its tiny checkpoint
+KINDS = {"gpt_oss": ["local 4", "global", "local 4", "global"]}
+
+
+@pytest.mark.parametrize("family", DECODERS)
+def test_family_matches_transformers(family: str, loaded: Callable[[str], CheckpointModel]) -> None:
+    model = loaded(family)
+    d = diffs(model)
+    assert d["weights"] < TOLERANCE and d["output"] < TOLERANCE, (family, d)
+    assert [b.kind for b in model.net.net.blocks] == KINDS[family]
+    assert model.info.family == family and model.capabilities.decode
+
+
+@pytest.mark.parametrize("family", DECODERS)
+def test_decode_with_cache_equals_full_pass(family: str, loaded: Callable[[str], CheckpointModel]) -> None:
+    """Position by position through the KV cache (each local window counted from the cache's length, each row's
+    sink in its softmax): every weight and layer output equal to the whole pass's, in float64."""
+    model = loaded(family)
+    inp = RunInput(text=PROBE)
+    result = decode(model, inp, model.encode(inp), CPU, torch.float64)
+    assert len(result.steps) > 3 * 4
+    assert result.max_diff_vs_full < 1e-10, result.max_diff_vs_full
+
+
+def test_gpt_oss_run_shows_each_rows_sink_and_each_positions_experts(loaded: Callable[[str], CheckpointModel]) -> None:
+    """Every layer's rows over the keys sum to 1 minus the sink weight, which the hook cache names; the top 2 of
+    8 experts each position used are there too, their weights summing to 1."""
+    model = loaded("gpt_oss")
+    run = model.run(RunInput(text=PROBE), CPU, F32)
+    hooks = cache(run.result)
+    for i, trace in enumerate(run.layers):
+        sink = hooks[f"blocks.{i}.attn.sink_weight"]
+        assert sink is trace.attn.sink_weight and float(sink.min()) > 0
+        assert torch.allclose(hooks[f"blocks.{i}.attn.hook_pattern"].sum(-1) + sink, torch.ones_like(sink), atol=1e-6)
+        experts = hooks[f"blocks.{i}.mlp.hook_expert_indices"]
+        assert experts.shape[-1] == 2 and int(experts.max()) < 8
+        assert torch.allclose(hooks[f"blocks.{i}.mlp.hook_expert_weights"].sum(-1), torch.ones(experts.shape[:-1]))
+
+
+def test_gpt_oss_long_run_rows_equal_the_dense_weights(loaded: Callable[[str], CheckpointModel]) -> None:
+    """The blockwise long run keeps each layer's window and each head's sink in its normalisers: every row of
+    every head remade from Q, K and them equals the dense pass's weights."""
+    model = loaded("gpt_oss")
+    inp = RunInput(text=PROBE)
+    dense = model.run(inp, CPU, F32)
+    run = long_run(model, inp, CPU, F32, grid=8, pyramid_bytes=1 << 20)
+    s = len(dense.tokens)
+    worst = 0.0
+    for keep, trace in zip(run.layers, dense.layers, strict=True):
+        for h in range(trace.attn.weights.shape[1]):
+            for query in (0, 5, s // 2, s - 1):
+                worst = max(worst, float((row(keep, h, query) - trace.attn.weights[0, h, query]).abs().max()))
+    assert worst < TOLERANCE, worst
+
+
+def test_api_attention_sends_each_heads_sink_weight(client: TestClient) -> None:
+    """Each head of a sink layer carries its sink weight per query beside its weights; the rows plus the sink make
+    1, the stats read the sink (mean_sink_weight, a row-sum error of float rounding) and the audit's reference
+    puts the sink in the softmax too. A model without sinks sends null."""
+    body = {"model": "oss", "text": PROBE, "include": ["weights", "stats", "audit"]}
+    r = client.post("/api/attention", json=body)
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    for layer in answer["layers"]:
+        for head in layer["heads"]:
+            weights, sink = torch.tensor(head["weights"]), torch.tensor(head["sink_weight"])
+            assert sink.shape == (len(answer["tokens"]),)
+            assert torch.allclose(weights.sum(-1) + sink, torch.ones_like(sink), atol=1e-5)
+            assert head["stats"]["mean_sink_weight"] == pytest.approx(float(sink.mean()), abs=1e-5)
+            assert head["stats"]["max_row_sum_error"] < 1e-5
+    audit = answer["audit"]
+    assert audit["sdpa_max_diff"] < TOLERANCE and audit["max_row_sum_error"] < 1e-5
+    assert audit["softmax_axis"]["measured"] == "keys"
+    body = {"model": "induction", "text": "red ball king red ball king", "include": ["weights", "stats"]}
+    plain = client.post("/api/attention", json=body)
+    assert plain.status_code == 200, plain.text
+    head = plain.json()["layers"][0]["heads"][0]
+    assert head.get("sink_weight") is None and head["stats"]["mean_sink_weight"] is None
+
+
+# --- negative controls: the same comparison with one piece wrong, a difference far past the tolerance ---
+
+
+def sinks_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.models.families.gpt_oss as gpt_oss
+
+    original = gpt_oss.Block
+
+    def without(**kw: Any) -> Any:
+        return original(**{**kw, "attn": replace(kw["attn"], sinks=None)})
+
+    monkeypatch.setattr(gpt_oss, "Block", without)
+
+
+def top_1_routing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.models.families.gpt_oss as gpt_oss
+
+    original = gpt_oss.need
+    monkeypatch.setattr(gpt_oss, "need", lambda c, n, *a: 1 if n == "num_experts_per_tok" else original(c, n, *a))
+
+
+CONTROLS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
+    "sink logits dropped": sinks_dropped,
+    "top-1 routing instead of top-k": top_1_routing,
+}
+CASES = [
+    ("gpt_oss", "sink logits dropped", "weights"),
+    ("gpt_oss", "top-1 routing instead of top-k", "output"),
+]
+
+
+@pytest.mark.parametrize(("family", "control", "key"), CASES)
+def test_wrong_piece_fails_the_comparison(
+    family: str, control: str, key: str, directory: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    CONTROLS[control](monkeypatch)
+    d = diffs(load_checkpoint(family, directory(family)))
+    assert d[key] > WRONG, (control, d)

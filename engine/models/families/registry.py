@@ -12,6 +12,7 @@ from engine.models.families import (
     gemma3_text,
     gpt2,
     gpt_neox,
+    gpt_oss,
     llama,
     olmo2,
     opt,
@@ -38,6 +39,7 @@ FAMILIES: tuple[Family, ...] = (
     opt.FAMILY,
     falcon.FAMILY,
     stablelm.FAMILY,
+    gpt_oss.FAMILY,
 )
 SUPPORTED: tuple[str, ...] = tuple(t for f in FAMILIES for t in f.model_types)
 BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
