@@ -39,7 +39,7 @@ MORE_DECODERS = ("phi", "opt", "falcon", "stablelm")
 MORE_ENCODERS = ("distilbert",)
 MORE = MORE_DECODERS + MORE_ENCODERS
 # families with learned sinks, layers without rotary or local encoder layers (tests/test_sink_families.py)
-SINK_DECODERS: tuple[str, ...] = ("gpt_oss",)
+SINK_DECODERS: tuple[str, ...] = ("gpt_oss", "smollm3")
 SINK_ENCODERS: tuple[str, ...] = ()
 SINK = SINK_DECODERS + SINK_ENCODERS
 # the special tokens each family's tokenizer frames a text with: (before, after)
@@ -316,6 +316,14 @@ def sink_config(family: str, decoder: dict[str, Any], tok: Tokenizer, overrides:
         }
         ids = {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot}
         return tf.GptOssConfig(**{**decoder, **kw, **ids, **overrides})
+    if family == "smollm3":  # SmolLM3-3B: every fourth layer without rotary, 16 heads over 4 K/V groups (8 over 2)
+        eot = tok.token_to_id("<|endoftext|>")
+        kw = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2}
+        kw |= {"intermediate_size": 128, "no_rope_layer_interval": 4, "use_sliding_window": False}
+        kw |= {"tie_word_embeddings": True, "rms_norm_eps": 1e-6, "attention_bias": False, "mlp_bias": False}
+        rope = {"rope_type": "default", "rope_theta": 5_000_000.0}
+        ids = {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot}
+        return tf.SmolLM3Config(**{**decoder, **kw, "rope_parameters": rope, **ids, **overrides})
     raise ValueError(f"no tiny checkpoint for {family!r}; families: {', '.join(SINK)}")
 
 

@@ -23,8 +23,9 @@ from fastapi.testclient import TestClient
 from torch import Tensor
 
 from engine.analysis.decode import decode
-from engine.attention import AttentionWeights, attention, from_concatenated
+from engine.attention import AttentionWeights, attention, expand_groups, from_concatenated
 from engine.blockwise import BlockMask, weights
+from engine.forward import layer_kinds
 from engine.hooks import cache
 from engine.long import long_run
 from engine.masks import causal_mask, within_window
@@ -186,9 +187,9 @@ def client(directory: Callable[[str], Path]) -> Iterator[TestClient]:
         yield c
 
 
-DECODERS = ("gpt_oss",)
+DECODERS = ("gpt_oss", "smollm3")
 # each family's layer kinds in its tiny checkpoint
-KINDS = {"gpt_oss": ["local 4", "global", "local 4", "global"]}
+KINDS = {"gpt_oss": ["local 4", "global", "local 4", "global"], "smollm3": ["global"] * 4}
 
 
 @pytest.mark.parametrize("family", DECODERS)
@@ -267,6 +268,19 @@ def test_api_attention_sends_each_heads_sink_weight(client: TestClient) -> None:
     assert head.get("sink_weight") is None and head["stats"]["mean_sink_weight"] is None
 
 
+def test_smollm3_every_fourth_layer_has_no_rotary(loaded: Callable[[str], CheckpointModel]) -> None:
+    """Layer 3 (no_rope_layers 0) scores its projected queries and keys as they are: no rotary, no theta in its
+    kind, and its scores are q . k of the projections themselves; the others rotate with theta 5,000,000."""
+    model = loaded("smollm3")
+    kinds = layer_kinds(model.net.net)
+    assert [k.rope_theta for k in kinds] == [5_000_000.0] * 3 + [None]
+    run = model.run(RunInput(text=PROBE), CPU, F32)
+    a = run.layers[3].attn
+    assert a.q_pre_rotary is None
+    q, k = a.q, expand_groups(a.k, a.q.shape[1])
+    assert torch.allclose(a.scores, q @ k.transpose(-1, -2) * a.scale_factor, atol=1e-5)
+
+
 # --- negative controls: the same comparison with one piece wrong, a difference far past the tolerance ---
 
 
@@ -288,13 +302,22 @@ def top_1_routing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gpt_oss, "need", lambda c, n, *a: 1 if n == "num_experts_per_tok" else original(c, n, *a))
 
 
+def rotary_on_every_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.models.families.smollm3 as smollm3
+
+    original = smollm3.rope_layers
+    monkeypatch.setattr(smollm3, "rope_layers", lambda c: [True for _ in original(c)])
+
+
 CONTROLS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "sink logits dropped": sinks_dropped,
     "top-1 routing instead of top-k": top_1_routing,
+    "rotary on every layer": rotary_on_every_layer,
 }
 CASES = [
     ("gpt_oss", "sink logits dropped", "weights"),
     ("gpt_oss", "top-1 routing instead of top-k", "output"),
+    ("smollm3", "rotary on every layer", "weights"),
 ]
 
 

@@ -20,6 +20,7 @@ from engine.models.families import (
     phi3,
     qwen3,
     qwen3_moe,
+    smollm3,
     stablelm,
 )
 
@@ -40,6 +41,7 @@ FAMILIES: tuple[Family, ...] = (
     falcon.FAMILY,
     stablelm.FAMILY,
     gpt_oss.FAMILY,
+    smollm3.FAMILY,
 )
 SUPPORTED: tuple[str, ...] = tuple(t for f in FAMILIES for t in f.model_types)
 BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
