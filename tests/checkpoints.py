@@ -40,7 +40,7 @@ MORE_ENCODERS = ("distilbert",)
 MORE = MORE_DECODERS + MORE_ENCODERS
 # families with learned sinks, layers without rotary or local encoder layers (tests/test_sink_families.py)
 SINK_DECODERS: tuple[str, ...] = ("gpt_oss", "smollm3")
-SINK_ENCODERS: tuple[str, ...] = ()
+SINK_ENCODERS: tuple[str, ...] = ("modernbert",)
 SINK = SINK_DECODERS + SINK_ENCODERS
 # the special tokens each family's tokenizer frames a text with: (before, after)
 FRAMES: dict[str, tuple[str | None, str | None]] = {
@@ -300,7 +300,7 @@ def sink_config(family: str, decoder: dict[str, Any], tok: Tokenizer, overrides:
 
     if family == "gpt_oss":  # gpt-oss-20b: local and global layers alternating, sinks, yarn, 8 experts (32), top 2 (4)
         eot = tok.token_to_id("<|endoftext|>")
-        kw: dict[str, Any] = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4}
+        kw: dict[str, Any] = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
         kw |= {"num_key_value_heads": 2, "head_dim": 24, "intermediate_size": 32}
         kw |= {"num_local_experts": 8, "num_experts_per_tok": 2}
         kw |= {"sliding_window": 4, "attention_bias": True, "tie_word_embeddings": False, "rms_norm_eps": 1e-5}
@@ -324,6 +324,19 @@ def sink_config(family: str, decoder: dict[str, Any], tok: Tokenizer, overrides:
         rope = {"rope_type": "default", "rope_theta": 5_000_000.0}
         ids = {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot}
         return tf.SmolLM3Config(**{**decoder, **kw, "rope_parameters": rope, **ids, **overrides})
+    if family == "modernbert":  # ModernBERT-base: global every third layer, local window 128 (8 here), GeGLU
+        ids = {n: tok.token_to_id(t) for n, t in (("pad_token_id", "[PAD]"), ("cls_token_id", "[CLS]"))}
+        ids |= {"sep_token_id": tok.token_to_id("[SEP]"), "bos_token_id": tok.token_to_id("[CLS]")}
+        ids["eos_token_id"] = tok.token_to_id("[SEP]")
+        kw = {"vocab_size": decoder["vocab_size"], "initializer_range": 0.15, "hidden_size": 64}
+        kw |= {"num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 96, "local_attention": 8}
+        kw |= {"global_attn_every_n_layers": 3, "max_position_embeddings": 128, "hidden_activation": "gelu"}
+        kw |= {"norm_bias": False, "attention_bias": False, "mlp_bias": False, "norm_eps": 1e-5}
+        kw["rope_parameters"] = {
+            "full_attention": {"rope_type": "default", "rope_theta": 160_000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+        }
+        return tf.ModernBertConfig(**{**kw, **ids, **overrides})
     raise ValueError(f"no tiny checkpoint for {family!r}; families: {', '.join(SINK)}")
 
 

@@ -189,7 +189,7 @@ def client(directory: Callable[[str], Path]) -> Iterator[TestClient]:
 
 DECODERS = ("gpt_oss", "smollm3")
 # each family's layer kinds in its tiny checkpoint
-KINDS = {"gpt_oss": ["local 4", "global", "local 4", "global"], "smollm3": ["global"] * 4}
+KINDS = {"gpt_oss": ["local 4", "global"], "smollm3": ["global"] * 4}
 
 
 @pytest.mark.parametrize("family", DECODERS)
@@ -208,7 +208,7 @@ def test_decode_with_cache_equals_full_pass(family: str, loaded: Callable[[str],
     model = loaded(family)
     inp = RunInput(text=PROBE)
     result = decode(model, inp, model.encode(inp), CPU, torch.float64)
-    assert len(result.steps) > 3 * 4
+    assert len(result.steps) > 3 * 4  # past every window
     assert result.max_diff_vs_full < 1e-10, result.max_diff_vs_full
 
 
@@ -281,6 +281,38 @@ def test_smollm3_every_fourth_layer_has_no_rotary(loaded: Callable[[str], Checkp
     assert torch.allclose(a.scores, q @ k.transpose(-1, -2) * a.scale_factor, atol=1e-5)
 
 
+def test_modernbert_matches_transformers(loaded: Callable[[str], CheckpointModel]) -> None:
+    """The encoder's every head and its last hidden state (after the final norm) equal ModernBertModel's; layer 0
+    and every third are global with theta 160,000, the rest local with theta 10,000 and a window of 4 keys each
+    side (local_attention 8)."""
+    model = loaded("modernbert")
+    d = diffs(model)
+    assert d["weights"] < TOLERANCE and d["output"] < TOLERANCE, d
+    kinds = layer_kinds(model.net.net)
+    assert [(k.kind, k.window, k.rope_theta) for k in kinds] == [
+        ("global", None, 160_000.0),
+        ("local", 5, 10_000.0),
+        ("local", 5, 10_000.0),
+        ("global", None, 160_000.0),
+    ]
+    assert not model.sizes.decoder and model.info.family == "modernbert"
+
+
+def test_modernbert_local_layer_sees_both_sides(loaded: Callable[[str], CheckpointModel]) -> None:
+    """A local layer's eligibility is |q - k| <= 4, as many keys after the query as before it; a global layer's
+    is every key. The weights are zero exactly off it."""
+    model = loaded("modernbert")
+    run = model.run(RunInput(text=PROBE), CPU, F32)
+    s = len(run.tokens)
+    assert s > 2 * 5
+    q, k = torch.arange(s)[:, None], torch.arange(s)[None, :]
+    for trace in run.layers:
+        expected = (q - k).abs() <= 4 if trace.window is not None else torch.ones(s, s, dtype=torch.bool)
+        assert torch.equal(trace.attn.eligible, expected), trace.index
+        w = trace.attn.weights[0]
+        assert torch.all(w[:, ~expected] == 0) and torch.all(w[:, expected] > 0)
+
+
 # --- negative controls: the same comparison with one piece wrong, a difference far past the tolerance ---
 
 
@@ -309,15 +341,40 @@ def rotary_on_every_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(smollm3, "rope_layers", lambda c: [True for _ in original(c)])
 
 
+def windows_on_the_wrong_layers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.models.families.modernbert as modernbert
+
+    original = modernbert.layer_types
+    swap = {modernbert.LOCAL: modernbert.GLOBAL, modernbert.GLOBAL: modernbert.LOCAL}
+    monkeypatch.setattr(modernbert, "layer_types", lambda c: [swap[k] for k in original(c)])
+
+
+def one_sided_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local layer's window counted as a causal one is: the query and the window - 1 keys before it only."""
+    import engine.forward
+
+    def before_only(eligible: Tensor, window: int | None) -> Tensor:
+        if window is None:
+            return eligible
+        q, k = torch.arange(eligible.shape[-2])[:, None], torch.arange(eligible.shape[-1])[None, :]
+        return eligible & (q - k >= 0) & (q - k < window)
+
+    monkeypatch.setattr(engine.forward, "within_window", before_only)
+
+
 CONTROLS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "sink logits dropped": sinks_dropped,
     "top-1 routing instead of top-k": top_1_routing,
     "rotary on every layer": rotary_on_every_layer,
+    "windows on the wrong layers": windows_on_the_wrong_layers,
+    "one-sided windows": one_sided_windows,
 }
 CASES = [
     ("gpt_oss", "sink logits dropped", "weights"),
     ("gpt_oss", "top-1 routing instead of top-k", "output"),
     ("smollm3", "rotary on every layer", "weights"),
+    ("modernbert", "windows on the wrong layers", "weights"),
+    ("modernbert", "one-sided windows", "weights"),
 ]
 
 

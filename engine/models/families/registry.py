@@ -14,6 +14,7 @@ from engine.models.families import (
     gpt_neox,
     gpt_oss,
     llama,
+    modernbert,
     olmo2,
     opt,
     phi,
@@ -42,6 +43,7 @@ FAMILIES: tuple[Family, ...] = (
     stablelm.FAMILY,
     gpt_oss.FAMILY,
     smollm3.FAMILY,
+    modernbert.FAMILY,
 )
 SUPPORTED: tuple[str, ...] = tuple(t for f in FAMILIES for t in f.model_types)
 BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
