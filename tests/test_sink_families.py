@@ -35,6 +35,7 @@ from engine.stats import head_stats
 from engine.tiles import row
 from tests.checkpoints import PROBE, make_checkpoint
 from tests.fixtures import make_app_client
+from tests.helpers import assert_error
 
 TOLERANCE = 1e-5
 WRONG = 1e-3
@@ -183,7 +184,9 @@ def diffs(model: CheckpointModel) -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def client(directory: Callable[[str], Path]) -> Iterator[TestClient]:
-    with make_app_client(models=f"induction,oss={directory('gpt_oss')}", reference=False) as c:
+    """One app serving the three families' checkpoints (no reference check: the tests here make it)."""
+    models = ",".join(f"{f}={directory(f)}" for f in ("gpt_oss", "smollm3", "modernbert"))
+    with make_app_client(models=f"induction,{models}", reference=False) as c:
         yield c
 
 
@@ -247,7 +250,7 @@ def test_api_attention_sends_each_heads_sink_weight(client: TestClient) -> None:
     """Each head of a sink layer carries its sink weight per query beside its weights; the rows plus the sink make
     1, the stats read the sink (mean_sink_weight, a row-sum error of float rounding) and the audit's reference
     puts the sink in the softmax too. A model without sinks sends null."""
-    body = {"model": "oss", "text": PROBE, "include": ["weights", "stats", "audit"]}
+    body = {"model": "gpt_oss", "text": PROBE, "include": ["weights", "stats", "audit"]}
     r = client.post("/api/attention", json=body)
     assert r.status_code == 200, r.text
     answer = r.json()
@@ -311,6 +314,35 @@ def test_modernbert_local_layer_sees_both_sides(loaded: Callable[[str], Checkpoi
         assert torch.equal(trace.attn.eligible, expected), trace.index
         w = trace.attn.weights[0]
         assert torch.all(w[:, ~expected] == 0) and torch.all(w[:, expected] > 0)
+
+
+@pytest.mark.parametrize("family", ["gpt_oss", "smollm3", "modernbert"])
+def test_every_route_answers_on_the_family(family: str, client: TestClient) -> None:
+    """Head types, an ablation, patching, QK attribution and decoding answer as for a LLaMA checkpoint; an
+    encoder's decoding, and QK attribution through its final norm, are a 422 that says why."""
+    body = {"model": family, "text": PROBE}
+    answer = client.post("/api/attention", json={**body, "include": ["weights", "final"]})
+    assert answer.status_code == 200, answer.text[:300]
+    tokens = answer.json()["tokens"]
+    for path, extra in [("/api/heads", {}), ("/api/intervene", {"ablate": [{"layer": 1, "head": 0}]})]:
+        r = client.post(path, json={**body, **extra})
+        assert r.status_code == 200, (path, r.text[:300])
+    corrupted = [*tokens[:3], tokens[5], *tokens[4:]]
+    patch = {"clean": {"model": family, "tokens": tokens}, "corrupted": {"model": family, "tokens": corrupted}}
+    grid = client.post("/api/patch", json={**patch, "hook": "resid_pre", "metric": {"kind": "output_distance"}})
+    assert grid.status_code == 200, grid.text[:300]
+    cell = {"layer": 1, "head": 0, "query": 5, "key": 2}
+    attributed = client.post("/api/qk-attribution", json={**body, **cell})
+    if family == "modernbert":  # its final norm ends the last block: the stream after it is no sum of writes
+        assert_error(attributed, 422, "model", "normalises the residual stream after adding to it")
+    else:
+        assert attributed.status_code == 200, attributed.text[:300]
+    decoded = client.post("/api/decode", json={**body, "generate": {"tokens": 3}})
+    if family == "modernbert":
+        assert_error(decoded, 422, "generate", "does not decode")
+    else:
+        assert decoded.status_code == 200, decoded.text[:300]
+        assert decoded.json()["max_diff_vs_full"] < WRONG and len(decoded.json()["generated"]) == 3
 
 
 # --- negative controls: the same comparison with one piece wrong, a difference far past the tolerance ---
