@@ -8,10 +8,12 @@ tokenizers library on TEXT: byte-level BPE for the decoders and roberta, WordPie
 (2 K/V heads) where the family has it, gemma's and qwen3's head_dim unlike width / heads, gpt_neox's partial rotary
 (half of each head rotates), mistral's sliding window shorter than a probe, qwen3's q/k norms per head and olmo2's
 over the projection with its norms after each sublayer, phi3's fused projections and longrope past its
-original_max_position_embeddings (PHI3); the MORE families (more_config) are each a named real model's config at
-width 64, every other feature as that model ships it. Every norm weight and every bias is moved off its initial
-value (ones and zeros), and the matrices are drawn wider than the default 0.02, so a loader that skips a norm, a
-bias or a scale gives other numbers.
+original_max_position_embeddings (PHI3); the MORE families (more_config) and the SINK families (sink_config:
+gpt_oss's sinks, experts and local layers, smollm3's layers without rotary, modernbert's local encoder layers) are
+each a named real model's config at width 64, every other feature as that model ships it. Every norm weight,
+every bias (gpt-oss's stacked expert biases too) and every sink logit is moved off its initial value (ones and
+zeros), and the matrices are drawn wider than the default 0.02, so a loader that skips a norm, a bias or a scale
+gives other numbers.
 """
 
 from __future__ import annotations
