@@ -110,6 +110,8 @@ class AnswerShape:
     reasons: int  # reasons grids: one per mask in force
     blocked: int  # blocked cells the masks name
     local_layers: int = 0  # layers shown with a window of their own, each sending its own eligibility grid
+    sink_layers: int = 0  # layers shown with learned sink logits, each head sending its sink weight per query (known
+    # from the run: the plan's count before it leaves them out, a lower bound as for widths it cannot know)
 
 
 # A HeadStats holds four per-query lists at most (entropy, masked_share, masked_weight, zero_rows), one list of the
@@ -144,8 +146,10 @@ def _stat_numbers(n: AnswerShape) -> int:
 
 INCLUDE: dict[str, Item] = {
     "scores": Item(("scores",), "head", floats=lambda n: n.heads * n.s * n.s_k, grid=True),
-    # weights: and each row's learned sink weight, in a layer with sink logits (counted as if every layer had them)
-    "weights": Item(("weights", "sink_weight"), "head", floats=lambda n: n.heads * n.s * (n.s_k + 1), grid=True),
+    # weights: and each row's learned sink weight where layers have sink logits (counted as if every shown one had)
+    "weights": Item(
+        ("weights", "sink_weight"), "head", floats=lambda n: n.heads * n.s * (n.s_k + min(1, n.sink_layers)), grid=True
+    ),
     "contexts": Item(("contexts",), "head", floats=lambda n: n.heads * n.s * n.d_v),
     "output": Item(("output",), "layer", floats=lambda n: n.s * n.d_out),
     "stats": Item(("stats", "head_similarity"), "head", numbers=_stat_numbers),
@@ -200,7 +204,8 @@ def run_shape(run: ModelRun, layers: Sequence[int], include: Sequence[str]) -> A
     d_head, d_v, d_out = a.q.shape[-1], a.v.shape[-1], a.output.shape[-1]
     local = sum(run.layers[i].window is not None for i in layers)
     blocked = len(run.masks.blocked)
-    return AnswerShape(len(layers), b, h, s, s_k, d_head, d_v, d_out, final, reasons, blocked, local)
+    sinks = sum(run.layers[i].attn.sink_weight is not None for i in layers)
+    return AnswerShape(len(layers), b, h, s, s_k, d_head, d_v, d_out, final, reasons, blocked, local, sinks)
 
 
 def check_result_bytes(

@@ -316,6 +316,21 @@ def test_modernbert_local_layer_sees_both_sides(loaded: Callable[[str], Checkpoi
         assert torch.all(w[:, ~expected] == 0) and torch.all(w[:, expected] > 0)
 
 
+@pytest.mark.parametrize(("family", "extra"), [("gpt_oss", 1), ("smollm3", 0)])
+def test_the_answer_count_holds_each_heads_sink_weight(
+    family: str, extra: int, loaded: Callable[[str], CheckpointModel]
+) -> None:
+    """The answer's size, counted from the run, holds each head's sink weight per query beside its weights in a
+    model with sinks, and nothing more in one without (the size limit reads this count)."""
+    from server.serialize import answer_count, run_shape
+
+    run = loaded(family).run(RunInput(text=PROBE), CPU, F32)
+    layers = list(range(len(run.layers)))
+    every, _ = answer_count(["weights"], run_shape(run, layers, ["weights"]))
+    h, s = run.layers[0].attn.weights.shape[1:3]
+    assert every.floats == len(layers) * h * s * (s + extra)
+
+
 @pytest.mark.parametrize("family", ["gpt_oss", "smollm3", "modernbert"])
 def test_every_route_answers_on_the_family(family: str, client: TestClient) -> None:
     """Head types, an ablation, patching, QK attribution and decoding answer as for a LLaMA checkpoint; an
