@@ -12,6 +12,8 @@
     scores  = Q K^T / sqrt(d_head)          (scaling switchable; a layer may declare another factor)
     scores  = c tanh(scores / c)            in a layer that declares a softcap c (Gemma-2): engine/softcap.py
     weights = softmax over keys of scores, with ineligible keys removed   (engine/softmax.py)
+              in a layer with learned sink logits z (gpt-oss), z_h joins every row of head h:
+              [weights_q, sink_q] = softmax([scores_q, z_h]), so a row's weights sum to 1 - sink_q
               (a layer with a given `pattern` uses those weights instead, as typed)
     (interventions: edge edits change weights here, head ablations change contexts below)
     context = weights V
@@ -42,7 +44,7 @@ from engine.finite import cannot_overflow, is_finite, refuse_first_non_finite, r
 from engine.interventions import SOFTMAX_BUGS, LayerInterventions, ablate_contexts, edit_weights, shift_values
 from engine.norms import Norm
 from engine.softcap import softcap_
-from engine.softmax import buggy_softmax, check_policy, masked_softmax, softmax_contexts
+from engine.softmax import buggy_softmax, check_policy, masked_softmax, sink_softmax, softmax_contexts
 from engine.weights import AttentionWeights, QKNormOver
 
 AllMaskedPolicy = Literal["error", "zero"]
@@ -67,6 +69,7 @@ class AttentionOutput:
     lse: Tensor | None = None  # (B, H, S) each row's log-sum-exp, in a long run (whose scores and weights are empty)
     q_projected: Tensor | None = None  # (B, H, S, d_head) queries as projected, before the q norm; None without one
     k_projected: Tensor | None = None  # (B, G, S, d_head) this pass's keys before the k norm; None without one
+    sink_weight: Tensor | None = None  # (B, H, S) the weight each row gave the head's learned sink; None without
 
 
 def from_concatenated(
@@ -275,7 +278,7 @@ def attention(
         k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
     if isinstance(eligible, BlockMask):  # a long run (engine/blockwise.py): no S x S tensor, the normalisers kept
         factor = w.scale if scale and w.scale is not None else scale_factor(w.d_head, scale)
-        contexts, lse = blockwise.attend(q, k, v, eligible, factor, all_masked, w.softcap)
+        contexts, lse = blockwise.attend(q, k, v, eligible, factor, all_masked, w.softcap, w.sinks)
         concat, output = merge_heads(contexts, w)
         none = q.new_empty(0)
         return AttentionOutput(
@@ -294,7 +297,7 @@ def attention(
     edits = interventions.edits if interventions is not None else ()
     patch = interventions.patch if interventions is not None else None
     in_one = bug not in SOFTMAX_BUGS and not edits and patch is None and q.dtype not in (torch.float16, torch.bfloat16)
-    in_one = in_one and w.pattern is None
+    in_one = in_one and w.pattern is None and w.sinks is None
     both = q.new_empty((2 if in_one else 1, *q.shape[:-1], k_per_head.shape[-2]))
     scores = attention_scores(q, k_per_head, factor if per_head is None else 1.0, out=both[0])
     if per_head is not None:
@@ -305,6 +308,7 @@ def attention(
     steps.append((scores, "scores", "x"))
     if not bounded and not is_finite(scores):
         refuse_first_non_finite(steps)
+    sink_weight = None
     if in_one:
         weights, contexts = softmax_contexts(
             scores, eligible, expand_groups(v, w.n_heads), both[1], every_row_keyed=every_row_keyed
@@ -312,6 +316,8 @@ def attention(
     else:
         if bug is not None and bug in SOFTMAX_BUGS:
             weights = buggy_softmax(scores, eligible, bug)
+        elif w.sinks is not None:
+            weights, sink_weight = sink_softmax(scores, eligible, w.sinks)
         else:
             weights = masked_softmax(scores, eligible, every_row_keyed=every_row_keyed)
         if w.pattern is not None:  # a layer whose weights are given: they replace the softmax's, as typed
@@ -330,5 +336,20 @@ def attention(
     if not is_finite(output):
         refuse_first_non_finite(steps)
     return AttentionOutput(
-        q, k, v, scores, eligible, weights, contexts, concat, output, factor, q_pre, k_pre, None, q_proj, k_proj
+        q,
+        k,
+        v,
+        scores,
+        eligible,
+        weights,
+        contexts,
+        concat,
+        output,
+        factor,
+        q_pre,
+        k_pre,
+        None,
+        q_proj,
+        k_proj,
+        sink_weight,
     )

@@ -4,7 +4,9 @@ A weight needs only its query, its key and its row's normaliser:
 
     a_qk = exp(s_qk - lse_q),   s_qk = scale * q . k,   lse_q = log sum_{eligible k} exp(s_qk)
 
-(in a layer with a softcap c, s_qk = c tanh(scale * q . k / c): engine/softcap.py, the same in every function here)
+(in a layer with a softcap c, s_qk = c tanh(scale * q . k / c): engine/softcap.py, the same in every function here;
+in a layer with learned sink logits z_h, the sink joins the normaliser, lse_q = log(exp(z_h) + sum exp(s_qk)), and
+the contexts are scaled by exp(lse without the sink - lse_q): `attend` adds it)
 
 so a run keeps Q and K (after rotary) and each row's log-sum-exp, O(S d) numbers, and any block of weights is
 recomputed from them exactly. `flash` makes the contexts and the log-sum-exps in one pass over key blocks with the
@@ -149,11 +151,31 @@ def flash_cpu(q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float) ->
 
 
 def attend(
-    q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, all_masked: str, cap: float | None = None
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: BlockMask,
+    scale: float,
+    all_masked: str,
+    cap: float | None = None,
+    sinks: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """One attention layer's contexts (B, H, S, d_v) and row log-sum-exps (B, H, S) for batch-of-one q (B, H, S, d),
     k and v (B, G, S_k, .), as engine.attention needs them; a row left with no key is refused under
-    all_masked "error", as the dense pass refuses it. `cap`: the layer's softcap, if any."""
+    all_masked "error", as the dense pass refuses it. `cap`: the layer's softcap, if any; `sinks` (H,): its learned
+    sink logits, if any, taken into each row's log-sum-exp (so every weight remade from it is the sink layer's)."""
+    contexts, lse = _attend(q, k, v, mask, scale, all_masked, cap)
+    if sinks is None:
+        return contexts, lse
+    with_sink = torch.logaddexp(lse, sinks.to(lse.dtype).view(1, -1, 1))  # (B, H, S)
+    kept = torch.exp(lse - with_sink)  # the share the keys keep: 0 in a row with no key (lse -inf)
+    return contexts * kept[..., None].to(contexts.dtype), with_sink
+
+
+def _attend(
+    q: Tensor, k: Tensor, v: Tensor, mask: BlockMask, scale: float, all_masked: str, cap: float | None = None
+) -> tuple[Tensor, Tensor]:
+    """attend without sinks."""
     if fused(q, mask, cap):  # torch's own CPU flash kernel returns the row normalisers too: the same numbers, faster
         h, s = q.shape[1], q.shape[2]
         kk, vv = _grouped(k[0], h)[None], _grouped(v[0], h)[None]

@@ -2,11 +2,12 @@
 
     FeedForward         act(x W_in + b_in) W_out + b_out                           BERT, GPT-2 (gelu)
     GatedFeedForward    (act(x W_gate + b_gate) * (x W_in + b_in)) W_out + b_out   LLaMA (silu: SwiGLU), Gemma (GeGLU)
-    MixtureOfExperts    sum over the top k experts e of p_e GLU_e(x)                 Qwen3-MoE
+    MixtureOfExperts    sum over the top k experts e of p_e GLU_e(x)                 Qwen3-MoE, gpt-oss
 
 act is one of ACTIVATIONS: gelu (exact, erf), gelu_tanh (the tanh approximation), silu (x sigmoid(x)), relu.
 Biases are optional (None: no bias). x is (B, S, D); the hidden width is d_mlp (each expert's, in a mixture).
 A mixture's routing (which experts each position used, with what weight) is part of its answer: `feed_forward`.
+A mixture's experts may instead gate with gpt-oss's clamped SwiGLU (act "clamped_swiglu", `clamped_glu`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,18 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
     "silu": F.silu,
     "relu": F.relu,
 }
+
+
+# gpt-oss's experts: `clamped_glu`, with its alpha and limit
+CLAMPED_SWIGLU: Literal["clamped_swiglu"] = "clamped_swiglu"
+ExpertActivation = Activation | Literal["clamped_swiglu"]
+
+
+def clamped_glu(gate: Tensor, up: Tensor, alpha: float, limit: float) -> Tensor:
+    """gpt-oss's expert gate: g = min(gate, limit), u = clamp(up, -limit, limit), g sigmoid(alpha g) (u + 1)."""
+    g = gate.clamp(max=limit)
+    u = up.clamp(min=-limit, max=limit)
+    return g * torch.sigmoid(g * alpha) * (u + 1)
 
 
 def _linear(x: Tensor, W: Tensor, b: Tensor | None) -> Tensor:
@@ -106,11 +119,15 @@ class Routing:
 class MixtureOfExperts:
     """Top-k routing over E gated experts, each a GLU with its own weights (stacked along a first axis E):
 
-        p       = softmax(x W_router)                 (B, S, E) every expert's probability, in float32 at least
+        p       = softmax(x W_router + b_router)      (B, S, E) every expert's probability, in float32 at least
         top     = the k experts of largest p          their p divided by their sum where norm_topk
-        MoE(x)  = sum_{e in top} p_e GLU_e(x)         GLU_e(x) = (act(x W_gate[e]) * (x W_in[e])) W_out[e]
+        MoE(x)  = sum_{e in top} p_e GLU_e(x)         GLU_e(x) = (act(x W_gate[e] + b_gate[e]) * (x W_in[e] +
+                                                      b_in[e])) W_out[e] + b_out[e]
 
-    Each expert runs on the positions that chose it only, as the model computes it.
+    With act "clamped_swiglu" (gpt-oss) GLU_e(x) = clamped_glu(x W_gate[e] + b_gate[e], x W_in[e] + b_in[e]) W_out[e]
+    + b_out[e], with the mixture's alpha and limit. gpt-oss takes the softmax over the top k logits alone, which is
+    p renormalised over the top k (norm_topk). Biases are optional (None: none). Each expert runs on the positions
+    that chose it only, as the model computes it.
     """
 
     W_router: Tensor  # (D, E)
@@ -119,10 +136,16 @@ class MixtureOfExperts:
     W_out: Tensor  # (E, d_mlp, D)
     top_k: int  # experts per position (config num_experts_per_tok)
     norm_topk: bool = False  # the top k probabilities renormalised to sum 1 (Qwen3-MoE's norm_topk_prob)
-    act: Activation = "silu"
+    act: ExpertActivation = "silu"
+    b_router: Tensor | None = None  # (E,)
+    b_gate: Tensor | None = None  # (E, d_mlp)
+    b_in: Tensor | None = None  # (E, d_mlp)
+    b_out: Tensor | None = None  # (E, D)
+    alpha: float = 1.702  # clamped_swiglu's sigmoid gain (gpt-oss swiglu_alpha)
+    limit: float = 7.0  # clamped_swiglu's clamp (gpt-oss swiglu_limit)
 
     def __post_init__(self) -> None:
-        assert self.act in ACTIVATIONS, self.act
+        assert self.act in ACTIVATIONS or self.act == CLAMPED_SWIGLU, self.act
         assert 1 <= self.top_k <= self.n_experts, (self.top_k, self.n_experts)
 
     @property
@@ -136,7 +159,7 @@ class MixtureOfExperts:
     def route(self, x: Tensor) -> Routing:
         """x (B, S, D) -> the k experts of each position and their weights."""
         work = torch.float64 if x.dtype == torch.float64 else torch.float32
-        p = torch.softmax((x @ self.W_router).to(work), dim=-1)  # (B, S, E)
+        p = torch.softmax(_linear(x, self.W_router, self.b_router).to(work), dim=-1)  # (B, S, E)
         top, experts = p.topk(self.top_k, dim=-1)  # (B, S, k) each
         if self.norm_topk:
             top = top / top.sum(dim=-1, keepdim=True)
@@ -150,10 +173,23 @@ class MixtureOfExperts:
         y = torch.zeros_like(flat)
         for e in chosen.unique().tolist():  # the experts in order, each on the positions that chose it
             rows, slot = torch.where(chosen == e)
-            h = flat[rows]
-            out = (ACTIVATIONS[self.act](h @ self.W_gate[e]) * (h @ self.W_in[e])) @ self.W_out[e]
+            out = self.expert(e, flat[rows])
             y.index_add_(0, rows, out * weights[rows, slot, None])
         return y.view_as(x), r
+
+    def expert(self, e: int, h: Tensor) -> Tensor:
+        """GLU_e on the rows h (N, D) -> (N, D)."""
+
+        def bias(b: Tensor | None) -> Tensor | None:
+            return None if b is None else b[e]
+
+        gate = _linear(h, self.W_gate[e], bias(self.b_gate))
+        up = _linear(h, self.W_in[e], bias(self.b_in))
+        if self.act == CLAMPED_SWIGLU:
+            inner = clamped_glu(gate, up, self.alpha, self.limit)
+        else:
+            inner = ACTIVATIONS[self.act](gate) * up
+        return _linear(inner, self.W_out[e], bias(self.b_out))
 
     def __call__(self, x: Tensor) -> Tensor:
         return self.routed(x)[0]

@@ -27,8 +27,11 @@ the model itself never passes on.
 
 A layer's kind: one eligibility E_0 (the request's masks: causal, padding, a window, blocked cells) comes in for
 every layer, and a block with its own `window` (Gemma-2's and Gemma-3's local layers) narrows it for itself alone,
-so a local layer and a global one in the same pass see E_0 AND |q - k| < window and E_0. The window counts
-positions (a query decoded after a KV cache sits at the cache's length), so the cache and the whole pass agree;
+so a local layer and a global one in the same pass see E_0 AND |q - k| < window and E_0. The window is symmetric:
+under a causal E_0 a query keeps itself and the window - 1 keys before it (Gemma, gpt-oss), in an encoder the
+window - 1 keys on each side too (ModernBERT's local_attention / 2 on each side: window = local_attention / 2 + 1).
+The window counts positions (a query decoded after a KV cache sits at the cache's length), so the cache and the
+whole pass agree;
 the layer's E is what its AttentionOutput.eligible holds, and what the answer reports for it. The layer's rotary
 (its theta) is its own already: AttentionWeights.rotary.
 

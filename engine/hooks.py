@@ -43,6 +43,9 @@ positions, H = query heads, G = K/V groups, D = d_model.
 and attnlab's own, named without `hook_` since TransformerLens has no such hook:
 
     blocks.{l}.attn.scores_unmasked  scaled Q K^T for every cell, before the mask (what the page draws)
+    blocks.{l}.attn.sink_weight      the weight each row gave its head's learned sink   (B, H, S)
+                                     logit (gpt-oss; layers with sinks only): hook_pattern's
+                                     row sums to 1 minus it
     logits                           next-token logits (models that predict tokens)    (B, S, V)
 
 Most are the pass's own tensors (q, k, v, z as transposed views of them); hook_attn_scores and hook_result are
@@ -110,6 +113,8 @@ def cache(result: ForwardResult) -> dict[str, Tensor]:
                 f"{p}.hook_resid_mid": t.resid_mid,
             }
         )
+        if a.sink_weight is not None:
+            out[f"{p}.attn.sink_weight"] = a.sink_weight
         if t.mlp_norm is not None:
             out[f"{p}.ln2.hook_normalized"] = t.mlp_norm
         if t.attn_post is not None:
@@ -156,6 +161,7 @@ def stored(result: ForwardResult) -> list[Tensor]:
         a = t.attn
         held += [t.resid_in, a.q, a.k, a.v, a.scores, a.weights, a.contexts, a.concat, a.output, t.resid_mid]
         held += [x for x in (a.q_pre_rotary, a.k_pre_rotary, a.q_projected, a.k_projected) if x is not None]
+        held += [] if a.sink_weight is None else [a.sink_weight]
         held += [x for x in (t.attn_in, t.mlp_in, t.mlp_norm, t.mlp_out, t.resid_post) if x is not None]
         held += [x for x in (t.attn_post, t.mlp_post) if x is not None]
         held += [] if t.routing is None else [t.routing.experts, t.routing.weights]

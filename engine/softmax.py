@@ -2,7 +2,9 @@
 
 Ineligible keys get exactly 0 and a row with no eligible key all zeros, never NaN (whether such rows are allowed is
 the all-masked policy, `check_policy`). For long sequences `softmax_contexts` also multiplies the weights by V while
-they are in the cache. `buggy_softmax` computes the chapter's two classic bugs on purpose.
+they are in the cache. `sink_softmax` is the softmax of a layer with learned sink logits (gpt-oss): one more logit
+per head joins every row, takes weight and has no value. `buggy_softmax` computes the chapter's two classic bugs on
+purpose.
 """
 
 from __future__ import annotations
@@ -40,6 +42,25 @@ def masked_softmax(
         # those rows came out NaN (exp(-inf - -inf)): make them 0
         weights.masked_fill_(~allowed.any(dim=-1, keepdim=True), 0.0)
     return weights if work is scores else weights.to(scores.dtype)
+
+
+def sink_softmax(scores: Tensor, eligible: Tensor, sinks: Tensor) -> tuple[Tensor, Tensor]:
+    """Softmax over the eligible keys and one sink logit per head: scores (B, H, S, S_k), sinks (H,) ->
+    weights (B, H, S, S_k) and sink weight (B, H, S).
+
+        [a_q1 ... a_qS_k, sink_q] = softmax([s_q1 ... s_qS_k, z_h])      (ineligible keys at -inf)
+
+    The sink takes its share of each row and has no value, so a row's weights over the keys sum to 1 - sink_q;
+    a row with no eligible key gives all its weight to the sink (its weights over keys exactly 0, never NaN).
+    Computed in float32 at least, as masked_softmax is.
+    """
+    work = scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
+    b, h, s, _ = work.shape
+    column = sinks.to(work.dtype).view(1, h, 1, 1).expand(b, h, s, 1)
+    allowed = _broadcast_eligible(eligible, work)
+    logits = torch.cat([work.masked_fill(~allowed, float("-inf")), column], dim=-1)  # (B, H, S, S_k + 1)
+    probs = torch.softmax(logits, dim=-1)
+    return probs[..., :-1].to(scores.dtype), probs[..., -1].to(scores.dtype)
 
 
 ROW_BLOCK = 64  # query rows per tile in softmax_contexts: (B, H, 64, S_k) in float32 is 1.5 MiB at 12 heads, 512 keys

@@ -6,6 +6,11 @@ Two masked quantities that are easy to confuse, named apart:
     masked_weight[q]  weight that row q still puts on masked keys after masking: the chapter's masked mass,
                       exactly 0 when the mask works
 
+A layer with learned sink logits (gpt-oss) gives each row's softmax one more outcome, the sink, with weight sink_q
+and no value: its rows over the keys sum to 1 - sink_q. The statistics read the whole softmax there: the row-sum
+error is |sum_k a_qk + sink_q - 1|, the entropy includes the sink's -sink_q ln sink_q, the uniform row of
+kl_from_uniform has n_q + 1 outcomes, and mean_sink_weight is the mean sink weight.
+
 Head health:
     kl_from_uniform   mean over rows with two or more eligible keys of KL(weights || uniform over eligible keys)
                       = ln(n_q) - H(row q), in nats; near 0 for a head that does not choose ("dead")
@@ -81,6 +86,7 @@ class HeadStats:
     qk_rank_max: int | None  # d_head: the most that rank can be
     qk_symmetric: bool | None  # W_Q = W_K for this head, so its scores are symmetric (before masking)
     sink_mass: float = 0.0  # mean over live queries of the weight on the sink keys (position 0 unless given)
+    mean_sink_weight: float | None = None  # mean over live queries of the learned sink logit's weight; None: no sink
     refused: dict[str, str] = field(default_factory=dict)  # statistic -> why it is None: what it assumes fails
 
 
@@ -112,11 +118,12 @@ def row_distance(weights: Tensor) -> Tensor:
     return torch.einsum("...qk,qk->...q", weights, distance).double()  # a product per row, no S x S temporary
 
 
-def kl_from_uniform(weights: Tensor, eligible: Tensor, entropy: Tensor | None = None) -> Tensor | None:
+def kl_from_uniform(weights: Tensor, eligible: Tensor, entropy: Tensor | None = None, extra: int = 0) -> Tensor | None:
     """weights (H, S, S), eligible (S, S) -> (H,): mean over rows with >= 2 eligible keys of ln(n_q) - H(row).
 
-    `entropy`: row_entropy(weights), when the caller has it already."""
-    n = eligible.sum(dim=-1)  # (S,)
+    `entropy`: row_entropy(weights), when the caller has it already; `extra`: outcomes each row has besides its
+    keys (1 with a learned sink, whose term the entropy then holds)."""
+    n = eligible.sum(dim=-1) + extra  # (S,)
     rows = n >= 2
     if not bool(rows.any()):
         return None
@@ -194,11 +201,13 @@ def head_stats(
     similarity: Tensor | None = None,
     broken: Mapping[str, str] | None = None,
     sinks: Sequence[int] = (0,),
+    sink_weight: Tensor | None = None,
 ) -> list[HeadStats]:
     """scores, weights (H, S, S) for one sequence; eligible (S, S); w the layer's projections (for ranks);
     similarity: head_similarity(weights), when the caller has it already; broken: the assumptions that do not
     hold for the model (AttentionModel.breaks), whose statistics are None with the reason in `refused`;
-    sinks: the key positions sink_mass counts (engine/analysis/sinks.py).
+    sinks: the key positions sink_mass counts (engine/analysis/sinks.py); sink_weight (H, S): each row's learned
+    sink weight in a layer with sink logits (the module docstring), None without.
 
     Every figure is computed for all heads at once; the loop at the end only reads them out.
     """
@@ -213,6 +222,9 @@ def head_stats(
     has_live = live_rows.numel() > 0
 
     entropy = row_entropy(weights)  # (H, S)
+    sink = None if sink_weight is None else sink_weight.detach().to(dtype)  # (H, S)
+    if sink is not None:  # the sink is one more outcome of the row's softmax
+        entropy = entropy + row_entropy(sink[..., None])
     if any_masked:
         unmasked = torch.softmax(scores, dim=-1)  # what the softmax would give with no mask
         masked_share = torch.where(masked, unmasked, 0.0).sum(dim=-1).double()  # (H, S)
@@ -222,9 +234,10 @@ def head_stats(
     else:  # nothing masked: nothing removed, nothing left on a masked key
         masked_share = masked_weight = torch.zeros(n_heads, s, dtype=torch.float64)
         max_masked = torch.zeros(n_heads, dtype=torch.float64)
-    row_sum_err = (weights.sum(dim=-1).double() - 1).abs()  # (H, S)
+    row_sum = weights.sum(dim=-1) if sink is None else weights.sum(dim=-1) + sink
+    row_sum_err = (row_sum.double() - 1).abs()  # (H, S)
     distance = row_distance(weights)  # (H, S)
-    kl = kl_from_uniform(weights, eligible, entropy)
+    kl = kl_from_uniform(weights, eligible, entropy, 0 if sink is None else 1)
     similarity = head_similarity(weights) if similarity is None else similarity
     similar = similarity >= IDENTICAL_SIMILARITY  # (H, H)
     refused = refusals(broken or {})
@@ -246,6 +259,9 @@ def head_stats(
         mean_distance = distance[:, live_rows].mean(dim=-1).tolist()
     else:
         mean_entropy = max_row_sum_error = mean_distance = [0.0] * n_heads
+    mean_sink: list[float | None] = [None] * n_heads
+    if sink is not None:
+        mean_sink = sink[:, live_rows].double().mean(dim=-1).tolist() if has_live else [0.0] * n_heads
     entropy_rows, share_rows, weight_rows = entropy.tolist(), masked_share.tolist(), masked_weight.tolist()
     max_masked_list = max_masked.tolist()
     kl_list = kl.tolist() if kl is not None else None
@@ -275,6 +291,7 @@ def head_stats(
                 qk_rank_max=None if fixed_qk is None else (fixed_qk.head_widths or [fixed_qk.d_head] * n_heads)[h],
                 qk_symmetric=symmetric[h] if symmetric is not None else None,
                 sink_mass=sink_list[h],
+                mean_sink_weight=mean_sink[h],
                 refused=dict(refused),
             )
         )

@@ -1,6 +1,6 @@
 """One attention layer's weights: its projections per head, as the maths names them (W_Q, W_K, W_V, W_O and
 their biases), and what the layer declares besides (q/k norms, rotary, a scale, a score softcap, a given
-pattern, unequal head widths).
+pattern, unequal head widths, learned sink logits).
 
 A type only, read by everything that builds or runs a layer (engine/attention.py, engine/unequal.py,
 engine/forward.py, the model families); it imports none of them.
@@ -42,6 +42,7 @@ class AttentionWeights:
     pattern: Tensor | None = None  # (H, S, S_k) weights used as given in place of the softmax (a typed-in pattern)
     head_widths: tuple[int, ...] | None = None  # unequal heads (engine/unequal.py): each head's real d_head
     value_widths: tuple[int, ...] | None = None  # and d_v; the tensors are zero-padded to the widest
+    sinks: Tensor | None = None  # (H,) one learned logit per head that joins each row's softmax, no value (gpt-oss)
 
     @property
     def n_heads(self) -> int:
@@ -100,6 +101,7 @@ class AttentionWeights:
             pattern=move(self.pattern),
             head_widths=self.head_widths,
             value_widths=self.value_widths,
+            sinks=move(self.sinks),
         )
 
     @cached_property

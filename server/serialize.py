@@ -111,6 +111,8 @@ class AnswerShape:
     blocked: int  # blocked cells the masks name
     top_k: int = 0  # experts each position uses, in a mixture-of-experts model
     local_layers: int = 0  # layers shown with a window of their own, each sending its own eligibility grid
+    sink_layers: int = 0  # layers shown with learned sink logits, each head sending its sink weight per query (known
+    # from the run: the plan's count before it leaves them out, a lower bound as for widths it cannot know)
 
 
 # A HeadStats holds four per-query lists at most (entropy, masked_share, masked_weight, zero_rows), one list of the
@@ -145,7 +147,10 @@ def _stat_numbers(n: AnswerShape) -> int:
 
 INCLUDE: dict[str, Item] = {
     "scores": Item(("scores",), "head", floats=lambda n: n.heads * n.s * n.s_k, grid=True),
-    "weights": Item(("weights",), "head", floats=lambda n: n.heads * n.s * n.s_k, grid=True),
+    # weights: and each row's learned sink weight where layers have sink logits (counted as if every shown one had)
+    "weights": Item(
+        ("weights", "sink_weight"), "head", floats=lambda n: n.heads * n.s * (n.s_k + min(1, n.sink_layers)), grid=True
+    ),
     "contexts": Item(("contexts",), "head", floats=lambda n: n.heads * n.s * n.d_v),
     "output": Item(("output",), "layer", floats=lambda n: n.s * n.d_out),
     "stats": Item(("stats", "head_similarity"), "head", numbers=_stat_numbers),
@@ -202,7 +207,9 @@ def run_shape(run: ModelRun, layers: Sequence[int], include: Sequence[str]) -> A
     d_head, d_v, d_out = a.q.shape[-1], a.v.shape[-1], a.output.shape[-1]
     local = sum(run.layers[i].window is not None for i in layers)
     blocked = len(run.masks.blocked)
-    return AnswerShape(len(layers), b, h, s, s_k, d_head, d_v, d_out, final, reasons, blocked, local_layers=local)
+    sinks = sum(run.layers[i].attn.sink_weight is not None for i in layers)
+    shape = AnswerShape(len(layers), b, h, s, s_k, d_head, d_v, d_out, final, reasons, blocked)
+    return replace(shape, local_layers=local, sink_layers=sinks)
 
 
 def check_result_bytes(
@@ -395,7 +402,16 @@ def _layer(
         w = run.layers[i].weights
         sims = [head_similarity(a.weights[b].cpu()) for b in range(n_items)]
         stats = [
-            head_stats(a.scores[b].cpu(), a.weights[b].cpu(), item_eligible(b), w, sims[b], run.breaks, hidden)
+            head_stats(
+                a.scores[b].cpu(),
+                a.weights[b].cpu(),
+                item_eligible(b),
+                w,
+                sims[b],
+                run.breaks,
+                hidden,
+                None if a.sink_weight is None else a.sink_weight[b].cpu(),
+            )
             for b in range(n_items)
         ]
     # the per-head matrices include asks for, in INCLUDE's order (stats come per head below)
@@ -405,6 +421,8 @@ def _layer(
         g = h // per_group
         head: dict[str, Any] = {"index": h, "kv_group": g}
         for f in head_fields:
+            if f == "sink_weight" and a.sink_weight is None:
+                continue  # a layer without sinks: the field stays null
             head[f] = pick(f, g if f in KV_FIELDS else h)
         if stats is not None:
             # field by field: dataclasses.asdict deep-copies every list (1.5 s of 7 at 512 tokens)

@@ -8,10 +8,12 @@ tokenizers library on TEXT: byte-level BPE for the decoders and roberta, WordPie
 (2 K/V heads) where the family has it, gemma's and qwen3's head_dim unlike width / heads, gpt_neox's partial rotary
 (half of each head rotates), mistral's sliding window shorter than a probe, qwen3's q/k norms per head and olmo2's
 over the projection with its norms after each sublayer, phi3's fused projections and longrope past its
-original_max_position_embeddings (PHI3); the MORE families (more_config) are each a named real model's config at
-width 64, every other feature as that model ships it. Every norm weight and every bias is moved off its initial
-value (ones and zeros), and the matrices are drawn wider than the default 0.02, so a loader that skips a norm, a
-bias or a scale gives other numbers.
+original_max_position_embeddings (PHI3); the MORE families (more_config) and the SINK families (sink_config:
+gpt_oss's sinks, experts and local layers, smollm3's layers without rotary, modernbert's local encoder layers) are
+each a named real model's config at width 64, every other feature as that model ships it. Every norm weight,
+every bias (gpt-oss's stacked expert biases too) and every sink logit is moved off its initial value (ones and
+zeros), and the matrices are drawn wider than the default 0.02, so a loader that skips a norm, a bias or a scale
+gives other numbers.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ FAMILIES = DECODERS + ENCODERS + QK_NORM_DECODERS
 MORE_DECODERS = ("phi", "opt", "falcon", "stablelm")
 MORE_ENCODERS = ("distilbert",)
 MORE = MORE_DECODERS + MORE_ENCODERS
+# families with learned sinks, layers without rotary or local encoder layers (tests/test_sink_families.py)
+SINK_DECODERS: tuple[str, ...] = ("gpt_oss", "smollm3")
+SINK_ENCODERS: tuple[str, ...] = ("modernbert",)
+SINK = SINK_DECODERS + SINK_ENCODERS
 # the special tokens each family's tokenizer frames a text with: (before, after)
 FRAMES: dict[str, tuple[str | None, str | None]] = {
     "gpt2": (None, None),
@@ -59,6 +65,9 @@ FRAMES: dict[str, tuple[str | None, str | None]] = {
     "falcon": (None, None),
     "stablelm": (None, None),
     "distilbert": ("[CLS]", "[SEP]"),
+    "gpt_oss": (None, None),
+    "smollm3": (None, None),
+    "modernbert": ("[CLS]", "[SEP]"),
 }
 
 
@@ -117,6 +126,9 @@ def tokenizer_for(family: str) -> Tokenizer:
         "opt": ["<s>", "<pad>", "</s>", "<unk>"],
         "falcon": ["<|endoftext|>"],
         "stablelm": ["<|endoftext|>"],
+        "gpt_oss": ["<|endoftext|>"],
+        "smollm3": ["<|endoftext|>"],
+        "modernbert": ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"],
     }[family]
     return byte_level_tokenizer(specials, FRAMES[family], 320)
 
@@ -178,6 +190,8 @@ def config_for(family: str, vocab_size: int, tok: Tokenizer, overrides: dict[str
         return tf.Phi3Config(**{**decoder, **PHI3, **phi3_ids(tok), **overrides})
     if family in MORE:
         return more_config(family, decoder, tok, overrides)
+    if family in SINK:
+        return sink_config(family, decoder, tok, overrides)
     encoder = {**common, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64}
     if family == "bert":
         return tf.BertConfig(**{**encoder, "max_position_embeddings": 64, "pad_token_id": 0, **overrides})
@@ -281,11 +295,59 @@ def more_config(family: str, decoder: dict[str, Any], tok: Tokenizer, overrides:
     raise ValueError(f"no tiny checkpoint for {family!r}; families: {', '.join(MORE)}")
 
 
+def sink_config(family: str, decoder: dict[str, Any], tok: Tokenizer, overrides: dict[str, Any]) -> Any:
+    """The config of a real model (named below) at width 64, every other feature as it ships; each window shorter
+    than the probe."""
+    import transformers as tf
+
+    if family == "gpt_oss":  # gpt-oss-20b: local and global layers alternating, sinks, yarn, 8 experts (32), top 2 (4)
+        eot = tok.token_to_id("<|endoftext|>")
+        kw: dict[str, Any] = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
+        kw |= {"num_key_value_heads": 2, "head_dim": 24, "intermediate_size": 32}
+        kw |= {"num_local_experts": 8, "num_experts_per_tok": 2}
+        kw |= {"sliding_window": 4, "attention_bias": True, "tie_word_embeddings": False, "rms_norm_eps": 1e-5}
+        kw |= {"swiglu_alpha": 1.702, "swiglu_limit": 7.0, "max_position_embeddings": 512}
+        kw["rope_parameters"] = {
+            "rope_type": "yarn",
+            "rope_theta": 150000.0,
+            "factor": 32.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 16,
+        }
+        ids = {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot}
+        return tf.GptOssConfig(**{**decoder, **kw, **ids, **overrides})
+    if family == "smollm3":  # SmolLM3-3B: every fourth layer without rotary, 16 heads over 4 K/V groups (8 over 2)
+        eot = tok.token_to_id("<|endoftext|>")
+        kw = {"hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2}
+        kw |= {"intermediate_size": 128, "no_rope_layer_interval": 4, "use_sliding_window": False}
+        kw |= {"tie_word_embeddings": True, "rms_norm_eps": 1e-6, "attention_bias": False, "mlp_bias": False}
+        rope = {"rope_type": "default", "rope_theta": 5_000_000.0}
+        ids = {"bos_token_id": eot, "eos_token_id": eot, "pad_token_id": eot}
+        return tf.SmolLM3Config(**{**decoder, **kw, "rope_parameters": rope, **ids, **overrides})
+    if family == "modernbert":  # ModernBERT-base: global every third layer, local window 128 (8 here), GeGLU
+        ids = {n: tok.token_to_id(t) for n, t in (("pad_token_id", "[PAD]"), ("cls_token_id", "[CLS]"))}
+        ids |= {"sep_token_id": tok.token_to_id("[SEP]"), "bos_token_id": tok.token_to_id("[CLS]")}
+        ids["eos_token_id"] = tok.token_to_id("[SEP]")
+        kw = {"vocab_size": decoder["vocab_size"], "initializer_range": 0.15, "hidden_size": 64}
+        kw |= {"num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 96, "local_attention": 8}
+        kw |= {"global_attn_every_n_layers": 3, "max_position_embeddings": 128, "hidden_activation": "gelu"}
+        kw |= {"norm_bias": False, "attention_bias": False, "mlp_bias": False, "norm_eps": 1e-5}
+        kw["rope_parameters"] = {
+            "full_attention": {"rope_type": "default", "rope_theta": 160_000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+        }
+        return tf.ModernBertConfig(**{**kw, **ids, **overrides})
+    raise ValueError(f"no tiny checkpoint for {family!r}; families: {', '.join(SINK)}")
+
+
 def randomise_small_parameters(model: torch.nn.Module, generator: torch.Generator) -> None:
-    """Every vector parameter (norm weights, biases) moved off its initial value by noise of scale 0.3."""
+    """Every vector parameter (norm weights, biases, sink logits) and every stacked bias (gpt-oss's experts'
+    gate_up_proj_bias and down_proj_bias) moved off its initial value by noise of scale 0.3."""
     with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 1:
+        for name, p in model.named_parameters():
+            if p.dim() == 1 or name.endswith("_bias"):
                 p.add_(0.3 * torch.randn(p.shape, generator=generator, dtype=p.dtype))
 
 
@@ -298,7 +360,7 @@ def make_model(family: str, seed: int = 0, *, bare: bool = False, **config_overr
     torch.manual_seed(seed)
     if bare:
         model = tf.AutoModel.from_config(config, attn_implementation="eager")
-    elif family in ENCODERS + MORE_ENCODERS:
+    elif family in ENCODERS + MORE_ENCODERS + SINK_ENCODERS:
         model = tf.AutoModelForMaskedLM.from_config(config, attn_implementation="eager")
     else:
         model = tf.AutoModelForCausalLM.from_config(config, attn_implementation="eager")

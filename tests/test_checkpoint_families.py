@@ -22,7 +22,17 @@ from engine.models.base import RunInput
 from engine.models.checkpoint import SUPPORTED, CheckpointModel, from_transformers, load_checkpoint
 from engine.models.families.registry import family_for
 from engine.rotary import Rotary
-from tests.checkpoints import APART, DECODERS, ENCODERS, MORE, PROBE, QK_NORM_DECODERS, make_checkpoint, make_model
+from tests.checkpoints import (
+    APART,
+    DECODERS,
+    ENCODERS,
+    MORE,
+    PROBE,
+    QK_NORM_DECODERS,
+    SINK,
+    make_checkpoint,
+    make_model,
+)
 
 TOLERANCE = 1e-5
 WRONG = 1e-3
@@ -80,7 +90,8 @@ def test_older_rope_fields_read(family: str, old: dict[str, Any], tmp_path: Path
 
 
 def test_every_supported_model_type_has_a_family() -> None:
-    assert sorted(SUPPORTED) == sorted(FAMILIES + QK_NORM_DECODERS + MORE + APART)  # the last three: own modules
+    # the last four: modules of their own
+    assert sorted(SUPPORTED) == sorted(FAMILIES + QK_NORM_DECODERS + MORE + APART + SINK)
     for model_type in SUPPORTED:
         family = family_for(model_type)
         assert family is not None and model_type in family.model_types

@@ -137,6 +137,12 @@ LLAMA3_SWAPPED = {"low_freq_factor": 4.0, "high_freq_factor": 1.0, "original_max
         ("qwen3_moe", {"num_experts_per_tok": 9}, "num_experts_per_tok"),
         ("qwen3_moe", {"mlp_only_layers": [5]}, "mlp_only_layers"),
         ("llama", {"rope_parameters": {"rope_type": "llama3", "factor": 8.0} | LLAMA3_SWAPPED}, "high_freq_factor"),
+        ("gpt_oss", {"num_experts_per_tok": 9}, "num_experts_per_tok"),
+        ("gpt_oss", {"layer_types": ["sliding_attention", "chunked"]}, "layer_types[1]"),
+        ("smollm3", {"no_rope_layers": [1, 0]}, "no_rope_layers"),
+        ("smollm3", {"no_rope_layers": [1, 1, 2, 0]}, "no_rope_layers"),
+        ("modernbert", {"local_attention": 1}, "local_attention"),
+        ("modernbert", {"layer_types": ["full_attention", "sliding_attention"]}, "layer_types"),
     ],
 )
 def test_bad_config_field_is_named(family: str, changes: dict[str, Any], named: str, tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from engine.analysis.perturb import perturb
 from engine.analysis.perturb_kernel import Case, Change
 from engine.analysis.weight_checks import repeated_rows, softmax_axis
-from engine.attention import AttentionWeights, expand_groups, scale_factor
+from engine.attention import AttentionOutput, AttentionWeights, expand_groups, scale_factor
 from engine.forward import LayerTrace
 from engine.measure import measure
 from engine.models.base import ModelRun
@@ -54,11 +54,15 @@ def sdpa_max_diff(run: ModelRun, scale: bool) -> float:
         else:
             declared = 1.0 / math.sqrt(w.d_head) if w.scale is None else w.scale
             factor = declared if scale else 1.0
-        if w.softcap is None:
+        if w.softcap is None and w.sinks is None:
             ref = F.scaled_dot_product_attention(q, k.double(), v.double(), attn_mask=mask, scale=factor)
-        else:  # c tanh(s / c) on the scores, then the masked softmax, written out
-            capped = softcap(q @ k.double().transpose(-1, -2) * factor, w.softcap).masked_fill(~mask, float("-inf"))
-            ref = torch.softmax(capped, dim=-1) @ v.double()
+        else:  # c tanh(s / c) on the scores, the sink logit as one more column, the masked softmax, written out
+            s = q @ k.double().transpose(-1, -2) * factor
+            capped = (s if w.softcap is None else softcap(s, w.softcap)).masked_fill(~mask, float("-inf"))
+            if w.sinks is not None:  # the sink takes weight and has no value: its column is dropped after
+                sink = w.sinks.double().view(1, -1, 1, 1).expand(*capped.shape[:-1], 1)
+                capped = torch.cat([capped, sink], dim=-1)
+            ref = torch.softmax(capped, dim=-1)[..., : k.shape[2]] @ v.double()
         live = a.eligible.any(dim=-1)  # (S,) or (B, S)
         live = live[None, None] if live.dim() == 1 else live[:, None]
         if bool(live.any()):
@@ -157,6 +161,12 @@ def head_shapes(w: AttentionWeights, scale: bool, factor: float) -> tuple[list[d
     return shapes, factors
 
 
+def whole_row(a: AttentionOutput) -> torch.Tensor:
+    """(B, H, S, S_k + 1): a sink layer's weights with each row's sink weight as the last column."""
+    assert a.sink_weight is not None
+    return torch.cat([a.weights, a.sink_weight[..., None]], dim=-1)
+
+
 def audit(case: Case, run: ModelRun, max_runs: int | None = None) -> dict[str, Any]:
     """One record for `run`: the run of the case's input as given, with no intervention but the case's classic bug,
     if any (it is also the unchanged run of every perturbation). `max_runs`: the most forward passes a batch's
@@ -175,7 +185,14 @@ def audit(case: Case, run: ModelRun, max_runs: int | None = None) -> dict[str, A
     stats = [
         s
         for t in run.layers
-        for s in head_stats(t.attn.scores[0].cpu(), t.attn.weights[0].cpu(), own(t).cpu(), t.weights, broken=run.breaks)
+        for s in head_stats(
+            t.attn.scores[0].cpu(),
+            t.attn.weights[0].cpu(),
+            own(t).cpu(),
+            t.weights,
+            broken=run.breaks,
+            sink_weight=None if t.attn.sink_weight is None else t.attn.sink_weight[0].cpu(),
+        )
     ]
     # no eligible cell at all (every row masked, all_masked "zero"): no score range, rather than min() of nothing
     eligible_scores = (
@@ -197,6 +214,8 @@ def audit(case: Case, run: ModelRun, max_runs: int | None = None) -> dict[str, A
     real = None if run.batch_padding is None else torch.tensor(run.batch_padding, dtype=torch.bool)
     if real is None and run.masks.padding is not None and run.source_tokens is None:
         real = torch.tensor([run.masks.padding], dtype=torch.bool)
+    # each layer's whole softmax: a layer with learned sinks (gpt-oss) with its sink weight as one more column
+    rows = [t.attn.weights if t.attn.sink_weight is None else whole_row(t.attn) for t in run.layers]
     weights = [t.attn.weights for t in run.layers]
     return {
         "d_model": w.d_model,
@@ -217,7 +236,7 @@ def audit(case: Case, run: ModelRun, max_runs: int | None = None) -> dict[str, A
             "factor": factors[0] if len(set(factors)) == 1 else None,
             "per_head": factors,
         },
-        "softmax_axis": softmax_axis(weights),
+        "softmax_axis": softmax_axis(rows),
         "repeated_rows": repeated_rows(weights, real, batch=run.batch_padding is not None),
         "masks": masks,
         "all_masked": inp.all_masked,

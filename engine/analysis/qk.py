@@ -20,10 +20,9 @@ score.
 
 A post-norm model (BERT, MiniLM) renormalises the stream after every layer, and a block that norms its sublayer's
 output before adding it (Gemma-2/3, OLMo-2) adds no sum of its heads' outputs: what a layer reads then is not a
-sum of what earlier heads wrote, so it has no such decomposition, and is refused with that reason.
-
-A layer that softcaps its scores (Gemma-2: c tanh(q . k / c)) computes a score that is not the sum of the q . k
-terms (a tanh of a sum is not a sum of tanhs), and is refused with that reason.
+sum of what earlier heads wrote, so it has no such decomposition, and is refused with that reason. A layer that
+softcaps its scores (Gemma-2: c tanh(q . k / c)) computes a score that is not the sum of the q . k terms either
+(tanh of a sum is not a sum of tanhs), and is refused with that reason.
 """
 
 from __future__ import annotations

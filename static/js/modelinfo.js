@@ -30,11 +30,13 @@ export function modelLabel(m, ui) {
 
 // The line that says each layer's kind, from its entry's `layer_kinds`: "L0 local 512 · L1 global", each layer's
 // rotary theta added where the layers differ in it ("L0 local 512 (theta 10000) · L5 global (theta 1e+6)"); "" for
-// a model whose layers are all global with one theta (every layer attends under the request's masks alone).
+// a model whose layers are all global with one theta (every layer attends under the request's masks alone). A layer
+// without rotary among layers with it (SmolLM3's) says "(no rotary)".
 export function layerKindsLine(info) {
   const kinds = info?.layer_kinds || [];
   const thetas = new Set(kinds.map((k) => k.rope_theta));
   if (!kinds.some((k) => k.kind === "local") && thetas.size < 2) return "";
-  const theta = (k) => (thetas.size > 1 && k.rope_theta != null ? ` (theta ${k.rope_theta.toPrecision(6).replace(/\.?0+(e|$)/, "$1")})` : "");
+  const number = (t) => t.toPrecision(6).replace(/\.?0+(e|$)/, "$1");
+  const theta = (k) => (thetas.size < 2 ? "" : k.rope_theta != null ? ` (theta ${number(k.rope_theta)})` : " (no rotary)");
   return kinds.map((k) => `L${k.index} ${k.kind}${k.kind === "local" ? ` ${k.window}` : ""}${theta(k)}`).join(" · ");
 }

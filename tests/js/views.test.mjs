@@ -176,6 +176,7 @@ test('the line of a model with local and global layers', async () => {
     M.layerKindsLine({layer_kinds: [k(0, 'global', null, 1e4), k(1, 'global', null, 1e4)]}),
     M.layerKindsLine({layer_kinds: [k(0, 'global', null, 1e4), k(1, 'global', null, 1e6)]}),
     M.layerKindsLine({name: 'textbook'}),
+    M.layerKindsLine({layer_kinds: [k(0, 'global', null, 5e6), k(1, 'global', null, null)]}),
   ]);
   eq(out, [
     'L0 local 512 · L1 global',
@@ -183,6 +184,7 @@ test('the line of a model with local and global layers', async () => {
     '', // every layer global with one theta: nothing particular to say
     'L0 global (theta 10000) · L1 global (theta 1e+6)',
     '',
+    'L0 global (theta 5e+6) · L1 global (no rotary)', // a layer without rotary among layers with it
   ]);
 });
 

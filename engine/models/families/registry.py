@@ -12,13 +12,16 @@ from engine.models.families import (
     gemma3_text,
     gpt2,
     gpt_neox,
+    gpt_oss,
     llama,
+    modernbert,
     olmo2,
     opt,
     phi,
     phi3,
     qwen3,
     qwen3_moe,
+    smollm3,
     stablelm,
 )
 
@@ -38,6 +41,9 @@ FAMILIES: tuple[Family, ...] = (
     opt.FAMILY,
     falcon.FAMILY,
     stablelm.FAMILY,
+    gpt_oss.FAMILY,
+    smollm3.FAMILY,
+    modernbert.FAMILY,
 )
 SUPPORTED: tuple[str, ...] = tuple(t for f in FAMILIES for t in f.model_types)
 BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
