@@ -14,6 +14,7 @@ import torch
 from engine.analysis.attention_flow import attention_flow
 from engine.analysis.flow import Fuse, head_contributions, rollout, value_norms
 from engine.analysis.sinks import hide_keys
+from engine.attention import AttentionOutput, AttentionWeights
 from engine.masks import pair_counts
 from engine.models import ModelRun
 from engine.stats import HeadStats, head_similarity, head_stats
@@ -149,7 +150,7 @@ INCLUDE: dict[str, Item] = {
     "scores": Item(("scores",), "head", floats=lambda n: n.heads * n.s * n.s_k, grid=True),
     # weights: and each row's learned sink weight where layers have sink logits (counted as if every shown one had)
     "weights": Item(
-        ("weights", "sink_weight"), "head", floats=lambda n: n.heads * n.s * (n.s_k + min(1, n.sink_layers)), grid=True
+        ("weights", "sink"), "head", floats=lambda n: n.heads * n.s * (n.s_k + min(1, n.sink_layers)), grid=True
     ),
     "contexts": Item(("contexts",), "head", floats=lambda n: n.heads * n.s * n.d_v),
     "output": Item(("output",), "layer", floats=lambda n: n.s * n.d_out),
@@ -165,7 +166,12 @@ INCLUDE: dict[str, Item] = {
     # the gates as floats, the expert ids and the layer's count and top_k as JSON numbers
     "experts": Item(("experts",), "layer", floats=lambda n: n.s * n.top_k, numbers=lambda n: n.s * n.top_k + 2),
 }
-HEAD_TENSORS = {"contribution": head_contributions, "value_norms": value_norms}  # the rest are the layer's own
+# the per-head tensors an answer's field is made from where its name is not the layer's own (AttentionOutput's)
+HEAD_TENSORS: dict[str, Callable[[AttentionOutput, AttentionWeights], torch.Tensor | None]] = {
+    "contribution": head_contributions,
+    "value_norms": value_norms,
+    "sink": lambda a, _: a.sink_weight,  # the weight each query gave the head's learned sink
+}
 KV_FIELDS = ("k", "v")  # sent per head from its K/V group
 
 
@@ -384,6 +390,7 @@ def _layer(
         each head is a view of it (C-contiguous, as orjson needs)."""
         if name not in converted:
             t = HEAD_TENSORS[name](a, run.layers[i].weights) if name in HEAD_TENSORS else getattr(a, name)
+            assert t is not None, name  # a layer without the tensor sends null before it is picked
             if name == "weights" and sinks is not None:
                 t = hide_keys(t, sinks[0], sinks[1])
             converted[name] = as_numpy(t, precision, f"layer {i}'s {name}")
@@ -421,7 +428,7 @@ def _layer(
         g = h // per_group
         head: dict[str, Any] = {"index": h, "kv_group": g}
         for f in head_fields:
-            if f == "sink_weight" and a.sink_weight is None:
+            if f == "sink" and a.sink_weight is None:
                 continue  # a layer without sinks: the field stays null
             head[f] = pick(f, g if f in KV_FIELDS else h)
         if stats is not None:

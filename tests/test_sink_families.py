@@ -254,9 +254,11 @@ def test_api_attention_sends_each_heads_sink_weight(client: TestClient) -> None:
     r = client.post("/api/attention", json=body)
     assert r.status_code == 200, r.text
     answer = r.json()
+    models = {m["name"]: m for m in client.get("/api/models").json()["models"]}
+    assert models["gpt_oss"]["sinks"] is True and models["smollm3"]["sinks"] is False
     for layer in answer["layers"]:
         for head in layer["heads"]:
-            weights, sink = torch.tensor(head["weights"]), torch.tensor(head["sink_weight"])
+            weights, sink = torch.tensor(head["weights"]), torch.tensor(head["sink"])
             assert sink.shape == (len(answer["tokens"]),)
             assert torch.allclose(weights.sum(-1) + sink, torch.ones_like(sink), atol=1e-5)
             assert head["stats"]["mean_sink_weight"] == pytest.approx(float(sink.mean()), abs=1e-5)
@@ -268,7 +270,7 @@ def test_api_attention_sends_each_heads_sink_weight(client: TestClient) -> None:
     plain = client.post("/api/attention", json=body)
     assert plain.status_code == 200, plain.text
     head = plain.json()["layers"][0]["heads"][0]
-    assert head.get("sink_weight") is None and head["stats"]["mean_sink_weight"] is None
+    assert head.get("sink") is None and head["stats"]["mean_sink_weight"] is None
 
 
 def test_smollm3_every_fourth_layer_has_no_rotary(loaded: Callable[[str], CheckpointModel]) -> None:

@@ -101,6 +101,7 @@ class CheckpointModel(AttentionModel):
             vocab_size=sizes.vocab_size,
             max_positions=sizes.max_positions,
             experts=experts_of(mapped.network),
+            sinks=any(block.attn.sinks is not None for block in mapped.network.blocks),
             layer_kinds=layer_kinds(mapped.network),
         )
 

@@ -37,6 +37,7 @@ class ModelInfo:
     vocab_size: int | None = None  # ids the model embeds and predicts over, where it has a vocabulary of ids
     max_positions: int | None = None  # positions the model was made for (a checkpoint's config)
     experts: tuple[int, int] | None = None  # a mixture of experts: (experts per layer, experts each position uses)
+    sinks: bool = False  # its layers have learned per-head sink logits (gpt-oss)
     layer_kinds: tuple[LayerKind, ...] | None = None  # each layer's kind (local or global); None: every one global
 
 

@@ -65,6 +65,7 @@ def entry(model: AttentionModel) -> ModelEntry:
         layer_kinds=kinds(model),
         vocab=i.vocab,
         experts=None if i.experts is None else ModelExperts(count=i.experts[0], top_k=i.experts[1]),
+        sinks=i.sinks,
     )
 
 

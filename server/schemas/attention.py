@@ -276,7 +276,7 @@ class HeadStatsOut(BaseModel):
         None,
         description="in a layer with learned sink logits (gpt-oss): mean over queries with a key of the weight the "
         "head's sink took, which has no value; each row's weights over the keys then sum to 1 minus its "
-        "sink_weight, and max_row_sum_error, entropy and kl_from_uniform count the sink as one more outcome. "
+        "`sink`, and max_row_sum_error, entropy and kl_from_uniform count the sink as one more outcome. "
         "null in a layer without sinks",
     )
     refused: dict[str, str] = Field(
@@ -301,7 +301,7 @@ class HeadResult(BaseModel):
     k: Matrices | None = None
     v: Matrices | None = None
     value_norms: Matrices | None = Field(None, description="with include value_norms: |a_ij v_j W_O^h|, S x S_k")
-    sink_weight: list[float] | list[list[float]] | None = Field(
+    sink: list[float] | list[list[float]] | None = Field(
         None,
         description="with include weights, in a layer with learned sink logits (gpt-oss): the weight each query "
         "gave the head's sink (S; B x S for a batch), the softmax's last column, which has no value; the row's "

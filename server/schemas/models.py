@@ -119,6 +119,11 @@ class ModelEntry(Served):
         description="a mixture-of-experts model's experts per layer and how many each position uses (an answer "
         "with include experts says which, per layer and position); null: a dense feed-forward in every layer",
     )
+    sinks: bool = Field(
+        False,
+        description="its layers have a learned sink logit per head (gpt-oss): each head's answer then sends `sink`, "
+        "the weight each query gave it, beside `weights`",
+    )
 
 
 class UnavailableModel(Served):
