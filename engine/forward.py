@@ -102,22 +102,25 @@ class LayerKind:
     theta, its score softcap."""
 
     index: int
-    kind: str  # "local" (the block has its own window) or "global"
+    kind: str  # "local" (its own window), "no_positions" (no rotary among layers with it) or "global"
     window: int | None  # the local window; None for a global layer
     rope_theta: float | None  # the layer's rotary base; None without rotary
     softcap: float | None  # the layer's score softcap; None without one
 
 
 def layer_kinds(net: Network) -> tuple[LayerKind, ...]:
-    """Every layer's kind, in order."""
+    """Every layer's kind, in order: a layer with its own window is local; a layer without rotary in a model whose
+    other layers rotate sees no position at all (SmolLM3's every fourth layer: position reaches it only through the
+    mask); every other layer is global (a model without rotary anywhere reads positions from its embeddings)."""
+    rotates = any(b.attn.rotary is not None for b in net.blocks)
+
+    def kind(b: Block) -> str:
+        if b.window is not None:
+            return "local"
+        return "no_positions" if rotates and b.attn.rotary is None else "global"
+
     return tuple(
-        LayerKind(
-            i,
-            "global" if b.window is None else "local",
-            b.window,
-            None if b.attn.rotary is None else b.attn.rotary.theta,
-            b.attn.softcap,
-        )
+        LayerKind(i, kind(b), b.window, None if b.attn.rotary is None else b.attn.rotary.theta, b.attn.softcap)
         for i, b in enumerate(net.blocks)
     )
 

@@ -279,6 +279,7 @@ def test_smollm3_every_fourth_layer_has_no_rotary(loaded: Callable[[str], Checkp
     model = loaded("smollm3")
     kinds = layer_kinds(model.net.net)
     assert [k.rope_theta for k in kinds] == [5_000_000.0] * 3 + [None]
+    assert [k.kind for k in kinds] == ["global"] * 3 + ["no_positions"]  # as /api/models says it
     run = model.run(RunInput(text=PROBE), CPU, F32)
     a = run.layers[3].attn
     assert a.q_pre_rotary is None

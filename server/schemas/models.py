@@ -56,8 +56,9 @@ class LayerKindOut(Served):
 
     index: int
     kind: str = Field(
-        description="local: the layer has its own window (Gemma's sliding layers); global: it sees the "
-        "request's masks alone"
+        description="local: the layer has its own window (Gemma's sliding layers); no_positions: no rotary in a "
+        "model whose other layers rotate (SmolLM3's every fourth layer: position reaches it only through the "
+        "masks); global: it sees the request's masks alone"
     )
     window: int | None = Field(description="a local layer's window: its queries see keys with |q - k| < window")
     rope_theta: float | None = Field(description="the layer's rotary base (theta); null without rotary")

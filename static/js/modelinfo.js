@@ -37,6 +37,10 @@ export function layerKindsLine(info) {
   const thetas = new Set(kinds.map((k) => k.rope_theta));
   if (!kinds.some((k) => k.kind === "local") && thetas.size < 2) return "";
   const number = (t) => t.toPrecision(6).replace(/\.?0+(e|$)/, "$1");
-  const theta = (k) => (thetas.size < 2 ? "" : k.rope_theta != null ? ` (theta ${number(k.rope_theta)})` : " (no rotary)");
-  return kinds.map((k) => `L${k.index} ${k.kind}${k.kind === "local" ? ` ${k.window}` : ""}${theta(k)}`).join(" · ");
+  const theta = (k) => {
+    if (thetas.size < 2 || k.kind === "no_positions") return ""; // one theta, or a layer that says it has none
+    return k.rope_theta != null ? ` (theta ${number(k.rope_theta)})` : " (no rotary)";
+  };
+  const name = (k) => (k.kind === "no_positions" ? "no positions" : k.kind);
+  return kinds.map((k) => `L${k.index} ${name(k)}${k.kind === "local" ? ` ${k.window}` : ""}${theta(k)}`).join(" · ");
 }

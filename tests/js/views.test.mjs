@@ -177,6 +177,7 @@ test('the line of a model with local and global layers', async () => {
     M.layerKindsLine({layer_kinds: [k(0, 'global', null, 1e4), k(1, 'global', null, 1e6)]}),
     M.layerKindsLine({name: 'textbook'}),
     M.layerKindsLine({layer_kinds: [k(0, 'global', null, 5e6), k(1, 'global', null, null)]}),
+    M.layerKindsLine({layer_kinds: [k(0, 'global', null, 5e6), k(1, 'no_positions', null, null)]}),
   ]);
   eq(out, [
     'L0 local 512 · L1 global',
@@ -185,6 +186,7 @@ test('the line of a model with local and global layers', async () => {
     'L0 global (theta 10000) · L1 global (theta 1e+6)',
     '',
     'L0 global (theta 5e+6) · L1 global (no rotary)', // a layer without rotary among layers with it
+    'L0 global (theta 5e+6) · L1 no positions', // SmolLM3's: as /api/models says it
   ]);
 });
 
