@@ -38,6 +38,7 @@ registered on modules (global state that outlives a run): `engine.hooks.cache(re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -129,9 +130,10 @@ class Unembed:
     softcap: float | None = None  # final-logit softcap c; None: the logits as the product makes them
 
     def __call__(self, x: Tensor) -> Tensor:
-        logits = self.ln_final(x) @ self.W_U  # (B, S, V)
-        logits = logits if self.b_U is None else logits + self.b_U
-        return logits if self.softcap is None else softcap_(logits, self.softcap)
+        u = self.to(x.device, x.dtype)  # itself where it is in x's dtype; else a checkpoint's stored 16-bit W_U
+        logits = u.ln_final(x) @ u.W_U  # (B, S, V)
+        logits = logits if u.b_U is None else logits + u.b_U
+        return logits if u.softcap is None else softcap_(logits, u.softcap)
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> Unembed:
         b_U = None if self.b_U is None else self.b_U.to(device=device, dtype=dtype)
@@ -142,8 +144,14 @@ class Unembed:
 class Network:
     """Everything a forward pass reads besides the input: the blocks, and the unembedding if any."""
 
-    blocks: tuple[Block, ...]
+    blocks: Sequence[Block]  # a tuple, or a checkpoint's stored blocks converted as they are read (engine/stored.py)
     unembed: Unembed | None = None
+
+    def held(self, i: int) -> Block:
+        """Block i as the network holds it: a checkpoint's stored block where its blocks convert as they are read
+        (engine/stored.py), so that what a run keeps of it (LayerTrace.weights) is no copy; else blocks[i]."""
+        stored = getattr(self.blocks, "stored", None)
+        return self.blocks[i] if stored is None else stored[i]
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> Network:
         return Network(
@@ -183,7 +191,8 @@ class LayerTrace:
     resid_in: Tensor  # (B, S, D) what the layer read: resid_pre
     resid_mid: Tensor  # (B, S, D') x + attention output (the output alone without a residual), before any norm
     resid_out: Tensor  # (B, S, D') what the layer passed on: resid_post, after Norm_mlp where there is one
-    weights: AttentionWeights  # the projections this layer used
+    held: AttentionWeights  # the projections this layer used, as the network holds them (Network.held): a
+    # checkpoint's in its stored dtype, not a converted copy that the run (and the run cache) would keep
     mlp_out: Tensor | None = None  # (B, S, D) the feed-forward's output, where there is one
     attn_in: Tensor | None = None  # (B, S, D) Norm_pre(x), what attention read, in a pre-LN block
     mlp_in: Tensor | None = None  # (B, S, D') Norm_attn(resid_mid) in a post-LN block
@@ -193,6 +202,13 @@ class LayerTrace:
     attn_post: Tensor | None = None  # (B, S, D) Norm_post_attn(attn.output), what joined the residual, where normed
     mlp_post: Tensor | None = None  # (B, S, D) Norm_post_mlp(mlp_out), what joined the residual, where normed
     routing: Routing | None = None  # the experts each position used and their weights, in a mixture of experts
+
+    @property
+    def weights(self) -> AttentionWeights:
+        """The projections this layer used, in the run's device and dtype: `held` itself, or a checkpoint's stored
+        16-bit projections converted (exactly) as they are read."""
+        w, x = self.held, self.resid_in
+        return w if (w.W_Q.dtype, w.W_Q.device) == (x.dtype, x.device) else w.to(x.device, x.dtype)
 
 
 @dataclass
@@ -341,6 +357,7 @@ def forward(
                 source=source,
                 past=past,
             )
+        trace.held = net.held(i).attn  # the run keeps the stored projections, not the block's converted copy
         layers.append(trace)
         kv.append((trace.attn.k, trace.attn.v))
         x = trace.resid_out
