@@ -115,7 +115,7 @@ def layer_kinds(net: Network) -> tuple[LayerKind, ...]:
             None if b.attn.rotary is None else b.attn.rotary.theta,
             b.attn.softcap,
         )
-        for i, b in enumerate(net.blocks)
+        for i, b in enumerate(net.held_blocks)
     )
 
 
@@ -147,11 +147,17 @@ class Network:
     blocks: Sequence[Block]  # a tuple, or a checkpoint's stored blocks converted as they are read (engine/stored.py)
     unembed: Unembed | None = None
 
+    @property
+    def held_blocks(self) -> Sequence[Block]:
+        """The blocks as the network holds them: a checkpoint's stored blocks where its blocks convert as they are
+        read (engine/stored.py), else the blocks. For what reads a block's kind, widths and which pieces it has
+        (its window, its norms) or keeps it (LayerTrace.held) rather than computing with it: nothing converted."""
+        stored: Sequence[Block] | None = getattr(self.blocks, "stored", None)
+        return self.blocks if stored is None else stored
+
     def held(self, i: int) -> Block:
-        """Block i as the network holds it: a checkpoint's stored block where its blocks convert as they are read
-        (engine/stored.py), so that what a run keeps of it (LayerTrace.weights) is no copy; else blocks[i]."""
-        stored = getattr(self.blocks, "stored", None)
-        return self.blocks[i] if stored is None else stored[i]
+        """Block i as the network holds it (held_blocks)."""
+        return self.held_blocks[i]
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> Network:
         return Network(
@@ -308,7 +314,7 @@ def layer_eligible(eligible: Tensor | BlockMask, window: int | None) -> Tensor |
 def narrowest(net: Network) -> int | None:
     """The narrowest window of any layer's own (None: every layer global): under it a row loses the most keys, so
     a batch's padding rows that some local layer leaves without a key are found by it."""
-    return min((b.window for b in net.blocks if b.window is not None), default=None)
+    return min((b.window for b in net.held_blocks if b.window is not None), default=None)
 
 
 def forward(

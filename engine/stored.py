@@ -42,6 +42,10 @@ class StoredBlocks(Sequence[Block]):
             return tuple(b.to(self.device, self.dtype) for b in self.stored[i])
         return self.stored[i].to(self.device, self.dtype)
 
+    def holding(self, blocks: Sequence[Block]) -> StoredBlocks:
+        """Other stored blocks (the same with their rotary pinned, say), converted as these are."""
+        return StoredBlocks(blocks, self.device, self.dtype)
+
     def __len__(self) -> int:
         return len(self.stored)
 

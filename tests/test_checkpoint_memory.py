@@ -137,3 +137,24 @@ def test_loading_refuses_a_config_past_the_limits_before_reading_a_tensor(
     monkeypatch.setattr(checkpoint, "read_tensors", no_reading)
     with pytest.raises(CheckpointError, match="max_parameters"):
         load_checkpoint("qwen3", checkpoints["qwen3"][0], limits=CheckpointLimits(max_parameters=1000))
+
+
+def test_a_run_converts_each_block_once(
+    checkpoints: dict[str, tuple[Path, Path]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run converts each stored block once, as the pass reaches it: what reads only a block's kind, widths or
+    pieces (the narrowest window, the run's config, the interventions' bounds) reads the stored block."""
+    from engine.stored import StoredBlocks
+
+    read: list[int] = []
+    convert = StoredBlocks.__getitem__
+
+    def counted(self: StoredBlocks, i: Any) -> Any:
+        read.extend(range(len(self))[i] if isinstance(i, slice) else [i])
+        return convert(self, i)
+
+    monkeypatch.setattr(StoredBlocks, "__getitem__", counted)
+    monkeypatch.setattr(StoredBlocks, "__iter__", lambda self: (counted(self, i) for i in range(len(self))))
+    model = load_checkpoint("gemma2", checkpoints["gemma2"][0], reference=False)
+    model.run(RunInput(text=PROBE), CPU, torch.float32)
+    assert sorted(read) == list(range(model.sizes.n_layers)), read
