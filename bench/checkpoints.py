@@ -311,7 +311,8 @@ def main() -> None:
     env = {
         "ATTNLAB_REFERENCE": "off",
         "ATTNLAB_MAX_TOKENS": str(max(args.tokens, 512)),
-        "ATTNLAB_MAX_RESULT_BYTES": str(1 << 30),
+        "ATTNLAB_MAX_RESULT_BYTES": str(1 << 30),  # every layer's weights at 512 tokens: 117 million for qwen3
+        "ATTNLAB_MAX_RESULT_VALUES": str(200_000_000),
     }
     with tempfile.TemporaryDirectory() as tmp:
         for f, d in dirs.items():
