@@ -130,7 +130,8 @@ bench-soak: install-test
 bench-api: $(VENV)/.bench
 	$(PY) -m bench.api --plot bench/api.png
 
-# users' checkpoints (GPT-2-small-shaped and LLaMA-shaped, random) over the API and loaded, against transformers
+# users' checkpoints (Qwen3-0.6B-shaped and Gemma-2-2B-patterned, random, built once in ~/.cache) over the API,
+# loaded and in memory, against transformers (bench/README.md)
 bench-checkpoints: $(VENV)/.bench
 	$(PY) -m bench.checkpoints
 

@@ -30,9 +30,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def attnlab_server(threads: int, log: Path, models: str = "minilm", env: dict[str, str] | None = None) -> Iterator[int]:
+def attnlab_server(
+    threads: int, log: Path, models: str = "minilm", env: dict[str, str] | None = None, pids: list[int] | None = None
+) -> Iterator[int]:
     """`attnlab serve` on a free loopback port with `models` (minilm), on the CPU, with no run cache; yields the
-    port. `env`: more ATTNLAB_ settings."""
+    port. `env`: more ATTNLAB_ settings; `pids`: the server's process id is put in it (its memory, read by
+    bench/checkpoints.py)."""
     port = free_port()
     exe = Path(sys.executable).with_name("attnlab")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "server"]
@@ -49,6 +52,8 @@ def attnlab_server(threads: int, log: Path, models: str = "minilm", env: dict[st
         proc = subprocess.Popen(
             [*cmd, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=out, stderr=out, cwd=ROOT
         )
+    if pids is not None:
+        pids.append(proc.pid)
     try:
         deadline = time.monotonic() + 180
         while True:

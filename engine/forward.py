@@ -41,6 +41,7 @@ registered on modules (global state that outlives a run): `engine.hooks.cache(re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -112,7 +113,7 @@ def layer_kinds(net: Network) -> tuple[LayerKind, ...]:
     """Every layer's kind, in order: a layer with its own window is local; a layer without rotary in a model whose
     other layers rotate sees no position at all (SmolLM3's every fourth layer: position reaches it only through the
     mask); every other layer is global (a model without rotary anywhere reads positions from its embeddings)."""
-    rotates = any(b.attn.rotary is not None for b in net.blocks)
+    rotates = any(b.attn.rotary is not None for b in net.held_blocks)
 
     def kind(b: Block) -> str:
         if b.window is not None:
@@ -121,7 +122,7 @@ def layer_kinds(net: Network) -> tuple[LayerKind, ...]:
 
     return tuple(
         LayerKind(i, kind(b), b.window, None if b.attn.rotary is None else b.attn.rotary.theta, b.attn.softcap)
-        for i, b in enumerate(net.blocks)
+        for i, b in enumerate(net.held_blocks)
     )
 
 
@@ -136,9 +137,10 @@ class Unembed:
     softcap: float | None = None  # final-logit softcap c; None: the logits as the product makes them
 
     def __call__(self, x: Tensor) -> Tensor:
-        logits = self.ln_final(x) @ self.W_U  # (B, S, V)
-        logits = logits if self.b_U is None else logits + self.b_U
-        return logits if self.softcap is None else softcap_(logits, self.softcap)
+        u = self.to(x.device, x.dtype)  # itself where it is in x's dtype; else a checkpoint's stored 16-bit W_U
+        logits = u.ln_final(x) @ u.W_U  # (B, S, V)
+        logits = logits if u.b_U is None else logits + u.b_U
+        return logits if u.softcap is None else softcap_(logits, u.softcap)
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> Unembed:
         b_U = None if self.b_U is None else self.b_U.to(device=device, dtype=dtype)
@@ -149,8 +151,20 @@ class Unembed:
 class Network:
     """Everything a forward pass reads besides the input: the blocks, and the unembedding if any."""
 
-    blocks: tuple[Block, ...]
+    blocks: Sequence[Block]  # a tuple, or a checkpoint's stored blocks converted as they are read (engine/stored.py)
     unembed: Unembed | None = None
+
+    @property
+    def held_blocks(self) -> Sequence[Block]:
+        """The blocks as the network holds them: a checkpoint's stored blocks where its blocks convert as they are
+        read (engine/stored.py), else the blocks. For what reads a block's kind, widths and which pieces it has
+        (its window, its norms) or keeps it (LayerTrace.held) rather than computing with it: nothing converted."""
+        stored: Sequence[Block] | None = getattr(self.blocks, "stored", None)
+        return self.blocks if stored is None else stored
+
+    def held(self, i: int) -> Block:
+        """Block i as the network holds it (held_blocks)."""
+        return self.held_blocks[i]
 
     def to(self, device: torch.device | str, dtype: torch.dtype) -> Network:
         return Network(
@@ -190,7 +204,8 @@ class LayerTrace:
     resid_in: Tensor  # (B, S, D) what the layer read: resid_pre
     resid_mid: Tensor  # (B, S, D') x + attention output (the output alone without a residual), before any norm
     resid_out: Tensor  # (B, S, D') what the layer passed on: resid_post, after Norm_mlp where there is one
-    weights: AttentionWeights  # the projections this layer used
+    held: AttentionWeights  # the projections this layer used, as the network holds them (Network.held): a
+    # checkpoint's in its stored dtype, not a converted copy that the run (and the run cache) would keep
     mlp_out: Tensor | None = None  # (B, S, D) the feed-forward's output, where there is one
     attn_in: Tensor | None = None  # (B, S, D) Norm_pre(x), what attention read, in a pre-LN block
     mlp_in: Tensor | None = None  # (B, S, D') Norm_attn(resid_mid) in a post-LN block
@@ -200,6 +215,13 @@ class LayerTrace:
     attn_post: Tensor | None = None  # (B, S, D) Norm_post_attn(attn.output), what joined the residual, where normed
     mlp_post: Tensor | None = None  # (B, S, D) Norm_post_mlp(mlp_out), what joined the residual, where normed
     routing: Routing | None = None  # the experts each position used and their weights, in a mixture of experts
+
+    @property
+    def weights(self) -> AttentionWeights:
+        """The projections this layer used, in the run's device and dtype: `held` itself, or a checkpoint's stored
+        16-bit projections converted (exactly) as they are read."""
+        w, x = self.held, self.resid_in
+        return w if (w.W_Q.dtype, w.W_Q.device) == (x.dtype, x.device) else w.to(x.device, x.dtype)
 
 
 @dataclass
@@ -305,7 +327,7 @@ def layer_eligible(eligible: Tensor | BlockMask, window: int | None) -> Tensor |
 def narrowest(net: Network) -> int | None:
     """The narrowest window of any layer's own (None: every layer global): under it a row loses the most keys, so
     a batch's padding rows that some local layer leaves without a key are found by it."""
-    return min((b.window for b in net.blocks if b.window is not None), default=None)
+    return min((b.window for b in net.held_blocks if b.window is not None), default=None)
 
 
 def forward(
@@ -354,6 +376,7 @@ def forward(
                 source=source,
                 past=past,
             )
+        trace.held = net.held(i).attn  # the run keeps the stored projections, not the block's converted copy
         layers.append(trace)
         kv.append((trace.attn.k, trace.attn.v))
         x = trace.resid_out

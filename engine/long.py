@@ -77,7 +77,7 @@ class RunShape:
 def run_shape(model: AttentionModel, inp: RunInput, s: int, device: torch.device, dtype: torch.dtype) -> RunShape:
     """The shape of a long run of `model` on `inp` at `s` tokens, read from its network before anything runs."""
     net = model.network(inp, device, dtype)
-    w = net.blocks[0].attn
+    w = net.held(0).attn
     return RunShape(s, model.last_layer(inp) + 1, w.n_heads, w.n_kv_heads, w.d_head)
 
 
@@ -118,18 +118,18 @@ def long_run(
     x = enc.x.to(device=device, dtype=dtype)
     x = x[None] if x.dim() == 2 else x
     fwd = forward(x, net, mask, scale=inp.scale, all_masked=inp.all_masked, last_layer=model.last_layer(inp))
-    heads = net.blocks[0].attn.n_heads
+    heads = net.held(0).attn.n_heads
     fine = fine_cell(s, heads * len(fwd.layers), pyramid_bytes)
     kept, summaries = [], []
     block = 1
     for trace in fwd.layers:
         stop.check()
-        a, b = trace.attn, net.blocks[trace.index]
+        a, b = trace.attn, net.held(trace.index)  # its window and softcap
         assert a.lse is not None  # a BlockMask run: attention made the row normalisers, not the weights
         own = mask.within(b.window)  # a local layer's own window: the mask its weights were made under
         q, k, lse = a.q[0].float().cpu(), a.k[0].float().cpu(), a.lse[0].float().cpu()
         layer, smax, smean, block = keep(q, k, lse, own, a.scale_factor, fine, grid, b.attn.softcap)
         kept.append(layer)
         summaries.append((smax, smean))
-    w = net.blocks[0].attn
+    w = net.held(0).attn
     return LongRun(model.name, list(enc.tokens), kept, summaries, block, grid, w.n_heads, w.d_head)

@@ -25,6 +25,7 @@ from engine.errors import InputError
 from engine.forward import KVCache, Network, forward
 from engine.models.base import AttentionModel, Encoded, ModelRun, RunInput, top_predictions
 from engine.models.declare import able
+from engine.stored import StoredBlocks
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class DecodeResult:
 
 
 def cache_formula(net: Network, dtype: torch.dtype) -> CacheFormula:
-    w = net.blocks[0].attn
+    w = net.held(0).attn
     n, size = len(net.blocks), torch.empty((), dtype=dtype).element_size()
     per_token = n * w.n_kv_heads * (w.d_head + w.d_v) * size
     name = str(dtype).removeprefix("torch.")
@@ -76,9 +77,10 @@ def at_length(net: Network, s: int) -> Network:
     step at position t would otherwise read as t + 1 (engine/rotary.py)."""
     blocks = tuple(
         b if b.attn.rotary is None else replace(b, attn=replace(b.attn, rotary=b.attn.rotary.at_length(s)))
-        for b in net.blocks
+        for b in net.held_blocks  # a checkpoint's as stored, still converted a block at a time as they run
     )
-    return replace(net, blocks=blocks)
+    held = net.blocks
+    return replace(net, blocks=held.holding(blocks) if isinstance(held, StoredBlocks) else blocks)
 
 
 def decode(

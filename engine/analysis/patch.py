@@ -143,7 +143,7 @@ def setup(
             f"has {s} tokens and clean has {len(clean.tokens)}: patching needs inputs of the same length",
         )
     net = model.network(corrupted_inp, device, dtype)
-    if hook == "mlp_out" and all(b.mlp is None for b in net.blocks):
+    if hook == "mlp_out" and all(b.mlp is None for b in net.held_blocks):
         raise InputError("hook", f"{model.name} has no feed-forward: patch resid_pre, attn_out, z or pattern")
     _, eligible = model.eligibility(corrupted_inp, corrupted, device)
     _, clean_eligible = model.eligibility(clean_inp, clean, device)
@@ -168,7 +168,7 @@ def setup(
         patch_source(clean_run, hook),
         targets,
         len(net.blocks),
-        net.blocks[0].attn.n_heads,
+        net.held(0).attn.n_heads,
     )
 
 

@@ -60,7 +60,7 @@ class QKAttribution:
 
 
 def post_norm_reason(net: Network) -> str | None:
-    for i, b in enumerate(net.blocks):
+    for i, b in enumerate(net.held_blocks):
         if b.ln_attn is not None or b.ln_mlp is not None:
             return (
                 f"layer {i} normalises the residual stream after adding to it (post-norm, as BERT does), so what a "
@@ -131,7 +131,7 @@ def frozen_norm(norm: object | None, x: Tensor, parts: Tensor) -> tuple[Tensor, 
 def qk_attribution(run: ModelRun, net: Network, layer: int, head: int, query: int, key: int) -> QKAttribution:
     """Every (query source, key source) term of the score of `head` in `layer` at (query, key); see the module
     docstring. `run` is a pass of one sequence through `net` (without interventions)."""
-    cap = net.blocks[layer].attn.softcap if 0 <= layer < len(net.blocks) else None
+    cap = net.held(layer).attn.softcap if 0 <= layer < len(net.blocks) else None
     if cap is not None:
         raise InputError(
             "layer",

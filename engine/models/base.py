@@ -268,7 +268,7 @@ class AttentionModel(ABC):
         masks, eligible = self.eligibility(inp, enc, device) if after is None else (after.masks, after.eligible)
         net = self.network(inp, device, dtype)
         keys = None if enc.source is None else len(enc.source.tokens)  # with a source, values come from it
-        interventions.validate(len(net.blocks), net.blocks[0].attn.n_heads, s, keys)
+        interventions.validate(len(net.blocks), net.held(0).attn.n_heads, s, keys)
         timings: dict[str, float] = {} if after is None else dict(after.timings_ms)
         with timed(timings, "embed", device) if after is None else nullcontext():  # (a continued pass reads after's)
             x = enc.x.to(device=device, dtype=dtype)
@@ -303,8 +303,8 @@ class AttentionModel(ABC):
         )
 
     def run_config(self, net: Network, fwd: ForwardResult, enc: Encoded) -> RunConfig:
-        w = net.blocks[0].attn
-        mlp = net.blocks[0].mlp
+        w = net.held(0).attn  # its widths and pieces: a checkpoint's block as stored, nothing converted
+        mlp = net.held(0).mlp
         next_word: tuple[dict[str, Any], ...] = ()
         if fwd.logits is not None and self.info.vocab is not None and enc.batch is None:
             next_word = tuple(row[0] for row in top_predictions(fwd.logits[0], self.info.vocab, 1))

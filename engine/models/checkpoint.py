@@ -146,7 +146,9 @@ def weight_files(directory: Path) -> list[Path]:
 
 
 def read_tensors(files: list[Path], family: Family, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, Tensor]:
-    """Every tensor `shapes` names, its shape checked against the header before it is loaded, as float32."""
+    """Every tensor `shapes` names, its shape checked against the header before it is loaded, as the file stores
+    it: safetensors maps the file, so each tensor is a view of its pages, not a copy (a bfloat16 checkpoint stays
+    bfloat16: a run converts one block at a time, engine/stored.py)."""
     found: dict[str, tuple[Path, str]] = {}
     for path in files:
         try:
@@ -174,7 +176,7 @@ def read_tensors(files: list[Path], family: Family, shapes: Mapping[str, tuple[i
                         f"{path.name}: tensor {key} has shape {list(got)}, expected {list(shapes[name])} "
                         "from config.json"
                     )
-                out[name] = f.get_tensor(key).to(torch.float32)
+                out[name] = f.get_tensor(key)
     return out
 
 

@@ -21,6 +21,7 @@ from engine.models.base import AttentionModel, Encoded, ModelInfo, NetworkCache,
 from engine.models.declare import Capabilities
 from engine.models.families import CheckpointError, Mapped, Sizes
 from engine.normaliser import check_length
+from engine.stored import converted_per_block
 from engine.tokens import TokenizerFailed, TokenPieces, encode
 
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog because it was in a hurry."
@@ -167,6 +168,10 @@ class CheckpointModel(AttentionModel):
         return super().count_tokens(inp)
 
     def network(self, inp: RunInput, device: torch.device, dtype: torch.dtype) -> Network:
+        """On the CPU the weights as loaded (mapped from the file, in its dtype), each block converted as the pass
+        reaches it (engine/stored.py), so that no second copy of the checkpoint is held; on a GPU one copy there."""
+        if device.type == "cpu":
+            return converted_per_block(self.net.net, device, dtype)
         return self.net.on(device, dtype)
 
     def run_config(self, net: Network, fwd: ForwardResult, enc: Encoded) -> RunConfig:

@@ -76,7 +76,7 @@ def patch_run_route(req: PatchRunRequest, ctx: Context) -> dict[str, Any]:
             "cell.column",
         )
     if req.hook == "mlp_out" and all(
-        b.mlp is None for b in model.network(pb.inp, runtime.device, runtime.dtype).blocks
+        b.mlp is None for b in model.network(pb.inp, runtime.device, runtime.dtype).held_blocks
     ):
         raise ApiError(422, "invalid_request", f"{model.info.name} has no feed-forward to patch", "hook")
     _, eligible = model.eligibility(pb.inp, pb.encoded, runtime.device)

@@ -86,25 +86,32 @@ class Embedding:
     W_in: Tensor | None = None  # (E, D) word embeddings narrower than the residual, projected up (OPT's project_in)
 
     def __call__(self, ids: Tensor, start: int = 0) -> Tensor:
-        """(S,) ids at positions start .. start + S - 1 -> (S, D), in W_E's dtype."""
-        x = self.W_E[ids]
+        """(S,) ids at positions start .. start + S - 1 -> (S, D), in W_E's dtype, or float32 where the checkpoint
+        stores 16-bit numbers (every row read converted exactly, as the whole table once was at loading)."""
+        x = wide(self.W_E[ids])
         if self.scale is not None:
             x = x * torch.tensor(self.scale).to(x.dtype)  # a float32 scalar first, as Gemma rounds it
         if self.W_in is not None:
-            x = x @ self.W_in
+            x = x @ wide(self.W_in)
         if self.W_pos is not None:
             first = start + self.position_offset
-            x = x + self.W_pos[first : first + ids.shape[0]]
+            x = x + wide(self.W_pos[first : first + ids.shape[0]])
         if self.W_type is not None:
-            x = x + self.W_type
+            x = x + wide(self.W_type)
         if self.ln is not None:
-            x = F.layer_norm(x, (x.shape[-1],), self.ln.weight, self.ln.bias, self.ln.eps)
+            ln = self.ln.to(x.device, x.dtype)
+            x = F.layer_norm(x, (x.shape[-1],), ln.weight, ln.bias, ln.eps)
         return x
 
     @property
     def positions(self) -> int | None:
         """How many positions the learned embeddings cover; None without them."""
         return None if self.W_pos is None else self.W_pos.shape[0] - self.position_offset
+
+
+def wide(t: Tensor) -> Tensor:
+    """`t` in float32 where it holds 16-bit floats (a checkpoint stored in bfloat16 or float16), else itself."""
+    return t.float() if t.dtype in (torch.bfloat16, torch.float16) else t
 
 
 @dataclass(frozen=True)

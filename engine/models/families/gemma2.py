@@ -19,7 +19,7 @@ global for odd ones. The pieces here (the block, the norms, the caps, the kinds)
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from torch import Tensor
@@ -187,7 +187,7 @@ def block(
     )
 
 
-def kinds_in_words(blocks: tuple[Block, ...]) -> str:
+def kinds_in_words(blocks: Sequence[Block]) -> str:
     """'L0 local 4 (theta 10000) · L1 global (theta 1e+06) ...': each layer's kind, for the architecture line."""
     parts = []
     for i, b in enumerate(blocks):
