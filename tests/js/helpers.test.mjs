@@ -150,6 +150,15 @@ test('a learned sink column: geometry, weights per query, hover and caption', as
   assert.match(hover, /^query \d+ → the head's sink: 0\.2500 \(no value; the row's weights over the keys sum to 1 - 0\.2500 = 0\.7500\)$/);
   assert.equal(H.sinkCaption({mean_sink_weight: 0.125}), 'sink w̄ 0.13');
   assert.equal(H.sinkCaption({mean_entropy: 1}), '');
+  // the large head's sink column: half a cell right of K keys, coloured on the keys' scale, hovered per query
+  const F = await mod('focuscells.js');
+  const C = await mod('colors.js');
+  const scale = {min: 0, max: 1, stops: ['#000000', '#ffffff']};
+  const col = F.sinkColumn(Float32Array.of(0, 0.5), scale, 3, {text: '#111'});
+  eq([col.trace.x0, col.tick], [3.5, {value: 3.5, text: 'sink'}]);
+  eq(col.trace.z, [[C.colorAt(scale.stops, 0).map(Math.round)], [C.colorAt(scale.stops, 0.5).map(Math.round)]]);
+  eq(col.trace.text, [[H.sinkHover(0, 0)], [H.sinkHover(1, 0.5)]]);
+  eq([col.shape.x0, col.shape.x1, col.shape.y0, col.shape.y1], [3, 4, -0.5, 1.5]);
 });
 
 test('view helpers', async () => {
