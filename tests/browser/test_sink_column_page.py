@@ -5,6 +5,7 @@ hover; a head without a sink (textbook's) draws no such column."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
@@ -83,6 +84,12 @@ def test_a_sink_head_draws_its_sink_column_and_a_textbook_head_none(page: Page, 
     expect(page.locator("#tooltip")).to_contain_text(
         f"→ the head's sink: {w:.4f} (no value; the row's weights over the keys sum to 1 - {w:.4f} = {1 - w:.4f})"
     )
+    # the stats table ends with each head's mean sink weight
+    stats = page.locator("#stats")
+    expect(stats.locator("thead th").last).to_have_text("Mean sink weight")
+    label = page.locator("th", has_text=re.compile(rf"^(L{layer} )?H{index}$"))
+    row = stats.locator("tbody tr").filter(has=label).first
+    expect(row.locator("td").last).to_have_text(f"{head['stats']['mean_sink_weight']:.3f}")
     # the large head: the same column, half a cell right of the keys, ticked "sink"
     page.wait_for_selector("#focus-plot[data-ticks]:not([data-ticks=''])", state="attached")
     large = page.evaluate(FOCUS_SINK_JS)
@@ -97,6 +104,7 @@ def test_a_sink_head_draws_its_sink_column_and_a_textbook_head_none(page: Page, 
     page.wait_for_selector("#focus-plot[data-ticks]:not([data-ticks=''])", state="attached")
     plain = page.evaluate(FOCUS_SINK_JS)
     assert (plain["sink"], plain["x0"], plain["sinkTick"]) == (None, None, None)
+    expect(page.locator("#stats thead th").last).to_have_text("Health")
     for i in range(cards.count()):
         assert cards.nth(i).get_attribute("data-sink") is None
         assert "sinkX" not in json.loads(cards.nth(i).get_attribute("data-layout") or "")

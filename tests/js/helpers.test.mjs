@@ -159,6 +159,15 @@ test('a learned sink column: geometry, weights per query, hover and caption', as
   eq(col.trace.z, [[C.colorAt(scale.stops, 0).map(Math.round)], [C.colorAt(scale.stops, 0.5).map(Math.round)]]);
   eq(col.trace.text, [[H.sinkHover(0, 0)], [H.sinkHover(1, 0.5)]]);
   eq([col.shape.x0, col.shape.x1, col.shape.y0, col.shape.y1], [3, 4, -0.5, 1.5]);
+  // the stats table's row ends with the mean sink weight only where the heads have sinks
+  const st = await mod('stats.js');
+  const stats = {mean_entropy: 0.5, masked_share: [0], masked_weight: [0], max_row_sum_error: 0, zero_rows: [],
+    mean_sink_weight: 0.25};
+  const withSink = st.statsRow('H0', stats, 'H', true);
+  assert.equal(withSink.length, st.STATS_COLUMNS.length + 1);
+  assert.equal(withSink.at(-1), '0.250');
+  eq(st.statsRow('H0', stats), withSink.slice(0, -1));
+  assert.equal(st.SINK_STATS_COLUMN[0], 'Mean sink weight');
 });
 
 test('view helpers', async () => {
