@@ -259,7 +259,9 @@ export function renderHeads(root, pager, view, handlers) {
   const S = view.tokens.length;
   const keys = view.keyTokens || view.tokens;
   const wantLabels = items.length <= 12;
-  const cell = cellSize(Math.max(S, keys.length), items.length, widthOf(root, 900), wantLabels);
+  // a page with a learned sink column gives it room: one column more than the keys
+  const sinkCols = items.some((item) => cardSink(view, item.head)) ? 1 : 0;
+  const cell = cellSize(Math.max(S, keys.length + sinkCols), items.length, widthOf(root, 900), wantLabels);
   const labels = wantLabels && cell >= 7;
   const keysOnly = layoutFor(S, { cell, labels, maxLabel: 6, cols: keys.length });
   // a head with a learned sink in the weights view: the same layout and one column more for it

@@ -79,9 +79,10 @@ export function sinkHover(q, w) {
   return `query ${pos(q)} → the head's sink: ${w.toFixed(4)} (no value; the row's weights over the keys sum to 1 - ${w.toFixed(4)} = ${(1 - w).toFixed(4)})`;
 }
 
-// A head's mean sink weight for its card's caption, or "" without one.
+// A head's mean learned sink weight for its card's caption (apart from `sink_mass`, the weight on the first or hidden
+// keys), or "" without one.
 export function sinkCaption(stats) {
-  return stats?.mean_sink_weight != null ? `sink w̄ ${stats.mean_sink_weight.toFixed(2)}` : "";
+  return stats?.mean_sink_weight != null ? `learned sink w̄ ${stats.mean_sink_weight.toFixed(2)}` : "";
 }
 
 // The cell under canvas point (x, y), or null outside the matrix; over a sink column, {q, k: null, sink: true}.

@@ -74,7 +74,7 @@ def test_a_sink_head_draws_its_sink_column_and_a_textbook_head_none(page: Page, 
     cells = page.evaluate(SINK_CELLS_JS, [card.get_attribute("id"), sink])
     for got, colour in cells:
         assert max(abs(a - b) for a, b in zip(got, colour, strict=True)) <= 2, (got, colour)
-    expect(card.locator("figcaption .meta")).to_contain_text(f"sink w̄ {head['stats']['mean_sink_weight']:.2f}")
+    expect(card.locator("figcaption .meta")).to_contain_text(f"learned sink w̄ {head['stats']['mean_sink_weight']:.2f}")
     # hovering query 1's sink cell says the weight and what the keys share
     layout = json.loads(card.get_attribute("data-layout") or "")
     box = card.locator("canvas").bounding_box()

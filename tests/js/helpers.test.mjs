@@ -148,7 +148,7 @@ test('a learned sink column: geometry, weights per query, hover and caption', as
   none(heads.cardSink({view: 'weights', item: 0}, {weights: [[1]]}));
   const hover = H.sinkHover(2, 0.25);
   assert.match(hover, /^query \d+ → the head's sink: 0\.2500 \(no value; the row's weights over the keys sum to 1 - 0\.2500 = 0\.7500\)$/);
-  assert.equal(H.sinkCaption({mean_sink_weight: 0.125}), 'sink w̄ 0.13');
+  assert.equal(H.sinkCaption({mean_sink_weight: 0.125}), 'learned sink w̄ 0.13');
   assert.equal(H.sinkCaption({mean_entropy: 1}), '');
   // the large head's sink column: half a cell right of K keys, coloured on the keys' scale, hovered per query
   const F = await mod('focuscells.js');
