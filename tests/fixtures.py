@@ -53,6 +53,11 @@ SERVERS: dict[str, Config] = {
         "every layer (under the pinned limits the page falls back to one layer)",
     ),
     "checkpoint": Config("textbook,mine={llama}", {}, "textbook and a tiny random llama checkpoint served as `mine`"),
+    "sinks": Config(
+        "textbook,oss={gpt_oss}",
+        {},
+        "textbook beside a tiny random gpt_oss checkpoint served as `oss`: every head of its layers has a learned sink",
+    ),
     "unloadable": Config(
         "textbook,bad={bad},gone={gone},t5={t5}",
         {},
@@ -93,6 +98,12 @@ def full_length_server() -> Iterator[str]:
 def llama_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random llama checkpoint (byte-level BPE, <s> before every text); tests copy it before changing it."""
     return make_checkpoint("llama", tmp_path_factory.mktemp("llama"))
+
+
+@pytest.fixture(scope="session")
+def sinks_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with start("sinks", gpt_oss=make_checkpoint("gpt_oss", tmp_path_factory.mktemp("gpt_oss"))) as base:
+        yield base
 
 
 @pytest.fixture(scope="session")

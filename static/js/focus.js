@@ -25,11 +25,12 @@ import {
   headImage,
   hoverTexts,
   maskPath,
+  sinkColumn,
   tickEvery,
   tickLabels,
   ticksOf,
 } from "./focuscells.js";
-import { themeInk } from "./heatmap.js";
+import { sinkWeights, themeInk } from "./heatmap.js";
 import { headName } from "./interventions.js";
 import { moveCursor } from "./eligibility.js";
 import { PLOT_CONFIG } from "./plotly.js";
@@ -100,6 +101,10 @@ export function renderFocus(el, view, head, layer) {
     });
   }
   const ink = themeInk();
+  // a head's learned sink in the weights view: one column of its own right of the keys
+  const sink = view.view === "weights" ? sinkWeights(head, view.item) : null;
+  const sinkCol = sink ? sinkColumn(sink, scale, K, ink) : null;
+  if (sinkCol) traces.push(sinkCol.trace);
   const width = widthOf(el, 480);
   const height = Math.round(Math.min(FOCUS_HEIGHT.max, Math.max(FOCUS_HEIGHT.min, width * 0.9)));
   // what the last toggle changed: one path whatever the number of cells, never a shape per cell (130,816 dotted
@@ -107,11 +112,13 @@ export function renderFocus(el, view, head, layer) {
   const cellPx = Math.min(width, height) / Math.max(S, K);
   el.outline = changedPath(view.changed || [], S, K, cellPx >= INNER_EDGES_PX).path;
   const shapes = focusShapes(view, S, K, ink, el.cursor, el.outline);
+  if (sinkCol) shapes.push(sinkCol.shape);
+  const withSink = (t) => (sinkCol ? { tickvals: [...t.tickvals, sinkCol.tick.value], ticktext: [...t.ticktext, sinkCol.tick.text] } : t);
   // as many labels as fit along each axis (the length the plot had last time, else a guess from its width)
   const font = S > 16 ? 9 : 11;
   const prevLen = el._fullLayout?.xaxis?._length;
   const guess = Math.max(120, Math.min(width - 160, height - 120));
-  const xTicks = ticksOf(tickLabels(keys), tickEvery(K, prevLen || guess, font * TICK_PX.x));
+  const xTicks = withSink(ticksOf(tickLabels(keys), tickEvery(K, prevLen || guess, font * TICK_PX.x)));
   const yTicks = ticksOf(tickLabels(view.tokens), tickEvery(S, el._fullLayout?.yaxis?._length || guess, font * TICK_PX.y));
   const axis = (title, t) => ({
     title: { text: title, standoff: 6 }, tickmode: "array", ...t,
@@ -143,7 +150,7 @@ export function renderFocus(el, view, head, layer) {
   el.dataset.head = String(head.index);
   el.dataset.height = String(height);
   // what the image shows, for tests and tools: the matrix (read, and so widened, only when asked), its mask, its scale
-  el.drawn = { get matrix() { return head[key]; }, eligible: view.eligible, scale };
+  el.drawn = { get matrix() { return head[key]; }, eligible: view.eligible, scale, sink };
   el.drawnView = view;
   el.dataset.ticks = "";
   // the labels again for the length the axes took once plotly has placed them (its automatic margins are worked out
@@ -155,7 +162,8 @@ export function renderFocus(el, view, head, layer) {
       ["xaxis", K, tickLabels(keys), font * TICK_PX.x, xTicks],
       ["yaxis", S, tickLabels(view.tokens), font * TICK_PX.y, yTicks],
     ]) {
-      const t = ticksOf(labels, tickEvery(count, el._fullLayout[name]._length, per));
+      const every = ticksOf(labels, tickEvery(count, el._fullLayout[name]._length, per));
+      const t = name === "xaxis" ? withSink(every) : every;
       if (t.tickvals.length !== had.tickvals.length) Object.assign(fit, { [`${name}.tickvals`]: t.tickvals, [`${name}.ticktext`]: t.ticktext });
     }
     if (Object.keys(fit).length) {

@@ -4,7 +4,7 @@
 // helpers a test can call; nothing here touches the page.
 
 import { MASK_FILL, colorAt, inkOn, normalise } from "./colors.js";
-import { paintPixels } from "./heatmap.js";
+import { paintPixels, sinkHover } from "./heatmap.js";
 import { LAYER_WINDOW, REASONS, cellReasons } from "./masks.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
 import { pos } from "./positions.js";
@@ -256,3 +256,24 @@ export function focusShapes(view, S, K, ink, cursor, outline = "") {
   }
   return shapes;
 }
+
+// A head's learned sink (its weight per query) beside the K key columns of the large head, as plotly data: an image
+// trace one pixel wide at x = K + 0.5 (half a cell apart from the keys), on the keys' colour scale, with its hover;
+// the dashed outline that sets it apart; and its tick, "sink".
+export function sinkColumn(sink, scale, K, ink) {
+  const x = K + 0.5;
+  const S = sink.length;
+  return {
+    trace: {
+      type: "image", x0: x, y0: 0, dx: 1, dy: 1, zsmooth: false, colormodel: "rgb",
+      z: Array.from(sink, (w) => [colorAt(scale.stops, normalise(w, scale)).map(Math.round)]),
+      text: Array.from(sink, (w, q) => [sinkHover(q, w)]), hovertemplate: "%{text}<extra></extra>",
+    },
+    shape: {
+      type: "rect", x0: x - 0.5, x1: x + 0.5, y0: -0.5, y1: S - 0.5,
+      line: { color: ink.text, width: 1, dash: "dot" }, layer: "above",
+    },
+    tick: { value: x, text: "sink" },
+  };
+}
+

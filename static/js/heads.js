@@ -9,7 +9,17 @@ import { halfRows } from "./arrays.js";
 import { renderBugBanner } from "./bugs.js";
 import { headScale, legendTicks, matrixKey } from "./colors.js";
 import { node, noteWidth, widthOf } from "./dom.js";
-import { cellAt, drawHeatmap, layoutFor, maskedCells, repaintHighlight, sizeCanvas } from "./heatmap.js";
+import {
+  cellAt,
+  drawHeatmap,
+  layoutFor,
+  maskedCells,
+  repaintHighlight,
+  sinkCaption,
+  sinkHover,
+  sinkWeights,
+  sizeCanvas,
+} from "./heatmap.js";
 import { act } from "./actions.js";
 import { selectView, shownDeps } from "./selectors.js";
 import { pieceQuote } from "./piece.js";
@@ -152,6 +162,11 @@ export function bind(root, store) {
   pager.querySelector("[data-role=next]").addEventListener("click", () => store.dispatch(act.pageSet(store.getState().ui.page + 1)));
 }
 
+// A head's learned sink weight per query, drawn as a column of its own in the weights view; null otherwise.
+export function cardSink(view, head) {
+  return view.view === "weights" ? sinkWeights(head, view.item) : null;
+}
+
 // The tooltip on a cell, and the row and column it lights up in every head.
 function hover(view, cell, event, dispatch) {
   const tip = $("tooltip");
@@ -162,19 +177,31 @@ function hover(view, cell, event, dispatch) {
   }
   const layer = view.heads.find((h) => h.layer === cell.layer && h.head.index === cell.head);
   const head = layer.head;
+  const who = `${view.multiLayer ? `Layer ${cell.layer} · ` : ""}head ${cell.head}`;
+  if (cell.sink) {
+    tip.replaceChildren(node("div", {}, who), node("div", {}, sinkHover(cell.q, cardSink(view, head)[cell.q])));
+    tip.hidden = false;
+    place(tip, event);
+    dispatch(act.highlightSet({ q: cell.q, k: null }));
+    return;
+  }
   const ok = view.eligible[cell.q][cell.k];
   const lines = [
-    `${view.multiLayer ? `Layer ${cell.layer} · ` : ""}head ${cell.head}`,
+    who,
     `query ${pos(cell.q)} ${pieceQuote(view.tokens[cell.q])} → key ${pos(cell.k)} ${pieceQuote((view.keyTokens || view.tokens)[cell.k])}`,
     ...(head.scores ? [`score ${head.scores[cell.q][cell.k].toFixed(4)}${ok ? "" : " (before masking)"}`] : []),
     ok ? `weight ${head.weights[cell.q][cell.k].toFixed(4)}` : `masked · weight ${head.weights[cell.q][cell.k].toFixed(4)}`,
   ];
   tip.replaceChildren(...lines.map((l) => node("div", {}, l)));
   tip.hidden = false;
+  place(tip, event);
+  dispatch(act.highlightSet({ q: cell.q, k: cell.k }));
+}
+
+function place(tip, event) {
   const x = Math.min(window.innerWidth - 300, event.clientX + 14);
   tip.style.left = `${Math.max(0, x) + window.scrollX}px`;
   tip.style.top = `${event.clientY + window.scrollY + 14}px`;
-  dispatch(act.highlightSet({ q: cell.q, k: cell.k }));
 }
 
 // The legend: the scale's colours with numbers under them, the masked and blocked keys.
@@ -232,11 +259,17 @@ export function renderHeads(root, pager, view, handlers) {
   const S = view.tokens.length;
   const keys = view.keyTokens || view.tokens;
   const wantLabels = items.length <= 12;
-  const cell = cellSize(Math.max(S, keys.length), items.length, widthOf(root, 900), wantLabels);
+  // a page with a learned sink column gives it room: one column more than the keys
+  const sinkCols = items.some((item) => cardSink(view, item.head)) ? 1 : 0;
+  const cell = cellSize(Math.max(S, keys.length + sinkCols), items.length, widthOf(root, 900), wantLabels);
   const labels = wantLabels && cell >= 7;
-  const layout = layoutFor(S, { cell, labels, maxLabel: 6, cols: keys.length });
+  const keysOnly = layoutFor(S, { cell, labels, maxLabel: 6, cols: keys.length });
+  // a head with a learned sink in the weights view: the same layout and one column more for it
+  const withSink = layoutFor(S, { cell, labels, maxLabel: 6, cols: keys.length, sink: true });
   const masked = maskedList(view.eligible);
   for (const item of items) {
+    const sink = cardSink(view, item.head);
+    const layout = sink ? withSink : keysOnly;
     const fig = document.createElement("figure");
     fig.className = "head-card";
     fig.setAttribute("data-testid", "head-heatmap");
@@ -246,7 +279,7 @@ export function renderHeads(root, pager, view, handlers) {
     fig.dataset.view = view.view;
     fig.dataset.maskedCells = masked;
     fig.dataset.hidden = (view.hidden || []).join(","); // key columns the sinks view hides, framed dashed
-    fig.dataset.layout = JSON.stringify({ left: layout.left, top: layout.top, cell: layout.cell });
+    fig.dataset.layout = JSON.stringify({ left: layout.left, top: layout.top, cell: layout.cell, sinkX: layout.sinkX });
     fig.tabIndex = 0;
     fig.setAttribute("role", "button");
     const isFocus = view.focus && view.focus[0] === item.layer && view.focus[1] === item.head.index;
@@ -264,6 +297,8 @@ export function renderHeads(root, pager, view, handlers) {
     meta.textContent = st ? `H̄ ${st.mean_entropy.toFixed(2)}` : "";
     // the weight on the sink keys (the hidden ones with sinks, else the first position), from the weights as computed
     if (st?.sink_mass != null) meta.textContent += ` · sink ${st.sink_mass.toFixed(2)}`;
+    // a learned sink's mean weight over the queries (the column right of the keys)
+    if (sinkCaption(st)) meta.textContent += ` · ${sinkCaption(st)}`;
     if (view.kvGroups < view.nHeads) meta.textContent += ` · kv ${item.head.kv_group}`;
     cap.append(name, meta);
     const canvas = document.createElement("canvas");
@@ -288,7 +323,8 @@ export function renderHeads(root, pager, view, handlers) {
     fig.append(cap, canvas, ...(strip ? [strip] : []), foot);
     root.append(fig);
     const ctx = sizeCanvas(canvas, layout);
-    const card = { fig, canvas, ctx, layout, item, scale };
+    if (sink) fig.dataset.sink = Array.from(sink).join(",");
+    const card = { fig, canvas, ctx, layout, item, scale, sink };
     cards.push(card);
     canvas.addEventListener("mousemove", (e) => {
       const r = canvas.getBoundingClientRect();
@@ -333,6 +369,7 @@ export function paintHeads(cards, view) {
       layout: card.layout,
       changed: view.changed,
       hidden: view.hidden,
+      sink: card.sink,
     });
     card.base = null;
     card.lit = false;

@@ -13,6 +13,7 @@ export const MIN_LABEL_CELL = 9; // below this cell size tick labels are thinned
 export const HATCH_GAP = 5;
 export const DOWNSAMPLE_BELOW = 3; // cells smaller than this (px) are painted one pixel each, then scaled down
 export const HATCH_FROM = 4; // cells at least this big (px) are hatched; smaller masked cells are a flat MASK_FILL
+export const SINK_GAP = 6; // px between the last key column and a head's learned sink column
 
 let inkRead = null; // {dark, ink}: the colours last read, and for which colour scheme
 
@@ -41,8 +42,9 @@ export function truncate(token, n) {
 }
 
 // Where everything goes for a matrix of `seqLen` query rows and `cols` key columns (default: square) with cells of
-// `cell` px. `plot` is the height of the matrix, `plotW` its width.
-export function layoutFor(seqLen, { cell, labels = true, maxLabel = 8, cols = seqLen }) {
+// `cell` px. `plot` is the height of the matrix, `plotW` its width. `sink`: one more column, SINK_GAP px right of
+// the keys at `sinkX`, for a head with a learned sink (a layout without it has no `sinkX`).
+export function layoutFor(seqLen, { cell, labels = true, maxLabel = 8, cols = seqLen, sink = false }) {
   const font = Math.max(8, Math.min(12, Math.round(cell * 0.75)));
   const labelWidth = labels ? Math.ceil(font * 0.62 * (maxLabel + 3)) : 0;
   const titleBand = labels ? font + 8 : 0;
@@ -51,18 +53,45 @@ export function layoutFor(seqLen, { cell, labels = true, maxLabel = 8, cols = se
   const plot = seqLen * cell;
   const plotW = cols * cell;
   const bottom = labels ? Math.ceil(labelWidth * 0.75) + titleBand + 4 : 4;
-  return {
+  const L = {
     seqLen, cols, cell, font, labels, maxLabel, left, top, plot, plotW, titleBand, labelWidth,
     width: left + plotW + 6,
     height: top + plot + bottom,
     step: cell >= MIN_LABEL_CELL ? 1 : Math.ceil(MIN_LABEL_CELL / Math.max(cell, 1)),
   };
+  if (sink) {
+    L.sinkX = left + plotW + SINK_GAP;
+    L.width += SINK_GAP + cell;
+  }
+  return L;
 }
 
-// The cell under canvas point (x, y), or null outside the matrix.
+// The sink weight each query of a head gave its learned sink, one number a query (a batch answer's `sink` is B x S:
+// item `item`'s row), or null for a head without a sink.
+export function sinkWeights(head, item = 0) {
+  const sink = head?.sink;
+  if (sink == null) return null;
+  return typeof sink[0] === "number" ? sink : sink[item] ?? null;
+}
+
+// What hovering query q's sink cell says: the sink weight w, and what it leaves the keys.
+export function sinkHover(q, w) {
+  return `query ${pos(q)} → the head's sink: ${w.toFixed(4)} (no value; the row's weights over the keys sum to 1 - ${w.toFixed(4)} = ${(1 - w).toFixed(4)})`;
+}
+
+// A head's mean learned sink weight for its card's caption (apart from `sink_mass`, the weight on the first or hidden
+// keys), or "" without one.
+export function sinkCaption(stats) {
+  return stats?.mean_sink_weight != null ? `learned sink w̄ ${stats.mean_sink_weight.toFixed(2)}` : "";
+}
+
+// The cell under canvas point (x, y), or null outside the matrix; over a sink column, {q, k: null, sink: true}.
 export function cellAt(layout, x, y) {
   const k = Math.floor((x - layout.left) / layout.cell);
   const q = Math.floor((y - layout.top) / layout.cell);
+  if (layout.sinkX != null && x >= layout.sinkX && x < layout.sinkX + layout.cell && q >= 0 && q < layout.seqLen) {
+    return { q, k: null, sink: true };
+  }
   if (k < 0 || q < 0 || k >= (layout.cols ?? layout.seqLen) || q >= layout.seqLen) return null;
   return { q, k };
 }
@@ -294,10 +323,38 @@ function finish(ctx, L, opts, tokens, keyTokens, ink) {
   ctx.strokeStyle = ink.frame;
   ctx.lineWidth = 1;
   ctx.strokeRect(L.left - 0.5, L.top - 0.5, (L.plotW ?? L.plot) + 1, L.plot + 1);
+  drawSink(ctx, L, opts.sink, opts.scale, ink);
   const hl = opts.highlight || {};
   if (L.labels) drawAxes(ctx, L, tokens, keyTokens, hl, ink);
   drawHidden(ctx, L, opts.hidden);
   drawHighlight(ctx, L, hl);
+  ctx.restore();
+}
+
+// A head's learned sink (`opts.sink`, its weight per query) as one column apart at L.sinkX, on the keys' colour
+// scale, in a dashed frame of its own and named "sink" under it. Nothing without a sink or a layout that has room.
+function drawSink(ctx, L, sink, scale, ink) {
+  if (!sink || L.sinkX == null) return;
+  const c = L.cell;
+  for (let q = 0; q < L.seqLen; q++) {
+    ctx.fillStyle = rgbString(colorAt(scale.stops, normalise(sink[q], scale)));
+    ctx.fillRect(L.sinkX, L.top + q * c, c, c);
+  }
+  ctx.save();
+  ctx.setLineDash([3, 2]);
+  ctx.strokeStyle = ink.text;
+  ctx.lineWidth = 1;
+  ctx.strokeRect(L.sinkX - 1.5, L.top - 1.5, c + 3, L.plot + 3);
+  ctx.restore();
+  if (!L.labels) return;
+  ctx.save();
+  ctx.font = `italic ${L.font}px ${FONT}`;
+  ctx.fillStyle = ink.text;
+  ctx.translate(L.sinkX + c / 2, L.top + L.plot + 4);
+  ctx.rotate(-Math.PI / 4);
+  ctx.textAlign = "right";
+  ctx.textBaseline = "middle";
+  ctx.fillText("sink", 0, 0);
   ctx.restore();
 }
 

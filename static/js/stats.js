@@ -18,7 +18,8 @@ export function fmt(v, digits = 3) {
 
 // One table row's cells for a head's stats (as plain strings).
 // `prefix` names a sibling head in the health column ("L1 H" or "H").
-export function statsRow(label, st, prefix = "H") {
+// `sinks`: the shown heads have learned sinks, and the row ends with the head's mean sink weight.
+export function statsRow(label, st, prefix = "H", sinks = false) {
   const mean = (xs) => (xs && xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
   const rowOk = st.max_row_sum_error <= ROW_SUM_TOLERANCE;
   const share = st.masked_share ?? st.masked_mass; // masked_mass: the name before the split
@@ -36,6 +37,7 @@ export function statsRow(label, st, prefix = "H") {
     st.zero_rows.length ? posList(st.zero_rows) : "none",
     st.kl_from_uniform == null ? "–" : fmt(st.kl_from_uniform),
     health.length ? health.join(" · ") : "–",
+    ...(sinks ? [fmt(st.mean_sink_weight)] : []),
   ];
 }
 
@@ -53,11 +55,15 @@ export const STATS_COLUMNS = [
   ["Health", "nearly uniform: KL from uniform below the server's threshold, the weights spread almost evenly (not broken) · = Hn: identical weights to head n · QK rank: rank of W_Q W_Kᵀ out of its maximum"],
 ];
 
+// The column a table of heads with learned sinks ends with (a model without them has no such column).
+export const SINK_STATS_COLUMN = ["Mean sink weight", "mean over queries of the weight each gave the head's learned sink (no value; the keys share 1 minus it)"];
+
 export function renderStats(table, simRoot, view, heads) {
   table.replaceChildren();
   const thead = document.createElement("thead");
   const tr = document.createElement("tr");
-  for (const [name, help] of STATS_COLUMNS) {
+  const sinks = heads.some(({ head }) => head.stats?.mean_sink_weight != null);
+  for (const [name, help] of sinks ? [...STATS_COLUMNS, SINK_STATS_COLUMN] : STATS_COLUMNS) {
     const th = document.createElement("th");
     th.scope = "col";
     th.textContent = name;
@@ -70,7 +76,7 @@ export function renderStats(table, simRoot, view, heads) {
     if (!head.stats) continue;
     const row = document.createElement("tr");
     const label = view.multiLayer ? `L${layer} H${head.index}` : `H${head.index}`;
-    statsRow(label, head.stats, view.multiLayer ? `L${layer} H` : "H").forEach((text, i) => {
+    statsRow(label, head.stats, view.multiLayer ? `L${layer} H` : "H", sinks).forEach((text, i) => {
       const td = document.createElement(i === 0 ? "th" : "td");
       td.textContent = text;
       if (i === 4 && text.startsWith("✗")) td.className = "bad";

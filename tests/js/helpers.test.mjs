@@ -125,6 +125,51 @@ test('heatmap geometry', async () => {
   assert.equal(out.t, 'abcd…');
 });
 
+test('a learned sink column: geometry, weights per query, hover and caption', async () => {
+  const H = await mod('heatmap.js');
+  const heads = await mod('heads.js');
+  const plainL = H.layoutFor(4, {cell: 10, labels: true});
+  const L = H.layoutFor(4, {cell: 10, labels: true, sink: true});
+  // a head without a sink: the layout of today, with no sink column and nothing over its place
+  none(plainL.sinkX);
+  eq(plain({...L, sinkX: undefined, width: undefined}), plain({...plainL, sinkX: undefined, width: undefined}));
+  assert.equal(L.sinkX, L.left + 40 + H.SINK_GAP);
+  assert.equal(L.width, plainL.width + H.SINK_GAP + 10);
+  eq(H.cellAt(L, L.sinkX + 5, L.top + 25), {q: 2, k: null, sink: true});
+  none(H.cellAt(L, L.sinkX - 2, L.top + 25));  // the gap is no cell
+  none(H.cellAt(plainL, L.sinkX + 5, L.top + 25));
+  eq(H.cellAt(L, L.left + 35, L.top + 5), {q: 0, k: 3});
+  // one number a query: a single answer's S, or item 1's row of a batch's B x S (the arrays form's typed rows too)
+  eq(Array.from(H.sinkWeights({sink: [0.5, 0.25]})), [0.5, 0.25]);
+  eq(Array.from(H.sinkWeights({sink: [Float32Array.of(0.5, 0.25), Float32Array.of(0.125, 0.75)]}, 1)), [0.125, 0.75]);
+  none(H.sinkWeights({weights: [[1]]}));
+  eq(Array.from(heads.cardSink({view: 'weights', item: 0}, {sink: Float32Array.of(0.5)})), [0.5]);
+  none(heads.cardSink({view: 'scores', item: 0}, {sink: [0.5]}));
+  none(heads.cardSink({view: 'weights', item: 0}, {weights: [[1]]}));
+  const hover = H.sinkHover(2, 0.25);
+  assert.match(hover, /^query \d+ → the head's sink: 0\.2500 \(no value; the row's weights over the keys sum to 1 - 0\.2500 = 0\.7500\)$/);
+  assert.equal(H.sinkCaption({mean_sink_weight: 0.125}), 'learned sink w̄ 0.13');
+  assert.equal(H.sinkCaption({mean_entropy: 1}), '');
+  // the large head's sink column: half a cell right of K keys, coloured on the keys' scale, hovered per query
+  const F = await mod('focuscells.js');
+  const C = await mod('colors.js');
+  const scale = {min: 0, max: 1, stops: ['#000000', '#ffffff']};
+  const col = F.sinkColumn(Float32Array.of(0, 0.5), scale, 3, {text: '#111'});
+  eq([col.trace.x0, col.tick], [3.5, {value: 3.5, text: 'sink'}]);
+  eq(col.trace.z, [[C.colorAt(scale.stops, 0).map(Math.round)], [C.colorAt(scale.stops, 0.5).map(Math.round)]]);
+  eq(col.trace.text, [[H.sinkHover(0, 0)], [H.sinkHover(1, 0.5)]]);
+  eq([col.shape.x0, col.shape.x1, col.shape.y0, col.shape.y1], [3, 4, -0.5, 1.5]);
+  // the stats table's row ends with the mean sink weight only where the heads have sinks
+  const st = await mod('stats.js');
+  const stats = {mean_entropy: 0.5, masked_share: [0], masked_weight: [0], max_row_sum_error: 0, zero_rows: [],
+    mean_sink_weight: 0.25};
+  const withSink = st.statsRow('H0', stats, 'H', true);
+  assert.equal(withSink.length, st.STATS_COLUMNS.length + 1);
+  assert.equal(withSink.at(-1), '0.250');
+  eq(st.statsRow('H0', stats), withSink.slice(0, -1));
+  assert.equal(st.SINK_STATS_COLUMN[0], 'Mean sink weight');
+});
+
 test('view helpers', async () => {
   const heads = await mod('heads.js'), flow = await mod('flow.js'), focus = await mod('focuscells.js');
   const rd = await mod('retrieval.js'), api = await mod('api.js'), ex = await mod('exporter.js');
