@@ -12,7 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from server.analyses.attention import attention_body
-from server.plan import answer_shape, make_plan
+from server.budgets import answer_shape
+from server.plan import make_plan
 from server.schemas import AttentionRequest
 from server.schemas.attention import Include
 from server.serialize import INCLUDE, JSON_NUMBER_BYTES, answer_count

@@ -12,12 +12,14 @@ from fastapi.responses import HTMLResponse, Response
 from engine.analysis.audit import audit
 from engine.interventions import Interventions
 from engine.models import AttentionModel, ModelRun
+from server.budgets import check_flow_work
 from server.config import Settings
 from server.declare import Analysis, Context, Limit
 from server.deps import Runtime
 from server.export import build_export
 from server.forms import form_of
-from server.plan import Plan, check_flow_work, dtype_name, make_plan
+from server.plan import Plan, make_plan
+from server.precision import dtype_name
 from server.schemas import AttentionRequest, AttentionResult, ExportRequest
 from server.serialize import config_body, layer_bodies
 from server.stream import StreamedAnswer

@@ -1,0 +1,196 @@
+"""What an answer may hold and a run may keep, counted before anything runs: the answer's shape (what
+server/serialize.py's INCLUDE counts read), its numbers and bytes against the server's limits, the memory the
+forward passes hold, and the max-flow work of attention flow (server/plan.py reads it in its budgets step)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from engine.analysis.attention_flow import flow_work, fused_maps
+from engine.analysis.flow import Fuse
+from engine.masks import MaskSpec
+from engine.models import AttentionModel, ModelRun, RunInput
+from engine.models.base import Encoded
+from server.deps import Runtime
+from server.errors import ApiError
+from server.precision import dtype_name
+from server.schemas import AttentionRequest
+from server.serialize import AnswerShape, answer_count, check_result_bytes, check_result_size
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What this server lets one answer hold: its numbers, its bytes, and the max-flow steps it may take."""
+
+    values: int  # ATTNLAB_MAX_RESULT_VALUES
+    bytes: int  # ATTNLAB_MAX_RESULT_BYTES
+    flow_work: int  # ATTNLAB_MAX_FLOW_WORK
+
+
+# The memory a forward pass holds, estimated before it runs, and bounded by ATTNLAB_MAX_WORK_BYTES.
+#
+# The answer's bytes are counted from server/serialize.py's INCLUDE, but a run keeps more than it sends: every
+# layer's scores and weights (B x H x S x S_k each) stay on the run for the views, the cache and the next request,
+# whatever `include` asks for. A batch of 16 minilm texts of 510 words with `include: []` answered a few kilobytes
+# and peaked at +9.9 GB in float64 (+2.0 GB in float32). So, per forward pass:
+#
+#     kept       layers x (2 x B x H x S x S_k  +  ACTIVATIONS x B x S x D) x itemsize
+#     working    B x H x S x S_k x max(itemsize, 4)    the softmax's copy of one layer (half precision: float32 first)
+#     masks      B x S x S_k bytes                      the eligibility grid
+#
+# times the forwards the answer needs: an intervention's before and after, and the float32 pass a request with
+# another `dtype` is compared with (max_diff_vs_float32).
+
+ACTIVATIONS = 12  # B x S x D tensors a layer keeps: q, k, v, contexts, output, the residual stream, norms, the MLP
+
+
+@dataclass(frozen=True)
+class WorkShape:
+    """What sets a forward pass's memory, known once the input is tokenised."""
+
+    layers: int  # layers the pass computes
+    batch: int
+    heads: int
+    s: int
+    s_k: int
+    d_model: int  # 0 where the model's width is not known before the run (its activations are then left out)
+
+    def bytes(self, dtype: torch.dtype) -> int:
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        grid = self.batch * self.heads * self.s * self.s_k
+        kept = self.layers * (2 * grid + ACTIVATIONS * self.batch * self.s * self.d_model) * itemsize
+        return kept + grid * max(itemsize, 4) + self.batch * self.s * self.s_k
+
+
+def work_bytes(shape: WorkShape, dtype: torch.dtype, forwards: int, compared: bool) -> int:
+    """Bytes the answer's forward passes hold at once: `forwards` in `dtype`, and one more in float32 when the
+    answer is `compared` with it."""
+    return shape.bytes(dtype) * forwards + (shape.bytes(torch.float32) if compared else 0)
+
+
+def check_work_bytes(
+    shape: WorkShape, dtype: torch.dtype, forwards: int, compared: bool, limit: int, field: str
+) -> None:
+    """A 413 before the run when its passes would hold more than `limit` bytes, naming `dtype` where float32 alone
+    would fit, else the input (`field`) to shorten."""
+    size = work_bytes(shape, dtype, forwards, compared)
+    if size <= limit:
+        return
+    name = str(dtype).removeprefix("torch.")
+    in_float32 = work_bytes(shape, torch.float32, forwards, False)
+    fits = compared and in_float32 <= limit
+    advice = f"ask for float32 ({in_float32:,} bytes)" if fits else "send fewer or shorter texts, or ask for one layer"
+    raise ApiError(
+        413,
+        "too_large",
+        f"this run would hold about {size:,} bytes in {name} ({shape.layers} layers x {shape.batch} x {shape.heads} "
+        f"heads x {shape.s} x {shape.s_k} scores and weights), limit {limit:,} (set by ATTNLAB_MAX_WORK_BYTES on "
+        f"this server): {advice}",
+        "dtype" if fits else field,
+    )
+
+
+def check_budgets(
+    req: AttentionRequest,
+    n: AnswerShape,
+    work: WorkShape,
+    runtime: Runtime,
+    form: str,
+    results: int,
+    budget: Budget,
+    max_work_bytes: int,
+    field: str,
+) -> None:
+    """Refuse before computing what could not be sent: the numbers the answer holds (shape `n`), what they weigh in
+    the form asked, and what the passes hold while they run (`work`), whatever the answer sends."""
+    every, one_layer = answer_count(req.include, n)
+    check_result_size(every.floats, budget.values)
+    dtype = dtype_name(runtime.dtype)
+    check_result_bytes(every, None if n.layers == 1 else one_layer, form, req.precision, dtype, budget.bytes)
+    compared = req.dtype is not None and runtime.dtype != torch.float32  # max_diff_vs_float32's float32 pass
+    check_work_bytes(work, runtime.dtype, results, compared, max_work_bytes, field)
+
+
+def answer_shape(
+    req: AttentionRequest,
+    model: AttentionModel,
+    inp: RunInput,
+    encoded: Encoded,
+    results: int,
+    n_layers: int,
+    heads: int,
+) -> AnswerShape:
+    """The answer's shape, known once the input is encoded (the model's `n_layers` of `heads` heads for it): what
+    INCLUDE's counts read before the run."""
+    s = len(encoded.tokens)
+    s_k = len(encoded.source.tokens) if encoded.source is not None else s
+    info = model.info
+    # the model's own widths; where options or custom weights set them they are not known before the run, and the
+    # count is a lower bound (1 each) that serialize_run's own count, exact, completes after it
+    own = not (inp.options or inp.weights)
+    d_head, d_v = (info.d_head or 1, info.d_v or 1) if own else (1, 1)
+    d_out = max(info.d_model or 1, heads * d_v) if own else heads  # d_model after W_O, else the heads' concatenation
+    masks = inp.masks if inp.masks is not None else info.default_masks or MaskSpec()
+    return AnswerShape(
+        layers=1 if req.layer is not None else n_layers,
+        items=(encoded.batch or 1) * results,
+        heads=heads,
+        s=s,
+        s_k=s_k,
+        d_head=d_head,
+        d_v=d_v,
+        d_out=d_out,
+        final=final_width(model) if "final" in req.include else 0,
+        top_k=model.info.experts[1] if model.info.experts is not None else 0,
+        reasons=reason_grids(inp, model, encoded),
+        blocked=len(masks.blocked),
+        local_layers=local_layers(model, req.layer, n_layers),
+    )
+
+
+def local_layers(model: AttentionModel, layer: int | None, n_layers: int) -> int:
+    """How many of the layers shown have a window of their own (a local layer sends its own eligibility grid)."""
+    kinds = getattr(model.info, "layer_kinds", None)
+    if kinds is None:
+        return 0
+    shown = [layer] if layer is not None else range(n_layers)
+    return sum(kinds[i].window is not None for i in shown if i < len(kinds))
+
+
+def reason_grids(inp: RunInput, model: AttentionModel, encoded: Encoded) -> int:
+    """How many reasons grids the answer holds (one per mask in force), at most: counted from the masks asked for."""
+    m = inp.masks if inp.masks is not None else model.info.default_masks or MaskSpec()
+    if encoded.source is not None:
+        return (encoded.source_padding is not None) + bool(m.blocked)
+    padding = m.padding is not None or m.padded is not None or encoded.batch is not None
+    return m.causal + (m.window is not None) + padding + bool(m.blocked)
+
+
+def final_width(model: AttentionModel) -> int:
+    """Columns of the model's final output: its vocabulary when it predicts tokens, else its width (a lower
+    bound where options or weights set the width)."""
+    info = model.info
+    if model.capabilities.predicts_tokens:
+        return len(info.vocab) if info.vocab else int(getattr(info, "vocab_size", None) or 1)
+    return info.d_model or 1
+
+
+def check_flow_work(
+    run: ModelRun, layers: Sequence[int], include: Sequence[str], rollout: tuple[Fuse, bool], limit: int
+) -> None:
+    """After the forward, before any max-flow: the pairs times the edges they run over, within max_flow_work."""
+    if "attention_flow" not in include:
+        return
+    maps = fused_maps([run.layers[i].attn.weights for i in range(max(layers) + 1)], *rollout)
+    work = flow_work(maps, list(layers))
+    if work > limit:
+        raise ApiError(
+            422,
+            "too_large",
+            f"attention flow here is {work:,} (pair, edge) steps of max-flow; limit {limit:,} (set by "
+            "ATTNLAB_MAX_FLOW_WORK on this server): ask for one `layer`, fewer tokens, or use rollout",
+            "include",
+        )
