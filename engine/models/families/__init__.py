@@ -188,6 +188,32 @@ def heads_divide(d_model: int, n_heads: int, n_kv_heads: int, width: str = "hidd
         raise refuse("num_attention_heads", f"got {n_heads} heads for {width} {d_model}: {width} must divide by heads")
 
 
+def decoder_sizes(config: Config, *, own_head_dim: bool = False, max_positions: int | None = None) -> Sizes:
+    """A decoder's Sizes from the fields Hugging Face's decoders share: hidden_size, num_attention_heads,
+    num_key_value_heads (one per head where it is left out), num_hidden_layers, vocab_size and
+    max_position_embeddings (or `max_positions`, where the family reads its own). Each head's width is the config's
+    head_dim where it gives one (required where `own_head_dim`; the K/V groups then divide the heads, and the width
+    need not), else hidden_size / heads."""
+    d, h = need(config, "hidden_size"), need(config, "num_attention_heads")
+    g = h if config.get("num_key_value_heads") is None else need(config, "num_key_value_heads")
+    if own_head_dim or config.get("head_dim") is not None:
+        heads_divide(h, h, g)
+        d_head = need(config, "head_dim")
+    else:
+        heads_divide(d, h, g)
+        d_head = d // h
+    return Sizes(
+        n_layers=need(config, "num_hidden_layers"),
+        d_model=d,
+        n_heads=h,
+        n_kv_heads=g,
+        d_head=d_head,
+        vocab_size=need(config, "vocab_size"),
+        max_positions=need(config, "max_position_embeddings") if max_positions is None else max_positions,
+        decoder=True,
+    )
+
+
 # transformers' activation names (its ACT2FN) -> the engine's (engine/feedforward.py), for every family
 ACTIVATIONS: dict[str, Activation] = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 ACTIVATIONS |= {"relu": "relu", "silu": "silu", "swish": "silu"}

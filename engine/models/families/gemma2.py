@@ -37,8 +37,8 @@ from engine.models.families import (
     Shapes,
     Sizes,
     activation,
+    decoder_sizes,
     flag,
-    heads_divide,
     linear_T,
     need,
     number,
@@ -86,23 +86,12 @@ def window(config: Config, kinds: list[str]) -> int | None:
 
 
 def sizes(config: Config) -> Sizes:
-    d, h = need(config, "hidden_size"), need(config, "num_attention_heads")
-    g = h if config.get("num_key_value_heads") is None else need(config, "num_key_value_heads")
-    heads_divide(h, h, g)  # head_dim is the config's own, not hidden_size / heads
+    s = decoder_sizes(config, own_head_dim=True)  # head_dim is the config's own, not hidden_size / heads
     if flag(config, "use_bidirectional_attention", False):
         raise refuse(
             "use_bidirectional_attention", "true: attnlab runs Gemma as the causal decoder it is; set it false"
         )
-    return Sizes(
-        n_layers=need(config, "num_hidden_layers"),
-        d_model=d,
-        n_heads=h,
-        n_kv_heads=g,
-        d_head=need(config, "head_dim"),
-        vocab_size=need(config, "vocab_size"),
-        max_positions=need(config, "max_position_embeddings"),
-        decoder=True,
-    )
+    return s
 
 
 NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")

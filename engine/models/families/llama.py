@@ -34,8 +34,8 @@ from engine.models.families import (
     Shapes,
     Sizes,
     activation,
+    decoder_sizes,
     flag,
-    heads_divide,
     linear_T,
     need,
     number,
@@ -52,35 +52,16 @@ def kind(config: Config) -> str:
     return str(config["model_type"])
 
 
-def head_dim(config: Config) -> int:
-    d, h = need(config, "hidden_size"), need(config, "num_attention_heads")
-    return d // h if config.get("head_dim") is None else need(config, "head_dim")
-
-
 def sizes(config: Config) -> Sizes:
-    d, h = need(config, "hidden_size"), need(config, "num_attention_heads")
-    g = h if config.get("num_key_value_heads") is None else need(config, "num_key_value_heads")
-    if config.get("head_dim") is None:
-        heads_divide(d, h, g)
-    else:
-        heads_divide(h, h, g)  # the K/V groups still divide the heads; the width need not
+    s = decoder_sizes(config, max_positions=rope_positions(config))
     if kind(config) == "qwen2" and config.get("use_sliding_window"):
         raise refuse(
             "use_sliding_window",
             "true: qwen2 slides its window only in the layers from max_window_layers on, and attnlab's masks are "
             "one for every layer; set it false to run every layer without the window",
         )
-    rotary(config, head_dim(config))  # the rotary embedding and its scaling checked before any tensor is read
-    return Sizes(
-        n_layers=need(config, "num_hidden_layers"),
-        d_model=d,
-        n_heads=h,
-        n_kv_heads=g,
-        d_head=head_dim(config),
-        vocab_size=need(config, "vocab_size"),
-        max_positions=rope_positions(config),
-        decoder=True,
-    )
+    rotary(config, s.d_head)  # the rotary embedding and its scaling checked before any tensor is read
+    return s
 
 
 def biases(config: Config) -> tuple[bool, bool, bool]:

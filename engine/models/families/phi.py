@@ -31,8 +31,8 @@ from engine.models.families import (
     Shapes,
     Sizes,
     activation,
+    decoder_sizes,
     flag,
-    heads_divide,
     linear_T,
     need,
     number,
@@ -45,25 +45,14 @@ PARTIAL_ROTARY_DEFAULT = 0.5  # PhiConfig's, where config.json leaves partial_ro
 
 
 def sizes(config: Config) -> Sizes:
-    d, h = need(config, "hidden_size"), need(config, "num_attention_heads")
-    g = h if config.get("num_key_value_heads") is None else need(config, "num_key_value_heads")
-    heads_divide(d, h, g)
+    s = decoder_sizes(config)
     if flag(config, "qk_layernorm", False):
         raise refuse(
             "qk_layernorm",
             "true: attnlab reads Phi without a LayerNorm on each head's queries and keys (Phi-1, Phi-1.5 and Phi-2 "
             "ship it false)",
         )
-    return Sizes(
-        n_layers=need(config, "num_hidden_layers"),
-        d_model=d,
-        n_heads=h,
-        n_kv_heads=g,
-        d_head=d // h,
-        vocab_size=need(config, "vocab_size"),
-        max_positions=need(config, "max_position_embeddings"),
-        decoder=True,
-    )
+    return s
 
 
 def tied(config: Config) -> bool:

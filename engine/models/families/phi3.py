@@ -34,8 +34,8 @@ from engine.models.families import (
     Shapes,
     Sizes,
     activation,
+    decoder_sizes,
     flag,
-    heads_divide,
     linear_T,
     need,
     number,
@@ -49,33 +49,14 @@ OLDER_NAMES = {"su": "longrope", "yarn": "longrope"}  # Phi3Config reads these r
 DEFAULTS = {"original_max_position_embeddings": 4096}  # Phi3Config's, where config.json leaves it out
 
 
-def head_dim(config: Config) -> int:
-    d, h = need(config, "hidden_size"), need(config, "num_attention_heads")
-    return d // h if config.get("head_dim") is None else need(config, "head_dim")
-
-
 def phi3_rotary(config: Config, d_head: int) -> Rotary:
     return rotary({**DEFAULTS, **{k: v for k, v in config.items() if v is not None}}, d_head, renamed=OLDER_NAMES)
 
 
 def sizes(config: Config) -> Sizes:
-    d, h = need(config, "hidden_size"), need(config, "num_attention_heads")
-    g = h if config.get("num_key_value_heads") is None else need(config, "num_key_value_heads")
-    if config.get("head_dim") is None:
-        heads_divide(d, h, g)
-    else:
-        heads_divide(h, h, g)
-    phi3_rotary(config, head_dim(config))  # the rotary embedding and its scaling checked before any tensor is read
-    return Sizes(
-        n_layers=need(config, "num_hidden_layers"),
-        d_model=d,
-        n_heads=h,
-        n_kv_heads=g,
-        d_head=head_dim(config),
-        vocab_size=need(config, "vocab_size"),
-        max_positions=rope_positions(config),
-        decoder=True,
-    )
+    s = decoder_sizes(config, max_positions=rope_positions(config))
+    phi3_rotary(config, s.d_head)  # the rotary embedding and its scaling checked before any tensor is read
+    return s
 
 
 def tied(config: Config) -> bool:

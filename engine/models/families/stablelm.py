@@ -34,8 +34,8 @@ from engine.models.families import (
     Shapes,
     Sizes,
     activation,
+    decoder_sizes,
     flag,
-    heads_divide,
     linear_T,
     need,
     number,
@@ -48,25 +48,14 @@ PARTIAL_ROTARY_DEFAULT = 0.25  # StableLmConfig's, where config.json leaves part
 
 
 def sizes(config: Config) -> Sizes:
-    d, h = need(config, "hidden_size"), need(config, "num_attention_heads")
-    g = h if config.get("num_key_value_heads") is None else need(config, "num_key_value_heads")
-    heads_divide(d, h, g)
+    s = decoder_sizes(config)
     if flag(config, "qk_layernorm", False):
         raise refuse(
             "qk_layernorm",
             "true: attnlab reads StableLM without a LayerNorm on each head's queries and keys (StableLM-2-1.6B and "
             "StableLM-3B ship it false)",
         )
-    return Sizes(
-        n_layers=need(config, "num_hidden_layers"),
-        d_model=d,
-        n_heads=h,
-        n_kv_heads=g,
-        d_head=d // h,
-        vocab_size=need(config, "vocab_size"),
-        max_positions=need(config, "max_position_embeddings"),
-        decoder=True,
-    )
+    return s
 
 
 def parallel(config: Config) -> bool:
