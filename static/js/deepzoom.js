@@ -6,15 +6,23 @@
 // on the canvas or in the (virtualised) token list shows its top keys (GET .../rows/). A run the server has dropped
 // (404 run_expired) is posted again under the same name and the view carries on, saying so.
 //
+// The models offered are those that take the text's length (longmodels.js): one with fewer positions than the text
+// has words is left out and named with its limit, and a button fills a model with positions (pycode, MiniLM) to
+// them. The canvas is framed by position axes and a minimap (zoomframe.js); the weight under the pointer or the
+// keyboard's cell cursor shows beside it, and the cursor's cell is read out (query, key, tokens, weight).
+//
 // The run itself is not page state: thirty thousand words stay out of the store and the link. The panel's setting
 // (ui.deepzoom, `long=1` in the link) says only whether it is open.
 
 import { act } from "./actions.js";
-import { describeError, runName } from "./api.js";
+import { describeError, fetchAttentionJson, runName } from "./api.js";
 import { PALETTES, VIRIDIS } from "./colors.js";
 import { node } from "./dom.js";
+import { absentLine, fillText, fillable, longChoice, positionsOf, runnable } from "./longmodels.js";
 import { MAX_RUN_TOKENS, fetchRow, fetchTile, isExpired, makeText, postRun, wordCount } from "./longrun.js";
 import { pos } from "./positions.js";
+import { minimapTarget } from "./zoomaxes.js";
+import { drawAxis, drawMinimap, placeTip } from "./zoomframe.js";
 import { ZoomView, imageCanvas, makeLut, paint } from "./zoomview.js";
 
 const NAME = "deepzoom";
@@ -22,11 +30,6 @@ const ROW_PX = 20; // a token row's height in the virtualised list
 const THUMB_PX = 120; // an overview canvas's size on the page
 const FRAME_MS = 8; // thumbnails drawn per animation frame: as many as fit in this long
 const LOG_FLOOR = 0.1; // the log scale starts at LOG_FLOOR / S, a tenth of a uniform row's weight
-
-// The models a long run can use: they read text and do not fix their matrices (textbook) or need them (custom).
-export function longModels(models) {
-  return (models || []).filter((m) => m.reads?.includes("text") && !m.reads.includes("weights"));
-}
 
 // The /api/runs body for a text on a model: causal or not, sinusoidal positions where the model has the option.
 export function runBody(model, text, causal, positions) {
@@ -59,7 +62,50 @@ function tok(tokens, i) {
 }
 
 const local = { run: null, body: null, name: null, head: [0, 0], reposting: null, zoom: null, palette: "viridis", agg: "max" };
+local.models = []; // /api/models' list, as the store last had it
+local.map = { backdrop: null, covers: 1 }; // the zoomed head's summary image, for the minimap
 const AGG_WORDS = { max: "largest weight", mean: "mean weight" };
+
+// The model select offers the models that take the text's length; one line names the others and their limits.
+function offerModels(root) {
+  const select = root.querySelector("#dz-model");
+  const words = wordCount(root.querySelector("#dz-text").value);
+  const { offered, absent } = longChoice(local.models, words);
+  const names = offered.map((m) => m.name);
+  if (select.dataset.names !== names.join(",")) {
+    const was = select.value;
+    const label = (m) => (positionsOf(m) ? `${m.name} (up to ${positionsOf(m).toLocaleString("en")} tokens)` : m.name);
+    select.replaceChildren(...offered.map((m) => node("option", { value: m.name }, label(m))));
+    select.value = names.includes(was) ? was : names.includes("random") ? "random" : names[0] || "";
+    select.dataset.names = names.join(",");
+  }
+  const line = root.querySelector("#dz-absent");
+  line.textContent = absentLine(absent, words);
+  line.hidden = !absent.length;
+  const model = offered.find((m) => m.name === select.value);
+  root.querySelector("#dz-positions").disabled = !(model?.options && "positions" in model.options);
+}
+
+// One button per model with positions and a text of its own: its text repeated to fill its positions, then run.
+function offerFills(root) {
+  const box = root.querySelector("#dz-fills");
+  const models = fillable(local.models);
+  if (box.dataset.names === models.map((m) => m.name).join(",")) return;
+  box.dataset.names = models.map((m) => m.name).join(",");
+  box.replaceChildren(
+    ...models.map((m) => {
+      const b = node("button", { type: "button", className: "secondary small-btn" }, `${m.name} at its ${positionsOf(m).toLocaleString("en")} positions`);
+      return withData(b, { fill: m.name, testid: `dz-fill-${m.name}` });
+    }),
+  );
+}
+
+// What a cell says beside the pointer or the cursor: its weight (or its block's), short.
+function tipText(c) {
+  if (!c) return "";
+  const w = c.weight == null ? "…" : c.weight === 0 ? "0 (masked)" : Number(c.weight).toPrecision(4);
+  return c.exact ? `${pos(c.query)} → ${pos(c.key)}: ${w}` : `block ${pos(c.q0)}, ${pos(c.k0)}: ${w}`;
+}
 
 function bindPanel(root, store) {
   const $ = (id) => root.querySelector(`#${id}`);
@@ -72,6 +118,7 @@ function bindPanel(root, store) {
   const count = () => {
     const n = wordCount($("dz-text").value);
     $("dz-count").textContent = `${n.toLocaleString("en")} words${n > limit ? ` (a run takes up to ${limit.toLocaleString("en")})` : ""}`;
+    offerModels(root);
   };
   fetch("/api/health")
     .then((r) => (r.ok ? r.json() : null))
@@ -94,6 +141,23 @@ function bindPanel(root, store) {
     });
   }
   $("dz-text").addEventListener("input", count);
+  $("dz-model").addEventListener("change", () => offerModels(root));
+  $("dz-fills").addEventListener("click", async (e) => {
+    const b = e.target.closest("[data-fill]");
+    const m = b && runnable(local.models).find((x) => x.name === b.dataset.fill);
+    if (!m) return;
+    status(`Reading how many tokens ${m.name}'s own text makes…`);
+    try {
+      const r = await fetchAttentionJson({ model: m.name, text: m.default_text, include: ["stats"] });
+      $("dz-text").value = fillText(m.default_text, r.tokens.length, positionsOf(m));
+      count();
+      $("dz-model").value = m.name;
+      offerModels(root);
+      $("dz-run").click();
+    } catch (err) {
+      status(describeError(err).message);
+    }
+  });
 
   // post the run again under its name (once, however many requests found it gone), then ask for the view again
   const repost = () => {
@@ -119,8 +183,8 @@ function bindPanel(root, store) {
   const tile = recovering((z, x, y, signal) => fetchTile(local.name, local.head[0], local.head[1], z, x, y, local.agg, signal));
   const row = recovering((q) => fetchRow(local.name, local.head[0], local.head[1], q));
 
-  const showCell = (c) => {
-    const out = $("dz-cell");
+  // a cell's words into `out` (the line under the canvas, or the cursor's read-out) with its numbers as data
+  const say = (out, c) => {
     if (!c || !local.run) {
       out.textContent = "";
       delete out.dataset.weight;
@@ -128,13 +192,36 @@ function bindPanel(root, store) {
     }
     const t = local.run.tokens;
     const w = c.weight == null ? "…" : c.weight === 0 ? "0 (masked)" : Number(c.weight).toPrecision(6);
-    out.textContent = c.exact
+    const text = c.exact
       ? `query ${pos(c.query)} ${tok(t, c.query)} → key ${pos(c.key)} ${tok(t, c.key)}: weight ${w}`
       : `queries ${pos(c.q0)}–${pos(c.q0 + c.cell - 1)}, keys ${pos(c.k0)}–${pos(c.k0 + c.cell - 1)}: ${AGG_WORDS[local.agg]} ${w} (zoom in for single weights)`;
+    if (out.textContent !== text) out.textContent = text; // a live region says a change once, not every frame
     Object.assign(out.dataset, { query: c.query, key: c.key, exact: c.exact ? "1" : "0" });
     if (c.weight == null) delete out.dataset.weight;
     else out.dataset.weight = String(c.weight);
   };
+  const tip = (c, at) => {
+    const { w, h } = local.zoom.size();
+    placeTip($("dz-tip"), tipText(c), at?.[0] ?? 0, at?.[1] ?? 0, w, h);
+    if (c && c.weight != null) $("dz-tip").dataset.weight = String(c.weight);
+    else delete $("dz-tip").dataset.weight;
+  };
+  let cursorAt = null; // the cursor's cell and where its tip goes, while the canvas has the keyboard
+  const showCell = (c, at) => {
+    say($("dz-cell"), c);
+    if (c) tip(c, at);
+    else if (cursorAt && document.activeElement === $("dz-canvas")) tip(...cursorAt);
+    else tip(null);
+  };
+  const showCursor = (c, at) => {
+    cursorAt = [c, at];
+    say($("dz-read"), c);
+    if (!local.zoom.pointers.size) showCell(c, at);
+  };
+  $("dz-canvas").addEventListener("blur", () => {
+    cursorAt = null;
+    tip(null);
+  });
 
   const pick = (q) => {
     const t = local.run.tokens;
@@ -152,6 +239,7 @@ function bindPanel(root, store) {
   local.zoom = new ZoomView($("dz-canvas"), {
     fetchTile: tile,
     onCell: showCell,
+    onCursor: showCursor,
     onPick: pick,
     onError: (err) => note(describeError(err).message),
     onView: (st, waiting) => {
@@ -159,7 +247,22 @@ function bindPanel(root, store) {
       const cell = 2 ** (levels - st.z);
       $("dz-level").textContent = `level ${st.z} of ${levels}: ${cell === 1 ? "single weights" : `blocks of ${cell} × ${cell}, their ${AGG_WORDS[local.agg]}`}${waiting ? ` · ${waiting} tiles coming` : ""}`;
       Object.assign($("dz-level").dataset, { z: st.z, levels, waiting, standIns: st.standIns, frame: Number($("dz-level").dataset.frame || 0) + 1 });
+      const n = local.run.config.seq_len;
+      const { w, h } = local.zoom.size();
+      $("dz-axis-k").style.width = `${w}px`;
+      $("dz-axis-q").style.height = `${h}px`;
+      drawAxis($("dz-axis-k"), st, n, local.run.tokens, true);
+      drawAxis($("dz-axis-q"), st, n, local.run.tokens, false);
+      drawMinimap($("dz-minimap"), st, n, local.map.backdrop, local.map.covers);
     },
+  });
+  // a click on the minimap moves the view's middle there, at the same zoom
+  $("dz-minimap").addEventListener("click", (e) => {
+    if (!local.run) return;
+    const r = $("dz-minimap").getBoundingClientRect();
+    const { view } = local.zoom.state();
+    const to = minimapTarget(e.clientX - r.left, e.clientY - r.top, r.width, local.run.config.seq_len, { k: view.k1 - view.k0, q: view.q1 - view.q0 });
+    local.zoom.moveTo(to.ox, to.oy);
   });
   for (const b of root.querySelectorAll("[data-zoom]")) {
     b.addEventListener("click", () => {
@@ -178,6 +281,7 @@ function bindPanel(root, store) {
     const lut = makeLut(PALETTES[local.palette] || VIRIDIS);
     const backdrop = imageCanvas(paint(summary[local.agg], scale, lut));
     const covers = summary.max.length * summary.block;
+    local.map = { backdrop, covers };
     $("dz-head").textContent = `layer ${r.layers[layer].index}, head ${head}`;
     $("dz-legend").textContent = `colour: log scale from ${scale.lo.toPrecision(2)} to ${scale.hi.toPrecision(3)} (this head's largest weight); grey: 0, a masked cell; above single weights, each block's ${AGG_WORDS[local.agg]}`;
     for (const b of $("dz-overview").children) b.setAttribute("aria-pressed", String(b.dataset.layer === String(layer) && b.dataset.head === String(head)));
@@ -247,7 +351,7 @@ function bindPanel(root, store) {
 
   $("dz-run").addEventListener("click", async () => {
     const s = store.getState();
-    const model = longModels(s.models).find((m) => m.name === $("dz-model").value);
+    const model = longChoice(s.models, wordCount($("dz-text").value)).offered.find((m) => m.name === $("dz-model").value);
     const text = $("dz-text").value;
     if (!model || !wordCount(text)) return status("Paste a text or make one first.");
     local.body = runBody(model, text, $("dz-causal").checked, $("dz-positions").checked);
@@ -282,6 +386,7 @@ function bindPanel(root, store) {
     head: () => local.head,
     state: () => local.zoom.state(),
     cellAt: (px, py) => local.zoom.cellAt(px, py),
+    cursor: () => local.zoom.cursor,
   };
   count();
   // a link that names only this panel (?long=1, no model) opens it once the models are known, in sight
@@ -307,12 +412,10 @@ function renderPanel(root, s) {
     local.palette = palette;
     local.repaint?.(); // the overview and the zoomed head in the new colours
   }
-  const select = root.querySelector("#dz-model");
-  const names = longModels(s.models).map((m) => m.name);
-  if (select.options.length !== names.length) {
-    const was = select.value;
-    select.replaceChildren(...names.map((n) => node("option", { value: n }, n)));
-    select.value = names.includes(was) ? was : names.includes("random") ? "random" : names[0] || "";
+  if (s.models !== local.models) {
+    local.models = s.models || [];
+    offerModels(root);
+    offerFills(root);
   }
   if (open && wasHidden && local.zoom?.head) local.zoom.schedule();
 }

@@ -1,17 +1,21 @@
 // The deep-zoom canvas of one head of a long run: the whole S x S matrix down to single weights. It asks only for
 // the tiles of the level that matches the zoom that meet the view (longrun.js tilesInView), draws each as it
 // arrives (one ImageData per tile, painted once and kept in a small LRU), aborts the ones that leave the view, and
-// draws the head's summary under them meanwhile. Wheel zooms about the cursor, two pointers pinch, one drags, and
-// the keys + and − zoom, the arrows pan, 0 fits the whole matrix. Every frame is one requestAnimationFrame.
+// draws the head's summary under them meanwhile. Wheel zooms about the pointer, two pointers pinch, one drags, and
+// the keys + and − zoom, Shift and an arrow pan, 0 fits the whole matrix. The arrows (and Home, End, Page Up, Page
+// Down) move a cell cursor a block of the level in view at a time, the view following it; Enter picks its query
+// row. Every frame is one requestAnimationFrame.
 
 import { MASK_FILL, colorAt, hexToRgb } from "./colors.js";
 import { Lru, TILE, cellOf, levelFor, tilesInView } from "./longrun.js";
+import { followCursor, moveCursor } from "./zoomaxes.js";
 
 export const KEEP_TILES = 48; // tiles kept painted (each a 256 x 256 canvas and its weights)
 export const MAX_SCALE = 24; // CSS pixels per position at the deepest zoom
 const STEP = 2; // one + or − zooms this much
 const WHEEL = 0.002; // zoom per wheel delta unit: exp(-deltaY * WHEEL)
 const CLICK_PX = 4; // a press that moves less than this is a click (it picks its query row)
+const CURSOR_PX = 5; // the cell cursor's outline is at least this wide, however small its block is on screen
 
 // The colour lookup of a palette: 256 RGB triples, then the masked cells' grey (a weight of exactly 0).
 export function makeLut(stops) {
@@ -69,8 +73,9 @@ export function parentPart(x, y, span, parent) {
 }
 
 export class ZoomView {
-  // hooks: fetchTile(z, x, y, signal) -> tile, onCell(cell | null), onPick(query), onView(state and its standIns: the
-  // tiles on their way drawn from a coarser one, tiles in flight)
+  // hooks: fetchTile(z, x, y, signal) -> tile, onCell(cell | null, [px, py] on the canvas), onCursor(cell, [px, py]:
+  // the cursor's block's far corner, each frame), onPick(query), onView(state and its standIns: the tiles on their way drawn from a
+  // coarser one, tiles in flight)
   constructor(canvas, hooks) {
     this.canvas = canvas;
     this.hooks = hooks;
@@ -79,6 +84,7 @@ export class ZoomView {
     this.head = null;
     this.frame = 0;
     this.pointers = new Map();
+    this.cursor = null; // {query, key}: the keyboard's cell, at the first position of its block
     this.bind();
   }
 
@@ -89,6 +95,7 @@ export class ZoomView {
     this.inflight.clear();
     this.cache.clear();
     this.head = head;
+    if (!keep) this.cursor = null;
     if (keep) this.schedule();
     else this.fit();
   }
@@ -134,6 +141,15 @@ export class ZoomView {
   pan(dx, dy) {
     this.ox -= dx / this.scale;
     this.oy -= dy / this.scale;
+    this.clampView();
+    this.schedule();
+  }
+
+  // The view moved (not zoomed) to have its top-left at positions (ox, oy), kept inside the matrix.
+  moveTo(ox, oy) {
+    if (!this.head) return;
+    this.ox = ox;
+    this.oy = oy;
     this.clampView();
     this.schedule();
   }
@@ -204,6 +220,7 @@ export class ZoomView {
     }
     ctx.strokeStyle = "rgba(255,255,255,0.5)";
     ctx.strokeRect(at(0, this.ox), at(0, this.oy), head.seqLen * this.scale, head.seqLen * this.scale);
+    if (this.cursor) this.drawCursor(ctx, st.z, at);
     this.hooks.onView?.({ ...st, standIns }, this.inflight.size);
   }
 
@@ -220,6 +237,20 @@ export class ZoomView {
       return 1;
     }
     return 0;
+  }
+
+  // The cursor's block outlined (white over black, seen on any colour), and told with where its corner is drawn.
+  drawCursor(ctx, z, at) {
+    const now = this.cellOfPos(this.cursor.query, this.cursor.key);
+    const side = Math.max(CURSOR_PX, now.cell * this.scale);
+    const [x, y] = [at(now.k0, this.ox), at(now.q0, this.oy)];
+    ctx.lineWidth = 3;
+    ctx.strokeStyle = "#000";
+    ctx.strokeRect(x - 1, y - 1, side + 2, side + 2);
+    ctx.lineWidth = 1;
+    ctx.strokeStyle = "#fff";
+    ctx.strokeRect(x - 1, y - 1, side + 2, side + 2);
+    this.hooks.onCursor?.(now, [x + side, y + side]);
   }
 
   request(key, z, x, y) {
@@ -249,6 +280,11 @@ export class ZoomView {
     const key = Math.floor(this.ox + px / this.scale);
     const query = Math.floor(this.oy + py / this.scale);
     if (key < 0 || query < 0 || key >= this.head.seqLen || query >= this.head.seqLen) return null;
+    return this.cellOfPos(query, key);
+  }
+
+  // The same for the cell (query, key) of the matrix, at the level in view.
+  cellOfPos(query, key) {
     const z = this.state().z;
     const cell = cellOf(z, this.head.levels);
     const span = TILE * cell;
@@ -285,7 +321,7 @@ export class ZoomView {
       const p = this.pointers.get(e.pointerId);
       const now = local(e);
       if (!p) {
-        this.hooks.onCell?.(this.cellAt(...now));
+        this.hooks.onCell?.(this.cellAt(...now), now);
         return;
       }
       if (this.pointers.size === 2) {
@@ -310,17 +346,49 @@ export class ZoomView {
     cv.addEventListener("pointercancel", up);
     cv.addEventListener("pointerleave", () => this.pointers.size || this.hooks.onCell?.(null));
     cv.addEventListener("keydown", (e) => this.key(e));
+    cv.addEventListener("focus", () => this.head && this.placeCursor());
     new ResizeObserver(() => this.head && this.schedule()).observe(cv);
+  }
+
+  // The cursor where it was, else on the cell at the view's middle (within the matrix), told.
+  placeCursor() {
+    if (!this.cursor) {
+      const st = this.state();
+      const cell = cellOf(st.z, this.head.levels);
+      const mid = (a, b) => {
+        const at = Math.floor((Math.max(0, a) + Math.min(this.head.seqLen, b)) / 2);
+        return at - (at % cell);
+      };
+      this.cursor = { query: mid(st.view.q0, st.view.q1), key: mid(st.view.k0, st.view.k1) };
+    }
+    this.schedule();
+  }
+
+  // Move the cursor by `key` (an arrow, Home, End, Page Up, Page Down); false for a key that does not move it.
+  moveCursor(key) {
+    if (!this.head) return false;
+    if (!this.cursor) this.placeCursor();
+    const { z } = this.state();
+    const cell = cellOf(z, this.head.levels);
+    const next = moveCursor(this.cursor, key, cell, this.head.seqLen);
+    if (!next) return false;
+    this.cursor = next;
+    const { w, h } = this.size();
+    const view = { k0: this.ox, q0: this.oy };
+    const to = followCursor(view, next, cell, { k: w / this.scale, q: h / this.scale });
+    this.moveTo(to.ox, to.oy);
+    return true;
   }
 
   key(e) {
     const { w, h } = this.size();
-    const move = { ArrowLeft: [w / 4, 0], ArrowRight: [-w / 4, 0], ArrowUp: [0, h / 4], ArrowDown: [0, -h / 4] }[e.key];
+    const pan = { ArrowLeft: [w / 4, 0], ArrowRight: [-w / 4, 0], ArrowUp: [0, h / 4], ArrowDown: [0, -h / 4] }[e.key];
     if (e.key === "+" || e.key === "=") this.zoomAt(STEP, w / 2, h / 2);
     else if (e.key === "-" || e.key === "_") this.zoomAt(1 / STEP, w / 2, h / 2);
     else if (e.key === "0") this.fit();
-    else if (move) this.pan(...move);
-    else return;
+    else if (pan && e.shiftKey) this.pan(...pan);
+    else if (e.key === "Enter" && this.cursor) this.hooks.onPick?.(this.cursor.query);
+    else if (!this.moveCursor(e.key)) return;
     e.preventDefault();
   }
 }
