@@ -259,9 +259,11 @@ function bindPanel(root, store) {
   // a click on the minimap moves the view's middle there, at the same zoom
   $("dz-minimap").addEventListener("click", (e) => {
     if (!local.run) return;
-    const r = $("dz-minimap").getBoundingClientRect();
+    const map = $("dz-minimap");
+    const r = map.getBoundingClientRect();
+    const [mx, my] = [e.clientX - r.left - map.clientLeft, e.clientY - r.top - map.clientTop]; // inside its border
     const { view } = local.zoom.state();
-    const to = minimapTarget(e.clientX - r.left, e.clientY - r.top, r.width, local.run.config.seq_len, { k: view.k1 - view.k0, q: view.q1 - view.q0 });
+    const to = minimapTarget(mx, my, map.clientWidth, local.run.config.seq_len, { k: view.k1 - view.k0, q: view.q1 - view.q0 });
     local.zoom.moveTo(to.ox, to.oy);
   });
   for (const b of root.querySelectorAll("[data-zoom]")) {

@@ -4,9 +4,12 @@
 // whose positions are fewer than the text's words is left out, named in one line with its limit. A model with
 // positions and a text of its own can be filled to them: its text repeated as often as its tokens fit.
 
-// The models a long run can use at all: they read text and do not fix their matrices (textbook) or need them (custom).
+const GIVEN = ["weights", "scores", "pattern"]; // what a model reads that a person types in: it computes no run
+
+// The models a long run can use at all: they read text and do not fix their matrices (textbook) or need them
+// (custom's weights, given's scores or pattern).
 export function runnable(models) {
-  return (models || []).filter((m) => m.reads?.includes("text") && !m.reads.includes("weights"));
+  return (models || []).filter((m) => m.reads?.includes("text") && !GIVEN.some((r) => m.reads.includes(r)));
 }
 
 // A model's positions: how many tokens it takes, or null for any length.

@@ -1,7 +1,8 @@
 """The page's "Long input" panel (static/js/deepzoom.js, /?long=1): a long text run on the random model through
 POST /api/runs, every head's overview drawn from its summary, the deep-zoom canvas zoomed by keyboard to single
 weights whose shown values equal the tile the API serves, only the tiles in view asked for, and a run the server
-dropped posted again."""
+dropped posted again. The models offered take the text's length (pycode is filled to its positions), and the canvas
+has position axes, a minimap of the view and a keyboard cell cursor read out beside it."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ def run_text(page: Page, text: str | None = None, words: int | None = None, time
     else:
         page.get_by_test_id(f"dz-gen-{words}").click()
     page.evaluate("() => { window.__longTasks.length = 0; }")
-    page.get_by_test_id("dz-run").click()
+    with page.expect_request(lambda r: r.url.endswith("/api/runs") and r.method == "POST") as posted:
+        page.get_by_test_id("dz-run").click()
     page.wait_for_function(
         "() => { const r = document.querySelector('[data-panel=deepzoom]').deepzoom.run();"
         " return r && document.querySelectorAll('#dz-overview canvas').length"
@@ -63,10 +65,11 @@ def run_text(page: Page, text: str | None = None, words: int | None = None, time
         timeout=timeout,
     )
     settle(page)
-    return page.evaluate(
+    got: dict[str, Any] = page.evaluate(
         "() => { const d = document.querySelector('[data-panel=deepzoom]').deepzoom; const r = d.run();"
         " return {name: d.name(), config: r.config, tokens: r.tokens}; }"
     )
+    return {**got, "body": posted.value.post_data_json}
 
 
 def settle(page: Page) -> None:
@@ -108,6 +111,34 @@ def tiles_asked(log: PageLog, since: int = 0) -> list[tuple[int, int, int]]:
     return out
 
 
+def tiles_meeting(view: dict[str, float], z: int, levels: int, seq_len: int) -> set[tuple[int, int, int]]:
+    """The tiles of level z that a view (positions at its edges) meets, computed here apart from the page."""
+    span = 256 * 2 ** (levels - z)
+    last = -(-seq_len // span) - 1
+    xs = range(max(0, int(view["k0"] // span)), min(last, int((view["k1"] - 1e-9) // span)) + 1)
+    ys = range(max(0, int(view["q0"] // span)), min(last, int((view["q1"] - 1e-9) // span)) + 1)
+    return {(z, x, y) for x in xs for y in ys}
+
+
+def canvas_point(page: Page, dx: float, dy: float) -> tuple[float, float]:
+    """The page point dx, dy from the deep-zoom canvas's middle."""
+    box = page.get_by_test_id("dz-canvas").bounding_box()
+    assert box
+    return box["x"] + box["width"] / 2 + dx, box["y"] + box["height"] / 2 + dy
+
+
+def assert_beside(page: Page, tip: Any, point: tuple[float, float]) -> None:
+    """The weight's box is next to `point` (within 40 px each way) and wholly inside the window."""
+    box = tip.bounding_box()
+    assert box, "the weight's box is not drawn"
+    gap_x = max(box["x"] - point[0], point[0] - (box["x"] + box["width"]), 0)
+    gap_y = max(box["y"] - point[1], point[1] - (box["y"] + box["height"]), 0)
+    assert gap_x <= 40 and gap_y <= 40, (box, point)
+    size = page.viewport_size
+    assert size and box["x"] >= 0 and box["y"] >= 0
+    assert box["x"] + box["width"] <= size["width"] and box["y"] + box["height"] <= size["height"], (box, size)
+
+
 def hover_cell(page: Page, dx: float, dy: float) -> dict[str, str]:
     page.get_by_test_id("dz-canvas").scroll_into_view_if_needed()
     box = page.get_by_test_id("dz-canvas").bounding_box()
@@ -118,8 +149,8 @@ def hover_cell(page: Page, dx: float, dy: float) -> dict[str, str]:
     return page.evaluate("() => ({...document.getElementById('dz-cell').dataset})")
 
 
-def api_weight(base: str, run: str, z: int, query: int, key: int) -> float:
-    r = httpx.get(f"{base}/api/runs/{run}/tiles/0/0/{z}/{key // 256}/{query // 256}")
+def api_weight(base: str, run: str, z: int, query: int, key: int, layer: int = 0, head: int = 0) -> float:
+    r = httpx.get(f"{base}/api/runs/{run}/tiles/{layer}/{head}/{z}/{key // 256}/{query // 256}")
     assert r.status_code == 200, r.text
     t = r.json()
     return float(t["weights"][query - t["q0"]][key - t["k0"]])
@@ -140,6 +171,7 @@ def test_deepzoom_pasted_text_zooms_to_exact_weights(page: Page, page_log: PageL
     run = run_text(page, text=long_text(6000))
     cfg = run["config"]
     assert cfg["seq_len"] == 6000 and len(run["tokens"]) == 6000
+    assert run["body"]["options"]["positions"] is True  # the random layer runs with its positions on
     # the overview: one thumbnail per head, each with the structure of its weights (many colours, not a flat fill)
     assert page.locator("#dz-overview canvas").count() == cfg["n_layers"] * cfg["n_heads"] == 4
     assert distinct_colours(page, "#dz-overview canvas") > 20
@@ -156,11 +188,16 @@ def test_deepzoom_pasted_text_zooms_to_exact_weights(page: Page, page_log: PageL
     assert float(cell["weight"]) == pytest.approx(want, rel=1e-6)
     text = page.get_by_test_id("dz-cell").text_content() or ""
     assert f"query {q} “{run['tokens'][q]}”" in text and f"key {k} “{run['tokens'][k]}”" in text
+    # the hovered weight is beside the pointer, in sight, not only in the line under the canvas
+    tip = page.get_by_test_id("dz-tip")
+    expect(tip).to_be_visible()
+    assert float(tip.get_attribute("data-weight") or "nan") == float(cell["weight"])
+    assert_beside(page, tip, canvas_point(page, -40, 40))
     # only the tiles in view are asked for: at each step of a pan, every tile asked is one the new view meets
     stepped = 0
     for _ in range(6):
         since = len(page_log.requests)
-        press(page, "ArrowRight")
+        press(page, "Shift+ArrowRight")
         settle(page)
         in_view = {(levels, t["x"], t["y"]) for t in view_state(page)["tiles"]}
         asked = tiles_asked(page_log, since)
@@ -170,6 +207,23 @@ def test_deepzoom_pasted_text_zooms_to_exact_weights(page: Page, page_log: PageL
     deepest = [t for t in tiles_asked(page_log) if t[0] == levels]
     per_side = -(-cfg["seq_len"] // 256)
     assert 0 < len(set(deepest)) < per_side * per_side // 10  # the few the view met, not the level's all
+    # the minimap: a click far from the view moves it there, and the rectangle drawn is the view's extent that the
+    # tiles asked since were computed from (none of them was asked before: each one the rectangle meets is asked)
+    minimap = page.get_by_test_id("dz-minimap")
+    size = minimap.evaluate("(c) => c.drawn.size")
+    since = len(page_log.requests)
+    minimap.click(position={"x": size * 0.2, "y": size * 0.85})
+    settle(page)
+    view = view_state(page)["view"]
+    rect = minimap.evaluate("(c) => c.drawn.rect")
+    per = cfg["seq_len"] / size
+    extent = {"k0": rect["x"] * per, "q0": rect["y"] * per, "k1": (rect["x"] + rect["w"]) * per}
+    extent["q1"] = (rect["y"] + rect["h"]) * per
+    assert extent == pytest.approx({k: min(max(v, 0), cfg["seq_len"]) for k, v in view.items()}, abs=1e-6)
+    # the view's middle is where the click was, within a pixel of the minimap (the pointer's pixel)
+    assert (extent["k0"] + extent["k1"]) / 2 == pytest.approx(0.2 * cfg["seq_len"], abs=per)
+    assert (extent["q0"] + extent["q1"]) / 2 == pytest.approx(0.85 * cfg["seq_len"], abs=per)
+    assert set(tiles_asked(page_log, since)) == tiles_meeting(extent, levels, levels, cfg["seq_len"])
     # a click picks the query row: its top keys from GET /rows/
     box = page.get_by_test_id("dz-canvas").bounding_box()
     assert box
@@ -363,3 +417,92 @@ def test_deepzoom_counts_against_this_servers_run_limit(page: Page) -> None:
         page.get_by_test_id("dz-text").fill(long_text(1500))
         page.get_by_test_id("dz-text").dispatch_event("input")
         expect(page.locator("#dz-count")).to_contain_text("1,500 words (a run takes up to 1,000)")
+
+
+def test_deepzoom_offers_models_by_length_and_reads_pycode_out_cell_by_cell(
+    page: Page, page_log: PageLog, typed_pycode_server: str
+) -> None:
+    """One page: a long text leaves out the models with fewer positions and says so; pycode's button fills its
+    positions with its own code and runs it; the axes label positions (tokens once they fit); the keyboard cursor's
+    cell is read out with the weight the API's tile holds, and that weight shows beside the cursor."""
+    base = typed_pycode_server
+    open_long(page, base)
+    models = httpx.get(f"{base}/api/models").json()["models"]
+    pycode = next(m for m in models if m["name"] == "pycode")
+    options = page.get_by_test_id("dz-model").locator("option")
+    # given reads typed-in matrices: never offered; pycode takes a text as long as its positions
+    expect(options).to_have_count(1)
+    assert options.evaluate_all("(os) => os.map((o) => o.value)") == ["pycode"]
+    page.get_by_test_id("dz-gen-5000").click()
+    expect(options).to_have_count(0)  # 5,000 words: no model here takes them
+    expect(page.get_by_test_id("dz-absent")).to_have_text(
+        re.compile(rf"^Not offered for 5,000 words: pycode \({pycode['max_positions']} positions\)\.")
+    )
+    # pycode at its positions: its own code repeated as often as it fits, run as it is
+    with page.expect_request(lambda r: r.url.endswith("/api/runs") and r.method == "POST") as posted:
+        page.get_by_test_id("dz-fill-pycode").click()
+    page.wait_for_function(
+        "() => { const r = document.querySelector('[data-panel=deepzoom]').deepzoom.run();"
+        " return r && r.model === 'pycode' && document.querySelectorAll('#dz-overview canvas').length"
+        " === r.config.n_layers * r.config.n_heads; }",
+        timeout=60_000,
+    )
+    settle(page)
+    expect(page.get_by_test_id("dz-absent")).to_be_hidden()
+    expect(page.get_by_test_id("dz-model")).to_have_value("pycode")
+    body = posted.value.post_data_json
+    assert body and body["text"].count(pycode["default_text"].strip()) >= 2
+    run = page.evaluate(
+        "() => { const d = document.querySelector('[data-panel=deepzoom]').deepzoom; const r = d.run();"
+        " return {name: d.name(), config: r.config, tokens: r.tokens}; }"
+    )
+    n = run["config"]["seq_len"]
+    assert pycode["max_positions"] // 2 < n <= pycode["max_positions"]
+    assert distinct_colours(page, "#dz-canvas") > 20
+    # the axes at the whole matrix: round numbers at each position's middle, nothing past the matrix's end
+    axis_k = page.get_by_test_id("dz-axis-k").evaluate("(c) => c.drawn")
+    state = view_state(page)
+    assert not axis_k["tokens"] and axis_k["step"] > 1
+    assert [t["at"] for t in axis_k["ticks"]] == list(range(0, n, axis_k["step"]))
+    for t in axis_k["ticks"]:
+        assert t["px"] == pytest.approx((t["at"] + 0.5 - state["view"]["k0"]) * state["scale"])
+    # zoomed in, a token fits a position: every query in view is labelled, one tick each
+    for _ in range(3):
+        press(page, "+")
+    settle(page)
+    state = view_state(page)
+    axis_q = page.get_by_test_id("dz-axis-q").evaluate("(c) => c.drawn")
+    assert axis_q["tokens"] and state["scale"] >= 14
+    shown = [t["at"] for t in axis_q["ticks"]]
+    view = state["view"]
+    assert shown == [q for q in range(n) if view["q0"] <= q + 0.5 <= view["q1"]]
+    # the keyboard cursor: from the view's middle, two keys right and three rows down
+    canvas = page.get_by_test_id("dz-canvas")
+    start = page.evaluate("() => document.querySelector('[data-panel=deepzoom]').deepzoom.cursor()")
+    for key in ["ArrowRight", "ArrowRight", "ArrowDown", "ArrowDown", "ArrowDown"]:
+        press(page, key)
+    settle(page)
+    read = page.get_by_test_id("dz-read")
+    expect(read).to_have_attribute("aria-live", "polite")
+    expect(read).to_have_attribute("data-weight", re.compile(r"."))
+    q, k = start["query"] + 3, start["key"] + 2
+    assert (int(read.get_attribute("data-query") or -1), int(read.get_attribute("data-key") or -1)) == (q, k)
+    want = api_weight(base, run["name"], run["config"]["levels"], q, k)
+    assert float(read.get_attribute("data-weight") or "nan") == pytest.approx(want, rel=1e-6)
+    said = read.text_content() or ""
+    assert said.startswith(f"query {q} “{run['tokens'][q]}” → key {k} “{run['tokens'][k]}”: weight "), said
+    # the weight is beside the cursor's cell, in sight
+    box = canvas.bounding_box()
+    assert box
+    corner = (
+        box["x"] + (k + 1 - state["view"]["k0"]) * state["scale"],
+        box["y"] + (q + 1 - state["view"]["q0"]) * state["scale"],
+    )
+    tip = page.get_by_test_id("dz-tip")
+    expect(tip).to_be_visible()
+    assert float(tip.get_attribute("data-weight") or "nan") == pytest.approx(want, rel=1e-6)
+    assert_beside(page, tip, corner)
+    # Enter picks the cursor's query row
+    canvas.press("Enter")
+    expect(page.get_by_test_id("dz-row-title")).to_contain_text(f"{q} “")
+    assert not page_log.page_errors

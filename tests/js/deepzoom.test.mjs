@@ -14,12 +14,13 @@ const MODELS = [
   { name: 'induction', reads: ['text', 'tokens'], max_positions: 64, max_tokens: 64, default_text: 'red ball' },
   { name: 'pycode', reads: ['text', 'tokens'], max_positions: 256, max_tokens: 256, default_text: 'def f(x):\n    return x\n' },
   { name: 'mine', reads: ['text', 'tokens'], max_positions: null, max_tokens: 2048, default_text: 'hello' },
+  { name: 'given', reads: ['text', 'tokens', 'scores', 'pattern', 'values'], max_positions: null, max_tokens: null },
 ];
 
 test('the models offered take the text\'s length; the others are named with their positions', async () => {
   const L = await mod('longmodels.js');
   const names = (words) => L.longChoice(MODELS, words).offered.map((m) => m.name);
-  eq(names(0), ['random', 'minilm', 'induction', 'pycode', 'mine']); // textbook fixes its matrices: never offered
+  eq(names(0), ['random', 'minilm', 'induction', 'pycode', 'mine']); // textbook and given: matrices typed in, never offered
   eq(names(64), ['random', 'minilm', 'induction', 'pycode', 'mine']); // a model's own positions are enough
   eq(names(65), ['random', 'minilm', 'pycode', 'mine']);
   eq(names(5000), ['random']);
