@@ -207,16 +207,30 @@ function bindPanel(root, store) {
     else delete $("dz-tip").dataset.weight;
   };
   let cursorAt = null; // the cursor's cell and where its tip goes, while the canvas has the keyboard
+  let hovered = false; // a pointer is over a cell: its weight is the one shown
+  const keyed = () => document.activeElement === $("dz-canvas");
   const showCell = (c, at) => {
-    say($("dz-cell"), c);
-    if (c) tip(c, at);
-    else if (cursorAt && document.activeElement === $("dz-canvas")) tip(...cursorAt);
-    else tip(null);
+    hovered = !!c;
+    if (c) {
+      say($("dz-cell"), c);
+      tip(c, at);
+    } else if (cursorAt && keyed()) {
+      say($("dz-cell"), cursorAt[0]);
+      tip(...cursorAt);
+    } else {
+      say($("dz-cell"), null);
+      tip(null);
+    }
   };
+  // each frame, while the canvas has the keyboard: the cursor's cell read out (once per change) and shown beside it
   const showCursor = (c, at) => {
+    if (!keyed()) return;
     cursorAt = [c, at];
     say($("dz-read"), c);
-    if (!local.zoom.pointers.size) showCell(c, at);
+    if (!hovered && !local.zoom.pointers.size) {
+      say($("dz-cell"), c);
+      tip(c, at);
+    }
   };
   $("dz-canvas").addEventListener("blur", () => {
     cursorAt = null;
