@@ -9,6 +9,7 @@ import { axisTicks, minimapRect } from "./zoomaxes.js";
 const FONT = "11px system-ui, sans-serif";
 const TICK_PX = 4; // a tick mark's length
 const LABEL_CHARS = 8; // a token label's characters, at most
+const HALF_LINE_PX = 6; // half a label's line height
 const TIP_GAP_PX = 14; // the weight's box sits this far right of and below the point it names
 
 function fit(canvas, w, h, ink) {
@@ -39,16 +40,19 @@ export function drawAxis(canvas, state, seqLen, tokens, across) {
   const axis = axisTicks(p0, p1, state.scale, seqLen);
   for (const t of axis.ticks) {
     const text = label(tokens, t.at, axis.tokens);
+    // a label near an end is moved in, whole, while its tick stays at its position
+    const half = across && !axis.tokens ? ctx.measureText(text).width / 2 : HALF_LINE_PX;
+    const at = Math.max(half, Math.min(length - half, t.px));
     ctx.save();
     if (across) {
       ctx.fillRect(t.px, depth - TICK_PX, 1, TICK_PX);
-      ctx.translate(t.px, depth - TICK_PX - 2);
+      ctx.translate(at, depth - TICK_PX - 2);
       if (axis.tokens) ctx.rotate(-Math.PI / 2); // a token's label runs up, one per column
       ctx.textAlign = axis.tokens ? "left" : "center";
       ctx.textBaseline = axis.tokens ? "middle" : "bottom";
     } else {
       ctx.fillRect(depth - TICK_PX, t.px, TICK_PX, 1);
-      ctx.translate(depth - TICK_PX - 2, t.px);
+      ctx.translate(depth - TICK_PX - 2, at);
       ctx.textAlign = "right";
       ctx.textBaseline = "middle";
     }
