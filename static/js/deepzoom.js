@@ -109,7 +109,12 @@ function tipText(c) {
 
 function bindPanel(root, store) {
   const $ = (id) => root.querySelector(`#${id}`);
-  const status = (text) => ($("dz-status").textContent = text);
+  // the run's line: what it is doing or did; `refused`: the server said no (shown as an error, not a grey note)
+  const status = (text, refused = false) => {
+    $("dz-status").textContent = text;
+    $("dz-status").classList.toggle("field-error", refused);
+    $("dz-status").classList.toggle("muted", !refused);
+  };
   const note = (text) => {
     $("dz-note").textContent = text;
     $("dz-note").hidden = !text;
@@ -369,7 +374,8 @@ function bindPanel(root, store) {
     const s = store.getState();
     const model = longChoice(s.models, wordCount($("dz-text").value)).offered.find((m) => m.name === $("dz-model").value);
     const text = $("dz-text").value;
-    if (!model || !wordCount(text)) return status("Paste a text or make one first.");
+    if (!wordCount(text)) return status("Paste a text or make one first.", true);
+    if (!model) return status("No model here takes a text this long: see the line above, or fill a model to its positions.", true);
     local.body = runBody(model, text, $("dz-causal").checked, $("dz-positions").checked);
     local.name = runName();
     note("");
@@ -388,7 +394,9 @@ function bindPanel(root, store) {
     } catch (err) {
       const e = describeError(err);
       // a long run's limit is ATTNLAB_MAX_RUN_TOKENS, which the server's message names: not the hint's /api/attention one
-      status(e.code === "too_large" ? e.message : `${e.message} ${e.hint || ""}`.trim());
+      const said = e.code === "too_large" ? e.message : `${e.message} ${e.hint || ""}`.trim();
+      const p = positionsOf(model);
+      status(p ? `${said} (${model.name}'s button “${model.name} at its ${p.toLocaleString("en")} positions” fills them.)` : said, true);
     } finally {
       clearInterval(tick);
       $("dz-run").disabled = false;

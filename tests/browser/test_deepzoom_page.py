@@ -433,6 +433,15 @@ def test_deepzoom_offers_models_by_length_and_reads_pycode_out_cell_by_cell(
     # given reads typed-in matrices: never offered; pycode takes a text as long as its positions
     expect(options).to_have_count(1)
     assert options.evaluate_all("(os) => os.map((o) => o.value)") == ["pycode"]
+    # 200 words that pycode reads as more than 256 tokens: the server's refusal is shown as one, with the way out
+    page.get_by_test_id("dz-text").fill("assertEqual(values) " * 200)
+    page.get_by_test_id("dz-text").dispatch_event("input")
+    expect(page.get_by_test_id("dz-model")).to_have_value("pycode")
+    page.get_by_test_id("dz-run").click()
+    refused = page.get_by_test_id("dz-status")
+    expect(refused).to_contain_text(f"limit {pycode['max_positions']}")
+    expect(refused).to_contain_text(f"“pycode at its {pycode['max_positions']} positions” fills them")
+    expect(refused).to_have_class(re.compile(r"\bfield-error\b"))
     page.get_by_test_id("dz-gen-5000").click()
     expect(options).to_have_count(0)  # 5,000 words: no model here takes them
     expect(page.get_by_test_id("dz-absent")).to_have_text(
