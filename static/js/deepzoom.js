@@ -94,7 +94,8 @@ function offerFills(root) {
   box.dataset.names = models.map((m) => m.name).join(",");
   box.replaceChildren(
     ...models.map((m) => {
-      const b = node("button", { type: "button", className: "secondary small-btn" }, `${m.name} at its ${positionsOf(m).toLocaleString("en")} positions`);
+      const words = `${m.name} at its ${positionsOf(m).toLocaleString("en")} positions`;
+      const b = node("button", { type: "button", className: "secondary small-btn" }, words);
       return withData(b, { fill: m.name, testid: `dz-fill-${m.name}` });
     }),
   );

@@ -35,7 +35,8 @@ export function absentLine(absent, words) {
   if (!absent.length) return "";
   const names = absent.map((a) => `${a.name} (${a.positions.toLocaleString("en")} positions)`).join(", ");
   const n = words.toLocaleString("en");
-  return `Not offered for ${n} words: ${names}. A model takes no more tokens than its positions; fill one to them with its button.`;
+  const why = "A model takes no more tokens than its positions; fill one to them with its button.";
+  return `Not offered for ${n} words: ${names}. ${why}`;
 }
 
 // The models a button fills to their positions: those with positions and a text of their own.

@@ -74,8 +74,8 @@ export function parentPart(x, y, span, parent) {
 
 export class ZoomView {
   // hooks: fetchTile(z, x, y, signal) -> tile, onCell(cell | null, [px, py] on the canvas), onCursor(cell, [px, py]:
-  // the cursor's block's far corner, each frame), onPick(query), onView(state and its standIns: the tiles on their way drawn from a
-  // coarser one, tiles in flight)
+  // the far corner of the cursor's block, each frame), onPick(query), onView(state and its standIns: the tiles on
+  // their way drawn from a coarser one, tiles in flight)
   constructor(canvas, hooks) {
     this.canvas = canvas;
     this.hooks = hooks;
@@ -350,7 +350,7 @@ export class ZoomView {
     new ResizeObserver(() => this.head && this.schedule()).observe(cv);
   }
 
-  // The cursor where it was, else on the cell at the view's middle (within the matrix), told.
+  // The cursor where it was, else on the cell at the view's middle (within the matrix); the next frame tells it.
   placeCursor() {
     if (!this.cursor) {
       const st = this.state();
