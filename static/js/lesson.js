@@ -109,7 +109,7 @@ function renderLesson(root, value, s) {
   if (hides) document.documentElement.dataset.lessonHides = hides;
   else delete document.documentElement.dataset.lessonHides;
   root.dataset.hides = hides;
-  renderFigure($("lesson-figure"), lesson);
+  renderFigure($("lesson-figure"), lesson, s.models);
   for (const a of root.querySelectorAll("[data-lesson]")) a.toggleAttribute("aria-current", a.dataset.lesson === value?.id);
   if (!lesson) {
     root.dataset.lessonId = "";

@@ -6,9 +6,11 @@ import { fetchAttentionJson } from "./api.js";
 import { VIRIDIS, colorAt, rgbString } from "./colors.js";
 import { node } from "./dom.js";
 
+const FIGURE_MODEL = "given"; // the model that takes a weight matrix as given (`pattern`)
+
 // The /api/attention body that draws one of a figure's heads.
 export function figureRequest(head) {
-  return { model: "given", pattern: head.m, masks: { causal: true }, include: ["weights"] };
+  return { model: FIGURE_MODEL, pattern: head.m, masks: { causal: true }, include: ["weights"] };
 }
 
 // One head as a table of its weights: a coloured cell per (query, key), the weight written in it.
@@ -33,19 +35,26 @@ function headTable(name, weights) {
   return table;
 }
 
-// Draw the figure's heads into `el` once (the lesson's id marks what is drawn); an empty `el` for no figure.
-export async function renderFigure(el, lesson) {
-  if (el.dataset.figure === (lesson?.figure ? lesson.id : "")) return;
-  el.dataset.figure = lesson?.figure ? lesson.id : "";
+// Draw the figure's heads into `el` once (the lesson's id marks what is drawn); an empty `el` for no figure. `models`
+// (/api/models' list) says whether this server serves the model that draws them.
+export async function renderFigure(el, lesson, models = []) {
+  const served = models.some((m) => m.name === FIGURE_MODEL);
+  const key = lesson?.figure && models.length ? `${lesson.id}${served ? "" : ":absent"}` : "";
+  if (el.dataset.figure === key) return;
+  el.dataset.figure = key;
   el.replaceChildren();
-  el.hidden = !lesson?.figure;
-  if (!lesson?.figure) return;
+  el.hidden = !key;
+  if (!key) return;
+  if (!served) {
+    el.replaceChildren(node("p", { className: "notice" }, `The figure's heads are drawn by the ${FIGURE_MODEL} model, which this server does not serve.`));
+    return;
+  }
   const heads = Object.values(lesson.figure);
   try {
     const answers = await Promise.all(heads.map((h) => fetchAttentionJson(figureRequest(h))));
-    if (el.dataset.figure !== lesson.id) return;
+    if (el.dataset.figure !== key) return;
     el.replaceChildren(...answers.map((a, i) => headTable(heads[i].name, a.layers[0].heads[0].weights)));
   } catch (err) {
-    if (el.dataset.figure === lesson.id) el.replaceChildren(node("p", { className: "notice" }, `The figure could not be drawn: ${err.message}`));
+    if (el.dataset.figure === key) el.replaceChildren(node("p", { className: "notice" }, `The figure could not be drawn: ${err.message}`));
   }
 }
