@@ -152,6 +152,7 @@ def test_the_list_links_every_lesson_and_each_opens_its_own(open_page: Callable[
                 expect(el).to_be_hidden()
         if model not in served:
             continue
+        assert "from1=1" in page.url, (lesson["id"], page.url)  # the chapter's count while the lesson is open
         if lesson["reads"]:
             page.wait_for_function("() => document.getElementById('lesson-panel').lessonAnswers() !== null")
         # every lesson's check against the live answer: the right answer passes, a wrong one says what to look at
