@@ -1,7 +1,9 @@
 // The lesson panel (data-panel="lesson"): /?lesson=ID opens one of lessons.js's guided tasks. It sets up the view
 // the lesson names (as a link would), asks, checks the learner's answer against the live answer on screen, says
 // "Correct." or what to look at, and shows the chapter's printed output (where attnlab knows it) beside attnlab's.
-// The list links every lesson as ?lesson=ID, for a teacher to share. A cell lesson takes a click on a cell of the
+// The list links every lesson as ?lesson=ID, for a teacher to share. A lesson counts positions from 1, as the
+// chapter does (it opens with Display · "Count positions from 1" on); while it is unanswered, what would give its
+// answer away (its `hides`, named in HIDES) is hidden; a touch device reads "tap" where a mouse reads "hover". A cell lesson takes a click on a cell of the
 // large head or the eligibility grid as its answer (the cell is not blocked meanwhile); a head lesson takes a head
 // opened from its card (the head still opens). Its setting, ui.lesson = {id, picked, feedback, shown}, is in the
 // link as `lesson=ID`. The panel's one declaration (`panel`, read by registry.js) on top of pure helpers.
@@ -9,11 +11,33 @@
 import { act } from "./actions.js";
 import { optionsOf } from "./capabilities.js";
 import { node } from "./dom.js";
-import { LESSONS, attnlabValue, checkAnswer, lessonOf, modelOfSetup, notReady, sampleAnswers, setupOf } from "./lessons.js";
+import { renderFigure } from "./lessonfigure.js";
+import { touchWords } from "./lessonread.js";
+import { LESSONS, attnlabValue, checkAnswer, lessonOf, liveAnswer, modelOfSetup, notReady, sampleAnswers, setupOf } from "./lessons.js";
 import { decodeState, stateForModel } from "./state.js";
 
 const NAME = "lesson"; // the panel's name: its setting is ui.lesson, its link key `lesson`
 const CLICK_SOURCES = ["focus-plot", "eligibility"]; // where a cell click answers a cell lesson
+
+// What a lesson may hide while it is unanswered (its `hides`), as the page's selectors: styled hidden by the rules
+// static/css/lesson.css keys on <html data-lesson-hides="...">.
+export const HIDES = {
+  pairs: "#pair-counts", // the eligible-pair counts beside the mask controls
+  symmetric: ".flag-symmetric", // a head card's "W_Q = W_K: scores are symmetric" badge
+  verdict: "#perturb-verdict", // Test a claim's verdict and its list of checks
+  precision: "#dtype-diff", // the run's difference from float32
+};
+
+// The names a lesson hides now: its `hides` until its answer is checked right or shown.
+export function hiddenNow(lesson, value) {
+  if (!lesson || value?.feedback?.ok || value?.shown) return [];
+  return (lesson.hides || []).filter((name) => name in HIDES);
+}
+
+// Whether this device is touched rather than pointed at (no hover): its lessons say "tap".
+function touchDevice() {
+  return typeof matchMedia === "function" && matchMedia("(hover: none)").matches;
+}
 
 // The setting of a lesson just opened; null for an id no lesson has.
 export function freshLesson(id) {
@@ -29,7 +53,14 @@ export function lessonUi(models, lesson) {
   if (!info) return null;
   const base = stateForModel(info);
   const masks = ui.masks ?? base.masks;
-  return { ...ui, text: ui.text || base.text, options: { ...base.options, ...ui.options }, masks, [NAME]: freshLesson(lesson.id) };
+  return {
+    ...ui,
+    text: ui.text || base.text,
+    options: { ...base.options, ...ui.options },
+    masks,
+    from1: true,
+    [NAME]: freshLesson(lesson.id),
+  };
 }
 
 // An answer a click gives the open lesson, or null when the click is not one it asks for.
@@ -50,7 +81,7 @@ export function take(a, value, s) {
 
 // The picked answer in words.
 export function pickedWords(lesson, picked, tokens = []) {
-  if (lesson.ask === "cell") return picked ? `query “${tokens[picked.q] ?? picked.q}” → key “${tokens[picked.k] ?? picked.k}”` : "click a cell in the large head or the eligibility grid";
+  if (lesson.ask === "cell") return picked ? `query “${tokens[picked.q] ?? picked.q + 1}” → key “${tokens[picked.k] ?? picked.k + 1}”` : "click a cell in the large head or the eligibility grid";
   if (lesson.ask === "head") return picked ? `layer ${picked.layer}, head ${picked.head}` : "click a head card";
   return "";
 }
@@ -60,6 +91,7 @@ const $ = (id) => document.getElementById(id);
 // The answer control for a lesson's kind: a number box, a menu of its choices, or a line saying what was clicked.
 function answerControl(lesson) {
   if (lesson.ask === "number") return node("input", { id: "lesson-answer", type: "text", inputMode: "decimal", autocomplete: "off", spellcheck: false });
+  if (lesson.ask === "shape") return node("input", { id: "lesson-answer", type: "text", autocomplete: "off", spellcheck: false, placeholder: "e.g. 2 3 4" });
   if (lesson.ask === "choice") {
     const sel = node("select", { id: "lesson-answer" });
     sel.append(node("option", { value: "" }, "choose…"), ...lesson.choices.map(([v, words]) => node("option", { value: v }, words)));
@@ -70,7 +102,14 @@ function answerControl(lesson) {
 
 function renderLesson(root, value, s) {
   const lesson = value && lessonOf(value.id);
+  const touch = touchDevice();
+  const words = (text) => touchWords(text, touch);
   $("lesson-task").hidden = !lesson;
+  const hides = hiddenNow(lesson, value).join(" ");
+  if (hides) document.documentElement.dataset.lessonHides = hides;
+  else delete document.documentElement.dataset.lessonHides;
+  root.dataset.hides = hides;
+  renderFigure($("lesson-figure"), lesson, s.models);
   for (const a of root.querySelectorAll("[data-lesson]")) a.toggleAttribute("aria-current", a.dataset.lesson === value?.id);
   if (!lesson) {
     root.dataset.lessonId = "";
@@ -79,7 +118,7 @@ function renderLesson(root, value, s) {
   if (root.dataset.lessonId !== lesson.id) {
     root.dataset.lessonId = lesson.id;
     $("lesson-name").textContent = lesson.title;
-    $("lesson-prompt").textContent = lesson.prompt;
+    $("lesson-prompt").textContent = words(lesson.prompt);
     $("lesson-note").textContent = lesson.note || "";
     $("lesson-note").hidden = !lesson.note;
     const control = answerControl(lesson);
@@ -93,22 +132,22 @@ function renderLesson(root, value, s) {
   const served = s.models.some((m) => m.name === modelOfSetup(setupOf(lesson, s.models)));
   $("lesson-served").hidden = served || !s.models.length;
   $("lesson-served").textContent = served ? "" : `Not checked here: ${wait}`;
-  if (lesson.ask === "cell" || lesson.ask === "head") $("lesson-answer").textContent = pickedWords(lesson, value.picked, s.run.result?.tokens);
+  if (lesson.ask === "cell" || lesson.ask === "head") $("lesson-answer").textContent = words(pickedWords(lesson, value.picked, s.run.result?.tokens));
   if (lesson.ask === "toggle") $("lesson-answer").textContent = "your change, made with the page's own controls";
   const fb = $("lesson-feedback");
-  fb.textContent = value.feedback ? value.feedback.text : "";
+  fb.textContent = value.feedback ? words(value.feedback.text) : "";
   fb.dataset.ok = value.feedback ? String(value.feedback.ok) : "";
   const shown = !!(value.feedback?.ok || value.shown);
   $("lesson-compare").hidden = !shown;
   if (shown) {
-    $("lesson-chapter").textContent = lesson.chapter ?? "not held by attnlab: compare with your copy of the chapter";
+    $("lesson-chapter").textContent = lesson.chapter ?? "no printed output for this task";
     $("lesson-attnlab").textContent = attnlabValue(lesson, s) || "(once this view is computed)";
   }
 }
 
 // The answer the learner has given now: typed, chosen, clicked, or (a toggle) the page itself.
 function answerOf(lesson, value) {
-  if (lesson.ask === "number" || lesson.ask === "choice") return $("lesson-answer").value;
+  if (lesson.ask === "number" || lesson.ask === "choice" || lesson.ask === "shape") return $("lesson-answer").value;
   if (lesson.ask === "toggle") return null;
   return value.picked;
 }
@@ -151,11 +190,15 @@ function bind(root, store) {
     }
   });
   $("lesson-reveal").addEventListener("click", () => value() && store.dispatch(act.panelSet(NAME, { ...value(), shown: true })));
-  $("lesson-close").addEventListener("click", () => store.dispatch(act.panelSet(NAME, null)));
+  $("lesson-close").addEventListener("click", () => {
+    store.dispatch(act.panelSet(NAME, null));
+    store.dispatch(act.countSet(false)); // the lesson counted from 1; the page goes back to the API's count
+  });
   // what a script (or a test) can ask of the open lesson: a right and a wrong answer from the live answer, a check
   root.lessonAnswers = () => {
     const lesson = value() && lessonOf(value().id);
-    return lesson && store.getState().run.result ? sampleAnswers(lesson, store.getState().run.result) : null;
+    const r = lesson && liveAnswer(lesson, store.getState());
+    return r ? sampleAnswers(lesson, r) : null;
   };
   root.lessonCheck = (answer) => {
     const lesson = value() && lessonOf(value().id);
@@ -182,6 +225,6 @@ export const panel = {
   request: () => null, // it asks nothing of its own: it checks the run on screen
   take,
   render: (root, value, s) => renderLesson(root, s.ui[NAME], s),
-  deps: (s) => [s.run.result, s.run.status, s.run.answered, s.models, s.ui.model],
+  deps: (s) => [s.run.result, s.run.status, s.run.answered, s.models, s.ui.model, s.ui.perturbOn, s.panels?.perturb?.result],
   bind,
 };

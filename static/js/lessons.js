@@ -5,123 +5,27 @@
 // from the result r. What the learner gives (`ask`):
 //
 //   number   a number typed in (0.25, 1/4, 1/√2)           expected(r) -> the number; tol: how far off still counts
+//   shape    a shape typed in ((4, 8, 32, 16) or 4 8 32 16)  expected(r) -> [dims]
 //   choice   one of `choices` ([value, words])              expected(r) -> the value
 //   cell     a click on a cell of the large head or the eligibility grid   expected(r) -> [[q, k], ...] that count
 //   head     a click on a head card                          expected(r) -> [[layer, head], ...] that count
 //   toggle   a change the learner makes with the page's own controls      holds(r, s) -> whether the page now does it
 //
 // hint(answer, want, r, s) says what to look at when the answer is wrong; attnlab(r, s) is attnlab's value, shown
-// beside `chapter`, the chapter's printed output where attnlab knows it (null: not held here). Pure: no DOM.
+// beside `chapter`, the chapter's printed output where it prints one for the task (null: it prints none). `hides`:
+// what on the page gives the answer away, hidden while the lesson is unanswered (lesson.js HIDES names them).
+// `reads`: "perturb" when the answer is the Test a claim panel's (/api/perturb), not the run's. The chapter's own
+// tasks are in exercises.js. Pure: no DOM.
 
-const W = (r, layer = 0, head = 0) => (r.layers.find((l) => l.index === layer) || r.layers[0]).heads[head].weights;
-const tok = (r, i) => `“${r.tokens[i]}”`;
-const sum = (row) => Array.from(row).reduce((a, b) => a + b, 0);
-const round = (v, d = 3) => Number(v.toFixed(d));
-const RULE = 1e-4; // a sum within this of 1 "sums to 1"
+import { CHAPTER_LESSONS } from "./exercises.js";
+import { RULE, W, headsBy, inductionScore, mean, period, prevScore, round, sum, textbookWith, tok } from "./lessonread.js";
 
-// Every [layer, head] of the result with score(weights) >= min, or the best one when none reaches it.
-function headsBy(r, score, min = 0.4) {
-  const all = r.layers.flatMap((l) => l.heads.map((h) => [l.index, h.index, score(h.weights)]));
-  const over = all.filter(([, , v]) => v >= min);
-  const best = all.reduce((a, b) => (b[2] > a[2] ? b : a));
-  return (over.length ? over : [best]).map(([l, h]) => [l, h]);
-}
-
-// The period of a repeated token sequence (the smallest L with tokens[i] = tokens[i + L] for every i), or null.
-export function period(tokens) {
-  for (let L = 1; L <= tokens.length / 2; L++) if (tokens.every((t, i) => i + L >= tokens.length || t === tokens[i + L])) return L;
-  return null;
-}
-
-const mean = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
-const prevScore = (w) => mean(Array.from(w.slice(1), (row, i) => row[i]));
-const inductionScore = (L) => (w) => mean(w.slice(L).map((row, j) => row[j + 1]).filter((v) => v !== undefined));
-
-// The chapter's numbers as /api/models serves them (the textbook model's defaults), changed by `edit`, as a link.
-function textbookWith(edit, rest) {
-  return (models) => {
-    const d = models.find((m) => m.name === "textbook")?.defaults;
-    if (!d) return `m=textbook&${rest}`;
-    const mx = edit({ x: d.x, w_q: d.w_q, w_k: d.w_k, w_v: d.w_v });
-    return `m=textbook&${rest}&mx=${encodeURIComponent(JSON.stringify(mx))}`;
-  };
-}
+export { period };
 
 const EXAMPLE = "m=textbook&causal=1&pad=4"; // the worked example with its own masks
 const SIX = "m=random&t=a+b+c+d+e+f"; // six positions
 
-export const LESSONS = [
-  {
-    id: "lab-1",
-    title: "Lab step 1: implement the attention maths",
-    setup: `${EXAMPLE}&view=scores`,
-    ask: "number",
-    prompt: "The large head shows the worked example's scores QKᵀ/√d_k. Work out by hand the weight query x2 gives key x1: softmax over x2's eligible keys. Give 3 decimals.",
-    expected: (r) => W(r)[1][0],
-    hint: (a, want, r) => `row x2 has ${r.eligible[1].filter(Boolean).length} eligible keys (causal): exp(score x2→x1) divided by the sum of exp over those keys only. Hover row x2 in Display · Scores for its scores.`,
-    attnlab: (r) => `weight x2 → x1 = ${round(W(r)[1][0], 4)} (scores ${round(r.layers[0].heads[0].scores[1][0], 4)}, ${round(r.layers[0].heads[0].scores[1][1], 4)})`,
-  },
-  {
-    id: "lab-2",
-    title: "Lab step 2: rows sum to 1, and symmetry",
-    setup: textbookWith((m) => ({ ...m, w_k: m.w_q }), "causal=0"),
-    ask: "choice",
-    prompt: "Here W_K is set equal to W_Q (see the number editors). Which holds?",
-    choices: [
-      ["both", "the scores are symmetric and every row of weights sums to 1"],
-      ["scores", "the scores are symmetric, the rows of weights do not sum to 1"],
-      ["rows", "the rows of weights sum to 1, the scores are not symmetric"],
-      ["neither", "neither"],
-    ],
-    expected: (r) => {
-      const sc = r.layers[0].heads[0].scores;
-      const sym = sc.every((row, i) => Array.from(row).every((v, j) => Math.abs(v - sc[j][i]) < 1e-5));
-      const rows = W(r).every((row, q) => !r.eligible[q].some(Boolean) || Math.abs(sum(row) - 1) < RULE);
-      return sym ? (rows ? "both" : "scores") : rows ? "rows" : "neither";
-    },
-    hint: () => "with W_K = W_Q each score is q_i·q_j, the same both ways round (Display · Scores: compare cell (i, j) with (j, i)); softmax then runs along each row, so each row of weights sums to 1 — but the weights themselves are not symmetric.",
-    attnlab: (r) => `max |row sum − 1| = ${r.layers[0].heads[0].stats.max_row_sum_error}; qk_symmetric = ${r.layers[0].heads[0].stats.qk_symmetric}`,
-  },
-  {
-    id: "lab-3",
-    title: "Lab step 3: causal masking with no future leakage",
-    setup: "m=textbook&causal=0",
-    ask: "toggle",
-    prompt: "Every query here can see every key, later ones too. Switch on the mask that stops each position looking ahead, then press Check.",
-    holds: (r) => W(r).every((row, q) => Array.from(row).every((v, k) => k <= q || v === 0)),
-    hint: (a, want, r) => {
-      const leak = W(r).flatMap((row, q) => Array.from(row).map((v, k) => [q, k, v])).find(([q, k, v]) => k > q && v !== 0);
-      return `query ${tok(r, leak[0])} still gives weight ${round(leak[2])} to the later key ${tok(r, leak[1])}: the cells above the diagonal must be exactly 0 (Masks · causal).`;
-    },
-    attnlab: (r) => `largest weight on a later key: ${Math.max(0, ...W(r).flatMap((row, q) => Array.from(row).filter((_, k) => k > q)))}`,
-  },
-  {
-    id: "ex-2",
-    title: "Exercise 2: eligible pairs under causal masking",
-    setup: `${SIX}&causal=1`,
-    ask: "number",
-    prompt: "Six positions, causal masking. How many (query, key) pairs are eligible?",
-    chapter: "21",
-    expected: (r) => r.pairs.eligible,
-    hint: (a, want, r) => {
-      const n = Number(a);
-      if (n === r.pairs.total) return "that is every pair: causal masking removes each key after its query (the eligibility grid's C cells).";
-      if (n === want - r.tokens.length) return "you left out the diagonal: a position may attend to itself.";
-      return "count the ✓ in the eligibility grid row by row: the first query sees 1 key, the second 2, …";
-    },
-    attnlab: (r) => `${r.pairs.eligible} eligible pairs of ${r.pairs.total} (pairs.eligible in /api/attention)`,
-  },
-  {
-    id: "ex-3",
-    title: "Exercise 3: masks applied to a score tensor",
-    setup: `${EXAMPLE}&view=scores`,
-    ask: "number",
-    prompt: "The masks act on the 5 × 5 score matrix of the worked example: causal, and x5 is padding. How many score cells stay eligible?",
-    note: "attnlab masks the worked example's own scores here, not a score tensor typed in.",
-    expected: (r) => r.pairs.eligible,
-    hint: (a, want, r) => `causal alone leaves ${r.pairs.causal}; padding x5 then removes its key column. Count the ✓ in the eligibility grid.`,
-    attnlab: (r) => `${r.pairs.eligible} eligible of ${r.pairs.total}; causal alone ${r.pairs.causal}, padding alone ${r.pairs.padding}`,
-  },
+const TOPIC_LESSONS = [
   {
     id: "padding",
     title: "Padding: what it removes",
@@ -244,6 +148,7 @@ export const LESSONS = [
     setup: `${SIX}&causal=1&window=2`,
     ask: "number",
     prompt: "Causal masking and a sliding window of 2 over six positions. How many pairs are eligible?",
+    hides: ["pairs"],
     expected: (r) => r.pairs.eligible,
     hint: () => "with causal on, a window of 2 keeps each query itself and the one position before it; the first position has no one before it. Count the ✓ in the eligibility grid.",
     attnlab: (r) => `${r.pairs.eligible} eligible of ${r.pairs.total}`,
@@ -307,6 +212,8 @@ export const LESSONS = [
   },
 ];
 
+export const LESSONS = [...CHAPTER_LESSONS, ...TOPIC_LESSONS];
+
 export function lessonOf(id) {
   return LESSONS.find((l) => l.id === id) || null;
 }
@@ -319,6 +226,13 @@ export function parseNumber(raw) {
   const m = /^([-+]?[\d.]+(?:e[-+]?\d+)?)\s*(?:\/\s*([\d.]+(?:e[-+]?\d+)?))?$/i.exec(t);
   if (!m) return Number.NaN;
   return m[2] === undefined ? Number(m[1]) : Number(m[1]) / Number(m[2]);
+}
+
+// "(4, 8, 32, 16)", "4 8 32 16", "4x8" -> [4, 8, 32, 16]; null when it is not a list of whole numbers.
+export function parseShape(raw) {
+  const parts = String(raw ?? "").replace(/[()[\]]/g, " ").split(/[\s,×x*]+/).filter(Boolean);
+  if (!parts.length || !parts.every((p) => /^\d+$/.test(p))) return null;
+  return parts.map(Number);
 }
 
 // How far a typed number may be from the answer: whole numbers exactly, others to about 3 decimals.
@@ -343,12 +257,27 @@ export function notReady(lesson, s) {
   if (s.ui.model !== model) return `this lesson is about the ${model} model: open it again from the list.`;
   if (s.run.status === "error") return "the page could not compute this view (see the banner): fix what it names, then check again.";
   if (!s.run.result || s.run.status === "loading" || s.run.answered !== s.run.want) return "the page is still computing this view: check again once it is drawn.";
+  if (lesson.reads === "perturb") {
+    const p = s.panels?.perturb;
+    if (!s.ui.perturbOn) return "Test a claim is off: open the lesson again from the list.";
+    if (p?.status === "error") return `Test a claim could not run: ${p.message}`;
+    if (!p?.result) return "Test a claim is still computing: check again once its bars are drawn.";
+  }
   return null;
+}
+
+// The answer the lesson reads: the run on screen, or (reads "perturb") the Test a claim panel's.
+export function liveAnswer(lesson, s) {
+  return lesson.reads === "perturb" ? s.panels?.perturb?.result ?? null : s.run.result;
 }
 
 function matches(lesson, answer, want) {
   if (lesson.ask === "number") return Math.abs(parseNumber(answer) - want) <= tolerance(lesson, want);
   if (lesson.ask === "choice") return answer === want;
+  if (lesson.ask === "shape") {
+    const got = parseShape(answer);
+    return !!got && got.length === want.length && got.every((v, i) => v === want[i]);
+  }
   if (lesson.ask === "cell") return want.some(([q, k]) => answer.q === q && answer.k === k);
   return want.some(([l, h]) => answer.layer === l && answer.head === h);
 }
@@ -358,12 +287,13 @@ function matches(lesson, answer, want) {
 export function checkAnswer(lesson, answer, s) {
   const wait = notReady(lesson, s);
   if (wait) return { ok: false, text: `Not checked: ${wait}` };
-  const r = s.run.result;
+  const r = liveAnswer(lesson, s);
   if (lesson.ask === "toggle") {
     return lesson.holds(r, s) ? { ok: true, text: "Correct." } : { ok: false, text: `Not yet: ${lesson.hint(null, null, r, s)}` };
   }
   if (answer == null || answer === "") return { ok: false, text: `Not yet: ${lesson.ask === "cell" ? "click a cell" : lesson.ask === "head" ? "click a head card" : "give an answer"} first.` };
   if (lesson.ask === "number" && !Number.isFinite(parseNumber(answer))) return { ok: false, text: "Not yet: type a number (0.25, 1/4 or 1/√2)." };
+  if (lesson.ask === "shape" && !parseShape(answer)) return { ok: false, text: "Not yet: type whole numbers, one per axis (4 8 32 16 or (4, 8, 32, 16))." };
   const want = lesson.expected(r);
   if (matches(lesson, answer, want)) return { ok: true, text: "Correct." };
   return { ok: false, text: `Not yet: ${lesson.hint(answer, want, r, s)}` };
@@ -371,17 +301,18 @@ export function checkAnswer(lesson, answer, s) {
 
 // attnlab's own value for the lesson, from the live answer (what the panel shows beside the chapter's).
 export function attnlabValue(lesson, s) {
-  const r = s.run.result;
+  const r = liveAnswer(lesson, s);
   if (!r || notReady(lesson, s)) return "";
   return lesson.attnlab(r, s, lesson.ask === "toggle" ? null : lesson.expected(r));
 }
 
-// An answer that counts and one that does not, as a learner would give them, from the live answer (what the
-// panel's "show attnlab's answer" and the tests use). A toggle is answered on the page: none.
+// An answer that counts and one that does not, as a learner would give them, from the live answer r (liveAnswer:
+// what the panel's "show attnlab's answer" and the tests use). A toggle is answered on the page: none.
 export function sampleAnswers(lesson, r) {
   if (lesson.ask === "toggle") return { right: null, wrong: null };
   const want = lesson.expected(r);
   if (lesson.ask === "number") return { right: String(round(want, 4)), wrong: String(round(want + 1, 4)) };
+  if (lesson.ask === "shape") return { right: want.join(" "), wrong: [...want.slice(0, -1), want.at(-1) + 1].join(" ") };
   if (lesson.ask === "choice") return { right: want, wrong: lesson.choices.map(([v]) => v).find((v) => v !== want) };
   if (lesson.ask === "cell") {
     const S = r.tokens.length;

@@ -15,7 +15,9 @@ from tests.browser.conftest import PageLog, wait_idle
 pytestmark = pytest.mark.browser
 
 LESSONS_JS = """async () => (await import('/static/js/lessons.js')).LESSONS.map((l) =>
-  ({id: l.id, prompt: l.prompt, ask: l.ask, setup: typeof l.setup === 'string' ? l.setup : null}))"""
+  ({id: l.id, prompt: l.prompt, ask: l.ask, setup: typeof l.setup === 'string' ? l.setup : null,
+    hides: l.hides || [], reads: l.reads || null}))"""
+HIDES_JS = "async () => (await import('/static/js/lesson.js')).HIDES"
 
 
 def feedback(page: Page) -> str:
@@ -41,6 +43,9 @@ def test_exercise_2_wrong_then_right(open_page: Callable[..., Page], page_log: P
     assert body["text"] == "a b c d e f" and body["masks"]["causal"] is True
     assert attention(live_server, body)["pairs"]["eligible"] == 21  # the server's own count, not the page's
     assert "lesson=ex-2" in page.url
+    # the mask summary would print the count: hidden until the answer is checked; the grids count from 1
+    expect(page.get_by_test_id("pair-counts")).to_be_hidden()
+    expect(page.locator("#eligibility thead th").last).to_have_text("6")
     page.get_by_test_id("lesson-answer").fill("20")
     wrong = check(page)
     assert "correct" not in wrong.lower() and "eligibility grid" in wrong
@@ -49,8 +54,9 @@ def test_exercise_2_wrong_then_right(open_page: Callable[..., Page], page_log: P
     assert "every pair" in check(page)
     page.get_by_test_id("lesson-answer").fill("21")
     assert check(page).lower().startswith("correct")
-    expect(page.get_by_test_id("lesson-chapter")).to_have_text("21")
+    expect(page.get_by_test_id("lesson-chapter")).to_have_text("no printed output for this task")
     expect(page.get_by_test_id("lesson-attnlab")).to_contain_text("21 eligible pairs of 36")
+    expect(page.get_by_test_id("pair-counts")).to_contain_text("21 of 36")
     assert not page_log.console_errors and not page_log.page_errors
 
 
@@ -104,9 +110,13 @@ def test_a_toggle_lesson_checks_the_page_as_the_learner_set_it(
     expect(page.get_by_test_id("lesson-attnlab")).to_contain_text("largest weight on a later key: 0")
     # a toggle lesson leaves the clicks to the page: a cell clicked in the eligibility grid is blocked as usual
     page = open_page("?lesson=block-cell")
-    assert "still eligible" in check(page)
+    assert "x3 → x1 is still eligible" in check(page)
+    # the lesson counts from 1, as its words do: the grid's columns are headed 1-5 and the cell reads query 3 -> key 1
+    heads = page.locator("#eligibility thead th")
+    assert [heads.nth(i).inner_text() for i in range(1, heads.count())] == ["1", "2", "3", "4", "5"]
     body = run_and_wait(lambda: page.locator('#eligibility button[data-q="2"][data-k="0"]').click())
     assert body["masks"]["blocked"] == [[2, 0]]
+    expect(page.get_by_text("cell query 3 → key 1 blocked").first).to_be_attached()
     assert check(page) == "Correct."
 
 
@@ -118,6 +128,7 @@ def test_the_list_links_every_lesson_and_each_opens_its_own(open_page: Callable[
     assert [links.nth(i).get_attribute("data-lesson") for i in range(links.count())] == [x["id"] for x in lessons]
     expect(page.get_by_test_id("lesson-task")).to_be_hidden()
     page.locator("#lesson-index summary").click()
+    hides = page.evaluate(HIDES_JS)
     served = {m["name"] for m in httpx.get(page.url.split("?")[0] + "api/models").json()["models"]}
     for lesson in lessons:
         link = page.locator(f'[data-lesson="{lesson["id"]}"]')
@@ -133,8 +144,17 @@ def test_the_list_links_every_lesson_and_each_opens_its_own(open_page: Callable[
             expect(page.get_by_test_id("lesson-served")).to_contain_text(f"the {model} model")
         expect(page.get_by_test_id("lesson-prompt")).to_have_text(lesson["prompt"])
         expect(page.get_by_test_id("lesson-answer")).to_be_attached()
+        # unanswered, it hides what would give its answer away, and only that
+        hidden = page.evaluate("() => document.documentElement.dataset.lessonHides || ''")
+        assert hidden.split() == lesson["hides"], (lesson["id"], hidden)
+        for name in lesson["hides"]:
+            for el in page.locator(hides[name]).all():
+                expect(el).to_be_hidden()
         if model not in served:
             continue
+        assert "from1=1" in page.url, (lesson["id"], page.url)  # the chapter's count while the lesson is open
+        if lesson["reads"]:
+            page.wait_for_function("() => document.getElementById('lesson-panel').lessonAnswers() !== null")
         # every lesson's check against the live answer: the right answer passes, a wrong one says what to look at
         answers = page.evaluate("() => document.getElementById('lesson-panel').lessonAnswers()")
         if lesson["ask"] == "toggle":
@@ -153,10 +173,57 @@ def test_a_lesson_link_sets_up_from_the_servers_numbers(open_page: Callable[...,
     page = open_page("?lesson=lab-2")
     body = page_log.attention_requests()[-1]
     assert body["weights"]["w_k"] == body["weights"]["w_q"] and body["masks"]["causal"] is False
+    # the card's badge would say the scores are symmetric: hidden until the answer is right
+    card = page.get_by_test_id("head-heatmap").first
+    assert card.get_attribute("data-flags") is not None and "symmetric" in (card.get_attribute("data-flags") or "")
+    expect(page.locator(".flag-symmetric")).to_be_hidden()
     page.get_by_test_id("lesson-answer").select_option("rows")
     assert "q_i·q_j" in check(page)
+    expect(page.locator(".flag-symmetric")).to_be_hidden()
     page.get_by_test_id("lesson-answer").select_option("both")
     assert check(page) == "Correct."
+    expect(page.locator(".flag-symmetric")).to_be_visible()
+    expect(page.get_by_test_id("lesson-chapter")).to_have_text("row sums: [1. 1. 1. 1. 1.]")
+    expect(page.get_by_test_id("lesson-attnlab")).to_contain_text("row sums: [1. 1. 1. 1. 1.]")
+
+
+def test_figure_21_4_opens_its_two_heads_side_by_side(page: Page, page_log: PageLog, typed_pycode_server: str) -> None:
+    live_server = typed_pycode_server  # it serves `given`, the model that takes the figure's weights as given
+    page.goto(f"{live_server}/?lesson=fig-21-4")
+    wait_idle(page)
+    figure = page.get_by_test_id("lesson-figure")
+    expect(figure.locator("table")).to_have_count(2)
+    expect(figure.locator("caption")).to_have_text(["head A: local pattern", "head B: earlier retrieval"])
+    # each head drawn from the server's answer to its matrix, rows and columns counted from 1
+    got = page.evaluate(
+        """async () => {
+          const {FIGURE_21_4} = await import('/static/js/exercises.js');
+          return Object.values(FIGURE_21_4).map((h) => h.m);
+        }"""
+    )
+    for table, m in zip(figure.locator("table").all(), got, strict=True):
+        body = {"model": "given", "pattern": m, "masks": {"causal": True}, "include": ["weights"]}
+        weights = attention(live_server, body)["layers"][0]["heads"][0]["weights"]
+        assert table.locator("tr").last.locator("th").inner_text() == "5"
+        cells = table.locator("tr").last.locator("td")
+        assert cells.all_inner_texts() == ["0" if v == 0 else f"{v:.2f}" for v in weights[4]]
+    # side by side: the second head's table is to the right of the first, on one row
+    a, b = (t.bounding_box() for t in figure.locator("table").all())
+    assert a and b and b["x"] >= a["x"] + a["width"] and abs(b["y"] - a["y"]) < 2
+    # head A is also the large head: the lesson's cell question is about it
+    answers = page.evaluate("() => document.getElementById('lesson-panel').lessonAnswers()")
+    assert answers["right"] == {"q": 4, "k": 4}
+    assert not page_log.console_errors and not page_log.page_errors
+
+
+def test_a_lesson_on_a_touch_phone_says_tap(phone_at: Callable[[str, str], Page], live_server: str) -> None:
+    page = phone_at(live_server, "?lesson=two-heads")
+    expect(page.get_by_test_id("lesson-prompt")).to_contain_text("Tap the head")
+    expect(page.get_by_test_id("lesson-answer")).to_have_text("tap a head card")
+    wrong = page.evaluate("() => document.getElementById('lesson-panel').lessonAnswers().wrong")
+    page.get_by_test_id("head-heatmap").nth(wrong["head"]).tap()
+    feedback_text = page.get_by_test_id("lesson-feedback").inner_text()
+    assert "tap row “f”" in feedback_text and "hover" not in feedback_text.lower(), feedback_text
 
 
 def test_induction_lessons_find_the_trained_heads(open_trained: Callable[..., Page]) -> None:
