@@ -33,7 +33,7 @@ from server.forms import form_of
 from server.precision import check_dtype, dtype_name, request_runtime
 from server.runcache import cacheable, run_key
 from server.schemas import AttentionRequest, Weights
-from server.serialize import Reading, Sinks, serialize_run, tail_body
+from server.serialize import Reading, Sinks, serialize_run
 from wire.arrays import STREAM_MEDIA_TYPE
 
 # include items that read Q, K, V or the chapter's audit of a model: typed-in matrices have no projections
@@ -57,10 +57,7 @@ class Plan:
     last: int
     layers: tuple[int, ...]
     include: tuple[str, ...]
-    precision: str
-    rollout: tuple[Fuse, bool]  # how rollout and attention flow fuse the heads, and whether the residual is added
-    sinks: Sinks | None
-    budget: Budget
+    reading: Reading  # how its answer reads the run: precision, rollout, sinks, the bounds (server/serialize.py)
 
     def run(self, interventions: Interventions = NO_INTERVENTIONS, runtime: Runtime | None = None) -> ModelRun:
         """The forward pass (on the request's compute thread: server/scheduling.py), or the same pass kept in the
@@ -90,31 +87,9 @@ class Plan:
         """The input with no last layer: analyses run the whole model, whatever layer the result shows."""
         return replace(self.inp, last_layer=None)
 
-    def reading(self) -> Reading:
-        """How the answer reads the run: the plan's layers, include, precision and bounds (server/serialize.py)."""
-        return Reading(
-            layers=self.layers,
-            include=self.include,
-            scale=self.req.scale,
-            all_masked=self.req.all_masked,
-            device=str(self.runtime.device),
-            dtype=dtype_name(self.runtime.dtype),
-            max_values=self.budget.values,
-            max_flow_work=self.budget.flow_work,
-            precision=self.precision,
-            rollout=self.rollout,
-            sinks=self.sinks,
-            case=self.case(self.req.demo_bug),
-            max_audit_runs=self.budget.audit_runs,
-        )
-
     def body(self, run: ModelRun) -> dict[str, Any]:
         """The run as /api/attention answers it, for the plan's layers and include, up to its tail."""
-        return serialize_run(run, self.reading())
-
-    def tail(self, run: ModelRun) -> dict[str, Any]:
-        """What the answer holds once the whole pass is done: its config and timings, and the audit when asked."""
-        return tail_body(run, self.reading())
+        return serialize_run(run, self.reading)
 
 
 def make_plan(
@@ -172,6 +147,21 @@ def make_plan(
     budget = Budget.of(settings)
     check_budgets(req, shape, work, runtime, form, results, budget, settings.max_work_bytes, field)
     rollout: tuple[Fuse, bool] = (req.rollout.heads, req.rollout.residual) if req.rollout else ("mean", True)
+    reading = Reading(
+        layers=layers,
+        include=tuple(req.include),
+        scale=req.scale,
+        all_masked=req.all_masked,
+        device=str(runtime.device),
+        dtype=dtype_name(runtime.dtype),
+        max_values=budget.values,
+        max_flow_work=budget.flow_work,
+        precision=req.precision,
+        rollout=rollout,
+        sinks=sinks,
+        case=Case(model, inp, encoded, runtime.device, runtime.dtype, req.demo_bug),
+        max_audit_runs=budget.audit_runs,
+    )
     return Plan(
         req=req,
         model=model,
@@ -182,10 +172,7 @@ def make_plan(
         last=last,
         layers=layers,
         include=tuple(req.include),
-        precision=req.precision,
-        rollout=rollout,
-        sinks=sinks,
-        budget=budget,
+        reading=reading,
     )
 
 

@@ -1,5 +1,9 @@
 """ModelRun -> the result the page and scripts read: matrices as NumPy arrays (float32, float16 or float64), the
-rest plain values; server/forms.py writes it as JSON, .npz or the arrays form."""
+rest plain values; server/forms.py writes it as JSON, .npz or the arrays form.
+
+One table, INCLUDE, says for each `include` item what it costs (read by the size estimate before the run) and
+which function makes its part (read by the serializer after it); an answer is made as a head, its layers and a
+tail (what only the whole pass knows), the parts the streamed form sends one by one."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from server.export import build_export
 from server.forms import form_of
 from server.plan import Plan, make_plan
 from server.schemas import AttentionRequest, AttentionResult, ExportRequest
-from server.serialize import layer_bodies, serialize_run
+from server.serialize import layer_bodies, serialize_run, tail_body
 from server.stream import StreamedAnswer
 
 # include items that read the whole pass before any layer can be written: it runs whole, then streams
@@ -64,7 +64,6 @@ def answer_frames(plan: Plan) -> Iterator[tuple[str, Any]]:
     from there: one forward in two parts. Every other form sends every layer in the head, from one whole pass."""
     req = plan.req
     interventions = Interventions(bug=req.demo_bug)
-    reading = plan.reading()
     if plan.form != "stream":
         first = plan.layers
         run = plan.run(interventions)
@@ -72,18 +71,18 @@ def answer_frames(plan: Plan) -> Iterator[tuple[str, Any]]:
         first = (req.layer if req.layer is not None else req.first_layer or 0,)
         whole = req.layer is not None or bool(WHOLE_PASS.intersection(plan.include))
         run = plan.run(interventions) if whole else plan.run_to(first[0], interventions)
-    yield "head", serialize_run(run, reading, first)
+    yield "head", serialize_run(run, plan.reading, first)
     run = plan.run_on(run, interventions)
     rest = [i for i in plan.layers if i not in first]
     if rest:
-        for body in layer_bodies(run, reading, rest):
+        for body in layer_bodies(run, plan.reading, rest):
             yield "layer", body
     yield "tail", tail(plan, run)
 
 
 def tail(plan: Plan, run: ModelRun) -> dict[str, Any]:
     """The answer's tail (server/serialize.py: tail_body), its config with `max_diff_vs_float32`."""
-    out = plan.tail(run)
+    out = tail_body(run, plan.reading)
     out["config"]["max_diff_vs_float32"] = float32_difference(plan, run)
     return out
 
