@@ -1,19 +1,17 @@
 """What an answer may hold and a run may keep, counted before anything runs: the answer's shape (what
 server/serialize.py's INCLUDE counts read), its numbers and bytes against the server's limits, the memory the
-forward passes hold, and the max-flow work of attention flow (server/plan.py reads it in its budgets step)."""
+forward passes hold (server/plan.py reads it in its budgets step)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from engine.analysis.attention_flow import flow_work, fused_maps
-from engine.analysis.flow import Fuse
 from engine.masks import MaskSpec
-from engine.models import AttentionModel, ModelRun, RunInput
+from engine.models import AttentionModel, RunInput
 from engine.models.base import Encoded
+from server.config import Settings
 from server.deps import Runtime
 from server.errors import ApiError
 from server.precision import dtype_name
@@ -23,11 +21,23 @@ from server.serialize import AnswerShape, answer_count, check_result_bytes, chec
 
 @dataclass(frozen=True)
 class Budget:
-    """What this server lets one answer hold: its numbers, its bytes, and the max-flow steps it may take."""
+    """What this server lets one answer hold: its numbers and its bytes, checked before the run; and the bounds
+    its include items declare, checked by their makers before their work (server/serialize.py): the max-flow steps
+    of attention flow and the forward passes of the audit's verdicts."""
 
     values: int  # ATTNLAB_MAX_RESULT_VALUES
     bytes: int  # ATTNLAB_MAX_RESULT_BYTES
     flow_work: int  # ATTNLAB_MAX_FLOW_WORK
+    audit_runs: int  # ATTNLAB_MAX_AUDIT_RUNS
+
+    @classmethod
+    def of(cls, settings: Settings) -> Budget:
+        return cls(
+            settings.max_result_values,
+            settings.max_result_bytes,
+            settings.limit("max_flow_work"),
+            settings.limit("max_audit_runs"),
+        )
 
 
 # The memory a forward pass holds, estimated before it runs, and bounded by ATTNLAB_MAX_WORK_BYTES.
@@ -176,21 +186,3 @@ def final_width(model: AttentionModel) -> int:
     if model.capabilities.predicts_tokens:
         return len(info.vocab) if info.vocab else int(getattr(info, "vocab_size", None) or 1)
     return info.d_model or 1
-
-
-def check_flow_work(
-    run: ModelRun, layers: Sequence[int], include: Sequence[str], rollout: tuple[Fuse, bool], limit: int
-) -> None:
-    """After the forward, before any max-flow: the pairs times the edges they run over, within max_flow_work."""
-    if "attention_flow" not in include:
-        return
-    maps = fused_maps([run.layers[i].attn.weights for i in range(max(layers) + 1)], *rollout)
-    work = flow_work(maps, list(layers))
-    if work > limit:
-        raise ApiError(
-            422,
-            "too_large",
-            f"attention flow here is {work:,} (pair, edge) steps of max-flow; limit {limit:,} (set by "
-            "ATTNLAB_MAX_FLOW_WORK on this server): ask for one `layer`, fewer tokens, or use rollout",
-            "include",
-        )

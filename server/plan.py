@@ -25,7 +25,7 @@ from engine.interventions import NO_INTERVENTIONS, ClassicBug, Interventions
 from engine.masks import MaskSpec
 from engine.models import AttentionModel, ModelRun, RunInput, model_for
 from engine.models.base import Encoded, SourceInput
-from server.budgets import Budget, WorkShape, answer_shape, check_budgets, check_flow_work
+from server.budgets import Budget, WorkShape, answer_shape, check_budgets
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import ApiError
@@ -33,7 +33,7 @@ from server.forms import form_of
 from server.precision import check_dtype, dtype_name, request_runtime
 from server.runcache import cacheable, run_key
 from server.schemas import AttentionRequest, Weights
-from server.serialize import serialize_run
+from server.serialize import Reading, Sinks, serialize_run
 from wire.arrays import STREAM_MEDIA_TYPE
 
 # include items that read Q, K, V or the chapter's audit of a model: typed-in matrices have no projections
@@ -41,7 +41,6 @@ NEEDS_PROJECTIONS = ("qkv", "audit")
 # include items made from the contexts: they need value vectors to mix
 NEEDS_VALUES = ("contexts", "output", "final", "value_norms", "head_contributions")
 ONE_SEQUENCE = ("texts", "source", "demo_bug")
-Sinks = tuple[list[int], bool]  # (hidden key positions, renormalise)
 
 
 @dataclass(frozen=True)
@@ -58,10 +57,7 @@ class Plan:
     last: int
     layers: tuple[int, ...]
     include: tuple[str, ...]
-    precision: str
-    rollout: tuple[Fuse, bool]  # how rollout and attention flow fuse the heads, and whether the residual is added
-    sinks: Sinks | None
-    budget: Budget
+    reading: Reading  # how its answer reads the run: precision, rollout, sinks, the bounds (server/serialize.py)
 
     def run(self, interventions: Interventions = NO_INTERVENTIONS, runtime: Runtime | None = None) -> ModelRun:
         """The forward pass (on the request's compute thread: server/scheduling.py), or the same pass kept in the
@@ -92,22 +88,8 @@ class Plan:
         return replace(self.inp, last_layer=None)
 
     def body(self, run: ModelRun) -> dict[str, Any]:
-        """The run as /api/attention answers it, for the plan's layers and include."""
-        check_flow_work(run, self.layers, self.include, self.rollout, self.budget.flow_work)
-        return serialize_run(
-            run,
-            layer=self.req.layer,
-            include=self.include,
-            scale=self.req.scale,
-            all_masked=self.req.all_masked,
-            device=str(self.runtime.device),
-            dtype=dtype_name(self.runtime.dtype),
-            max_values=self.budget.values,
-            precision=self.precision,
-            rollout_heads=self.rollout[0],
-            rollout_residual=self.rollout[1],
-            sinks=self.sinks,
-        )
+        """The run as /api/attention answers it, for the plan's layers and include, up to its tail."""
+        return serialize_run(run, self.reading)
 
 
 def make_plan(
@@ -146,10 +128,7 @@ def make_plan(
         _check_tokens(len(encoded.source.tokens), where, settings)
     # layers: what the checks below need of the model, read once here
     last = model.last_layer(inp)  # a 422 naming `layer` when it is past the model's last
-    n_layers, heads = model.n_layers(inp), model.n_heads(inp)
-    shape = answer_shape(req, model, inp, encoded, results, n_layers, heads)
-    d_model = 0 if inp.options or inp.weights else model.info.d_model or 0
-    work = WorkShape(last + 1, encoded.batch or 1, shape.heads, shape.s, shape.s_k, d_model)
+    n_layers = model.n_layers(inp)
     check_first_layer(req, n_layers, model.info.name, form)
     layers = (req.layer,) if req.layer is not None else tuple(range(n_layers))
     # include
@@ -161,10 +140,28 @@ def make_plan(
     sinks = sink_positions(req, s_k, encoded.special, several, model.info.name)
     # precision/dtype
     runtime = request_runtime(req, asked, runtime) if own_dtype else check_dtype(asked, runtime)
-    # budgets
-    budget = Budget(settings.max_result_values, settings.max_result_bytes, settings.limit("max_flow_work"))
+    # budgets: what the answer holds and what its passes keep, from the shapes the encoding and the layers gave
+    shape = answer_shape(req, model, inp, encoded, results, n_layers, model.n_heads(inp))
+    d_model = 0 if inp.options or inp.weights else model.info.d_model or 0
+    work = WorkShape(last + 1, encoded.batch or 1, shape.heads, shape.s, shape.s_k, d_model)
+    budget = Budget.of(settings)
     check_budgets(req, shape, work, runtime, form, results, budget, settings.max_work_bytes, field)
     rollout: tuple[Fuse, bool] = (req.rollout.heads, req.rollout.residual) if req.rollout else ("mean", True)
+    reading = Reading(
+        layers=layers,
+        include=tuple(req.include),
+        scale=req.scale,
+        all_masked=req.all_masked,
+        device=str(runtime.device),
+        dtype=dtype_name(runtime.dtype),
+        max_values=budget.values,
+        max_flow_work=budget.flow_work,
+        precision=req.precision,
+        rollout=rollout,
+        sinks=sinks,
+        case=Case(model, inp, encoded, runtime.device, runtime.dtype, req.demo_bug),
+        max_audit_runs=budget.audit_runs,
+    )
     return Plan(
         req=req,
         model=model,
@@ -175,10 +172,7 @@ def make_plan(
         last=last,
         layers=layers,
         include=tuple(req.include),
-        precision=req.precision,
-        rollout=rollout,
-        sinks=sinks,
-        budget=budget,
+        reading=reading,
     )
 
 
@@ -579,20 +573,19 @@ def run_body(run: ModelRun, req: AttentionRequest, settings: Settings, runtime: 
     """A run of `req` as /api/attention answers it, where no plan was made for it (a patched run's answer)."""
     layers = (req.layer,) if req.layer is not None else tuple(range(len(run.layers)))
     rollout: tuple[Fuse, bool] = (req.rollout.heads, req.rollout.residual) if req.rollout else ("mean", True)
-    budget = Budget(settings.max_result_values, settings.max_result_bytes, settings.limit("max_flow_work"))
+    budget = Budget.of(settings)
     s_k, several = run.eligible.shape[-1], run.batch_tokens is not None or run.source_tokens is not None
-    check_flow_work(run, layers, req.include, rollout, budget.flow_work)
-    return serialize_run(
-        run,
-        layer=req.layer,
-        include=req.include,
+    reading = Reading(
+        layers=layers,
+        include=tuple(req.include),
         scale=req.scale,
         all_masked=req.all_masked,
         device=str(runtime.device),
         dtype=dtype_name(runtime.dtype),
         max_values=budget.values,
+        max_flow_work=budget.flow_work,
         precision=req.precision,
-        rollout_heads=rollout[0],
-        rollout_residual=rollout[1],
+        rollout=rollout,
         sinks=sink_positions(req, s_k, run.config.special, several, run.model),
     )
+    return serialize_run(run, reading)

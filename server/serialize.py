@@ -1,5 +1,9 @@
 """ModelRun -> the result the page and scripts read: matrices as NumPy arrays (float32, float16 or float64), the
-rest plain values; server/forms.py writes it as JSON, .npz or the arrays form."""
+rest plain values; server/forms.py writes it as JSON, .npz or the arrays form.
+
+One table, INCLUDE, says for each `include` item what it costs (read by the size estimate before the run) and
+which function makes its part (read by the serializer after it); an answer is made as a head, its layers and a
+tail (what only the whole pass knows), the parts the streamed form sends one by one."""
 
 from __future__ import annotations
 
@@ -11,8 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.analysis.attention_flow import attention_flow
+from engine.analysis.attention_flow import attention_flow, flow_work, fused_maps
+from engine.analysis.audit import audit
 from engine.analysis.flow import Fuse, head_contributions, rollout, value_norms
+from engine.analysis.perturb_kernel import Case
 from engine.analysis.sinks import hide_keys
 from engine.attention import AttentionOutput, AttentionWeights
 from engine.masks import pair_counts
@@ -122,17 +128,47 @@ STAT_NUMBERS_PER_QUERY = 4
 AUDIT_SCALARS = 64  # the audit record's own numbers, besides its per-head, per-position and per-mask lists
 
 
+Sinks = tuple[list[int], bool]  # (hidden key positions, renormalise)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How one request reads its run: everything its answer is made with, settled before the run (server/plan.py
+    makes it from the checked request). Each include item's maker reads it, and nothing reads the request again."""
+
+    layers: tuple[int, ...]  # the layers the answer shows
+    include: tuple[str, ...]
+    scale: bool
+    all_masked: str
+    device: str
+    dtype: str
+    max_values: int  # ATTNLAB_MAX_RESULT_VALUES
+    max_flow_work: int  # ATTNLAB_MAX_FLOW_WORK: attention flow's bound, checked before any max-flow runs
+    precision: str = "float32"
+    rollout: tuple[Fuse, bool] = ("mean", True)  # how rollout and attention flow fuse the heads; the residual
+    sinks: Sinks | None = None  # the keys the weights view hides; None shows the weights as computed
+    case: Case | None = None  # the input as the audit runs it again (/api/attention's plan alone gives one)
+    max_audit_runs: int = 0  # ATTNLAB_MAX_AUDIT_RUNS: the forward passes the audit's verdicts may run
+
+
 @dataclass(frozen=True)
 class Item:
-    """One `include` item: the answer's fields it fills, where (in each head, each layer, or once per answer), the
-    values it adds per layer of one item (or per answer), as floats (matrices in the form's encoding) or numbers
-    (JSON numbers in every form), and whether it brings `eligible` and `reasons` with it."""
+    """One `include` item, in one row: the answer's fields it fills, where (in each head, each layer, once per
+    answer, or once the whole pass is done: the streamed form's tail), the values it adds per layer of one item (or
+    per answer), as floats (matrices in the form's encoding) or numbers (JSON numbers in every form), whether it
+    brings `eligible` and `reasons` with it, and the function that makes its part. A head's matrices are picked
+    from the layer's tensors (HEAD_TENSORS where the field is not the tensor's own name); `layer` makes a layer's
+    fields (a list under "heads" is spread over the heads, one each); `stack` makes views of the stack of layers,
+    once for the layers written (B x S x S_k each, by layer); `answer` makes the one field of an answer or tail."""
 
     fields: tuple[str, ...]
-    place: str  # "head", "layer" or "answer"
+    place: str  # "head", "layer", "answer" or "tail"
     floats: Callable[[AnswerShape], int] = lambda n: 0
     numbers: Callable[[AnswerShape], int] = lambda n: 0
     grid: bool = False  # an S x S_k grid per head or layer: read with the cells it masks
+    layer: Callable[[ModelRun, Reading, int], dict[str, Any]] | None = None
+    stack: Callable[[ModelRun, Reading, Sequence[int]], Any] | None = None
+    answer: Callable[[ModelRun, Reading], Any] | None = None
 
 
 def _audit_numbers(n: AnswerShape) -> int:
@@ -146,6 +182,120 @@ def _stat_numbers(n: AnswerShape) -> int:
     return n.heads * per_head + n.heads * n.heads
 
 
+# ---- the makers: each include item's part of the answer --------------------------------------------------------------
+
+
+def _items(run: ModelRun, m: np.ndarray) -> np.ndarray:
+    """A batch keeps its leading axis; one sequence sends its only item."""
+    return m if run.batch_tokens is not None else m[0]
+
+
+def make_output(run: ModelRun, r: Reading, i: int) -> dict[str, Any]:
+    return {"output": _items(run, as_numpy(run.layers[i].attn.output, r.precision, f"layer {i}'s output"))}
+
+
+def make_stats(run: ModelRun, r: Reading, i: int) -> dict[str, Any]:
+    """Each head's stats (per item for a batch) and the layer's head similarity (engine/stats.py)."""
+    a, w = run.layers[i].attn, run.layers[i].weights
+    own = run.eligible.cpu() if run.layers[i].window is None else a.eligible.cpu()  # a local layer's: its window's
+    hidden = r.sinks[0] if r.sinks is not None else [0]
+    items = range(a.scores.shape[0])
+    sims = [head_similarity(a.weights[b].cpu()) for b in items]
+    stats = [
+        head_stats(
+            a.scores[b].cpu(),
+            a.weights[b].cpu(),
+            own[b] if own.dim() == 3 else own,
+            w,
+            sims[b],
+            run.breaks,
+            hidden,
+            None if a.sink_weight is None else a.sink_weight[b].cpu(),
+        )
+        for b in items
+    ]
+    batched = run.batch_tokens is not None
+    heads = []
+    for h in range(a.scores.shape[1]):
+        # field by field: dataclasses.asdict deep-copies every list (1.5 s of 7 at 512 tokens)
+        per_item = [{f.name: getattr(st[h], f.name) for f in STAT_FIELDS} for st in stats]
+        heads.append({"stats": per_item if batched else per_item[0]})
+    similarity = [sim.float().numpy() for sim in sims]
+    return {"heads": heads, "head_similarity": np.stack(similarity) if batched else similarity[0]}
+
+
+def make_experts(run: ModelRun, r: Reading, i: int) -> dict[str, Any]:
+    """A mixture of experts' routing in the layer: each position's experts and their gates."""
+    routing = run.layers[i].routing
+    if routing is None:
+        return {}
+    ids = routing.experts.cpu().tolist()
+    gates = as_numpy(routing.weights, r.precision, f"layer {i}'s expert gates")
+    return {
+        "experts": {
+            "count": routing.n_experts,
+            "top_k": routing.experts.shape[-1],
+            "ids": ids if run.batch_tokens is not None else ids[0],
+            "gates": _items(run, gates),
+        }
+    }
+
+
+def _stack(run: ModelRun, layers: Sequence[int]) -> list[torch.Tensor]:
+    """Every layer's weights up to the last one written: what rollout and attention flow read through."""
+    return [run.layers[i].attn.weights for i in range(max(layers) + 1)]
+
+
+def make_rollout(run: ModelRun, r: Reading, layers: Sequence[int]) -> Sequence[torch.Tensor]:
+    return rollout(_stack(run, layers), *r.rollout)
+
+
+def make_attention_flow(run: ModelRun, r: Reading, layers: Sequence[int]) -> dict[int, torch.Tensor]:
+    """Attention flow of `layers`, after its declared bound is checked over every layer the answer shows: the
+    pairs times the edges they run over, within ATTNLAB_MAX_FLOW_WORK, before any max-flow runs."""
+    maps = fused_maps(_stack(run, r.layers), *r.rollout)
+    work = flow_work(maps, list(r.layers))
+    if work > r.max_flow_work:
+        raise ApiError(
+            422,
+            "too_large",
+            f"attention flow here is {work:,} (pair, edge) steps of max-flow; limit {r.max_flow_work:,} (set by "
+            "ATTNLAB_MAX_FLOW_WORK on this server): ask for one `layer`, fewer tokens, or use rollout",
+            "include",
+        )
+    return attention_flow(_stack(run, layers), *r.rollout, list(layers))
+
+
+def make_final(run: ModelRun, r: Reading) -> np.ndarray:
+    return _items(run, as_numpy(run.result.final, r.precision, "the model's final output"))
+
+
+def make_audit(run: ModelRun, r: Reading) -> dict[str, Any]:
+    """The chapter's audit of the run (engine/analysis/audit.py), with the sentence on texts left unchecked."""
+    assert r.case is not None, "only /api/attention's plan gives the case an audit runs again"
+    with torch.inference_mode():
+        record = audit(r.case, run, r.max_audit_runs)
+    record["perturbation_note"] = unchecked_note(record, r.max_audit_runs)
+    return record
+
+
+def unchecked_note(record: dict[str, Any], bound: int) -> str | None:
+    """The sentence that says which texts of a batch have perturbation verdicts and how to check the others."""
+    unchecked = record["perturbation_unchecked"]
+    if not unchecked:
+        return None
+    b = record["batch"]
+    checked = b - len(unchecked)
+    which = "no text" if checked == 0 else (f"texts 0-{checked - 1}" if checked > 1 else "text 0")
+    rest = f"texts {unchecked[0]}-{unchecked[-1]}" if len(unchecked) > 1 else f"text {unchecked[0]}"
+    return (
+        f"verdicts for {which} of {b}; {rest} not checked: their perturbations would pass ATTNLAB_MAX_AUDIT_RUNS "
+        f"({bound} forward passes, two a tested position of a text). Check one with /api/perturb on the same body "
+        "and its `item` (`position`: its last real one for causal, its first padding one for padding, its middle "
+        "for window)."
+    )
+
+
 INCLUDE: dict[str, Item] = {
     "scores": Item(("scores",), "head", floats=lambda n: n.heads * n.s * n.s_k, grid=True),
     # weights: and each row's learned sink weight where layers have sink logits (counted as if every shown one had)
@@ -153,24 +303,34 @@ INCLUDE: dict[str, Item] = {
         ("weights", "sink"), "head", floats=lambda n: n.heads * n.s * (n.s_k + min(1, n.sink_layers)), grid=True
     ),
     "contexts": Item(("contexts",), "head", floats=lambda n: n.heads * n.s * n.d_v),
-    "output": Item(("output",), "layer", floats=lambda n: n.s * n.d_out),
-    "stats": Item(("stats", "head_similarity"), "head", numbers=_stat_numbers),
+    "output": Item(("output",), "layer", floats=lambda n: n.s * n.d_out, layer=make_output),
+    "stats": Item(("stats", "head_similarity"), "layer", numbers=_stat_numbers, layer=make_stats),
     "qkv": Item(("q", "k", "v"), "head", floats=lambda n: n.heads * n.s * (2 * n.d_head + n.d_v)),
-    "audit": Item(("audit",), "answer", numbers=_audit_numbers),
-    "final": Item(("final",), "answer", floats=lambda n: n.s * n.final),
-    "rollout": Item(("rollout",), "layer", floats=lambda n: n.s * n.s_k, grid=True),
-    "attention_flow": Item(("attention_flow",), "layer", floats=lambda n: n.s * n.s_k, grid=True),
+    "audit": Item(("audit",), "tail", numbers=_audit_numbers, answer=make_audit),
+    "final": Item(("final",), "answer", floats=lambda n: n.s * n.final, answer=make_final),
+    "rollout": Item(("rollout",), "layer", floats=lambda n: n.s * n.s_k, grid=True, stack=make_rollout),
+    "attention_flow": Item(
+        ("attention_flow",), "layer", floats=lambda n: n.s * n.s_k, grid=True, stack=make_attention_flow
+    ),
     "value_norms": Item(("value_norms",), "head", floats=lambda n: n.heads * n.s * n.s_k, grid=True),
     "head_contributions": Item(("contribution",), "head", floats=lambda n: n.heads * n.s),
     "eligibility": Item(("eligible", "reasons"), "answer", grid=True),
     # the gates as floats, the expert ids and the layer's count and top_k as JSON numbers
-    "experts": Item(("experts",), "layer", floats=lambda n: n.s * n.top_k, numbers=lambda n: n.s * n.top_k + 2),
+    "experts": Item(
+        ("experts",),
+        "layer",
+        floats=lambda n: n.s * n.top_k,
+        numbers=lambda n: n.s * n.top_k + 2,
+        layer=make_experts,
+    ),
 }
 # the per-head tensors an answer's field is made from where its name is not the layer's own (AttentionOutput's)
-HEAD_TENSORS: dict[str, Callable[[AttentionOutput, AttentionWeights], torch.Tensor | None]] = {
-    "contribution": head_contributions,
-    "value_norms": value_norms,
-    "sink": lambda a, _: a.sink_weight,  # the weight each query gave the head's learned sink
+HEAD_TENSORS: dict[str, Callable[[AttentionOutput, AttentionWeights, Reading], torch.Tensor | None]] = {
+    # the weights view: with the keys `sinks` names hidden (engine/analysis/sinks.py), else as computed
+    "weights": lambda a, _, r: a.weights if r.sinks is None else hide_keys(a.weights, *r.sinks),
+    "contribution": lambda a, w, _: head_contributions(a, w),
+    "value_norms": lambda a, w, _: value_norms(a, w),
+    "sink": lambda a, _, r: a.sink_weight,  # the weight each query gave the head's learned sink
 }
 KV_FIELDS = ("k", "v")  # sent per head from its K/V group
 
@@ -190,7 +350,7 @@ def answer_count(include: Sequence[str], n: AnswerShape) -> tuple[ResultCount, R
     for name in include:
         item = INCLUDE[name]
         count = ResultCount(item.floats(n) * n.items, item.numbers(n) * n.items, 0)
-        if item.place == "answer":
+        if item.place in ("answer", "tail"):
             once = _add(once, count)
         else:
             per_layer = _add(per_layer, count)
@@ -270,45 +430,25 @@ BUG_NOTES = {
 }
 
 
-def serialize_run(
-    run: ModelRun,
-    *,
-    layer: int | None,
-    include: Sequence[str],
-    scale: bool,
-    all_masked: str,
-    device: str,
-    dtype: str,
-    max_values: int,
-    precision: str = "float32",
-    rollout_heads: Fuse = "mean",
-    rollout_residual: bool = True,
-    sinks: tuple[list[int], bool] | None = None,
-) -> dict[str, Any]:
-    """`sinks`: (hidden key positions, renormalise) for the weights view; None shows the weights as computed
-    (sink_mass is then the weight on position 0, the first token)."""
-    layers = [layer] if layer is not None else list(range(len(run.layers)))
-    size = result_size(run, layers, include)
-    check_result_size(size, max_values)
+def serialize_run(run: ModelRun, r: Reading, layers: Sequence[int] | None = None) -> dict[str, Any]:
+    """The run as the answer sends it, read as `r` says, up to what only the whole pass knows (`tail_body`).
+    `layers`: the ones written (the streamed form's head writes its first layer alone); every one shown if None."""
+    layers = list(r.layers if layers is None else layers)
+    check_result_size(result_size(run, layers, r.include), r.max_values)
     eligible = run.eligible.cpu()
-    out_layers = list(layer_bodies(run, layers, include, eligible, precision, rollout_heads, rollout_residual, sinks))
+    out_layers = list(layer_bodies(run, r, layers))
     a0 = run.layers[layers[0]].attn
     s = len(run.tokens)
     batched = run.batch_tokens is not None
     axis = 0 if batched else 1  # a batch keeps the leading axis in shapes
-    bug = run.interventions.bug
     single = not batched and run.source_tokens is None
-    grids = sends_eligibility(include)
-    final = None
-    if "final" in include:
-        final = as_numpy(run.result.final, precision, "the model's final output")
-        final = final if batched else final[0]
-    return {
+    grids = sends_eligibility(r.include)
+    body: dict[str, Any] = {
         "model": run.model,
         "tokens": run.tokens,
-        "config": config_body(run, scale=scale, device=device, dtype=dtype, precision=precision),
+        "config": config_body(run, r),
         "masks": run.masks.to_dict(),
-        "all_masked": all_masked,
+        "all_masked": r.all_masked,
         "eligible": eligible.numpy() if grids else None,
         "layers": out_layers,
         "shapes": {
@@ -328,101 +468,77 @@ def serialize_run(
         "batch_tokens": [list(t) for t in run.batch_tokens] if run.batch_tokens is not None else None,
         "batch_padding": [list(p) for p in run.batch_padding] if run.batch_padding is not None else None,
         "source_tokens": run.source_tokens,
-        "demo_bug": bug_body(bug),
-        "sinks": {"hidden": sinks[0], "renormalised": sinks[1]} if sinks is not None else None,
-        "final": final,
+        "demo_bug": bug_body(run.interventions.bug),
+        "sinks": {"hidden": r.sinks[0], "renormalised": r.sinks[1]} if r.sinks is not None else None,
+        "final": None,
     }
+    body.update(_answer_parts(run, r, "answer"))
+    return body
 
 
-def config_body(run: ModelRun, *, scale: bool, device: str, dtype: str, precision: str) -> dict[str, Any]:
+def tail_body(run: ModelRun, r: Reading) -> dict[str, Any]:
+    """What only the whole pass knows: its config and timings, and the include items made once it is done (the
+    audit). The streamed form sends it last; the other forms lay it over the answer."""
+    return {"config": config_body(run, r), "timings_ms": dict(run.timings_ms), **_answer_parts(run, r, "tail")}
+
+
+def _answer_parts(run: ModelRun, r: Reading, place: str) -> dict[str, Any]:
+    """The fields that the include items at `place` ("answer" or "tail") make once for the answer."""
+    parts = {}
+    for name in r.include:
+        item = INCLUDE[name]
+        if item.place == place and item.answer is not None:
+            parts[item.fields[0]] = item.answer(run, r)
+    return parts
+
+
+def config_body(run: ModelRun, r: Reading) -> dict[str, Any]:
     """The answer's `config`: the run's RunConfig and how it was computed and sent."""
     config = dataclasses.asdict(run.config)
-    config.update(scale=scale, device=device, dtype=dtype, seq_len=len(run.tokens), precision=precision)
+    config.update(scale=r.scale, device=r.device, dtype=r.dtype, seq_len=len(run.tokens), precision=r.precision)
     return config
 
 
-def layer_bodies(
-    run: ModelRun,
-    layers: Sequence[int],
-    include: Sequence[str],
-    eligible: torch.Tensor,
-    precision: str,
-    rollout_heads: Fuse = "mean",
-    rollout_residual: bool = True,
-    sinks: tuple[list[int], bool] | None = None,
-) -> Iterator[dict[str, Any]]:
+def layer_bodies(run: ModelRun, r: Reading, layers: Sequence[int]) -> Iterator[dict[str, Any]]:
     """The answer's `layers`, one layer's heads at a time in the order of `layers` (the streamed form sends each
-    as it is made). Rollout and attention flow run through every layer up to the last one shown, once."""
-    whole: dict[str, Sequence[torch.Tensor] | dict[int, torch.Tensor]] = {}  # per layer: S x S views of the stack
-    maps = [run.layers[i].attn.weights for i in range(max(layers) + 1)]
-    if "rollout" in include:
-        whole["rollout"] = rollout(maps, rollout_heads, rollout_residual)
-    if "attention_flow" in include:
-        whole["attention_flow"] = attention_flow(maps, rollout_heads, rollout_residual, list(layers))
+    as it is made). The views of the stack (rollout, attention flow) are made once, for every layer written."""
+    eligible = run.eligible.cpu()
+    stacks = {}
+    for name in r.include:
+        item = INCLUDE[name]
+        if item.stack is not None:
+            stacks[item.fields[0]] = item.stack(run, r, layers)
     for i in layers:
-        yield _layer(run, i, include, eligible, precision, {k: v[i] for k, v in whole.items()}, sinks)
+        yield _layer(run, r, i, eligible, {k: v[i] for k, v in stacks.items()})
 
 
-def _layer(
-    run: ModelRun,
-    i: int,
-    include: Sequence[str],
-    eligible: torch.Tensor,
-    precision: str,
-    whole: dict[str, torch.Tensor] | None = None,
-    sinks: tuple[list[int], bool] | None = None,
-) -> dict[str, Any]:
+def _layer(run: ModelRun, r: Reading, i: int, eligible: torch.Tensor, views: dict[str, torch.Tensor]) -> dict[str, Any]:
     """One layer's heads. For a batch every array keeps its leading batch axis and stats come per item.
-    `whole`: the layer's views of the stack up to it (rollout, attention_flow: B x S x S) that include asks for;
-    `sinks`: see serialize_run."""
+    `views`: the layer's views of the stack up to it (rollout, attention_flow: B x S x S) that include asks for."""
     a = run.layers[i].attn
     window = run.layers[i].window
     own = eligible if window is None else a.eligible.cpu()  # a local layer's: the masks narrowed by its window
     batched = run.batch_tokens is not None
-    n_items, n_heads, n_groups = a.scores.shape[0], a.scores.shape[1], a.k.shape[1]
+    n_heads, n_groups = a.scores.shape[1], a.k.shape[1]
     per_group = n_heads // n_groups
 
     converted: dict[str, np.ndarray] = {}
-    hidden = sinks[0] if sinks is not None else [0]
 
     def pick(name: str, index: int) -> np.ndarray:
         """Head (or K/V group) `index` of the layer's tensor `name`: the whole tensor is converted once, then
         each head is a view of it (C-contiguous, as orjson needs)."""
         if name not in converted:
-            t = HEAD_TENSORS[name](a, run.layers[i].weights) if name in HEAD_TENSORS else getattr(a, name)
+            t = HEAD_TENSORS[name](a, run.layers[i].weights, r) if name in HEAD_TENSORS else getattr(a, name)
             assert t is not None, name  # a layer without the tensor sends null before it is picked
-            if name == "weights" and sinks is not None:
-                t = hide_keys(t, sinks[0], sinks[1])
-            converted[name] = as_numpy(t, precision, f"layer {i}'s {name}")
+            converted[name] = as_numpy(t, r.precision, f"layer {i}'s {name}")
         per_head = converted[name][:, index]
         width = real_width(run.layers[i].weights, name, index)  # heads of unequal widths: the head's own columns
         if width is not None:
             per_head = np.ascontiguousarray(per_head[..., :width])
         return np.ascontiguousarray(per_head) if batched else per_head[0]
 
-    def item_eligible(b: int) -> torch.Tensor:
-        return own[b] if own.dim() == 3 else own
-
-    stats = None
-    sims: list[torch.Tensor] = []
-    if "stats" in include:
-        w = run.layers[i].weights
-        sims = [head_similarity(a.weights[b].cpu()) for b in range(n_items)]
-        stats = [
-            head_stats(
-                a.scores[b].cpu(),
-                a.weights[b].cpu(),
-                item_eligible(b),
-                w,
-                sims[b],
-                run.breaks,
-                hidden,
-                None if a.sink_weight is None else a.sink_weight[b].cpu(),
-            )
-            for b in range(n_items)
-        ]
-    # the per-head matrices include asks for, in INCLUDE's order (stats come per head below)
-    head_fields = [f for name in INCLUDE if name in include and name != "stats" for f in _head_fields(name)]
+    # the per-head matrices include asks for, in INCLUDE's order
+    head_fields = [f for name in INCLUDE if name in r.include for f in _head_fields(name)]
     heads = []
     for h in range(n_heads):
         g = h // per_group
@@ -431,33 +547,19 @@ def _layer(
             if f == "sink" and a.sink_weight is None:
                 continue  # a layer without sinks: the field stays null
             head[f] = pick(f, g if f in KV_FIELDS else h)
-        if stats is not None:
-            # field by field: dataclasses.asdict deep-copies every list (1.5 s of 7 at 512 tokens)
-            per_item = [{f.name: getattr(st[h], f.name) for f in STAT_FIELDS} for st in stats]
-            head["stats"] = per_item if batched else per_item[0]
         heads.append(head)
     layer: dict[str, Any] = {"index": i, "heads": heads, "window": window, "eligible": None}
-    if window is not None and sends_eligibility(include):
+    if window is not None and sends_eligibility(r.include):
         layer["eligible"] = own.numpy()
-    if "output" in include:
-        out = as_numpy(a.output, precision, f"layer {i}'s output")
-        layer["output"] = out if batched else out[0]
-    for name, m in (whole or {}).items():
-        r = as_numpy(m, precision, f"layer {i}'s {name}")
-        layer[name] = r if batched else r[0]
-    routing = run.layers[i].routing
-    if "experts" in include and routing is not None:
-        gates = as_numpy(routing.weights, precision, f"layer {i}'s expert gates")
-        ids = routing.experts.cpu().tolist()
-        layer["experts"] = {
-            "count": routing.n_experts,
-            "top_k": routing.experts.shape[-1],
-            "ids": ids if batched else ids[0],
-            "gates": gates if batched else gates[0],
-        }
-    if "stats" in include:
-        similarity = [sim.float().numpy() for sim in sims]
-        layer["head_similarity"] = np.stack(similarity) if batched else similarity[0]
+    for name, m in views.items():
+        layer[name] = _items(run, as_numpy(m, r.precision, f"layer {i}'s {name}"))
+    for name in INCLUDE:
+        item = INCLUDE[name]
+        if name in r.include and item.layer is not None:
+            made = item.layer(run, r, i)
+            for head, part in zip(heads, made.pop("heads", ()), strict=False):
+                head.update(part)
+            layer.update(made)
     return layer
 
 

@@ -5,10 +5,12 @@ allows has a row, and the estimate for an item alone bounds the bytes that item 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, get_args
 
 import numpy as np
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
 from server.analyses.attention import attention_body
@@ -80,3 +82,29 @@ def test_the_estimate_bounds_what_each_item_alone_adds(client: TestClient, item:
     got = item_bytes(answer, fields + grids)
     assert got > 0 or item == "audit", (item, "the item sent nothing: its fields are misnamed")
     assert got <= estimate, (item, case, got, estimate)
+
+
+def test_each_row_names_the_function_that_makes_its_part() -> None:
+    """One row per item holds both its cost and its maker: a head's matrices are picked from the layer's tensors;
+    every other item (but `eligibility`, whose grids every grid item brings) is made by its row's one function."""
+    for name, item in INCLUDE.items():
+        makers = [m for m in (item.layer, item.stack, item.answer) if m is not None]
+        want = 0 if item.place == "head" or name == "eligibility" else 1
+        assert len(makers) == want, name
+
+
+def test_the_answer_holds_what_the_rows_makers_make(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The serializer makes each item's part through its row, in each place: a row's maker replaced is what the
+    answer holds (the answer's own field, a layer's field, a view of the stack, the tail's audit)."""
+    app: Any = client.app
+    settings, models, runtime = app.state.settings, app.state.models, app.state.runtime
+    monkeypatch.setitem(INCLUDE, "final", replace(INCLUDE["final"], answer=lambda run, r: "final made"))
+    monkeypatch.setitem(INCLUDE, "audit", replace(INCLUDE["audit"], answer=lambda run, r: "audit made"))
+    monkeypatch.setitem(INCLUDE, "output", replace(INCLUDE["output"], layer=lambda run, r, i: {"output": i}))
+    views = lambda run, r, layers: {i: torch.full((1, 1), float(i)) for i in layers}  # noqa: E731
+    monkeypatch.setitem(INCLUDE, "rollout", replace(INCLUDE["rollout"], stack=views))
+    req = AttentionRequest(model="random", text="the cat sat", include=["final", "audit", "output", "rollout"])
+    answer = attention_body(req, settings, models, runtime)
+    assert answer["final"] == "final made" and answer["audit"] == "audit made"
+    assert [layer["output"] for layer in answer["layers"]] == list(range(len(answer["layers"])))
+    assert [layer["rollout"].tolist() for layer in answer["layers"]] == [[i] for i in range(len(answer["layers"]))]

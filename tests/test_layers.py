@@ -195,3 +195,14 @@ def test_the_circle_check_sees_the_circles_it_was_written_for() -> None:
     assert circles(import_graph(one_way)) == [
         ["engine.analysis.perturb", "engine.analysis.perturb_batch", "engine.analysis.perturb"]
     ]
+
+
+def test_the_attention_route_leaves_checks_and_parts_to_the_plan_and_the_include_table() -> None:
+    """POST /api/attention's route makes one plan (every check, before the run), runs it, and has the answer made
+    from server/serialize.py's INCLUDE table, whose rows make each part: the route imports none of the engine's
+    analyses (the audit, flow and stats are rows' makers) and none of the budgets (their checks are the plan's, or
+    an item's own declared bound)."""
+    route = module_sources()["server.analyses.attention"][0]
+    graph = import_graph({"server.analyses.attention": (route, False), **module_sources()})
+    reached = {m for m in graph["server.analyses.attention"] if m.startswith(("engine.analysis", "server.budgets"))}
+    assert reached == set()

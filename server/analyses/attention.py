@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import torch
 from fastapi.responses import HTMLResponse, Response
 
-from engine.analysis.audit import audit
 from engine.interventions import Interventions
 from engine.models import AttentionModel, ModelRun
-from server.budgets import check_flow_work
 from server.config import Settings
 from server.declare import Analysis, Context, Limit
 from server.deps import Runtime
 from server.export import build_export
 from server.forms import form_of
 from server.plan import Plan, make_plan
-from server.precision import dtype_name
 from server.schemas import AttentionRequest, AttentionResult, ExportRequest
-from server.serialize import config_body, layer_bodies
+from server.serialize import layer_bodies, serialize_run, tail_body
 from server.stream import StreamedAnswer
-from wire.arrays import STREAM_MEDIA_TYPE
 
 # include items that read the whole pass before any layer can be written: it runs whole, then streams
 WHOLE_PASS = frozenset({"final", "rollout", "attention_flow"})
@@ -41,7 +37,8 @@ def compute_attention(req: AttentionRequest, ctx: Context) -> dict[str, Any] | R
     adds the audit record (measured peak memory and throughput, the engine against torch's SDPA, and the
     perturbation verdicts of the masks in force)."""
     if form_of(ctx.accept) == "stream":
-        return StreamedAnswer(attention_frames(req, ctx.settings, ctx.models, ctx.runtime))
+        plan = make_plan(req, ctx.settings, ctx.models, ctx.runtime, accept=ctx.accept, own_dtype=True)
+        return StreamedAnswer(answer_frames(plan))
     return attention_body(req, ctx.settings, ctx.models, ctx.runtime, ctx.accept)
 
 
@@ -52,89 +49,60 @@ def attention_body(
     runtime: Runtime,
     accept: str | None = None,
 ) -> dict[str, Any]:
-    """What /api/attention answers (and attnlab.run returns): the run, serialised, with the audit when asked.
-    `accept`: the form it goes out in (server.forms.answer), whose bytes are bounded before anything runs."""
+    """What /api/attention answers (and attnlab.run returns): the run, serialised, with its tail (the audit when
+    asked). `accept`: the form it goes out in (server.forms.answer), whose bytes are bounded before anything runs."""
     plan = make_plan(req, settings, models, runtime, accept=accept, own_dtype=True)
-    interventions = Interventions(bug=req.demo_bug)
-    run = plan.run(interventions)
-    body = plan.body(run)
-    body.update(whole_pass_fields(plan, run, interventions, settings))
-    body["config"].update(body.pop("config_extra"))
+    body, end = (part for _, part in answer_frames(plan))  # every form but the stream: the head holds every layer
+    body.update(end)
     return body
 
 
-def whole_pass_fields(plan: Plan, run: ModelRun, interventions: Interventions, settings: Settings) -> dict[str, Any]:
-    """What the answer adds once the whole pass is done: `config_extra` (into config: max_diff_vs_float32) and the
-    audit when asked."""
-    runtime = plan.runtime
-    if runtime.dtype == torch.float32:
-        diff: float | None = 0.0
-    elif plan.req.dtype is None:  # the server's own dtype, not asked for: not measured (it would cost a second pass)
-        diff = None
-    else:  # the same pass in float32 (through the run cache), to show what the precision changed
-        reference = plan.run(interventions, replace(runtime, dtype=torch.float32))
-        diff = max_weight_difference(run, reference, plan.layers)
-    out: dict[str, Any] = {"config_extra": {"max_diff_vs_float32": diff}}
-    if "audit" in plan.include:
-        bound = settings.limit("max_audit_runs")
-        with torch.inference_mode():
-            record = audit(plan.case(interventions.bug), run, bound)
-        record["perturbation_note"] = unchecked_note(record, bound)
-        out["audit"] = record
+def answer_frames(plan: Plan) -> Iterator[tuple[str, Any]]:
+    """The answer in the order it is made: the head (every field, with the layers sent first), each other layer,
+    the tail (what only the whole pass knows). The streamed form sends its first layer (`layer`, else
+    `first_layer`, else 0) in the head, as soon as a forward run through that layer only has made it, then goes on
+    from there: one forward in two parts. Every other form sends every layer in the head, from one whole pass."""
+    req = plan.req
+    interventions = Interventions(bug=req.demo_bug)
+    if plan.form != "stream":
+        first = plan.layers
+        run = plan.run(interventions)
+    else:
+        first = (req.layer if req.layer is not None else req.first_layer or 0,)
+        whole = req.layer is not None or bool(WHOLE_PASS.intersection(plan.include))
+        run = plan.run(interventions) if whole else plan.run_to(first[0], interventions)
+    yield "head", serialize_run(run, plan.reading, first)
+    run = plan.run_on(run, interventions)
+    rest = [i for i in plan.layers if i not in first]
+    if rest:
+        for body in layer_bodies(run, plan.reading, rest):
+            yield "layer", body
+    yield "tail", tail(plan, run)
+
+
+def tail(plan: Plan, run: ModelRun) -> dict[str, Any]:
+    """The answer's tail (server/serialize.py: tail_body), its config with `max_diff_vs_float32`."""
+    out = tail_body(run, plan.reading)
+    out["config"]["max_diff_vs_float32"] = float32_difference(plan, run)
     return out
 
 
-def max_weight_difference(run: ModelRun, reference: ModelRun, layers: Sequence[int]) -> float:
-    """The largest |weight - weight at float32| over every head of the layers returned."""
+def float32_difference(plan: Plan, run: ModelRun) -> float | None:
+    """The largest |weight - weight at float32| over every head of the layers returned: 0 in float32; None in the
+    server's own dtype, not asked for (it is not measured: it would cost a second pass)."""
+    if plan.runtime.dtype == torch.float32:
+        return 0.0
+    if plan.req.dtype is None:
+        return None
+    # the same pass in float32 (through the run cache), to show what the precision changed
+    reference = plan.run(run.interventions, replace(plan.runtime, dtype=torch.float32))
     top = 0.0
-    for i in layers:
+    for i in plan.layers:
         got = run.layers[i].attn.weights.to(torch.float64)
         ref = reference.layers[i].attn.weights.to(device=got.device, dtype=torch.float64)
         if got.numel():
             top = max(top, float((got - ref).abs().max()))
     return top
-
-
-def unchecked_note(record: dict[str, Any], bound: int) -> str | None:
-    """The sentence that says which texts of a batch have perturbation verdicts and how to check the others."""
-    unchecked = record["perturbation_unchecked"]
-    if not unchecked:
-        return None
-    b = record["batch"]
-    checked = b - len(unchecked)
-    which = "no text" if checked == 0 else (f"texts 0-{checked - 1}" if checked > 1 else "text 0")
-    rest = f"texts {unchecked[0]}-{unchecked[-1]}" if len(unchecked) > 1 else f"text {unchecked[0]}"
-    return (
-        f"verdicts for {which} of {b}; {rest} not checked: their perturbations would pass ATTNLAB_MAX_AUDIT_RUNS "
-        f"({bound} forward passes, two a tested position of a text). Check one with /api/perturb on the same body "
-        "and its `item` (`position`: its last real one for causal, its first padding one for padding, its middle "
-        "for window)."
-    )
-
-
-def attention_frames(
-    req: AttentionRequest, settings: Settings, models: dict[str, AttentionModel], runtime: Runtime
-) -> Iterator[tuple[str, Any]]:
-    """The streamed form's frames: the head (the answer with the first layer), each other layer, the tail. One
-    forward, in two parts where it can be: through the first layer, its frame written, then on from there."""
-    plan = make_plan(req, settings, models, runtime, accept=STREAM_MEDIA_TYPE, own_dtype=True)
-    first = req.layer if req.layer is not None else req.first_layer or 0
-    interventions = Interventions(bug=req.demo_bug)
-    whole = req.layer is not None or bool(WHOLE_PASS.intersection(plan.include))
-    run = plan.run(interventions) if whole else plan.run_to(first, interventions)
-    check_flow_work(run, plan.layers, plan.include, plan.rollout, plan.budget.flow_work)
-    shown = replace(plan, req=req.model_copy(update={"layer": first}), layers=(first,))
-    yield "head", shown.body(run)
-    run = plan.run_on(run, interventions)
-    rest = [i for i in plan.layers if i != first]
-    if rest:
-        eligible = run.eligible.cpu()
-        for body in layer_bodies(run, rest, plan.include, eligible, plan.precision, *plan.rollout, plan.sinks):
-            yield "layer", body
-    extra = whole_pass_fields(plan, run, interventions, settings)
-    device, dtype = str(plan.runtime.device), dtype_name(plan.runtime.dtype)
-    config = config_body(run, scale=req.scale, device=device, dtype=dtype, precision=plan.precision)
-    yield "tail", {"config": {**config, **extra.pop("config_extra")}, "timings_ms": dict(run.timings_ms), **extra}
 
 
 def export_html(req: ExportRequest, ctx: Context) -> Response:
