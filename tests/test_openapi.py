@@ -214,6 +214,7 @@ def assert_answer_fits(api: TestClient, path: str, body: dict[str, Any]) -> None
     cls.model_validate_json(resp.content, strict=True, extra="forbid")
 
 
+@pytest.mark.slow  # every documented example computed at the default limits (the scale sweep's figure too)
 def test_documented_examples_answer_in_their_schema(api: TestClient) -> None:
     doc = api.get("/openapi.json").json()
     tried = []

@@ -39,6 +39,9 @@ FORMS = [
 ]
 WRITE_TIMEOUT_S = "2"
 
+# each test waits out the write deadline on a server of its own with minilm at 506 tokens
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
