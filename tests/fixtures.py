@@ -50,7 +50,8 @@ SERVERS: dict[str, Config] = {
         TRAINED_MODELS,
         {"ATTNLAB_MAX_TOKENS": "512"},
         "the fast and trained models at MiniLM's full 512 positions with the default result limit: a long run holds "
-        "every layer (under the pinned limits the page falls back to one layer)",
+        "every layer (under the pinned limits the page falls back to one layer); 512 is the default, so the guide's "
+        "examples run here as against a server started with no settings",
     ),
     "checkpoint": Config("textbook,mine={llama}", {}, "textbook and a tiny random llama checkpoint served as `mine`"),
     "sinks": Config(

@@ -20,9 +20,10 @@ import attnlab
 from attnlab.arrays import read_arrays
 from attnlab.local import loaded_models
 from server.forms import ArraysResponse
-from tests.helpers import ROOT, free_port, serve
+from tests.fixtures import SERVERS
+from tests.helpers import ROOT, free_port
 
-MAX_TOKENS = 32
+MAX_TOKENS = int(SERVERS["full_length"].env["ATTNLAB_MAX_TOKENS"])  # the shared server's token limit
 INDUCTION = "red ball king river red ball king river"
 RANDOM = {
     "model": "random",
@@ -46,9 +47,10 @@ ATTENTION = {
 
 
 @pytest.fixture(scope="module")
-def base() -> Iterator[str]:
-    with serve("textbook,random,custom,induction", ATTNLAB_MAX_TOKENS=str(MAX_TOKENS)) as url:
-        yield url
+def base(full_length_server: str) -> str:
+    """The session's server with every built-in model (tests/fixtures.py's full_length): the client's requests and
+    the JSON API's are both sent to it, and compared."""
+    return full_length_server
 
 
 @pytest.fixture(scope="module")
@@ -366,7 +368,7 @@ def test_client_sends_numpy_input(api: attnlab.Client, base: str) -> None:
 
 ERRORS: dict[str, tuple[str, str, dict[str, Any]]] = {
     "unknown model": ("/api/attention", "attention", {"model": "nope", "text": "a b"}),
-    "too many tokens": ("/api/attention", "attention", {"model": "random", "text": " ".join(["w"] * 40)}),
+    "too many tokens": ("/api/attention", "attention", {"model": "random", "text": " ".join(["w"] * (MAX_TOKENS + 8))}),
     "bad field": ("/api/attention", "attention", {"model": "random", "text": "a", "masks": {"window": 0}}),
     "layer past the last": ("/api/intervene", "intervene", {"model": "induction", "text": "red", "layer": 5}),
     "probe too long": ("/api/heads", "heads", {"model": "induction", "segment_len": 40}),
@@ -390,7 +392,7 @@ def test_client_raises_the_servers_error(api: attnlab.Client, base: str, case: s
 
 def test_client_names_the_limit_and_the_compare_side(api: attnlab.Client) -> None:
     with pytest.raises(attnlab.ApiError) as caught:
-        api.attention("random", text=" ".join(["w"] * 40))
+        api.attention("random", text=" ".join(["w"] * (MAX_TOKENS + 8)))
     assert (caught.value.status, caught.value.field) == (422, "text")
     assert f"limit {MAX_TOKENS}" in caught.value.message and "ATTNLAB_MAX_TOKENS" in caught.value.message
     with pytest.raises(attnlab.ApiError) as caught:

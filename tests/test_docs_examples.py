@@ -20,21 +20,18 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, serve
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.slow
 
 SOURCES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.M | re.S)
 ANSWERS = re.compile(r"^#.*\banswers (\d{3})\b")
-# every model the examples name
-MODELS = "textbook,random,custom,minilm,induction"
 CHECKPOINT = ROOT / "engine" / "checkpoints" / "pycode"
 
 
@@ -90,10 +87,10 @@ curl() {
 
 
 @pytest.fixture(scope="module")
-def docs_server() -> Iterator[str]:
-    """One `attnlab serve` with every model the examples use, for every example of the module."""
-    with serve(MODELS) as base:
-        yield base
+def docs_server(full_length_server: str) -> str:
+    """The session's server with every model the examples name, at the default limits (tests/fixtures.py's
+    full_length: MiniLM's 512 positions are the default token limit)."""
+    return full_length_server
 
 
 def test_the_docs_have_examples_to_run() -> None:
