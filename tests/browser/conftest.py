@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from playwright.sync_api import Browser, Page, Request, ViewportSize
+from playwright.sync_api import Browser, BrowserContext, Page, Request, ViewportSize
 
 from tests.helpers import CHROMIUM, CHROMIUM_ARGS
 
@@ -29,6 +29,44 @@ def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]
 
 
 # The servers these tests open (live_server, trained_server and the rest) are declared in tests/fixtures.py.
+
+
+@pytest.fixture(scope="session")
+def warm_context(browser: Browser, browser_context_args: dict[str, Any]) -> Iterator[BrowserContext]:
+    """One browser context for the session's pages, so that a test opens the page as a returning visitor does: the
+    page's modules and Plotly come from the HTTP cache, compiled once, instead of 4.8 MB fetched and compiled again
+    for every test (about 2 s a test, against 0.6 s, measured here)."""
+    ctx = browser.new_context(**browser_context_args)
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture
+def page(request: pytest.FixtureRequest, warm_context: BrowserContext) -> Iterator[Page]:
+    """A new page for each test. It opens in the session's warm context unless the test (or a fixture it uses)
+    asks for `context` itself, to route, go offline or open pages of its own: then it gets a fresh context, as does
+    every test marked `cold` (about a first visit: nothing cached). What a test leaves in the warm context (local
+    storage, cookies, permissions) is cleared when it ends, for every origin it visited."""
+    if "context" in request.fixturenames or request.node.get_closest_marker("cold"):
+        ctx: BrowserContext = request.getfixturevalue("context")
+        yield ctx.new_page()
+        return
+    pg = warm_context.new_page()
+    origins: set[str] = set()
+    pg.on("framenavigated", lambda frame: origins.add(_origin(frame.url)))
+    yield pg
+    cdp = warm_context.new_cdp_session(pg)
+    for origin in origins - {"null", ""}:
+        cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "local_storage,indexeddb"})
+    cdp.detach()
+    warm_context.clear_cookies()
+    warm_context.clear_permissions()
+    pg.close()
+
+
+def _origin(url: str) -> str:
+    parts = urlparse(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme in ("http", "https") else ""
 
 
 @dataclass

@@ -14,7 +14,7 @@ from playwright.sync_api import Page, Route, expect
 from tests.browser.conftest import PageLog
 from tests.helpers import page_until, settle
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.cold]  # about a first visit: nothing cached
 
 RANDOM = "?m=random&t=the+cat+sat+on+the+mat&causal=1"
 STREAM = "application/vnd.attnlab.arrays-stream"
