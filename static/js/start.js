@@ -7,6 +7,7 @@
 import { act } from "./actions.js";
 import { DEFAULT_ANSWER, EXAMPLES, examplesFor, exampleText } from "./examples.js";
 import { modelInfo } from "./selectors.js";
+import { openHolding } from "./workspaces.js";
 
 export const HIDDEN_KEY = "attnlab.start.hidden"; // localStorage: "1" once the path was hidden
 export const FOLLOW_MS = 15000; // how long a scroll keeps its panel in sight while the page above it settles
@@ -61,6 +62,7 @@ let stopFollowing = () => {};
 // until the person scrolls (or anything but this scrolls the page), types or presses, or FOLLOW_MS passes.
 export function scrollToAnswer(selector) {
   stopFollowing();
+  openHolding(panelOf(selector)); // its workspace first, a new history entry
   let aimed = null; // the scroll position this put the page at, and where the panel's top landed
   let landed = 0;
   const go = () => {
@@ -139,7 +141,7 @@ export function render(root) {
   queueMicrotask(() => {
     for (const b of root.querySelectorAll("button[data-jump]")) {
       const panel = panelOf(b.dataset.jump);
-      b.hidden = !panel || panel.hidden || !!panel.closest("[hidden]");
+      b.hidden = !panel || panel.hidden || !!panel.closest("[hidden]:not([data-workspace])");
     }
   });
 }
