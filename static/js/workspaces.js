@@ -82,12 +82,12 @@ export function workspaceOf(search) {
   return DEFAULT_WORKSPACE;
 }
 
-// `qs` (a query string without "?") with the shown workspace's `ws` key, left out where the rest of the link opens
-// on it anyway.
+// `qs` (a query string without "?") with the shown workspace's `ws` key: left out for the first workspace, unless
+// the rest of the link would open another.
 export function withWorkspace(qs) {
   const p = new URLSearchParams(qs);
   p.delete("ws");
-  if (shown !== workspaceOf(p.toString())) p.set("ws", shown);
+  if (shown !== DEFAULT_WORKSPACE || workspaceOf(p.toString()) !== shown) p.set("ws", shown);
   return p.toString();
 }
 
@@ -235,16 +235,28 @@ function placeLesson(id, openIt) {
 }
 
 // Subscribed after the views' draw: the lesson's card follows its lesson, and an action's answer comes into sight.
+// The answer is brought into sight when the action changes it, and again once the run the action asked is drawn
+// (the views drawn above it may have moved it).
 export function follow(store) {
   placeLesson(store.getState().ui.lesson?.id ?? null, false);
+  let aim = null; // the selector of the last action's answer, until its run is drawn
+  const bring = (selector) => {
+    const el = document.querySelector(selector);
+    if (el && drawsNow(el) && el.getClientRects().length && outOfSight(el)) el.scrollIntoView({ block: "nearest" });
+  };
   store.subscribe((s, prev) => {
     const id = s.ui.lesson?.id ?? null;
     if (id !== (prev.ui.lesson?.id ?? null)) placeLesson(id, !!id);
     if (!prev.run.result || prev.ui.model !== s.ui.model) return; // the link's state restored, not an action
     for (const [read, selector] of ANSWERS) {
       if (read(s) === read(prev)) continue;
-      const el = document.querySelector(selector);
-      if (el && drawsNow(el) && el.getClientRects().length && outOfSight(el)) el.scrollIntoView({ block: "nearest" });
+      aim = selector;
+      bring(selector);
+    }
+    if (aim && s.run.status !== "loading" && s.run.answered === s.run.want && s.run !== prev.run) {
+      const selector = aim;
+      aim = null;
+      requestAnimationFrame(() => bring(selector));
     }
   });
 }
