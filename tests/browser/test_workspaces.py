@@ -16,7 +16,7 @@ from tests.browser.conftest import open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
-SIZES = {
+SIZES: dict[str, dict[str, Any]] = {
     "1440x900": {"viewport": {"width": 1440, "height": 900}},
     "390x844-touch": {"viewport": {"width": 390, "height": 844}, "has_touch": True, "is_mobile": True},
 }
@@ -80,10 +80,12 @@ def press(page: Page, selector: str) -> None:
         loc.click()
 
 
+SHOWN_JS = """() => [...document.querySelectorAll('[data-workspace]')]
+  .filter((w) => !w.hidden).map((w) => w.dataset.workspace)"""
+
+
 def shown(page: Page) -> list[str]:
-    return page.evaluate(  # type: ignore[no-any-return]
-        "() => [...document.querySelectorAll('[data-workspace]')].filter((w) => !w.hidden).map((w) => w.dataset.workspace)"
-    )
+    return page.evaluate(SHOWN_JS)
 
 
 def set_causal(page: Page, on: bool) -> None:
