@@ -70,11 +70,15 @@ def sized(request: Any, browser: Browser, live_server: str) -> Iterator[Callable
         ctx.close()
 
 
+def touch(page: Page) -> bool:
+    return page.evaluate("() => matchMedia('(pointer: coarse)').matches")  # type: ignore[no-any-return]
+
+
 def press(page: Page, selector: str) -> None:
     """A tap on a touch screen, a click elsewhere."""
     loc = page.locator(selector).first
     loc.scroll_into_view_if_needed()
-    if page.evaluate("() => matchMedia('(pointer: coarse)').matches"):
+    if touch(page):
         loc.tap()
     else:
         loc.click()
@@ -112,6 +116,9 @@ def test_every_action_leaves_what_it_changed_in_view(sized: Callable[[str], Page
     # a head card: pressed, and Enter on it, open it large, in sight
     press(page, "[data-testid=head-heatmap]")
     in_view(page, "[data-testid=focus-heatmap]", "a head card pressed")
+    # a tap leaves no tooltip behind over the cards (nor the row and column it lights, from the same hover)
+    if touch(page):
+        assert page.locator("#tooltip").is_hidden()
     page.evaluate("() => scrollTo(0, 0)")
     page.locator("[data-testid=head-heatmap]").first.focus()
     page.keyboard.press("Enter")
