@@ -68,7 +68,7 @@ export function current() {
 export function lessonWorkspace(id) {
   const lesson = LESSONS.find((l) => l.id === id);
   if (!lesson) return "lessons";
-  return LESSON_WORKSPACES[id] || lesson.workspace || DEFAULT_WORKSPACE;
+  return (Object.hasOwn(LESSON_WORKSPACES, id) && LESSON_WORKSPACES[id]) || lesson.workspace || DEFAULT_WORKSPACE;
 }
 
 // The workspace a query string opens on (pure).
