@@ -7,7 +7,7 @@
 import { act } from "./actions.js";
 import { DEFAULT_ANSWER, EXAMPLES, examplesFor, exampleText } from "./examples.js";
 import { modelInfo } from "./selectors.js";
-import { openHolding } from "./workspaces.js";
+import { openHolding, steer } from "./workspaces.js";
 
 export const HIDDEN_KEY = "attnlab.start.hidden"; // localStorage: "1" once the path was hidden
 export const FOLLOW_MS = 15000; // how long a scroll keeps its panel in sight while the page above it settles
@@ -63,6 +63,7 @@ let stopFollowing = () => {};
 export function scrollToAnswer(selector) {
   stopFollowing();
   openHolding(panelOf(selector)); // its workspace first, a new history entry
+  steer(true);
   let aimed = null; // the scroll position this put the page at, and where the panel's top landed
   let landed = 0;
   const go = () => {
@@ -97,6 +98,7 @@ export function scrollToAnswer(selector) {
     for (const e of events) window.removeEventListener(e, stop, true);
     window.removeEventListener("scroll", moved);
     document.documentElement.style.overflowAnchor = "";
+    steer(false);
     stopFollowing = () => {};
   };
   const timer = setTimeout(stop, FOLLOW_MS);

@@ -235,13 +235,19 @@ function placeLesson(id, openIt) {
 }
 
 // Subscribed after the views' draw: the lesson's card follows its lesson, and an action's answer comes into sight.
+let steered = false; // a step of the start path (start.js scrollToAnswer) is bringing its own answer into sight
+
+export function steer(on) {
+  steered = on;
+}
+
 // The answer is brought into sight when the action changes it, and again once the run the action asked is drawn
-// (the views drawn above it may have moved it).
+// (the views drawn above it may have moved it); not while the start path brings its own.
 export function follow(store) {
   placeLesson(store.getState().ui.lesson?.id ?? null, false);
   let aim = null; // the selector of the last action's answer, until its run is drawn
   const bring = (selector) => {
-    const el = document.querySelector(selector);
+    const el = steered ? null : document.querySelector(selector);
     if (el && drawsNow(el) && el.getClientRects().length && outOfSight(el)) el.scrollIntoView({ block: "nearest" });
   };
   store.subscribe((s, prev) => {
