@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import wait_idle
+from tests.browser.conftest import open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -85,6 +85,7 @@ def test_a_sink_head_draws_its_sink_column_and_a_textbook_head_none(page: Page, 
         f"→ the head's sink: {w:.4f} (no value; the row's weights over the keys sum to 1 - {w:.4f} = {1 - w:.4f})"
     )
     # the stats table ends with each head's mean sink weight
+    open_workspace(page, "inside")
     stats = page.locator("#stats")
     expect(stats.locator("thead th").last).to_have_text("Mean sink weight")
     label = page.locator("th", has_text=re.compile(rf"^(L{layer} )?H{index}$"))
