@@ -56,14 +56,6 @@ const names = new Set(WORKSPACES.map((w) => w.name));
 let shown = DEFAULT_WORKSPACE;
 const opened = new Set(); // listeners: (name) after a workspace is shown
 
-export function known(name) {
-  return names.has(name);
-}
-
-export function current() {
-  return shown;
-}
-
 // The workspace a lesson opens on.
 export function lessonWorkspace(id) {
   const lesson = LESSONS.find((l) => l.id === id);
