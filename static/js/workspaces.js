@@ -74,12 +74,12 @@ export function workspaceOf(search) {
   return DEFAULT_WORKSPACE;
 }
 
-// `qs` (a query string without "?") with the shown workspace's `ws` key: left out for the first workspace, unless
-// the rest of the link would open another.
+// `qs` (a query string without "?") with the shown workspace's `ws` key, left out where the rest of the link opens
+// on it anyway (a panel's own link stays the page's).
 export function withWorkspace(qs) {
   const p = new URLSearchParams(qs);
   p.delete("ws");
-  if (shown !== DEFAULT_WORKSPACE || workspaceOf(p.toString()) !== shown) p.set("ws", shown);
+  if (workspaceOf(p.toString()) !== shown) p.set("ws", shown);
   return p.toString();
 }
 
