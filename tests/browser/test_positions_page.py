@@ -49,6 +49,7 @@ def test_every_printed_position_counts_from_the_setting(open_page: Open, first: 
     open_workspace(page, "test")  # the claim's menu of positions
     option = page.locator("#perturb-position option[value='4']")
     expect(option).to_have_text(f"{4 + first} x5")
+    open_workspace(page, "explore")
     expect(page.locator("#edit-query option[value='0']")).to_have_text(f"{first} x1")
     # the eligibility grid's row heading
     expect(page.locator("#eligibility th").filter(has_text="x5").first).to_have_text(f"{4 + first} x5")

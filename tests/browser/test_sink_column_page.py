@@ -91,6 +91,7 @@ def test_a_sink_head_draws_its_sink_column_and_a_textbook_head_none(page: Page, 
     label = page.locator("th", has_text=re.compile(rf"^(L{layer} )?H{index}$"))
     row = stats.locator("tbody tr").filter(has=label).first
     expect(row.locator("td").last).to_have_text(f"{head['stats']['mean_sink_weight']:.3f}")
+    open_workspace(page, "explore")
     # the large head: the same column, half a cell right of the keys, ticked "sink"
     page.wait_for_selector("#focus-plot[data-ticks]:not([data-ticks=''])", state="attached")
     large = page.evaluate(FOCUS_SINK_JS)
@@ -105,6 +106,7 @@ def test_a_sink_head_draws_its_sink_column_and_a_textbook_head_none(page: Page, 
     page.wait_for_selector("#focus-plot[data-ticks]:not([data-ticks=''])", state="attached")
     plain = page.evaluate(FOCUS_SINK_JS)
     assert (plain["sink"], plain["x0"], plain["sinkTick"]) == (None, None, None)
+    open_workspace(page, "inside")
     expect(page.locator("#stats thead th").last).to_have_text("Health")
     for i in range(cards.count()):
         assert cards.nth(i).get_attribute("data-sink") is None
