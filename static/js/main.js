@@ -251,7 +251,8 @@ async function init() {
   for (const v of views) v.mod.bind?.(v.root, store);
   store.subscribe((s, prev) => draw(views, s, prev));
   follow(store);
-  onOpen(() => draw(views, store.getState(), null)); // the views of the workspace opened, from the answers held
+  // the views of the workspace opened, from the answers held: no action of the state, so no mark of one
+  onOpen(() => draw(views, store.getState(), store.getState()));
   startEffects(store);
   const { models, err } = await asked;
   if (err) {
