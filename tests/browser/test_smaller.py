@@ -72,6 +72,7 @@ def _open_from_table(page: Page, press: Callable[[Any], None]) -> None:
 
 def test_a_head_opened_from_the_head_types_table_is_scrolled_into_view(open_trained: Open) -> None:
     page = open_trained(MINILM)
+    open_workspace(page, "inside")
     page.wait_for_selector("[data-testid=head-type-row]")
     _open_from_table(page, lambda b: b.click())
     assert "ws=" not in page.url  # Explore, where the large head is
@@ -90,6 +91,7 @@ def test_a_head_opened_from_the_head_types_table_is_scrolled_into_view(open_trai
 
 def test_a_head_tapped_in_the_head_types_table_on_a_phone_is_scrolled_into_view(phone: Callable[[str], Page]) -> None:
     page = phone(MINILM)
+    open_workspace(page, "inside")
     page.wait_for_selector("[data-testid=head-type-row]")
     _open_from_table(page, lambda b: b.tap())
 
@@ -228,6 +230,7 @@ def test_the_ablation_result_says_what_chance_is(open_trained: Open) -> None:
 
 def test_the_cost_panel_and_the_audit_say_what_their_peak_memory_covers(open_trained: Open, page: Page) -> None:
     page = open_trained("?m=induction")
+    open_workspace(page, "mechanics")
     with page.expect_response("**/api/cost") as measured:
         page.locator("#cost-measure").click()
     assert measured.value.request.post_data_json["measure"] is True
@@ -275,6 +278,7 @@ def test_an_audit_and_a_measurement_asked_during_a_run_are_of_that_run(
     open_page: Callable[..., Page], page: Page
 ) -> None:
     page = open_page(RANDOM)
+    open_workspace(page, "mechanics")
     held: list[Route] = []
 
     def hold_the_run(route: Route) -> None:

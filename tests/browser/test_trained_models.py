@@ -256,6 +256,8 @@ def test_induction_example_repeats_words_from_the_vocabulary(
     page = open_trained("")
     choose_example(page, INDUCTION_EXAMPLE)
     expect(page.get_by_test_id("model-select")).to_have_value("induction")
+    assert "ws=inside" in page.url  # opened at its answer, the head-types table
+    open_workspace(page, "explore")  # the tokens
     expect(page.get_by_test_id("token")).to_have_count(24)
     tokens = page.get_by_test_id("token").locator(".text").all_text_contents()
     vocab = set(models["induction"]["vocab"])
@@ -263,14 +265,17 @@ def test_induction_example_repeats_words_from_the_vocabulary(
     assert tokens[:12] == tokens[12:] and len(set(tokens[:12])) == 12
     expect(page.get_by_test_id("mask-causal")).to_be_checked()
     # sorted by induction, with a layer-1 head on top, and the pair's top heads listed
+    open_workspace(page, "inside")
     expect(page.get_by_test_id("head-type-row")).to_have_count(8)
     assert rows(page)[0][0] == 1
+    open_workspace(page, "explore")
     expect(page.get_by_test_id("top-heads").locator("button")).to_have_count(8)
     assert page.get_by_test_id("top-heads").locator("button").first.get_attribute("data-layer") == "1"
     # the same example twice gives the same words, so a link reproduces it
     link = page.url
     choose_example(page, INDUCTION_EXAMPLE)
     wait_idle(page)
+    open_workspace(page, "explore")
     assert page.get_by_test_id("token").locator(".text").all_text_contents() == tokens
     assert "t=" + "+".join(tokens) in link
 
