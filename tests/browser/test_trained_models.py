@@ -256,7 +256,7 @@ def test_induction_example_repeats_words_from_the_vocabulary(
     page = open_trained("")
     choose_example(page, INDUCTION_EXAMPLE)
     expect(page.get_by_test_id("model-select")).to_have_value("induction")
-    assert "ws=inside" in page.url  # opened at its answer, the head-types table
+    expect(page.locator("[data-workspace=inside]")).to_be_visible()  # opened at its answer, the head-types table
     open_workspace(page, "explore")  # the tokens
     expect(page.get_by_test_id("token")).to_have_count(24)
     tokens = page.get_by_test_id("token").locator(".text").all_text_contents()
