@@ -253,7 +253,9 @@ def test_512_tokens_draw_every_layer_and_switch_without_a_request(
     card, (q, k), shown = hover_weight(page, 5, 300, 0)
     assert card == {"layer": "0", "head": "5"} and abs(q - 300) <= 3 and k <= 3
     assert shown == pytest.approx(api_weights(full_length_server, run.post_data_json, 0)[5][q][k], abs=1e-3)
-    # a switch to the last layer: drawn from what the page holds
+    # a switch to the last layer: drawn from what the page holds, once every layer is in (the analyses are asked
+    # then, reusing the forward: the first mark can come before they are)
+    page.wait_for_function("() => performance.getEntriesByName('attnlab:layers').length > 0", timeout=180_000)
     settle(page)
     posts.clear()
     page.locator("#layer-select").select_option("5")
