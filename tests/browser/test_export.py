@@ -317,7 +317,6 @@ def test_the_page_and_its_export_draw_the_heads_grid_and_the_retrieval_alike(
     widths agree to within its precision). A copy of the views in the file, with its own row height, line width or
     cell size, fails this."""
     text = "red ball king river red ball king river"
-    page.set_viewport_size({"width": 1150, "height": 900})  # one column: the grid as wide as the views, as in a file
     page.goto(f"{full_length_server}/?m=induction&t={text.replace(' ', '+')}&focus=0.1&query=5")
     wait_idle(page)
     on_page = drawn(page)
