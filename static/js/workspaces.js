@@ -104,7 +104,12 @@ export function mount(after) {
     root.dataset.workspace = w.name;
     root.setAttribute("role", "tabpanel");
     root.setAttribute("aria-label", w.label);
-    root.innerHTML = '<div class="ws-main" data-col="main"></div><div class="ws-side" data-col="side"></div>';
+    for (const col of ["main", "side"]) {
+      const div = document.createElement("div");
+      div.className = `ws-${col}`;
+      div.dataset.col = col;
+      root.append(div);
+    }
     at.after(root);
     at = root;
     for (const [col, views] of [
