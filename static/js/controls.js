@@ -361,7 +361,7 @@ export function bindDrawer(root) {
     scrim.hidden = !open;
     for (const sel of OUTSIDE_DRAWER) document.querySelector(sel)?.toggleAttribute("inert", open);
     if (open) $("model-select").focus();
-    else if (returnFocus && (root.contains(document.activeElement) || document.activeElement === document.body)) toggle.focus();
+    else if (returnFocus && (root.contains(document.activeElement) || document.activeElement === document.body)) toggle.focus({ preventScroll: true }); // the answer stays in view
   };
   toggle.addEventListener("click", () => setOpen(!isOpen()));
   $("controls-close").addEventListener("click", () => setOpen(false));

@@ -327,6 +327,7 @@ export function renderHeads(root, pager, view, handlers) {
     const card = { fig, canvas, ctx, layout, item, scale, sink };
     cards.push(card);
     canvas.addEventListener("mousemove", (e) => {
+      if (e.sourceCapabilities?.firesTouchEvents) return; // a tap's mouse event: no hover to leave stuck over the cards
       const r = canvas.getBoundingClientRect();
       const at = cellAt(layout, e.clientX - r.left, e.clientY - r.top);
       handlers.onHover(at ? { ...at, layer: item.layer, head: item.head.index } : null, e);

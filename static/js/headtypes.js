@@ -6,6 +6,7 @@ import { node } from "./dom.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 import { bindProbeFields, byLengthText, probeSentence, renderProbeFields } from "./probe.js";
+import { openHolding } from "./workspaces.js";
 
 export const COLUMNS = [
   {
@@ -307,12 +308,16 @@ export function renderBest(root, rows, multiLayer, onOpen) {
 
 // ---- the view (data-view="headtypes") ------------------------------------------------------------------------
 
-// A head opened from the table (or a quick button) is drawn in the large head's panel, which is usually out of view
-// above the table: bring that panel into view (its top at the viewport's top when it is above), smoothly unless
-// the person asked for reduced motion. The keyboard focus stays on the row's button.
+// A head opened from the table (or a quick button) is drawn in the large head's panel, in the workspace of the heads
+// (Explore): open it (Back returns to the table) and bring that panel into view (its top at the viewport's top when
+// it is above), smoothly unless the person asked for reduced motion. The keyboard focus moves to the large head,
+// the table's row being hidden with its workspace; it stays on the row's button where the table is shown beside it.
 export function revealLargeHead() {
   const panel = document.querySelector("section[data-view=focus]");
   if (!panel) return;
+  const from = document.activeElement;
+  openHolding(panel);
+  if (from && from !== document.body && !from.getClientRects().length) document.getElementById("focus-plot")?.focus({ preventScroll: true });
   const r = panel.getBoundingClientRect();
   if (r.top >= 0 && r.bottom <= window.innerHeight) return;
   const still = window.matchMedia("(prefers-reduced-motion: reduce)").matches;

@@ -7,7 +7,8 @@
 // panel: the module of that name exports its one declaration, `panel` (registry.js), registered before the store is
 // made. A view that reads a size exports `measure(root)` (dom.js noteWidth), called before any view of the draw
 // writes. Adding an analysis panel: its module and its element in the template. The views in sight draw first; the
-// ones below the fold once those are painted (sight.js).
+// ones below the fold once those are painted (sight.js). Each view sits in one workspace (workspaces.js WORKSPACES):
+// only the shown workspace's views draw, the others when they are opened, from the answers already held.
 
 import { fetchModels } from "./api.js";
 import { correctCodeNote, renderCorrectCode } from "./bugs.js";
@@ -20,6 +21,7 @@ import { afterPaint, inSight, nextTask, split } from "./sight.js";
 import { decodeState, encodeState, stateForModel } from "./state.js";
 import { register } from "./registry.js";
 import { act, createStore, initialState, reducer } from "./store.js";
+import { bindTabs, drawsNow, follow, mount, onOpen, open, withWorkspace, workspaceOf } from "./workspaces.js";
 
 let store = null; // made once the panels are registered: their slots and settings are part of its state
 
@@ -106,6 +108,7 @@ const owed = { visible: false, drawn: false };
 function dueViews(views, s, held = []) {
   const due = [];
   for (const v of views) {
+    if (!drawsNow(v.root)) continue; // in a hidden workspace: due when it is opened
     const deps = v.mod.deps ? v.mod.deps(s) : null;
     if (deps && sameDeps(deps, v.last)) continue;
     due.push([v, deps]);
@@ -154,7 +157,7 @@ function draw(views, s, prev) {
   });
   if (held.some(inSight)) plotly.inSight = true; // where the views in sight have put it
   waiting.views = later.map(([v]) => v);
-  const qs = encodeState(s.ui);
+  const qs = withWorkspace(encodeState(s.ui));
   if (s.run.want > 0 && location.search !== `?${qs}`) history.replaceState(null, "", `?${qs}`); // once the link is read
   // the marks of an action: once per action, so not while the action's run is still to come (asked for, in its
   // debounce or in flight), only when its answer is drawn; for a streamed run, when the layer shown is (its other
@@ -239,10 +242,17 @@ async function init() {
     (models) => ({ models }),
     (err) => ({ err }),
   );
+  const tabs = document.getElementById("ws-tabs");
+  mount(tabs);
+  bindTabs(tabs);
+  open(workspaceOf(location.search));
   const views = await loadViews();
   store = createStore(reducer, initialState());
   for (const v of views) v.mod.bind?.(v.root, store);
   store.subscribe((s, prev) => draw(views, s, prev));
+  follow(store);
+  // the views of the workspace opened, from the answers held: no action of the state, so no mark of one
+  onOpen(() => draw(views, store.getState(), store.getState()));
   startEffects(store);
   const { models, err } = await asked;
   if (err) {

@@ -7,6 +7,7 @@
 import { act } from "./actions.js";
 import { DEFAULT_ANSWER, EXAMPLES, examplesFor, exampleText } from "./examples.js";
 import { modelInfo } from "./selectors.js";
+import { openHolding, steer } from "./workspaces.js";
 
 export const HIDDEN_KEY = "attnlab.start.hidden"; // localStorage: "1" once the path was hidden
 export const FOLLOW_MS = 15000; // how long a scroll keeps its panel in sight while the page above it settles
@@ -61,6 +62,8 @@ let stopFollowing = () => {};
 // until the person scrolls (or anything but this scrolls the page), types or presses, or FOLLOW_MS passes.
 export function scrollToAnswer(selector) {
   stopFollowing();
+  openHolding(panelOf(selector)); // its workspace first, a new history entry
+  steer(true);
   let aimed = null; // the scroll position this put the page at, and where the panel's top landed
   let landed = 0;
   const go = () => {
@@ -95,6 +98,7 @@ export function scrollToAnswer(selector) {
     for (const e of events) window.removeEventListener(e, stop, true);
     window.removeEventListener("scroll", moved);
     document.documentElement.style.overflowAnchor = "";
+    steer(false);
     stopFollowing = () => {};
   };
   const timer = setTimeout(stop, FOLLOW_MS);
@@ -139,7 +143,7 @@ export function render(root) {
   queueMicrotask(() => {
     for (const b of root.querySelectorAll("button[data-jump]")) {
       const panel = panelOf(b.dataset.jump);
-      b.hidden = !panel || panel.hidden || !!panel.closest("[hidden]");
+      b.hidden = !panel || panel.hidden || !!panel.closest("[hidden]:not([data-workspace])");
     }
   });
 }

@@ -156,9 +156,29 @@ def wait_idle(page: Page) -> None:
     Predicates for wait_for_function are written as functions ("() => ..."): Playwright evaluates a bare expression
     with eval when it has to poll, which a Content-Security-Policy without 'unsafe-eval' refuses.
     """
-    page.wait_for_selector("[data-testid=head-heatmap]", timeout=20_000)
+    page.wait_for_function(DRAWN_JS, timeout=20_000)
     page.wait_for_function(
         "() => document.getElementById('views').getAttribute('aria-busy') === 'false'", timeout=20_000
+    )
+
+
+# A run is drawn: a head card where the workspace shown holds the heads, else the page's first "attnlab:drawn" mark
+# (every view of the workspace shown is drawn; the other workspaces' views draw when they are opened).
+DRAWN_JS = """() => {
+  const heads = document.querySelector('[data-workspace="explore"]');
+  if (heads && !heads.hidden) return !!document.querySelector('[data-testid=head-heatmap]');
+  return performance.getEntriesByName('attnlab:drawn').length > 0;
+}"""
+
+
+def open_workspace(page: Page, name: str) -> None:
+    """Open workspace `name` by its tab, as a person does, and wait until its views are drawn."""
+    page.locator(f"[data-testid=ws-tab-{name}]").click()
+    page.wait_for_function(
+        "(name) => !document.querySelector(`[data-workspace=${name}]`).hidden"
+        " && document.getElementById('views').getAttribute('aria-busy') === 'false'",
+        arg=name,
+        timeout=20_000,
     )
 
 

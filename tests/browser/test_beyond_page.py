@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.browser.conftest import open_workspace
 from tests.helpers import script_body
 
 pytestmark = pytest.mark.browser
@@ -20,6 +21,7 @@ REPEAT = "red+ball+king+river+frog+red+ball+king"
 
 def test_corrupting_a_token_from_the_form_draws_the_residual_grid(open_trained: Open) -> None:
     page = open_trained(f"?m=induction&t={REPEAT}&layer=1")
+    open_workspace(page, "test")
     form = page.get_by_test_id("patch-form")
     expect(form).to_be_visible()
     page.locator("#patch-position").select_option("2")
@@ -46,6 +48,7 @@ def test_patching_scores_by_the_logit_difference_chosen_and_prints_each_cells_va
     open_trained: Open, trained_server: str
 ) -> None:
     page = open_trained(f"?m=induction&t={REPEAT}")
+    open_workspace(page, "test")
     page.locator("#patch-position").select_option("2")
     page.get_by_test_id("patch-token").fill("moon")
     page.locator("#patch-hook").select_option("z")
@@ -130,6 +133,7 @@ def test_the_moved_view_draws_each_keys_value_norm_and_is_kept_in_the_link(open_
 
 def test_ablating_each_head_fills_the_head_types_column_with_the_servers_effects(open_trained: Open) -> None:
     page = open_trained(f"?m=induction&t={REPEAT}")
+    open_workspace(page, "inside")
     with page.expect_response("**/api/heads") as resp:
         page.get_by_test_id("ht-ablate").check()
     assert resp.value.request.post_data_json["include"] == ["ablation_effect"]
@@ -150,6 +154,7 @@ def test_explaining_a_score_lists_its_largest_terms_from_the_server(open_trained
     """The induction head L1H2 at 'king' (7) -> 'river' (3): the table's first term is the query's embedding
     against L0H1 on the key side, as /api/qk-attribution answers; the terms sum to the score."""
     page = open_trained(f"?m=induction&t={REPEAT}&layer=1&focus=1.2&pair=7-3")
+    open_workspace(page, "inside")
     with page.expect_response("**/api/qk-attribution") as resp:
         page.get_by_test_id("qk-explain").click()
     assert resp.value.status == 200, resp.value.text()
@@ -167,6 +172,7 @@ def test_explaining_a_score_lists_its_largest_terms_from_the_server(open_trained
 
 def test_test_a_claim_can_move_only_a_value_vector(open_trained: Open) -> None:
     page = open_trained(f"?m=induction&t={REPEAT}")
+    open_workspace(page, "test")
     page.locator("#perturb-kind").select_option("value")
     page.locator("#perturb-position").select_option("3")
     with page.expect_response("**/api/perturb") as resp:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog
+from tests.browser.conftest import PageLog, open_workspace
 
 pytestmark = pytest.mark.browser
 
@@ -39,6 +39,7 @@ def test_the_lesson_steps_through_the_blocks_to_the_dense_weights(
     open_page: Callable[..., Page], live_server: str, page_log: PageLog
 ) -> None:
     page = open_page(RANDOM)
+    open_workspace(page, "mechanics")
     lesson = page.get_by_test_id("blockwise-lesson")
     lesson.scroll_into_view_if_needed()
     expect(page.get_by_test_id("blockwise-next")).to_be_visible()
@@ -96,6 +97,7 @@ def test_the_cost_panel_draws_both_passes_at_several_lengths(
     open_page: Callable[..., Page], live_server: str, page_log: PageLog
 ) -> None:
     page = open_page(RANDOM)
+    open_workspace(page, "mechanics")
     box = page.get_by_test_id("cost-lengths")
     box.scroll_into_view_if_needed()
     expect(box).to_have_value("256, 512, 1024, 2048, 4096")  # the default, inside this server's limits

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog, focus_z, wait_idle
+from tests.browser.conftest import PageLog, focus_z, open_workspace, wait_idle
 from tests.browser.test_experiments import tab_to
 from tests.helpers import script_body
 
@@ -35,7 +35,8 @@ def data(page: Page, testid: str) -> dict[str, str]:
 
 
 def decode(page: Page) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Press "Decode step by step"; return the body the page sent and the API's answer."""
+    """Press "Decode step by step" (in the Mechanics workspace); return the body the page sent and the API's answer."""
+    open_workspace(page, "mechanics")
     with page.expect_response("**/api/decode") as resp:
         page.get_by_test_id("decode-run").click()
     assert resp.value.status == 200, resp.value.text()
@@ -97,6 +98,7 @@ def test_decoding_the_induction_model_steps_through_the_cache(
 
 def test_decoding_is_refused_on_minilm_and_says_why(open_trained: Open, trained_server: str) -> None:
     page = open_trained("?m=minilm&t=the+cat+sat&causal=1&layer=0")
+    open_workspace(page, "mechanics")
     with page.expect_response("**/api/decode") as resp:
         page.get_by_test_id("decode-run").click()
     assert resp.value.status == 422
@@ -137,6 +139,7 @@ def test_grouped_kv_keeps_a_four_times_smaller_cache(open_page: Callable[..., Pa
 
 def test_the_cost_panel_shows_the_apis_numbers_for_this_run(open_page: Callable[..., Page], live_server: str) -> None:
     page = open_page(RANDOM + "&d_model=32&heads=8&kv_heads=2")
+    open_workspace(page, "mechanics")
     panel = page.get_by_test_id("cost-panel")
     table = page.locator("#cost-table")
     expect(table.locator("tr")).to_have_count(9)
@@ -195,6 +198,7 @@ def test_the_cost_panel_shows_the_apis_numbers_for_this_run(open_page: Callable[
 
 def test_the_audit_export_downloads_the_record(open_page: Callable[..., Page], live_server: str) -> None:
     page = open_page(RANDOM + "&causal=1")
+    open_workspace(page, "mechanics")
     with page.expect_download() as dl, page.expect_response("**/api/attention") as resp:
         page.get_by_test_id("audit-export").click()
     body = resp.value.request.post_data_json
@@ -217,6 +221,7 @@ def test_the_audit_export_downloads_the_record(open_page: Callable[..., Page], l
 
 def test_the_scale_sweep_draws_figure_21_5_and_follows_the_variance(open_page: Callable[..., Page]) -> None:
     page = open_page()
+    open_workspace(page, "mechanics")
     sweep = page.get_by_test_id("scale-sweep")
     with page.expect_response("**/api/scale-sweep") as resp:
         page.locator("#sweep-draw").click()
@@ -336,6 +341,7 @@ def test_a_head_with_w_q_equal_to_w_k_says_its_scores_are_symmetric(open_page: C
     card = page.get_by_test_id("head-heatmap").first
     expect(card.locator(".flag-symmetric")).to_have_text("W_Q = W_K: scores are symmetric")
     assert "symmetric" in (card.get_attribute("data-flags") or "")
+    open_workspace(page, "inside")
     expect(page.locator("#stats tbody tr").first).to_contain_text("W_Q = W_K: scores are symmetric")
     page = open_page("?m=textbook")
     expect(page.get_by_test_id("head-heatmap").first.locator(".flag-symmetric")).to_have_count(0)
@@ -378,7 +384,9 @@ def test_cross_attention_draws_queries_against_the_sources_keys(
     expect(keys).to_have_count(5)
     expect(page.locator("#retrieval g.rd-key.rd-masked")).to_have_count(1)
     expect(page.locator("#eligibility thead th")).to_have_count(6)  # the corner and five source keys
+    open_workspace(page, "inside")
     expect(page.locator("#flow-caption")).to_contain_text("K and V from the source (5)")
+    open_workspace(page, "explore")
     assert "src=le+chat+est+assis+ici" in page.url and "spad=4" in page.url
     # the server names why: the source's padding, not just "masked"
     cell = page.locator("#eligibility button[data-q='0'][data-k='4']")
@@ -403,7 +411,9 @@ def test_a_batch_shows_each_item_through_the_same_views(
     tokens = page.get_by_test_id("token").locator(".text")
     expect(tokens).to_have_text(api["batch_tokens"][0])
     expect(page.get_by_test_id("batch-item").locator("option")).to_have_count(3)
+    open_workspace(page, "inside")
     expect(page.locator("#flow-caption")).to_contain_text("3 × 12 × 9 × 9")
+    open_workspace(page, "explore")
 
     asked = len(page_log.attention_requests())
     with page.expect_response("**/api/heads") as heads:
@@ -427,6 +437,7 @@ def test_a_batch_shows_each_item_through_the_same_views(
     cell = page.locator("#eligibility button[data-q='0'][data-k='8']")
     expect(cell).to_have_attribute("aria-label", re.compile(r"masked by padding;"))
     stats = api["layers"][0]["heads"][0]["stats"][1]
+    open_workspace(page, "inside")
     row = page.locator("#stats tbody tr").first.locator("td").first
     expect(row).to_have_text(f"{stats['mean_entropy']:.3f}")
     assert "item=1" in page.url and "batch=" in page.url
@@ -435,6 +446,8 @@ def test_a_batch_shows_each_item_through_the_same_views(
 
 def test_the_mechanics_panels_work_from_the_keyboard(open_page: Callable[..., Page]) -> None:
     page = open_page(RANDOM + "&causal=1")
+    open_workspace(page, "mechanics")
+    page.locator("[data-testid=ws-tab-mechanics]").focus()
     tab_to(page, "decode-run")
     with page.expect_response("**/api/decode"):
         page.keyboard.press("Enter")

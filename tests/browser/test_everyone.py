@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog, wait_idle
+from tests.browser.conftest import PageLog, open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -63,9 +63,13 @@ def luminance(css: str) -> float:
 def test_nothing_scrolls_sideways_or_is_cut_off(at: Callable[[int, str], Page], width: int) -> None:
     page = at(width, RANDOM + "&causal=1")
     assert sideways(page) == 0
-    views = ("#heads-grid", "#focus-plot", "#retrieval", "#tokens", "#eligibility", "section:has(#stats) .scroll")
+    views = ("#heads-grid", "#focus-plot", "#retrieval", "#tokens", "#eligibility")
     for selector in views:
         assert inside(page, selector), selector
+    open_workspace(page, "inside")
+    assert inside(page, "section:has(#stats) .scroll")
+    assert sideways(page) == 0
+    open_workspace(page, "explore")
     run = page.get_by_test_id("run-button")
     toggle = page.locator("#controls-toggle")
     if width < 900:
@@ -451,6 +455,7 @@ def js_page(page: Page, live_server: str) -> Page:
 
 def test_head_similarity_has_axes_a_colour_bar_and_hover(open_page: Callable[..., Page]) -> None:
     page = open_page(RANDOM)
+    open_workspace(page, "inside")
     sim = page.get_by_test_id("head-similarity")
     expect(sim).to_be_visible()
     data = page.evaluate("() => document.querySelector('[data-testid=head-similarity]').data[0]")

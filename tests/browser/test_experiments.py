@@ -13,7 +13,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog, wait_idle
+from tests.browser.conftest import PageLog, open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -47,6 +47,7 @@ def test_one_perturbation_proves_causal_masking_on_minilm(
     page = open_trained("?m=minilm&t=The+cat+sat+on+the+mat&causal=1&query=4")
     tokens = page.get_by_test_id("token").locator(".text").all_text_contents()
     assert tokens == ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]"]
+    open_workspace(page, "test")
     with page.expect_response("**/api/perturb") as resp:
         page.get_by_test_id("perturb-run").click()
     body = resp.value.request.post_data_json
@@ -105,6 +106,7 @@ def test_ablating_every_layer_1_head_breaks_the_induction_models_predictions(
     assert "focus=" not in page.url  # pressing ablate never opened a head
     assert "abl=1.0.zero,1.1.zero,1.2.zero,1.3.zero" in unquote(page.url)
 
+    open_workspace(page, "test")  # the interventions' answer, drawn from the answer held
     result = page.get_by_test_id("intervention-result")
     expect(result).to_have_attribute("data-ablated", "4")
     loss_before = float(result.get_attribute("data-loss-before") or "nan")
@@ -143,6 +145,7 @@ def test_ablating_every_layer_1_head_breaks_the_induction_models_predictions(
 
     page.locator("#iv-clear").click()
     expect(result).to_have_count(0)
+    open_workspace(page, "explore")
     for i in range(4):
         expect(ablate.nth(i)).to_have_attribute("aria-pressed", "false")
     assert "abl=" not in page.url
@@ -161,10 +164,12 @@ def test_a_weight_edit_from_the_large_head_reaches_the_api(open_page: Callable[.
     assert resp.value.request.post_data_json["edit"] == [{"layer": 0, "head": 2, "query": 5, "key": 2, "weight": 0.9}]
     after = resp.value.json()["after"]["layers"][0]["heads"][2]["weights"]
     assert after[5][2] == pytest.approx(0.9, abs=1e-6) and sum(after[5]) == pytest.approx(1, abs=1e-5)
+    open_workspace(page, "test")
     result = page.get_by_test_id("intervention-result")
     expect(result).to_have_attribute("data-edited", "1")
     expect(result.locator(".iv-pair.affected[data-head='2']")).to_contain_text("edited")
     assert "edit=0.2.5.2@0.9" in unquote(page.url)
+    open_workspace(page, "explore")
     # a weight outside [0, 1] is refused in the form, before any request
     page.locator("#edit-weight").fill("1.5")
     page.locator("#edit-add").click()
@@ -178,6 +183,7 @@ def test_a_weight_edit_from_the_large_head_reaches_the_api(open_page: Callable[.
     with page.expect_response("**/api/intervene") as resp:
         page.locator("#edit-add").click()
     assert resp.value.status == 422
+    open_workspace(page, "test")
     status = page.locator("#intervene-status")
     expect(status).to_have_text(resp.value.json()["error"]["message"])
     expect(status).to_have_class("muted small bad")
@@ -190,6 +196,7 @@ def test_compare_draws_b_minus_a_per_head_and_explains_a_length_change(
     open_page: Callable[..., Page], live_server: str, page_log: PageLog
 ) -> None:
     page = open_page(RANDOM)
+    open_workspace(page, "test")
     diffs = page.get_by_test_id("compare-diff")
     expect(diffs).to_have_count(0)
     with page.expect_response("**/api/compare"):
@@ -255,7 +262,9 @@ def test_compare_draws_b_minus_a_per_head_and_explains_a_length_change(
     # a redraw does not send the refused request again
     asked = sum(u.endswith("/api/compare") for u in page_log.requests)
     page.locator("input[name=view][value=scores]").check()
+    open_workspace(page, "explore")
     expect(page.get_by_test_id("head-heatmap").first).to_have_attribute("data-view", "scores")
+    open_workspace(page, "test")
     expect(error).to_have_text(message)
     assert sum(u.endswith("/api/compare") for u in page_log.requests) == asked
 
@@ -267,6 +276,7 @@ def test_compare_draws_b_minus_a_per_head_and_explains_a_length_change(
 
 def test_a_pinned_run_survives_the_link(open_page: Callable[..., Page], page: Page) -> None:
     open_page(RANDOM)
+    open_workspace(page, "test")
     with page.expect_response("**/api/compare"):
         page.locator("#pin-a").click()
     pinned = json.loads(unquote(page.url.split("pin=")[1].split("&")[0]).replace("+", " "))
@@ -287,13 +297,18 @@ def test_perturb_and_ablate_work_from_the_keyboard(open_page: Callable[..., Page
     with page.expect_response("**/api/intervene"):
         page.keyboard.press("Enter")
     expect(first).to_have_attribute("aria-pressed", "true")
-    expect(page.get_by_test_id("intervention-result")).to_be_visible()
     assert page.evaluate("document.activeElement.dataset.testid") == "head-ablate"  # the focus stays put
     assert "focus=" not in page.url  # and the card did not open
+    open_workspace(page, "test")  # its answer, in the workspace of the interventions
+    expect(page.get_by_test_id("intervention-result")).to_be_visible()
+    open_workspace(page, "explore")
+    first.focus()
     page.keyboard.press("Space")
     expect(first).to_have_attribute("aria-pressed", "false")
+    open_workspace(page, "test")
     expect(page.get_by_test_id("intervention-result")).to_have_count(0)
 
+    page.locator("[data-testid=ws-tab-test]").focus()
     tab_to(page, "perturb-run")
     with page.expect_response("**/api/perturb"):
         page.keyboard.press("Enter")
@@ -304,6 +319,7 @@ def test_perturb_and_ablate_work_from_the_keyboard(open_page: Callable[..., Page
 
 def test_stats_and_cards_show_head_health(open_page: Callable[..., Page], live_server: str) -> None:
     page = open_page()  # textbook
+    open_workspace(page, "inside")
     stats = httpx.post(f"{live_server}/api/attention", json={"model": "textbook", "include": ["stats"]}, timeout=30)
     st = stats.json()["layers"][0]["heads"][0]["stats"]
     headers = page.locator("#stats thead th").all_inner_texts()
@@ -345,5 +361,7 @@ def test_the_claim_runs_the_views_classic_bug(open_trained: Open, page: Page, bu
     expect(verdict).not_to_contain_text("holds")
     expect(page.locator("#claims-panel li[data-check=causal]")).to_contain_text("✗ leak")
     # the panels whose analysis takes no bug say they run the correct code; the claim's does not
+    open_workspace(page, "inside")
     expect(page.locator("#headtypes-panel [data-testid=correct-code]")).to_contain_text("Runs the correct code")
+    open_workspace(page, "test")
     expect(page.locator("#claims-panel [data-testid=correct-code]")).to_have_count(0)

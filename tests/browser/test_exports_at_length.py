@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from tests.browser.conftest import wait_idle
+from tests.browser.conftest import open_workspace, wait_idle
 from tests.helpers import SENTINEL, page_until, settle
 
 pytestmark = pytest.mark.browser
@@ -246,9 +246,11 @@ def test_legend_numbers_are_thinned_to_what_fits(open_page: Callable[..., Page])
 # ---- the panels keep their size at any length ----
 
 PANEL_HEIGHTS = """() => Object.fromEntries(
-  [...document.querySelectorAll('#views > section.panel, #views > * > section.panel')]
+  [...document.querySelectorAll('#views [data-col] > section.panel, #views [data-col] > * > section.panel')]
   .filter((e) => e.offsetParent && (e.dataset.view || e.id))
   .map((e) => [e.dataset.view || e.id, Math.round(e.getBoundingClientRect().height)]))"""
+
+WORKSPACES = ["explore", "test", "inside", "mechanics", "lessons", "long"]
 
 
 def flow_box(page: Page) -> dict[str, Any]:
@@ -272,7 +274,7 @@ def test_flow_panel_is_as_tall_at_256_tokens_as_at_8(
     page = at_width(width)
     seen = {}
     for n in (8, 256):
-        page.goto(f"{live_server}/?m=random&t={quote_plus(words(n))}&heads=8")
+        page.goto(f"{live_server}/?m=random&t={quote_plus(words(n))}&heads=8&ws=inside")
         settled(page)
         seen[n] = flow_box(page)
     assert abs(seen[256]["height"] - seen[8]["height"]) <= 4, seen
@@ -300,8 +302,11 @@ def test_no_panel_grows_with_length(live_server: str, page: Page) -> None:
     for n in (16, 256):
         page.goto(f"{live_server}/?m=random&t={quote_plus(words(n))}&heads=4&causal=1")
         settled(page)
-        answered(page, pending)
-        heights[n] = page.evaluate(PANEL_HEIGHTS)
+        heights[n] = {}
+        for ws in WORKSPACES:  # each workspace's panels, drawn when it is shown
+            open_workspace(page, ws)
+            answered(page, pending)
+            heights[n].update(page.evaluate(PANEL_HEIGHTS))
     grown = {
         k: (heights[16][k], h)
         for k, h in heights[256].items()
@@ -314,7 +319,7 @@ def test_no_panel_grows_with_length(live_server: str, page: Page) -> None:
 def test_the_flow_numbers_scroll_inside_their_box_at_length(live_server: str, page: Page) -> None:
     """Q, K, V, contexts and output at 256 tokens (a run small enough to carry them): 256 rows a table, held in a box
     that scrolls rather than a panel thousands of px tall."""
-    page.goto(f"{live_server}/?m=random&t={quote_plus(words(256))}&d_model=8&heads=2")
+    page.goto(f"{live_server}/?m=random&t={quote_plus(words(256))}&d_model=8&heads=2&ws=inside")
     settled(page)
     numbers = page.locator("#numbers")
     expect(numbers).to_be_visible()

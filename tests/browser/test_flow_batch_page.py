@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, Response, expect
 
-from tests.browser.conftest import wait_idle
+from tests.browser.conftest import open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -41,6 +41,7 @@ def drawn_maps(page: Page) -> list[Any]:
 
 def test_flow_draws_the_servers_numbers_and_keeps_its_method_in_the_link(open_trained: Open) -> None:
     page = open_trained(f"?m=induction&t={REPEAT}")
+    open_workspace(page, "inside")
     with page.expect_response(asks("rollout")) as roll:
         page.get_by_test_id("rollout-on").check()
     grid = page.get_by_test_id("rollout-grid")
@@ -105,6 +106,7 @@ def test_flow_past_the_servers_positions_shows_its_refusal_and_rollout_stays_cho
 
 def test_a_batch_perturbs_an_item_inside_the_batch_and_draws_its_checks(open_page: Callable[..., Page]) -> None:
     page = open_page(BATCH_Q)
+    open_workspace(page, "test")
     page.locator("#perturb-position").select_option("1")
     with page.expect_response("**/api/perturb") as resp:
         page.get_by_test_id("perturb-run").click()
@@ -155,6 +157,7 @@ def test_a_batch_perturbs_an_item_inside_the_batch_and_draws_its_checks(open_pag
 
 def test_outside_a_batch_the_perturb_body_and_link_are_as_before(open_page: Callable[..., Page]) -> None:
     page = open_page("?m=random&t=a+b+c+d&causal=1&pitem=1")
+    open_workspace(page, "test")
     with page.expect_response("**/api/perturb") as resp:
         page.get_by_test_id("perturb-run").click()
     body = resp.value.request.post_data_json

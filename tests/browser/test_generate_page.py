@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog
+from tests.browser.conftest import PageLog, open_workspace
 
 pytestmark = pytest.mark.browser
 
@@ -79,4 +79,6 @@ def test_generating_from_the_keyboard_shows_each_new_tokens_row(
 
 def test_generation_is_not_offered_for_an_encoder(open_trained: Open) -> None:
     page = open_trained("?m=minilm&t=the+cat+sat")
+    open_workspace(page, "mechanics")  # shown, the decoding panel offers no generation
+    expect(page.get_by_test_id("decode-run")).to_be_visible()
     expect(page.get_by_test_id("decode-generate")).to_be_hidden()

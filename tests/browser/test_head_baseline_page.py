@@ -8,6 +8,8 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.browser.conftest import open_workspace
+
 pytestmark = pytest.mark.browser
 
 
@@ -20,6 +22,7 @@ def above_text(b: dict, key: str) -> str:
 
 def test_the_table_shows_how_far_each_head_stands_above_its_shuffles(open_page: Callable[..., Page]) -> None:
     page = open_page()
+    open_workspace(page, "inside")
     expect(page.locator("#headtypes tbody tr[data-testid=head-type-row]").first).to_be_visible()
     assert page.locator("#headtypes .ht-above").count() == 0
     with page.expect_response(lambda r: r.url.endswith("/api/heads") and r.request.method == "POST") as resp:

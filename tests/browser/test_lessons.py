@@ -10,7 +10,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog, wait_idle
+from tests.browser.conftest import PageLog, open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -127,6 +127,7 @@ def test_the_list_links_every_lesson_and_each_opens_its_own(open_page: Callable[
     links = page.locator("[data-testid=lesson-list] [data-lesson]")
     assert [links.nth(i).get_attribute("data-lesson") for i in range(links.count())] == [x["id"] for x in lessons]
     expect(page.get_by_test_id("lesson-task")).to_be_hidden()
+    open_workspace(page, "lessons")  # the index of lessons; each opens on the workspace of the view it sets up
     page.locator("#lesson-index summary").click()
     hides = page.evaluate(HIDES_JS)
     served = {m["name"] for m in httpx.get(page.url.split("?")[0] + "api/models").json()["models"]}

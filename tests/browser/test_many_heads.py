@@ -15,7 +15,7 @@ from playwright.sync_api import Page, Route, expect
 
 from server.schemas.attention import AttentionRequest, AttentionResult
 from server.schemas.models import ModelsResponse
-from tests.browser.conftest import PageLog, masked_cells, wait_idle
+from tests.browser.conftest import PageLog, masked_cells, open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -165,6 +165,8 @@ def test_a_deep_model_shows_one_layer_of_heads_and_a_layer_selector(
     page.wait_for_function("() => document.querySelector('[data-testid=head-heatmap]').dataset.layer === '3'")
     wait_idle(page)
     assert len(page_log.attention_requests()) == asked  # drawn from the layers the page holds
+    open_workspace(page, "inside")
+    assert len(page_log.attention_requests()) == asked  # the flow too, from the answer held
     expect(page.locator("#flow .flow-ellipsis")).to_contain_text("7 more heads")
 
 
@@ -180,6 +182,7 @@ def test_all_72_heads_are_paged(deep_page: Callable[[str], Page], page_log: Page
     expect(first).to_have_attribute("data-layer", "2")
     expect(first).to_have_attribute("data-head", "0")
     assert "page=1" in page.url
+    open_workspace(page, "inside")
     expect(page.locator("#stats tbody tr")).to_have_count(72)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog, wait_idle
+from tests.browser.conftest import PageLog, open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -89,6 +89,7 @@ def test_a_link_in_the_moved_view_asks_for_the_contributions_at_once(open_page: 
 
 def test_a_source_run_perturbs_either_side_and_draws_the_source_boundary(open_page: Opener) -> None:
     page = open_page(SOURCE_Q)
+    open_workspace(page, "test")
     side = page.get_by_test_id("perturb-side")
     expect(side).to_be_visible()
     expect(side).to_have_value("query")

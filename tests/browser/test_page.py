@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog, focus_z, masked_cells, wait_idle
+from tests.browser.conftest import PageLog, focus_z, masked_cells, open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -286,6 +286,7 @@ def test_a_row_with_no_eligible_key_explains_the_policy_and_rolls_back(
     expect(banner).to_be_hidden()
     body = run_and_wait(lambda: page.get_by_test_id("token").nth(0).click())
     assert body["masks"]["padded"] == [0, 4]
+    open_workspace(page, "inside")  # the per-head stats
     expect(page.locator("#stats tbody td").nth(7)).to_have_text("0")
 
 

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import pytest
 from playwright.sync_api import Browser, BrowserContext, FloatRect, Page, ViewportSize, expect
 
-from tests.browser.conftest import wait_idle
+from tests.browser.conftest import open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -319,10 +319,13 @@ CHART_COLOURS = """() => {
 
 
 def wait_charts(page: Page) -> None:
+    """The decoding and cost charts (Mechanics), then the claim's (Test), each drawn in its workspace."""
+    open_workspace(page, "mechanics")
     page.wait_for_selector("#kv-cache:not([hidden]) .kv-block canvas", timeout=60_000)
+    page.wait_for_selector("#cost-panel .js-plotly-plot .xtick text", timeout=60_000)
+    open_workspace(page, "test")
     page.wait_for_selector("#perturb-verdict:not([hidden])", timeout=60_000)
     page.wait_for_selector(".delta-chart .dc-label", timeout=60_000)
-    page.wait_for_selector("#cost-panel .js-plotly-plot .xtick text", timeout=60_000)
 
 
 @pytest.mark.parametrize("scheme", ["dark", "light"])
@@ -357,8 +360,10 @@ def test_dark_charts_look_right(page: Page, open_page: Callable[..., Page], tmp_
     wait_charts(page)
     page.wait_for_selector("[data-testid=intervention-result] .delta-chart", timeout=60_000)
     out = tmp_path_factory.mktemp("dark")
-    for name in ("decode-panel", "claims-panel", "intervene-panel", "cost-panel"):
-        page.locator(f"#{name}").screenshot(path=str(out / f"{name}.png"))
+    for ws, names in (("test", ("claims-panel", "intervene-panel")), ("mechanics", ("decode-panel", "cost-panel"))):
+        open_workspace(page, ws)
+        for name in names:
+            page.locator(f"#{name}").screenshot(path=str(out / f"{name}.png"))
     panel = page.evaluate("() => getComputedStyle(document.querySelector('#intervene-panel')).backgroundColor")
     labels = page.evaluate(
         "() => [...document.querySelectorAll('#intervene-panel .dc-label')].map((e) => getComputedStyle(e).fill)"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog, wait_idle
+from tests.browser.conftest import PageLog, open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -46,8 +46,10 @@ def test_every_printed_position_counts_from_the_setting(open_page: Open, first: 
     # the retrieval diagram, the menus that take a position (their values stay the API's)
     expect(page.locator('#retrieval [data-query="4"]')).to_contain_text(f"{4 + first}  x5")
     expect(page.locator("#retrieval-title")).to_contain_text(f"query {3 + first} “x4”")  # the last real token
+    open_workspace(page, "test")  # the claim's menu of positions
     option = page.locator("#perturb-position option[value='4']")
     expect(option).to_have_text(f"{4 + first} x5")
+    open_workspace(page, "explore")
     expect(page.locator("#edit-query option[value='0']")).to_have_text(f"{first} x1")
     # the eligibility grid's row heading
     expect(page.locator("#eligibility th").filter(has_text="x5").first).to_have_text(f"{4 + first} x5")

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import wait_idle
+from tests.browser.conftest import open_workspace, wait_idle
 from tests.helpers import script_body
 from wire.arrays import MEDIA_TYPE, read_arrays
 
@@ -41,6 +41,7 @@ def test_corrupt_a_token_find_the_heads_that_carry_it_and_see_why_one_attends_wh
     open_pycode: Callable[[str], Page],
 ) -> None:
     page = open_pycode(f"?m=pycode&t={quote(TEXT)}")
+    open_workspace(page, "test")  # activation patching
     # 1. corrupt one token, z grid: which heads carry the difference
     page.locator("#patch-position").select_option(str(CORRUPT_AT))
     page.get_by_test_id("patch-token").fill(CORRUPT_TO)
@@ -78,6 +79,7 @@ def test_corrupt_a_token_find_the_heads_that_carry_it_and_see_why_one_attends_wh
     head = next(h for h in layer3["heads"] if h["index"] == 3)
     row = np.asarray(head["weights"][15], dtype=np.float64)
     assert body["tokens"][15] == " he" and int(row.argmax()) == 8 and row[8] > 0.5  # induction: the token after " he"
+    open_workspace(page, "inside")  # why this query matches this key
     with page.expect_response("**/api/qk-attribution") as qk:
         page.get_by_test_id("qk-explain").click()
     assert qk.value.status == 200, qk.value.text()

@@ -9,6 +9,8 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.browser.conftest import open_workspace
+
 pytestmark = pytest.mark.browser
 
 Open = Callable[..., Page]
@@ -16,6 +18,7 @@ Open = Callable[..., Page]
 
 def test_the_sweep_draws_minilms_heads_and_tabulates_their_spread(open_trained: Open) -> None:
     page = open_trained()
+    open_workspace(page, "mechanics")
     with page.expect_response("**/api/scale-sweep") as resp:
         page.locator("#sweep-draw").click()
     assert resp.value.request.post_data_json["models"] == ["minilm"]  # the trained server has no pycode

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import wait_idle
+from tests.browser.conftest import open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -85,11 +85,13 @@ def test_a_sink_head_draws_its_sink_column_and_a_textbook_head_none(page: Page, 
         f"→ the head's sink: {w:.4f} (no value; the row's weights over the keys sum to 1 - {w:.4f} = {1 - w:.4f})"
     )
     # the stats table ends with each head's mean sink weight
+    open_workspace(page, "inside")
     stats = page.locator("#stats")
     expect(stats.locator("thead th").last).to_have_text("Mean sink weight")
     label = page.locator("th", has_text=re.compile(rf"^(L{layer} )?H{index}$"))
     row = stats.locator("tbody tr").filter(has=label).first
     expect(row.locator("td").last).to_have_text(f"{head['stats']['mean_sink_weight']:.3f}")
+    open_workspace(page, "explore")
     # the large head: the same column, half a cell right of the keys, ticked "sink"
     page.wait_for_selector("#focus-plot[data-ticks]:not([data-ticks=''])", state="attached")
     large = page.evaluate(FOCUS_SINK_JS)
@@ -104,6 +106,7 @@ def test_a_sink_head_draws_its_sink_column_and_a_textbook_head_none(page: Page, 
     page.wait_for_selector("#focus-plot[data-ticks]:not([data-ticks=''])", state="attached")
     plain = page.evaluate(FOCUS_SINK_JS)
     assert (plain["sink"], plain["x0"], plain["sinkTick"]) == (None, None, None)
+    open_workspace(page, "inside")
     expect(page.locator("#stats thead th").last).to_have_text("Health")
     for i in range(cards.count()):
         assert cards.nth(i).get_attribute("data-sink") is None

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import focus_z, wait_idle
+from tests.browser.conftest import focus_z, open_workspace, wait_idle
 from tests.helpers import script_body
 
 pytestmark = pytest.mark.browser
@@ -107,6 +107,7 @@ def test_a_choice_the_server_refuses_shows_its_reason_at_the_control(open_page: 
 
 def test_rollout_draws_the_servers_maps_and_keeps_its_options_in_the_link(open_trained: Open) -> None:
     page = open_trained(f"?m=induction&t={REPEAT}")
+    open_workspace(page, "inside")
     with page.expect_response(
         lambda r: r.url.endswith("/api/attention") and "rollout" in (r.request.post_data or "")
     ) as resp:
@@ -149,6 +150,7 @@ def test_rollout_draws_the_servers_maps_and_keeps_its_options_in_the_link(open_t
 
 def test_rollout_of_a_cross_attention_run_is_refused_with_the_servers_reason(open_page: Callable[..., Page]) -> None:
     page = open_page("?m=random&t=a+b+c&src=x+y+z+w")
+    open_workspace(page, "inside")
     with page.expect_response(
         lambda r: r.url.endswith("/api/attention") and "rollout" in (r.request.post_data or "")
     ) as resp:

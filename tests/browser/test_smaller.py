@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, Route, ViewportSize, expect
 
-from tests.browser.conftest import wait_idle
+from tests.browser.conftest import open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -56,11 +56,12 @@ def test_switching_to_all_layers_keeps_the_open_head(open_trained: Open) -> None
 
 IN_VIEW = """() => {
   const r = document.querySelector('section[data-view=focus]').getBoundingClientRect();
-  return r.top >= -1 && r.top < innerHeight / 2;
+  return r.height > 0 && r.top >= -1 && r.top < innerHeight / 2;
 }"""
 
 
 def _open_from_table(page: Page, press: Callable[[Any], None]) -> None:
+    open_workspace(page, "inside")  # the head-types table; the large head is in Explore
     row = page.locator("[data-testid=head-type-row][data-layer='3'][data-head='7'] button.ht-open")
     row.scroll_into_view_if_needed()
     assert page.evaluate(IN_VIEW) is False  # the large head is out of view while the table is read
@@ -71,9 +72,13 @@ def _open_from_table(page: Page, press: Callable[[Any], None]) -> None:
 
 def test_a_head_opened_from_the_head_types_table_is_scrolled_into_view(open_trained: Open) -> None:
     page = open_trained(MINILM)
+    open_workspace(page, "inside")
     page.wait_for_selector("[data-testid=head-type-row]")
     _open_from_table(page, lambda b: b.click())
-    # from the keyboard too, the focus staying on the row's button
+    assert "ws=" not in page.url  # Explore, where the large head is
+    # from the keyboard too: Back returns to the table, and the focus goes on to the large head it opens
+    page.go_back()
+    page.wait_for_function("() => !document.querySelector('[data-workspace=inside]').hidden")
     page.evaluate("scrollTo(0, document.body.scrollHeight)")
     row = page.locator("[data-testid=head-type-row][data-layer='3'][data-head='7'] button.ht-open")
     row.focus()
@@ -81,11 +86,12 @@ def test_a_head_opened_from_the_head_types_table_is_scrolled_into_view(open_trai
     page.keyboard.press("Enter")
     expect(page.locator("#focus-title")).to_contain_text("Layer 1 · head 2")
     page.wait_for_function(IN_VIEW, timeout=5_000)
-    assert page.evaluate("document.activeElement.dataset.focus") == "open-1-2"
+    assert page.evaluate("document.activeElement.id") == "focus-plot"
 
 
 def test_a_head_tapped_in_the_head_types_table_on_a_phone_is_scrolled_into_view(phone: Callable[[str], Page]) -> None:
     page = phone(MINILM)
+    open_workspace(page, "inside")
     page.wait_for_selector("[data-testid=head-type-row]")
     _open_from_table(page, lambda b: b.tap())
 
@@ -119,6 +125,7 @@ def test_the_retrieval_diagram_opens_on_the_last_real_query(open_trained: Open, 
 
 def test_no_best_induction_head_is_offered_on_an_encoder_without_one(open_trained: Open) -> None:
     page = open_trained(MINILM)
+    open_workspace(page, "inside")
     best = page.locator("#headtypes-best [data-best=induction]")
     expect(best).to_contain_text("none ≥ 0.4")
     expect(best).to_be_disabled()
@@ -131,6 +138,7 @@ def test_no_best_induction_head_is_offered_on_an_encoder_without_one(open_traine
 
 def test_the_induction_models_induction_head_is_offered(open_trained: Open) -> None:
     page = open_trained("?m=induction")
+    open_workspace(page, "inside")
     best = page.locator("#headtypes-best [data-best=induction]")
     expect(best).to_be_enabled()
     expect(best).to_contain_text("L1 H")
@@ -222,6 +230,7 @@ def test_the_ablation_result_says_what_chance_is(open_trained: Open) -> None:
 
 def test_the_cost_panel_and_the_audit_say_what_their_peak_memory_covers(open_trained: Open, page: Page) -> None:
     page = open_trained("?m=induction")
+    open_workspace(page, "mechanics")
     with page.expect_response("**/api/cost") as measured:
         page.locator("#cost-measure").click()
     assert measured.value.request.post_data_json["measure"] is True
@@ -269,6 +278,7 @@ def test_an_audit_and_a_measurement_asked_during_a_run_are_of_that_run(
     open_page: Callable[..., Page], page: Page
 ) -> None:
     page = open_page(RANDOM)
+    open_workspace(page, "mechanics")
     held: list[Route] = []
 
     def hold_the_run(route: Route) -> None:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import PageLog, focus_z, masked_cells, wait_idle
+from tests.browser.conftest import PageLog, focus_z, masked_cells, open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -118,6 +118,7 @@ def test_head_types_table_sorts_filters_and_opens_the_induction_head(open_traine
         page.get_by_test_id("model-select").select_option("induction")
     wait_idle(page)
     expect(page.get_by_test_id("mask-causal")).to_be_checked()  # the model's default
+    open_workspace(page, "inside")
     expect(page.get_by_test_id("head-type-row")).to_have_count(8)
     assert rows(page)[:4] == [(0, 0), (0, 1), (0, 2), (0, 3)]  # layer order until a column is sorted
     header = page.locator("#headtypes th", has=page.get_by_role("button", name="Induction"))
@@ -175,10 +176,12 @@ def test_head_types_table_sorts_filters_and_opens_the_induction_head(open_traine
     assert f"focus={first[0]}.{first[1]}" in page.url
 
     # the quick button opens the best previous-token head, in layer 0
+    open_workspace(page, "inside")
     best = page.locator("#headtypes-best button[data-best=previous_token]")
     best.click()
     expect(page.locator("#layer-select")).to_have_value("0")
     expect(page.locator("#focus-plot")).to_have_attribute("data-layer", "0")
+    open_workspace(page, "inside")
     expect(page.locator("#headtypes tbody tr.current")).to_have_count(1)
     current = page.locator("#headtypes tbody tr.current")
     assert float(current.locator("td[data-col=previous_token]").get_attribute("data-value") or 0) > 0.5
@@ -186,6 +189,7 @@ def test_head_types_table_sorts_filters_and_opens_the_induction_head(open_traine
 
 def test_minilm_head_types_cover_all_72_heads_on_the_typed_text(open_trained: Open) -> None:
     page = open_trained("?m=minilm&t=the+cat+sat+on+the+mat")
+    open_workspace(page, "inside")
     expect(page.get_by_test_id("head-type-row")).to_have_count(72)
     assert set(rows(page)) == {(layer, head) for layer in range(6) for head in range(12)}
     expect(page.locator("#headtypes-measured")).to_contain_text("your text (8 tokens")
@@ -252,6 +256,8 @@ def test_induction_example_repeats_words_from_the_vocabulary(
     page = open_trained("")
     choose_example(page, INDUCTION_EXAMPLE)
     expect(page.get_by_test_id("model-select")).to_have_value("induction")
+    expect(page.locator("[data-workspace=inside]")).to_be_visible()  # opened at its answer, the head-types table
+    open_workspace(page, "explore")  # the tokens
     expect(page.get_by_test_id("token")).to_have_count(24)
     tokens = page.get_by_test_id("token").locator(".text").all_text_contents()
     vocab = set(models["induction"]["vocab"])
@@ -259,14 +265,17 @@ def test_induction_example_repeats_words_from_the_vocabulary(
     assert tokens[:12] == tokens[12:] and len(set(tokens[:12])) == 12
     expect(page.get_by_test_id("mask-causal")).to_be_checked()
     # sorted by induction, with a layer-1 head on top, and the pair's top heads listed
+    open_workspace(page, "inside")
     expect(page.get_by_test_id("head-type-row")).to_have_count(8)
     assert rows(page)[0][0] == 1
+    open_workspace(page, "explore")
     expect(page.get_by_test_id("top-heads").locator("button")).to_have_count(8)
     assert page.get_by_test_id("top-heads").locator("button").first.get_attribute("data-layer") == "1"
     # the same example twice gives the same words, so a link reproduces it
     link = page.url
     choose_example(page, INDUCTION_EXAMPLE)
     wait_idle(page)
+    open_workspace(page, "explore")
     assert page.get_by_test_id("token").locator(".text").all_text_contents() == tokens
     assert "t=" + "+".join(tokens) in link
 
@@ -297,6 +306,7 @@ def test_a_bare_link_opens_with_the_models_default_masks(open_trained: Open, pag
 
 def test_the_head_types_probe_is_chosen_on_the_page_and_each_length_is_shown(open_trained: Open) -> None:
     page = open_trained("?m=induction&t=dog+cat+dog+cat")
+    open_workspace(page, "inside")
     l1h3 = page.locator("[data-testid=head-type-row][data-layer='1'][data-head='3'] td[data-col=induction]")
     expect(l1h3).to_have_attribute("title", re.compile(r"^by segment length: 17 0\.\d{3} · 24 0\.\d{3} · 31 0\.\d{3}"))
     by_length = json.loads(l1h3.get_attribute("data-by-length") or "{}")

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, Request, Route, expect
 
-from tests.browser.conftest import PageLog
+from tests.browser.conftest import PageLog, open_workspace
 from tests.helpers import settle
 
 pytestmark = pytest.mark.browser
@@ -166,7 +166,10 @@ def test_one_action_runs_one_forward_and_draws_once(page: Page, page_log: PageLo
     assert len(posts.to("/api/attention")) == 1, posts.paths()
     assert "layer" not in posts.to("/api/attention")[0].post_data_json
     assert len(posts.to("/api/cost")) == 1, posts.paths()
+    open_workspace(page, "inside")  # the head types, drawn from the answer held
     expect(page.get_by_test_id("head-type-row").first).to_be_visible()
+    open_workspace(page, "explore")
+    assert len(posts.to("/api/attention")) == 1, posts.paths()
     assert forwards(trained_server) - before == 1
     assert marks(page) == 1
 
@@ -184,7 +187,8 @@ def test_one_action_runs_one_forward_and_draws_once(page: Page, page_log: PageLo
     assert set(cards.evaluate_all("els => els.map(e => e.dataset.layer)")) == {"3"}
     expect(page.locator("#focus-plot")).to_have_attribute("data-layer", "3")
 
-    # opening a head of another layer (the head-types table) is a switch too
+    # opening a head of another layer (the head-types table) is a switch too; it opens Explore, where the large head is
+    open_workspace(page, "inside")
     row = page.locator("[data-testid=head-type-row]:not([data-layer='3'])").first
     layer, head = row.get_attribute("data-layer"), row.get_attribute("data-head")
     row.locator("button").click()
@@ -249,7 +253,9 @@ def test_512_tokens_draw_every_layer_and_switch_without_a_request(
     card, (q, k), shown = hover_weight(page, 5, 300, 0)
     assert card == {"layer": "0", "head": "5"} and abs(q - 300) <= 3 and k <= 3
     assert shown == pytest.approx(api_weights(full_length_server, run.post_data_json, 0)[5][q][k], abs=1e-3)
-    # a switch to the last layer: drawn from what the page holds
+    # a switch to the last layer: drawn from what the page holds, once every layer is in (the analyses are asked
+    # then, reusing the forward: the first mark can come before they are)
+    page.wait_for_function("() => performance.getEntriesByName('attnlab:layers').length > 0", timeout=180_000)
     settle(page)
     posts.clear()
     page.locator("#layer-select").select_option("5")

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import wait_idle
+from tests.browser.conftest import open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -33,6 +33,7 @@ def test_the_worked_examples_head_reads_nearly_uniform_with_its_kl_not_dead(open
     title = badge.get_attribute("title") or ""
     assert f"KL from uniform {stats['kl_from_uniform']:.4f} nats" in title
     assert "every eligible key gets almost the same weight" in title and "not broken" in title
+    open_workspace(page, "inside")  # the per-head stats
     health = page.locator("#stats tbody tr").first.locator("td").last
     expect(health).to_contain_text("nearly uniform")
     assert not re.search(r"\bdead\b", page.evaluate(WORDS_JS), re.IGNORECASE)

@@ -1,0 +1,265 @@
+// The page's workspaces: a few groups of views a person recognises, one shown at a time, each with its own link
+// (?ws=NAME) and its root <div data-workspace="NAME"> in the template's <main id="views">. WORKSPACES is the one
+// declaration of where every view sits: at start `mount` moves each view's panel (the root's own section.panel, or
+// the root) into its workspace's column, in the table's order. Only the shown workspace's views draw (main.js asks
+// `drawsNow`); the others draw from the answer already held when they are opened. A link opens on the workspace that
+// holds what it names: `ws` itself, a lesson (the workspace of the view it sets up), or the first workspace whose
+// `keys` the link sets (`long`, `pert`, ...). The tab bar switches without a reload; Back returns.
+//
+//   name    the link's ?ws= value and the root's data-workspace
+//   label   the tab's words
+//   main    the views of the main column, by their data-view or data-panel name
+//   side    the views beside it at 1200 px and wider (the answer to a click in the main column), below it on a phone
+//   keys    the link keys of the panels it holds: a link that sets one opens here
+
+import { LESSONS } from "./lessons.js";
+
+export const WORKSPACES = [
+  {
+    name: "explore",
+    label: "Explore",
+    main: ["tokens", "heads", "overview"],
+    side: ["focus", "tophead", "retrieval", "eligibility"],
+    keys: [],
+  },
+  {
+    name: "test",
+    label: "Test",
+    main: ["experiments", "patch", "contrast"],
+    side: [],
+    keys: ["pert", "abl", "edit", "pin", "patch", "contrast"],
+  },
+  {
+    name: "inside",
+    label: "Inside the model",
+    main: ["headtypes", "qkterms", "rollout", "flow", "stats"],
+    side: [],
+    keys: ["hsort", "hfind", "hmin", "habl", "hbase", "hlens", "hseed", "rollout"],
+  },
+  {
+    name: "mechanics",
+    label: "Mechanics",
+    main: ["mechanics", "cost", "sweep", "audit"],
+    side: [],
+    keys: ["dec", "gen", "cost", "sweep"],
+  },
+  { name: "lessons", label: "Lessons", main: ["lesson"], side: [], keys: [] },
+  { name: "long", label: "Long input", main: ["deepzoom"], side: [], keys: ["long"] },
+];
+
+export const DEFAULT_WORKSPACE = "explore";
+// A lesson's card sits at the top of the workspace of the view it sets up: the large head, the heads and the
+// eligibility grid (Explore) unless named here.
+export const LESSON_WORKSPACES = { "kv-cache": "mechanics" };
+
+const names = new Set(WORKSPACES.map((w) => w.name));
+let shown = DEFAULT_WORKSPACE;
+const opened = new Set(); // listeners: (name) after a workspace is shown
+
+// The workspace a lesson opens on.
+export function lessonWorkspace(id) {
+  const lesson = LESSONS.find((l) => l.id === id);
+  if (!lesson) return "lessons";
+  return (Object.hasOwn(LESSON_WORKSPACES, id) && LESSON_WORKSPACES[id]) || lesson.workspace || DEFAULT_WORKSPACE;
+}
+
+// The workspace a query string opens on (pure).
+export function workspaceOf(search) {
+  const p = new URLSearchParams(search);
+  const ws = p.get("ws");
+  if (ws && names.has(ws)) return ws;
+  const lesson = p.get("lesson");
+  if (lesson) return lessonWorkspace(lesson);
+  for (const w of WORKSPACES) if (w.keys.some((k) => p.has(k))) return w.name;
+  return DEFAULT_WORKSPACE;
+}
+
+// `qs` (a query string without "?") with the shown workspace's `ws` key, left out where the rest of the link opens
+// on it anyway (a panel's own link stays the page's).
+export function withWorkspace(qs) {
+  const p = new URLSearchParams(qs);
+  p.delete("ws");
+  if (workspaceOf(p.toString()) !== shown) p.set("ws", shown);
+  return p.toString();
+}
+
+function rootOf(name) {
+  return document.querySelector(`[data-workspace="${name}"]`);
+}
+
+// The view roots `name` names (data-view or data-panel), as the block that moves: its panel section, or itself.
+function blockOf(name) {
+  const root = document.querySelector(`#views [data-view="${name}"], #views [data-panel="${name}"]`);
+  return root ? root.closest("section.panel") || root : null;
+}
+
+// Each workspace's root (a main and a side column) after `after`, and every view into its column, in the table's
+// order; a heading just above a view travels with it; the wrappers the template grouped them in, left empty, go.
+export function mount(after) {
+  let at = after;
+  for (const w of WORKSPACES) {
+    const root = document.createElement("div");
+    root.className = "workspace";
+    root.id = `ws-${w.name}`;
+    root.dataset.workspace = w.name;
+    root.setAttribute("role", "tabpanel");
+    root.setAttribute("aria-label", w.label);
+    for (const col of ["main", "side"]) {
+      const div = document.createElement("div");
+      div.className = `ws-${col}`;
+      div.dataset.col = col;
+      root.append(div);
+    }
+    at.after(root);
+    at = root;
+    for (const [col, views] of [
+      ["main", w.main],
+      ["side", w.side],
+    ]) {
+      const into = root.querySelector(`[data-col="${col}"]`);
+      for (const v of views) {
+        const block = blockOf(v);
+        if (!block) continue;
+        const head = block.previousElementSibling;
+        if (head?.classList.contains("group-title")) into.append(head);
+        into.append(block);
+      }
+    }
+    root.classList.toggle("ws-has-side", w.side.length > 0);
+  }
+  for (const el of document.querySelectorAll("#views > .two")) if (!el.children.length) el.remove();
+}
+
+// Whether a view's root draws now: outside every workspace, or inside the one shown.
+export function drawsNow(root) {
+  const ws = root.closest("[data-workspace]");
+  return !ws || ws.dataset.workspace === shown;
+}
+
+// The workspace an element sits in (null: outside them all).
+export function holding(el) {
+  return el?.closest("[data-workspace]")?.dataset.workspace ?? null;
+}
+
+export function onOpen(fn) {
+  opened.add(fn);
+}
+
+// Show workspace `name`: its root shown, every other hidden, its tab selected, the link's `ws` key written (a new
+// history entry when `push`), and the listeners told (main.js draws its views).
+export function open(name, { push = false } = {}) {
+  if (!names.has(name)) return;
+  const was = shown;
+  shown = name;
+  for (const w of WORKSPACES) {
+    const root = rootOf(w.name);
+    if (root) root.hidden = w.name !== name;
+  }
+  for (const tab of document.querySelectorAll("[data-ws-tab]")) {
+    const on = tab.dataset.wsTab === name;
+    tab.setAttribute("aria-selected", on ? "true" : "false");
+    tab.tabIndex = on ? 0 : -1;
+  }
+  const qs = withWorkspace(location.search.slice(1));
+  const url = qs ? `?${qs}` : location.pathname;
+  if (push && was !== name) history.pushState({ ws: name }, "", url);
+  else if (location.search !== (qs ? `?${qs}` : "")) history.replaceState(history.state, "", url);
+  if (was !== name) window.scrollTo(0, 0);
+  for (const fn of opened) fn(name);
+}
+
+// Open the workspace that holds `el` (a hidden one), a new history entry.
+export function openHolding(el) {
+  const name = holding(el);
+  if (name && name !== shown) open(name, { push: true });
+}
+
+// The tab bar: one tab a workspace, a link of its own (a new tab opens it); arrows, Home and End move along it.
+export function bindTabs(bar) {
+  const tabs = WORKSPACES.map((w) => {
+    const a = document.createElement("a");
+    a.href = `?ws=${w.name}`;
+    a.className = "ws-tab";
+    a.textContent = w.label;
+    a.dataset.wsTab = w.name;
+    a.setAttribute("data-testid", `ws-tab-${w.name}`);
+    a.setAttribute("role", "tab");
+    a.setAttribute("aria-controls", `ws-${w.name}`);
+    a.addEventListener("click", (e) => {
+      if (e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey) return;
+      e.preventDefault();
+      open(w.name, { push: true });
+    });
+    return a;
+  });
+  bar.append(...tabs);
+  bar.addEventListener("keydown", (e) => {
+    const i = tabs.indexOf(document.activeElement);
+    if (i < 0) return;
+    const to = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[e.key];
+    if (to == null) return;
+    e.preventDefault();
+    const tab = tabs[(to + tabs.length) % tabs.length];
+    tab.focus();
+    tab.click();
+  });
+  window.addEventListener("popstate", () => open(workspaceOf(location.search)));
+}
+
+// What an action changes, and the element that shows it: after the action, that element is brought into the
+// viewport when it is in the workspace shown and out of sight (a phone, where the answer sits below the grid).
+export const ANSWERS = [
+  [(s) => s.ui.focus, '[data-view="focus"]'],
+  [(s) => s.ui.masks, "#eligibility"],
+  [(s) => s.ui.pair, "#tophead-panel"],
+  [(s) => s.ui.lesson?.feedback, "#lesson-feedback"],
+];
+
+function outOfSight(el) {
+  const r = el.getBoundingClientRect();
+  return r.bottom <= 0 || r.top >= window.innerHeight;
+}
+
+// The lesson's card at the top of its workspace's main column, right above the view it sets up (the index of
+// lessons when none is open); a lesson opened from the index opens its workspace.
+function placeLesson(id, openIt) {
+  const block = blockOf("lesson");
+  const ws = id ? lessonWorkspace(id) : "lessons";
+  const col = rootOf(ws)?.querySelector('[data-col="main"]');
+  if (!block || !col) return;
+  if (col.firstElementChild !== block) col.prepend(block);
+  if (openIt && ws !== shown) open(ws, { push: true });
+}
+
+// Subscribed after the views' draw: the lesson's card follows its lesson, and an action's answer comes into sight.
+let steered = false; // a step of the start path (start.js scrollToAnswer) is bringing its own answer into sight
+
+export function steer(on) {
+  steered = on;
+}
+
+// The answer is brought into sight when the action changes it, and again once the run the action asked is drawn
+// (the views drawn above it may have moved it); not while the start path brings its own.
+export function follow(store) {
+  placeLesson(store.getState().ui.lesson?.id ?? null, false);
+  let aim = null; // the selector of the last action's answer, until its run is drawn
+  const bring = (selector) => {
+    const el = steered ? null : document.querySelector(selector);
+    if (el && drawsNow(el) && el.getClientRects().length && outOfSight(el)) el.scrollIntoView({ block: "nearest" });
+  };
+  store.subscribe((s, prev) => {
+    const id = s.ui.lesson?.id ?? null;
+    if (id !== (prev.ui.lesson?.id ?? null)) placeLesson(id, !!id);
+    if (!prev.run.result || prev.ui.model !== s.ui.model) return; // the link's state restored, not an action
+    for (const [read, selector] of ANSWERS) {
+      if (read(s) === read(prev)) continue;
+      aim = selector;
+      bring(selector);
+    }
+    if (aim && s.run.status !== "loading" && s.run.answered === s.run.want && s.run !== prev.run) {
+      const selector = aim;
+      aim = null;
+      requestAnimationFrame(() => bring(selector));
+    }
+  });
+}
