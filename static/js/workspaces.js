@@ -49,8 +49,9 @@ export const WORKSPACES = [
 
 export const DEFAULT_WORKSPACE = "explore";
 // A lesson's card sits at the top of the workspace of the view it sets up: the large head, the heads and the
-// eligibility grid (Explore) unless named here.
-export const LESSON_WORKSPACES = { "kv-cache": "mechanics" };
+// eligibility grid (Explore) unless named here, or unless its setup sets a link key of another workspace (ex-10's
+// `pert` opens Test, where Test a claim draws the bars it asks about).
+export const LESSON_WORKSPACES = { "kv-cache": "mechanics", "ex-12": "mechanics" };
 
 const names = new Set(WORKSPACES.map((w) => w.name));
 let shown = DEFAULT_WORKSPACE;
@@ -60,7 +61,10 @@ const opened = new Set(); // listeners: (name) after a workspace is shown
 export function lessonWorkspace(id) {
   const lesson = LESSONS.find((l) => l.id === id);
   if (!lesson) return "lessons";
-  return (Object.hasOwn(LESSON_WORKSPACES, id) && LESSON_WORKSPACES[id]) || lesson.workspace || DEFAULT_WORKSPACE;
+  if (Object.hasOwn(LESSON_WORKSPACES, id)) return LESSON_WORKSPACES[id];
+  if (lesson.workspace) return lesson.workspace;
+  const keys = [...new URLSearchParams(lesson.setup || "").keys()];
+  return WORKSPACES.find((w) => w.keys.some((k) => keys.includes(k)))?.name || DEFAULT_WORKSPACE;
 }
 
 // The workspace a query string opens on (pure).

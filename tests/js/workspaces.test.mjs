@@ -16,6 +16,9 @@ test('a link opens on the workspace that holds what it names', async () => {
   assert.equal(W.workspaceOf('?m=random&dec=last'), 'mechanics');
   assert.equal(W.workspaceOf('?lesson=lab-1'), 'explore');
   assert.equal(W.workspaceOf('?lesson=kv-cache'), 'mechanics');
+  assert.equal(W.workspaceOf('?lesson=ex-12'), 'mechanics');
+  assert.equal(W.workspaceOf('?lesson=ex-10'), 'test'); // its setup's `pert`: Test a claim draws the bars it asks about
+  assert.equal(W.workspaceOf('?lesson=ex-2'), 'explore');
   assert.equal(W.workspaceOf('?lesson=no-such-lesson'), 'lessons');
   assert.equal(W.workspaceOf('?lesson=constructor'), 'lessons');
   // `ws` wins over the rest of the link; a name no workspace has, or markup, is ignored
