@@ -9,6 +9,11 @@ JS = Path(__file__).resolve().parent.parent / "static" / "js"
 IMPORT = re.compile(r"""(?:from\s+|import\(\s*)["']\./([\w.-]+\.js)["']""")
 
 
+# The workspaces' table (static/js/workspaces.js) is the one place that says where each view sits and which link keys
+# open its workspace, so it names every panel once, as index.html's template does; no other module may.
+LAYOUT = "workspaces.js"
+
+
 def imports_of(name: str) -> set[str]:
     return set(IMPORT.findall((JS / name).read_text(encoding="utf-8")))
 
@@ -22,9 +27,10 @@ def test_views_name_their_actions_from_actions_js_not_the_store() -> None:
 
 def test_an_analysis_panel_is_its_view_module_and_its_template_element() -> None:
     """The scale sweep on the page is static/js/sweep.js (its `panel` declaration: what it asks, its setting in the
-    link, how it draws) and its data-panel element: no other page module names it (eight did)."""
+    link, how it draws), its data-panel element and its row in the workspaces' table: no other page module names it
+    (eight did)."""
     naming = sorted(p.name for p in JS.glob("*.js") if "sweep" in p.read_text(encoding="utf-8").lower())
-    assert naming == ["sweep.js"], naming
+    assert naming == ["sweep.js", LAYOUT], naming
     templates = JS.parent.parent / "templates"
     marked = [p.name for p in templates.glob("*.html") if 'data-panel="sweep"' in p.read_text(encoding="utf-8")]
     assert marked == ["mechanics.html"], marked
@@ -44,7 +50,7 @@ def test_the_cost_panel_is_its_view_module_and_its_template_element() -> None:
     and its data-panel element; ten modules named it (actions, answers, api, busy, cost, mechanics, panels, requests,
     state, store)."""
     naming = sorted(p.name for p in JS.glob("*.js") if COST_NAMES.search(p.read_text(encoding="utf-8")))
-    assert naming == ["cost.js"], naming
+    assert naming == ["cost.js", LAYOUT], naming
     templates = JS.parent.parent / "templates"
     marked = [p.name for p in templates.glob("*.html") if 'data-panel="cost"' in p.read_text(encoding="utf-8")]
     assert marked == ["mechanics.html"], marked
@@ -59,7 +65,7 @@ def test_the_audit_panel_is_its_view_module_and_its_template_element() -> None:
     """The audit record (POST /api/attention with include ["audit"], downloaded as JSON) is static/js/audit.js and its
     data-panel element; seven modules named it (answers, audit, busy, mechanics, panels, requests, store)."""
     naming = sorted(p.name for p in JS.glob("*.js") if AUDIT_NAMES.search(p.read_text(encoding="utf-8")))
-    assert naming == ["audit.js"], naming
+    assert naming == ["audit.js", LAYOUT], naming
     templates = JS.parent.parent / "templates"
     marked = [p.name for p in templates.glob("*.html") if 'data-panel="audit"' in p.read_text(encoding="utf-8")]
     assert marked == ["mechanics.html"], marked
