@@ -11,7 +11,7 @@ from playwright.sync_api import Page
 
 from tests.browser.conftest import PageLog
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.cold]  # about the first paint of a first visit
 
 RANDOM = "?m=random&t=the+cat+sat+on+the+mat&causal=1"
 # a window short enough for the large head to open below the fold, and under 1200 px wide, where the large head sits
