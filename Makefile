@@ -76,6 +76,24 @@ node:
 	  [ -x "$(NODE)" ] || { echo "nodejs installed, but $(NODE) is still missing" >&2; exit 1; }; \
 	fi
 
+# The page's JavaScript (static/js, tests/js) is kept in Prettier's format: Prettier is pinned in package.json and
+# package-lock.json and installed from the npm registry into node_modules/ (npm from Debian where it is missing).
+PRETTIER := node_modules/.bin/prettier
+JS_SOURCES := static/js tests/js
+
+$(PRETTIER): package.json package-lock.json | node
+	@if ! command -v npm >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's npm for the JavaScript formatter"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; \
+	  else \
+	    echo "make lint needs npm for the JavaScript formatter: run 'sudo apt-get install npm', then make lint" >&2; \
+	    exit 1; \
+	  fi; \
+	fi
+	npm ci --no-audit --no-fund --silent
+	@touch $@
+
 # tests/test_docs_examples.py runs the guide's curl examples with curl, installed the same way.
 curl:
 	@if [ ! -x "$(CURL)" ]; then \
@@ -100,9 +118,10 @@ guide/index.html: mkdocs.yml $(wildcard docs/*) | $(VENV)/.docs
 run: install docs
 	MALLOC_ARENA_MAX=2 $(VENV)/bin/attnlab serve
 
-test: install-test docs chromium nginx node curl
+test: install-test docs chromium nginx node curl $(PRETTIER)
 	$(VENV)/bin/ruff check attnlab engine server wire tests bench
 	$(VENV)/bin/ruff format --check attnlab engine server wire tests bench
+	$(PRETTIER) --check $(JS_SOURCES)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint -t warning Dockerfile
 	$(PY) -m pytest
@@ -111,8 +130,10 @@ test: install-test docs chromium nginx node curl
 test-quick: install-test
 	$(PY) -m pytest -m "not slow and not browser"
 
-lint: install-test
+lint: install-test $(PRETTIER)
 	$(VENV)/bin/ruff check attnlab engine server wire tests bench
+	$(VENV)/bin/ruff format --check attnlab engine server wire tests bench
+	$(PRETTIER) --check $(JS_SOURCES)
 	$(VENV)/bin/mypy
 
 bench: install
@@ -152,4 +173,4 @@ bench-mask: $(VENV)/.bench $(VENV)/.test chromium
 	$(PY) -m bench.mask_change --lengths 128,512 --before HEAD
 
 clean:
-	rm -rf $(VENV) guide .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) guide .pytest_cache .mypy_cache .ruff_cache .hypothesis node_modules

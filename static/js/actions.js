@@ -64,7 +64,13 @@ export const act = {
   layersTooMany: (key) => ({ type: "layersTooMany", key }),
   runProgress: (stage, done, total, ahead = null) => ({ type: "runProgress", stage, done, total, ahead }),
   // `partial`: the answer's head (the layer shown), the other layers still to come (runRest or restFailed)
-  runSucceeded: (result, request, masks, partial = false) => ({ type: "runSucceeded", result, request, masks, partial }),
+  runSucceeded: (result, request, masks, partial = false) => ({
+    type: "runSucceeded",
+    result,
+    request,
+    masks,
+    partial,
+  }),
   runRest: (result) => ({ type: "runRest", result }), // the whole answer, once every layer is in
   restFailed: (error) => ({ type: "restFailed", error }),
   runFailed: (error) => ({ type: "runFailed", error }),

@@ -10,7 +10,10 @@ import { slots } from "./registry.js";
 
 export const answerReducers = {
   // a new run: the layers of the last one still on their way are not waited for any more
-  runStarted: (s, a) => ({ ...s, run: { ...s.run, status: "loading", started: s.run.want, asking: a.asking, progress: null, rest: null } }),
+  runStarted: (s, a) => ({
+    ...s,
+    run: { ...s.run, status: "loading", started: s.run.want, asking: a.asking, progress: null, rest: null },
+  }),
   // how far the run is, while it loads: the server's stage (queued, layers: done of total, writing), then
   // receiving: done of total bytes (total 0: not announced)
   runProgress: (s, a) =>
@@ -62,7 +65,12 @@ export const answerReducers = {
   // the layer shown came and the others did not (the connection dropped): the page keeps what it holds, and says so
   restFailed: (s, a) => ({
     ...s,
-    run: { ...s.run, rest: null, progress: null, notice: `The other layers did not arrive (${a.error.message}); the page holds layer${s.run.result.layers.length === 1 ? "" : "s"} ${s.run.result.layers.map((l) => l.index).join(", ")}. Change anything to run again.` },
+    run: {
+      ...s.run,
+      rest: null,
+      progress: null,
+      notice: `The other layers did not arrive (${a.error.message}); the page holds layer${s.run.result.layers.length === 1 ? "" : "s"} ${s.run.result.layers.map((l) => l.index).join(", ")}. Change anything to run again.`,
+    },
   }),
   runFailed: (s, a) => {
     const error = { ...a.error, where: s.run.where, action: s.run.action };
@@ -71,7 +79,16 @@ export const answerReducers = {
     return askedDuringRun({
       ...s,
       ui,
-      run: { ...s.run, status: "error", answered: s.run.started, asking: null, progress: null, error, diff: null, skipDiff: false },
+      run: {
+        ...s.run,
+        status: "error",
+        answered: s.run.started,
+        asking: null,
+        progress: null,
+        error,
+        diff: null,
+        skipDiff: false,
+      },
     });
   },
   runTooLarge: (s, a) => {

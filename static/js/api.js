@@ -257,7 +257,10 @@ export async function fetchInterveneOrDeltas(request, signal) {
   } catch (err) {
     if (!(err instanceof ApiError && err.code === "too_large")) throw err;
     const result = await fetchIntervene({ ...request, include: [] }, signal);
-    return { ...result, note: `${describeError(err).message} The before/after heatmaps are left out; the rest is complete.` };
+    return {
+      ...result,
+      note: `${describeError(err).message} The before/after heatmaps are left out; the rest is complete.`,
+    };
   }
 }
 

@@ -77,7 +77,9 @@ function nestBool(flat, shape) {
   if (shape.length === 0) return !!flat[0];
   if (shape.length === 1) return Array.from(flat, (x) => x !== 0);
   const inner = count(shape.slice(1));
-  return Array.from({ length: shape[0] }, (_, i) => nestBool(flat.subarray(i * inner, (i + 1) * inner), shape.slice(1)));
+  return Array.from({ length: shape[0] }, (_, i) =>
+    nestBool(flat.subarray(i * inner, (i + 1) * inner), shape.slice(1)),
+  );
 }
 
 const halves = new WeakMap(); // item -> {key: () => its float16 bit rows}: what halfRows reads
@@ -96,7 +98,8 @@ export function readArrays(buffer) {
   const magic = String.fromCharCode(...bytes.subarray(0, 4));
   if (magic !== MAGIC) throw new Error(`not the attnlab arrays form: it starts with ${JSON.stringify(magic)}`);
   const length = new DataView(buffer, bytes.byteOffset).getUint32(4, true);
-  if (8 + length > bytes.length) throw new Error(`the header claims ${length} bytes but only ${bytes.length - 8} follow`);
+  if (8 + length > bytes.length)
+    throw new Error(`the header claims ${length} bytes but only ${bytes.length - 8} follow`);
   const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + length)));
   const start = bytes.byteOffset + Math.ceil((8 + length) / 8) * 8;
 

@@ -31,29 +31,52 @@ export function auditLines(a) {
   const lines = [
     {
       key: "sdpa_max_diff",
-      text: `engine vs torch scaled_dot_product_attention: max |Δ| ${sci(a.sdpa_max_diff)}` +
+      text:
+        `engine vs torch scaled_dot_product_attention: max |Δ| ${sci(a.sdpa_max_diff)}` +
         (a.sdpa_max_diff < SDPA_TOLERANCE ? " — they agree" : " — they disagree"),
       ok: a.sdpa_max_diff < SDPA_TOLERANCE,
     },
-    { key: "max_masked_weight", text: `largest weight on a masked key: ${sci(a.max_masked_weight)}`, ok: a.max_masked_weight === 0 },
-    { key: "max_row_sum_error", text: `largest |row sum − 1|: ${sci(a.max_row_sum_error)}`, ok: a.max_row_sum_error < 1e-4 },
-    { key: "peak_bytes", text: `peak memory ${formatBytes(a.peak_bytes)}, ${a.ms.toFixed(1)} ms, ${Math.round(a.tokens_per_s).toLocaleString("en-US")} tokens/s (${a.device}, ${a.dtype})` },
+    {
+      key: "max_masked_weight",
+      text: `largest weight on a masked key: ${sci(a.max_masked_weight)}`,
+      ok: a.max_masked_weight === 0,
+    },
+    {
+      key: "max_row_sum_error",
+      text: `largest |row sum − 1|: ${sci(a.max_row_sum_error)}`,
+      ok: a.max_row_sum_error < 1e-4,
+    },
+    {
+      key: "peak_bytes",
+      text: `peak memory ${formatBytes(a.peak_bytes)}, ${a.ms.toFixed(1)} ms, ${Math.round(a.tokens_per_s).toLocaleString("en-US")} tokens/s (${a.device}, ${a.dtype})`,
+    },
     {
       // the cost panel's "Measure here" reports another peak for the same shape: say what each one covers
       key: "peak_scope",
-      text: `that peak is the whole forward pass of this run: all ${a.layers} layer${a.layers === 1 ? "" : "s"} and what the ` +
+      text:
+        `that peak is the whole forward pass of this run: all ${a.layers} layer${a.layers === 1 ? "" : "s"} and what the ` +
         "model does around attention (embeddings, MLPs, the output, where it has them), with every intermediate the page is sent; the " +
         "cost panel's “Measure here” measures one attention layer alone, on random weights of this shape, so its peak is smaller",
       note: true,
     },
-    { key: "shape", text: `d_model ${a.d_model}, ${a.heads} heads on ${a.kv_heads} K/V groups, ${headWidths(a)}, ${a.layers} layer${a.layers === 1 ? "" : "s"}; ${a.valid_tokens} of ${a.seq_len * a.batch} positions real` },
-    { key: "scale", text: `scale ${!a.scale.on ? "off" : a.scale.factor !== null ? `on: × ${a.scale.factor.toFixed(4)} (1/√d_k)` : `on, per head: × ${a.scale.per_head.map((f) => f.toFixed(4)).join(", ")} (1/√d_k of each)`}` },
+    {
+      key: "shape",
+      text: `d_model ${a.d_model}, ${a.heads} heads on ${a.kv_heads} K/V groups, ${headWidths(a)}, ${a.layers} layer${a.layers === 1 ? "" : "s"}; ${a.valid_tokens} of ${a.seq_len * a.batch} positions real`,
+    },
+    {
+      key: "scale",
+      text: `scale ${!a.scale.on ? "off" : a.scale.factor !== null ? `on: × ${a.scale.factor.toFixed(4)} (1/√d_k)` : `on, per head: × ${a.scale.per_head.map((f) => f.toFixed(4)).join(", ")} (1/√d_k of each)`}`,
+    },
     softmaxLine(a.softmax_axis),
     repeatedLine(a.repeated_rows),
   ];
   for (const p of a.perturbation || []) {
     const item = p.item === null || p.item === undefined ? "" : `text ${p.item} `;
-    lines.push({ key: item ? `perturbation.${p.item}.${p.mask}` : `perturbation.${p.mask}`, text: `${item}${p.mask}: ${p.verdict}`, ok: p.holds });
+    lines.push({
+      key: item ? `perturbation.${p.item}.${p.mask}` : `perturbation.${p.mask}`,
+      text: `${item}${p.mask}: ${p.verdict}`,
+      ok: p.holds,
+    });
   }
   const unchecked = uncheckedLine(a);
   if (unchecked) lines.push(unchecked);
@@ -65,7 +88,8 @@ export function auditLines(a) {
 export function uncheckedLine(a) {
   const left = a.perturbation_unchecked || [];
   if (!left.length) return null;
-  const text = a.perturbation_note || `texts ${left.join(", ")} of ${a.batch} not checked (past ATTNLAB_MAX_AUDIT_RUNS)`;
+  const text =
+    a.perturbation_note || `texts ${left.join(", ")} of ${a.batch} not checked (past ATTNLAB_MAX_AUDIT_RUNS)`;
   return { key: "perturbation_unchecked", text, flag: true };
 }
 
@@ -89,7 +113,12 @@ export function softmaxLine(axis) {
 // not a failure.
 export function repeatedLine(rows) {
   if (rows.count === 0) return { key: "repeated_rows", text: "no two queries of a head have identical weight rows" };
-  const shown = rows.examples.slice(0, 3).map((e) => `layer ${e.layer} head ${e.head}${e.item === null ? "" : ` text ${e.item}`}: queries ${e.queries[0]} and ${e.queries[1]}`);
+  const shown = rows.examples
+    .slice(0, 3)
+    .map(
+      (e) =>
+        `layer ${e.layer} head ${e.head}${e.item === null ? "" : ` text ${e.item}`}: queries ${e.queries[0]} and ${e.queries[1]}`,
+    );
   const more = rows.count > shown.length ? ", …" : "";
   return {
     key: "repeated_rows",
@@ -115,10 +144,20 @@ export function renderAudit(el, view) {
   el.dataset.sdpaMaxDiff = String(a.sdpa_max_diff);
   el.dataset.peakBytes = String(a.peak_bytes);
   el.dataset.tokensPerS = String(a.tokens_per_s);
-  el.append(node("p", { className: "small" }, `Downloaded ${auditFilename(view.model)} (${Object.keys(a).length} fields). In short:`));
+  el.append(
+    node(
+      "p",
+      { className: "small" },
+      `Downloaded ${auditFilename(view.model)} (${Object.keys(a).length} fields). In short:`,
+    ),
+  );
   const ul = node("ul", { className: "audit-lines" });
   for (const l of auditLines(a)) {
-    const li = node("li", { className: l.ok === true ? "holds" : l.ok === false ? "leak" : l.note ? "muted small" : l.flag ? "flag" : "" }, `${l.ok === true ? "✓ " : l.ok === false ? "✗ " : ""}${l.text}`);
+    const li = node(
+      "li",
+      { className: l.ok === true ? "holds" : l.ok === false ? "leak" : l.note ? "muted small" : l.flag ? "flag" : "" },
+      `${l.ok === true ? "✓ " : l.ok === false ? "✗ " : ""}${l.text}`,
+    );
     li.dataset.key = l.key;
     ul.append(li);
   }
@@ -140,7 +179,10 @@ export const panel = {
   // the request the button asks of the run on screen, as its key
   asked: (s) => ({ asked: s.run.request ? JSON.stringify(auditRequest(s.run.request)) : null }),
   after: (result) =>
-    download(auditFilename(result.model), new Blob([JSON.stringify(result.audit, null, 1)], { type: "application/json" })),
+    download(
+      auditFilename(result.model),
+      new Blob([JSON.stringify(result.audit, null, 1)], { type: "application/json" }),
+    ),
   render(root, slot) {
     renderAudit($("audit-summary"), {
       audit: slot.status === "error" ? null : slot.result?.audit,

@@ -19,7 +19,9 @@ export function itemResult(r, b) {
     tokens: r.batch_tokens[i],
     eligible: r.eligible[i],
     // the server's grids are B x S x S: each item's own reasons (its padding is its own length's)
-    reasons: r.reasons ? Object.fromEntries(Object.entries(r.reasons).map(([name, grids]) => [name, grids[i]])) : r.reasons,
+    reasons: r.reasons
+      ? Object.fromEntries(Object.entries(r.reasons).map(([name, grids]) => [name, grids[i]]))
+      : r.reasons,
     masks: { ...r.masks, padding: r.batch_padding[i] },
     layers: r.layers.map((l) => ({
       ...l,
@@ -61,7 +63,9 @@ export function renderBatchBar(root, view) {
   wrap.hidden = !labels.length;
   // the menu is rebuilt only when its items change (compared with what it shows, not with a cached key)
   if ([...sel.options].map((o) => o.textContent).join("\n") !== labels.join("\n")) {
-    sel.replaceChildren(...labels.map((t, i) => Object.assign(document.createElement("option"), { value: String(i), textContent: t })));
+    sel.replaceChildren(
+      ...labels.map((t, i) => Object.assign(document.createElement("option"), { value: String(i), textContent: t })),
+    );
   }
   if (labels.length) {
     sel.value = String(view.item);
@@ -87,7 +91,9 @@ export function renderBatchBar(root, view) {
       const padded = view.sourcePadded.includes(i);
       b.classList.toggle("padded", padded);
       b.setAttribute("aria-pressed", padded ? "true" : "false");
-      b.title = padded ? `Source position ${pos(i)} is padding: click to make it a real key` : `Click to mark source position ${pos(i)} as padding`;
+      b.title = padded
+        ? `Source position ${pos(i)} is padding: click to make it a real key`
+        : `Click to mark source position ${pos(i)} as padding`;
       const text = renderPiece(t, { tag: "span" });
       text.classList.add("text");
       b.append(node("span", { className: "idx" }, String(pos(i))), text);

@@ -45,7 +45,14 @@ export function fullRows(eligible) {
 // weight), the patterns' order is the values' order; a matrix holding a negative value or a NaN is widened whole.
 export function blockMax(w, eligible, side) {
   if (w.length && w[0] instanceof Uint16Array) {
-    return blockMaxHalf(w, eligible, side) ?? blockMax(w.map((row) => widenHalf(row)), eligible, side);
+    return (
+      blockMaxHalf(w, eligible, side) ??
+      blockMax(
+        w.map((row) => widenHalf(row)),
+        eligible,
+        side,
+      )
+    );
   }
   const S = w.length;
   const K = S ? w[0].length : 0;

@@ -104,7 +104,14 @@ function keysTable(row, block, done) {
 function stepsTable(steps) {
   const table = node("table", { className: "stats blockwise-steps", id: "blockwise-steps" });
   const head = node("tr");
-  for (const h of ["block", "keys", "block max", "m_old → m_new", "rescale exp(m_old − m_new)", "l = l_old·rescale + Σ exp(s − m_new)"]) {
+  for (const h of [
+    "block",
+    "keys",
+    "block max",
+    "m_old → m_new",
+    "rescale exp(m_old − m_new)",
+    "l = l_old·rescale + Σ exp(s − m_new)",
+  ]) {
     head.append(node("th", { scope: "col" }, h));
   }
   table.append(head);
@@ -118,7 +125,11 @@ function stepsTable(steps) {
       node("td", {}, fmt(st.max)),
       node("td", {}, `${fmt(st.mOld)} → ${fmt(st.mNew)}`),
       node("td", {}, rescale),
-      node("td", {}, `${fmt(st.lOld)}·${st.rescale == null ? "0" : fmt(st.rescale)} + ${fmt(st.blockSum)} = ${fmt(st.l)}`),
+      node(
+        "td",
+        {},
+        `${fmt(st.lOld)}·${st.rescale == null ? "0" : fmt(st.rescale)} + ${fmt(st.blockSum)} = ${fmt(st.l)}`,
+      ),
     );
     table.append(tr);
   });
@@ -160,17 +171,30 @@ export function render(root, s) {
   if (root.dataset.key !== key) root.dataset.step = "0";
   root.dataset.key = key;
   const step = Math.max(0, Math.min(last, Number(root.dataset.step) || 0));
-  Object.assign(root.dataset, { step: String(step), steps: String(last), layer: String(row.layer), head: String(row.head), query: String(row.query) });
+  Object.assign(root.dataset, {
+    step: String(step),
+    steps: String(last),
+    layer: String(row.layer),
+    head: String(row.head),
+    query: String(row.query),
+  });
   $("blockwise-prev").disabled = step === 0;
   $("blockwise-next").disabled = step === last;
   const done = Math.min(step, online.steps.length);
   $("blockwise-step").textContent =
-    step === 0 ? `the row, in ${online.steps.length} blocks of ${block}` : step < last ? `block ${step} of ${online.steps.length}` : "the weights";
+    step === 0
+      ? `the row, in ${online.steps.length} blocks of ${block}`
+      : step < last
+        ? `block ${step} of ${online.steps.length}`
+        : "the weights";
   out.append(
-    node("p", { className: "small" },
+    node(
+      "p",
+      { className: "small" },
       `L${row.layer}H${row.head}, query ${pos(row.query)} ${pieceQuote(row.queryToken)}: ` +
         "a flash pass never holds the whole row of scores. It keeps a running maximum m and a running sum l of " +
-        "exp(s − m); when a block raises the maximum, the sum so far is multiplied by exp(m_old − m_new)."),
+        "exp(s − m); when a block raises the maximum, the sum so far is multiplied by exp(m_old − m_new).",
+    ),
     keysTable(row, block, done),
   );
   if (done) out.append(stepsTable(online.steps.slice(0, done)));
@@ -179,9 +203,14 @@ export function render(root, s) {
     root.dataset.maxDiff = String(diff);
     out.append(
       finalTable(row, online),
-      node("p", { className: "small", id: "blockwise-diff" },
+      node(
+        "p",
+        { className: "small", id: "blockwise-diff" },
         `Largest difference from the dense softmax: ${diff.toExponential(2)}` +
-          (diff < 1e-4 ? " — the same weights, without the whole row at once." : " — these weights are not this row's softmax (a demonstrated bug, hidden sinks or typed-in weights change them).")),
+          (diff < 1e-4
+            ? " — the same weights, without the whole row at once."
+            : " — these weights are not this row's softmax (a demonstrated bug, hidden sinks or typed-in weights change them)."),
+      ),
     );
   } else delete root.dataset.maxDiff;
 }

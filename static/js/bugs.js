@@ -55,12 +55,13 @@ export function renderBugBanner(el, demoBug) {
     return;
   }
   el.dataset.bug = demoBug.name;
-  const extra = {
-    flipped_mask: " Masked cells are drawn coloured here, to show the weight that went onto them.",
-    norm_over_sequence:
-      " The map below is still triangular: a heatmap cannot show this leak. Run Claims' perturbation, which runs" +
-      " this same code, to find it.",
-  }[demoBug.name] ?? " The large head lists its row and column sums.";
+  const extra =
+    {
+      flipped_mask: " Masked cells are drawn coloured here, to show the weight that went onto them.",
+      norm_over_sequence:
+        " The map below is still triangular: a heatmap cannot show this leak. Run Claims' perturbation, which runs" +
+        " this same code, to find it.",
+    }[demoBug.name] ?? " The large head lists its row and column sums.";
   const rest =
     demoBug.name === "norm_over_sequence"
       ? ""

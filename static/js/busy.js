@@ -36,10 +36,16 @@ export function busyOf(s) {
 // The run's words and bar ({value, max} or null) at its stage (store.js runProgress).
 export function runText(p) {
   if (p?.stage === "receiving" && p.done > 0) {
-    return { text: `Receiving ${receivedText(p.done, p.total)}…`, bar: p.total ? { value: p.done, max: p.total } : null };
+    return {
+      text: `Receiving ${receivedText(p.done, p.total)}…`,
+      bar: p.total ? { value: p.done, max: p.total } : null,
+    };
   }
   if (p?.stage === "layers" && p.total) {
-    return { text: `Computing layer ${Math.min(p.done + 1, p.total)} of ${p.total}…`, bar: { value: p.done, max: p.total } };
+    return {
+      text: `Computing layer ${Math.min(p.done + 1, p.total)} of ${p.total}…`,
+      bar: { value: p.done, max: p.total },
+    };
   }
   if (p?.stage === "queued") return { text: `Waiting for the server${queueText(p.ahead)}…`, bar: null }; // a compute slot
   if (p?.stage === "writing") return { text: "Writing the answer…", bar: null };

@@ -125,31 +125,61 @@ function chart(label, deltas, opts) {
   svg.append(el("text", { x: 4, y: g.top + plotH / 2 + 4, class: "dc-label" }, label));
   for (const b of bars) {
     if (prot.has(b.position)) {
-      svg.append(el("rect", {
-        x: g.left + b.position * b.slot, y: g.top, width: b.slot, height: plotH,
-        class: "dc-protected", fill: `url(#${opts.hatch})`,
-      }));
+      svg.append(
+        el("rect", {
+          x: g.left + b.position * b.slot,
+          y: g.top,
+          width: b.slot,
+          height: plotH,
+          class: "dc-protected",
+          fill: `url(#${opts.hatch})`,
+        }),
+      );
     }
     if (b.position === opts.position) {
-      svg.append(el("rect", {
-        x: g.left + b.position * b.slot + 0.5, y: g.top, width: Math.max(1, b.slot - 1), height: plotH,
-        class: "dc-changed",
-      }));
+      svg.append(
+        el("rect", {
+          x: g.left + b.position * b.slot + 0.5,
+          y: g.top,
+          width: Math.max(1, b.slot - 1),
+          height: plotH,
+          class: "dc-changed",
+        }),
+      );
     }
   }
   svg.append(el("line", { x1: g.left, x2: g.width - g.right, y1: base + 0.5, y2: base + 0.5, class: "dc-axis" }));
   for (const b of bars) {
-    const cls = ["bar", b.leak ? "leak" : "", prot.has(b.position) ? "protected" : "", b.position === opts.position ? "changed" : ""]
+    const cls = [
+      "bar",
+      b.leak ? "leak" : "",
+      prot.has(b.position) ? "protected" : "",
+      b.position === opts.position ? "changed" : "",
+    ]
       .filter(Boolean)
       .join(" ");
     const r = el("rect", {
-      x: b.x, y: base - b.height, width: b.width, height: Math.max(b.height, 0), class: cls,
-      "data-position": b.position, "data-delta": b.value,
+      x: b.x,
+      y: base - b.height,
+      width: b.width,
+      height: Math.max(b.height, 0),
+      class: cls,
+      "data-position": b.position,
+      "data-delta": b.value,
     });
-    r.append(el("title", {}, `position ${pos(b.position)} ${pieceQuote(opts.tokens[b.position])}: |Δ| ${formatDelta(b.value)}` +
-      (prot.has(b.position) ? (b.leak ? " — protected, but it moved: a leak" : " — protected: exactly 0") : "")));
+    r.append(
+      el(
+        "title",
+        {},
+        `position ${pos(b.position)} ${pieceQuote(opts.tokens[b.position])}: |Δ| ${formatDelta(b.value)}` +
+          (prot.has(b.position) ? (b.leak ? " — protected, but it moved: a leak" : " — protected: exactly 0") : ""),
+      ),
+    );
     svg.append(r);
-    if (b.leak) svg.append(el("text", { x: b.x + b.width / 2, y: g.top + 9, class: "dc-leak-mark", "text-anchor": "middle" }, "!"));
+    if (b.leak)
+      svg.append(
+        el("text", { x: b.x + b.width / 2, y: g.top + 9, class: "dc-leak-mark", "text-anchor": "middle" }, "!"),
+      );
     else if (prot.has(b.position) && b.slot >= 10) {
       svg.append(el("text", { x: b.x + b.width / 2, y: base - 3, class: "dc-zero", "text-anchor": "middle" }, "0"));
     }
@@ -158,10 +188,18 @@ function chart(label, deltas, opts) {
     const every = Math.ceil(S / MAX_TICK_LABELS);
     for (const b of bars) {
       if (b.position % every !== 0 && b.position !== opts.position) continue;
-      svg.append(el("text", {
-        x: g.left + b.position * b.slot + b.slot / 2, y: g.height - 4, "text-anchor": "middle",
-        class: `dc-tick${b.position === opts.position ? " dc-tick-changed" : ""}`,
-      }, b.position === opts.position ? `▲${b.position}` : String(b.position)));
+      svg.append(
+        el(
+          "text",
+          {
+            x: g.left + b.position * b.slot + b.slot / 2,
+            y: g.height - 4,
+            "text-anchor": "middle",
+            class: `dc-tick${b.position === opts.position ? " dc-tick-changed" : ""}`,
+          },
+          b.position === opts.position ? `▲${b.position}` : String(b.position),
+        ),
+      );
     }
   }
   return svg;
@@ -171,8 +209,17 @@ function chart(label, deltas, opts) {
 function defs(id) {
   const svg = el("svg", { width: 0, height: 0, class: "dc-defs", "aria-hidden": "true" });
   const d = el("defs");
-  const pat = el("pattern", { id, width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" });
-  pat.append(el("rect", { width: 6, height: 6, fill: "#eeeeee" }), el("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#b0b0b0", "stroke-width": 1.5 }));
+  const pat = el("pattern", {
+    id,
+    width: 6,
+    height: 6,
+    patternUnits: "userSpaceOnUse",
+    patternTransform: "rotate(45)",
+  });
+  pat.append(
+    el("rect", { width: 6, height: 6, fill: "#eeeeee" }),
+    el("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#b0b0b0", "stroke-width": 1.5 }),
+  );
   d.append(pat);
   svg.append(d);
   return svg;
@@ -203,7 +250,10 @@ export function renderDeltaCharts(root, data, testid = "delta-chart") {
   root.append(legend);
   const opts = { tokens: data.tokens, max, position: data.position, protected: data.protected, testid, hatch };
   data.layers.forEach((l, i) =>
-    root.append(chart(`layer ${l.index}`, l.delta, { ...opts, layer: l.index, protected: byLayer ? byLayer[i] : data.protected })));
+    root.append(
+      chart(`layer ${l.index}`, l.delta, { ...opts, layer: l.index, protected: byLayer ? byLayer[i] : data.protected }),
+    ),
+  );
   if (data.final_delta) {
     const last = chart("final", data.final_delta, { ...opts, max: finalMax, layer: "final", ticks: true });
     root.append(last);
@@ -232,7 +282,11 @@ export function renderPerturb(root, view) {
   }
   const sum = verdictSummary(r);
   verdict.hidden = false;
-  verdict.dataset.holds = !sum.names.length ? "none" : sum.inconclusive && sum.holds ? "inconclusive" : String(sum.holds);
+  verdict.dataset.holds = !sum.names.length
+    ? "none"
+    : sum.inconclusive && sum.holds
+      ? "inconclusive"
+      : String(sum.holds);
   verdict.dataset.checks = sum.names.join(",");
   verdict.dataset.position = String(r.position);
   verdict.dataset.side = r.side ?? "query";
@@ -242,26 +296,32 @@ export function renderPerturb(root, view) {
   verdict.textContent = `${mark} ${r.verdict}`;
   checks.replaceChildren(
     ...sum.lines.map((l) => {
-      const li = node("li", { className: !l.tested ? "untested" : l.holds === null ? "inconclusive" : l.holds ? "holds" : "leak" }, l.text);
+      const li = node(
+        "li",
+        { className: !l.tested ? "untested" : l.holds === null ? "inconclusive" : l.holds ? "holds" : "leak" },
+        l.text,
+      );
       li.dataset.check = l.name;
       li.dataset.holds = String(l.holds);
       li.dataset.tested = String(l.tested);
       return li;
     }),
   );
-  if (!sum.lines.length) checks.append(node("li", { className: "muted" }, "No mask in force makes a promise to check here."));
+  if (!sum.lines.length)
+    checks.append(node("li", { className: "muted" }, "No mask in force makes a promise to check here."));
   // side source: the position is the source's, not one of the bars' queries (no ▲ on them)
   const src = r.side === "source";
   const own = src ? r.source_tokens : r.tokens;
   const after = src ? r.source_tokens_after : r.tokens_after;
   const at = `${r.item == null ? "" : `item ${r.item}'s `}${src ? "source " : ""}position ${pos(r.position)} ${pieceQuote(own[r.position])}`;
-  const what = r.change.kind === "token"
-    ? `${at} → “${after[r.position]}”`
-    : r.change.kind === "direction"
-      ? `${at} moved along a random direction of length ${r.change.norm ?? r.change.amount}`
-      : r.change.kind === "value"
-      ? `${at}'s value vector moved (every layer) along a random direction of length ${r.change.norm}`
-      : `${at} shifted by ${r.change.amount}`;
+  const what =
+    r.change.kind === "token"
+      ? `${at} → “${after[r.position]}”`
+      : r.change.kind === "direction"
+        ? `${at} moved along a random direction of length ${r.change.norm ?? r.change.amount}`
+        : r.change.kind === "value"
+          ? `${at}'s value vector moved (every layer) along a random direction of length ${r.change.norm}`
+          : `${at} shifted by ${r.change.amount}`;
   charts.dataset.position = String(r.position);
   charts.dataset.side = r.side ?? "query";
   renderDeltaCharts(

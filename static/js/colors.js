@@ -3,17 +3,44 @@
 
 // 11 evenly spaced stops of matplotlib's viridis and cividis (perceptually uniform, colour-blind safe).
 export const VIRIDIS = [
-  "#440154", "#482475", "#414487", "#355f8d", "#2a788e", "#21918c",
-  "#22a884", "#44bf70", "#7ad151", "#bddf26", "#fde725",
+  "#440154",
+  "#482475",
+  "#414487",
+  "#355f8d",
+  "#2a788e",
+  "#21918c",
+  "#22a884",
+  "#44bf70",
+  "#7ad151",
+  "#bddf26",
+  "#fde725",
 ];
 export const CIVIDIS = [
-  "#00224e", "#0f326c", "#35456c", "#4f576c", "#666970", "#7d7c78",
-  "#948f78", "#aea371", "#c8b866", "#e5cf52", "#fee838",
+  "#00224e",
+  "#0f326c",
+  "#35456c",
+  "#4f576c",
+  "#666970",
+  "#7d7c78",
+  "#948f78",
+  "#aea371",
+  "#c8b866",
+  "#e5cf52",
+  "#fee838",
 ];
 // ColorBrewer RdBu, negative (blue) to positive (red); distinguishable under the common colour-vision deficiencies.
 export const RDBU = [
-  "#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7",
-  "#fddbc7", "#f4a582", "#d6604d", "#b2182b", "#67001f",
+  "#053061",
+  "#2166ac",
+  "#4393c3",
+  "#92c5de",
+  "#d1e5f0",
+  "#f7f7f7",
+  "#fddbc7",
+  "#f4a582",
+  "#d6604d",
+  "#b2182b",
+  "#67001f",
 ];
 export const PALETTES = { viridis: VIRIDIS, cividis: CIVIDIS };
 
@@ -93,10 +120,17 @@ export function normalise(value, scale) {
 export function headScale(view, head) {
   if (view.view !== "scores") return view.scale;
   if (view.scoreScale === "head") {
-    return { ...scaleFor("scores", view.palette, maxAbsEligible([head], view.eligible)), label: "score (this head's range)" };
+    return {
+      ...scaleFor("scores", view.palette, maxAbsEligible([head], view.eligible)),
+      label: "score (this head's range)",
+    };
   }
   if (view.scoreScale === "clip") {
-    return { ...scaleFor("scores", view.palette, view.clipAbs), label: `score (clipped at ±${view.clipAbs.toFixed(2)})`, clipped: true };
+    return {
+      ...scaleFor("scores", view.palette, view.clipAbs),
+      label: `score (clipped at ±${view.clipAbs.toFixed(2)})`,
+      clipped: true,
+    };
   }
   return view.scale;
 }
@@ -107,7 +141,8 @@ export function quantileAbsEligible(heads, eligible, q = CLIP_PERCENTILE) {
   for (const head of heads) {
     const s = head.scores;
     if (!s) continue;
-    for (let i = 0; i < s.length; i++) for (let k = 0; k < s[i].length; k++) if (eligible[i][k]) values.push(Math.abs(s[i][k]));
+    for (let i = 0; i < s.length; i++)
+      for (let k = 0; k < s[i].length; k++) if (eligible[i][k]) values.push(Math.abs(s[i][k]));
   }
   if (!values.length) return 0;
   values.sort((a, b) => a - b);
@@ -145,9 +180,23 @@ export function inkOn([r, g, b]) {
 // per theme (the light values where there is no document: the exported viewer's tests, node). Every chart takes its
 // ground, ink, rules and empty slots from here, so the dark theme reaches them too.
 export const LIGHT_THEME = {
-  panel: "#fff", ink: "#1d2330", muted: "#5d6575", line: "#dde1e8", field: "#fff", fieldLine: "#b9c0cc", soft: "#f3f5f9",
+  panel: "#fff",
+  ink: "#1d2330",
+  muted: "#5d6575",
+  line: "#dde1e8",
+  field: "#fff",
+  fieldLine: "#b9c0cc",
+  soft: "#f3f5f9",
 };
-const THEME_VARS = { panel: "--panel", ink: "--ink", muted: "--muted", line: "--line", field: "--field", fieldLine: "--field-line", soft: "--soft" };
+const THEME_VARS = {
+  panel: "--panel",
+  ink: "--ink",
+  muted: "--muted",
+  line: "--line",
+  field: "--field",
+  fieldLine: "--field-line",
+  soft: "--soft",
+};
 let themeRead = null; // {dark, theme}
 
 export function isDark() {

@@ -93,7 +93,9 @@ export function renderCompare(root, view) {
   const eligible = eitherEligible(r.a.eligible, r.b.eligible);
   const { maps, total } = diffMaps(r);
   if (maps.length < total) {
-    root.append(node("p", { className: "muted small" }, `${maps.length} of ${total} heads drawn: those that changed most.`));
+    root.append(
+      node("p", { className: "muted small" }, `${maps.length} of ${total} heads drawn: those that changed most.`),
+    );
   }
   const grid = node("div", { className: "cmp-grid" });
   const cell = Math.max(3, Math.min(14, Math.floor(130 / S)));

@@ -57,8 +57,10 @@ export function contrastReading(w, head) {
   }
   const kept = Math.min(w.a.weight, w.b.weight) / Math.max(w.a.weight, w.b.weight);
   if (kept >= KEEPS) {
-    return `${said}: the lower keeps ${Math.round(100 * kept)}% of the higher, so the weight mostly does not depend ` +
-      `on the change; weak evidence that it resolves ${query}.`;
+    return (
+      `${said}: the lower keeps ${Math.round(100 * kept)}% of the higher, so the weight mostly does not depend ` +
+      `on the change; weak evidence that it resolves ${query}.`
+    );
   }
   return `${said}: ${w.b.weight < w.a.weight ? "less" : "more"} by ×${(1 / kept).toFixed(1)}, its weight follows the change.`;
 }
@@ -73,9 +75,13 @@ function renderResult(box, slot, s, value) {
   const w = contrastWeights(slot.result, head, pair);
   const table = node("table", { className: "contrast-table" });
   const top = node("tr");
-  for (const h of ["", "text", `weight ${pieceQuote(w.a.query)} → ${pieceQuote(w.a.key)}`]) top.append(node("th", { scope: "col" }, h));
+  for (const h of ["", "text", `weight ${pieceQuote(w.a.query)} → ${pieceQuote(w.a.key)}`])
+    top.append(node("th", { scope: "col" }, h));
   table.append(top);
-  for (const [side, label, text] of [["a", "yours", s.run.request?.text ?? ""], ["b", "contrast", value.text]]) {
+  for (const [side, label, text] of [
+    ["a", "yours", s.run.request?.text ?? ""],
+    ["b", "contrast", value.text],
+  ]) {
     const tr = node("tr");
     tr.dataset.side = side;
     tr.append(node("th", { scope: "row" }, label), node("td", {}, text));
@@ -109,7 +115,11 @@ export const panel = {
     $("contrast-run").disabled = !ready;
     $("contrast-status").textContent = !ready
       ? "choose a query → key pair and open a head first"
-      : slot.status === "loading" ? "running both texts…" : slot.status === "error" ? slot.message : "";
+      : slot.status === "loading"
+        ? "running both texts…"
+        : slot.status === "error"
+          ? slot.message
+          : "";
     $("contrast-status").classList.toggle("bad", slot.status === "error");
     renderResult($("contrast-result"), slot, s, value);
   },

@@ -48,8 +48,10 @@ export function stripLabel(values, tokens, name) {
     .map((t) => `${t.position} ${pieceQuote(tokens[t.position])} ${formatValue(t.value)}`)
     .join(", ");
   const scale = stripScale(values);
-  return `${name} adds to the layer output, per query position: most at ${top}; total ${formatValue(totalOf(values))}` +
-    ` (scale 0 to ${formatValue(scale.largest)})`;
+  return (
+    `${name} adds to the layer output, per query position: most at ${top}; total ${formatValue(totalOf(values))}` +
+    ` (scale 0 to ${formatValue(scale.largest)})`
+  );
 }
 
 // The strip under one head card, or null when the head has no contribution. `stops`: the view's palette; `at`
@@ -77,15 +79,27 @@ export function contributionStrip(head, tokens, stops, name, at = null) {
   for (let q = 0; q < S; q++) {
     const v = values[q];
     const r = el("rect", {
-      x: q, y: 0, width: 1, height: 1, fill: rgbString(colorAt(stops, v / scale.max)),
-      "data-position": q, "data-value": v, "shape-rendering": "crispEdges",
+      x: q,
+      y: 0,
+      width: 1,
+      height: 1,
+      fill: rgbString(colorAt(stops, v / scale.max)),
+      "data-position": q,
+      "data-value": v,
+      "shape-rendering": "crispEdges",
     });
-    r.append(el("title", {}, `query ${pos(q)} ${pieceQuote(tokens[q])}: adds ${formatValue(v)} to the output (|context·W_O|)`));
+    r.append(
+      el("title", {}, `query ${pos(q)} ${pieceQuote(tokens[q])}: adds ${formatValue(v)} to the output (|context·W_O|)`),
+    );
     svg.append(r);
   }
-  const cap = node("span", { className: "contrib-cap muted small" },
-    `adds to the output · total ${formatValue(totalOf(values))} · 0–${formatValue(scale.largest)}`);
-  cap.title = "|context_h · W_O^h| at each query: the norm of what this head adds to the layer's output there; " +
+  const cap = node(
+    "span",
+    { className: "contrib-cap muted small" },
+    `adds to the output · total ${formatValue(totalOf(values))} · 0–${formatValue(scale.largest)}`,
+  );
+  cap.title =
+    "|context_h · W_O^h| at each query: the norm of what this head adds to the layer's output there; " +
     "the strip runs from 0 to this head's largest value";
   box.dataset.max = String(scale.largest);
   box.append(svg, cap);

@@ -33,7 +33,9 @@ export const FIELD_CONTROLS = {
 
 // The option fields of the template (the options fieldset's inputs, opt-NAME): {name: element}.
 function optionFields() {
-  return Object.fromEntries([...document.querySelectorAll("#random-options [id^=opt-]")].map((el) => [el.id.slice(4), el]));
+  return Object.fromEntries(
+    [...document.querySelectorAll("#random-options [id^=opt-]")].map((el) => [el.id.slice(4), el]),
+  );
 }
 
 // The control to mark for an error's field ("options.heads" -> "opt-heads"); null when none names it.
@@ -67,7 +69,8 @@ export function render(root, s, dispatch) {
   if (document.activeElement !== $("sequence-input")) $("sequence-input").value = s.draft.text;
   $("mask-causal").checked = ui.masks.causal;
   $("mask-window-on").checked = ui.masks.window != null;
-  if (ui.masks.window != null && document.activeElement !== $("mask-window")) $("mask-window").value = String(ui.masks.window);
+  if (ui.masks.window != null && document.activeElement !== $("mask-window"))
+    $("mask-window").value = String(ui.masks.window);
   $("all-masked").value = ui.allMasked;
   $("scale").checked = ui.scale;
   $("bug-select").value = ui.bug || "";
@@ -95,7 +98,12 @@ export function render(root, s, dispatch) {
   const want = [...Array.from({ length: layers }, (_, i) => String(i)), ...(layers > 1 ? ["all"] : [])];
   if ([...sel.options].map((o) => o.value).join() !== want.join()) {
     sel.replaceChildren(
-      ...want.map((v) => Object.assign(document.createElement("option"), { value: v, textContent: v === "all" ? "all layers" : `layer ${v}` })),
+      ...want.map((v) =>
+        Object.assign(document.createElement("option"), {
+          value: v,
+          textContent: v === "all" ? "all layers" : `layer ${v}`,
+        }),
+      ),
     );
   }
   sel.value = String(ui.layer);
@@ -183,8 +191,11 @@ function showCellErrors() {
 // aria-invalid on the control the last error names (or the one the person acted on), nowhere else (a box whose own
 // check failed, data-local-error, keeps its mark until it is fixed).
 function markInvalid(root, error) {
-  const id = error ? controlFor(error.field) || (error.where && $(error.where) && root.contains($(error.where)) ? error.where : null) : null;
-  for (const el of root.querySelectorAll("[aria-invalid=true]:not([data-local-error])")) if (el.id !== id) el.removeAttribute("aria-invalid");
+  const id = error
+    ? controlFor(error.field) || (error.where && $(error.where) && root.contains($(error.where)) ? error.where : null)
+    : null;
+  for (const el of root.querySelectorAll("[aria-invalid=true]:not([data-local-error])"))
+    if (el.id !== id) el.removeAttribute("aria-invalid");
   if (id && $(id)) {
     $(id).setAttribute("aria-invalid", "true");
     $(id).setAttribute("aria-errormessage", "error-message");
@@ -197,7 +208,11 @@ function fillModels(s) {
   const models = s.models.filter(offered);
   const labels = models.map((m) => modelLabel(m, s.ui));
   if ([...sel.options].map((o) => o.textContent).join("\n") !== labels.join("\n")) {
-    sel.replaceChildren(...models.map((m, i) => Object.assign(document.createElement("option"), { value: m.name, textContent: labels[i] })));
+    sel.replaceChildren(
+      ...models.map((m, i) =>
+        Object.assign(document.createElement("option"), { value: m.name, textContent: labels[i] }),
+      ),
+    );
   }
   const ex = $("example-select");
   const names = s.models.map((m) => m.name);
@@ -205,7 +220,14 @@ function fillModels(s) {
   if (ex.options.length === 1 && s.models.length) {
     list.forEach((e, i) => {
       if (!names.includes(e.model)) return;
-      if (e.repeat && !exampleText(e, s.models.find((m) => m.name === e.model))) return;
+      if (
+        e.repeat &&
+        !exampleText(
+          e,
+          s.models.find((m) => m.name === e.model),
+        )
+      )
+        return;
       ex.append(Object.assign(document.createElement("option"), { value: String(i), textContent: e.label }));
     });
   }
@@ -261,7 +283,11 @@ export function bind(root, store) {
     dispatch(act.draftTyped("text", $("sequence-input").value));
     dispatch(act.sequenceSubmitted(e.submitter?.id === "run-button" ? "run-button" : "sequence-input"));
   });
-  for (const [id, field] of [["sequence-input", "text"], ["source-input", "source"], ["batch-input", "batch"]]) {
+  for (const [id, field] of [
+    ["sequence-input", "text"],
+    ["source-input", "source"],
+    ["batch-input", "batch"],
+  ]) {
     $(id).addEventListener("input", (e) => dispatch(act.draftTyped(field, e.target.value)));
     $(id).addEventListener("keydown", (e) => {
       if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
@@ -270,7 +296,8 @@ export function bind(root, store) {
       }
     });
   }
-  for (const id of ["source-input", "batch-input"]) $(id).addEventListener("change", () => dispatch(act.sourceChanged(id)));
+  for (const id of ["source-input", "batch-input"])
+    $(id).addEventListener("change", () => dispatch(act.sourceChanged(id)));
   $("model-select").addEventListener("change", (e) => dispatch(act.modelChosen(e.target.value, "model-select")));
   $("example-select").addEventListener("change", (e) => {
     const s = getState();
@@ -305,11 +332,17 @@ export function bind(root, store) {
   $("blocked-clear").addEventListener("click", () => dispatch(act.blockedCleared()));
   $("all-masked").addEventListener("change", (e) => dispatch(act.allMaskedSet(e.target.value)));
   $("scale").addEventListener("change", (e) => dispatch(act.scaleSet(e.target.checked)));
-  $("bug-select").addEventListener("change", (e) => dispatch(act.bugSet(e.target.value, e.target.selectedOptions[0].textContent)));
-  root.querySelectorAll("input[name=view]").forEach((r) => r.addEventListener("change", () => dispatch(act.viewSet(r.value))));
+  $("bug-select").addEventListener("change", (e) =>
+    dispatch(act.bugSet(e.target.value, e.target.selectedOptions[0].textContent)),
+  );
+  root
+    .querySelectorAll("input[name=view]")
+    .forEach((r) => r.addEventListener("change", () => dispatch(act.viewSet(r.value))));
   $("palette-select").addEventListener("change", (e) => dispatch(act.paletteSet(e.target.value)));
   $("score-scale").addEventListener("change", (e) => dispatch(act.scoreScaleSet(e.target.value)));
-  $("layer-select").addEventListener("change", (e) => dispatch(act.layerSet(e.target.value === "all" ? "all" : Number(e.target.value))));
+  $("layer-select").addEventListener("change", (e) =>
+    dispatch(act.layerSet(e.target.value === "all" ? "all" : Number(e.target.value))),
+  );
   for (const [k, el] of Object.entries(optionFields())) {
     el.addEventListener("change", () => {
       let v;
@@ -361,7 +394,8 @@ export function bindDrawer(root) {
     scrim.hidden = !open;
     for (const sel of OUTSIDE_DRAWER) document.querySelector(sel)?.toggleAttribute("inert", open);
     if (open) $("model-select").focus();
-    else if (returnFocus && (root.contains(document.activeElement) || document.activeElement === document.body)) toggle.focus({ preventScroll: true }); // the answer stays in view
+    else if (returnFocus && (root.contains(document.activeElement) || document.activeElement === document.body))
+      toggle.focus({ preventScroll: true }); // the answer stays in view
   };
   toggle.addEventListener("click", () => setOpen(!isOpen()));
   $("controls-close").addEventListener("click", () => setOpen(false));
@@ -383,7 +417,8 @@ export function bindDrawer(root) {
   root.addEventListener("keydown", (e) => {
     if (e.key !== "Tab" || !isOpen()) return;
     const stops = [...root.querySelectorAll("button, select, textarea, input, summary, a[href]")].filter(
-      (el) => !el.disabled && el.getClientRects().length && !el.closest("[hidden], details:not([open]) > :not(summary)"),
+      (el) =>
+        !el.disabled && el.getClientRects().length && !el.closest("[hidden], details:not([open]) > :not(summary)"),
     );
     if (!stops.length) return;
     const first = stops[0];

@@ -44,7 +44,9 @@ export function costOf(s, overrides, measure = false) {
 // {seq_len: 8192, dtype: "bfloat16"} -> "seq_len:8192,dtype:bfloat16"; "" when nothing differs from the run.
 export function encodeCost(cost) {
   return Object.entries(cost || {})
-    .filter(([k, v]) => (COST_FIELDS.includes(k) && Number.isInteger(v) && v >= 1) || (k === "dtype" && DTYPES.includes(v)))
+    .filter(
+      ([k, v]) => (COST_FIELDS.includes(k) && Number.isInteger(v) && v >= 1) || (k === "dtype" && DTYPES.includes(v)),
+    )
     .map(([k, v]) => `${k}:${v}`)
     .join(",");
 }
@@ -86,20 +88,60 @@ export function costRows(r) {
   const bytes = (v) => `${formatCount(v)} bytes (${formatBytes(v)})`;
   const count = (v) => `${formatCount(v)} (${shortCount(v)})`;
   return [
-    { key: "score_elements", label: `Score elements per layer (B·H·S² = ${q.batch}·${q.heads}·${q.seq_len}²)`, value: r.score_elements, text: count(r.score_elements) },
-    { key: "score_bytes", label: `Score bytes per layer (× ${r.bytes_per_value} bytes, ${q.dtype})`, value: r.score_bytes, text: bytes(r.score_bytes) },
-    { key: "score_bytes_all_layers", label: `Score bytes, all ${L} layer${L === 1 ? "" : "s"}`, value: r.score_bytes_all_layers, text: bytes(r.score_bytes_all_layers) },
+    {
+      key: "score_elements",
+      label: `Score elements per layer (B·H·S² = ${q.batch}·${q.heads}·${q.seq_len}²)`,
+      value: r.score_elements,
+      text: count(r.score_elements),
+    },
+    {
+      key: "score_bytes",
+      label: `Score bytes per layer (× ${r.bytes_per_value} bytes, ${q.dtype})`,
+      value: r.score_bytes,
+      text: bytes(r.score_bytes),
+    },
+    {
+      key: "score_bytes_all_layers",
+      label: `Score bytes, all ${L} layer${L === 1 ? "" : "s"}`,
+      value: r.score_bytes_all_layers,
+      text: bytes(r.score_bytes_all_layers),
+    },
     {
       key: "kv_cache_bytes",
       label: `KV cache (2·B·layers·kv_heads·S·d_head·bytes, d_head = ${r.d_head}, kv_heads = ${q.kv_heads ?? q.heads})`,
       value: r.kv_cache_bytes,
       text: bytes(r.kv_cache_bytes),
     },
-    { key: "params_one_head", label: `Projection parameters, one head of width ${q.d_model} (4·D²)`, value: r.params_one_head, text: count(r.params_one_head) },
-    { key: "params_heads", label: `Projection parameters, ${q.heads} heads on ${q.kv_heads ?? q.heads} K/V group${(q.kv_heads ?? q.heads) === 1 ? "" : "s"}`, value: r.params_heads, text: count(r.params_heads) },
-    { key: "params_all_layers", label: `Projection parameters, all ${L} layer${L === 1 ? "" : "s"}`, value: r.params_all_layers, text: count(r.params_all_layers) },
-    { key: "flops.total", label: "FLOPs per layer (projections + scores + weights·V + output)", value: r.flops.total, text: count(r.flops.total) },
-    { key: "flops.all_layers", label: `FLOPs, all ${L} layer${L === 1 ? "" : "s"}`, value: r.flops.all_layers, text: count(r.flops.all_layers) },
+    {
+      key: "params_one_head",
+      label: `Projection parameters, one head of width ${q.d_model} (4·D²)`,
+      value: r.params_one_head,
+      text: count(r.params_one_head),
+    },
+    {
+      key: "params_heads",
+      label: `Projection parameters, ${q.heads} heads on ${q.kv_heads ?? q.heads} K/V group${(q.kv_heads ?? q.heads) === 1 ? "" : "s"}`,
+      value: r.params_heads,
+      text: count(r.params_heads),
+    },
+    {
+      key: "params_all_layers",
+      label: `Projection parameters, all ${L} layer${L === 1 ? "" : "s"}`,
+      value: r.params_all_layers,
+      text: count(r.params_all_layers),
+    },
+    {
+      key: "flops.total",
+      label: "FLOPs per layer (projections + scores + weights·V + output)",
+      value: r.flops.total,
+      text: count(r.flops.total),
+    },
+    {
+      key: "flops.all_layers",
+      label: `FLOPs, all ${L} layer${L === 1 ? "" : "s"}`,
+      value: r.flops.all_layers,
+      text: count(r.flops.all_layers),
+    },
   ];
 }
 
@@ -111,39 +153,77 @@ export function costFigure(r, lengths = null) {
   const lim = r.limits || {};
   const extra = lengthsExtent(lengths);
   const allX = [...xs, S, ...(lim.max_tokens ? [lim.max_tokens] : []), ...extra.xs];
-  const allY = [...r.curve.map((c) => c.score_bytes), ...r.curve.map((c) => c.kv_cache_bytes), ...(lim.memory_bytes ? [lim.memory_bytes] : []), ...extra.ys];
+  const allY = [
+    ...r.curve.map((c) => c.score_bytes),
+    ...r.curve.map((c) => c.kv_cache_bytes),
+    ...(lim.memory_bytes ? [lim.memory_bytes] : []),
+    ...extra.ys,
+  ];
   const log = (v) => Math.log10(Math.max(v, 1));
   const xRange = [log(Math.min(...allX)) - 0.1, log(Math.max(...allX)) + 0.1];
   const yRange = [log(Math.min(...allY.filter((v) => v > 0))) - 0.3, log(Math.max(...allY)) + 0.3];
   const traces = [
     {
-      type: "scatter", mode: "lines+markers", name: `scores, all ${r.query.layers} layers`, x: xs,
-      y: r.curve.map((c) => c.score_bytes), line: { color: COST_COLORS.scores, width: 2.5 }, marker: { symbol: "circle", size: 6 },
+      type: "scatter",
+      mode: "lines+markers",
+      name: `scores, all ${r.query.layers} layers`,
+      x: xs,
+      y: r.curve.map((c) => c.score_bytes),
+      line: { color: COST_COLORS.scores, width: 2.5 },
+      marker: { symbol: "circle", size: 6 },
       hovertemplate: "S = %{x}: scores %{y:.3s}B<extra></extra>",
     },
     {
-      type: "scatter", mode: "lines+markers", name: "KV cache", x: xs, y: r.curve.map((c) => c.kv_cache_bytes),
-      line: { color: COST_COLORS.kv, width: 2.5, dash: "dash" }, marker: { symbol: "square", size: 6 },
+      type: "scatter",
+      mode: "lines+markers",
+      name: "KV cache",
+      x: xs,
+      y: r.curve.map((c) => c.kv_cache_bytes),
+      line: { color: COST_COLORS.kv, width: 2.5, dash: "dash" },
+      marker: { symbol: "square", size: 6 },
       hovertemplate: "S = %{x}: KV cache %{y:.3s}B<extra></extra>",
     },
     ...lengthsTraces(lengths),
   ];
   const vline = (x, color, dash, text) => ({
     shape: { type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1, line: { color, width: 2, dash } },
-    note: { x: log(x), xref: "x", y: 1, yref: "paper", yanchor: "bottom", text, showarrow: false, font: { size: 11, color } },
+    note: {
+      x: log(x),
+      xref: "x",
+      y: 1,
+      yref: "paper",
+      yanchor: "bottom",
+      text,
+      showarrow: false,
+      font: { size: 11, color },
+    },
   });
   const marks = [vline(S, COST_COLORS.now, "solid", plotlyText(`this run: S = ${S}`))];
-  if (lim.max_tokens) marks.push(vline(lim.max_tokens, COST_COLORS.limit, "dot", plotlyText(`server limit ${lim.max_tokens}`)));
+  if (lim.max_tokens)
+    marks.push(vline(lim.max_tokens, COST_COLORS.limit, "dot", plotlyText(`server limit ${lim.max_tokens}`)));
   const shapes = marks.map((m) => m.shape);
   const annotations = marks.map((m) => m.note);
   if (lim.memory_bytes) {
     shapes.push({
-      type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: lim.memory_bytes, y1: lim.memory_bytes,
+      type: "line",
+      xref: "paper",
+      yref: "y",
+      x0: 0,
+      x1: 1,
+      y0: lim.memory_bytes,
+      y1: lim.memory_bytes,
       line: { color: COST_COLORS.memory, width: 1.5, dash: "dashdot" },
     });
     annotations.push({
-      x: 1, xref: "paper", xanchor: "right", y: log(lim.memory_bytes), yref: "y", yanchor: "top", showarrow: false,
-      text: plotlyText(`this machine's ${lim.device || ""} memory: ${formatBytes(lim.memory_bytes)}`), font: { size: 11 },
+      x: 1,
+      xref: "paper",
+      xanchor: "right",
+      y: log(lim.memory_bytes),
+      yref: "y",
+      yanchor: "top",
+      showarrow: false,
+      text: plotlyText(`this machine's ${lim.device || ""} memory: ${formatBytes(lim.memory_bytes)}`),
+      font: { size: 11 },
     });
   }
   // the annotations that mark two vertical lines share a row when those lines are far apart; else the second drops
@@ -217,16 +297,22 @@ export function renderMeasured(el, view) {
   el.dataset.tokensPerS = String(r.tokens_per_s);
   const q = r.query;
   el.append(
-    node("p", { className: "cost-measured-line" },
+    node(
+      "p",
+      { className: "cost-measured-line" },
       `Measured on this server (${r.limits?.device ?? "?"}), one layer of ${q.heads} heads over ${q.seq_len} tokens × batch ${q.batch}: ` +
         `peak ${formatBytes(m.peak_bytes)} (${formatCount(m.peak_bytes)} bytes), ${m.ms.toFixed(1)} ms, ` +
-        `${formatCount(r.tokens_per_s)} tokens/s.`),
+        `${formatCount(r.tokens_per_s)} tokens/s.`,
+    ),
     node("p", { className: "muted small cost-method" }, `How peak memory is measured: ${m.method}.`),
-    node("p", { className: "muted small cost-scope" },
+    node(
+      "p",
+      { className: "muted small cost-scope" },
       "This peak is one attention layer alone (Q, K, V, scores, weights, contexts and the output projection) on " +
         "random weights of this shape. The audit's peak memory is the whole model's forward pass on your text: every " +
         "layer and whatever the model does around attention (embeddings, MLPs, the output), so for the run's own " +
-        "shape it is larger."),
+        "shape it is larger.",
+    ),
   );
   // the server measures half precision in float32 on a CPU, and says so: the figures are of that dtype
   if (m.note) el.append(node("p", { className: "muted small cost-dtype-note" }, m.note));
@@ -288,7 +374,12 @@ export const panel = {
     const measuredLengths = lengths.status === "ready" ? lengths.result?.lengths : null;
     renderCost(
       { status: $("cost-status"), table: $("cost-table"), plot: $("cost-plot"), note: $("cost-note") },
-      { result: slot.status === "error" ? null : slot.result, status: slot.status, message: slot.message, lengths: measuredLengths },
+      {
+        result: slot.status === "error" ? null : slot.result,
+        status: slot.status,
+        message: slot.message,
+        lengths: measuredLengths,
+      },
     );
     const box = $("cost-lengths");
     if (document.activeElement !== box && !box.dataset.typed && slot.result) {
@@ -327,7 +418,9 @@ export const panel = {
     $("cost-lengths-measure").addEventListener("click", () => {
       const s = getState();
       const lengths = parseLengths(box.value);
-      error.textContent = lengths ? "" : `Lengths as 1 to 12 whole numbers with commas, e.g. 256, 1024, 4096 (got “${box.value}”).`;
+      error.textContent = lengths
+        ? ""
+        : `Lengths as 1 to 12 whole numbers with commas, e.g. 256, 1024, 4096 (got “${box.value}”).`;
       error.hidden = !!lengths;
       if (!lengths) box.setAttribute("aria-invalid", "true");
       else box.removeAttribute("aria-invalid");

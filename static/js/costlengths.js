@@ -16,7 +16,9 @@ const RUNS = 3; // the server measures each pass three times (a warm-up, a timed
 // "256, 1024 4096" -> [256, 1024, 4096]; null when any entry is not a whole number of at least 1 or there are none
 // or too many (the page says so; the server would refuse them).
 export function parseLengths(raw) {
-  const parts = String(raw || "").split(/[\s,]+/).filter(Boolean);
+  const parts = String(raw || "")
+    .split(/[\s,]+/)
+    .filter(Boolean);
   if (!parts.length || parts.length > MAX_LENGTHS) return null;
   const out = parts.map((p) => (/^\d+$/.test(p) ? Number(p) : NaN));
   return out.every((n) => Number.isInteger(n) && n >= 1) ? out : null;
@@ -50,23 +52,42 @@ export function lengthsTraces(lengths) {
   const p = lengths.points;
   const xs = p.map((d) => d.seq_len);
   const measured = (name, key, ms, color, symbol) => ({
-    type: "scatter", mode: "markers", name, x: xs, y: p.map((d) => d[key]), customdata: p.map((d) => d[ms]),
+    type: "scatter",
+    mode: "markers",
+    name,
+    x: xs,
+    y: p.map((d) => d[key]),
+    customdata: p.map((d) => d[ms]),
     marker: { color, symbol, size: 10, line: { width: 1, color: "#000000" } },
     hovertemplate: `S = %{x}: ${name} %{y:.3s}B in %{customdata:.1f} ms<extra></extra>`,
   });
   return [
     {
-      type: "scatter", mode: "lines", name: "predicted: one layer's scores, H·S²·bytes", x: xs,
-      y: p.map((d) => d.predicted_score_bytes), line: { color: LENGTH_COLORS.predicted, width: 2, dash: "dot" },
+      type: "scatter",
+      mode: "lines",
+      name: "predicted: one layer's scores, H·S²·bytes",
+      x: xs,
+      y: p.map((d) => d.predicted_score_bytes),
+      line: { color: LENGTH_COLORS.predicted, width: 2, dash: "dot" },
       hovertemplate: "S = %{x}: H·S²·bytes %{y:.3s}B<extra></extra>",
     },
     {
-      type: "scatter", mode: "lines", name: `one block of ${lengths.block} keys`, x: xs,
-      y: p.map((d) => d.predicted_block_bytes), line: { color: LENGTH_COLORS.block, width: 1.5, dash: "dashdot" },
+      type: "scatter",
+      mode: "lines",
+      name: `one block of ${lengths.block} keys`,
+      x: xs,
+      y: p.map((d) => d.predicted_block_bytes),
+      line: { color: LENGTH_COLORS.block, width: 1.5, dash: "dashdot" },
       hovertemplate: "S = %{x}: one block %{y:.3s}B<extra></extra>",
     },
     measured("measured peak, dense", "dense_peak_bytes", "dense_ms", LENGTH_COLORS.dense, "diamond"),
-    measured("measured peak, blockwise", "blockwise_peak_bytes", "blockwise_ms", LENGTH_COLORS.blockwise, "triangle-up"),
+    measured(
+      "measured peak, blockwise",
+      "blockwise_peak_bytes",
+      "blockwise_ms",
+      LENGTH_COLORS.blockwise,
+      "triangle-up",
+    ),
   ];
 }
 
@@ -74,11 +95,24 @@ export function lengthsTraces(lengths) {
 export function lengthsExtent(lengths) {
   if (!lengths) return { xs: [], ys: [] };
   const p = lengths.points;
-  const ys = p.flatMap((d) => [d.predicted_score_bytes, d.predicted_block_bytes, d.dense_peak_bytes, d.blockwise_peak_bytes]);
+  const ys = p.flatMap((d) => [
+    d.predicted_score_bytes,
+    d.predicted_block_bytes,
+    d.dense_peak_bytes,
+    d.blockwise_peak_bytes,
+  ]);
   return { xs: p.map((d) => d.seq_len), ys: ys.filter((v) => v > 0) };
 }
 
-const TABLE_HEAD = ["S", "dense peak", "dense ms", "blockwise peak", "blockwise ms", "predicted H·S²·bytes", "max |Δ context|"];
+const TABLE_HEAD = [
+  "S",
+  "dense peak",
+  "dense ms",
+  "blockwise peak",
+  "blockwise ms",
+  "predicted H·S²·bytes",
+  "max |Δ context|",
+];
 
 // view: {result, status, message, lengths (the lengths asked), bad (the typed lengths are unreadable)}
 export function renderLengths(el, view) {
@@ -103,7 +137,9 @@ export function renderLengths(el, view) {
   for (const p of L.points) {
     const tr = node("tr");
     Object.assign(tr.dataset, {
-      seqLen: String(p.seq_len), dense: String(p.dense_peak_bytes), blockwise: String(p.blockwise_peak_bytes),
+      seqLen: String(p.seq_len),
+      dense: String(p.dense_peak_bytes),
+      blockwise: String(p.blockwise_peak_bytes),
       diff: String(p.max_abs_diff),
     });
     tr.append(
@@ -121,10 +157,13 @@ export function renderLengths(el, view) {
   const worst = Math.max(...L.points.map((p) => p.max_abs_diff));
   const q = view.result.query;
   el.append(
-    node("p", { className: "cost-lengths-line" },
+    node(
+      "p",
+      { className: "cost-lengths-line" },
       `One layer of ${q.heads} heads (d_head ${Math.floor(q.d_model / q.heads)}, batch 1, ${L.measured_dtype}) on this ` +
         `server: the dense pass holds every S×S score, the blockwise pass ${L.block} keys at a time; their contexts ` +
-        `differ by at most ${worst.toExponential(1)}.`),
+        `differ by at most ${worst.toExponential(1)}.`,
+    ),
     table,
     node("p", { className: "muted small" }, `How peak memory is measured: ${L.method}.`),
   );

@@ -36,10 +36,20 @@ export function withGenerated(r) {
   if (folded.has(r)) return folded.get(r);
   const per = r.cache.bytes_per_token;
   const more = r.generated.map((g) => ({
-    position: g.position, token: g.token, weights: g.weights, cache_length: g.position + 1,
-    cache_bytes: (g.position + 1) * per, next_token: null, generated: g,
+    position: g.position,
+    token: g.token,
+    weights: g.weights,
+    cache_length: g.position + 1,
+    cache_bytes: (g.position + 1) * per,
+    next_token: null,
+    generated: g,
   }));
-  const out = { ...r, prompt: r.tokens.length, tokens: [...r.tokens, ...more.map((g) => g.token)], steps: [...r.steps, ...more] };
+  const out = {
+    ...r,
+    prompt: r.tokens.length,
+    tokens: [...r.tokens, ...more.map((g) => g.token)],
+    steps: [...r.steps, ...more],
+  };
   folded.set(r, out);
   return out;
 }
@@ -91,9 +101,16 @@ export function cacheGeometry(r, length, total) {
   const feature = Math.min(CACHE.feature, CACHE.maxWidth / Math.max(kCols, vCols));
   const row = Math.max(1, Math.min(CACHE.maxRow, Math.floor(CACHE.maxHeight / Math.max(total, 1))));
   return {
-    row, feature, kCols, vCols, length, total,
-    kWidth: kCols * feature, vWidth: vCols * feature,
-    height: total * row, filled: length * row,
+    row,
+    feature,
+    kCols,
+    vCols,
+    length,
+    total,
+    kWidth: kCols * feature,
+    vWidth: vCols * feature,
+    height: total * row,
+    filled: length * row,
   };
 }
 
@@ -120,13 +137,31 @@ function stepStrip(row, tokens, t) {
     const h = Math.max(1, w * plotH);
     const fill = rgbString(colorAt(VIRIDIS, w));
     const r = el("rect", {
-      x: x + 1, y: base - h, width: Math.max(1, slot - 2), height: h, fill,
-      class: `dec-bar${k === t ? " dec-self" : ""}`, "data-key": k, "data-weight": w,
+      x: x + 1,
+      y: base - h,
+      width: Math.max(1, slot - 2),
+      height: h,
+      fill,
+      class: `dec-bar${k === t ? " dec-self" : ""}`,
+      "data-key": k,
+      "data-weight": w,
     });
-    r.append(el("title", {}, `key ${pos(k)} ${pieceQuote(tokens[k])}: weight ${w.toFixed(4)}${k === t ? " (the new token itself)" : ""}`));
+    r.append(
+      el(
+        "title",
+        {},
+        `key ${pos(k)} ${pieceQuote(tokens[k])}: weight ${w.toFixed(4)}${k === t ? " (the new token itself)" : ""}`,
+      ),
+    );
     svg.append(r);
     if (slot >= 26) {
-      svg.append(el("text", { x: x + slot / 2, y: Math.max(g.top + 9, base - h - 3), class: "dec-val", "text-anchor": "middle" }, w.toFixed(2)));
+      svg.append(
+        el(
+          "text",
+          { x: x + slot / 2, y: Math.max(g.top + 9, base - h - 3), class: "dec-val", "text-anchor": "middle" },
+          w.toFixed(2),
+        ),
+      );
     }
   }
   svg.append(el("line", { x1: g.left, x2: g.width - g.right, y1: base + 0.5, y2: base + 0.5, class: "dc-axis" }));
@@ -134,13 +169,26 @@ function stepStrip(row, tokens, t) {
   for (let k = 0; k < S; k++) {
     if (k % every !== 0 && k !== t) continue;
     const label = `${k === t ? "▲" : ""}${pieceLabel(tokens[k], 6)}`;
-    svg.append(el("text", {
-      x: g.left + k * slot + slot / 2, y: base + 13, "text-anchor": "middle",
-      class: `dec-tick${k === t ? " now" : ""}${k > t ? " future" : ""}`,
-    }, label));
+    svg.append(
+      el(
+        "text",
+        {
+          x: g.left + k * slot + slot / 2,
+          y: base + 13,
+          "text-anchor": "middle",
+          class: `dec-tick${k === t ? " now" : ""}${k > t ? " future" : ""}`,
+        },
+        label,
+      ),
+    );
   }
-  svg.append(el("text", { x: g.left, y: g.height - 4, class: "dec-axis-label" },
-    `keys in the cache: 0–${t}${t + 1 < S ? ` · ${S - t - 1} still to come (dashed)` : ""}`));
+  svg.append(
+    el(
+      "text",
+      { x: g.left, y: g.height - 4, class: "dec-axis-label" },
+      `keys in the cache: 0–${t}${t + 1 < S ? ` · ${S - t - 1} still to come (dashed)` : ""}`,
+    ),
+  );
   return svg;
 }
 
@@ -156,7 +204,10 @@ function generatedRow(r, t, onStep) {
     b.setAttribute("aria-pressed", g.position === t ? "true" : "false");
     b.setAttribute("aria-label", `position ${pos(g.position)} ${pieceTitle(g.token)}, p = ${g.p.toFixed(3)}`);
     b.classList.toggle("special", !!g.special);
-    b.append(node("span", { className: "idx" }, String(pos(g.position))), renderPiece(g.token, { special: !!g.special, tag: "span" }));
+    b.append(
+      node("span", { className: "idx" }, String(pos(g.position))),
+      renderPiece(g.token, { special: !!g.special, tag: "span" }),
+    );
     b.addEventListener("click", () => onStep?.(g.position));
     row.append(b);
   });
@@ -209,16 +260,27 @@ export function renderDecodeStep(root, view) {
   const multi = r.layers > 1;
   const name = multi ? `L${l} H${h}` : `H${h}`;
   Object.assign(root.dataset, {
-    step: String(t), token: s.token, layer: String(l), head: String(h), weights: JSON.stringify(row),
-    next: s.next_token ? s.next_token.token : "", generated: s.generated ? "1" : "",
+    step: String(t),
+    token: s.token,
+    layer: String(l),
+    head: String(h),
+    weights: JSON.stringify(row),
+    next: s.next_token ? s.next_token.token : "",
+    generated: s.generated ? "1" : "",
   });
   const title = node("p", { className: "dec-title" });
-  const how = s.generated ? `${view.sampling === "sample" ? "sampled" : "the most likely"}, p = ${s.generated.p.toFixed(3)}` : "";
+  const how = s.generated
+    ? `${view.sampling === "sample" ? "sampled" : "the most likely"}, p = ${s.generated.p.toFixed(3)}`
+    : "";
   title.append(
     node("strong", {}, `Step ${t + 1} of ${r.steps.length}: `),
-    node("span", {}, s.generated
-      ? `generated token ${pieceQuote(s.token)} (${how}) enters the cache at position ${pos(t)}; its query attends over ${t + 1} cached keys (${name}).`
-      : `position ${pos(t)} ${pieceQuote(s.token)} enters the cache; its query attends over ${t + 1} cached key${t ? "s" : ""} (${name}).`),
+    node(
+      "span",
+      {},
+      s.generated
+        ? `generated token ${pieceQuote(s.token)} (${how}) enters the cache at position ${pos(t)}; its query attends over ${t + 1} cached keys (${name}).`
+        : `position ${pos(t)} ${pieceQuote(s.token)} enters the cache; its query attends over ${t + 1} cached key${t ? "s" : ""} (${name}).`,
+    ),
   );
   root.append(title);
   if (r.generated?.length) root.append(generatedRow(r, t, view.onStep));
@@ -229,12 +291,22 @@ export function renderDecodeStep(root, view) {
     p.setAttribute("data-testid", "decode-next");
     p.textContent =
       `Predicted next token: ${pieceQuote(s.next_token.token)} (p = ${s.next_token.p.toFixed(3)})` +
-      (next == null ? "." : right ? ` ✓ — and ${pieceQuote(next)} does come next.` : ` — the text continues with ${pieceQuote(next)}.`);
+      (next == null
+        ? "."
+        : right
+          ? ` ✓ — and ${pieceQuote(next)} does come next.`
+          : ` — the text continues with ${pieceQuote(next)}.`);
     root.append(p);
   }
   root.append(stepStrip(row, r.tokens, t));
   const heads = node("div", { className: "dec-heads" });
-  heads.append(node("p", { className: "muted small" }, "Every head's new query row at this step (press one to show it above and open it large):"));
+  heads.append(
+    node(
+      "p",
+      { className: "muted small" },
+      "Every head's new query row at this step (press one to show it above and open it large):",
+    ),
+  );
   const grid = node("div", { className: "dec-mini-grid" });
   for (let li = 0; li < r.layers; li++) {
     for (let hi = 0; hi < r.heads; hi++) {
@@ -246,7 +318,10 @@ export function renderDecodeStep(root, view) {
       const label = multi ? `L${li} H${hi}` : `H${hi}`;
       const wrow = stepRow(r, t, li, hi);
       const top = wrow.indexOf(Math.max(...wrow));
-      b.setAttribute("aria-label", `${label}: most weight on key ${pos(top)} ${pieceQuote(r.tokens[top])} (${wrow[top].toFixed(2)})`);
+      b.setAttribute(
+        "aria-label",
+        `${label}: most weight on key ${pos(top)} ${pieceQuote(r.tokens[top])} (${wrow[top].toFixed(2)})`,
+      );
       b.append(node("span", { className: "dec-mini-name" }, label), miniStrip(wrow, r.tokens.length));
       b.addEventListener("click", () => view.onPick(li, hi));
       grid.append(b);
@@ -307,13 +382,21 @@ export function renderKvCache(root, view) {
   const s = r.steps[t];
   const length = s.cache_length;
   Object.assign(root.dataset, {
-    bytes: String(s.cache_bytes), bytesPerToken: String(r.cache.bytes_per_token), length: String(length),
-    maxDiff: String(r.max_diff_vs_full), kvHeads: String(r.kv_heads), heads: String(r.heads),
+    bytes: String(s.cache_bytes),
+    bytesPerToken: String(r.cache.bytes_per_token),
+    length: String(length),
+    maxDiff: String(r.max_diff_vs_full),
+    kvHeads: String(r.kv_heads),
+    heads: String(r.heads),
   });
   const head = node("p", { className: "kv-bytes" });
   head.append(
     node("strong", {}, `Cache after step ${t + 1}: ${formatBytes(s.cache_bytes)}`),
-    node("span", {}, ` = ${length} token${length === 1 ? "" : "s"} × ${r.cache.bytes_per_token.toLocaleString("en-US")} bytes per token.`),
+    node(
+      "span",
+      {},
+      ` = ${length} token${length === 1 ? "" : "s"} × ${r.cache.bytes_per_token.toLocaleString("en-US")} bytes per token.`,
+    ),
   );
   root.append(head);
   const formula = node("p", { className: "kv-formula" }, r.cache.formula);
@@ -331,7 +414,11 @@ export function renderKvCache(root, view) {
       ),
     );
   }
-  const match = node("p", { className: `kv-match${r.max_diff_vs_full < MATCH_TOLERANCE ? " ok" : " bad"}` }, matchText(r.max_diff_vs_full));
+  const match = node(
+    "p",
+    { className: `kv-match${r.max_diff_vs_full < MATCH_TOLERANCE ? " ok" : " bad"}` },
+    matchText(r.max_diff_vs_full),
+  );
   match.setAttribute("data-testid", "kv-match");
   root.append(match);
   const geo = cacheGeometry(r, length, r.tokens.length);

@@ -61,7 +61,16 @@ function tok(tokens, i) {
   return `“${t.length > 24 ? `${t.slice(0, 23)}…` : t}”`;
 }
 
-const local = { run: null, body: null, name: null, head: [0, 0], reposting: null, zoom: null, palette: "viridis", agg: "max" };
+const local = {
+  run: null,
+  body: null,
+  name: null,
+  head: [0, 0],
+  reposting: null,
+  zoom: null,
+  palette: "viridis",
+  agg: "max",
+};
 local.models = []; // /api/models' list, as the store last had it
 local.map = { backdrop: null, covers: 1 }; // the zoomed head's summary image, for the minimap
 const AGG_WORDS = { max: "largest weight", mean: "mean weight" };
@@ -123,7 +132,8 @@ function bindPanel(root, store) {
   let limit = MAX_RUN_TOKENS; // until this server's own ATTNLAB_MAX_RUN_TOKENS is read from /api/health
   const count = () => {
     const n = wordCount($("dz-text").value);
-    $("dz-count").textContent = `${n.toLocaleString("en")} words${n > limit ? ` (a run takes up to ${limit.toLocaleString("en")})` : ""}`;
+    $("dz-count").textContent =
+      `${n.toLocaleString("en")} words${n > limit ? ` (a run takes up to ${limit.toLocaleString("en")})` : ""}`;
     offerModels(root);
   };
   fetch("/api/health")
@@ -179,14 +189,18 @@ function bindPanel(root, store) {
     }
     return local.reposting;
   };
-  const recovering = (ask) => (...args) =>
-    ask(...args).catch(async (err) => {
-      if (!isExpired(err)) throw err;
-      await repost();
-      return ask(...args);
-    });
+  const recovering =
+    (ask) =>
+    (...args) =>
+      ask(...args).catch(async (err) => {
+        if (!isExpired(err)) throw err;
+        await repost();
+        return ask(...args);
+      });
 
-  const tile = recovering((z, x, y, signal) => fetchTile(local.name, local.head[0], local.head[1], z, x, y, local.agg, signal));
+  const tile = recovering((z, x, y, signal) =>
+    fetchTile(local.name, local.head[0], local.head[1], z, x, y, local.agg, signal),
+  );
   const row = recovering((q) => fetchRow(local.name, local.head[0], local.head[1], q));
 
   // a cell's words into `out` (the line under the canvas, or the cursor's read-out) with its numbers as data
@@ -249,7 +263,9 @@ function bindPanel(root, store) {
     $("dz-top").replaceChildren(node("li", { className: "muted" }, "…"));
     row(q).then(
       (r) => {
-        const items = r.top.map((k) => withData(node("li", {}, `key ${pos(k.key)} ${tok(t, k.key)}: ${k.weight.toPrecision(4)}`), { key: k.key }));
+        const items = r.top.map((k) =>
+          withData(node("li", {}, `key ${pos(k.key)} ${tok(t, k.key)}: ${k.weight.toPrecision(4)}`), { key: k.key }),
+        );
         $("dz-top").replaceChildren(...items);
       },
       (err) => $("dz-top").replaceChildren(node("li", { className: "field-error" }, describeError(err).message)),
@@ -265,8 +281,15 @@ function bindPanel(root, store) {
     onView: (st, waiting) => {
       const levels = local.run.config.levels;
       const cell = 2 ** (levels - st.z);
-      $("dz-level").textContent = `level ${st.z} of ${levels}: ${cell === 1 ? "single weights" : `blocks of ${cell} × ${cell}, their ${AGG_WORDS[local.agg]}`}${waiting ? ` · ${waiting} tiles coming` : ""}`;
-      Object.assign($("dz-level").dataset, { z: st.z, levels, waiting, standIns: st.standIns, frame: Number($("dz-level").dataset.frame || 0) + 1 });
+      $("dz-level").textContent =
+        `level ${st.z} of ${levels}: ${cell === 1 ? "single weights" : `blocks of ${cell} × ${cell}, their ${AGG_WORDS[local.agg]}`}${waiting ? ` · ${waiting} tiles coming` : ""}`;
+      Object.assign($("dz-level").dataset, {
+        z: st.z,
+        levels,
+        waiting,
+        standIns: st.standIns,
+        frame: Number($("dz-level").dataset.frame || 0) + 1,
+      });
       const n = local.run.config.seq_len;
       const { w, h } = local.zoom.size();
       $("dz-axis-k").style.width = `${w}px`;
@@ -283,7 +306,10 @@ function bindPanel(root, store) {
     const r = map.getBoundingClientRect();
     const [mx, my] = [e.clientX - r.left - map.clientLeft, e.clientY - r.top - map.clientTop]; // inside its border
     const { view } = local.zoom.state();
-    const to = minimapTarget(mx, my, map.clientWidth, local.run.config.seq_len, { k: view.k1 - view.k0, q: view.q1 - view.q0 });
+    const to = minimapTarget(mx, my, map.clientWidth, local.run.config.seq_len, {
+      k: view.k1 - view.k0,
+      q: view.q1 - view.q0,
+    });
     local.zoom.moveTo(to.ox, to.oy);
   });
   for (const b of root.querySelectorAll("[data-zoom]")) {
@@ -305,8 +331,10 @@ function bindPanel(root, store) {
     const covers = summary.max.length * summary.block;
     local.map = { backdrop, covers };
     $("dz-head").textContent = `layer ${r.layers[layer].index}, head ${head}`;
-    $("dz-legend").textContent = `colour: log scale from ${scale.lo.toPrecision(2)} to ${scale.hi.toPrecision(3)} (this head's largest weight); grey: 0, a masked cell; above single weights, each block's ${AGG_WORDS[local.agg]}`;
-    for (const b of $("dz-overview").children) b.setAttribute("aria-pressed", String(b.dataset.layer === String(layer) && b.dataset.head === String(head)));
+    $("dz-legend").textContent =
+      `colour: log scale from ${scale.lo.toPrecision(2)} to ${scale.hi.toPrecision(3)} (this head's largest weight); grey: 0, a masked cell; above single weights, each block's ${AGG_WORDS[local.agg]}`;
+    for (const b of $("dz-overview").children)
+      b.setAttribute("aria-pressed", String(b.dataset.layer === String(layer) && b.dataset.head === String(head)));
     const id = `${local.name}/${layer}/${head}/${local.agg}`; // a tile of the other kind is another tile
     local.zoom.setHead({ id, seqLen: r.config.seq_len, levels: r.config.levels, scale, lut, backdrop, covers }, keep);
   };
@@ -373,20 +401,34 @@ function bindPanel(root, store) {
 
   $("dz-run").addEventListener("click", async () => {
     const s = store.getState();
-    const model = longChoice(s.models, wordCount($("dz-text").value)).offered.find((m) => m.name === $("dz-model").value);
+    const model = longChoice(s.models, wordCount($("dz-text").value)).offered.find(
+      (m) => m.name === $("dz-model").value,
+    );
     const text = $("dz-text").value;
     if (!wordCount(text)) return status("Paste a text or make one first.", true);
-    if (!model) return status("No model here takes a text this long: see the line above, or fill a model to its positions.", true);
+    if (!model)
+      return status(
+        "No model here takes a text this long: see the line above, or fill a model to its positions.",
+        true,
+      );
     local.body = runBody(model, text, $("dz-causal").checked, $("dz-positions").checked);
     local.name = runName();
     note("");
     const t0 = performance.now();
-    const tick = setInterval(() => status(`Running ${wordCount(text).toLocaleString("en")} words… ${((performance.now() - t0) / 1000).toFixed(0)} s`), 500);
+    const tick = setInterval(
+      () =>
+        status(
+          `Running ${wordCount(text).toLocaleString("en")} words… ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+        ),
+      500,
+    );
     $("dz-run").disabled = true;
     try {
       const r = await postRun(local.body, local.name);
       local.run = r;
-      status(`${r.config.seq_len.toLocaleString("en")} tokens, ${r.config.n_layers} layers × ${r.config.n_heads} heads, in ${(r.timings_ms.run / 1000).toFixed(1)} s`);
+      status(
+        `${r.config.seq_len.toLocaleString("en")} tokens, ${r.config.n_layers} layers × ${r.config.n_heads} heads, in ${(r.timings_ms.run / 1000).toFixed(1)} s`,
+      );
       root.dataset.run = r.run;
       overview(r);
       list.scrollTop = 0;
@@ -397,7 +439,12 @@ function bindPanel(root, store) {
       // a long run's limit is ATTNLAB_MAX_RUN_TOKENS, which the server's message names: not the hint's /api/attention one
       const said = e.code === "too_large" ? e.message : `${e.message} ${e.hint || ""}`.trim();
       const p = positionsOf(model);
-      status(p ? `${said} (${model.name}'s button “${model.name} at its ${p.toLocaleString("en")} positions” fills them.)` : said, true);
+      status(
+        p
+          ? `${said} (${model.name}'s button “${model.name} at its ${p.toLocaleString("en")} positions” fills them.)`
+          : said,
+        true,
+      );
     } finally {
       clearInterval(tick);
       $("dz-run").disabled = false;

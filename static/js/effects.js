@@ -103,7 +103,13 @@ export function startEffects(store) {
         store.dispatch(act.runProgress("receiving", received, total));
       };
       const send = (body, onHead = null) =>
-        fetchAttention({ ...body, precision: precisionFor(resultValues(body, info, S)) }, mine.signal, progress, run, onHead);
+        fetchAttention(
+          { ...body, precision: precisionFor(resultValues(body, info, S)) },
+          mine.signal,
+          progress,
+          run,
+          onHead,
+        );
       // every layer of a model with several: streamed, the layer shown first and drawn as soon as it is in (the
       // answer's head), the others after it (the rest of the same forward)
       const streams = req.layer == null && (info?.layers ?? 1) > 1;
@@ -137,7 +143,12 @@ export function startEffects(store) {
         return;
       }
       const e = describeError(err);
-      if (err instanceof ApiError && err.code === "too_large" && err.field === "include" && store.getState().ui.layer === "all") {
+      if (
+        err instanceof ApiError &&
+        err.code === "too_large" &&
+        err.field === "include" &&
+        store.getState().ui.layer === "all"
+      ) {
         store.dispatch(act.runTooLarge(e.message, key));
       } else {
         store.dispatch(act.runFailed(e));

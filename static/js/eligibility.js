@@ -24,8 +24,14 @@ export function reasonCode(reasons) {
 export function moveCursor([q, k], key, S, K, page = 8) {
   const clamp = (v, n) => Math.max(0, Math.min(n - 1, v));
   const moves = {
-    ArrowUp: [q - 1, k], ArrowDown: [q + 1, k], ArrowLeft: [q, k - 1], ArrowRight: [q, k + 1],
-    Home: [q, 0], End: [q, K - 1], PageUp: [q - page, k], PageDown: [q + page, k],
+    ArrowUp: [q - 1, k],
+    ArrowDown: [q + 1, k],
+    ArrowLeft: [q, k - 1],
+    ArrowRight: [q, k + 1],
+    Home: [q, 0],
+    End: [q, K - 1],
+    PageUp: [q - page, k],
+    PageDown: [q + page, k],
   };
   const to = moves[key];
   return to ? [clamp(to[0], S), clamp(to[1], K)] : null;
@@ -45,22 +51,31 @@ export function render(root, s, dispatch) {
     // a fixed-size picture, still one keyboard stop: arrows move the outlined cell, Enter or Space toggles it
     const p = document.createElement("p");
     p.className = "muted small";
-    p.textContent = "green: eligible · dark hatched: masked · click a cell, or use the arrow keys and Enter, to block or unblock it";
+    p.textContent =
+      "green: eligible · dark hatched: masked · click a cell, or use the arrow keys and Enter, to block or unblock it";
     const canvas = document.createElement("canvas");
     canvas.id = "elig-canvas";
     canvas.tabIndex = 0;
     canvas.setAttribute("role", "application");
     canvas.setAttribute("aria-roledescription", "eligibility grid");
     canvas.setAttribute("aria-describedby", "elig-cursor");
-    canvas.setAttribute("aria-label", `eligibility of ${S} x ${keys.length} query-key pairs: arrow keys move, Enter blocks or unblocks`);
+    canvas.setAttribute(
+      "aria-label",
+      `eligibility of ${S} x ${keys.length} query-key pairs: arrow keys move, Enter blocks or unblocks`,
+    );
     const n = Math.max(S, keys.length);
     const L = layoutFor(S, { cell: Math.min(10, CANVAS_PX / n), labels: false, cols: keys.length });
     const ctx = sizeCanvas(canvas, L);
     // every cell 1: one row of float16 1.0 patterns (0x3c00) shared by every row, painted by lookup, not S² numbers
     const ones = new Uint16Array(keys.length).fill(0x3c00);
     drawHeatmap(ctx, {
-      matrix: Array.from({ length: S }, () => ones), eligible: view.eligible, blocked: view.blocked,
-      tokens: view.tokens, keyTokens: view.keyTokens, scale: { stops: [ELIGIBLE_FILL, ELIGIBLE_FILL], min: 0, max: 1 }, layout: L,
+      matrix: Array.from({ length: S }, () => ones),
+      eligible: view.eligible,
+      blocked: view.blocked,
+      tokens: view.tokens,
+      keyTokens: view.keyTokens,
+      scale: { stops: [ELIGIBLE_FILL, ELIGIBLE_FILL], min: 0, max: 1 },
+      layout: L,
     });
     const [q, k] = s.cursor && s.cursor[0] < S && s.cursor[1] < keys.length ? s.cursor : [0, 0];
     drawHighlight(ctx, L, { q, k });
@@ -157,7 +172,12 @@ export function bind(root, store) {
     const b = e.target.closest("button[data-q]");
     if (!b) return;
     const view = selectView(store.getState());
-    const to = moveCursor([Number(b.dataset.q), Number(b.dataset.k)], e.key, view.tokens.length, (view.keyTokens || view.tokens).length);
+    const to = moveCursor(
+      [Number(b.dataset.q), Number(b.dataset.k)],
+      e.key,
+      view.tokens.length,
+      (view.keyTokens || view.tokens).length,
+    );
     if (!to) return;
     e.preventDefault();
     store.dispatch(act.cursorSet(to));

@@ -39,7 +39,8 @@ export const EXAMPLES = [
   },
   {
     model: "pycode",
-    text: "def scale(values, factor):\n    return [v * factor for v in values]\n\n\n" +
+    text:
+      "def scale(values, factor):\n    return [v * factor for v in values]\n\n\n" +
       "print(scale([1, 2, 3], 2), len([4, 5]))\n",
     sort: "bracket_match",
     // the ")" of "scale(values, factor):" -> its "("
@@ -49,7 +50,8 @@ export const EXAMPLES = [
   },
   {
     model: "pycode",
-    text: "for i in range(len(items)):\n    total += items[i] * weights[i]\n" +
+    text:
+      "for i in range(len(items)):\n    total += items[i] * weights[i]\n" +
       "for i in range(len(items)):\n    total += items[i] * weights[i]\n",
     sort: "induction",
     answer: HEAD_TYPES,

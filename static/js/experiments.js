@@ -8,20 +8,47 @@ import { renderCompare } from "./compare.js";
 import { headName, renderIntervention } from "./interventions.js";
 import { act } from "./actions.js";
 import { itemLabels } from "./batch.js";
-import { defaultPerturbPosition, modelInfo, multiLayer, perturbItem, perturbSide, pinRequestOf, selectView } from "./selectors.js";
+import {
+  defaultPerturbPosition,
+  modelInfo,
+  multiLayer,
+  perturbItem,
+  perturbSide,
+  pinRequestOf,
+  selectView,
+} from "./selectors.js";
 import { positionLabel } from "./tophead.js";
 import { pos } from "./positions.js";
 
 const $ = (id) => document.getElementById(id);
 
 export function deps(s) {
-  return [s.run.result, s.run.full, s.run.request, s.models, s.ui.perturb, s.ui.perturbOn, s.ui.ablate, s.ui.edits, s.ui.ablMode, s.ui.pin, s.ui.query, s.ui.item,
-    s.panels.perturb, s.panels.intervene, s.panels.compare];
+  return [
+    s.run.result,
+    s.run.full,
+    s.run.request,
+    s.models,
+    s.ui.perturb,
+    s.ui.perturbOn,
+    s.ui.ablate,
+    s.ui.edits,
+    s.ui.ablMode,
+    s.ui.pin,
+    s.ui.query,
+    s.ui.item,
+    s.panels.perturb,
+    s.panels.intervene,
+    s.panels.compare,
+  ];
 }
 
 export function render(root, s, dispatch) {
   writeControls(s, dispatch);
-  renderPerturb($("claims-panel"), { result: s.panels.perturb.result, status: s.panels.perturb.status, message: s.panels.perturb.message });
+  renderPerturb($("claims-panel"), {
+    result: s.panels.perturb.result,
+    status: s.panels.perturb.status,
+    message: s.panels.perturb.message,
+  });
   const slot = s.panels.intervene;
   const status = $("intervene-status");
   status.classList.toggle("bad", slot.status === "error");
@@ -60,7 +87,9 @@ function vocabSizeOf(m) {
 function options(sel, tokens, first) {
   const want = [...(first ? [first] : []), ...tokens.map((_, i) => positionLabel(tokens, i))];
   if ([...sel.options].map((o) => o.textContent).join("\n") === want.join("\n")) return;
-  const opts = tokens.map((_, i) => Object.assign(document.createElement("option"), { value: String(i), textContent: positionLabel(tokens, i) }));
+  const opts = tokens.map((_, i) =>
+    Object.assign(document.createElement("option"), { value: String(i), textContent: positionLabel(tokens, i) }),
+  );
   if (first) opts.unshift(Object.assign(document.createElement("option"), { value: "", textContent: first }));
   sel.replaceChildren(...opts);
 }
@@ -75,16 +104,23 @@ function writeControls(s, dispatch) {
   // with a source every value vector is a source position's: the query side has none to move
   const noValue = perturbSide(s) === "query";
   kind.querySelector("option[value=value]").disabled = noValue;
-  const k = (canSwap || ui.perturb.kind !== "token") && !(noValue && ui.perturb.kind === "value") ? ui.perturb.kind : "direction";
+  const k =
+    (canSwap || ui.perturb.kind !== "token") && !(noValue && ui.perturb.kind === "value")
+      ? ui.perturb.kind
+      : "direction";
   kind.value = k;
   $("perturb-amount").hidden = k === "token";
-  $("perturb-amount").setAttribute("aria-label", k === "shift" ? "Amount added to every feature" : "Length of the random direction");
+  $("perturb-amount").setAttribute(
+    "aria-label",
+    k === "shift" ? "Amount added to every feature" : "Length of the random direction",
+  );
   $("perturb-token").hidden = k !== "token";
   if (document.activeElement !== $("perturb-amount")) $("perturb-amount").value = String(ui.perturb.amount);
   if (document.activeElement !== $("perturb-token")) $("perturb-token").value = ui.perturb.token;
   const vocab = $("perturb-vocab");
   const words = m && m.vocab ? m.vocab : [];
-  if (vocab.options.length !== words.length) vocab.replaceChildren(...words.map((w) => Object.assign(document.createElement("option"), { value: w })));
+  if (vocab.options.length !== words.length)
+    vocab.replaceChildren(...words.map((w) => Object.assign(document.createElement("option"), { value: w })));
   $("perturb-kind-help").textContent = canSwap
     ? ""
     : "Token swap needs a model with token embeddings (random, minilm, induction); this one takes numbers.";
@@ -97,7 +133,11 @@ function writeControls(s, dispatch) {
     const sel = $("perturb-item");
     const want = [`the item shown (${ui.item})`, ...labels];
     if ([...sel.options].map((o) => o.textContent).join("\n") !== want.join("\n")) {
-      sel.replaceChildren(...want.map((t, i) => Object.assign(document.createElement("option"), { value: i ? String(i - 1) : "", textContent: t })));
+      sel.replaceChildren(
+        ...want.map((t, i) =>
+          Object.assign(document.createElement("option"), { value: i ? String(i - 1) : "", textContent: t }),
+        ),
+      );
     }
     sel.value = ui.perturb.item == null ? "" : String(item);
   }
@@ -110,7 +150,13 @@ function writeControls(s, dispatch) {
     const S = listed.length;
     const q = Math.min(side ? defaultPerturbPosition(s) : (selectView(s)?.query ?? S - 1), S - 1);
     const sel = $("perturb-position");
-    options(sel, listed, side === "source" ? `source position ${positionLabel(listed, q)}` : `the retrieval query (${positionLabel(listed, q)})`);
+    options(
+      sel,
+      listed,
+      side === "source"
+        ? `source position ${positionLabel(listed, q)}`
+        : `the retrieval query (${positionLabel(listed, q)})`,
+    );
     sel.value = ui.perturb.position == null ? "" : String(Math.min(ui.perturb.position, S - 1));
   }
   $("perturb-off").hidden = !ui.perturbOn;
@@ -119,8 +165,16 @@ function writeControls(s, dispatch) {
   const ml = multiLayer(s);
   const list = $("iv-list");
   const items = [
-    ...ui.ablate.map((a) => ({ id: `a${a.layer}.${a.head}`, text: `${headName(a.layer, a.head, ml)} ${a.mode}-ablated`, drop: act.ablationDropped(a.layer, a.head) })),
-    ...ui.edits.map((e, i) => ({ id: `e${i}`, text: `${headName(e.layer, e.head, ml)} ${pos(e.query)}→${pos(e.key)} = ${e.weight}`, drop: act.editDropped(i) })),
+    ...ui.ablate.map((a) => ({
+      id: `a${a.layer}.${a.head}`,
+      text: `${headName(a.layer, a.head, ml)} ${a.mode}-ablated`,
+      drop: act.ablationDropped(a.layer, a.head),
+    })),
+    ...ui.edits.map((e, i) => ({
+      id: `e${i}`,
+      text: `${headName(e.layer, e.head, ml)} ${pos(e.query)}→${pos(e.key)} = ${e.weight}`,
+      drop: act.editDropped(i),
+    })),
   ];
   list.replaceChildren(
     ...items.map((it) => {
@@ -132,7 +186,10 @@ function writeControls(s, dispatch) {
       return b;
     }),
   );
-  if (!items.length) list.append(Object.assign(document.createElement("span"), { className: "muted small", textContent: "No intervention yet." }));
+  if (!items.length)
+    list.append(
+      Object.assign(document.createElement("span"), { className: "muted small", textContent: "No intervention yet." }),
+    );
   $("pin-a").disabled = !s.run.request;
   $("unpin").disabled = !ui.pin;
   $("pin-a").textContent = ui.pin ? "Pin this run as A instead" : "Pin as A";
@@ -162,14 +219,23 @@ export function bind(root, store) {
     e.preventDefault();
     dispatch(act.perturbSet(perturbFromForm(store.getState().ui.perturb), true)); // the button always asks again
   });
-  for (const id of ["perturb-item", "perturb-side", "perturb-position", "perturb-kind", "perturb-amount", "perturb-token"]) {
+  for (const id of [
+    "perturb-item",
+    "perturb-side",
+    "perturb-position",
+    "perturb-kind",
+    "perturb-amount",
+    "perturb-token",
+  ]) {
     $(id).addEventListener("change", () => dispatch(act.perturbSet(perturbFromForm(store.getState().ui.perturb))));
   }
   $("perturb-off").addEventListener("click", () => {
     dispatch(act.perturbSet(store.getState().ui.perturb, false));
     $("perturb-run").focus();
   });
-  $("abl-mode").addEventListener("change", (e) => dispatch(act.ablModeSet(e.target.value === "mean" ? "mean" : "zero")));
+  $("abl-mode").addEventListener("change", (e) =>
+    dispatch(act.ablModeSet(e.target.value === "mean" ? "mean" : "zero")),
+  );
   $("iv-clear").addEventListener("click", () => dispatch(act.interventionsCleared()));
   $("pin-a").addEventListener("click", () => dispatch(act.pinned()));
   $("unpin").addEventListener("click", () => {

@@ -88,7 +88,10 @@ function drawLegend(ctx, legend) {
   const ticks = (legend.ticks || ["−max", "0", "+max"]).map((t) =>
     typeof t === "number" ? (Math.abs(t) < 1e-9 ? 0 : t).toFixed(2) : t,
   );
-  const kept = fittingTicks(ticks.map((t) => ctx.measureText(t).width), w);
+  const kept = fittingTicks(
+    ticks.map((t) => ctx.measureText(t).width),
+    w,
+  );
   ticks.forEach((t, i) => {
     if (!kept[i]) return;
     const tx = x + (w * i) / (ticks.length - 1);
@@ -198,7 +201,8 @@ export async function exportHtml(body) {
     let message = `the server answered ${resp.status}`;
     try {
       const err = (await resp.json()).error;
-      if (err && err.message) message = err.field && !err.message.includes(err.field) ? `${err.field}: ${err.message}` : err.message;
+      if (err && err.message)
+        message = err.field && !err.message.includes(err.field) ? `${err.field}: ${err.message}` : err.message;
     } catch {
       // not the API's JSON error: keep the status line
     }
@@ -228,7 +232,8 @@ export function resultContents(result) {
   const tokens = `${S} token${S === 1 ? "" : "s"}`;
   const heads = `${H} head${H === 1 ? "" : "s"}`;
   if (layers.length > 1) return `every layer (${layers.length}) × ${heads}, ${tokens}`;
-  if ((result?.config?.n_layers ?? 1) > 1 && layers.length === 1) return `layer ${layers[0].index}, ${heads}, ${tokens}`;
+  if ((result?.config?.n_layers ?? 1) > 1 && layers.length === 1)
+    return `layer ${layers[0].index}, ${heads}, ${tokens}`;
   return `${heads}, ${tokens}`;
 }
 
@@ -259,11 +264,18 @@ export async function savePng(s) {
   if (!view) return;
   const title = `attnlab · ${s.run.result.model} · ${s.ui.view} · “${s.ui.text.slice(0, 60)}”`;
   const perHead = view.view === "scores" && view.scoreScale === "head";
-  const shown = view.view === "scores" && view.scoreScale === "clip" ? { ...view.scale, min: -view.clipAbs, max: view.clipAbs } : view.scale;
+  const shown =
+    view.view === "scores" && view.scoreScale === "clip"
+      ? { ...view.scale, min: -view.clipAbs, max: view.clipAbs }
+      : view.scale;
   const legend = {
     stops: view.scale.stops,
     ticks: perHead ? null : legendTicks(shown),
-    label: perHead ? "score: each head its own range (± by its name)" : view.view === "scores" ? "score" : "attention weight",
+    label: perHead
+      ? "score: each head its own range (± by its name)"
+      : view.view === "scores"
+        ? "score"
+        : "attention weight",
     maskFill: MASK_FILL,
     maskHatch: MASK_HATCH,
   };
@@ -275,7 +287,13 @@ export async function savePng(s) {
   const layers = new Set(view.heads.map((h) => h.layer));
   const where = view.multiLayer ? (layers.size > 1 ? ` of ${layers.size} layers` : ` of layer ${[...layers][0]}`) : "";
   const S = view.tokens.length;
-  say(savedText(name, blob, `${view.heads.length} head${view.heads.length === 1 ? "" : "s"}${where}, ${S} token${S === 1 ? "" : "s"}`));
+  say(
+    savedText(
+      name,
+      blob,
+      `${view.heads.length} head${view.heads.length === 1 ? "" : "s"}${where}, ${S} token${S === 1 ? "" : "s"}`,
+    ),
+  );
 }
 
 export async function saveJson(s) {
@@ -308,14 +326,28 @@ export function htmlWhat(body, multi) {
 }
 
 export function deps(s) {
-  return [s.run.request, s.run.result, s.run.rest, s.ui.layer, s.ui.focus, s.ui.query, s.ui.palette, s.ui.view, s.ui.rollout];
+  return [
+    s.run.request,
+    s.run.result,
+    s.run.rest,
+    s.ui.layer,
+    s.ui.focus,
+    s.ui.query,
+    s.ui.palette,
+    s.ui.view,
+    s.ui.rollout,
+  ];
 }
 
 export function render(root, s) {
   root.disabled = !s.run.request || !s.run.result || !!s.run.rest; // every layer in, or the file would miss some
   if (root.disabled) return;
   const body = exportBody(s.run.request, s.ui, s.run.result);
-  const what = { all: "every layer's heads", head: "the open head and its retrieval", layer: "the heads of this layer" }[body.view];
+  const what = {
+    all: "every layer's heads",
+    head: "the open head and its retrieval",
+    layer: "the heads of this layer",
+  }[body.view];
   root.textContent = `Download ${htmlWhat(body, s.run.result.config.n_layers > 1)} as HTML`;
   root.title = `One HTML file of ${what}: it opens in any browser, with no server and no network`;
   root.dataset.exportView = body.view;
@@ -346,7 +378,13 @@ export function bind(root, store) {
       const body = exportBody(s.run.request, s.ui, s.run.result);
       const { name, blob } = await exportHtml(body);
       download(name, blob);
-      say(savedText(name, blob, `${htmlWhat(body, s.run.result.config.n_layers > 1)}, ${s.run.result.tokens.length} tokens; it opens offline`));
+      say(
+        savedText(
+          name,
+          blob,
+          `${htmlWhat(body, s.run.result.config.n_layers > 1)}, ${s.run.result.tokens.length} tokens; it opens offline`,
+        ),
+      );
     } catch (err) {
       say(`Could not export HTML: ${err.message}`);
     } finally {

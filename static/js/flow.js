@@ -57,7 +57,10 @@ function arrow() {
 // The icon's CSS size for a rows x cols block grid: the longer side ICON_PX, the other in proportion (cross-attention).
 export function iconSize(rows, cols, side = ICON_PX) {
   const long = Math.max(rows, cols, 1);
-  return { width: Math.max(1, Math.round((side * cols) / long)), height: Math.max(1, Math.round((side * rows) / long)) };
+  return {
+    width: Math.max(1, Math.round((side * cols) / long)),
+    height: Math.max(1, Math.round((side * rows) / long)),
+  };
 }
 
 const blocksOf = (weights, eligible) => cachedBlockMax(weights, eligible, ICON_PX);
@@ -102,7 +105,9 @@ export function renderFlow(root, caption, view, layer, onOpen) {
   const scaleNote = c.scale ? `÷ √d_k (× ${c.scale_factor.toFixed(3)})` : "unscaled";
   caption.textContent =
     `Each head: A = softmax(Q·Kᵀ ${scaleNote} + mask), context = A·V. Click a head to open it large.` +
-    (B ? ` A batch of ${B}: every tensor has a leading B; weights are ${shape([B, H, S, S])} over the layer's heads; the heads below show item ${view.item ?? 0}.` : "") +
+    (B
+      ? ` A batch of ${B}: every tensor has a leading B; weights are ${shape([B, H, S, S])} over the layer's heads; the heads below show item ${view.item ?? 0}.`
+      : "") +
     (view.keyTokens ? ` Cross-attention: Q from the text (${S} positions), K and V from the source (${Sk}).` : "");
   const input = box("flow-input", view.multiLayer ? `Layer ${layer.index} input` : "Input X", dims([S, c.d_model]));
   if (view.keyTokens) {
@@ -168,9 +173,15 @@ export function deps(s) {
 export function render(root, s, dispatch) {
   const view = selectView(s);
   if (!view) return;
-  document.getElementById("flow-title").textContent = view.multiLayer ? `Multi-head flow · layer ${view.layer.index}` : "Multi-head flow";
-  renderFlow(document.getElementById("flow"), document.getElementById("flow-caption"), view, view.layer, (layer, head) =>
-    dispatch(act.headOpened(layer, head, null, "flow")),
+  document.getElementById("flow-title").textContent = view.multiLayer
+    ? `Multi-head flow · layer ${view.layer.index}`
+    : "Multi-head flow";
+  renderFlow(
+    document.getElementById("flow"),
+    document.getElementById("flow-caption"),
+    view,
+    view.layer,
+    (layer, head) => dispatch(act.headOpened(layer, head, null, "flow")),
   );
   renderNumbersPanel(view);
 }

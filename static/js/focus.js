@@ -76,28 +76,60 @@ export function renderFocus(el, view, head, layer) {
     {
       // every cell, masked ones included (their hover says why), one pixel each, never smoothed
       // a float16 answer is painted from its bit patterns (arrays.js halfRows), with no widening
-      type: "image", source: headImage(halfRows(head, key) ?? head[key], view.eligible, scale, S, K), x0: 0, y0: 0, dx: 1, dy: 1, zsmooth: false,
-      text: hover, hovertemplate: "%{text}<extra></extra>",
+      type: "image",
+      source: headImage(halfRows(head, key) ?? head[key], view.eligible, scale, S, K),
+      x0: 0,
+      y0: 0,
+      dx: 1,
+      dy: 1,
+      zsmooth: false,
+      text: hover,
+      hovertemplate: "%{text}<extra></extra>",
     },
     {
-      type: "scatter", mode: "lines", x: path.x, y: path.y, fill: "toself", hoverinfo: "skip",
-      line: { width: 0 }, fillcolor: MASK_FILL, showlegend: false,
+      type: "scatter",
+      mode: "lines",
+      x: path.x,
+      y: path.y,
+      fill: "toself",
+      hoverinfo: "skip",
+      line: { width: 0 },
+      fillcolor: MASK_FILL,
+      showlegend: false,
       fillpattern: { shape: "/", fgcolor: MASK_HATCH, bgcolor: MASK_FILL, size: 7, solidity: 0.15 },
     },
     {
       // the colour bar: a marker-less trace that carries the scale
-      type: "scatter", mode: "markers", x: [null], y: [null], hoverinfo: "skip", showlegend: false,
+      type: "scatter",
+      mode: "markers",
+      x: [null],
+      y: [null],
+      hoverinfo: "skip",
+      showlegend: false,
       marker: {
-        color: [scale.min], cmin: scale.min, cmax: scale.max, colorscale: plotlyScale(scale.stops), showscale: true,
+        color: [scale.min],
+        cmin: scale.min,
+        cmax: scale.max,
+        colorscale: plotlyScale(scale.stops),
+        showscale: true,
         colorbar: { title: { text: scale.label, side: "right" }, thickness: 14, len: 0.9 },
       },
     },
   ];
   if (view.blocked.length) {
     traces.push({
-      type: "scatter", mode: "markers", hoverinfo: "skip", showlegend: false,
-      x: view.blocked.map(([, k]) => k), y: view.blocked.map(([q]) => q),
-      marker: { symbol: "x-thin-open", color: "#202020", size: Math.max(8, Math.min(22, 260 / S)), line: { width: 2, color: "#202020" } },
+      type: "scatter",
+      mode: "markers",
+      hoverinfo: "skip",
+      showlegend: false,
+      x: view.blocked.map(([, k]) => k),
+      y: view.blocked.map(([q]) => q),
+      marker: {
+        symbol: "x-thin-open",
+        color: "#202020",
+        size: Math.max(8, Math.min(22, 260 / S)),
+        line: { width: 2, color: "#202020" },
+      },
     });
   }
   const ink = themeInk();
@@ -113,16 +145,25 @@ export function renderFocus(el, view, head, layer) {
   el.outline = changedPath(view.changed || [], S, K, cellPx >= INNER_EDGES_PX).path;
   const shapes = focusShapes(view, S, K, ink, el.cursor, el.outline);
   if (sinkCol) shapes.push(sinkCol.shape);
-  const withSink = (t) => (sinkCol ? { tickvals: [...t.tickvals, sinkCol.tick.value], ticktext: [...t.ticktext, sinkCol.tick.text] } : t);
+  const withSink = (t) =>
+    sinkCol ? { tickvals: [...t.tickvals, sinkCol.tick.value], ticktext: [...t.ticktext, sinkCol.tick.text] } : t;
   // as many labels as fit along each axis (the length the plot had last time, else a guess from its width)
   const font = S > 16 ? 9 : 11;
   const prevLen = el._fullLayout?.xaxis?._length;
   const guess = Math.max(120, Math.min(width - 160, height - 120));
   const xTicks = withSink(ticksOf(tickLabels(keys), tickEvery(K, prevLen || guess, font * TICK_PX.x)));
-  const yTicks = ticksOf(tickLabels(view.tokens), tickEvery(S, el._fullLayout?.yaxis?._length || guess, font * TICK_PX.y));
+  const yTicks = ticksOf(
+    tickLabels(view.tokens),
+    tickEvery(S, el._fullLayout?.yaxis?._length || guess, font * TICK_PX.y),
+  );
   const axis = (title, t) => ({
-    title: { text: title, standoff: 6 }, tickmode: "array", ...t,
-    showgrid: false, zeroline: false, fixedrange: false, automargin: false,
+    title: { text: title, standoff: 6 },
+    tickmode: "array",
+    ...t,
+    showgrid: false,
+    zeroline: false,
+    fixedrange: false,
+    automargin: false,
     tickfont: { size: font },
     // the margins hold every label (focusMargins): plotly's default, "hide past div", measured each label's box
     // (a layout per label: 150 ms of a 512-token first draw) to hide the ones that would cross the page's edge
@@ -134,13 +175,17 @@ export function renderFocus(el, view, head, layer) {
     margin: focusMargins(xTicks.ticktext, yTicks.ticktext, font, textWidth(font)),
     xaxis: {
       ...axis(view.keyTokens ? "Key position (source)" : "Key position", xTicks),
-      side: "bottom", tickangle: -45, constrain: "domain",
+      side: "bottom",
+      tickangle: -45,
+      constrain: "domain",
     },
     yaxis: { ...axis("Query position", yTicks), autorange: "reversed", scaleanchor: "x", constrain: "domain" },
     shapes,
     // a value in each cell when the cells are wide enough to hold it
     annotations:
-      Math.max(S, K) <= ANNOTATE_MAX_TOKENS && width / K >= ANNOTATE_MIN_PX ? cellAnnotations(head[key], view.eligible, scale, S, K) : [],
+      Math.max(S, K) <= ANNOTATE_MAX_TOKENS && width / K >= ANNOTATE_MIN_PX
+        ? cellAnnotations(head[key], view.eligible, scale, S, K)
+        : [],
     plot_bgcolor: bg,
     paper_bgcolor: bg,
     font: { family: FONT_FAMILY, size: 12, color: ink.text },
@@ -150,7 +195,14 @@ export function renderFocus(el, view, head, layer) {
   el.dataset.head = String(head.index);
   el.dataset.height = String(height);
   // what the image shows, for tests and tools: the matrix (read, and so widened, only when asked), its mask, its scale
-  el.drawn = { get matrix() { return head[key]; }, eligible: view.eligible, scale, sink };
+  el.drawn = {
+    get matrix() {
+      return head[key];
+    },
+    eligible: view.eligible,
+    scale,
+    sink,
+  };
   el.drawnView = view;
   el.dataset.ticks = "";
   // the labels again for the length the axes took once plotly has placed them (its automatic margins are worked out
@@ -164,7 +216,8 @@ export function renderFocus(el, view, head, layer) {
     ]) {
       const every = ticksOf(labels, tickEvery(count, el._fullLayout[name]._length, per));
       const t = name === "xaxis" ? withSink(every) : every;
-      if (t.tickvals.length !== had.tickvals.length) Object.assign(fit, { [`${name}.tickvals`]: t.tickvals, [`${name}.ticktext`]: t.ticktext });
+      if (t.tickvals.length !== had.tickvals.length)
+        Object.assign(fit, { [`${name}.tickvals`]: t.tickvals, [`${name}.ticktext`]: t.ticktext });
     }
     if (Object.keys(fit).length) {
       const x = fit["xaxis.ticktext"] ?? xTicks.ticktext;
@@ -198,7 +251,18 @@ const optionsFor = new WeakMap(); // the edit form's query select -> the tokens 
 let clicked = null;
 
 export function deps(s) {
-  return [...shownDeps(s), s.run.diff, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.focus, s.ui.query, s.ui.pair, s.cursor];
+  return [
+    ...shownDeps(s),
+    s.run.diff,
+    s.ui.view,
+    s.ui.palette,
+    s.ui.scoreScale,
+    s.ui.layer,
+    s.ui.focus,
+    s.ui.query,
+    s.ui.pair,
+    s.cursor,
+  ];
 }
 
 // The cell cursor within this view's grid, or null.
@@ -232,20 +296,30 @@ export function render(root, s) {
   const el = $("focus-plot");
   const cursor = cursorIn(view, s.cursor);
   renderReadout(view, cursor);
-  el.setAttribute("aria-label", `${view.multiLayer ? `Layer ${fl} head ${fh}` : `Head ${fh}`}: ${view.tokens.length} queries by ${(view.keyTokens || view.tokens).length} keys. Arrow keys move the cell cursor, Enter or Space blocks or unblocks it, Shift+Enter picks the pair`);
+  el.setAttribute(
+    "aria-label",
+    `${view.multiLayer ? `Layer ${fl} head ${fh}` : `Head ${fh}`}: ${view.tokens.length} queries by ${(view.keyTokens || view.tokens).length} keys. Arrow keys move the cell cursor, Enter or Space blocks or unblocks it, Shift+Enter picks the pair`,
+  );
   if (el.drawnView === view && el.cursor !== cursor && el._fullLayout) {
     // only the cursor moved: its outline, not the head's image, is drawn again
     el.cursor = cursor;
     const S = view.tokens.length;
-    window.Plotly.relayout(el, { shapes: focusShapes(view, S, (view.keyTokens || view.tokens).length, themeInk(), cursor, el.outline) });
+    window.Plotly.relayout(el, {
+      shapes: focusShapes(view, S, (view.keyTokens || view.tokens).length, themeInk(), cursor, el.outline),
+    });
     return;
   }
   el.cursor = cursor;
   $("focus-title").textContent = view.multiLayer ? `Layer ${fl} · head ${fh}, large` : `Head ${fh}, large`;
   renderFocus(el, view, view.focusHead, fl);
   renderSums($("sums"), {
-    weights: view.focusHead.weights, tokens: view.tokens, keyTokens: view.keyTokens, bug: view.bug,
-    eligible: view.eligible, hidden: view.hidden, renormalised: view.renormalised,
+    weights: view.focusHead.weights,
+    tokens: view.tokens,
+    keyTokens: view.keyTokens,
+    bug: view.bug,
+    eligible: view.eligible,
+    hidden: view.hidden,
+    renormalised: view.renormalised,
   });
   // the weight-edit form: this head, the pair (or the query) as its cell
   $("edit-head").textContent = headName(fl, fh, view.multiLayer);
@@ -253,7 +327,14 @@ export function render(root, s) {
   if (optionsFor.get($("edit-query")) !== view.tokens || $("edit-query").dataset.first !== String(firstPosition())) {
     // one option a position, built once a tokens array (512 each at 512 tokens), the second select a clone
     const query = $("edit-query");
-    query.replaceChildren(...view.tokens.map((_, i) => Object.assign(document.createElement("option"), { value: String(i), textContent: positionLabel(view.tokens, i) })));
+    query.replaceChildren(
+      ...view.tokens.map((_, i) =>
+        Object.assign(document.createElement("option"), {
+          value: String(i),
+          textContent: positionLabel(view.tokens, i),
+        }),
+      ),
+    );
     $("edit-key").replaceChildren(...[...query.options].map((o) => o.cloneNode(true)));
     optionsFor.set(query, view.tokens);
     query.dataset.first = String(firstPosition()); // the count the labels are in (positions.js)
@@ -265,7 +346,8 @@ export function render(root, s) {
 
 // Whether a plotly click came from a finger: the event plotly hands on, else the device's main pointer.
 export function fromTouch(e) {
-  if (e && (String(e.type).startsWith("touch") || e.pointerType === "touch" || e.sourceCapabilities?.firesTouchEvents)) return true;
+  if (e && (String(e.type).startsWith("touch") || e.pointerType === "touch" || e.sourceCapabilities?.firesTouchEvents))
+    return true;
   return typeof matchMedia === "function" && matchMedia("(hover: none) and (pointer: coarse)").matches;
 }
 
@@ -280,7 +362,11 @@ function readoutBox() {
   text.setAttribute("aria-live", "polite");
   const block = Object.assign(document.createElement("button"), { type: "button", className: "secondary small-btn" });
   block.dataset.role = "block";
-  const pair = Object.assign(document.createElement("button"), { type: "button", className: "secondary small-btn", textContent: "Top heads for this pair" });
+  const pair = Object.assign(document.createElement("button"), {
+    type: "button",
+    className: "secondary small-btn",
+    textContent: "Top heads for this pair",
+  });
   pair.dataset.role = "pair";
   box.append(text, block, pair);
   return box;
@@ -289,8 +375,16 @@ function readoutBox() {
 export function bind(root, store) {
   const el = $("focus-plot");
   if (!$("focus-readout")) el.after(readoutBox());
-  const reset = Object.assign(document.createElement("button"), { type: "button", id: "focus-reset", className: "secondary small-btn", textContent: "Reset zoom", hidden: true });
-  reset.addEventListener("click", () => window.Plotly?.relayout(el, { "xaxis.autorange": true, "yaxis.autorange": "reversed" }));
+  const reset = Object.assign(document.createElement("button"), {
+    type: "button",
+    id: "focus-reset",
+    className: "secondary small-btn",
+    textContent: "Reset zoom",
+    hidden: true,
+  });
+  reset.addEventListener("click", () =>
+    window.Plotly?.relayout(el, { "xaxis.autorange": true, "yaxis.autorange": "reversed" }),
+  );
   $("focus-title").after(reset);
   el.tabIndex = 0;
   el.setAttribute("role", "application");
@@ -304,13 +398,15 @@ export function bind(root, store) {
     const p = ev.points && ev.points[0];
     if (!p || !Number.isInteger(p.x) || !Number.isInteger(p.y)) return;
     if (ev.event && ev.event.shiftKey) store.dispatch(act.pairSet(p.y, p.x));
-    else if (fromTouch(ev.event)) store.dispatch(act.cursorSet([p.y, p.x])); // a tap shows the numbers; the readout blocks
+    else if (fromTouch(ev.event))
+      store.dispatch(act.cursorSet([p.y, p.x])); // a tap shows the numbers; the readout blocks
     else store.dispatch(act.cellToggled(p.y, p.x, "focus-plot"));
   };
   el.addEventListener("focus", (e) => {
     if (e.target !== el) return;
     const [view, cursor] = here();
-    if (view && !cursor) store.dispatch(act.cursorSet(view.pair && view.pair.every((v) => v != null) ? [...view.pair] : [0, 0]));
+    if (view && !cursor)
+      store.dispatch(act.cursorSet(view.pair && view.pair.every((v) => v != null) ? [...view.pair] : [0, 0]));
   });
   el.addEventListener("keydown", (e) => {
     if (e.target !== el) return;

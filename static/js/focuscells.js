@@ -179,7 +179,9 @@ export function lazyRows(n, build) {
 // tokens took 1.5 s built eagerly the old way, 0.35 s the new).
 export function hoverTexts(view, head) {
   const keys = view.keyTokens || view.tokens;
-  const grids = view.reasons ? REASONS.filter((name) => view.reasons[name]).map((name) => [name, view.reasons[name]]) : null;
+  const grids = view.reasons
+    ? REASONS.filter((name) => view.reasons[name]).map((name) => [name, view.reasons[name]])
+    : null;
   const cols = keys.map((t, k) => `${pos(k)} ${plotlyText(pieceQuote(t))}<br>`);
   const num = (m, q, k) => (m ? m[q][k].toFixed(4) : "–");
   return lazyRows(view.tokens.length, (q) => {
@@ -223,7 +225,11 @@ export function cellAnnotations(matrix, eligible, scale, rows, cols) {
       if (!eligible[q][k]) continue;
       const v = matrix[q][k];
       out.push({
-        x: k, y: q, text: v.toFixed(2), showarrow: false, font: { size: 11, color: inkOn(colorAt(scale.stops, normalise(v, scale))) },
+        x: k,
+        y: q,
+        text: v.toFixed(2),
+        showarrow: false,
+        font: { size: 11, color: inkOn(colorAt(scale.stops, normalise(v, scale))) },
       });
     }
   }
@@ -236,22 +242,52 @@ export function cellAnnotations(matrix, eligible, scale, rows, cols) {
 export function focusShapes(view, S, K, ink, cursor, outline = "") {
   const shapes = [];
   if (outline) {
-    for (const [color, width, dash] of [["#fff", 2.5, "solid"], ["#000", 1.5, "dot"]]) {
+    for (const [color, width, dash] of [
+      ["#fff", 2.5, "solid"],
+      ["#000", 1.5, "dot"],
+    ]) {
       shapes.push({ type: "path", path: outline, line: { color, width, dash }, name: "changed" });
     }
   }
   const q = view.query;
   if (q != null && q < S) {
-    shapes.push({ type: "rect", x0: -0.5, x1: K - 0.5, y0: q - 0.5, y1: q + 0.5, line: { color: ink.text, width: 2 }, name: "query" });
+    shapes.push({
+      type: "rect",
+      x0: -0.5,
+      x1: K - 0.5,
+      y0: q - 0.5,
+      y1: q + 0.5,
+      line: { color: ink.text, width: 2 },
+      name: "query",
+    });
   }
   if (view.pair && view.pair.every((v) => v != null)) {
     const [pq, pk] = view.pair;
-    shapes.push({ type: "rect", x0: pk - 0.5, x1: pk + 0.5, y0: pq - 0.5, y1: pq + 0.5, line: { color: "#e8590c", width: 3 }, name: "pair" });
+    shapes.push({
+      type: "rect",
+      x0: pk - 0.5,
+      x1: pk + 0.5,
+      y0: pq - 0.5,
+      y1: pq + 0.5,
+      line: { color: "#e8590c", width: 3 },
+      name: "pair",
+    });
   }
   if (cursor && cursor[0] < S && cursor[1] < K) {
     const [cq, ck] = cursor;
-    for (const [color, width] of [["#fff", 4], ["#000", 2]]) {
-      shapes.push({ type: "rect", x0: ck - 0.5, x1: ck + 0.5, y0: cq - 0.5, y1: cq + 0.5, line: { color, width }, name: "cursor" });
+    for (const [color, width] of [
+      ["#fff", 4],
+      ["#000", 2],
+    ]) {
+      shapes.push({
+        type: "rect",
+        x0: ck - 0.5,
+        x1: ck + 0.5,
+        y0: cq - 0.5,
+        y1: cq + 0.5,
+        line: { color, width },
+        name: "cursor",
+      });
     }
   }
   return shapes;
@@ -265,15 +301,26 @@ export function sinkColumn(sink, scale, K, ink) {
   const S = sink.length;
   return {
     trace: {
-      type: "image", x0: x, y0: 0, dx: 1, dy: 1, zsmooth: false, colormodel: "rgb",
+      type: "image",
+      x0: x,
+      y0: 0,
+      dx: 1,
+      dy: 1,
+      zsmooth: false,
+      colormodel: "rgb",
       z: Array.from(sink, (w) => [colorAt(scale.stops, normalise(w, scale)).map(Math.round)]),
-      text: Array.from(sink, (w, q) => [sinkHover(q, w)]), hovertemplate: "%{text}<extra></extra>",
+      text: Array.from(sink, (w, q) => [sinkHover(q, w)]),
+      hovertemplate: "%{text}<extra></extra>",
     },
     shape: {
-      type: "rect", x0: x - 0.5, x1: x + 0.5, y0: -0.5, y1: S - 0.5,
-      line: { color: ink.text, width: 1, dash: "dot" }, layer: "above",
+      type: "rect",
+      x0: x - 0.5,
+      x1: x + 0.5,
+      y0: -0.5,
+      y1: S - 0.5,
+      line: { color: ink.text, width: 1, dash: "dot" },
+      layer: "above",
     },
     tick: { value: x, text: "sink" },
   };
 }
-

@@ -62,7 +62,10 @@ function cutShort(left) {
 // fields and that layer), `onProgress(received, expected)` as bytes come (expected: through the end of the frame
 // being read), then the whole answer. An error frame throws
 // `toError(body)` (the caller's error type); a stream cut short throws.
-export async function readStream(resp, { onHead = null, onProgress = null, toError = (e) => new Error(e.message) } = {}) {
+export async function readStream(
+  resp,
+  { onHead = null, onProgress = null, toError = (e) => new Error(e.message) } = {},
+) {
   const reader = resp.body.getReader();
   const split = frameSplitter();
   const take = collector(onHead, toError);
@@ -108,11 +111,18 @@ if (typeof Worker !== "undefined" && typeof document !== "undefined") downloader
 // fetch(url, init) for an answer that may come streamed: {result} (the whole answer, `onHead(head)` heard first) when
 // it came streamed, else {resp} (a Response, its body whole) to read as any other. The download and the cutting into
 // frames run in the worker; only whole frames come to this thread. Aborting `signal` stops the download.
-export function fetchFrames(url, init, signal, { onHead = null, onProgress = null, toError = (e) => new Error(e.message) } = {}) {
+export function fetchFrames(
+  url,
+  init,
+  signal,
+  { onHead = null, onProgress = null, toError = (e) => new Error(e.message) } = {},
+) {
   const onMain = async () => {
     const resp = await fetch(url, { ...init, signal });
     const type = (resp.headers.get("content-type") || "").split(";")[0].trim();
-    return resp.ok && type === STREAM_TYPE ? { result: await readStream(resp, { onHead, onProgress, toError }) } : { resp };
+    return resp.ok && type === STREAM_TYPE
+      ? { result: await readStream(resp, { onHead, onProgress, toError }) }
+      : { resp };
   };
   const w = downloader();
   if (!w) return onMain();
@@ -143,12 +153,17 @@ export function fetchFrames(url, init, signal, { onHead = null, onProgress = nul
           onProgress?.(msg.received, msg.expected);
         } else if (msg.kind === "body") {
           const headers = { "content-type": head.type };
-          done(resolve, { resp: new Response(msg.buffer, { status: head.status, statusText: head.statusText, headers }) });
+          done(resolve, {
+            resp: new Response(msg.buffer, { status: head.status, statusText: head.statusText, headers }),
+          });
         } else if (msg.kind === "end") {
           done(reject, cutShort(msg.left));
         } else if (msg.name === "WorkerError" && !head) {
           listeners.delete(id);
-          onMain().then((v) => done(resolve, v), (e) => done(reject, e));
+          onMain().then(
+            (v) => done(resolve, v),
+            (e) => done(reject, e),
+          );
         } else {
           // a network failure reads as fetch's own (TypeError), which the page words as "could not reach"
           done(reject, msg.name === "TypeError" ? new TypeError(msg.message) : new Error(msg.message));

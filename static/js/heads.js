@@ -46,8 +46,10 @@ export const CARD_CHROME_PX = 24;
 // Why a head the server calls `dead` is flagged "nearly uniform": not broken, it spreads its weight evenly.
 export function uniformHelp(kl) {
   const nats = kl == null ? "" : `KL from uniform ${kl < 0.01 ? kl.toFixed(4) : kl.toFixed(3)} nats: `;
-  return `${nats}every eligible key gets almost the same weight, so this head averages its values rather than ` +
-    "picking one (working as computed, not broken)";
+  return (
+    `${nats}every eligible key gets almost the same weight, so this head averages its values rather than ` +
+    "picking one (working as computed, not broken)"
+  );
 }
 
 // A head's health from its stats: [{kind, text, help}] for nearly uniform, identical, W_Q = W_K and a rank-deficient
@@ -119,7 +121,19 @@ export function cellSize(seqLen, headsOnPage, available = 900, labels = true) {
 const drawn = new WeakMap(); // grid element -> {key, cards}: what this view last painted, to repaint only the highlight
 
 export function deps(s) {
-  return [...shownDeps(s), s.run.diff, s.run.notice, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.page, s.ui.focus, s.ui.ablate, s.highlight];
+  return [
+    ...shownDeps(s),
+    s.run.diff,
+    s.run.notice,
+    s.ui.view,
+    s.ui.palette,
+    s.ui.scoreScale,
+    s.ui.layer,
+    s.ui.page,
+    s.ui.focus,
+    s.ui.ablate,
+    s.highlight,
+  ];
 }
 
 export function measure() {
@@ -139,7 +153,18 @@ export function render(root, s, dispatch) {
     `Heads: ${view.view} · ${view.heads.length} head${view.heads.length === 1 ? "" : "s"}` +
     (view.multiLayer ? (s.ui.layer === "all" ? " · all layers" : ` · layer ${s.ui.layer}`) : "");
   const grid = $("heads-grid");
-  const key = [r, s.run.diff, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.page, s.ui.focus, s.ui.ablate, firstPosition()];
+  const key = [
+    r,
+    s.run.diff,
+    s.ui.view,
+    s.ui.palette,
+    s.ui.scoreScale,
+    s.ui.layer,
+    s.ui.page,
+    s.ui.focus,
+    s.ui.ablate,
+    firstPosition(),
+  ];
   const last = drawn.get(grid);
   if (last && last.key.every((x, i) => x === key[i])) {
     highlightHeads(last.cards, s.highlight);
@@ -158,8 +183,12 @@ export function render(root, s, dispatch) {
 
 export function bind(root, store) {
   const pager = $("heads-pager");
-  pager.querySelector("[data-role=prev]").addEventListener("click", () => store.dispatch(act.pageSet(store.getState().ui.page - 1)));
-  pager.querySelector("[data-role=next]").addEventListener("click", () => store.dispatch(act.pageSet(store.getState().ui.page + 1)));
+  pager
+    .querySelector("[data-role=prev]")
+    .addEventListener("click", () => store.dispatch(act.pageSet(store.getState().ui.page - 1)));
+  pager
+    .querySelector("[data-role=next]")
+    .addEventListener("click", () => store.dispatch(act.pageSet(store.getState().ui.page + 1)));
 }
 
 // A head's learned sink weight per query, drawn as a column of its own in the weights view; null otherwise.
@@ -190,7 +219,9 @@ function hover(view, cell, event, dispatch) {
     who,
     `query ${pos(cell.q)} ${pieceQuote(view.tokens[cell.q])} → key ${pos(cell.k)} ${pieceQuote((view.keyTokens || view.tokens)[cell.k])}`,
     ...(head.scores ? [`score ${head.scores[cell.q][cell.k].toFixed(4)}${ok ? "" : " (before masking)"}`] : []),
-    ok ? `weight ${head.weights[cell.q][cell.k].toFixed(4)}` : `masked · weight ${head.weights[cell.q][cell.k].toFixed(4)}`,
+    ok
+      ? `weight ${head.weights[cell.q][cell.k].toFixed(4)}`
+      : `masked · weight ${head.weights[cell.q][cell.k].toFixed(4)}`,
   ];
   tip.replaceChildren(...lines.map((l) => node("div", {}, l)));
   tip.hidden = false;
@@ -209,7 +240,8 @@ export function renderLegend(root, view) {
   root.replaceChildren();
   const s = view.scale;
   const perHead = view.view === "scores" && view.scoreScale === "head";
-  const shown = view.view === "scores" && view.scoreScale === "clip" ? { ...s, min: -view.clipAbs, max: view.clipAbs } : s;
+  const shown =
+    view.view === "scores" && view.scoreScale === "clip" ? { ...s, min: -view.clipAbs, max: view.clipAbs } : s;
   const digits = view.view === "scores" ? 2 : 1;
   const scale = node("span", { className: "legend-scale" });
   const bar = node("span", { className: "legend-bar" });
@@ -227,12 +259,12 @@ export function renderLegend(root, view) {
     view.view === "moved"
       ? "moved: weight × |v·W_O|, what each key gives the query (0 to the largest shown)"
       : view.view !== "scores"
-      ? "attention weight"
-      : perHead
-        ? "score: each head on its own range (± under each head)"
-        : view.scoreScale === "clip"
-          ? `score, clipped at ±${view.clipAbs.toFixed(2)} (98% of scores inside)`
-          : "score, one range over every head",
+        ? "attention weight"
+        : perHead
+          ? "score: each head on its own range (± under each head)"
+          : view.scoreScale === "clip"
+            ? `score, clipped at ±${view.clipAbs.toFixed(2)} (98% of scores inside)`
+            : "score, one range over every head",
   );
   const item = (cls, text) => {
     const w = node("span", { className: "legend-item" });
@@ -241,7 +273,13 @@ export function renderLegend(root, view) {
   };
   root.dataset.min = String(shown.min);
   root.dataset.max = String(shown.max);
-  root.append(name, scale, item("sw-masked", "masked"), item("sw-blocked", "blocked by you"), item("sw-changed", "changed by the last toggle"));
+  root.append(
+    name,
+    scale,
+    item("sw-masked", "masked"),
+    item("sw-blocked", "blocked by you"),
+    item("sw-changed", "changed by the last toggle"),
+  );
 }
 
 const maskedLists = new WeakMap(); // eligibility matrix -> its masked cells as "q-k,q-k,...": once a result
@@ -286,12 +324,20 @@ export function renderHeads(root, pager, view, handlers) {
     fig.setAttribute("aria-pressed", isFocus ? "true" : "false");
     // the moved view: a strip of what the head adds to the output at each query, named in the card's label too
     const who = view.multiLayer ? `Layer ${item.layer} head ${item.head.index}` : `Head ${item.head.index}`;
-    const strip = view.view === "moved" ? contributionStrip(item.head, view.tokens, view.scale.stops, who, layout) : null;
+    const strip =
+      view.view === "moved" ? contributionStrip(item.head, view.tokens, view.scale.stops, who, layout) : null;
     const adds = strip ? ` ${stripLabel(item.head.contribution, view.tokens, "It")}.` : "";
-    fig.setAttribute("aria-label", `Layer ${item.layer} head ${item.head.index}: ${view.view}.${adds} Press Enter to open it large.`);
+    fig.setAttribute(
+      "aria-label",
+      `Layer ${item.layer} head ${item.head.index}: ${view.view}.${adds} Press Enter to open it large.`,
+    );
     const scale = headScale(view, item.head);
     const cap = document.createElement("figcaption");
-    const name = node("strong", {}, view.multiLayer ? `L${item.layer} · H${item.head.index}` : `Head ${item.head.index}`);
+    const name = node(
+      "strong",
+      {},
+      view.multiLayer ? `L${item.layer} · H${item.head.index}` : `Head ${item.head.index}`,
+    );
     const meta = node("span", { className: "meta" });
     const st = item.head.stats;
     meta.textContent = st ? `H̄ ${st.mean_entropy.toFixed(2)}` : "";
@@ -418,6 +464,9 @@ export function exportCards(view, layout = exportLayout(view)) {
     });
     const scale = headScale(view, item.head);
     const range = view.view === "scores" && view.scoreScale === "head" ? ` (±${scale.max.toFixed(2)})` : "";
-    return { canvas, label: `${view.multiLayer ? `L${item.layer} H${item.head.index}` : `Head ${item.head.index}`}${range}` };
+    return {
+      canvas,
+      label: `${view.multiLayer ? `L${item.layer} H${item.head.index}` : `Head ${item.head.index}`}${range}`,
+    };
   });
 }

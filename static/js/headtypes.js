@@ -10,34 +10,60 @@ import { openHolding } from "./workspaces.js";
 
 export const COLUMNS = [
   {
-    key: "previous_token", label: "Previous-token", short: "prev", max: 1,
+    key: "previous_token",
+    label: "Previous-token",
+    short: "prev",
+    max: 1,
     help: "mean weight a query puts on the position just before it (1 = always the previous token)",
   },
   {
-    key: "duplicate_token", label: "Duplicate-token", short: "dup", max: 1, byLength: "duplicate_by_length",
+    key: "duplicate_token",
+    label: "Duplicate-token",
+    short: "dup",
+    max: 1,
+    byLength: "duplicate_by_length",
     help: "mean weight a repeated token puts on its earlier copies (on the probes: the lowest over their lengths)",
   },
   {
-    key: "induction", label: "Induction", short: "ind", max: 1, byLength: "induction_by_length",
-    help: "on L random tokens followed by the same L again: mean weight from each token of the second copy to " +
+    key: "induction",
+    label: "Induction",
+    short: "ind",
+    max: 1,
+    byLength: "induction_by_length",
+    help:
+      "on L random tokens followed by the same L again: mean weight from each token of the second copy to " +
       "the token that followed its first occurrence (Olsson et al. 2022); the lowest over the probe's lengths L",
   },
   {
-    key: "bracket_match", label: "Bracket match", short: "brk", max: 1,
-    help: "mean weight from each closing bracket's token to the token holding its opening bracket " +
+    key: "bracket_match",
+    label: "Bracket match",
+    short: "brk",
+    max: 1,
+    help:
+      "mean weight from each closing bracket's token to the token holding its opening bracket " +
       "(empty when the text has no pair across tokens)",
   },
   {
-    key: "mean_distance", label: "Mean distance", short: "dist", max: null,
+    key: "mean_distance",
+    label: "Mean distance",
+    short: "dist",
+    max: null,
     help: "mean over queries of Σ weight · |query − key|, in positions (small = local)",
   },
   {
-    key: "entropy", label: "Entropy", short: "H", max: null,
+    key: "entropy",
+    label: "Entropy",
+    short: "H",
+    max: null,
     help: "mean over queries of the weights' entropy in nats (0 = one key takes all the weight)",
   },
   {
-    key: "ablation_effect", label: "Ablation effect", short: "abl", max: null,
-    help: "with “ablate each head” on: how much the next-token loss rises (nats; decoders) or the output moves " +
+    key: "ablation_effect",
+    label: "Ablation effect",
+    short: "abl",
+    max: null,
+    help:
+      "with “ablate each head” on: how much the next-token loss rises (nats; decoders) or the output moves " +
       "(encoders) when this head alone is zero-ablated. A head looked at a lot can matter little",
   },
 ];
@@ -49,7 +75,10 @@ export function ablationLine(result) {
   const what = result.ablation_metric === "loss" ? "the loss change" : "the output change";
   const parts = Object.entries(rho)
     .filter(([, v]) => v != null)
-    .map(([k, v]) => `${COLUMNS.find((c) => c.key === k)?.label.toLowerCase() ?? k} ${v >= 0 ? "" : "−"}${Math.abs(v).toFixed(2)}`);
+    .map(
+      ([k, v]) =>
+        `${COLUMNS.find((c) => c.key === k)?.label.toLowerCase() ?? k} ${v >= 0 ? "" : "−"}${Math.abs(v).toFixed(2)}`,
+    );
   return parts.length ? ` Rank correlation (Spearman's ρ) of ${what} with each score: ${parts.join(", ")}.` : "";
 }
 export const BEST_KINDS = ["induction", "previous_token", "duplicate_token", "bracket_match"];
@@ -73,9 +102,11 @@ export function aboveText(b, key) {
 export function baselineLine(result) {
   const row = result?.heads?.find((r) => r.baselines);
   if (!row) return "";
-  return " Under each score: how far the head stands above its shuffled baseline (the same head's weights moved at " +
+  return (
+    " Under each score: how far the head stands above its shuffled baseline (the same head's weights moved at " +
     `random among each query's eligible keys, ${result.permutations} shuffles, seeded) and z, that distance in the shuffles' standard ` +
-    "deviations; a uniform head stands at 0, entropy has none (a shuffle keeps it).";
+    "deviations; a uniform head stands at 0, entropy has none (a shuffle keeps it)."
+  );
 }
 // A head "has" a 0..1 property when its score reaches this: 40% of a query's weight, on average, on the key the
 // property names. Attention spread evenly over the keys a query sees scores about 1 / (keys seen): 0.02–0.03 for
@@ -113,7 +144,10 @@ export function sortRows(rows, by, dir = "desc") {
 
 // Does the head match a typed filter? "L1H3", "l1 h3", "L1", "H3" and "1.3" all work; "" matches every head.
 export function matchesText(row, text) {
-  const t = String(text || "").trim().toLowerCase().replace(/\s+/g, "");
+  const t = String(text || "")
+    .trim()
+    .toLowerCase()
+    .replace(/\s+/g, "");
   if (!t) return true;
   const dotted = /^(\d+)\.(\d+)$/.exec(t);
   if (dotted) return row.layer === Number(dotted[1]) && row.head === Number(dotted[2]);
@@ -191,7 +225,11 @@ function revealCurrent(table, focus) {
 export function renderHeadTypes(table, view, on) {
   const key = focusKey(table);
   table.replaceChildren();
-  const cap = node("caption", { className: "sr-only" }, "Head-type scores for every head; press a column heading to sort, a row to open that head.");
+  const cap = node(
+    "caption",
+    { className: "sr-only" },
+    "Head-type scores for every head; press a column heading to sort, a row to open that head.",
+  );
   const thead = node("thead");
   const tr = node("tr");
   const headings = [{ key: "head", label: "Head", help: "layer and head; press to sort by position" }, ...COLUMNS];
@@ -222,7 +260,11 @@ export function renderHeadTypes(table, view, on) {
     const current = view.focus && view.focus[0] === r.layer && view.focus[1] === r.head;
     if (current) row.classList.add("current");
     const th = node("th", { scope: "row" });
-    const open = node("button", { type: "button", className: "ht-open" }, view.multiLayer ? headLabel(r) : `H${r.head}`);
+    const open = node(
+      "button",
+      { type: "button", className: "ht-open" },
+      view.multiLayer ? headLabel(r) : `H${r.head}`,
+    );
     open.dataset.focus = `open-${r.layer}-${r.head}`;
     open.setAttribute("aria-label", `Open layer ${r.layer} head ${r.head} large`);
     if (current) open.setAttribute("aria-current", "true");
@@ -284,15 +326,22 @@ export function renderBest(root, rows, multiLayer, onOpen) {
     const name = col.label.toLowerCase();
     if (best && best[kind] < HAS_KIND) {
       const top = formatScore(best[kind], kind);
-      b.append(node("span", { className: "ht-kind" }, name), node("span", { className: "ht-which" }, `none ≥ ${HAS_KIND} · top ${top}`));
-      b.title = `No head is a ${name} head: the highest score, ${top} (${multiLayer ? headLabel(best) : `H${best.head}`}), is under ` +
+      b.append(
+        node("span", { className: "ht-kind" }, name),
+        node("span", { className: "ht-which" }, `none ≥ ${HAS_KIND} · top ${top}`),
+      );
+      b.title =
+        `No head is a ${name} head: the highest score, ${top} (${multiLayer ? headLabel(best) : `H${best.head}`}), is under ` +
         `${HAS_KIND}, about what attention spread evenly over the keys scores. Sort the column to see every head.`;
       b.setAttribute("aria-label", `No ${name} head: every score is under ${HAS_KIND}; the highest is ${top}`);
       b.dataset.none = "true";
       b.disabled = true;
     } else if (best) {
       const where = multiLayer ? headLabel(best) : `H${best.head}`;
-      b.append(node("span", { className: "ht-kind" }, name), node("span", { className: "ht-which" }, `${where} · ${formatScore(best[kind], kind)}`));
+      b.append(
+        node("span", { className: "ht-kind" }, name),
+        node("span", { className: "ht-which" }, `${where} · ${formatScore(best[kind], kind)}`),
+      );
       b.setAttribute("aria-label", `Open the best ${name} head, ${where}, score ${formatScore(best[kind], kind)}`);
       const lengths = col.byLength ? byLengthText(best[col.byLength]) : "";
       if (lengths) b.title = `${where}, ${lengths}`;
@@ -317,11 +366,15 @@ export function revealLargeHead() {
   if (!panel) return;
   const from = document.activeElement;
   openHolding(panel);
-  if (from && from !== document.body && !from.getClientRects().length) document.getElementById("focus-plot")?.focus({ preventScroll: true });
+  if (from && from !== document.body && !from.getClientRects().length)
+    document.getElementById("focus-plot")?.focus({ preventScroll: true });
   const r = panel.getBoundingClientRect();
   if (r.top >= 0 && r.bottom <= window.innerHeight) return;
   const still = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
-  panel.scrollIntoView({ block: r.height > window.innerHeight ? "start" : "nearest", behavior: still ? "auto" : "smooth" });
+  panel.scrollIntoView({
+    block: r.height > window.innerHeight ? "start" : "nearest",
+    behavior: still ? "auto" : "smooth",
+  });
 }
 
 const $ = (id) => document.getElementById(id);
@@ -332,7 +385,18 @@ export function headTypesFilter(ui) {
 }
 
 export function deps(s) {
-  return [s.panels.headTypes, s.ui.hsort, s.ui.hdir, s.ui.hfind, s.ui.hscore, s.ui.hmin, s.ui.hlens, s.ui.hseed, s.ui.focus, s.run.result];
+  return [
+    s.panels.headTypes,
+    s.ui.hsort,
+    s.ui.hdir,
+    s.ui.hfind,
+    s.ui.hscore,
+    s.ui.hmin,
+    s.ui.hlens,
+    s.ui.hseed,
+    s.ui.focus,
+    s.run.result,
+  ];
 }
 
 export function render(root, s, dispatch) {
@@ -350,7 +414,9 @@ export function render(root, s, dispatch) {
   $("headtypes-status").textContent = {
     idle: "",
     loading: "scoring every head…",
-    ready: result ? `${rows.length} head${rows.length === 1 ? "" : "s"} · ${result.n_layers} layer${result.n_layers === 1 ? "" : "s"}` : "",
+    ready: result
+      ? `${rows.length} head${rows.length === 1 ? "" : "s"} · ${result.n_layers} layer${result.n_layers === 1 ? "" : "s"}`
+      : "",
     error: "could not score the heads",
   }[ht.status];
   if (document.activeElement !== $("ht-find")) $("ht-find").value = s.ui.hfind;
@@ -365,13 +431,16 @@ export function render(root, s, dispatch) {
   $("ht-count").textContent = rows.length ? `${shown} of ${rows.length} shown` : "";
   renderBest($("headtypes-best"), rows, multiLayer, open);
   // no rows yet (or none to be had): say why instead of drawing an empty table
-  for (const sel of [".ht-best", ".ht-filter", ".ht-scroll", ".ht-legend"]) root.querySelector(sel).hidden = !rows.length;
+  for (const sel of [".ht-best", ".ht-filter", ".ht-scroll", ".ht-legend"])
+    root.querySelector(sel).hidden = !rows.length;
   const empty = $("headtypes-empty");
   empty.hidden = rows.length > 0;
   empty.classList.toggle("bad", ht.status === "error");
   empty.textContent = ht.status === "error" ? ht.message : "Scoring every head…";
   $("headtypes-measured").textContent =
-    result && s.run.result ? measuredOn(result, s.run.result.tokens.length) + ablationLine(result) + baselineLine(result) : "";
+    result && s.run.result
+      ? measuredOn(result, s.run.result.tokens.length) + ablationLine(result) + baselineLine(result)
+      : "";
   $("ht-ablate").checked = !!s.ui.hablate;
   renderProbeFields($("ht-lengths"), $("ht-seed"), s.ui);
   $("ht-baseline").checked = !!s.ui.hbase;
@@ -379,7 +448,9 @@ export function render(root, s, dispatch) {
   probe.hidden = !(result && result.probe_tokens);
   const box = $("headtypes-probe-tokens");
   box.replaceChildren(
-    ...(result?.probe_tokens || []).map((t, i) => node("span", { className: `probe-token${i >= result.probe_tokens.length / 2 ? " second" : ""}` }, t)),
+    ...(result?.probe_tokens || []).map((t, i) =>
+      node("span", { className: `probe-token${i >= result.probe_tokens.length / 2 ? " second" : ""}` }, t),
+    ),
   );
   const legend = $("headtypes-legend");
   legend.replaceChildren(...COLUMNS.flatMap((c) => [node("dt", {}, c.label), node("dd", {}, c.help)]));

@@ -54,7 +54,18 @@ export function layoutFor(seqLen, { cell, labels = true, maxLabel = 8, cols = se
   const plotW = cols * cell;
   const bottom = labels ? Math.ceil(labelWidth * 0.75) + titleBand + 4 : 4;
   const L = {
-    seqLen, cols, cell, font, labels, maxLabel, left, top, plot, plotW, titleBand, labelWidth,
+    seqLen,
+    cols,
+    cell,
+    font,
+    labels,
+    maxLabel,
+    left,
+    top,
+    plot,
+    plotW,
+    titleBand,
+    labelWidth,
     width: left + plotW + 6,
     height: top + plot + bottom,
     step: cell >= MIN_LABEL_CELL ? 1 : Math.ceil(MIN_LABEL_CELL / Math.max(cell, 1)),
@@ -71,7 +82,7 @@ export function layoutFor(seqLen, { cell, labels = true, maxLabel = 8, cols = se
 export function sinkWeights(head, item = 0) {
   const sink = head?.sink;
   if (sink == null) return null;
-  return typeof sink[0] === "number" ? sink : sink[item] ?? null;
+  return typeof sink[0] === "number" ? sink : (sink[item] ?? null);
 }
 
 // What hovering query q's sink cell says: the sink weight w, and what it leaves the keys.
@@ -367,7 +378,8 @@ function drawHidden(ctx, L, hidden) {
   ctx.setLineDash([3, 2]);
   ctx.lineWidth = 1.5;
   ctx.strokeStyle = "#fff";
-  for (const k of hidden) if (k < (L.cols ?? L.seqLen)) ctx.strokeRect(L.left + k * c + 1, L.top + 1, c - 2, L.plot - 2);
+  for (const k of hidden)
+    if (k < (L.cols ?? L.seqLen)) ctx.strokeRect(L.left + k * c + 1, L.top + 1, c - 2, L.plot - 2);
   ctx.restore();
 }
 
@@ -388,7 +400,10 @@ export function drawHighlight(ctx, L, hl) {
   if (!hl) return;
   const c = L.cell;
   const cols = L.cols ?? L.seqLen;
-  for (const [color, width] of [["#fff", 4], ["#000", 2]]) {
+  for (const [color, width] of [
+    ["#fff", 4],
+    ["#000", 2],
+  ]) {
     ctx.strokeStyle = color;
     ctx.lineWidth = width;
     if (hl.q != null && hl.q < L.seqLen) ctx.strokeRect(L.left, L.top + hl.q * c, L.plotW ?? L.plot, c);
@@ -427,7 +442,11 @@ function drawAxes(ctx, L, tokens, keyTokens, hl, ink) {
   ctx.rotate(-Math.PI / 2);
   ctx.fillText("Query position", 0, 0);
   ctx.restore();
-  ctx.fillText(keyTokens === tokens ? "Key position" : "Key position (source)", L.left + plotW / 2, L.height - L.font / 2 - 2);
+  ctx.fillText(
+    keyTokens === tokens ? "Key position" : "Key position (source)",
+    L.left + plotW / 2,
+    L.height - L.font / 2 - 2,
+  );
 }
 
 // A canvas sized for the layout, sharp on high-density screens.

@@ -59,10 +59,12 @@ export function weightChanges(before, after) {
       const ha = la.heads[hb.index];
       if (!ha || !hb.weights || !ha.weights) continue;
       let m = 0;
-      hb.weights.forEach((row, q) => row.forEach((v, k) => {
-        const d = Math.abs(ha.weights[q][k] - v);
-        if (d > m) m = d;
-      }));
+      hb.weights.forEach((row, q) =>
+        row.forEach((v, k) => {
+          const d = Math.abs(ha.weights[q][k] - v);
+          if (d > m) m = d;
+        }),
+      );
       out.push({ layer: lb.index, head: hb.index, maxAbs: m });
     }
   }
@@ -112,12 +114,17 @@ export function predictionRows(tokens, predictions, lossesBefore, lossesAfter) {
 // Positions whose top-1 prediction changed.
 export function flippedPositions(predictions) {
   if (!predictions) return [];
-  return predictions.before.flatMap((row, i) => (row[0] && predictions.after[i]?.[0] && row[0].token !== predictions.after[i][0].token ? [i] : []));
+  return predictions.before.flatMap((row, i) =>
+    row[0] && predictions.after[i]?.[0] && row[0].token !== predictions.after[i][0].token ? [i] : [],
+  );
 }
 
 export function describeInterventions(ablate, edits, multiLayer = true) {
-  const parts = ablate.map((a) => `${headName(a.layer, a.head, multiLayer)} ${a.mode === "mean" ? "mean-ablated" : "zeroed"}`);
-  for (const e of edits) parts.push(`${headName(e.layer, e.head, multiLayer)} weight ${pos(e.query)}→${pos(e.key)} set to ${e.weight}`);
+  const parts = ablate.map(
+    (a) => `${headName(a.layer, a.head, multiLayer)} ${a.mode === "mean" ? "mean-ablated" : "zeroed"}`,
+  );
+  for (const e of edits)
+    parts.push(`${headName(e.layer, e.head, multiLayer)} weight ${pos(e.query)}→${pos(e.key)} set to ${e.weight}`);
   return parts.join(" · ");
 }
 
@@ -127,7 +134,10 @@ function heatmap(title, head, eligible, tokens, cell) {
   const canvas = document.createElement("canvas");
   const L = layoutFor(tokens.length, { cell, labels: cell >= 7, maxLabel: 6 });
   drawHeatmap(sizeCanvas(canvas, L), {
-    matrix: head.weights, eligible, tokens, layout: L,
+    matrix: head.weights,
+    eligible,
+    tokens,
+    layout: L,
     scale: { stops: VIRIDIS, min: 0, max: 1 },
   });
   canvas.setAttribute("role", "img");
@@ -177,16 +187,21 @@ function predictionTable(rows) {
     tr.dataset.before = r.before?.token ?? "";
     tr.dataset.after = r.after?.token ?? "";
     const cells = [
-      String(r.position), pieceLabel(r.token), r.next != null ? pieceLabel(r.next) : "–",
-      guess(r.before, r.rightBefore), `${r.changed ? "⚠ " : ""}${guess(r.after, r.rightAfter)}`,
-      fmtLoss(r.lossBefore), fmtLoss(r.lossAfter),
+      String(r.position),
+      pieceLabel(r.token),
+      r.next != null ? pieceLabel(r.next) : "–",
+      guess(r.before, r.rightBefore),
+      `${r.changed ? "⚠ " : ""}${guess(r.after, r.rightAfter)}`,
+      fmtLoss(r.lossBefore),
+      fmtLoss(r.lossAfter),
     ];
     cells.forEach((c, i) => {
       const td = node(i === 0 ? "th" : "td", {}, c);
       if (i === 0) td.scope = "row";
       if (i === 3) td.title = r.beforeTop.map((g) => `${pieceLabel(g.token)} ${g.p.toFixed(3)}`).join(", ");
       if (i === 4) td.title = r.afterTop.map((g) => `${pieceLabel(g.token)} ${g.p.toFixed(3)}`).join(", ");
-      if (i === 6 && r.lossBefore != null && r.lossAfter != null && r.lossAfter > r.lossBefore + 0.5) td.className = "worse";
+      if (i === 6 && r.lossBefore != null && r.lossAfter != null && r.lossAfter > r.lossBefore + 0.5)
+        td.className = "worse";
       tr.append(td);
     });
     body.append(tr);
@@ -209,7 +224,13 @@ export function renderIntervention(root, view) {
   box.dataset.ablated = String((r.ablate || []).length);
   box.dataset.edited = String((r.edit || []).length);
   root.append(box);
-  box.append(node("p", { className: "iv-what" }, `Intervention: ${describeInterventions(r.ablate || [], r.edit || [], view.multiLayer)}.`));
+  box.append(
+    node(
+      "p",
+      { className: "iv-what" },
+      `Intervention: ${describeInterventions(r.ablate || [], r.edit || [], view.multiLayer)}.`,
+    ),
+  );
   if (r.loss_before != null && r.loss_after != null) {
     const d = r.loss_after - r.loss_before;
     const p = node("p", { className: `iv-loss${d > 0.5 ? " worse" : ""}` });
@@ -233,9 +254,14 @@ export function renderIntervention(root, view) {
     wrap.append(predictionTable(rows));
     box.append(node("h3", {}, "Top predictions, before → after"), wrap);
     const chance = chanceLoss(view.vocabSize);
-    box.append(node("p", { className: "muted small" },
-      "⚠ and the shaded rows: the top-1 guess changed. ✓: the guess is the token that comes next. Losses in nats" +
-        (chance != null ? `; chance is ln ${view.vocabSize} = ${chance.toFixed(3)}.` : ".")));
+    box.append(
+      node(
+        "p",
+        { className: "muted small" },
+        "⚠ and the shaded rows: the top-1 guess changed. ✓: the guess is the token that comes next. Losses in nats" +
+          (chance != null ? `; chance is ln ${view.vocabSize} = ${chance.toFixed(3)}.` : "."),
+      ),
+    );
   }
   const affected = affectedHeads(r.ablate || [], r.edit || []);
   const heads = shownHeads(r.before, r.after, affected);
@@ -265,7 +291,13 @@ export function renderIntervention(root, view) {
         pair.append(node("p", { className: "iv-pair-title" }, `${name} · ${ab.mode}-ablated`));
         maps.append(heatmap(`before = after`, lb.heads[h.head], r.before.eligible, r.tokens, cell));
       } else {
-        const role = !h.affected ? " · downstream" : ab && edited ? ` · ${ab.mode}-ablated and edited` : ab ? ` · ${ab.mode}-ablated` : " · edited";
+        const role = !h.affected
+          ? " · downstream"
+          : ab && edited
+            ? ` · ${ab.mode}-ablated and edited`
+            : ab
+              ? ` · ${ab.mode}-ablated`
+              : " · edited";
         pair.append(node("p", { className: "iv-pair-title" }, `${name}${role} · max |Δw| ${h.maxAbs.toFixed(3)}`));
         maps.append(
           heatmap(`${name} before`, lb.heads[h.head], r.before.eligible, r.tokens, cell),
@@ -287,5 +319,9 @@ export function renderIntervention(root, view) {
   box.append(node("h3", {}, "How far each layer's output moved"));
   const charts = node("div", { className: "iv-charts" });
   box.append(charts);
-  renderDeltaCharts(charts, { tokens: r.tokens, layers: r.layers, final_delta: r.final_delta, final: r.final }, "intervention-chart");
+  renderDeltaCharts(
+    charts,
+    { tokens: r.tokens, layers: r.layers, final_delta: r.final_delta, final: r.final },
+    "intervention-chart",
+  );
 }

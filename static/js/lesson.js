@@ -13,7 +13,17 @@ import { optionsOf } from "./capabilities.js";
 import { node } from "./dom.js";
 import { renderFigure } from "./lessonfigure.js";
 import { touchWords } from "./lessonread.js";
-import { LESSONS, attnlabValue, checkAnswer, lessonOf, liveAnswer, modelOfSetup, notReady, sampleAnswers, setupOf } from "./lessons.js";
+import {
+  LESSONS,
+  attnlabValue,
+  checkAnswer,
+  lessonOf,
+  liveAnswer,
+  modelOfSetup,
+  notReady,
+  sampleAnswers,
+  setupOf,
+} from "./lessons.js";
 import { decodeState, stateForModel } from "./state.js";
 
 const NAME = "lesson"; // the panel's name: its setting is ui.lesson, its link key `lesson`
@@ -81,7 +91,10 @@ export function take(a, value, s) {
 
 // The picked answer in words.
 export function pickedWords(lesson, picked, tokens = []) {
-  if (lesson.ask === "cell") return picked ? `query “${tokens[picked.q] ?? picked.q + 1}” → key “${tokens[picked.k] ?? picked.k + 1}”` : "click a cell in the large head or the eligibility grid";
+  if (lesson.ask === "cell")
+    return picked
+      ? `query “${tokens[picked.q] ?? picked.q + 1}” → key “${tokens[picked.k] ?? picked.k + 1}”`
+      : "click a cell in the large head or the eligibility grid";
   if (lesson.ask === "head") return picked ? `layer ${picked.layer}, head ${picked.head}` : "click a head card";
   return "";
 }
@@ -90,11 +103,28 @@ const $ = (id) => document.getElementById(id);
 
 // The answer control for a lesson's kind: a number box, a menu of its choices, or a line saying what was clicked.
 function answerControl(lesson) {
-  if (lesson.ask === "number") return node("input", { id: "lesson-answer", type: "text", inputMode: "decimal", autocomplete: "off", spellcheck: false });
-  if (lesson.ask === "shape") return node("input", { id: "lesson-answer", type: "text", autocomplete: "off", spellcheck: false, placeholder: "e.g. 2 3 4" });
+  if (lesson.ask === "number")
+    return node("input", {
+      id: "lesson-answer",
+      type: "text",
+      inputMode: "decimal",
+      autocomplete: "off",
+      spellcheck: false,
+    });
+  if (lesson.ask === "shape")
+    return node("input", {
+      id: "lesson-answer",
+      type: "text",
+      autocomplete: "off",
+      spellcheck: false,
+      placeholder: "e.g. 2 3 4",
+    });
   if (lesson.ask === "choice") {
     const sel = node("select", { id: "lesson-answer" });
-    sel.append(node("option", { value: "" }, "choose…"), ...lesson.choices.map(([v, words]) => node("option", { value: v }, words)));
+    sel.append(
+      node("option", { value: "" }, "choose…"),
+      ...lesson.choices.map(([v, words]) => node("option", { value: v }, words)),
+    );
     return sel;
   }
   return node("output", { id: "lesson-answer" });
@@ -110,7 +140,8 @@ function renderLesson(root, value, s) {
   else delete document.documentElement.dataset.lessonHides;
   root.dataset.hides = hides;
   renderFigure($("lesson-figure"), lesson, s.models);
-  for (const a of root.querySelectorAll("[data-lesson]")) a.toggleAttribute("aria-current", a.dataset.lesson === value?.id);
+  for (const a of root.querySelectorAll("[data-lesson]"))
+    a.toggleAttribute("aria-current", a.dataset.lesson === value?.id);
   if (!lesson) {
     root.dataset.lessonId = "";
     return;
@@ -132,7 +163,8 @@ function renderLesson(root, value, s) {
   const served = s.models.some((m) => m.name === modelOfSetup(setupOf(lesson, s.models)));
   $("lesson-served").hidden = served || !s.models.length;
   $("lesson-served").textContent = served ? "" : `Not checked here: ${wait}`;
-  if (lesson.ask === "cell" || lesson.ask === "head") $("lesson-answer").textContent = words(pickedWords(lesson, value.picked, s.run.result?.tokens));
+  if (lesson.ask === "cell" || lesson.ask === "head")
+    $("lesson-answer").textContent = words(pickedWords(lesson, value.picked, s.run.result?.tokens));
   if (lesson.ask === "toggle") $("lesson-answer").textContent = "your change, made with the page's own controls";
   const fb = $("lesson-feedback");
   fb.textContent = value.feedback ? words(value.feedback.text) : "";
@@ -180,7 +212,10 @@ function bind(root, store) {
   const check = () => {
     const v = value();
     const lesson = v && lessonOf(v.id);
-    if (lesson) store.dispatch(act.panelSet(NAME, { ...v, feedback: checkAnswer(lesson, answerOf(lesson, v), store.getState()) }));
+    if (lesson)
+      store.dispatch(
+        act.panelSet(NAME, { ...v, feedback: checkAnswer(lesson, answerOf(lesson, v), store.getState()) }),
+      );
   };
   $("lesson-check").addEventListener("click", check);
   $("lesson-answer-slot").addEventListener("keydown", (e) => {
@@ -189,7 +224,10 @@ function bind(root, store) {
       check();
     }
   });
-  $("lesson-reveal").addEventListener("click", () => value() && store.dispatch(act.panelSet(NAME, { ...value(), shown: true })));
+  $("lesson-reveal").addEventListener(
+    "click",
+    () => value() && store.dispatch(act.panelSet(NAME, { ...value(), shown: true })),
+  );
   $("lesson-close").addEventListener("click", () => {
     store.dispatch(act.panelSet(NAME, null));
     store.dispatch(act.countSet(false)); // the lesson counted from 1; the page goes back to the API's count
@@ -225,6 +263,14 @@ export const panel = {
   request: () => null, // it asks nothing of its own: it checks the run on screen
   take,
   render: (root, value, s) => renderLesson(root, s.ui[NAME], s),
-  deps: (s) => [s.run.result, s.run.status, s.run.answered, s.models, s.ui.model, s.ui.perturbOn, s.panels?.perturb?.result],
+  deps: (s) => [
+    s.run.result,
+    s.run.status,
+    s.run.answered,
+    s.models,
+    s.ui.model,
+    s.ui.perturbOn,
+    s.panels?.perturb?.result,
+  ],
   bind,
 };

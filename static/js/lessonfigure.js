@@ -18,7 +18,10 @@ function headTable(name, weights) {
   const table = node("table", { className: "lesson-figure-head" });
   table.append(node("caption", {}, name));
   const head = node("tr");
-  head.append(node("th", { scope: "col" }, "q \\ k"), ...weights[0].map((_, k) => node("th", { scope: "col" }, String(k + 1))));
+  head.append(
+    node("th", { scope: "col" }, "q \\ k"),
+    ...weights[0].map((_, k) => node("th", { scope: "col" }, String(k + 1))),
+  );
   table.append(head);
   weights.forEach((row, q) => {
     const tr = node("tr");
@@ -46,7 +49,13 @@ export async function renderFigure(el, lesson, models = []) {
   el.hidden = !key;
   if (!key) return;
   if (!served) {
-    el.replaceChildren(node("p", { className: "notice" }, `The figure's heads are drawn by the ${FIGURE_MODEL} model, which this server does not serve.`));
+    el.replaceChildren(
+      node(
+        "p",
+        { className: "notice" },
+        `The figure's heads are drawn by the ${FIGURE_MODEL} model, which this server does not serve.`,
+      ),
+    );
     return;
   }
   const heads = Object.values(lesson.figure);
@@ -55,6 +64,7 @@ export async function renderFigure(el, lesson, models = []) {
     if (el.dataset.figure !== key) return;
     el.replaceChildren(...answers.map((a, i) => headTable(heads[i].name, a.layers[0].heads[0].weights)));
   } catch (err) {
-    if (el.dataset.figure === key) el.replaceChildren(node("p", { className: "notice" }, `The figure could not be drawn: ${err.message}`));
+    if (el.dataset.figure === key)
+      el.replaceChildren(node("p", { className: "notice" }, `The figure could not be drawn: ${err.message}`));
   }
 }

@@ -5,7 +5,8 @@
 export const RULE = 1e-4; // a sum within this of 1 "sums to 1"
 
 // One head's weights (layer's index, head's index): a query row per position.
-export const W = (r, layer = 0, head = 0) => (r.layers.find((l) => l.index === layer) || r.layers[0]).heads[head].weights;
+export const W = (r, layer = 0, head = 0) =>
+  (r.layers.find((l) => l.index === layer) || r.layers[0]).heads[head].weights;
 
 // A position's token, quoted, as the grids label it.
 export const tok = (r, i) => `“${r.tokens[i]}”`;
@@ -18,7 +19,8 @@ export const mean = (xs) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.leng
 export const shapeText = (dims) => `(${Array.from(dims).join(", ")}${dims.length === 1 ? "," : ""})`;
 
 // Numbers as NumPy prints a rounded row: "[0.23 0.241 0.265 0.264 0.]".
-export const rowText = (row, d = 3) => `[${Array.from(row, (v) => String(round(v, d)).replace(/^(-?\d+)$/, "$1.")).join(" ")}]`;
+export const rowText = (row, d = 3) =>
+  `[${Array.from(row, (v) => String(round(v, d)).replace(/^(-?\d+)$/, "$1.")).join(" ")}]`;
 
 // Every [layer, head] of the result with score(weights) >= min, or the best one when none reaches it.
 export function headsBy(r, score, min = 0.4) {
@@ -30,12 +32,19 @@ export function headsBy(r, score, min = 0.4) {
 
 // The period of a repeated token sequence (the smallest L with tokens[i] = tokens[i + L] for every i), or null.
 export function period(tokens) {
-  for (let L = 1; L <= tokens.length / 2; L++) if (tokens.every((t, i) => i + L >= tokens.length || t === tokens[i + L])) return L;
+  for (let L = 1; L <= tokens.length / 2; L++)
+    if (tokens.every((t, i) => i + L >= tokens.length || t === tokens[i + L])) return L;
   return null;
 }
 
 export const prevScore = (w) => mean(Array.from(w.slice(1), (row, i) => row[i]));
-export const inductionScore = (L) => (w) => mean(w.slice(L).map((row, j) => row[j + 1]).filter((v) => v !== undefined));
+export const inductionScore = (L) => (w) =>
+  mean(
+    w
+      .slice(L)
+      .map((row, j) => row[j + 1])
+      .filter((v) => v !== undefined),
+  );
 
 // The chapter's numbers as /api/models serves them (the textbook model's defaults), changed by `edit`, as a link.
 export function textbookWith(edit, rest) {
@@ -54,6 +63,16 @@ export const words = (n) => Array.from({ length: n }, (_, i) => `w${i + 1}`).joi
 export function touchWords(text, touch) {
   if (!touch || !text) return text;
   return String(text)
-    .replace(/\b[Hh]over(ing|s|ed)?\b/g, (m) => (m[0] === "H" ? "Tap" : "tap") + (m.endsWith("ing") ? "ping" : m.endsWith("ed") ? "ped" : m.endsWith("s") ? "s" : ""))
-    .replace(/\b[Cc]lick(ing|s|ed)?\b/g, (m) => (m[0] === "C" ? "Tap" : "tap") + (m.endsWith("ing") ? "ping" : m.endsWith("ed") ? "ped" : m.endsWith("s") ? "s" : ""));
+    .replace(
+      /\b[Hh]over(ing|s|ed)?\b/g,
+      (m) =>
+        (m[0] === "H" ? "Tap" : "tap") +
+        (m.endsWith("ing") ? "ping" : m.endsWith("ed") ? "ped" : m.endsWith("s") ? "s" : ""),
+    )
+    .replace(
+      /\b[Cc]lick(ing|s|ed)?\b/g,
+      (m) =>
+        (m[0] === "C" ? "Tap" : "tap") +
+        (m.endsWith("ing") ? "ping" : m.endsWith("ed") ? "ped" : m.endsWith("s") ? "s" : ""),
+    );
 }

@@ -122,7 +122,13 @@ function render(v, s, deps) {
   v.mod.render(v.root, s, store.dispatch);
   const bug = s.run.request?.demo_bug ?? null;
   for (const [el, names] of v.coded) {
-    renderCorrectCode(el, correctCodeNote(bug, names.map((n) => s.panels[n]?.key ?? null)));
+    renderCorrectCode(
+      el,
+      correctCodeNote(
+        bug,
+        names.map((n) => s.panels[n]?.key ?? null),
+      ),
+    );
   }
   performance.measure(`attnlab:view:${v.name}`, { start: t0 });
 }
@@ -167,7 +173,12 @@ function draw(views, s, prev) {
   if (coming) owed.visible = owed.drawn = false; // the action drawn is superseded
   const rest = !!prev && restEvent(prev, s);
   const arrived = !!prev && !shownHeld(prev) && shownHeld(s); // a layer switched to while it was on its way
-  if (s.run.result && !coming && shownHeld(s) && (!prev || (prev.run !== s.run && !rest) || prev.ui !== s.ui || arrived)) {
+  if (
+    s.run.result &&
+    !coming &&
+    shownHeld(s) &&
+    (!prev || (prev.run !== s.run && !rest) || prev.ui !== s.ui || arrived)
+  ) {
     if (!plotly.inSight && !replay) owed.visible = true;
     if (!plotly.held) owed.drawn = true;
   }
@@ -233,7 +244,13 @@ function busy(s) {
 
 // Whether the change from `prev` to `s` is a streamed run's other layers arriving (or failing to), nothing else.
 function restEvent(prev, s) {
-  return !!prev.run.rest && prev.run !== s.run && s.run.base === prev.run.base && s.run.want === prev.run.want && s.run.status === prev.run.status;
+  return (
+    !!prev.run.rest &&
+    prev.run !== s.run &&
+    s.run.base === prev.run.base &&
+    s.run.want === prev.run.want &&
+    s.run.status === prev.run.status
+  );
 }
 
 async function init() {

@@ -35,9 +35,7 @@ export function isBlocked(blocked, q, k) {
 
 // Block the cell if it is open, unblock it if blocked; returns a new sorted list.
 export function toggleBlocked(blocked, q, k) {
-  const next = isBlocked(blocked, q, k)
-    ? blocked.filter(([bq, bk]) => !(bq === q && bk === k))
-    : [...blocked, [q, k]];
+  const next = isBlocked(blocked, q, k) ? blocked.filter(([bq, bk]) => !(bq === q && bk === k)) : [...blocked, [q, k]];
   return next.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
 }
 
@@ -121,10 +119,15 @@ export const PAIR_NAMES = ["causal", "window", "padding", "blocked"];
 export function pairLines(pairs) {
   if (!pairs) return [];
   const lines = PAIR_NAMES.filter((n) => pairs[n] != null).map((n) => ({
-    name: n, count: pairs[n], total: pairs.total, text: `${n}: ${pairs[n]} of ${pairs.total} pairs`,
+    name: n,
+    count: pairs[n],
+    total: pairs.total,
+    text: `${n}: ${pairs[n]} of ${pairs.total} pairs`,
   }));
   lines.push({
-    name: "eligible", count: pairs.eligible, total: pairs.total,
+    name: "eligible",
+    count: pairs.eligible,
+    total: pairs.total,
     text: `${lines.length ? "all together" : "no mask"}: ${pairs.eligible} of ${pairs.total} pairs eligible`,
   });
   return lines;

@@ -3,7 +3,15 @@
 // dispatches. bind() keeps the play timer's handle (a clock, not state). The group's other panels are registered ones
 // (registry.js), each its own module.
 
-import { GENERATE_DEFAULT, PLAY_MS, clampStep, decodeHead, renderDecodeStep, renderKvCache, withGenerated } from "./decode.js";
+import {
+  GENERATE_DEFAULT,
+  PLAY_MS,
+  clampStep,
+  decodeHead,
+  renderDecodeStep,
+  renderKvCache,
+  withGenerated,
+} from "./decode.js";
 import { act } from "./actions.js";
 import { can } from "./capabilities.js";
 import { pieceQuote } from "./piece.js";
@@ -13,7 +21,17 @@ const $ = (id) => document.getElementById(id);
 
 export function deps(s) {
   const p = s.panels;
-  return [s.run.result, s.ui.model, s.ui.decodeOn, s.ui.decodeStep, s.ui.decodeGen, s.ui.focus, s.playing, p.decode, s.models];
+  return [
+    s.run.result,
+    s.ui.model,
+    s.ui.decodeOn,
+    s.ui.decodeStep,
+    s.ui.decodeGen,
+    s.ui.focus,
+    s.playing,
+    p.decode,
+    s.models,
+  ];
 }
 
 function decodeResult(s) {
@@ -54,7 +72,10 @@ function renderDecode(s, dispatch) {
     const slider = $("decode-slider");
     slider.max = String(n - 1);
     slider.value = String(t);
-    slider.setAttribute("aria-valuetext", `step ${t + 1} of ${n}: ${pieceQuote(r.steps[t].token)}${r.steps[t].generated ? " (generated)" : ""}`);
+    slider.setAttribute(
+      "aria-valuetext",
+      `step ${t + 1} of ${n}: ${pieceQuote(r.steps[t].token)}${r.steps[t].generated ? " (generated)" : ""}`,
+    );
     $("decode-step-label").textContent = `step ${t + 1} of ${n}`;
   } else {
     $("decode-step-label").textContent = "";
@@ -83,7 +104,11 @@ function renderGenerate(s) {
   const form = $("decode-generate");
   form.hidden = !can(modelInfo(s), "predicts_tokens");
   const gen = s.ui.decodeGen || GENERATE_DEFAULT;
-  for (const [id, value] of [["gen-tokens", gen.tokens], ["gen-sampling", gen.sampling], ["gen-seed", gen.seed]]) {
+  for (const [id, value] of [
+    ["gen-tokens", gen.tokens],
+    ["gen-sampling", gen.sampling],
+    ["gen-seed", gen.seed],
+  ]) {
     if (document.activeElement !== $(id)) $(id).value = String(value);
   }
   $("gen-seed").disabled = $("gen-sampling").value !== "sample";

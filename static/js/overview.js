@@ -18,7 +18,6 @@ import { node } from "./dom.js";
 export const THUMB_PX = 64; // a thumbnail's longest side: at most this many CSS px, and this many pixels of the matrix
 export const LUT_SIZE = 256; // colours precomputed along the palette, so a pixel costs a lookup
 
-
 // ---- pure helpers ----------------------------------------------------------------------------------------------
 
 // `palette`: a palette's name ("viridis", "cividis") or its stops; anything else is viridis.
@@ -78,7 +77,11 @@ const blocksOf = (weights, eligible) => cachedBlockMax(weights, eligible, THUMB_
 // null), onPick(layer, head) (a thumbnail pressed: click, Enter or Space), eligible (the result's eligibility matrix:
 // masked blocks drawn as masked; optional). Returns {buttons, select([layer, head] | null)}: select moves the outline
 // (and the keyboard's tab stop) without drawing again. Touches nothing outside `container`.
-export function drawOverview(container, layers, { palette = "viridis", selected = null, onPick = null, eligible = null } = {}) {
+export function drawOverview(
+  container,
+  layers,
+  { palette = "viridis", selected = null, onPick = null, eligible = null } = {},
+) {
   const stops = stopsOf(palette);
   const nHeads = Math.max(0, ...layers.map((l) => l.heads.length));
   const grid = node("div", { className: "ov-grid" });

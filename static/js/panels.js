@@ -37,9 +37,7 @@ export const PANEL_SPECS = {
   headTypes: {
     fetch: fetchHeadTypes,
     request: (s) =>
-      s.run.request
-        ? { ...headTypesRequest(singleOf(s)), ...headTypesInclude(s.ui), ...probeRequest(s.ui) }
-        : null,
+      s.run.request ? { ...headTypesRequest(singleOf(s)), ...headTypesInclude(s.ui), ...probeRequest(s.ui) } : null,
     keep: true, // the old table stays while the new one loads
   },
   top: {

@@ -130,11 +130,25 @@ export function patchFigure(r) {
   const z = r.recovered.map((row) => row.map((v) => (v == null ? null : v)));
   const text = r.metric_grid.map((row) => row.map(cellText));
   const trace = {
-    type: "heatmap", x, y, z, zmin: -1, zmax: 1, zmid: 0, text, texttemplate: "%{text}", textfont: { size: 10 },
-    colorscale: [[0, "#b2182b"], [0.5, "#f7f7f7"], [1, "#2166ac"]],
+    type: "heatmap",
+    x,
+    y,
+    z,
+    zmin: -1,
+    zmax: 1,
+    zmid: 0,
+    text,
+    texttemplate: "%{text}",
+    textfont: { size: 10 },
+    colorscale: [
+      [0, "#b2182b"],
+      [0.5, "#f7f7f7"],
+      [1, "#2166ac"],
+    ],
     colorbar: { title: { text: "recovered" }, thickness: 12 },
     hovertemplate: `%{y} %{x}: ${plotlyText(metricName(r.metric))} %{text}, recovered %{z:.3f}<extra>${plotlyText(r.hook)}</extra>`,
-    xgap: 1, ygap: 1,
+    xgap: 1,
+    ygap: 1,
   };
   const layout = {
     height: Math.max(180, 60 + 34 * r.rows),
@@ -272,7 +286,15 @@ export const panel = {
     );
     grid.tabIndex = 0;
     const open = value.cell && value.cell[0] < r.rows && value.cell[1] < r.columns ? value.cell : null;
-    renderCell($("patch-cell"), r, open ? value : null, s.panels["patch.cell"], s, linkTo(s, value), s.panels["patch.run"]);
+    renderCell(
+      $("patch-cell"),
+      r,
+      open ? value : null,
+      s.panels["patch.cell"],
+      s,
+      linkTo(s, value),
+      s.panels["patch.run"],
+    );
     if (!window.Plotly) return;
     const { traces, layout } = patchFigure(shown);
     if (!grid.dataset.cursor && open) grid.dataset.cursor = open.join(".");

@@ -48,8 +48,10 @@ export function cellHead(hook, column, cmp) {
 
 // What the patched run's map is, in words, for the cell's hook.
 export function patchedNote(hook, layer, column, head) {
-  if (hook === "pattern") return `With this patch L${layer}H${head}'s map is the clean one exactly; the corrupted one is what it replaced.`;
-  if (hook === "z") return `A z patch puts back L${layer}H${head}'s output after its weights: its own map stays the corrupted one, and the layers after it read the clean run's values.`;
+  if (hook === "pattern")
+    return `With this patch L${layer}H${head}'s map is the clean one exactly; the corrupted one is what it replaced.`;
+  if (hook === "z")
+    return `A z patch puts back L${layer}H${head}'s output after its weights: its own map stays the corrupted one, and the layers after it read the clean run's values.`;
   return (
     `The patch puts back the clean run's ${hook} at layer ${layer}, position ${pos(column)}: the maps are layer ${layer}'s head ${head}, ` +
     "the one the corruption moves most; the patched map is that head in the patched run."
@@ -57,7 +59,9 @@ export function patchedNote(hook, layer, column, head) {
 }
 
 export function cellLabel(r, layer, column) {
-  return BY_POSITION.includes(r.hook) ? `L${layer} position ${pos(column)} ${pieceText(r.tokens[column])}` : `L${layer} H${column}`;
+  return BY_POSITION.includes(r.hook)
+    ? `L${layer} position ${pos(column)} ${pieceText(r.tokens[column])}`
+    : `L${layer} H${column}`;
 }
 
 function drawMap(title, matrix, eligible, tokens, palette, side) {
@@ -99,7 +103,8 @@ export function renderCell(el, r, value, slot, s, link, runSlot = null) {
   );
   const a = node("a", { href: link, id: "patch-cell-link" }, "Link to this patched cell");
   const parts = [numbers];
-  if (slot.status === "loading") parts.push(node("p", { className: "muted small" }, "asking for the clean and corrupted maps…"));
+  if (slot.status === "loading")
+    parts.push(node("p", { className: "muted small" }, "asking for the clean and corrupted maps…"));
   if (slot.status === "error") parts.push(node("p", { className: "bad small" }, slot.message));
   const cmp = slot.status === "ready" ? slot.result : null;
   if (cmp) {
@@ -113,9 +118,15 @@ export function renderCell(el, r, value, slot, s, link, runSlot = null) {
     );
     const run = runSlot?.status === "ready" ? runSlot.result : null;
     const hp = run?.layers?.[0]?.heads?.find((h) => h.index === head);
-    if (hp) pair.append(drawMap(`patched · L${layer}H${head}`, hp.weights, run.eligible, run.tokens, s.ui.palette, "patched"));
+    if (hp)
+      pair.append(
+        drawMap(`patched · L${layer}H${head}`, hp.weights, run.eligible, run.tokens, s.ui.palette, "patched"),
+      );
     else if (runSlot?.status === "error") pair.append(node("p", { className: "bad small" }, runSlot.message));
-    parts.push(pair, node("p", { className: "muted small", id: "patch-cell-note" }, patchedNote(r.hook, layer, column, head)));
+    parts.push(
+      pair,
+      node("p", { className: "muted small", id: "patch-cell-note" }, patchedNote(r.hook, layer, column, head)),
+    );
   }
   const linkRow = node("p", { className: "small" });
   linkRow.append(a);
@@ -128,7 +139,14 @@ export function renderCell(el, r, value, slot, s, link, runSlot = null) {
 // `cursor` is the grid element's own (a transient focus, not a setting); a click opens the cell clicked.
 export function moveCursor(cursor, key, rows, columns) {
   const [l, c] = cursor || [0, 0];
-  const step = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1], Home: [0, -c], End: [0, columns - 1 - c] }[key];
+  const step = {
+    ArrowUp: [-1, 0],
+    ArrowDown: [1, 0],
+    ArrowLeft: [0, -1],
+    ArrowRight: [0, 1],
+    Home: [0, -c],
+    End: [0, columns - 1 - c],
+  }[key];
   if (!step) return null;
   return [Math.max(0, Math.min(rows - 1, l + step[0])), Math.max(0, Math.min(columns - 1, c + step[1]))];
 }
@@ -136,7 +154,18 @@ export function moveCursor(cursor, key, rows, columns) {
 export function cursorShape(cell) {
   if (!cell) return [];
   const [l, c] = cell;
-  return [{ type: "rect", xref: "x", yref: "y", x0: c - 0.5, x1: c + 0.5, y0: l - 0.5, y1: l + 0.5, line: { color: "#111", width: 3 } }];
+  return [
+    {
+      type: "rect",
+      xref: "x",
+      yref: "y",
+      x0: c - 0.5,
+      x1: c + 0.5,
+      y0: l - 0.5,
+      y1: l + 0.5,
+      line: { color: "#111", width: 3 },
+    },
+  ];
 }
 
 export function bindGrid(grid, say, { dispatch, getState }) {

@@ -10,7 +10,12 @@
 
 export const CONTINUED = "◌";
 const MARKS = { " ": "␣", "\n": "↵", "\r": "↵", "\t": "→" };
-const NAMES = { " ": ["a space", "spaces"], "\n": ["a newline", "newlines"], "\r": ["a carriage return", "carriage returns"], "\t": ["a tab", "tabs"] };
+const NAMES = {
+  " ": ["a space", "spaces"],
+  "\n": ["a newline", "newlines"],
+  "\r": ["a carriage return", "carriage returns"],
+  "\t": ["a tab", "tabs"],
+};
 const FSI = "\u2068"; // first strong isolate: the text's own direction, isolated from what is around it
 const PDI = "\u2069";
 
@@ -55,7 +60,8 @@ export function pieceText(label) {
 }
 
 // Right-to-left letters and the controls that change direction: a label holding one is isolated in plain text.
-const BIDI = /[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc\u200f\u202a-\u202e\u2066-\u2069]|[\u{10800}-\u{10fff}\u{1e800}-\u{1efff}]/u;
+const BIDI =
+  /[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc\u200f\u202a-\u202e\u2066-\u2069]|[\u{10800}-\u{10fff}\u{1e800}-\u{1efff}]/u;
 
 // Plain text for a place that draws a string as given (plotly ticks, canvas, SVG text, titles): isolated between
 // U+2068 and U+2069 where it holds right-to-left text, so it keeps its order and the text around it keeps its own.

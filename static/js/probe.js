@@ -10,7 +10,9 @@ export const MAX_LENGTHS = 8; // as many lengths as /api/heads takes
 // "17, 24 31" -> [17, 24, 31]; "" -> [] (the server's default); null when a part is not a whole number of at
 // least 2, a length is given twice, or there are more than MAX_LENGTHS.
 export function parseLengths(text) {
-  const parts = String(text).split(/[\s,]+/).filter(Boolean);
+  const parts = String(text)
+    .split(/[\s,]+/)
+    .filter(Boolean);
   if (parts.length > MAX_LENGTHS) return null;
   const lengths = [];
   for (const part of parts) {
@@ -49,9 +51,11 @@ export function probeSentence(result, probe, L) {
   if (lengths.length === 1) {
     return ` Induction is measured on a probe: ${L} random tokens from the model's vocabulary, then the same ${L} again (seed ${result.seed}).`;
   }
-  return ` Induction is measured on ${lengths.length} probes, one per segment length L (${lengths.join(", ")}): L random tokens ` +
+  return (
+    ` Induction is measured on ${lengths.length} probes, one per segment length L (${lengths.join(", ")}): L random tokens ` +
     `from the model's vocabulary, then the same L again (seed ${result.seed}). A head's score is its lowest over the ` +
-    "lengths (each length's is in the cell's tooltip): a head that only looks a fixed distance back scores high on one length alone.";
+    "lengths (each length's is in the cell's tooltip): a head that only looks a fixed distance back scores high on one length alone."
+  );
 }
 
 // ---- the panel's two fields (Probe lengths, seed) ------------------------------------------------------------------

@@ -62,7 +62,10 @@ export function buildRequest(s, info, seqLen) {
 
 // Row labels for S positions: the text's words where it has S of them, else x1..xS.
 export function labelsFor(text, n) {
-  const words = String(text || "").trim().split(/\s+/).filter(Boolean);
+  const words = String(text || "")
+    .trim()
+    .split(/\s+/)
+    .filter(Boolean);
   return words.length === n ? words.join(" ") : Array.from({ length: n }, (_, i) => `x${i + 1}`).join(" ");
 }
 
@@ -131,7 +134,11 @@ export function headTypesRequest(attention) {
 export function decodeRequest(attention, gen = null) {
   const body = headTypesRequest(attention);
   if (!gen) return body;
-  const generate = { tokens: gen.tokens, sampling: gen.sampling, ...(gen.sampling === "sample" ? { seed: gen.seed } : {}) };
+  const generate = {
+    tokens: gen.tokens,
+    sampling: gen.sampling,
+    ...(gen.sampling === "sample" ? { seed: gen.seed } : {}),
+  };
   return { ...body, generate };
 }
 
@@ -181,7 +188,8 @@ export function changeOf(perturb) {
 export function interveneRequest(attention, ablate, edits, topK = 5) {
   const req = { ...singleRequest(attention), top_k: topK };
   if (ablate.length) req.ablate = ablate.map(({ layer, head, mode }) => ({ layer, head, mode }));
-  if (edits.length) req.edit = edits.map(({ layer, head, query, key, weight }) => ({ layer, head, query, key, weight }));
+  if (edits.length)
+    req.edit = edits.map(({ layer, head, query, key, weight }) => ({ layer, head, query, key, weight }));
   return req;
 }
 
@@ -204,7 +212,17 @@ export function compareRequest(pin, attention, layer) {
 // What sets the size of an /api/attention result: the request without its masks, scale, layer and include. Two
 // requests with the same key have the same tokens, heads and layers.
 export function sizeKey(req) {
-  const { masks: _m, all_masked: _a, scale: _s, layer: _l, include: _i, demo_bug: _b, precision: _p, sinks: _k, ...rest } = req;
+  const {
+    masks: _m,
+    all_masked: _a,
+    scale: _s,
+    layer: _l,
+    include: _i,
+    demo_bug: _b,
+    precision: _p,
+    sinks: _k,
+    ...rest
+  } = req;
   return JSON.stringify(rest);
 }
 

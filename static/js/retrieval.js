@@ -33,7 +33,10 @@ export function retrievalRows(view, head, q) {
   return (view.keyTokens || view.tokens).map((token, k) => {
     const reasons = cellReasons(view, q, k);
     return {
-      k, token, eligible: view.eligible[q][k], reasons,
+      k,
+      token,
+      eligible: view.eligible[q][k],
+      reasons,
       score: head.scores ? head.scores[q][k] : null,
       weight: head.weights ? head.weights[q][k] : null,
     };
@@ -82,8 +85,17 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
   svg.dataset.query = String(q);
   const font = Math.min(13, rh - 4);
   const defs = el("defs");
-  const pat = el("pattern", { id: "rd-hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" });
-  pat.append(el("rect", { width: 6, height: 6, fill: "#e4e4e4" }), el("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#8c8c8c", "stroke-width": 1.5 }));
+  const pat = el("pattern", {
+    id: "rd-hatch",
+    width: 6,
+    height: 6,
+    patternUnits: "userSpaceOnUse",
+    patternTransform: "rotate(45)",
+  });
+  pat.append(
+    el("rect", { width: 6, height: 6, fill: "#e4e4e4" }),
+    el("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#8c8c8c", "stroke-width": 1.5 }),
+  );
   defs.append(pat);
   const all = document.createDocumentFragment();
   all.append(defs);
@@ -171,11 +183,20 @@ function renderContext(root, view, head, q) {
   root.hidden = !c;
   if (!c) return;
   const vec = (xs) => `[${Array.from(xs, (x) => x.toFixed(3)).join(", ")}]`;
-  root.append(node("p", { className: "small" }, `Then the values: context of query ${pos(q)} = Σ weight × v (head ${head.index}).`));
+  root.append(
+    node(
+      "p",
+      { className: "small" },
+      `Then the values: context of query ${pos(q)} = Σ weight × v (head ${head.index}).`,
+    ),
+  );
   const table = node("table", { className: "stats ctx-table" });
   for (const r of c.rows) {
     const tr = node("tr");
-    tr.append(node("th", {}, `${pos(r.k)} ${pieceLabel(view.tokens[r.k] ?? "")}`), node("td", {}, `${r.weight.toFixed(3)} × ${vec(r.v)}`));
+    tr.append(
+      node("th", {}, `${pos(r.k)} ${pieceLabel(view.tokens[r.k] ?? "")}`),
+      node("td", {}, `${r.weight.toFixed(3)} × ${vec(r.v)}`),
+    );
     table.append(tr);
   }
   const total = node("tr", { className: "ctx-total" });
@@ -192,9 +213,17 @@ export function render(root, s, dispatch) {
   const view = selectView(s);
   if (!view) return;
   const [fl, fh] = view.focus;
-  $("retrieval-title").textContent = `Retrieval · ${view.multiLayer ? `L${fl} ` : ""}head ${fh} · query ${pos(view.query)} ${pieceQuote(view.tokens[view.query])}`;
+  $("retrieval-title").textContent =
+    `Retrieval · ${view.multiLayer ? `L${fl} ` : ""}head ${fh} · query ${pos(view.query)} ${pieceQuote(view.tokens[view.query])}`;
   const svg = $("retrieval");
-  renderRetrieval(svg, view, view.focusHead, view.query, (q) => dispatch(act.querySet(q)), (k) => dispatch(act.pairSet(view.query, k)));
+  renderRetrieval(
+    svg,
+    view,
+    view.focusHead,
+    view.query,
+    (q) => dispatch(act.querySet(q)),
+    (k) => dispatch(act.pairSet(view.query, k)),
+  );
   renderContext($("retrieval-context"), view, view.focusHead, view.query);
   // once every view of this draw has written (a microtask: still before anything else reads the page), so that
   // the read lays the page out once, not halfway through the draw and again after it

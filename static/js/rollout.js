@@ -41,7 +41,11 @@ export function methodOf(v) {
 export function rolloutRequest(attention, value) {
   if (!attention || !value) return null;
   const { include: _i, layer: _l, precision: _p, sinks: _k, ...rest } = attention;
-  return { ...rest, include: [METHOD_FIELD[methodOf(value)]], rollout: { heads: value.heads, residual: value.residual } };
+  return {
+    ...rest,
+    include: [METHOD_FIELD[methodOf(value)]],
+    rollout: { heads: value.heads, residual: value.residual },
+  };
 }
 
 // Each layer's J (or F) (S x S) from the answer: a batch's item `item`. `method` names the field read.
@@ -82,7 +86,10 @@ function drawLayer(map, tokens, palette, method) {
     `${words.name} after layer ${map.layer}: position ${pos(last)} draws most (${map.matrix[last][src].toFixed(2)}) from input position ${pos(src)}`,
   );
   const cap = node("figcaption");
-  cap.append(node("strong", {}, `after L${map.layer}`), node("span", { className: "meta" }, `last ← ${pos(src)} (${map.matrix[last][src].toFixed(2)})`));
+  cap.append(
+    node("strong", {}, `after L${map.layer}`),
+    node("span", { className: "meta" }, `last ← ${pos(src)} (${map.matrix[last][src].toFixed(2)})`),
+  );
   const canvas = node("canvas");
   canvas.setAttribute("aria-hidden", "true");
   fig.append(cap, canvas);
@@ -117,7 +124,8 @@ export const panel = {
     reason.hidden = !refused;
     reason.textContent = refused ? `The server cannot ${WORDS[method].verb}: ${slot.message}` : "";
     reason.dataset.method = refused ? method : "";
-    $("rollout-status").textContent = slot.status === "loading" ? (method === "flow" ? "computing the flow…" : "rolling out…") : "";
+    $("rollout-status").textContent =
+      slot.status === "loading" ? (method === "flow" ? "computing the flow…" : "rolling out…") : "";
     const grid = $("rollout-grid");
     const r = refused || !value ? null : slot.result;
     if (!r) {
@@ -140,8 +148,12 @@ export const panel = {
       if (e.target.checked) set({});
       else dispatch(act.panelSet("rollout", null));
     });
-    $("rollout-method").addEventListener("change", (e) => set({ method: METHODS.includes(e.target.value) ? e.target.value : "rollout" }));
-    $("rollout-fuse").addEventListener("change", (e) => set({ heads: FUSES.includes(e.target.value) ? e.target.value : "mean" }));
+    $("rollout-method").addEventListener("change", (e) =>
+      set({ method: METHODS.includes(e.target.value) ? e.target.value : "rollout" }),
+    );
+    $("rollout-fuse").addEventListener("change", (e) =>
+      set({ heads: FUSES.includes(e.target.value) ? e.target.value : "mean" }),
+    );
     $("rollout-resid").addEventListener("change", (e) => set({ residual: e.target.checked }));
   },
 };

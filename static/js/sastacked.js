@@ -54,9 +54,15 @@ function drawMap(layer, rows, field, tokens, palette, tip) {
   const last = S - 1;
   const src = topSource(rows[last]);
   const share = rows[last][src].toFixed(2);
-  fig.setAttribute("aria-label", `${words.name} after layer ${layer}: position ${pos(last)} draws most (${share}) from input position ${pos(src)}`);
+  fig.setAttribute(
+    "aria-label",
+    `${words.name} after layer ${layer}: position ${pos(last)} draws most (${share}) from input position ${pos(src)}`,
+  );
   const cap = node("figcaption");
-  cap.append(node("strong", {}, `after L${layer}`), node("span", { className: "meta" }, `last ← ${pos(src)} (${share})`));
+  cap.append(
+    node("strong", {}, `after L${layer}`),
+    node("span", { className: "meta" }, `last ← ${pos(src)} (${share})`),
+  );
   const canvas = node("canvas");
   canvas.setAttribute("aria-hidden", "true");
   fig.append(cap, canvas);
@@ -91,7 +97,11 @@ export function renderStacked(root, result, rollout, palette, tip) {
     const part = node("div", { className: "sa-stacked-part" });
     part.dataset.method = words.method;
     part.setAttribute("data-testid", `sa-${words.method}`);
-    const line = node("p", { className: "muted small" }, `${fuseLine(rollout)}; row: a position after the layer, column: the input position it traces back to (Abnar & Zuidema 2020)`);
+    const line = node(
+      "p",
+      { className: "muted small" },
+      `${fuseLine(rollout)}; row: a position after the layer, column: the input position it traces back to (Abnar & Zuidema 2020)`,
+    );
     line.setAttribute("data-testid", "sa-fuse");
     const grid = node("div", { className: "heads-grid" });
     grid.append(...result.layers.map((l) => drawMap(l.index, mapRows(l[field]), field, result.tokens, palette, tip)));

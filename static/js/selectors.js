@@ -76,7 +76,12 @@ function resultMasks(r, request) {
   if (r.source_tokens) {
     return { causal: false, window: null, padded: paddedFromFlags(request?.source?.padding), blocked: r.masks.blocked };
   }
-  return { causal: r.masks.causal, window: r.masks.window, padded: paddedFromFlags(r.masks.padding), blocked: r.masks.blocked };
+  return {
+    causal: r.masks.causal,
+    window: r.masks.window,
+    padded: paddedFromFlags(r.masks.padding),
+    blocked: r.masks.blocked,
+  };
 }
 
 // Tokens a tokenizer adds around the text, by how tokenizers spell them: [CLS] [SEP] [PAD] (BERT), <s> </s> <pad>
@@ -191,5 +196,7 @@ export function sameInput(s) {
   const r = s.run.result;
   const req = s.run.request;
   if (!r || !req) return false;
-  return r.model === s.ui.model && (req.text ?? null) === (s.ui.text ?? null) && !batchOf(s.ui, modelInfo(s)) && !req.texts;
+  return (
+    r.model === s.ui.model && (req.text ?? null) === (s.ui.text ?? null) && !batchOf(s.ui, modelInfo(s)) && !req.texts
+  );
 }

@@ -92,7 +92,11 @@ const setUi = (s, fields) => ({ ...s, ui: { ...s.ui, ...fields } });
 export function reduce(s, a) {
   switch (a.type) {
     case "headOpened":
-      return { ...setUi(s, { focus: [a.layer, a.head], layer: a.layer, ...(a.query != null ? { query: a.query } : {}) }), show: "head", highlight: null };
+      return {
+        ...setUi(s, { focus: [a.layer, a.head], layer: a.layer, ...(a.query != null ? { query: a.query } : {}) }),
+        show: "head",
+        highlight: null,
+      };
     case "highlightSet":
       return a.highlight === s.highlight ? s : { ...s, highlight: a.highlight };
     case "querySet":
@@ -129,7 +133,9 @@ export function describeCell(view, head, cell) {
   return [
     `${view.multiLayer ? `Layer ${cell.layer} · ` : ""}head ${cell.head}`,
     `query ${pos(cell.q)} ${pieceQuote(view.tokens[cell.q])} → key ${pos(cell.k)} ${pieceQuote(keys[cell.k])}`,
-    ok ? `weight ${w.toFixed(4)}` : `masked (${cellReasons(view, cell.q, cell.k).join("+") || "masked"}) · weight ${w.toFixed(4)}`,
+    ok
+      ? `weight ${w.toFixed(4)}`
+      : `masked (${cellReasons(view, cell.q, cell.k).join("+") || "masked"}) · weight ${w.toFixed(4)}`,
     ...moved,
   ];
 }
@@ -159,14 +165,25 @@ function renderLarge(root, s, dispatch) {
   fig.dataset.layer = String(layer);
   fig.dataset.head = String(index);
   fig.dataset.layout = JSON.stringify({ left: L.left, top: L.top, cell: L.cell });
-  fig.setAttribute("aria-label", `Layer ${layer} head ${index}, query ${pos(view.query)}: up and down arrows choose the query`);
+  fig.setAttribute(
+    "aria-label",
+    `Layer ${layer} head ${index}, query ${pos(view.query)}: up and down arrows choose the query`,
+  );
   const cap = node("figcaption");
-  cap.append(node("strong", {}, `Layer ${layer} · head ${index}`), node("span", { className: "meta" }, "click a row to retrieve for that query"));
+  cap.append(
+    node("strong", {}, `Layer ${layer} · head ${index}`),
+    node("span", { className: "meta" }, "click a row to retrieve for that query"),
+  );
   const canvas = node("canvas");
   canvas.setAttribute("aria-hidden", "true");
   fig.append(cap, canvas);
   root.replaceChildren(fig);
-  drawHeatmap(sizeCanvas(canvas, L), { ...heatmapOf(view, head), scale: view.scale, layout: L, highlight: { q: view.query } });
+  drawHeatmap(sizeCanvas(canvas, L), {
+    ...heatmapOf(view, head),
+    scale: view.scale,
+    layout: L,
+    highlight: { q: view.query },
+  });
   const at = (e) => {
     const r = canvas.getBoundingClientRect();
     return cellAt(L, e.clientX - r.left, e.clientY - r.top);
@@ -189,7 +206,12 @@ function renderLarge(root, s, dispatch) {
 }
 
 function heatmapOf(view, head) {
-  return { matrix: head[matrixKey(view.view)], eligible: view.eligible, tokens: view.tokens, keyTokens: view.keyTokens };
+  return {
+    matrix: head[matrixKey(view.view)],
+    eligible: view.eligible,
+    tokens: view.tokens,
+    keyTokens: view.keyTokens,
+  };
 }
 
 // ---- the page ----------------------------------------------------------------------------------------------------
@@ -214,11 +236,15 @@ function renderControls(s) {
   $("layer-field").hidden = s.show === "all";
   const view = selectView(s);
   const head = $("head-select");
-  head.replaceChildren(...view.focusLayer.heads.map((h) => option(h.index, `Head ${h.index}`, h.index === view.focus[1])));
+  head.replaceChildren(
+    ...view.focusLayer.heads.map((h) => option(h.index, `Head ${h.index}`, h.index === view.focus[1])),
+  );
   $("head-field").hidden = s.show !== "head";
   const query = $("query-select");
   if (query.options.length !== result.tokens.length) {
-    query.replaceChildren(...result.tokens.map((t, i) => option(i, `${pos(i)}  ${pieceLabel(t, 16)}`, i === view.query)));
+    query.replaceChildren(
+      ...result.tokens.map((t, i) => option(i, `${pos(i)}  ${pieceLabel(t, 16)}`, i === view.query)),
+    );
   }
   query.value = String(view.query);
   $("query-field").hidden = s.show !== "head";
@@ -256,7 +282,8 @@ export function render(s, store, prev = null) {
     return;
   }
   renderControls(s);
-  if (!prev || prev.ui.palette !== s.ui.palette) renderStacked($("sa-stacked"), s.run.result, s.rollout, s.ui.palette, showTip);
+  if (!prev || prev.ui.palette !== s.ui.palette)
+    renderStacked($("sa-stacked"), s.run.result, s.rollout, s.ui.palette, showTip);
   root.dataset.view = s.show;
   SHOWN[s.show].draw(s, store.dispatch);
   document.body.dataset.drawn = String(Number(document.body.dataset.drawn || 0) + 1);
@@ -288,7 +315,9 @@ export async function boot() {
     `${result.model} · ${result.tokens.length} tokens · ${result.layers.length} of ${result.config.n_layers ?? result.layers.length} ` +
     `layer${(result.config.n_layers ?? 1) === 1 ? "" : "s"} · ${result.layers[0].heads.length} heads · weights as ${result.config.precision === "float16" ? "float16" : "float32"}` +
     (state.ui.view === "moved" ? " · drawn: moved, weight × |v·W_O|" : "") +
-    stackedFields(result).map((f) => ` · ${STACKED[f].name.toLowerCase()} of each layer`).join("");
+    stackedFields(result)
+      .map((f) => ` · ${STACKED[f].name.toLowerCase()} of each layer`)
+      .join("");
   $("sa-sinks").textContent = sinksLine(result.sinks, result.source_tokens || result.tokens);
   $("sa-sinks").hidden = !result.sinks;
   const store = {

@@ -78,12 +78,29 @@ export const BUGS = ["softmax_over_queries", "flipped_mask", "norm_over_sequence
 export const PERTURB_SIDES = ["query", "source"]; // /api/perturb's side with a source: a query or a source position
 
 export const HEAD_SORTS = [
-  "head", "previous_token", "duplicate_token", "induction", "bracket_match", "mean_distance", "entropy", "ablation_effect",
+  "head",
+  "previous_token",
+  "duplicate_token",
+  "induction",
+  "bracket_match",
+  "mean_distance",
+  "entropy",
+  "ablation_effect",
 ];
 
 // The state a person gets on choosing a model: its example text, default masks and options.
 export function stateForModel(info, base = defaultState()) {
-  const s = { ...base, model: info.name, matrices: null, typed: null, focus: null, query: null, page: 0, layer: 0, pair: null };
+  const s = {
+    ...base,
+    model: info.name,
+    matrices: null,
+    typed: null,
+    focus: null,
+    query: null,
+    page: 0,
+    layer: 0,
+    pair: null,
+  };
   s.text = info.default_text || base.text || "the cat sat on the mat";
   const dm = info.default_masks;
   s.masks = dm
@@ -131,7 +148,8 @@ export function encodeState(s) {
   if (s.hlens.length) p.set("hlens", s.hlens.join(","));
   if (s.hseed) p.set("hseed", String(s.hseed));
   if (s.ablate?.length) p.set("abl", s.ablate.map((a) => `${a.layer}.${a.head}.${a.mode}`).join(","));
-  if (s.edits?.length) p.set("edit", s.edits.map((e) => `${e.layer}.${e.head}.${e.query}.${e.key}@${e.weight}`).join(","));
+  if (s.edits?.length)
+    p.set("edit", s.edits.map((e) => `${e.layer}.${e.head}.${e.query}.${e.key}@${e.weight}`).join(","));
   if (s.pin) p.set("pin", JSON.stringify(s.pin));
   if (s.perturbOn) {
     const pt = s.perturb;
@@ -176,7 +194,10 @@ function parseMatrices(raw) {
 // The typed-in matrices of a link: {kind, m, values}, m a square grid of numbers, values one row per position;
 // null when it is not that (the model's own example then runs).
 export function parseTyped(raw) {
-  const grid = (m) => Array.isArray(m) && m.length > 0 && m.every((r) => Array.isArray(r) && r.length === m[0].length && r.every(Number.isFinite));
+  const grid = (m) =>
+    Array.isArray(m) &&
+    m.length > 0 &&
+    m.every((r) => Array.isArray(r) && r.length === m[0].length && r.every(Number.isFinite));
   try {
     const t = JSON.parse(raw);
     if (!t || !["scores", "pattern"].includes(t.kind) || !grid(t.m) || t.m[0].length !== t.m.length) return null;

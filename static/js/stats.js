@@ -44,19 +44,34 @@ export function statsRow(label, st, prefix = "H", sinks = false) {
 export const STATS_COLUMNS = [
   ["Head", ""],
   ["Mean entropy", "nats, over query rows (0 = one key takes all)"],
-  ["Masked share", "mean over queries of the share of the unmasked softmax that the masks removed (a property of the scores, not a leak)"],
-  ["Weight on masked keys", "the most weight any query still puts on its masked keys, after masking (must be exactly 0)"],
+  [
+    "Masked share",
+    "mean over queries of the share of the unmasked softmax that the masks removed (a property of the scores, not a leak)",
+  ],
+  [
+    "Weight on masked keys",
+    "the most weight any query still puts on its masked keys, after masking (must be exactly 0)",
+  ],
   ["Row sums", "max |Σ weights − 1| over rows that have a key"],
   ["Eligible scores", "min … max over eligible cells"],
   ["All scores", "min … max before masking"],
   ["Mean distance", "weighted mean |q − k|"],
   ["Zero rows", "rows with no eligible key (policy: zero)"],
-  ["KL from uniform", "nats: how far the weights are from uniform over the eligible keys (0 = exactly uniform: every eligible key the same weight)"],
-  ["Health", "nearly uniform: KL from uniform below the server's threshold, the weights spread almost evenly (not broken) · = Hn: identical weights to head n · QK rank: rank of W_Q W_Kᵀ out of its maximum"],
+  [
+    "KL from uniform",
+    "nats: how far the weights are from uniform over the eligible keys (0 = exactly uniform: every eligible key the same weight)",
+  ],
+  [
+    "Health",
+    "nearly uniform: KL from uniform below the server's threshold, the weights spread almost evenly (not broken) · = Hn: identical weights to head n · QK rank: rank of W_Q W_Kᵀ out of its maximum",
+  ],
 ];
 
 // The column a table of heads with learned sinks ends with (a model without them has no such column).
-export const SINK_STATS_COLUMN = ["Mean sink weight", "mean over queries of the weight each gave the head's learned sink (no value; the keys share 1 minus it)"];
+export const SINK_STATS_COLUMN = [
+  "Mean sink weight",
+  "mean over queries of the weight each gave the head's learned sink (no value; the keys share 1 minus it)",
+];
 
 export function renderStats(table, simRoot, view, heads) {
   table.replaceChildren();
@@ -116,16 +131,28 @@ export function renderSimilarity(root, view) {
   const side = Math.min(360, 120 + sim.length * 18);
   window.Plotly.react(
     plot,
-    [{
-      type: "heatmap", z: sim.map((row) => Array.from(row)), x: names, y: names, zmin: 0, zmax: 1, colorscale: plotlyScale(VIRIDIS),
-      colorbar: { title: { text: "cosine", side: "right" }, thickness: 12 },
-      hovertemplate: "%{y} · %{x}: %{z:.3f}<extra></extra>",
-    }],
+    [
+      {
+        type: "heatmap",
+        z: sim.map((row) => Array.from(row)),
+        x: names,
+        y: names,
+        zmin: 0,
+        zmax: 1,
+        colorscale: plotlyScale(VIRIDIS),
+        colorbar: { title: { text: "cosine", side: "right" }, thickness: 12 },
+        hovertemplate: "%{y} · %{x}: %{z:.3f}<extra></extra>",
+      },
+    ],
     {
-      height: side, width: side + 70, margin: { l: 44, r: 10, t: 10, b: 40 },
+      height: side,
+      width: side + 70,
+      margin: { l: 44, r: 10, t: 10, b: 40 },
       xaxis: { title: { text: "head" }, tickfont: { size: 10 } },
       yaxis: { title: { text: "head" }, autorange: "reversed", tickfont: { size: 10 } },
-      paper_bgcolor: bg, plot_bgcolor: bg, font: { size: 11, color: ink.text },
+      paper_bgcolor: bg,
+      plot_bgcolor: bg,
+      font: { size: 11, color: ink.text },
     },
     { displayModeBar: false, responsive: false },
   );

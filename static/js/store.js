@@ -123,7 +123,6 @@ export { act };
 
 // ---- the reducer ----------------------------------------------------------------------------------------------
 
-
 // ui changed by `fields`, and a run asked for, credited to `action` (the person's words) done at `where`.
 function runWith(s, fields, action, where = null, extra = {}) {
   return {
@@ -165,14 +164,28 @@ function setPanel(s, name, fields) {
 }
 
 const KEEP_ON_MODEL = [
-  "view", "palette", "scoreScale", "scale", "allMasked", "hsort", "hdir", "from1", "dtype",
+  "view",
+  "palette",
+  "scoreScale",
+  "scale",
+  "allMasked",
+  "hsort",
+  "hdir",
+  "from1",
+  "dtype",
   // a pinned A stays (compare two models or seeds); the perturbation settings stay; interventions name heads of
   // the old model and go
-  "pin", "perturbOn", "ablMode",
+  "pin",
+  "perturbOn",
+  "ablMode",
   // a classic bug and decoding are page settings (and a registered panel's, unless it drops on a model change)
-  "bug", "decodeOn", "decodeGen",
+  "bug",
+  "decodeOn",
+  "decodeGen",
   // a source and a batch stay while the new model takes them
-  "source", "sourcePadded", "batch",
+  "source",
+  "sourcePadded",
+  "batch",
 ];
 
 function chooseModel(s, name, text, options, where) {
@@ -198,7 +211,10 @@ function chooseModel(s, name, text, options, where) {
 
 const reducers = {
   modelsLoaded: (s, a) => ({ ...s, models: a.models }),
-  modelsFailed: (s, a) => ({ ...s, run: { ...s.run, status: "error", loadError: a.error, error: { ...a.error, where: null } } }),
+  modelsFailed: (s, a) => ({
+    ...s,
+    run: { ...s.run, status: "error", loadError: a.error, error: { ...a.error, where: null } },
+  }),
   restored: (s, a) => ({
     ...s,
     ui: a.ui,
@@ -219,20 +235,31 @@ const reducers = {
       const n = s.draft.text.trim() ? s.draft.text.trim().split(/\s+/).length : 0;
       const x = s.ui.matrices.x;
       const width = x[0]?.length ?? 1;
-      fields.matrices = { ...s.ui.matrices, x: Array.from({ length: n }, (_, i) => (x[i] ? [...x[i]] : new Array(width).fill(0))) };
+      fields.matrices = {
+        ...s.ui.matrices,
+        x: Array.from({ length: n }, (_, i) => (x[i] ? [...x[i]] : new Array(width).fill(0))),
+      };
     }
     return runWith(s, fields, "new sequence", a.where);
   },
   sourceChanged: (s, a) =>
-    runWith(s, { source: s.draft.source, batch: s.draft.batch }, a.where === "source-input" ? "new source" : "new batch", a.where, {
-      skipDiff: true,
-    }),
-  causalSet: (s, a) => runWith(s, { masks: { ...s.ui.masks, causal: a.on } }, `causal ${a.on ? "on" : "off"}`, "mask-causal"),
+    runWith(
+      s,
+      { source: s.draft.source, batch: s.draft.batch },
+      a.where === "source-input" ? "new source" : "new batch",
+      a.where,
+      {
+        skipDiff: true,
+      },
+    ),
+  causalSet: (s, a) =>
+    runWith(s, { masks: { ...s.ui.masks, causal: a.on } }, `causal ${a.on ? "on" : "off"}`, "mask-causal"),
   windowSet: (s, a) => {
     const window = a.on ? a.size : null;
     return runWith(s, { masks: { ...s.ui.masks, window } }, a.on ? `window ${window}` : "window off", "mask-window");
   },
-  blockedCleared: (s) => runWith(s, { masks: { ...s.ui.masks, blocked: [] } }, "blocked cells cleared", "blocked-clear"),
+  blockedCleared: (s) =>
+    runWith(s, { masks: { ...s.ui.masks, blocked: [] } }, "blocked cells cleared", "blocked-clear"),
   cellToggled: (s, a) => {
     const was = s.ui.masks.blocked.some(([q, k]) => q === a.q && k === a.k);
     return runWith(
@@ -255,11 +282,17 @@ const reducers = {
   sourcePadded: (s, a) => {
     const sourcePadded = togglePadded(s.ui.sourcePadded || [], a.i);
     const on = sourcePadded.includes(a.i);
-    return runWith(s, { sourcePadded }, `source position ${pos(a.i)} ${on ? "marked padding" : "is a real key again"}`, "source-tokens");
+    return runWith(
+      s,
+      { sourcePadded },
+      `source position ${pos(a.i)} ${on ? "marked padding" : "is a real key again"}`,
+      "source-tokens",
+    );
   },
   allMaskedSet: (s, a) => runWith(s, { allMasked: a.value }, `all-masked rows: ${a.value}`, "all-masked"),
   scaleSet: (s, a) => runWith(s, { scale: a.on }, `scaling ${a.on ? "on" : "off"}`, "scale"),
-  dtypeSet: (s, a) => (DTYPES.includes(a.dtype) ? runWith(s, { dtype: a.dtype }, `computing in ${a.dtype}`, "dtype-select") : s),
+  dtypeSet: (s, a) =>
+    DTYPES.includes(a.dtype) ? runWith(s, { dtype: a.dtype }, `computing in ${a.dtype}`, "dtype-select") : s,
   bugSet: (s, a) => {
     const bug = BUGS.includes(a.bug) ? a.bug : null;
     return runWith(s, { bug }, bug ? `classic bug on: ${a.label}` : "classic bug off", "bug-select");
@@ -271,7 +304,14 @@ const reducers = {
       ? runWith(s, { view: a.view }, "view: what each key moves (weight × |v·W_O|)", "view")
       : setUi(s, { view: a.view }),
   sinksSet: (s, a) => {
-    const hide = a.sinks == null ? "none" : Array.isArray(a.sinks) ? `positions ${posList(a.sinks)}` : a.sinks === "first" ? "the first token" : "special tokens";
+    const hide =
+      a.sinks == null
+        ? "none"
+        : Array.isArray(a.sinks)
+          ? `positions ${posList(a.sinks)}`
+          : a.sinks === "first"
+            ? "the first token"
+            : "special tokens";
     const words = a.sinks == null ? "sinks shown" : `sinks hidden: ${hide}${a.renorm ? ", rows renormalised" : ""}`;
     return runWith(s, { sinks: a.sinks, renorm: a.renorm }, words, a.where);
   },
@@ -295,10 +335,18 @@ const reducers = {
     const base = s.ui.matrices || numbersOf(modelInfo(s));
     const matrices = base && setEntry(base, a.name, a.i, a.j, a.value);
     if (!matrices) return s;
-    return runWith(s, { matrices }, `${a.name.toUpperCase()}[${a.i + 1}][${a.j + 1}] set to ${a.raw ?? a.value}`, "matrix-editors");
+    return runWith(
+      s,
+      { matrices },
+      `${a.name.toUpperCase()}[${a.i + 1}][${a.j + 1}] set to ${a.raw ?? a.value}`,
+      "matrix-editors",
+    );
   },
   matricesReset: (s) => runWith(s, { matrices: null }, "the chapter's numbers restored", "matrices-reset"),
-  typedSet: (s, a) => ({ ...runWith(s, { typed: a.typed, text: a.text }, a.words, "typed-matrix"), draft: { ...s.draft, text: a.text } }),
+  typedSet: (s, a) => ({
+    ...runWith(s, { typed: a.typed, text: a.text }, a.words, "typed-matrix"),
+    draft: { ...s.draft, text: a.text },
+  }),
   pageSet: (s, a) => setUi(s, { page: Math.max(0, a.page) }),
   querySet: (s, a) => setUi(s, { query: a.query }),
   headOpened: (s, a) => {
@@ -348,7 +396,8 @@ const reducers = {
   cursorSet: (s, a) => ({ ...s, cursor: a.cursor }),
   errorDismissed: (s) => ({ ...s, run: { ...s.run, error: null } }),
   ablationToggled: (s, a) => setUi(s, { ablate: toggleAblation(s.ui.ablate, a.layer, a.head, s.ui.ablMode) }),
-  ablationDropped: (s, a) => setUi(s, { ablate: s.ui.ablate.filter((x) => !(x.layer === a.layer && x.head === a.head)) }),
+  ablationDropped: (s, a) =>
+    setUi(s, { ablate: s.ui.ablate.filter((x) => !(x.layer === a.layer && x.head === a.head)) }),
   ablModeSet: (s, a) => setUi(s, { ablMode: a.mode, ablate: s.ui.ablate.map((x) => ({ ...x, mode: a.mode })) }),
   editAdded: (s, a) => setUi(s, { edits: addEdit(s.ui.edits, a.edit) }),
   editDropped: (s, a) => setUi(s, { edits: s.ui.edits.filter((_, i) => i !== a.index) }),

@@ -36,7 +36,9 @@ export function trainedRows(r) {
   return (r.trained || []).map((t) => {
     const ratios = t.heads.map((h) => h.ratio).filter((x) => x !== null);
     return {
-      model: t.model, heads: t.heads.length, tokens: t.tokens,
+      model: t.model,
+      heads: t.heads.length,
+      tokens: t.tokens,
       d_k: [...new Set(t.heads.map((h) => h.d_k))],
       std: median(t.heads.map((h) => h.std_raw)),
       predicted: median(t.heads.map((h) => h.predicted_std)),
@@ -51,21 +53,28 @@ export function trainedRows(r) {
 // The trained heads as points on the spread plot: one trace per model, each head at its d_k (models side by side).
 export function trainedTraces(r) {
   return (r.trained || []).map((t, i) => ({
-    type: "scatter", mode: "markers", name: `${t.model}'s heads (raw q·k)`,
-    x: t.heads.map((h) => h.d_k * 1.12 ** (i + 1)), y: t.heads.map((h) => h.std_raw),
+    type: "scatter",
+    mode: "markers",
+    name: `${t.model}'s heads (raw q·k)`,
+    x: t.heads.map((h) => h.d_k * 1.12 ** (i + 1)),
+    y: t.heads.map((h) => h.std_raw),
     customdata: t.heads.map((h) => [h.layer, h.head, h.d_k, h.predicted_std, h.ratio === null ? NaN : h.ratio]),
     marker: { color: TRAINED_COLORS[i % TRAINED_COLORS.length], size: 6, opacity: 0.75, symbol: "x" },
-    hovertemplate: `${plotlyText(t.model)} L%{customdata[0]}H%{customdata[1]}, d_k = %{customdata[2]}: std %{y:.2f}, ` +
+    hovertemplate:
+      `${plotlyText(t.model)} L%{customdata[0]}H%{customdata[1]}, d_k = %{customdata[2]}: std %{y:.2f}, ` +
       "random vectors with its q, k statistics %{customdata[3]:.2f} (×%{customdata[4]:.2f})<extra></extra>",
   }));
 }
 
 export function trainedSummary(r) {
-  return trainedRows(r).map((m) =>
-    `${m.model} (${m.heads} heads, d_k = ${m.d_k.join(", ")}, ${m.tokens} tokens): raw q·k spreads ${m.std.toFixed(2)} ` +
-    `(median), random vectors with each head's q and k statistics predict ${m.predicted.toFixed(2)}` +
-    (m.ratio === null ? "." : `: ×${m.ratio.toFixed(2)} (${m.lo.toFixed(2)}–${m.hi.toFixed(2)} over the heads).`),
-  ).join(" ");
+  return trainedRows(r)
+    .map(
+      (m) =>
+        `${m.model} (${m.heads} heads, d_k = ${m.d_k.join(", ")}, ${m.tokens} tokens): raw q·k spreads ${m.std.toFixed(2)} ` +
+        `(median), random vectors with each head's q and k statistics predict ${m.predicted.toFixed(2)}` +
+        (m.ratio === null ? "." : `: ×${m.ratio.toFixed(2)} (${m.lo.toFixed(2)}–${m.hi.toFixed(2)} over the heads).`),
+    )
+    .join(" ");
 }
 
 function renderTrained(box, r) {
@@ -74,18 +83,39 @@ function renderTrained(box, r) {
   if (!rows.length) return;
   const table = node("table", { className: "sweep-trained-table" });
   const head = node("tr");
-  for (const h of ["model", "heads", "d_k", "measured std of q·k", "predicted (its q, k)", "σ_q·σ_k·√d_k", "measured / predicted"]) {
+  for (const h of [
+    "model",
+    "heads",
+    "d_k",
+    "measured std of q·k",
+    "predicted (its q, k)",
+    "σ_q·σ_k·√d_k",
+    "measured / predicted",
+  ]) {
     head.append(node("th", { scope: "col" }, h));
   }
-  table.append(node("caption", { className: "small" },
-    "Trained heads, median over each model's heads (on its default text): the spread of the raw score, and what " +
-    "independent random vectors with the same per-coordinate means and variances would give"), head);
+  table.append(
+    node(
+      "caption",
+      { className: "small" },
+      "Trained heads, median over each model's heads (on its default text): the spread of the raw score, and what " +
+        "independent random vectors with the same per-coordinate means and variances would give",
+    ),
+    head,
+  );
   for (const m of rows) {
     const tr = node("tr");
     tr.dataset.model = m.model;
     const range = m.ratio === null ? "–" : `${m.ratio.toFixed(2)} (${m.lo.toFixed(2)}–${m.hi.toFixed(2)})`;
-    for (const [key, text] of [["model", m.model], ["heads", String(m.heads)], ["d_k", m.d_k.join(", ")],
-      ["std", m.std.toFixed(2)], ["predicted", m.predicted.toFixed(2)], ["isotropic", m.isotropic.toFixed(2)], ["ratio", range]]) {
+    for (const [key, text] of [
+      ["model", m.model],
+      ["heads", String(m.heads)],
+      ["d_k", m.d_k.join(", ")],
+      ["std", m.std.toFixed(2)],
+      ["predicted", m.predicted.toFixed(2)],
+      ["isotropic", m.isotropic.toFixed(2)],
+      ["ratio", range],
+    ]) {
       const td = node("td", {}, text);
       td.dataset.key = key;
       tr.append(td);
@@ -116,14 +146,29 @@ export function sweepSeries(r) {
 export function sweepFigure(r) {
   const s = sweepSeries(r);
   const line = (name, x, y, kind, axis, extra = {}) => ({
-    type: "scatter", mode: "lines+markers", name, x, y, xaxis: `x${axis}`, yaxis: `y${axis}`,
+    type: "scatter",
+    mode: "lines+markers",
+    name,
+    x,
+    y,
+    xaxis: `x${axis}`,
+    yaxis: `y${axis}`,
     line: { color: SWEEP_COLORS[kind], width: 2.5, dash: kind === "scaled" ? "solid" : "dash" },
     marker: { symbol: kind === "scaled" ? "circle" : "diamond", size: 7 },
-    legendgroup: kind, ...extra,
+    legendgroup: kind,
+    ...extra,
   });
   const expected = (name, y, axis, show) => ({
-    type: "scatter", mode: "lines", name, x: s.d_k, y, xaxis: `x${axis}`, yaxis: `y${axis}`,
-    line: { color: SWEEP_COLORS.expected, width: 1.5, dash: "dot" }, legendgroup: "expected", showlegend: show,
+    type: "scatter",
+    mode: "lines",
+    name,
+    x: s.d_k,
+    y,
+    xaxis: `x${axis}`,
+    yaxis: `y${axis}`,
+    line: { color: SWEEP_COLORS.expected, width: 1.5, dash: "dot" },
+    legendgroup: "expected",
+    showlegend: show,
     hovertemplate: `d_k = %{x}: expected %{y:.3f}<extra>${plotlyText(name)}</extra>`,
   });
   const hov = (what) => `d_k = %{x}: ${what} %{y:.3f}<extra>%{fullData.name}</extra>`;
@@ -135,12 +180,25 @@ export function sweepFigure(r) {
     line("unscaled", s.d_k, s.entropy.unscaled, "unscaled", "2", { showlegend: false, hovertemplate: hov("entropy") }),
     line("scaled", s.d_k, s.entropy.scaled, "scaled", "2", { showlegend: false, hovertemplate: hov("entropy") }),
     {
-      type: "scatter", mode: "lines", name: `uniform over ${r.keys} keys`, x: [s.d_k[0], s.d_k[s.d_k.length - 1]],
-      y: [r.uniform_entropy, r.uniform_entropy], xaxis: "x2", yaxis: "y2", showlegend: false,
-      line: { color: SWEEP_COLORS.expected, width: 1, dash: "dot" }, hovertemplate: `uniform: ln ${r.keys} = %{y:.3f}<extra></extra>`,
+      type: "scatter",
+      mode: "lines",
+      name: `uniform over ${r.keys} keys`,
+      x: [s.d_k[0], s.d_k[s.d_k.length - 1]],
+      y: [r.uniform_entropy, r.uniform_entropy],
+      xaxis: "x2",
+      yaxis: "y2",
+      showlegend: false,
+      line: { color: SWEEP_COLORS.expected, width: 1, dash: "dot" },
+      hovertemplate: `uniform: ln ${r.keys} = %{y:.3f}<extra></extra>`,
     },
-    line("unscaled", s.d_k, s.maxWeight.unscaled, "unscaled", "3", { showlegend: false, hovertemplate: hov("largest weight") }),
-    line("scaled", s.d_k, s.maxWeight.scaled, "scaled", "3", { showlegend: false, hovertemplate: hov("largest weight") }),
+    line("unscaled", s.d_k, s.maxWeight.unscaled, "unscaled", "3", {
+      showlegend: false,
+      hovertemplate: hov("largest weight"),
+    }),
+    line("scaled", s.d_k, s.maxWeight.scaled, "scaled", "3", {
+      showlegend: false,
+      hovertemplate: hov("largest weight"),
+    }),
     ...trainedTraces(r),
   ];
   const x = (domain, title) => ({ type: "log", domain, title: { text: title } });
@@ -154,9 +212,18 @@ export function sweepFigure(r) {
     xaxis3: { ...x([0.73, 1], "d_k (log scale)"), anchor: "y3" },
     yaxis3: { title: { text: "largest weight" }, anchor: "x3", range: [0, 1.02] },
     annotations: [
-      ["x", "spread of q·k"], ["x2", `entropy over ${r.keys} keys`], ["x3", "largest weight in a row"],
+      ["x", "spread of q·k"],
+      ["x2", `entropy over ${r.keys} keys`],
+      ["x3", "largest weight in a row"],
     ].map(([ax, text]) => ({
-      text, xref: `${ax} domain`, yref: "paper", x: 0.5, y: 1.02, yanchor: "bottom", showarrow: false, font: { size: 12 },
+      text,
+      xref: `${ax} domain`,
+      yref: "paper",
+      x: 0.5,
+      y: 1.02,
+      yanchor: "bottom",
+      showarrow: false,
+      font: { size: 12 },
     })),
     legend: { orientation: "h", x: 0, y: -0.25 },
     ...plotlyTheme(), // the panel's ground, ink and mode bar, in the dark theme too

@@ -22,7 +22,19 @@ export function moveToken(i, key, n) {
 const $ = (id) => document.getElementById(id);
 
 export function deps(s) {
-  return [s.run.result, s.run.status, s.run.rest, s.run.error, s.run.diff, s.ui.masks, s.ui.sourcePadded, s.ui.item, s.highlight, s.panels.nextWords, s.tokensOpen];
+  return [
+    s.run.result,
+    s.run.status,
+    s.run.rest,
+    s.run.error,
+    s.run.diff,
+    s.ui.masks,
+    s.ui.sourcePadded,
+    s.ui.item,
+    s.highlight,
+    s.panels.nextWords,
+    s.tokensOpen,
+  ];
 }
 
 export function render(root, s, dispatch) {
@@ -35,8 +47,17 @@ export function render(root, s, dispatch) {
   const open = !!s.tokensOpen || view.tokens.length <= TOKENS_SHOWN;
   renderTokens(
     $("tokens"),
-    { tokens: open ? view.tokens : view.tokens.slice(0, TOKENS_SHOWN), masks: tokenMasks(s), locked: batched || !!view.keyTokens, lit: hl, special: (i) => specialAt(r, i) },
-    { onPad: (i) => dispatch(act.tokenPadded(i, view.tokens[i])), onHover: (i) => dispatch(act.highlightSet(i === null ? null : { q: i, k: i })) },
+    {
+      tokens: open ? view.tokens : view.tokens.slice(0, TOKENS_SHOWN),
+      masks: tokenMasks(s),
+      locked: batched || !!view.keyTokens,
+      lit: hl,
+      special: (i) => specialAt(r, i),
+    },
+    {
+      onPad: (i) => dispatch(act.tokenPadded(i, view.tokens[i])),
+      onHover: (i) => dispatch(act.highlightSet(i === null ? null : { q: i, k: i })),
+    },
   );
   const more = $("tokens-more");
   more.hidden = view.tokens.length <= TOKENS_SHOWN;
@@ -135,7 +156,9 @@ export function renderTokens(root, view, handlers) {
     b.classList.toggle("padded", padded);
     b.classList.toggle("lit", !!lit && (lit.q === i || lit.k === i));
     b.setAttribute("aria-pressed", padded ? "true" : "false");
-    b.title = padded ? `Position ${pos(i)} is padding: click to make it a real token` : `Click to mark position ${pos(i)} as padding`;
+    b.title = padded
+      ? `Position ${pos(i)} is padding: click to make it a real token`
+      : `Click to mark position ${pos(i)} as padding`;
     if (view.locked) {
       // a batch item's padding comes from its length, not from a click
       b.setAttribute("aria-disabled", "true");

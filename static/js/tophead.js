@@ -38,7 +38,9 @@ function positionSelect(id, label, tokens, value, onChange) {
 //        message, multiLayer, focus: [layer, head] | null}
 // on: {pair(q, k), open(layer, head, query)}
 export function renderTopHeads(root, view, on) {
-  const active = root.contains(document.activeElement) ? document.activeElement.id || document.activeElement.dataset.focus : null;
+  const active = root.contains(document.activeElement)
+    ? document.activeElement.id || document.activeElement.dataset.focus
+    : null;
   root.replaceChildren();
   const [q, k] = view.pair || [null, null];
   const picks = node("div", { className: "th-picks" });
@@ -109,7 +111,8 @@ export function renderTopHeads(root, view, on) {
     );
   }
   if (active) {
-    const el = root.querySelector(`#${CSS.escape(active)}`) || root.querySelector(`[data-focus="${CSS.escape(active)}"]`);
+    const el =
+      root.querySelector(`#${CSS.escape(active)}`) || root.querySelector(`[data-focus="${CSS.escape(active)}"]`);
     if (el) el.focus();
   }
 }

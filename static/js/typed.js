@@ -18,7 +18,12 @@ const $ = (id) => document.getElementById(id);
 export function parseGrid(text) {
   const lines = String(text || "")
     .split("\n")
-    .map((l) => l.trim().replace(/^\[|\]$/g, "").trim())
+    .map((l) =>
+      l
+        .trim()
+        .replace(/^\[|\]$/g, "")
+        .trim(),
+    )
     .filter(Boolean);
   if (!lines.length) return { error: "type at least one row of numbers" };
   const matrix = [];
@@ -28,7 +33,9 @@ export function parseGrid(text) {
     const bad = cells.findIndex((c, j) => !Number.isFinite(row[j]));
     if (bad >= 0) return { error: `row ${i + 1}: “${cells[bad]}” is not a number` };
     if (matrix.length && row.length !== matrix[0].length) {
-      return { error: `row ${i + 1} has ${row.length} numbers but row 1 has ${matrix[0].length}: every row needs the same length` };
+      return {
+        error: `row ${i + 1} has ${row.length} numbers but row 1 has ${matrix[0].length}: every row needs the same length`,
+      };
     }
     matrix.push(row);
   }
@@ -78,12 +85,16 @@ export function bind(root, { dispatch, getState }) {
     const grid = parseGrid($("typed-matrix").value);
     if (grid.error) return fail(`The matrix: ${grid.error}.`);
     const n = grid.matrix.length;
-    if (grid.matrix[0].length !== n) return fail(`The matrix is ${n} × ${grid.matrix[0].length}: it needs one row and one column per position (S × S).`);
+    if (grid.matrix[0].length !== n)
+      return fail(
+        `The matrix is ${n} × ${grid.matrix[0].length}: it needs one row and one column per position (S × S).`,
+      );
     let values = null;
     if ($("typed-values").value.trim()) {
       const v = parseGrid($("typed-values").value);
       if (v.error) return fail(`The values: ${v.error}.`);
-      if (v.matrix.length !== n) return fail(`The values have ${v.matrix.length} rows for ${n} positions: give one row per key.`);
+      if (v.matrix.length !== n)
+        return fail(`The values have ${v.matrix.length} rows for ${n} positions: give one row per key.`);
       values = v.matrix;
     }
     delete root.dataset.local;

@@ -206,7 +206,13 @@ export class ZoomView {
       const got = this.cache.get(key);
       if (got) {
         const c = got.canvas;
-        ctx.drawImage(c, at(x * span, this.ox), at(y * span, this.oy), c.width * got.cell * this.scale, c.height * got.cell * this.scale);
+        ctx.drawImage(
+          c,
+          at(x * span, this.ox),
+          at(y * span, this.oy),
+          c.width * got.cell * this.scale,
+          c.height * got.cell * this.scale,
+        );
         continue;
       }
       if (!this.inflight.has(key)) this.request(key, st.z, x, y);
@@ -233,7 +239,17 @@ export class ZoomView {
       const part = parentPart(x, y, span, got);
       if (!part) return 0;
       const { sx, sy, sw, sh } = part;
-      ctx.drawImage(got.canvas, sx, sy, sw, sh, at(x * span, this.ox), at(y * span, this.oy), sw * got.cell * this.scale, sh * got.cell * this.scale);
+      ctx.drawImage(
+        got.canvas,
+        sx,
+        sy,
+        sw,
+        sh,
+        at(x * span, this.ox),
+        at(y * span, this.oy),
+        sw * got.cell * this.scale,
+        sh * got.cell * this.scale,
+      );
       return 1;
     }
     return 0;
@@ -294,7 +310,15 @@ export class ZoomView {
       const row = got.weights[Math.floor((query - got.q0) / cell)];
       weight = row ? row[Math.floor((key - got.k0) / cell)] : null;
     }
-    return { query, key, weight: weight ?? null, exact: z === this.head.levels, cell, q0: query - (query % cell), k0: key - (key % cell) };
+    return {
+      query,
+      key,
+      weight: weight ?? null,
+      exact: z === this.head.levels,
+      cell,
+      q0: query - (query % cell),
+      k0: key - (key % cell),
+    };
   }
 
   bind() {
@@ -303,12 +327,16 @@ export class ZoomView {
       const r = cv.getBoundingClientRect();
       return [e.clientX - r.left, e.clientY - r.top];
     };
-    cv.addEventListener("wheel", (e) => {
-      if (!this.head) return;
-      e.preventDefault();
-      const [px, py] = local(e);
-      this.zoomAt(Math.exp(-e.deltaY * WHEEL), px, py);
-    }, { passive: false });
+    cv.addEventListener(
+      "wheel",
+      (e) => {
+        if (!this.head) return;
+        e.preventDefault();
+        const [px, py] = local(e);
+        this.zoomAt(Math.exp(-e.deltaY * WHEEL), px, py);
+      },
+      { passive: false },
+    );
     cv.addEventListener("pointerdown", (e) => {
       try {
         cv.setPointerCapture(e.pointerId); // a drag that leaves the canvas still pans
