@@ -235,9 +235,10 @@ function drawnMarks(s) {
   }
 }
 
-// The views are busy while a run is to come or its other layers are, and while a view waits to draw.
+// The views are busy while a run is to come or its other layers are, and while a view waits to draw: in the queue
+// after the paint, or held until plotly is here.
 function busy(s) {
-  const on = s.run.status === "loading" || !!s.run.rest || waiting.views.length > 0 ? "true" : "false";
+  const on = s.run.status === "loading" || !!s.run.rest || waiting.views.length > 0 || plotly.held ? "true" : "false";
   const views = document.getElementById("views");
   if (views.getAttribute("aria-busy") !== on) views.setAttribute("aria-busy", on);
 }

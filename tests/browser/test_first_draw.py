@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.sync_api import Page, Route, expect
 
-from tests.browser.conftest import PageLog, open_workspace
+from tests.browser.conftest import PageLog, open_workspace, wait_idle
 from tests.helpers import page_until, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.cold]  # about a first visit: nothing cached
@@ -95,9 +95,16 @@ def test_an_answer_that_comes_before_plotly_is_drawn_and_marked_once_plotly_is_h
     # here (on the code before this change too) while a route held another request
     page_until(page, lambda: bool(page.evaluate(ANSWERED)), "the answer is in")
     page_until(page, lambda: bool(held), "the page asked for plotly")
+    # the views that need no plotly drawn; the large head waits for it, so the views still say they are busy
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=retrieval-diagram] *').length > 0")
+    assert page.get_attribute("#views", "aria-busy") == "true"
+    assert page.get_attribute("#sums", "data-row-sums") is None
     for route in held:
         route.continue_()
     page.unroute("**/vendor/plotly.min.js")  # and any request for it after these goes straight through
+    # idle once the large head (and its sums) is drawn, not before
+    wait_idle(page)
+    assert len(json.loads(page.get_attribute("#sums", "data-row-sums") or "[]")) == 6
     page.wait_for_function("() => window.__atMarks.length > 0 && window.__plotlyAt !== undefined", timeout=20_000)
     answered = page.evaluate(ANSWERED)
     plotly_at = page.evaluate("() => window.__plotlyAt")
