@@ -146,22 +146,8 @@ def make_plan(
     work = WorkShape(last + 1, encoded.batch or 1, shape.heads, shape.s, shape.s_k, d_model)
     budget = Budget.of(settings)
     check_budgets(req, shape, work, runtime, form, results, budget, settings.max_work_bytes, field)
-    rollout: tuple[Fuse, bool] = (req.rollout.heads, req.rollout.residual) if req.rollout else ("mean", True)
-    reading = Reading(
-        layers=layers,
-        include=tuple(req.include),
-        scale=req.scale,
-        all_masked=req.all_masked,
-        device=str(runtime.device),
-        dtype=dtype_name(runtime.dtype),
-        max_values=budget.values,
-        max_flow_work=budget.flow_work,
-        precision=req.precision,
-        rollout=rollout,
-        sinks=sinks,
-        case=Case(model, inp, encoded, runtime.device, runtime.dtype, req.demo_bug),
-        max_audit_runs=budget.audit_runs,
-    )
+    case = Case(model, inp, encoded, runtime.device, runtime.dtype, req.demo_bug)
+    reading = reading_of(req, layers, runtime, budget, sinks, case)
     return Plan(
         req=req,
         model=model,
@@ -572,10 +558,23 @@ def refuse_fields(req: AttentionRequest, fields: tuple[str, ...], why: str) -> N
 def run_body(run: ModelRun, req: AttentionRequest, settings: Settings, runtime: Runtime) -> dict[str, Any]:
     """A run of `req` as /api/attention answers it, where no plan was made for it (a patched run's answer)."""
     layers = (req.layer,) if req.layer is not None else tuple(range(len(run.layers)))
-    rollout: tuple[Fuse, bool] = (req.rollout.heads, req.rollout.residual) if req.rollout else ("mean", True)
-    budget = Budget.of(settings)
     s_k, several = run.eligible.shape[-1], run.batch_tokens is not None or run.source_tokens is not None
-    reading = Reading(
+    sinks = sink_positions(req, s_k, run.config.special, several, run.model)
+    return serialize_run(run, reading_of(req, layers, runtime, Budget.of(settings), sinks))
+
+
+def reading_of(
+    req: AttentionRequest,
+    layers: tuple[int, ...],
+    runtime: Runtime,
+    budget: Budget,
+    sinks: Sinks | None,
+    case: Case | None = None,
+) -> Reading:
+    """How the answer reads a run of `req`: its layers, include items, precision, rollout, sinks and limits; with the
+    audit's case where the plan made one (/api/attention's)."""
+    rollout: tuple[Fuse, bool] = (req.rollout.heads, req.rollout.residual) if req.rollout else ("mean", True)
+    return Reading(
         layers=layers,
         include=tuple(req.include),
         scale=req.scale,
@@ -586,6 +585,7 @@ def run_body(run: ModelRun, req: AttentionRequest, settings: Settings, runtime: 
         max_flow_work=budget.flow_work,
         precision=req.precision,
         rollout=rollout,
-        sinks=sink_positions(req, s_k, run.config.special, several, run.model),
+        sinks=sinks,
+        case=case,
+        max_audit_runs=budget.audit_runs if case is not None else 0,
     )
-    return serialize_run(run, reading)
