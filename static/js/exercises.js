@@ -4,7 +4,7 @@
 // and `hides` names what on the page would give the answer away while the lesson is unanswered (lesson.js hides it).
 // Positions are named as the chapter counts them, from 1. Pure: no DOM.
 
-import { RULE, W, mean, round, rowText, shapeText, sum, textbookWith, tok, words } from "./lessonread.js";
+import { RULE, W, mean, round, rowText, shapeText, sum, textbookWith, theRows, tok, words } from "./lessonread.js";
 
 const EXAMPLE = "m=textbook&causal=1&pad=4"; // the worked example with its own masks
 const SIX = "m=random&t=a+b+c+d+e+f"; // six positions
@@ -401,10 +401,7 @@ export const CHAPTER_LESSONS = [
       ["same", "the same"],
       ["different", "different"],
     ],
-    expected: (r) => {
-      const [i, j] = r.tokens.flatMap((t, k) => (t === "the" ? [k] : []));
-      return Array.from(W(r)[i]).every((v, k) => Math.abs(v - W(r)[j][k]) < 1e-5) ? "same" : "different";
-    },
+    expected: theRows,
     hint: () =>
       "compare the two “the” rows in the large head; then open the lesson “Without positions” and compare again. Only the positions make them differ, and so only they can tell a sequence from its reverse.",
     chapter: null,

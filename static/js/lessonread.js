@@ -9,6 +9,12 @@ export const W = (r, layer = 0, head = 0) =>
   (r.layers.find((l) => l.index === layer) || r.layers[0]).heads[head].weights;
 
 // A position's token, quoted, as the grids label it.
+// Whether the large head's rows of the first two "the" are the same ("same") or not ("different").
+export function theRows(r) {
+  const [i, j] = r.tokens.flatMap((t, k) => (t === "the" ? [k] : []));
+  return Array.from(W(r)[i]).every((v, k) => Math.abs(v - W(r)[j][k]) < 1e-5) ? "same" : "different";
+}
+
 export const tok = (r, i) => `“${r.tokens[i]}”`;
 
 export const sum = (row) => Array.from(row).reduce((a, b) => a + b, 0);

@@ -29,6 +29,7 @@ import {
   round,
   sum,
   textbookWith,
+  theRows,
   tok,
 } from "./lessonread.js";
 
@@ -230,10 +231,7 @@ const TOPIC_LESSONS = [
       ["same", "the same"],
       ["different", "different"],
     ],
-    expected: (r) => {
-      const [i, j] = r.tokens.flatMap((t, k) => (t === "the" ? [k] : []));
-      return Array.from(W(r)[i]).every((v, k) => Math.abs(v - W(r)[j][k]) < 1e-5) ? "same" : "different";
-    },
+    expected: theRows,
     hint: () =>
       "the same token gives the same query, and both rows see the same keys: compare the two “the” rows in the large head.",
     attnlab: (r) => {
