@@ -94,13 +94,3 @@ def split(
     W_O = None if w_o is None else padded(w_o, values, rows_per_head=True)
     Q, K, V = (padded(m, ws) for m, ws in ((w_q, widths), (w_k, widths), (w_v, values)))
     return AttentionWeights(W_Q=Q, W_K=K, W_V=V, W_O=W_O, head_widths=widths, value_widths=values)
-
-
-def real_width(w: AttentionWeights, name: str, index: int) -> int | None:
-    """Head `index`'s own width of the tensor `name` (q, k: d_k; v, contexts: d_v), or None where heads are of
-    one width: what a head's padded columns are cut to before they are shown."""
-    if w.head_widths is None or w.value_widths is None:
-        return None
-    if name in ("q", "k", "q_pre_rotary", "k_pre_rotary"):
-        return w.head_widths[index]
-    return w.value_widths[index] if name in ("v", "contexts") else None

@@ -21,10 +21,8 @@ from engine.analysis.flow import Fuse, head_contributions, rollout, value_norms
 from engine.analysis.perturb_kernel import Case
 from engine.analysis.sinks import hide_keys
 from engine.attention import AttentionOutput, AttentionWeights
-from engine.masks import pair_counts
 from engine.models import ModelRun
 from engine.stats import HeadStats, head_similarity, head_stats
-from engine.unequal import real_width
 from server.errors import ApiError
 from server.forms import ARRAYS_MEDIA_TYPE, STREAM_MEDIA_TYPE
 
@@ -438,16 +436,14 @@ def serialize_run(run: ModelRun, r: Reading, layers: Sequence[int] | None = None
     eligible = run.eligible.cpu()
     out_layers = list(layer_bodies(run, r, layers))
     a0 = run.layers[layers[0]].attn
-    s = len(run.tokens)
     batched = run.batch_tokens is not None
     axis = 0 if batched else 1  # a batch keeps the leading axis in shapes
-    single = not batched and run.source_tokens is None
     grids = sends_eligibility(r.include)
     body: dict[str, Any] = {
         "model": run.model,
         "tokens": run.tokens,
         "config": config_body(run, r),
-        "masks": run.masks.to_dict(),
+        "masks": run.mask_values,
         "all_masked": r.all_masked,
         "eligible": eligible.numpy() if grids else None,
         "layers": out_layers,
@@ -463,7 +459,7 @@ def serialize_run(run: ModelRun, r: Reading, layers: Sequence[int] | None = None
             "output": list(a0.output.shape[axis:]),
         },
         "timings_ms": dict(run.timings_ms),
-        "pairs": pair_counts(run.masks, s) if single else None,
+        "pairs": run.pairs,
         "reasons": {k: g.numpy() for k, g in run.reason_grids().items()} if grids else None,
         "batch_tokens": [list(t) for t in run.batch_tokens] if run.batch_tokens is not None else None,
         "batch_padding": [list(p) for p in run.batch_padding] if run.batch_padding is not None else None,
@@ -532,7 +528,7 @@ def _layer(run: ModelRun, r: Reading, i: int, eligible: torch.Tensor, views: dic
             assert t is not None, name  # a layer without the tensor sends null before it is picked
             converted[name] = as_numpy(t, r.precision, f"layer {i}'s {name}")
         per_head = converted[name][:, index]
-        width = real_width(run.layers[i].weights, name, index)  # heads of unequal widths: the head's own columns
+        width = own_width(run.layers[i].weights, name, index)  # heads of unequal widths: the head's own columns
         if width is not None:
             per_head = np.ascontiguousarray(per_head[..., :width])
         return np.ascontiguousarray(per_head) if batched else per_head[0]
@@ -561,6 +557,16 @@ def _layer(run: ModelRun, r: Reading, i: int, eligible: torch.Tensor, views: dic
                 head.update(part)
             layer.update(made)
     return layer
+
+
+def own_width(w: AttentionWeights, name: str, index: int) -> int | None:
+    """Head `index`'s own width of the tensor `name` (q, k: d_k; v, contexts: d_v), or None where heads are of one
+    width: what a head's padded columns are cut to before they are sent (engine/unequal.py pads them)."""
+    if w.head_widths is None or w.value_widths is None:
+        return None
+    if name in ("q", "k", "q_pre_rotary", "k_pre_rotary"):
+        return w.head_widths[index]
+    return w.value_widths[index] if name in ("v", "contexts") else None
 
 
 def _head_fields(name: str) -> tuple[str, ...]:

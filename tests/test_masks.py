@@ -99,3 +99,21 @@ def test_padded_positions_are_the_padding_mask_by_position() -> None:
     with pytest.raises(InputError) as e:
         MaskSpec(padded=(0,), padding=(T, T)).with_length(2)
     assert e.value.field == "masks.padded"
+
+
+def test_a_run_describes_its_masks_for_the_answer() -> None:
+    """The run carries its masks as plain values and, for one sequence, the pairs each leaves eligible, so that an
+    answer is written from the run's data; a batch, whose items have their own padding, has no one count."""
+    from engine.masks import pair_counts
+    from engine.models.base import RunInput
+    from engine.models.random_layer import RandomModel
+
+    model, masks = RandomModel(), MaskSpec(causal=True, window=2, blocked=((3, 1),))
+    one = model.run(RunInput(text="a b c d e", masks=masks), torch.device("cpu"), torch.float32)
+    assert one.mask_values == masks.to_dict() == {"causal": T, "padding": None, "window": 2, "blocked": [[3, 1]]}
+    assert one.pairs == pair_counts(masks, 5)
+    assert one.pairs["causal"] == 15 and one.pairs["blocked"] == 24  # S (S + 1) / 2 and S x S less one cell
+    causal = MaskSpec(causal=True)
+    batch = model.run(RunInput(texts=["a b c", "d"], masks=causal), torch.device("cpu"), torch.float32)
+    assert batch.pairs is None
+    assert batch.mask_values == causal.to_dict()

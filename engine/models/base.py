@@ -22,7 +22,7 @@ from engine.attention import AttentionWeights
 from engine.errors import InputError
 from engine.forward import Block, ForwardResult, Network, forward, narrowest
 from engine.interventions import NO_INTERVENTIONS, Interventions
-from engine.masks import MaskSpec, batch_policy, cross_eligibility, eligibility, within_window
+from engine.masks import MaskSpec, batch_policy, cross_eligibility, eligibility, pair_counts, within_window
 from engine.models.declare import HEAD_COUNTS, INPUT_FIELDS, Capabilities, InputField, ModelSource, able, reading
 from engine.models.run import (
     Encoded,
@@ -300,6 +300,8 @@ class AttentionModel(ABC):
             source_tokens=None if enc.source is None else enc.source.tokens,
             source_padding=None if enc.source_padding is None else tuple(enc.source_padding),
             breaks=dict(self.breaks),
+            mask_values=masks.to_dict(),
+            pairs=pair_counts(masks, s) if enc.real is None and enc.source is None else None,
         )
 
     def run_config(self, net: Network, fwd: ForwardResult, enc: Encoded) -> RunConfig:

@@ -133,6 +133,11 @@ class ModelRun:
     source_tokens: list[str] | None = None  # cross-attention: the key/value sequence's labels
     source_padding: tuple[bool, ...] | None = None  # cross-attention: False where a source position is padding
     breaks: dict[str, str] = field(default_factory=dict)  # the model's: statistics' assumptions that fail, and why
+    # the masks described at the run, so that an answer is written from the run's data alone: their plain values
+    # ({causal, padding, window, blocked}: MaskSpec.to_dict) and, for one sequence (no batch, no source), how many
+    # (query, key) pairs each leaves eligible on its own and all together (engine/masks.py pair_counts; else None)
+    mask_values: dict[str, Any] = field(default_factory=dict)
+    pairs: dict[str, int] | None = None
 
     @property
     def layers(self) -> list[LayerTrace]:
