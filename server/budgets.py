@@ -9,8 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.masks import MaskSpec
-from engine.models import AttentionModel, RunInput
-from engine.models.base import Encoded
+from engine.models.base import Encoded, InputShape
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import ApiError
@@ -124,28 +123,19 @@ def check_budgets(
     check_work_bytes(work, runtime.dtype, results, compared, max_work_bytes, field)
 
 
-def answer_shape(
-    req: AttentionRequest,
-    model: AttentionModel,
-    inp: RunInput,
-    encoded: Encoded,
-    results: int,
-    n_layers: int,
-    heads: int,
-) -> AnswerShape:
-    """The answer's shape, known once the input is encoded (the model's `n_layers` of `heads` heads for it): what
+def answer_shape(req: AttentionRequest, shape: InputShape, encoded: Encoded, results: int) -> AnswerShape:
+    """The answer's shape, known once the input is encoded (`shape`: its run's layers, heads and widths): what
     INCLUDE's counts read before the run."""
     s = len(encoded.tokens)
     s_k = len(encoded.source.tokens) if encoded.source is not None else s
-    info = model.info
     # the model's own widths; where options or custom weights set them they are not known before the run, and the
     # count is a lower bound (1 each) that serialize_run's own count, exact, completes after it
-    own = not (inp.options or inp.weights)
-    d_head, d_v = (info.d_head or 1, info.d_v or 1) if own else (1, 1)
-    d_out = max(info.d_model or 1, heads * d_v) if own else heads  # d_model after W_O, else the heads' concatenation
-    masks = inp.masks if inp.masks is not None else info.default_masks or MaskSpec()
+    d_head, d_v = shape.d_head or 1, shape.d_v or 1
+    heads = shape.n_heads
+    d_out = max(shape.d_model or 1, heads * d_v) if shape.d_model is not None else heads  # after W_O, else concat
+    shown = [req.layer] if req.layer is not None else range(shape.n_layers)
     return AnswerShape(
-        layers=1 if req.layer is not None else n_layers,
+        layers=len(shown),
         items=(encoded.batch or 1) * results,
         heads=heads,
         s=s,
@@ -153,36 +143,17 @@ def answer_shape(
         d_head=d_head,
         d_v=d_v,
         d_out=d_out,
-        final=final_width(model) if "final" in req.include else 0,
-        top_k=model.info.experts[1] if model.info.experts is not None else 0,
-        reasons=reason_grids(inp, model, encoded),
-        blocked=len(masks.blocked),
-        local_layers=local_layers(model, req.layer, n_layers),
+        final=shape.final if "final" in req.include else 0,
+        top_k=shape.top_k,
+        reasons=reason_grids(shape.masks, encoded),
+        blocked=len(shape.masks.blocked),
+        local_layers=sum(shape.local[i] for i in shown if i < len(shape.local)),
     )
 
 
-def local_layers(model: AttentionModel, layer: int | None, n_layers: int) -> int:
-    """How many of the layers shown have a window of their own (a local layer sends its own eligibility grid)."""
-    kinds = getattr(model.info, "layer_kinds", None)
-    if kinds is None:
-        return 0
-    shown = [layer] if layer is not None else range(n_layers)
-    return sum(kinds[i].window is not None for i in shown if i < len(kinds))
-
-
-def reason_grids(inp: RunInput, model: AttentionModel, encoded: Encoded) -> int:
+def reason_grids(m: MaskSpec, encoded: Encoded) -> int:
     """How many reasons grids the answer holds (one per mask in force), at most: counted from the masks asked for."""
-    m = inp.masks if inp.masks is not None else model.info.default_masks or MaskSpec()
     if encoded.source is not None:
         return (encoded.source_padding is not None) + bool(m.blocked)
     padding = m.padding is not None or m.padded is not None or encoded.batch is not None
     return m.causal + (m.window is not None) + padding + bool(m.blocked)
-
-
-def final_width(model: AttentionModel) -> int:
-    """Columns of the model's final output: its vocabulary when it predicts tokens, else its width (a lower
-    bound where options or weights set the width)."""
-    info = model.info
-    if model.capabilities.predicts_tokens:
-        return len(info.vocab) if info.vocab else int(getattr(info, "vocab_size", None) or 1)
-    return info.d_model or 1

@@ -4,9 +4,11 @@ the first that cannot be honoured with a 4xx naming it:
 
     model -> input -> encoding -> layers -> include -> precision/dtype -> budgets
 
-What a check needs from the engine (the tokens, the last layer) is computed once on the way and kept on the plan,
-so the run reads the plan and never the request's fields again. Every analysis endpoint takes the same request
-body, so they all go through `make_plan`.
+What the steps need of the engine is asked once, where the step before has made it safe to ask: the request's
+names (its model and dtype) together, then the input's token counts, then the encoding, which comes with the shape
+of its run (the model's layers, heads and widths for this input: an InputShape). The encoding and its shape are kept
+on the plan, so the checks, the budgets and the run read the plan and never the model or the request's fields
+again. Every analysis endpoint takes the same request body, so they all go through `make_plan`.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from engine.errors import InputError
 from engine.interventions import NO_INTERVENTIONS, ClassicBug, Interventions
 from engine.masks import MaskSpec
 from engine.models import AttentionModel, ModelRun, RunInput, model_for
-from engine.models.base import Encoded, SourceInput
+from engine.models.base import Encoded, InputShape, SourceInput
 from server.budgets import Budget, WorkShape, answer_shape, check_budgets
 from server.config import Settings
 from server.deps import Runtime
@@ -52,6 +54,7 @@ class Plan:
     model: AttentionModel
     inp: RunInput
     encoded: Encoded
+    shape: InputShape  # what its run will be: the model's layers, heads and widths for this input
     runtime: Runtime  # the device, and the dtype this request computes in
     form: str  # the form the answer goes out in (server/forms.py)
     last: int
@@ -110,42 +113,42 @@ def make_plan(
     computes in the server's and refuses another.
     """
     form = form_of(accept)
-    # model
+    # model and dtype: the request's names, resolved by the engine together
     model = choose_model(req, models)
     asked = resolve_dtype(req.dtype) if req.dtype is not None else None
     # the dtype the input's numbers must fit: refused, where it cannot be honoured, at the precision step below
     dtype = asked if own_dtype and asked is not None else runtime.dtype
     # input
     check_input(req, model, settings, dtype)
-    # encoding
+    # encoding, with the shape of its run: all the steps below read of the model for this input
     inp = to_run_input(req)
     check_token_counts(model, req, inp, settings)
     encoded = model.encode(inp)
+    shape = encoded.shape
+    assert shape is not None, "encode gives the shape of the input's run"
     field = "texts" if req.texts is not None else "tokens" if req.tokens is not None else "text"
     _check_tokens(len(encoded.tokens), field, settings)
     if encoded.source is not None:
         where = "source.tokens" if req.source and req.source.tokens is not None else "source.text"
         _check_tokens(len(encoded.source.tokens), where, settings)
-    # layers: what the checks below need of the model, read once here
-    last = model.last_layer(inp)  # a 422 naming `layer` when it is past the model's last
-    n_layers = model.n_layers(inp)
-    check_first_layer(req, n_layers, model.info.name, form)
-    layers = (req.layer,) if req.layer is not None else tuple(range(n_layers))
+    # layers
+    check_layers(req, shape.n_layers, model.info.name, form)
+    last = shape.n_layers - 1 if inp.last_layer is None else inp.last_layer  # the last layer the forward computes
+    layers = (req.layer,) if req.layer is not None else tuple(range(shape.n_layers))
     # include
     refuse_given(req)
     check_rollout(req, encoded)
-    check_experts(req, model)
+    check_experts(req, shape, model.info.name)
     s_k = len(encoded.source.tokens) if encoded.source is not None else len(encoded.tokens)
     several = encoded.batch_tokens is not None or encoded.source is not None
     sinks = sink_positions(req, s_k, encoded.special, several, model.info.name)
     # precision/dtype
     runtime = request_runtime(req, asked, runtime) if own_dtype else check_dtype(asked, runtime)
     # budgets: what the answer holds and what its passes keep, from the shapes the encoding and the layers gave
-    shape = answer_shape(req, model, inp, encoded, results, n_layers, model.n_heads(inp))
-    d_model = 0 if inp.options or inp.weights else model.info.d_model or 0
-    work = WorkShape(last + 1, encoded.batch or 1, shape.heads, shape.s, shape.s_k, d_model)
+    answer = answer_shape(req, shape, encoded, results)
+    work = WorkShape(last + 1, encoded.batch or 1, answer.heads, answer.s, answer.s_k, shape.d_model or 0)
     budget = Budget.of(settings)
-    check_budgets(req, shape, work, runtime, form, results, budget, settings.max_work_bytes, field)
+    check_budgets(req, answer, work, runtime, form, results, budget, settings.max_work_bytes, field)
     case = Case(model, inp, encoded, runtime.device, runtime.dtype, req.demo_bug)
     reading = reading_of(req, layers, runtime, budget, sinks, case)
     return Plan(
@@ -153,6 +156,7 @@ def make_plan(
         model=model,
         inp=inp,
         encoded=encoded,
+        shape=shape,
         runtime=runtime,
         form=form,
         last=last,
@@ -390,9 +394,11 @@ def _count(model: AttentionModel, one: RunInput, field: str) -> int:
 # ---- layers ----------------------------------------------------------------------------------------------------------
 
 
-def check_first_layer(req: AttentionRequest, n: int, model: str, form: str) -> None:
-    """`first_layer` orders the streamed form's layers: refused by name in any other form, beside `layer`, and past
-    the last of the model's `n` layers."""
+def check_layers(req: AttentionRequest, n: int, model: str, form: str) -> None:
+    """`layer` and `first_layer` within the model's `n` layers; `first_layer` orders the streamed form's layers, so
+    it is refused by name in any other form and beside `layer`."""
+    if req.layer is not None and req.layer >= n:
+        raise InputError("layer", f"got layer {req.layer}: {model} has layers 0..{n - 1}")
     if req.first_layer is None:
         return
     if form != "stream":
@@ -438,13 +444,13 @@ def refuse_given(req: AttentionRequest) -> None:
         )
 
 
-def check_experts(req: AttentionRequest, model: AttentionModel) -> None:
+def check_experts(req: AttentionRequest, shape: InputShape, model: str) -> None:
     """`experts` reads a mixture of experts' routing: a model whose feed-forward is dense in every layer has none."""
-    if "experts" in req.include and model.info.experts is None:
+    if "experts" in req.include and not shape.top_k:
         raise ApiError(
             422,
             "invalid_request",
-            f"{model.info.name} has no mixture of experts (its feed-forward is one dense network in every layer): "
+            f"{model} has no mixture of experts (its feed-forward is one dense network in every layer): "
             "leave experts out of include",
             "include",
         )

@@ -139,6 +139,17 @@ HOSTILE: list[tuple[str, str, str, dict[str, str], bytes, int, str | None, list[
     ("run name 200 long", "GET", "/api/runs/" + "a" * 200 + "/tiles/0/0/0/0/0", {}, b"", 422, "run", ["8,64"]),
     ("progress name with ;x", "GET", "/api/progress/abcdefgh;x", {}, b"", 422, "run", ["8,64"]),
     ("tile layer past 64 bits", "GET", f"/api/runs/abcdefgh/tiles/{2**64}/0/0/0/0", {}, b"", 422, "layer", []),
+    # `final` runs every layer, whichever one the answer shows: the layer shown is still one of the model's
+    (
+        "layer past the last with final",
+        "POST",
+        "/api/attention",
+        JSON,
+        b'{"model": "textbook", "layer": 5, "include": ["final"]}',
+        422,
+        "layer",
+        ["got layer 5", "0..0"],
+    ),
 ]
 SECURITY_HEADERS = {"x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
 

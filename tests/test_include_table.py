@@ -72,8 +72,7 @@ def test_the_estimate_bounds_what_each_item_alone_adds(client: TestClient, item:
     settings, models, runtime = app.state.settings, app.state.models, app.state.runtime
     req = AttentionRequest(**CASES[case], include=[item])
     plan = make_plan(req, settings, models, runtime, accept="application/vnd.attnlab.arrays")
-    n_layers, heads = plan.model.n_layers(plan.inp), plan.model.n_heads(plan.inp)
-    shape = answer_shape(req, plan.model, plan.inp, plan.encoded, 1, n_layers, heads)
+    shape = answer_shape(req, plan.shape, plan.encoded, 1)
     every, _ = answer_count(plan.include, shape)
     estimate = every.bytes("arrays", "float32", "float32")
     answer = attention_body(req, settings, models, runtime)

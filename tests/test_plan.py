@@ -97,3 +97,28 @@ def test_the_plan_is_made_once_and_frozen(client: TestClient) -> None:
         plan.layers = (1,)  # type: ignore[misc]
     body = plan.body(plan.run())
     assert [layer["index"] for layer in body["layers"]] == [0]
+
+
+# the models' declared sizes, a model's options, custom weights and typed-in matrices: whose widths the run sets
+SHAPED = [
+    {"model": "textbook", "text": TEXT},
+    {"model": "random", "text": TEXT},
+    {"model": "random", "text": TEXT, "options": {"heads": 2, "d_model": 8}},
+    {"x": [[1.0, 0.0], [0.0, 1.0]], "weights": {m: [[1.0, 0.0], [0.0, 1.0]] for m in ("w_q", "w_k", "w_v")}},
+    {"scores": [[1.0, 0.0], [0.0, 1.0]]},
+]
+
+
+@pytest.mark.parametrize("body", SHAPED, ids=["textbook", "random", "random-options", "custom", "given"])
+def test_the_plans_input_shape_is_its_runs(client: TestClient, body: dict[str, Any]) -> None:
+    """The shape the encoding brings (what the checks and budgets read instead of asking the model) is what the run
+    computes: its layers and heads, and every width it gives (None where options or weights set it at the run)."""
+    app: Any = client.app
+    plan = make_plan(AttentionRequest(**body), app.state.settings, app.state.models, app.state.runtime)
+    config = plan.run().config
+    shape = plan.shape
+    assert (shape.n_layers, shape.n_heads) == (config.n_layers, config.n_heads)
+    for width in ("d_model", "d_head", "d_v"):
+        given = getattr(shape, width)
+        assert given is None or given == getattr(config, width), (width, given, config)
+    assert plan.last == config.layers_computed - 1

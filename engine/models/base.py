@@ -26,6 +26,7 @@ from engine.masks import MaskSpec, batch_policy, cross_eligibility, eligibility,
 from engine.models.declare import HEAD_COUNTS, INPUT_FIELDS, Capabilities, InputField, ModelSource, able, reading
 from engine.models.run import (
     Encoded,
+    InputShape,
     ModelInfo,
     ModelRun,
     RunConfig,
@@ -41,6 +42,7 @@ from engine.timing import timed
 __all__ = [
     "AttentionModel",
     "Encoded",
+    "InputShape",
     "ModelInfo",
     "ModelRun",
     "NetworkCache",
@@ -110,23 +112,46 @@ class AttentionModel(ABC):
 
     def encode(self, inp: RunInput) -> Encoded:
         """The input as a run reads it: one sequence, a batch of texts padded to the longest, or a sequence with
-        a cross-attention source."""
+        a cross-attention source; with the shape of its run (`input_shape`)."""
         self.refuse_unread(inp)
         if inp.texts is not None:
             if inp.source is not None:
                 raise InputError("source", "a batch of texts and a cross-attention source cannot be combined")
-            return self.encode_batch(inp)
-        enc = self.encode_sequence(inp)
-        if inp.source is None:
-            return enc
-        src = self.encode_source(inp)
-        padding = inp.source.padding
-        if padding is not None and len(padding) != len(src.tokens):
-            raise InputError(
-                "source.padding",
-                f"got {len(padding)} padding flags for {len(src.tokens)} source positions: give one per position",
-            )
-        return replace(enc, source=src, source_padding=padding)
+            enc = self.encode_batch(inp)
+        else:
+            enc = self.encode_sequence(inp)
+        if inp.source is not None:
+            src = self.encode_source(inp)
+            padding = inp.source.padding
+            if padding is not None and len(padding) != len(src.tokens):
+                raise InputError(
+                    "source.padding",
+                    f"got {len(padding)} padding flags for {len(src.tokens)} source positions: give one per position",
+                )
+            enc = replace(enc, source=src, source_padding=padding)
+        return replace(enc, shape=self.input_shape(inp))
+
+    def input_shape(self, inp: RunInput) -> InputShape:
+        """What a run of `inp` will be, from the model's declaration and the input's options: its layers and heads,
+        their widths where the model declares them (options, custom weights or typed-in matrices set them at the
+        run), its final output's columns, its experts, its local layers and the masks it asks for."""
+        info = self.info
+        own = not (inp.options or inp.weights)
+        if self.capabilities.predicts_tokens:
+            final = len(info.vocab) if info.vocab else info.vocab_size or 1
+        else:
+            final = info.d_model or 1  # a lower bound where options or weights set the width
+        return InputShape(
+            n_layers=self.n_layers(inp),
+            n_heads=self.n_heads(inp),
+            d_model=info.d_model or None if own else None,  # 0: the model's width is its input's (custom, given)
+            d_head=info.d_head or None if own else None,
+            d_v=info.d_v or None if own else None,
+            final=final,
+            top_k=info.experts[1] if info.experts is not None else 0,
+            local=tuple(kind.window is not None for kind in info.layer_kinds or ()),
+            masks=inp.masks if inp.masks is not None else info.default_masks or MaskSpec(),
+        )
 
     def encode_source(self, inp: RunInput) -> Encoded:
         """The cross-attention source, read the way this model reads its own input."""

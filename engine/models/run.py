@@ -75,8 +75,27 @@ class RunInput:
 
 
 @dataclass(frozen=True)
+class InputShape:
+    """What a run of one input will be, known before it runs: the model's layers and heads for this input, their
+    widths, and what its answer can hold. `AttentionModel.encode` gives it with the encoding, so a caller bounds a
+    run from the encoding alone and never asks the model again. Widths that options or custom weights set are known
+    only once the network is built (the run's RunConfig has them): None here; a width it gives is the run's."""
+
+    n_layers: int  # layers the model has
+    n_heads: int  # query heads per layer
+    d_model: int | None  # width of x_0
+    d_head: int | None  # query/key width per head
+    d_v: int | None  # value width per head
+    final: int  # columns of the final output: the vocabulary where the model predicts tokens, else its width (>= 1)
+    top_k: int  # experts each position uses in a mixture of experts; 0 where the feed-forward is dense
+    local: tuple[bool, ...]  # per layer: it has a window of its own (a local layer); () where every layer is global
+    masks: MaskSpec  # the masks asked for, else the model's own (their padding fitted to the length at the run)
+
+
+@dataclass(frozen=True)
 class Encoded:
-    """An input tokenised and embedded once: the request's tokens and the x_0 that layer 0 reads."""
+    """An input tokenised and embedded once: the request's tokens and the x_0 that layer 0 reads, and the shape of
+    the run that reads them."""
 
     tokens: list[str]  # for a batch: the first item's, padded
     x: Tensor  # (S, D) on the CPU, before any intervention; (B, S, D) for a batch
@@ -87,6 +106,7 @@ class Encoded:
     source: Encoded | None = None  # cross-attention: keys and values come from this sequence
     source_padding: tuple[bool, ...] | None = None  # one per source position: False = padding
     special: tuple[bool, ...] | None = None  # one per position: True = a special token the tokenizer added
+    shape: InputShape | None = None  # what its run will be; None before encode gives it (encode_sequence's)
 
     @property
     def batch(self) -> int | None:
