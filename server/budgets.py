@@ -13,9 +13,8 @@ from engine.models.base import Encoded, InputShape
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import ApiError
-from server.precision import dtype_name
 from server.schemas import AttentionRequest
-from server.serialize import AnswerShape, answer_count, check_result_bytes, check_result_size
+from server.serialize import AnswerShape, answer_count, check_result_bytes, check_result_size, dtype_name
 
 
 @dataclass(frozen=True)

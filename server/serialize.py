@@ -30,6 +30,11 @@ FLOAT16_MAX = 65504.0
 STAT_FIELDS = dataclasses.fields(HeadStats)
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """A dtype as the answer names it: "float32", "bfloat16"."""
+    return str(dtype).removeprefix("torch.")
+
+
 def as_numpy(t: torch.Tensor, precision: str = "float32", what: str = "") -> np.ndarray:
     """float64 stays float64; every other float goes out as float32 (bfloat16 and float16 widen), or as float16
     when the request asked for that precision (half the bytes; about 3 significant digits)."""
