@@ -120,7 +120,7 @@ def make_plan(
     dtype = asked if own_dtype and asked is not None else runtime.dtype
     # input
     check_input(req, model, settings, dtype)
-    # encoding, with the shape of its run: all the steps below read of the model for this input
+    # encoding, with the shape of its run: all that the steps below read of the model for this input
     inp = to_run_input(req)
     check_token_counts(model, req, inp, settings)
     encoded = model.encode(inp)
