@@ -69,3 +69,51 @@ def test_the_audit_panel_is_its_view_module_and_its_template_element() -> None:
     templates = JS.parent.parent / "templates"
     marked = [p.name for p in templates.glob("*.html") if 'data-panel="audit"' in p.read_text(encoding="utf-8")]
     assert marked == ["mechanics.html"], marked
+
+
+# The views that own their root: each draws into (and binds to) the element it is given, looking its parts up inside
+# it (dom.js `within`), so it draws the same into a copy of its markup anywhere (tests/browser/test_view_roots.py
+# draws each into a root outside the document). The page-level modules that own the whole document (main.js,
+# workspaces.js, controls.js's form, standalone.js's file) may look elements up in it; a view may not.
+OWN_ROOT = [
+    "audit",
+    "blockwise",
+    "contrast",
+    "cost",
+    "flow",
+    "focus",
+    "headtypes",
+    "mechanics",
+    "patch",
+    "qkterms",
+    "retrieval",
+    "rollout",
+    "serverinfo",
+    "sinks",
+    "stats",
+    "sweep",
+    "tokens",
+    "tophead",
+    "typed",
+]
+GLOBAL_DOLLAR = re.compile(r"^(?:const|let|var|function)\s+\$\s*[=(]", re.M)
+DOCUMENT_LOOKUP = re.compile(r"\bdocument\s*\.\s*(?:getElementById|querySelector(?:All)?|getElementsBy\w+)\b")
+
+
+def test_a_view_that_owns_its_root_looks_nothing_up_in_the_document() -> None:
+    """No module-level `$` and no document-wide lookup in a view of OWN_ROOT (22 modules defined a `$`, and the page's
+    modules made 514 document-wide lookups)."""
+    found = {}
+    for name in OWN_ROOT:
+        text = (JS / f"{name}.js").read_text(encoding="utf-8")
+        hits = GLOBAL_DOLLAR.findall(text) + DOCUMENT_LOOKUP.findall(text)
+        if hits:
+            found[name] = hits
+    assert found == {}, found
+
+
+def test_the_views_that_own_their_root_are_views() -> None:
+    """Each name in OWN_ROOT is a view or a panel of the page's templates (a data-view or data-panel element)."""
+    templates = "".join(p.read_text(encoding="utf-8") for p in (JS.parent.parent / "templates").glob("*.html"))
+    missing = [n for n in OWN_ROOT if f'data-view="{n}"' not in templates and f'data-panel="{n}"' not in templates]
+    assert missing == [], missing

@@ -8,7 +8,7 @@
 
 import { act } from "./actions.js";
 import { formatBytes } from "./decode.js";
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { download } from "./exporter.js";
 
 export const SDPA_TOLERANCE = 1e-5; // the engine agrees with torch's SDPA below this
@@ -164,8 +164,6 @@ export function renderAudit(el, view) {
   el.append(ul);
 }
 
-const $ = (id) => document.getElementById(id);
-
 export const panel = {
   analysis: "attention", // POST /api/attention, as JSON, with include ["audit"]
   words: "the audit",
@@ -184,7 +182,7 @@ export const panel = {
       new Blob([JSON.stringify(result.audit, null, 1)], { type: "application/json" }),
     ),
   render(root, slot) {
-    renderAudit($("audit-summary"), {
+    renderAudit(within(root)("audit-summary"), {
       audit: slot.status === "error" ? null : slot.result?.audit,
       status: slot.status,
       message: slot.message,
@@ -192,7 +190,7 @@ export const panel = {
     });
   },
   bind(root, { dispatch, getState }) {
-    $("audit-export").addEventListener("click", () => {
+    within(root)("audit-export").addEventListener("click", () => {
       const s = getState();
       if (s.run.request) dispatch(act.panelAsked("audit", { fields: panel.asked(s) }));
     });

@@ -6,13 +6,12 @@
 // difference. Masked keys take no part (their weight is exactly 0 in both). The step and B are this view's own
 // (its root's dataset and its input), reset when the row changes; pure helpers a test can call.
 
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { pieceQuote } from "./piece.js";
 import { pos } from "./positions.js";
 import { selectView, shownDeps } from "./selectors.js";
 
 export const DEFAULT_BLOCK = 2;
-const $ = (id) => document.getElementById(id);
 const fmt = (v) => (v === -Infinity ? "−∞" : Number.isFinite(v) ? v.toFixed(4) : "–");
 
 // The online softmax of `scores` (a row) over the keys `eligible` allows, in blocks of `block` keys: each block's
@@ -73,8 +72,8 @@ export function deps(s) {
   return [...shownDeps(s), s.ui.focus, s.ui.query, s.ui.layer];
 }
 
-function blockOf() {
-  const b = Number.parseInt($("blockwise-block").value, 10);
+function blockOf(part) {
+  const b = Number.parseInt(part("blockwise-block").value, 10);
   return Number.isInteger(b) && b >= 1 ? b : DEFAULT_BLOCK;
 }
 
@@ -155,16 +154,17 @@ function finalTable(row, online) {
 }
 
 export function render(root, s) {
-  const out = $("blockwise-out");
+  const part = within(root);
+  const out = part("blockwise-out");
   const row = lessonRow(s);
   out.replaceChildren();
-  const controls = $("blockwise-controls");
+  const controls = part("blockwise-controls");
   controls.hidden = !row;
   if (!row) {
     out.append(node("p", { className: "muted small" }, "Run a text to take one of its rows through the blocks."));
     return;
   }
-  const block = blockOf();
+  const block = blockOf(part);
   const online = onlineSoftmax(row.scores, row.eligible, block);
   const last = online.steps.length + 1; // step 0: the row; 1..n: a block each; n + 1: the weights
   const key = JSON.stringify([row.layer, row.head, row.query, block, row.scores.length]);
@@ -178,10 +178,10 @@ export function render(root, s) {
     head: String(row.head),
     query: String(row.query),
   });
-  $("blockwise-prev").disabled = step === 0;
-  $("blockwise-next").disabled = step === last;
+  part("blockwise-prev").disabled = step === 0;
+  part("blockwise-next").disabled = step === last;
   const done = Math.min(step, online.steps.length);
-  $("blockwise-step").textContent =
+  part("blockwise-step").textContent =
     step === 0
       ? `the row, in ${online.steps.length} blocks of ${block}`
       : step < last
@@ -216,12 +216,13 @@ export function render(root, s) {
 }
 
 export function bind(root, { getState }) {
+  const part = within(root);
   const redraw = () => render(root, getState());
   const move = (by) => {
     root.dataset.step = String(Math.max(0, (Number(root.dataset.step) || 0) + by));
     redraw();
   };
-  $("blockwise-prev").addEventListener("click", () => move(-1));
-  $("blockwise-next").addEventListener("click", () => move(1));
-  $("blockwise-block").addEventListener("change", redraw);
+  part("blockwise-prev").addEventListener("click", () => move(-1));
+  part("blockwise-next").addEventListener("click", () => move(1));
+  part("blockwise-block").addEventListener("change", redraw);
 }

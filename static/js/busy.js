@@ -3,7 +3,7 @@
 // "Computing layer 3 of 6…", from GET /api/progress),
 // then, as the answer downloads, "Receiving 12.3 of 79.2 MB…", each over a progress bar; once the layer shown of a
 // streamed answer is drawn, "Receiving the other 5 layers: 40.1 MB…"; while only analysis panels are loading, which ones ("Updating head types… 2 s"). The views stay where they
-// are (dimmed a little by the CSS under body.busy, which tokens.js sets) rather than blanked. The element is a
+// are (dimmed a little by the CSS under body.busy, which main.js sets) rather than blanked. The element is a
 // polite live region that stays in the document; the seconds are aria-hidden, so a screen reader hears what is
 // running once, not every tick.
 

@@ -6,7 +6,7 @@
 // when not). An example may declare its contrast (examples.js `contrast`): it is offered here. The panel's one
 // declaration (`panel`, read by registry.js) on top of pure helpers.
 
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { act } from "./actions.js";
 import { EXAMPLES } from "./examples.js";
 import { pieceQuote } from "./piece.js";
@@ -65,8 +65,6 @@ export function contrastReading(w, head) {
   return `${said}: ${w.b.weight < w.a.weight ? "less" : "more"} by ×${(1 / kept).toFixed(1)}, its weight follows the change.`;
 }
 
-const $ = (id) => document.getElementById(id);
-
 function renderResult(box, slot, s, value) {
   box.replaceChildren();
   const head = contrastHead(s);
@@ -106,27 +104,29 @@ export const panel = {
   },
   deps: (s) => [s.ui.pair, s.ui.focus, s.run.request],
   render(root, slot, s) {
+    const part = within(root);
     const value = s.ui.contrast;
-    const input = $("contrast-text");
+    const input = part("contrast-text");
     const offered = contrastFor(s.run.request?.text);
     if (document.activeElement !== input && !input.value) input.value = value?.text || offered || "";
     const head = contrastHead(s);
     const ready = !!(s.ui.pair && head);
-    $("contrast-run").disabled = !ready;
-    $("contrast-status").textContent = !ready
+    part("contrast-run").disabled = !ready;
+    part("contrast-status").textContent = !ready
       ? "choose a query → key pair and open a head first"
       : slot.status === "loading"
         ? "running both texts…"
         : slot.status === "error"
           ? slot.message
           : "";
-    $("contrast-status").classList.toggle("bad", slot.status === "error");
-    renderResult($("contrast-result"), slot, s, value);
+    part("contrast-status").classList.toggle("bad", slot.status === "error");
+    renderResult(part("contrast-result"), slot, s, value);
   },
   bind(root, { dispatch }) {
-    $("contrast-form").addEventListener("submit", (e) => {
+    const part = within(root);
+    part("contrast-form").addEventListener("submit", (e) => {
       e.preventDefault();
-      const text = $("contrast-text").value.trim();
+      const text = part("contrast-text").value.trim();
       dispatch(act.panelSet("contrast", text ? { text } : null));
     });
   },

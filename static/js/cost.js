@@ -10,7 +10,7 @@ import { plotlyTheme } from "./colors.js";
 import { defaultLengths, lengthsExtent, lengthsTraces, parseLengths, renderLengths } from "./costlengths.js";
 import { formatBytes } from "./decode.js";
 import { plotlyText } from "./focuscells.js";
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { PLOT_CONFIG } from "./plotly.js";
 
 // Okabe–Ito colours (colour-blind safe), with a dash pattern each so the lines part without colour too.
@@ -318,7 +318,6 @@ export function renderMeasured(el, view) {
   if (m.note) el.append(node("p", { className: "muted small cost-dtype-note" }, m.note));
 }
 
-const $ = (id) => document.getElementById(id);
 const MEASURE = "cost.measure"; // the measure part's slot (registry.js)
 const LENGTHS = "cost.lengths"; // the dense-against-blockwise part's slot
 const overridesOf = (value) => value || {};
@@ -358,22 +357,23 @@ export const panel = {
   needsPlotly: true,
   deps: (s) => [s.run.result],
   render(root, slot, s) {
+    const part = within(root);
     const overrides = overridesOf(s.ui.cost);
     const req = costOf(s, overrides);
     if (!req) return;
     for (const k of COST_FIELDS) {
-      const input = $(`cost-${k}`);
+      const input = part(`cost-${k}`);
       if (document.activeElement !== input) input.value = String(req[k] ?? "");
       input.classList.toggle("changed", k in overrides);
     }
-    const dt = $("cost-dtype");
+    const dt = part("cost-dtype");
     dt.value = req.dtype;
     dt.classList.toggle("changed", "dtype" in overrides);
-    $("cost-reset").disabled = !Object.keys(overrides).length;
+    part("cost-reset").disabled = !Object.keys(overrides).length;
     const lengths = s.panels[LENGTHS];
     const measuredLengths = lengths.status === "ready" ? lengths.result?.lengths : null;
     renderCost(
-      { status: $("cost-status"), table: $("cost-table"), plot: $("cost-plot"), note: $("cost-note") },
+      { status: part("cost-status"), table: part("cost-table"), plot: part("cost-plot"), note: part("cost-note") },
       {
         result: slot.status === "error" ? null : slot.result,
         status: slot.status,
@@ -381,41 +381,43 @@ export const panel = {
         lengths: measuredLengths,
       },
     );
-    const box = $("cost-lengths");
+    const box = part("cost-lengths");
     if (document.activeElement !== box && !box.dataset.typed && slot.result) {
       box.value = defaultLengths(req, slot.result.limits).join(", ");
     }
-    renderLengths($("cost-lengths-out"), lengths);
+    renderLengths(part("cost-lengths-out"), lengths);
     const m = s.panels[MEASURE];
-    renderMeasured($("cost-measured"), { result: m.result, status: m.status, message: m.message });
+    renderMeasured(part("cost-measured"), { result: m.result, status: m.status, message: m.message });
   },
   bind(root, { dispatch, getState }) {
+    const part = within(root);
     const set = (cost) => dispatch(act.panelSet("cost", orNone(cost)));
-    $("cost-form").addEventListener("submit", (e) => e.preventDefault());
+    part("cost-form").addEventListener("submit", (e) => e.preventDefault());
     const fromForm = () => {
       const base = costOf(getState(), null);
       if (!base) return;
       const next = {};
       for (const k of COST_FIELDS) {
-        const v = Number.parseInt($(`cost-${k}`).value, 10);
+        const v = Number.parseInt(part(`cost-${k}`).value, 10);
         if (Number.isInteger(v) && v >= 1 && v !== base[k]) next[k] = v;
       }
-      const dtype = $("cost-dtype").value;
+      const dtype = part("cost-dtype").value;
       if (DTYPES.includes(dtype) && dtype !== base.dtype) next.dtype = dtype;
       set(next);
     };
-    for (const id of [...COST_FIELDS.map((k) => `cost-${k}`), "cost-dtype"]) $(id).addEventListener("change", fromForm);
-    $("cost-reset").addEventListener("click", () => set({}));
-    $("cost-measure").addEventListener("click", () => {
+    for (const id of [...COST_FIELDS.map((k) => `cost-${k}`), "cost-dtype"])
+      part(id).addEventListener("change", fromForm);
+    part("cost-reset").addEventListener("click", () => set({}));
+    part("cost-measure").addEventListener("click", () => {
       const s = getState();
       if (s.run.result) dispatch(act.panelAsked(MEASURE, { fields: panel.parts.measure.asked(s, s.ui.cost) }));
     });
-    const box = $("cost-lengths");
-    const error = $("cost-lengths-error");
+    const box = part("cost-lengths");
+    const error = part("cost-lengths-error");
     box.addEventListener("input", () => {
       box.dataset.typed = "1"; // the person's lengths stay, whatever the shape
     });
-    $("cost-lengths-measure").addEventListener("click", () => {
+    part("cost-lengths-measure").addEventListener("click", () => {
       const s = getState();
       const lengths = parseLengths(box.value);
       error.textContent = lengths

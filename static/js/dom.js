@@ -32,3 +32,10 @@ export function widthOf(el, fallback) {
   widths.delete(el);
   return (noted ?? el.clientWidth) || fallback;
 }
+
+// A view's parts, looked up inside its own root: `within(root)("retrieval")` is the element with that id in `root`
+// (null when it holds none), so a view draws into the element it is given, wherever that is, and never into another
+// copy of its markup elsewhere in the document.
+export function within(root) {
+  return (id) => root.querySelector(`#${id}`);
+}

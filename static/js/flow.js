@@ -8,6 +8,7 @@ import { act } from "./actions.js";
 import { selectView, shownDeps } from "./selectors.js";
 import { renderNumbers } from "./matrices.js";
 import { paintBlocks } from "./overview.js";
+import { within } from "./dom.js";
 
 export const SHOWN_HEADS = 6; // beyond this many heads the middle ones collapse into "…"
 // A head's icon: its weights in a box this many CSS px on its longer side at any length. Past ICON_PX positions each
@@ -173,28 +174,23 @@ export function deps(s) {
 export function render(root, s, dispatch) {
   const view = selectView(s);
   if (!view) return;
-  document.getElementById("flow-title").textContent = view.multiLayer
-    ? `Multi-head flow · layer ${view.layer.index}`
-    : "Multi-head flow";
-  renderFlow(
-    document.getElementById("flow"),
-    document.getElementById("flow-caption"),
-    view,
-    view.layer,
-    (layer, head) => dispatch(act.headOpened(layer, head, null, "flow")),
+  const part = within(root);
+  part("flow-title").textContent = view.multiLayer ? `Multi-head flow · layer ${view.layer.index}` : "Multi-head flow";
+  renderFlow(part("flow"), part("flow-caption"), view, view.layer, (layer, head) =>
+    dispatch(act.headOpened(layer, head, null, "flow")),
   );
-  renderNumbersPanel(view);
+  renderNumbersPanel(part, view);
 }
 
-function renderNumbersPanel(view) {
-  const d = document.getElementById("numbers");
+function renderNumbersPanel(part, view) {
+  const d = part("numbers");
   const h = view.focusHead;
   if (!h.q && !h.contexts) {
     d.hidden = true;
     return;
   }
   d.hidden = false;
-  renderNumbers(document.getElementById("numbers-body"), view.tokens, [
+  renderNumbers(part("numbers-body"), view.tokens, [
     [`Q (head ${h.index})`, h.q],
     [`K (kv group ${h.kv_group})`, h.k],
     [`V (kv group ${h.kv_group})`, h.v],

@@ -8,7 +8,7 @@
 // one weight (an intervention). The cells as data (labels, paths, hover text, the image) are in focuscells.js.
 
 import { renderSums } from "./bugs.js";
-import { noteWidth, widthOf } from "./dom.js";
+import { noteWidth, widthOf, within } from "./dom.js";
 import { MASK_FILL, MASK_HATCH, headScale, matrixKey, plotlyScale } from "./colors.js";
 import { halfRows } from "./arrays.js";
 import {
@@ -39,7 +39,6 @@ import { selectView, shownDeps } from "./selectors.js";
 import { positionLabel } from "./tophead.js";
 import { firstPosition } from "./positions.js";
 
-const $ = (id) => document.getElementById(id);
 export const needsPlotly = true; // main.js draws this view once plotly is loaded
 
 // plotly's image trace hands its hover label the pixel's colour as a typed array, which its colour checks reject
@@ -63,7 +62,7 @@ function textWidth(size) {
   return (text) => measurer.measureText(text).width;
 }
 
-export function renderFocus(el, view, head, layer) {
+export function renderFocus(el, reset, view, head, layer) {
   if (!window.Plotly || !head) return;
   const scale = headScale(view, head);
   const S = view.tokens.length;
@@ -237,12 +236,12 @@ export function renderFocus(el, view, head, layer) {
     // a drag zooms in; "Reset zoom" shows while it is zoomed (a new draw shows the whole head again)
     el.on("plotly_relayout", (e) => {
       const keys = Object.keys(e || {});
-      if (keys.some((k) => k.includes(".range"))) $("focus-reset").hidden = false;
-      else if (keys.some((k) => k.endsWith(".autorange"))) $("focus-reset").hidden = true;
+      if (keys.some((k) => k.includes(".range"))) reset.hidden = false;
+      else if (keys.some((k) => k.endsWith(".autorange"))) reset.hidden = true;
     });
     el.dataset.clicks = "1";
   }
-  $("focus-reset").hidden = true;
+  reset.hidden = true;
 }
 
 const optionsFor = new WeakMap(); // the edit form's query select -> the tokens its options list
@@ -273,8 +272,8 @@ function cursorIn(view, cursor) {
 
 // The readout under the plot: the cursor's cell in words (a live region, so a keyboard move is announced) and the
 // buttons that do what a click and a shift-click do (on touch, a tap only shows the numbers).
-function renderReadout(view, cursor) {
-  const box = $("focus-readout");
+function renderReadout(part, view, cursor) {
+  const box = part("focus-readout");
   box.hidden = !cursor;
   if (!cursor) return;
   const [q, k] = cursor;
@@ -285,17 +284,18 @@ function renderReadout(view, cursor) {
   box.querySelector("[data-role=block]").textContent = r.blocked ? "Unblock this cell" : "Block this cell";
 }
 
-export function measure() {
-  noteWidth($("focus-plot"));
+export function measure(root) {
+  noteWidth(within(root)("focus-plot"));
 }
 
 export function render(root, s) {
+  const part = within(root);
   const view = selectView(s);
   if (!view) return;
   const [fl, fh] = view.focus;
-  const el = $("focus-plot");
+  const el = part("focus-plot");
   const cursor = cursorIn(view, s.cursor);
-  renderReadout(view, cursor);
+  renderReadout(part, view, cursor);
   el.setAttribute(
     "aria-label",
     `${view.multiLayer ? `Layer ${fl} head ${fh}` : `Head ${fh}`}: ${view.tokens.length} queries by ${(view.keyTokens || view.tokens).length} keys. Arrow keys move the cell cursor, Enter or Space blocks or unblocks it, Shift+Enter picks the pair`,
@@ -310,9 +310,9 @@ export function render(root, s) {
     return;
   }
   el.cursor = cursor;
-  $("focus-title").textContent = view.multiLayer ? `Layer ${fl} · head ${fh}, large` : `Head ${fh}, large`;
-  renderFocus(el, view, view.focusHead, fl);
-  renderSums($("sums"), {
+  part("focus-title").textContent = view.multiLayer ? `Layer ${fl} · head ${fh}, large` : `Head ${fh}, large`;
+  renderFocus(el, part("focus-reset"), view, view.focusHead, fl);
+  renderSums(part("sums"), {
     weights: view.focusHead.weights,
     tokens: view.tokens,
     keyTokens: view.keyTokens,
@@ -322,11 +322,14 @@ export function render(root, s) {
     renormalised: view.renormalised,
   });
   // the weight-edit form: this head, the pair (or the query) as its cell
-  $("edit-head").textContent = headName(fl, fh, view.multiLayer);
+  part("edit-head").textContent = headName(fl, fh, view.multiLayer);
   const S = view.tokens.length;
-  if (optionsFor.get($("edit-query")) !== view.tokens || $("edit-query").dataset.first !== String(firstPosition())) {
+  if (
+    optionsFor.get(part("edit-query")) !== view.tokens ||
+    part("edit-query").dataset.first !== String(firstPosition())
+  ) {
     // one option a position, built once a tokens array (512 each at 512 tokens), the second select a clone
-    const query = $("edit-query");
+    const query = part("edit-query");
     query.replaceChildren(
       ...view.tokens.map((_, i) =>
         Object.assign(document.createElement("option"), {
@@ -335,13 +338,13 @@ export function render(root, s) {
         }),
       ),
     );
-    $("edit-key").replaceChildren(...[...query.options].map((o) => o.cloneNode(true)));
+    part("edit-key").replaceChildren(...[...query.options].map((o) => o.cloneNode(true)));
     optionsFor.set(query, view.tokens);
     query.dataset.first = String(firstPosition()); // the count the labels are in (positions.js)
   }
   const pair = view.pair && view.pair.every((v) => v != null) ? view.pair : [Math.min(view.query, S - 1), 0];
-  $("edit-query").value = String(pair[0]);
-  $("edit-key").value = String(pair[1]);
+  part("edit-query").value = String(pair[0]);
+  part("edit-key").value = String(pair[1]);
 }
 
 // Whether a plotly click came from a finger: the event plotly hands on, else the device's main pointer.
@@ -373,8 +376,9 @@ function readoutBox() {
 }
 
 export function bind(root, store) {
-  const el = $("focus-plot");
-  if (!$("focus-readout")) el.after(readoutBox());
+  const part = within(root);
+  const el = part("focus-plot");
+  if (!part("focus-readout")) el.after(readoutBox());
   const reset = Object.assign(document.createElement("button"), {
     type: "button",
     id: "focus-reset",
@@ -385,7 +389,7 @@ export function bind(root, store) {
   reset.addEventListener("click", () =>
     window.Plotly?.relayout(el, { "xaxis.autorange": true, "yaxis.autorange": "reversed" }),
   );
-  $("focus-title").after(reset);
+  part("focus-title").after(reset);
   el.tabIndex = 0;
   el.setAttribute("role", "application");
   el.setAttribute("aria-roledescription", "attention heatmap");
@@ -425,22 +429,22 @@ export function bind(root, store) {
     e.preventDefault();
     store.dispatch(act.cursorSet(to));
   });
-  $("focus-readout").addEventListener("click", (e) => {
+  part("focus-readout").addEventListener("click", (e) => {
     const b = e.target instanceof Element ? e.target.closest("button[data-role]") : null;
     const [, cursor] = here();
     if (!b || !cursor) return;
     if (b.dataset.role === "block") store.dispatch(act.cellToggled(cursor[0], cursor[1], "focus-plot"));
     else store.dispatch(act.pairSet(cursor[0], cursor[1]));
   });
-  $("edit-form").addEventListener("submit", (e) => {
+  part("edit-form").addEventListener("submit", (e) => {
     e.preventDefault();
     const view = selectView(store.getState());
-    const weight = Number.parseFloat($("edit-weight").value);
-    const query = Number($("edit-query").value);
-    const key = Number($("edit-key").value);
+    const weight = Number.parseFloat(part("edit-weight").value);
+    const query = Number(part("edit-query").value);
+    const key = Number(part("edit-key").value);
     const bad = !view || !(weight >= 0 && weight <= 1) || !Number.isInteger(query) || !Number.isInteger(key);
-    $("edit-weight").setAttribute("aria-invalid", bad ? "true" : "false");
-    $("edit-error").textContent = bad ? "The weight must be a number from 0 to 1." : "";
+    part("edit-weight").setAttribute("aria-invalid", bad ? "true" : "false");
+    part("edit-error").textContent = bad ? "The weight must be a number from 0 to 1." : "";
     if (bad) return;
     store.dispatch(act.editAdded({ layer: view.focus[0], head: view.focus[1], query, key, weight }));
   });

@@ -2,11 +2,11 @@
 // mean attention distance and entropy (POST /api/heads). Sort by a column, filter, press a row to open that head;
 // one press opens the best head of a kind. The helpers on top are pure; `renderHeadTypes` only builds the DOM.
 
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 import { bindProbeFields, byLengthText, probeSentence, renderProbeFields } from "./probe.js";
-import { openHolding } from "./workspaces.js";
+import { revealLargeHead } from "./workspaces.js";
 
 export const COLUMNS = [
   {
@@ -357,28 +357,6 @@ export function renderBest(root, rows, multiLayer, onOpen) {
 
 // ---- the view (data-view="headtypes") ------------------------------------------------------------------------
 
-// A head opened from the table (or a quick button) is drawn in the large head's panel, in the workspace of the heads
-// (Explore): open it (Back returns to the table) and bring that panel into view (its top at the viewport's top when
-// it is above), smoothly unless the person asked for reduced motion. The keyboard focus moves to the large head,
-// the table's row being hidden with its workspace; it stays on the row's button where the table is shown beside it.
-export function revealLargeHead() {
-  const panel = document.querySelector("section[data-view=focus]");
-  if (!panel) return;
-  const from = document.activeElement;
-  openHolding(panel);
-  if (from && from !== document.body && !from.getClientRects().length)
-    document.getElementById("focus-plot")?.focus({ preventScroll: true });
-  const r = panel.getBoundingClientRect();
-  if (r.top >= 0 && r.bottom <= window.innerHeight) return;
-  const still = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
-  panel.scrollIntoView({
-    block: r.height > window.innerHeight ? "start" : "nearest",
-    behavior: still ? "auto" : "smooth",
-  });
-}
-
-const $ = (id) => document.getElementById(id);
-
 // What the head-types filter row asks for, read from ui.
 export function headTypesFilter(ui) {
   return { text: ui.hfind, score: ui.hscore, min: ui.hmin };
@@ -400,6 +378,7 @@ export function deps(s) {
 }
 
 export function render(root, s, dispatch) {
+  const part = within(root);
   const ht = s.panels.headTypes;
   const view = selectView(s);
   root.dataset.state = ht.status;
@@ -411,7 +390,7 @@ export function render(root, s, dispatch) {
     dispatch(act.headOpened(l, h, null, "headtypes"));
     revealLargeHead();
   };
-  $("headtypes-status").textContent = {
+  part("headtypes-status").textContent = {
     idle: "",
     loading: "scoring every head…",
     ready: result
@@ -419,51 +398,52 @@ export function render(root, s, dispatch) {
       : "",
     error: "could not score the heads",
   }[ht.status];
-  if (document.activeElement !== $("ht-find")) $("ht-find").value = s.ui.hfind;
-  $("ht-score").value = s.ui.hscore;
-  $("ht-min").disabled = !s.ui.hscore;
-  if (document.activeElement !== $("ht-min")) $("ht-min").value = String(s.ui.hmin);
+  if (document.activeElement !== part("ht-find")) part("ht-find").value = s.ui.hfind;
+  part("ht-score").value = s.ui.hscore;
+  part("ht-min").disabled = !s.ui.hscore;
+  if (document.activeElement !== part("ht-min")) part("ht-min").value = String(s.ui.hmin);
   const shown = renderHeadTypes(
-    $("headtypes"),
+    part("headtypes"),
     { rows, sort: s.ui.hsort, dir: s.ui.hdir, filter: headTypesFilter(s.ui), focus, multiLayer },
     { sort: (column) => dispatch(act.headSorted(column)), open },
   );
-  $("ht-count").textContent = rows.length ? `${shown} of ${rows.length} shown` : "";
-  renderBest($("headtypes-best"), rows, multiLayer, open);
+  part("ht-count").textContent = rows.length ? `${shown} of ${rows.length} shown` : "";
+  renderBest(part("headtypes-best"), rows, multiLayer, open);
   // no rows yet (or none to be had): say why instead of drawing an empty table
   for (const sel of [".ht-best", ".ht-filter", ".ht-scroll", ".ht-legend"])
     root.querySelector(sel).hidden = !rows.length;
-  const empty = $("headtypes-empty");
+  const empty = part("headtypes-empty");
   empty.hidden = rows.length > 0;
   empty.classList.toggle("bad", ht.status === "error");
   empty.textContent = ht.status === "error" ? ht.message : "Scoring every head…";
-  $("headtypes-measured").textContent =
+  part("headtypes-measured").textContent =
     result && s.run.result
       ? measuredOn(result, s.run.result.tokens.length) + ablationLine(result) + baselineLine(result)
       : "";
-  $("ht-ablate").checked = !!s.ui.hablate;
-  renderProbeFields($("ht-lengths"), $("ht-seed"), s.ui);
-  $("ht-baseline").checked = !!s.ui.hbase;
-  const probe = $("headtypes-probe");
+  part("ht-ablate").checked = !!s.ui.hablate;
+  renderProbeFields(part("ht-lengths"), part("ht-seed"), s.ui);
+  part("ht-baseline").checked = !!s.ui.hbase;
+  const probe = part("headtypes-probe");
   probe.hidden = !(result && result.probe_tokens);
-  const box = $("headtypes-probe-tokens");
+  const box = part("headtypes-probe-tokens");
   box.replaceChildren(
     ...(result?.probe_tokens || []).map((t, i) =>
       node("span", { className: `probe-token${i >= result.probe_tokens.length / 2 ? " second" : ""}` }, t),
     ),
   );
-  const legend = $("headtypes-legend");
+  const legend = part("headtypes-legend");
   legend.replaceChildren(...COLUMNS.flatMap((c) => [node("dt", {}, c.label), node("dd", {}, c.help)]));
 }
 
 export function bind(root, store) {
+  const part = within(root);
   const { dispatch } = store;
-  $("ht-find").addEventListener("input", (e) => dispatch(act.headFilterSet({ hfind: e.target.value.slice(0, 40) })));
-  $("ht-ablate").addEventListener("change", (e) => dispatch(act.headFilterSet({ hablate: e.target.checked })));
-  $("ht-baseline").addEventListener("change", (e) => dispatch(act.headFilterSet({ hbase: e.target.checked })));
-  $("ht-score").addEventListener("change", (e) => dispatch(act.headFilterSet({ hscore: e.target.value })));
-  bindProbeFields($("ht-lengths"), $("ht-seed"), dispatch);
-  $("ht-min").addEventListener("input", (e) => {
+  part("ht-find").addEventListener("input", (e) => dispatch(act.headFilterSet({ hfind: e.target.value.slice(0, 40) })));
+  part("ht-ablate").addEventListener("change", (e) => dispatch(act.headFilterSet({ hablate: e.target.checked })));
+  part("ht-baseline").addEventListener("change", (e) => dispatch(act.headFilterSet({ hbase: e.target.checked })));
+  part("ht-score").addEventListener("change", (e) => dispatch(act.headFilterSet({ hscore: e.target.value })));
+  bindProbeFields(part("ht-lengths"), part("ht-seed"), dispatch);
+  part("ht-min").addEventListener("input", (e) => {
     const v = Number.parseFloat(e.target.value);
     if (Number.isFinite(v)) dispatch(act.headFilterSet({ hmin: v }));
   });

@@ -25,6 +25,12 @@ import { bindTabs, drawsNow, follow, mount, onOpen, open, withWorkspace, workspa
 
 let store = null; // made once the panels are registered: their slots and settings are part of its state
 
+// The state the page draws from now (null before the store is made): a view drawn from it into a root of its own
+// (a copy of its markup anywhere, in the document or not) shows what the page shows.
+export function pageState() {
+  return store ? store.getState() : null;
+}
+
 // The views in the template's order, except that those that plot with plotly draw last: plotly measures text as it
 // plots, which makes the browser lay the page out there and then; after every other view's writes, that happens once.
 async function loadViews() {
@@ -236,11 +242,15 @@ function drawnMarks(s) {
 }
 
 // The views are busy while a run is to come or its other layers are, and while a view waits to draw: in the queue
-// after the paint, or held until plotly is here.
+// after the paint, or held until plotly is here. The page's own classes for a run on its way or failed go with it.
 function busy(s) {
   const on = s.run.status === "loading" || !!s.run.rest || waiting.views.length > 0 || plotly.held ? "true" : "false";
   const views = document.getElementById("views");
   if (views.getAttribute("aria-busy") !== on) views.setAttribute("aria-busy", on);
+  // the page dimmed a little while a run is on its way (attnlab.css), and marked stale once one failed and the
+  // views still show the last run that worked
+  document.body.classList.toggle("busy", s.run.status === "loading");
+  views.classList.toggle("stale", s.run.status === "error" && !!s.run.result);
 }
 
 // Whether the change from `prev` to `s` is a streamed run's other layers arriving (or failing to), nothing else.

@@ -16,8 +16,7 @@ import { act } from "./actions.js";
 import { can } from "./capabilities.js";
 import { pieceQuote } from "./piece.js";
 import { modelInfo, selectView } from "./selectors.js";
-
-const $ = (id) => document.getElementById(id);
+import { within } from "./dom.js";
 
 export function deps(s) {
   const p = s.panels;
@@ -44,13 +43,14 @@ export function shownStep(s) {
 }
 
 export function render(root, s, dispatch) {
-  renderDecode(s, dispatch);
+  const part = within(root);
+  renderDecode(part, s, dispatch);
 }
 
-function renderDecode(s, dispatch) {
+function renderDecode(part, s, dispatch) {
   const slot = s.panels.decode;
   const r = decodeResult(s);
-  const status = $("decode-status");
+  const status = part("decode-status");
   status.classList.toggle("bad", slot.status === "error");
   status.textContent =
     slot.status === "error"
@@ -60,34 +60,34 @@ function renderDecode(s, dispatch) {
         : s.ui.decodeOn
           ? ""
           : "Press “Decode step by step” to run the sequence through a KV cache, one position at a time.";
-  $("decode-off").hidden = !s.ui.decodeOn;
-  renderGenerate(s);
+  part("decode-off").hidden = !s.ui.decodeOn;
+  renderGenerate(part, s);
   const n = r ? r.steps.length : 0;
   const t = shownStep(s);
   const nav = !!r && n > 0;
-  for (const id of ["decode-prev", "decode-next", "decode-play", "decode-slider"]) $(id).disabled = !nav;
+  for (const id of ["decode-prev", "decode-next", "decode-play", "decode-slider"]) part(id).disabled = !nav;
   if (nav) {
-    $("decode-prev").disabled = t <= 0;
-    $("decode-next").disabled = t >= n - 1;
-    const slider = $("decode-slider");
+    part("decode-prev").disabled = t <= 0;
+    part("decode-next").disabled = t >= n - 1;
+    const slider = part("decode-slider");
     slider.max = String(n - 1);
     slider.value = String(t);
     slider.setAttribute(
       "aria-valuetext",
       `step ${t + 1} of ${n}: ${pieceQuote(r.steps[t].token)}${r.steps[t].generated ? " (generated)" : ""}`,
     );
-    $("decode-step-label").textContent = `step ${t + 1} of ${n}`;
+    part("decode-step-label").textContent = `step ${t + 1} of ${n}`;
   } else {
-    $("decode-step-label").textContent = "";
+    part("decode-step-label").textContent = "";
   }
-  const play = $("decode-play");
+  const play = part("decode-play");
   play.textContent = s.playing ? "❚❚ Pause" : "▶ Play";
   play.setAttribute("aria-pressed", s.playing ? "true" : "false");
-  $("decode-controls").hidden = !s.ui.decodeOn;
+  part("decode-controls").hidden = !s.ui.decodeOn;
   const view = selectView(s);
   const focus = s.ui.focus || (view ? view.focus : null);
   const head = r ? decodeHead(r, focus) : [0, 0];
-  renderDecodeStep($("decode-step"), {
+  renderDecodeStep(part("decode-step"), {
     result: r,
     step: t,
     head,
@@ -95,13 +95,13 @@ function renderDecode(s, dispatch) {
     onStep: (position) => dispatch(act.decodeStepSet(position)),
     sampling: s.ui.decodeGen?.sampling,
   });
-  renderKvCache($("kv-cache"), { result: r, step: t });
+  renderKvCache(part("kv-cache"), { result: r, step: t });
 }
 
 // The generate controls: offered for a model that predicts tokens, showing the setting in force (not over a field
 // being typed in); the seed is read for sampling only.
-function renderGenerate(s) {
-  const form = $("decode-generate");
+function renderGenerate(part, s) {
+  const form = part("decode-generate");
   form.hidden = !can(modelInfo(s), "predicts_tokens");
   const gen = s.ui.decodeGen || GENERATE_DEFAULT;
   for (const [id, value] of [
@@ -109,31 +109,32 @@ function renderGenerate(s) {
     ["gen-sampling", gen.sampling],
     ["gen-seed", gen.seed],
   ]) {
-    if (document.activeElement !== $(id)) $(id).value = String(value);
+    if (document.activeElement !== part(id)) part(id).value = String(value);
   }
-  $("gen-seed").disabled = $("gen-sampling").value !== "sample";
-  $("gen-off").hidden = !s.ui.decodeGen;
+  part("gen-seed").disabled = part("gen-sampling").value !== "sample";
+  part("gen-off").hidden = !s.ui.decodeGen;
 }
 
-function readGenerate() {
-  const tokens = Math.max(1, Math.trunc(Number($("gen-tokens").value)) || GENERATE_DEFAULT.tokens);
-  const sampling = $("gen-sampling").value === "sample" ? "sample" : "greedy";
-  const seed = Math.max(0, Math.trunc(Number($("gen-seed").value)) || 0);
+function readGenerate(part) {
+  const tokens = Math.max(1, Math.trunc(Number(part("gen-tokens").value)) || GENERATE_DEFAULT.tokens);
+  const sampling = part("gen-sampling").value === "sample" ? "sample" : "greedy";
+  const seed = Math.max(0, Math.trunc(Number(part("gen-seed").value)) || 0);
   return { tokens, sampling, seed };
 }
 
 export function bind(root, store) {
+  const part = within(root);
   const { dispatch, getState } = store;
-  $("decode-generate").addEventListener("submit", (e) => {
+  part("decode-generate").addEventListener("submit", (e) => {
     e.preventDefault();
-    dispatch(act.decodeGenSet(readGenerate()));
+    dispatch(act.decodeGenSet(readGenerate(part)));
   });
-  $("gen-sampling").addEventListener("change", () => {
-    $("gen-seed").disabled = $("gen-sampling").value !== "sample";
+  part("gen-sampling").addEventListener("change", () => {
+    part("gen-seed").disabled = part("gen-sampling").value !== "sample";
   });
-  $("gen-off").addEventListener("click", () => {
+  part("gen-off").addEventListener("click", () => {
     dispatch(act.decodeGenSet(null));
-    $("gen-run").focus();
+    part("gen-run").focus();
   });
   let playing = null; // the timer's handle while the steps play
   const stopPlay = () => {
@@ -145,15 +146,15 @@ export function bind(root, store) {
     const r = decodeResult(getState());
     if (r) dispatch(act.decodeStepSet(clampStep(t, r.steps.length)));
   };
-  $("decode-run").addEventListener("click", () => dispatch(act.decodeSet(true)));
-  $("decode-off").addEventListener("click", () => {
+  part("decode-run").addEventListener("click", () => dispatch(act.decodeSet(true)));
+  part("decode-off").addEventListener("click", () => {
     stopPlay();
     dispatch(act.decodeSet(false));
-    $("decode-run").focus();
+    part("decode-run").focus();
   });
-  $("decode-prev").addEventListener("click", () => setStep(shownStep(getState()) - 1));
-  $("decode-next").addEventListener("click", () => setStep(shownStep(getState()) + 1));
-  $("decode-play").addEventListener("click", () => {
+  part("decode-prev").addEventListener("click", () => setStep(shownStep(getState()) - 1));
+  part("decode-next").addEventListener("click", () => setStep(shownStep(getState()) + 1));
+  part("decode-play").addEventListener("click", () => {
     const r = decodeResult(getState());
     if (!r) return;
     if (playing) {
@@ -172,7 +173,7 @@ export function bind(root, store) {
     }, PLAY_MS);
     dispatch(act.playSet(true));
   });
-  $("decode-slider").addEventListener("input", (e) => {
+  part("decode-slider").addEventListener("input", (e) => {
     stopPlay();
     setStep(Number(e.target.value));
   });

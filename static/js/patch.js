@@ -9,7 +9,7 @@
 import { act } from "./actions.js";
 import { can } from "./capabilities.js";
 import { plotlyTheme } from "./colors.js";
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { plotlyText } from "./focuscells.js";
 import { pieceQuote, pieceText } from "./piece.js";
 import { PLOT_CONFIG } from "./plotly.js";
@@ -171,29 +171,27 @@ function tokenRow(label, tokens, changed) {
   return row;
 }
 
-const $ = (id) => document.getElementById(id);
-
 // The "score by" controls: shown for a model that predicts tokens; the logit difference's position and tokens
 // while it is chosen (the setting's, else the last position).
-function renderScoring(s, tokens, value) {
+function renderScoring(part, s, tokens, value) {
   const predicts = can(modelInfo(s), "predicts_tokens");
-  $("patch-scoring").hidden = !predicts;
+  part("patch-scoring").hidden = !predicts;
   const m = value?.metric;
-  if (document.activeElement !== $("patch-metric") && value) $("patch-metric").value = m ? "logit_diff" : "loss";
-  $("patch-ld").hidden = $("patch-metric").value !== "logit_diff";
-  if (tokens.length) fillPositions($("patch-ld-position"), tokens, m ? m.position : tokens.length - 1);
-  if (m && document.activeElement !== $("patch-ld-correct")) $("patch-ld-correct").value = m.correct;
-  if (m && document.activeElement !== $("patch-ld-wrong")) $("patch-ld-wrong").value = m.wrong;
+  if (document.activeElement !== part("patch-metric") && value) part("patch-metric").value = m ? "logit_diff" : "loss";
+  part("patch-ld").hidden = part("patch-metric").value !== "logit_diff";
+  if (tokens.length) fillPositions(part("patch-ld-position"), tokens, m ? m.position : tokens.length - 1);
+  if (m && document.activeElement !== part("patch-ld-correct")) part("patch-ld-correct").value = m.correct;
+  if (m && document.activeElement !== part("patch-ld-wrong")) part("patch-ld-wrong").value = m.wrong;
 }
 
 // The metric the form asks for: null (the default) or the logit difference at its position; undefined when its
 // tokens are missing.
-function formMetric() {
-  if ($("patch-scoring").hidden || $("patch-metric").value !== "logit_diff") return null;
-  const correct = $("patch-ld-correct").value;
-  const wrong = $("patch-ld-wrong").value;
+function formMetric(part) {
+  if (part("patch-scoring").hidden || part("patch-metric").value !== "logit_diff") return null;
+  const correct = part("patch-ld-correct").value;
+  const wrong = part("patch-ld-wrong").value;
   if (!correct.trim() || !wrong.trim()) return undefined;
-  return { kind: "logit_diff", position: Number.parseInt($("patch-ld-position").value, 10) || 0, correct, wrong };
+  return { kind: "logit_diff", position: Number.parseInt(part("patch-ld-position").value, 10) || 0, correct, wrong };
 }
 
 // The body for the state's setting (null: nothing to patch).
@@ -243,21 +241,22 @@ export const panel = {
   needsPlotly: true,
   deps: (s) => [s.run.result],
   render(root, slot, s) {
+    const part = within(root);
     const tokens = s.run.result?.tokens || [];
     const value = s.ui.patch;
     const readsTokens = !!s.run.request && !s.run.request.x && !s.run.request.weights && tokens.length > 0;
-    $("patch-form").hidden = !readsTokens;
-    $("patch-none").hidden = readsTokens;
-    if (readsTokens) fillPositions($("patch-position"), tokens, value ? value.position : 0);
-    if (value && document.activeElement !== $("patch-token")) $("patch-token").value = value.token;
-    if (value && document.activeElement !== $("patch-hook")) $("patch-hook").value = value.hook;
-    renderScoring(s, tokens, value);
-    const status = $("patch-status");
+    part("patch-form").hidden = !readsTokens;
+    part("patch-none").hidden = readsTokens;
+    if (readsTokens) fillPositions(part("patch-position"), tokens, value ? value.position : 0);
+    if (value && document.activeElement !== part("patch-token")) part("patch-token").value = value.token;
+    if (value && document.activeElement !== part("patch-hook")) part("patch-hook").value = value.hook;
+    renderScoring(part, s, tokens, value);
+    const status = part("patch-status");
     status.textContent = slot.status === "loading" ? "patching…" : slot.status === "error" ? slot.message : "";
     status.classList.toggle("bad", slot.status === "error");
-    const grid = $("patch-grid");
+    const grid = part("patch-grid");
     const r = slot.status === "error" ? null : slot.result;
-    const body = $("patch-body");
+    const body = part("patch-body");
     if (!r || !value) {
       body.replaceChildren();
       if (window.Plotly && grid.dataset.drawn) window.Plotly.purge(grid);
@@ -265,7 +264,7 @@ export const panel = {
       grid.dataset.best = "";
       grid.dataset.cursor = "";
       grid.tabIndex = -1;
-      renderCell($("patch-cell"), null);
+      renderCell(part("patch-cell"), null);
       return;
     }
     const shown = { ...r, metric: patchMetric(value.metric, can(modelInfo(s), "predicts_tokens"), r.tokens.length) };
@@ -287,7 +286,7 @@ export const panel = {
     grid.tabIndex = 0;
     const open = value.cell && value.cell[0] < r.rows && value.cell[1] < r.columns ? value.cell : null;
     renderCell(
-      $("patch-cell"),
+      part("patch-cell"),
       r,
       open ? value : null,
       s.panels["patch.cell"],
@@ -304,31 +303,32 @@ export const panel = {
     grid.dataset.drawn = "1";
   },
   bind(root, store) {
+    const part = within(root);
     const { dispatch, getState } = store;
-    const open = bindGrid($("patch-grid"), (text) => ($("patch-cursor").textContent = text), store);
+    const open = bindGrid(part("patch-grid"), (text) => (part("patch-cursor").textContent = text), store);
     // a click on a heatmap cell: plotly's point number is [row, column]
     openCell = (at) => {
       if (!Array.isArray(at)) return;
-      $("patch-grid").dataset.cursor = at.join(".");
+      part("patch-grid").dataset.cursor = at.join(".");
       open([at[0], at[1]]);
     };
-    $("patch-form").addEventListener("submit", (e) => {
+    part("patch-form").addEventListener("submit", (e) => {
       e.preventDefault();
       const s = getState();
-      const position = Number.parseInt($("patch-position").value, 10) || 0;
-      const token = $("patch-token").value.trim();
-      const metric = formMetric();
+      const position = Number.parseInt(part("patch-position").value, 10) || 0;
+      const token = part("patch-token").value.trim();
+      const metric = formMetric(part);
       if (metric === undefined) {
-        $("patch-status").textContent = "Type the two tokens whose logits to compare.";
+        part("patch-status").textContent = "Type the two tokens whose logits to compare.";
         return;
       }
       if (!token || !s.run.result) return;
-      $("patch-grid").dataset.cursor = ""; // a new grid: its cursor starts again
-      const value = { position, token, hook: $("patch-hook").value };
+      part("patch-grid").dataset.cursor = ""; // a new grid: its cursor starts again
+      const value = { position, token, hook: part("patch-hook").value };
       dispatch(act.panelSet("patch", metric ? { ...value, metric } : value));
     });
-    $("patch-metric").addEventListener("change", () => {
-      $("patch-ld").hidden = $("patch-metric").value !== "logit_diff";
+    part("patch-metric").addEventListener("change", () => {
+      part("patch-ld").hidden = part("patch-metric").value !== "logit_diff";
     });
   },
 };

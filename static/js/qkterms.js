@@ -4,7 +4,7 @@
 // post-norm model's refusal is shown as the server words it. The panel's one declaration (`panel`, registry.js).
 
 import { act } from "./actions.js";
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { pieceQuote } from "./piece.js";
 import { headTypesRequest } from "./requests.js";
 import { selectView, singleOf } from "./selectors.js";
@@ -65,8 +65,6 @@ export function renderQK(root, view) {
   root.dataset.total = String(r.total);
 }
 
-const $ = (id) => document.getElementById(id);
-
 export const panel = {
   analysis: "qk-attribution",
   words: "the score's terms",
@@ -81,7 +79,7 @@ export const panel = {
   render(root, slot, s) {
     const view = selectView(s);
     const pair = s.ui.pair && s.ui.pair.every((v) => v != null) ? s.ui.pair : null;
-    renderQK($("qk-body"), {
+    renderQK(within(root)("qk-body"), {
       asked: !!slot.nonce,
       pair,
       status: slot.status,
@@ -91,6 +89,6 @@ export const panel = {
     });
   },
   bind(root, { dispatch }) {
-    $("qk-explain").addEventListener("click", () => dispatch(act.panelAsked("qkterms", { fields: {} })));
+    within(root)("qk-explain").addEventListener("click", () => dispatch(act.panelAsked("qkterms", { fields: {} })));
   },
 };

@@ -5,7 +5,7 @@
 
 import { colorAt, inkOn, rgbString, PALETTES } from "./colors.js";
 import { cellReasons } from "./masks.js";
-import { el, node } from "./dom.js";
+import { el, node, within } from "./dom.js";
 import { act } from "./actions.js";
 import { selectView, shownDeps } from "./selectors.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
@@ -16,8 +16,6 @@ export const MAX_LINE_PX = 16;
 export const ZERO_WEIGHT = 1e-4; // a line for a weight below this is a grey hairline: nothing is retrieved
 export const WIDTH = 520;
 const COL = { query: 4, key: 196, boxW: 104, labels: 308 };
-
-const $ = (id) => document.getElementById(id);
 
 export function rowHeight(seqLen) {
   return Math.max(ROW_PX.min, Math.min(ROW_PX.max, Math.floor(520 / Math.max(seqLen, 1))));
@@ -213,9 +211,10 @@ export function render(root, s, dispatch) {
   const view = selectView(s);
   if (!view) return;
   const [fl, fh] = view.focus;
-  $("retrieval-title").textContent =
+  const part = within(root);
+  part("retrieval-title").textContent =
     `Retrieval · ${view.multiLayer ? `L${fl} ` : ""}head ${fh} · query ${pos(view.query)} ${pieceQuote(view.tokens[view.query])}`;
-  const svg = $("retrieval");
+  const svg = part("retrieval");
   renderRetrieval(
     svg,
     view,
@@ -224,7 +223,7 @@ export function render(root, s, dispatch) {
     (q) => dispatch(act.querySet(q)),
     (k) => dispatch(act.pairSet(view.query, k)),
   );
-  renderContext($("retrieval-context"), view, view.focusHead, view.query);
+  renderContext(part("retrieval-context"), view, view.focusHead, view.query);
   // once every view of this draw has written (a microtask: still before anything else reads the page), so that
   // the read lays the page out once, not halfway through the draw and again after it
   queueMicrotask(() => followQuery(svg));
@@ -241,7 +240,7 @@ function followQuery(svg) {
 }
 
 export function bind(root, store) {
-  $("retrieval").addEventListener("keydown", (e) => {
+  within(root)("retrieval").addEventListener("keydown", (e) => {
     const s = store.getState();
     if (!s.run.result) return;
     const S = s.run.result.tokens.length;

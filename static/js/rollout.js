@@ -9,7 +9,7 @@
 // registry.js) on top of pure helpers.
 
 import { PALETTES, VIRIDIS } from "./colors.js";
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 import { act } from "./actions.js";
 import { pos } from "./positions.js";
@@ -64,8 +64,6 @@ export function topSource(row) {
   return best;
 }
 
-const $ = (id) => document.getElementById(id);
-
 const WORDS = {
   rollout: { name: "Rollout", share: "rollout share", verb: "roll this run out" },
   flow: { name: "Attention flow", share: "flow share", verb: "compute attention flow for this run" },
@@ -108,25 +106,26 @@ export const panel = {
   keep: true,
   deps: (s) => [s.run.result, s.ui.palette, s.ui.item],
   render(root, slot, s) {
+    const part = within(root);
     const value = s.ui.rollout;
     const method = methodOf(value);
     const refused = slot.status === "error";
-    $("rollout-on").checked = !!value;
-    $("rollout-method").value = method;
-    $("rollout-fuse").value = value?.heads || "mean";
-    $("rollout-resid").checked = value ? value.residual : true;
+    part("rollout-on").checked = !!value;
+    part("rollout-method").value = method;
+    part("rollout-fuse").value = value?.heads || "mean";
+    part("rollout-resid").checked = value ? value.residual : true;
     // the server's refusal holds for this input: the options cannot change it (turning the panel off can, and so can
     // the method: a flow refused for its length or its work leaves rollout to choose)
-    $("rollout-method").disabled = !value;
-    $("rollout-fuse").disabled = !value || refused;
-    $("rollout-resid").disabled = !value || refused;
-    const reason = $("rollout-reason");
+    part("rollout-method").disabled = !value;
+    part("rollout-fuse").disabled = !value || refused;
+    part("rollout-resid").disabled = !value || refused;
+    const reason = part("rollout-reason");
     reason.hidden = !refused;
     reason.textContent = refused ? `The server cannot ${WORDS[method].verb}: ${slot.message}` : "";
     reason.dataset.method = refused ? method : "";
-    $("rollout-status").textContent =
+    part("rollout-status").textContent =
       slot.status === "loading" ? (method === "flow" ? "computing the flow…" : "rolling out…") : "";
-    const grid = $("rollout-grid");
+    const grid = part("rollout-grid");
     const r = refused || !value ? null : slot.result;
     if (!r) {
       grid.dataset.drawn = "";
@@ -140,20 +139,21 @@ export const panel = {
     grid.replaceChildren(...rolloutMaps(r, s.ui.item, method).map((m) => drawLayer(m, tokens, s.ui.palette, method)));
   },
   bind(root, { dispatch, getState }) {
+    const part = within(root);
     const set = (fields) => {
       const now = getState().ui.rollout || { heads: "mean", residual: true, method: "rollout" };
       dispatch(act.panelSet("rollout", { ...now, ...fields }));
     };
-    $("rollout-on").addEventListener("change", (e) => {
+    part("rollout-on").addEventListener("change", (e) => {
       if (e.target.checked) set({});
       else dispatch(act.panelSet("rollout", null));
     });
-    $("rollout-method").addEventListener("change", (e) =>
+    part("rollout-method").addEventListener("change", (e) =>
       set({ method: METHODS.includes(e.target.value) ? e.target.value : "rollout" }),
     );
-    $("rollout-fuse").addEventListener("change", (e) =>
+    part("rollout-fuse").addEventListener("change", (e) =>
       set({ heads: FUSES.includes(e.target.value) ? e.target.value : "mean" }),
     );
-    $("rollout-resid").addEventListener("change", (e) => set({ residual: e.target.checked }));
+    part("rollout-resid").addEventListener("change", (e) => set({ residual: e.target.checked }));
   },
 };

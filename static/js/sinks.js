@@ -7,8 +7,7 @@
 import { act } from "./actions.js";
 import { parseSinks } from "./state.js";
 import { firstPosition, pos, typedPos } from "./positions.js";
-
-const $ = (id) => document.getElementById(id);
+import { within } from "./dom.js";
 
 // The select's value for a state's sinks: "none" | "first" | "special" | "positions".
 export function sinksChoice(sinks) {
@@ -28,21 +27,23 @@ export function deps(s) {
 }
 
 export function render(root, s) {
+  const part = within(root);
   const choice = sinksChoice(s.ui.sinks);
-  if (document.activeElement !== $("sinks-select")) $("sinks-select").value = choice;
-  const box = $("sinks-positions");
+  if (document.activeElement !== part("sinks-select")) part("sinks-select").value = choice;
+  const box = part("sinks-positions");
   box.hidden = choice !== "positions" && document.activeElement !== box && !box.dataset.open;
   if (Array.isArray(s.ui.sinks) && document.activeElement !== box) box.value = s.ui.sinks.map(pos).join(",");
   box.placeholder = [0, 3].map(pos).join(",");
-  $("sinks-renorm").checked = s.ui.renorm;
-  $("sinks-renorm").disabled = choice === "none" && !box.dataset.open;
+  part("sinks-renorm").checked = s.ui.renorm;
+  part("sinks-renorm").disabled = choice === "none" && !box.dataset.open;
   const r = s.run.result;
-  $("sinks-shown").textContent = sinksLine(r?.sinks, r?.source_tokens || r?.tokens);
+  part("sinks-shown").textContent = sinksLine(r?.sinks, r?.source_tokens || r?.tokens);
 }
 
 export function bind(root, { dispatch, getState }) {
-  const box = $("sinks-positions");
-  const error = $("sinks-error");
+  const part = within(root);
+  const box = part("sinks-positions");
+  const error = part("sinks-error");
   const say = (text) => {
     error.textContent = text;
     error.hidden = !text;
@@ -64,7 +65,7 @@ export function bind(root, { dispatch, getState }) {
     delete box.dataset.open;
     send(sinks);
   };
-  $("sinks-select").addEventListener("change", (e) => {
+  part("sinks-select").addEventListener("change", (e) => {
     const v = e.target.value;
     say("");
     if (v === "positions") {
@@ -85,7 +86,7 @@ export function bind(root, { dispatch, getState }) {
       fromBox();
     }
   });
-  $("sinks-renorm").addEventListener("change", (e) => {
+  part("sinks-renorm").addEventListener("change", (e) => {
     const ui = getState().ui;
     if (ui.sinks) dispatch(act.sinksSet(ui.sinks, e.target.checked, "sinks-renorm"));
   });

@@ -267,10 +267,15 @@ const SHOWN = {
     bind: (root, store) => bindRetrieval(root, store),
     draw: (s, dispatch) => {
       renderLarge($("sa-large"), s, dispatch);
-      renderRetrieval($("retrieval"), s, dispatch);
+      renderRetrieval(viewRoot("retrieval"), s, dispatch);
     },
   },
 };
+
+// The root of the page's view `name` (its data-view element) in the copy on screen.
+function viewRoot(name) {
+  return document.querySelector(`#sa-view [data-view="${name}"]`);
+}
 
 export function render(s, store, prev = null) {
   const root = $("sa-view");

@@ -3,11 +3,16 @@
 // is a page opened with no state in its link and nothing in localStorage saying the path was hidden; hidden, it
 // stays hidden (localStorage) and "Start here" in the row brings it back. An example from the examples menu opens
 // scrolled to its answer the same way (examples.js `answer`).
+//
+// Its own parts it finds in its root. Being a guide to the whole page, it also looks the other views' panels up in
+// the document, as no view does: the jump row's panels (bindJumps, and `render` hiding the jump to a hidden one),
+// a step's answer (panelOf) and the views it keeps in sight while they settle (scrollToAnswer).
 
 import { act } from "./actions.js";
 import { DEFAULT_ANSWER, EXAMPLES, examplesFor, exampleText } from "./examples.js";
 import { modelInfo } from "./selectors.js";
 import { openHolding, steer } from "./workspaces.js";
+import { within } from "./dom.js";
 
 export const HIDDEN_KEY = "attnlab.start.hidden"; // localStorage: "1" once the path was hidden
 export const FOLLOW_MS = 15000; // how long a scroll keeps its panel in sight while the page above it settles
@@ -18,8 +23,6 @@ export const STEP_ANSWERS = {
   head: '[data-view="retrieval"]',
   claim: "#claims-panel",
 };
-
-const $ = (id) => document.getElementById(id);
 
 // The panel a selector names: the element's own panel section, or the element.
 export function panelOf(selector) {
@@ -85,7 +88,7 @@ export function scrollToAnswer(selector) {
   // while it follows, this aims, not the browser's scroll anchoring (which holds whatever element it picked)
   document.documentElement.style.overflowAnchor = "none";
   const resized = new ResizeObserver(go);
-  resized.observe($("views"));
+  resized.observe(document.getElementById("views"));
   const drawn = new PerformanceObserver((list) => {
     if (list.getEntriesByName("attnlab:drawn").length) go();
   });
@@ -129,9 +132,9 @@ function runStep(step, { dispatch, getState }) {
   scrollToAnswer(STEP_ANSWERS[step]);
 }
 
-function showPath(open) {
-  $("start-panel").hidden = !open;
-  $("start-reopen").hidden = open;
+function showPath(part, open) {
+  part("start-panel").hidden = !open;
+  part("start-reopen").hidden = open;
 }
 
 export function deps(s) {
@@ -149,15 +152,16 @@ export function render(root) {
 }
 
 export function bind(root, store) {
-  showPath(firstVisit(location.search, stored()));
-  $("start-dismiss").addEventListener("click", () => {
+  const part = within(root);
+  showPath(part, firstVisit(location.search, stored()));
+  part("start-dismiss").addEventListener("click", () => {
     remember();
-    showPath(false);
-    $("start-reopen").focus();
+    showPath(part, false);
+    part("start-reopen").focus();
   });
-  $("start-reopen").addEventListener("click", () => {
-    showPath(true);
-    $("start-panel").querySelector("button[data-step]").focus();
+  part("start-reopen").addEventListener("click", () => {
+    showPath(part, true);
+    part("start-panel").querySelector("button[data-step]").focus();
   });
   for (const b of root.querySelectorAll("button[data-step]")) {
     b.addEventListener("click", () => runStep(b.dataset.step, store));

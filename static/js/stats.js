@@ -7,6 +7,7 @@ import { themeInk } from "./heatmap.js";
 import { healthFlags } from "./heads.js";
 import { selectView, shownDeps } from "./selectors.js";
 import { posList } from "./positions.js";
+import { within } from "./dom.js";
 
 export const ROW_SUM_TOLERANCE = 1e-4;
 
@@ -172,13 +173,12 @@ export function render(root, s) {
   // the other layers of a streamed run change only the timing line (the whole pass's): the tables stay
   const shown = [...shownDeps(s), s.ui.layer, s.ui.focus];
   const last = statsDrawn.get(root);
+  const part = within(root);
   if (!last || last.length !== shown.length || last.some((x, i) => x !== shown[i])) {
-    renderStats(document.getElementById("stats"), document.getElementById("similarity"), view, view.heads);
+    renderStats(part("stats"), part("similarity"), view, view.heads);
     statsDrawn.set(root, shown);
   }
   const r = s.run.result;
   const total = Object.values(r.timings_ms).reduce((a, b) => a + b, 0);
-  document.getElementById("timing").textContent = `${r.config.device} · ${r.config.dtype} · ${total.toFixed(1)} ms`;
-  document.getElementById("server-info").textContent =
-    `${r.model} · ${view.nHeads} head${view.nHeads === 1 ? "" : "s"} × ${r.config.n_layers} layer${r.config.n_layers === 1 ? "" : "s"}`;
+  part("timing").textContent = `${r.config.device} · ${r.config.dtype} · ${total.toFixed(1)} ms`;
 }

@@ -8,7 +8,7 @@
 
 import { act } from "./actions.js";
 import { plotlyTheme } from "./colors.js";
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { plotlyText } from "./focuscells.js";
 import { PLOT_CONFIG } from "./plotly.js";
 
@@ -266,7 +266,6 @@ export function renderSweep(els, view) {
   els.plot.setAttribute("aria-label", `Figure 21.5, measured. ${sweepSummary(r)}`);
 }
 
-const $ = (id) => document.getElementById(id);
 const variance = (value) => ({ variance: clampVariance(value) });
 
 export const panel = {
@@ -279,25 +278,32 @@ export const panel = {
   keep: true,
   needsPlotly: true,
   render(root, slot, s) {
+    const part = within(root);
     const v = s.ui.sweep ? s.ui.sweep.variance : SWEEP_VARIANCE.fallback;
-    if (document.activeElement !== $("sweep-variance")) $("sweep-variance").value = String(v);
-    if (document.activeElement !== $("sweep-variance-range")) $("sweep-variance-range").value = String(v);
-    $("sweep-draw").hidden = !!s.ui.sweep;
+    if (document.activeElement !== part("sweep-variance")) part("sweep-variance").value = String(v);
+    if (document.activeElement !== part("sweep-variance-range")) part("sweep-variance-range").value = String(v);
+    part("sweep-draw").hidden = !!s.ui.sweep;
     renderSweep(
-      { status: $("sweep-status"), plot: $("sweep-plot"), summary: $("sweep-summary"), trained: $("sweep-trained") },
+      {
+        status: part("sweep-status"),
+        plot: part("sweep-plot"),
+        summary: part("sweep-summary"),
+        trained: part("sweep-trained"),
+      },
       { result: slot.status === "error" ? null : slot.result, status: slot.status, message: slot.message },
     );
   },
   bind(root, { dispatch, getState }) {
+    const part = within(root);
     const set = (value) => dispatch(act.panelSet("sweep", variance(value)));
-    $("sweep-draw").addEventListener("click", () => {
+    part("sweep-draw").addEventListener("click", () => {
       const s = getState();
       set(s.ui.sweep ? s.ui.sweep.variance : SWEEP_VARIANCE.fallback);
-      $("sweep-variance").focus();
+      part("sweep-variance").focus();
     });
-    $("sweep-variance").addEventListener("change", (e) => set(Number.parseFloat(e.target.value)));
-    $("sweep-variance-range").addEventListener("input", (e) => {
-      $("sweep-variance").value = e.target.value;
+    part("sweep-variance").addEventListener("change", (e) => set(Number.parseFloat(e.target.value)));
+    part("sweep-variance-range").addEventListener("input", (e) => {
+      part("sweep-variance").value = e.target.value;
       set(Number.parseFloat(e.target.value));
     });
   },

@@ -1,13 +1,15 @@
 // The tokens panel (data-view="tokens"): one chip per position (click, Enter or Space marks it padding and back;
 // hovering one lights its row and column up in every head; the chips are one tab stop, the arrow keys,
 // Home and End move between them), the batch bar, the next-word predictions, the run's
-// status and the "what changed" line. A long list shows its first TOKENS_SHOWN chips until opened.
+// status and the "what changed" line (the page dimmed while a run is on its way, or marked stale after a failed
+// one, is main.js's). A long list shows its first TOKENS_SHOWN chips until opened.
 
 import { renderBatchBar } from "./batch.js";
 import { act } from "./actions.js";
 import { selectView, tokenMasks } from "./selectors.js";
 import { pieceQuote, pieceTitle, renderPiece, specialAt } from "./piece.js";
 import { pos } from "./positions.js";
+import { within } from "./dom.js";
 
 export const TOKENS_SHOWN = 48; // beyond this many tokens the list starts collapsed
 const MOVES = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 };
@@ -18,8 +20,6 @@ export function moveToken(i, key, n) {
   if (key === "End") return n - 1;
   return key in MOVES ? Math.max(0, Math.min(n - 1, i + MOVES[key])) : null;
 }
-
-const $ = (id) => document.getElementById(id);
 
 export function deps(s) {
   return [
@@ -38,15 +38,16 @@ export function deps(s) {
 }
 
 export function render(root, s, dispatch) {
+  const part = within(root);
   const r = s.run.result;
-  renderStatus(s);
+  renderStatus(part, s);
   if (!r) return;
   const view = selectView(s);
   const batched = !!r.config.batch;
   const hl = s.highlight;
   const open = !!s.tokensOpen || view.tokens.length <= TOKENS_SHOWN;
   renderTokens(
-    $("tokens"),
+    part("tokens"),
     {
       tokens: open ? view.tokens : view.tokens.slice(0, TOKENS_SHOWN),
       masks: tokenMasks(s),
@@ -59,11 +60,11 @@ export function render(root, s, dispatch) {
       onHover: (i) => dispatch(act.highlightSet(i === null ? null : { q: i, k: i })),
     },
   );
-  const more = $("tokens-more");
+  const more = part("tokens-more");
   more.hidden = view.tokens.length <= TOKENS_SHOWN;
   more.textContent = open ? `Show the first ${TOKENS_SHOWN} tokens only` : `Show all ${view.tokens.length} tokens`;
   more.setAttribute("aria-expanded", open ? "true" : "false");
-  renderBatchBar($("batch-bar"), {
+  renderBatchBar(part("batch-bar"), {
     full: s.run.full,
     item: view.item,
     sourceTokens: view.keyTokens,
@@ -73,19 +74,18 @@ export function render(root, s, dispatch) {
   const slot = s.panels.nextWords;
   const late = slot.status === "ready" && JSON.stringify(slot.result?.tokens) === JSON.stringify(r.tokens);
   const words = r.config.next_word?.length ? r.config.next_word : late ? slot.result.config.next_word : [];
-  renderNextWords($("next-words"), r.tokens, words);
-  renderSummary(s);
+  renderNextWords(part("next-words"), r.tokens, words);
+  renderSummary(part, s);
 }
 
 export function bind(root, store) {
-  $("batch-item").addEventListener("change", (e) => store.dispatch(act.itemSet(Number(e.target.value) || 0)));
-  $("tokens-more").addEventListener("click", () => store.dispatch(act.tokensOpenSet(!store.getState().tokensOpen)));
+  const part = within(root);
+  part("batch-item").addEventListener("change", (e) => store.dispatch(act.itemSet(Number(e.target.value) || 0)));
+  part("tokens-more").addEventListener("click", () => store.dispatch(act.tokensOpenSet(!store.getState().tokensOpen)));
 }
 
-function renderStatus(s) {
-  const status = $("run-status");
-  document.body.classList.toggle("busy", s.run.status === "loading");
-  $("views").classList.toggle("stale", s.run.status === "error" && !!s.run.result);
+function renderStatus(part, s) {
+  const status = part("run-status");
   // a run in flight is announced once, by the busy indicator (busy.js); this line says only what a failure left
   status.textContent =
     s.run.status === "error" && s.run.result
@@ -112,8 +112,8 @@ export function summaryText(run) {
   return `${run.lastAction ? `${run.lastAction}: ` : "Changed: "}${facts.join("; ")}.`;
 }
 
-function renderSummary(s) {
-  const p = $("change-summary");
+function renderSummary(part, s) {
+  const p = part("change-summary");
   p.textContent = summaryText(s.run);
   p.classList.toggle("bad", s.run.status === "error");
 }

@@ -2,7 +2,7 @@
 // this query on this key? Choose the pair here, by shift-clicking a cell of the large head, or by pressing a key in
 // the retrieval diagram; press a head in the list to open it.
 
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { act } from "./actions.js";
 import { selectView } from "./selectors.js";
 import { pieceLabel, pieceQuote } from "./piece.js";
@@ -129,7 +129,7 @@ export function render(root, s, dispatch) {
   const t = s.panels.top;
   const view = selectView(s);
   renderTopHeads(
-    document.getElementById("top-heads-panel"),
+    within(root)("top-heads-panel"),
     {
       tokens: r.tokens,
       pair: s.ui.pair,

@@ -9,10 +9,9 @@ import { act } from "./actions.js";
 import { reads } from "./capabilities.js";
 import { labelsFor } from "./requests.js";
 import { modelInfo } from "./selectors.js";
+import { within } from "./dom.js";
 
 export const TYPED_KINDS = ["scores", "pattern"];
-const $ = (id) => document.getElementById(id);
-
 // "1 2 3\n4, 5, 6" -> {matrix: [[1, 2, 3], [4, 5, 6]]}, or {error} naming the row and what is wrong with it.
 // Numbers are separated by spaces, commas or semicolons; blank lines are skipped.
 export function parseGrid(text) {
@@ -52,6 +51,7 @@ export function deps(s) {
 }
 
 export function render(root, s) {
+  const part = within(root);
   const info = modelInfo(s);
   root.hidden = !reads(info, "scores");
   if (root.hidden) return;
@@ -60,29 +60,31 @@ export function render(root, s) {
   // the boxes follow the state when it changes (a link, a model), never while a person is typing in them
   if (root.dataset.shown !== shown) {
     root.dataset.shown = shown;
-    $("typed-kind").value = typed?.kind || "scores";
-    $("typed-matrix").value = gridText(typed?.m || info?.defaults?.scores);
-    $("typed-values").value = gridText(typed?.values);
+    part("typed-kind").value = typed?.kind || "scores";
+    part("typed-matrix").value = gridText(typed?.m || info?.defaults?.scores);
+    part("typed-values").value = gridText(typed?.values);
   }
   const err = s.run.error;
   const mine = err && /^(scores|pattern|values)\b/.test(err.field || "");
-  say(mine ? err.message : root.dataset.local || "");
+  say(part, mine ? err.message : root.dataset.local || "");
 }
 
-function say(text) {
-  const box = $("typed-error");
+// The typed boxes' error line (and the boxes marked invalid), `text` or none.
+function say(part, text) {
+  const box = part("typed-error");
   box.textContent = text;
   box.hidden = !text;
   for (const id of ["typed-matrix", "typed-values"]) {
-    if (text) $(id).setAttribute("aria-invalid", "true");
-    else $(id).removeAttribute("aria-invalid");
+    if (text) part(id).setAttribute("aria-invalid", "true");
+    else part(id).removeAttribute("aria-invalid");
   }
 }
 
 export function bind(root, { dispatch, getState }) {
+  const part = within(root);
   const apply = () => {
-    const kind = TYPED_KINDS.includes($("typed-kind").value) ? $("typed-kind").value : "scores";
-    const grid = parseGrid($("typed-matrix").value);
+    const kind = TYPED_KINDS.includes(part("typed-kind").value) ? part("typed-kind").value : "scores";
+    const grid = parseGrid(part("typed-matrix").value);
     if (grid.error) return fail(`The matrix: ${grid.error}.`);
     const n = grid.matrix.length;
     if (grid.matrix[0].length !== n)
@@ -90,8 +92,8 @@ export function bind(root, { dispatch, getState }) {
         `The matrix is ${n} × ${grid.matrix[0].length}: it needs one row and one column per position (S × S).`,
       );
     let values = null;
-    if ($("typed-values").value.trim()) {
-      const v = parseGrid($("typed-values").value);
+    if (part("typed-values").value.trim()) {
+      const v = parseGrid(part("typed-values").value);
       if (v.error) return fail(`The values: ${v.error}.`);
       if (v.matrix.length !== n)
         return fail(`The values have ${v.matrix.length} rows for ${n} positions: give one row per key.`);
@@ -104,11 +106,11 @@ export function bind(root, { dispatch, getState }) {
   };
   const fail = (message) => {
     root.dataset.local = message;
-    say(message);
+    say(part, message);
   };
-  $("typed-apply").addEventListener("click", apply);
+  part("typed-apply").addEventListener("click", apply);
   for (const id of ["typed-matrix", "typed-values"]) {
-    $(id).addEventListener("keydown", (e) => {
+    part(id).addEventListener("keydown", (e) => {
       if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
         e.preventDefault();
         apply();

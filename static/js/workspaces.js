@@ -178,6 +178,26 @@ export function openHolding(el) {
   if (name && name !== shown) open(name, { push: true });
 }
 
+// A head opened from the table (or a quick button) is drawn in the large head's panel, in the workspace of the heads
+// (Explore): open it (Back returns to the table) and bring that panel into view (its top at the viewport's top when
+// it is above), smoothly unless the person asked for reduced motion. The keyboard focus moves to the large head,
+// the table's row being hidden with its workspace; it stays on the row's button where the table is shown beside it.
+export function revealLargeHead() {
+  const panel = document.querySelector("section[data-view=focus]");
+  if (!panel) return;
+  const from = document.activeElement;
+  openHolding(panel);
+  if (from && from !== document.body && !from.getClientRects().length)
+    document.getElementById("focus-plot")?.focus({ preventScroll: true });
+  const r = panel.getBoundingClientRect();
+  if (r.top >= 0 && r.bottom <= window.innerHeight) return;
+  const still = window.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  panel.scrollIntoView({
+    block: r.height > window.innerHeight ? "start" : "nearest",
+    behavior: still ? "auto" : "smooth",
+  });
+}
+
 // The tab bar: one tab a workspace, a link of its own (a new tab opens it); arrows, Home and End move along it.
 export function bindTabs(bar) {
   const tabs = WORKSPACES.map((w) => {

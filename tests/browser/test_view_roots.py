@@ -1,0 +1,114 @@
+"""Views own their root: each view draws into the element it is given, wherever that is, and nothing else.
+
+One page load: once the page has drawn its first answer, every view in DRAWN is bound and drawn again, from the
+page's own state, into a fresh copy of its markup (its data-view or data-panel element as the server sends it) held
+in a div that is not in the document. The view must draw into that copy (what DRAWN names appears inside it), and a
+MutationObserver on the document's body must record nothing while it draws: a view that looked its parts up in the
+whole document would draw into the page's copy instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from playwright.sync_api import Page
+
+pytestmark = pytest.mark.browser
+
+# view or panel name -> what its draw puts in its root (a selector, matched in the div holding the root), absent
+# from the markup the server sends
+DRAWN: dict[str, str] = {
+    "retrieval": "#retrieval line, #retrieval-context table",
+    "flow": "#flow > *",
+    "tophead": "#top-heads-panel .th-picks",
+    "stats": "#stats tr",
+    "serverinfo": "#server-info:not(:empty)",
+    "qkterms": "#qk-body #qk-status",
+    "audit": "#audit-summary p",
+    "sinks": "#sinks-positions:not([hidden])",
+    "blockwise": "#blockwise-out > *",
+    "contrast": "#contrast-status:not(:empty)",
+    "typed": '[data-view="typed"][data-shown]',
+    "rollout": "#rollout-status:not(:empty)",
+    "cost": "#cost-status:not(:empty)",
+    "sweep": "#sweep-status:not(:empty)",
+    "patch": "#patch-status:not(:empty)",
+    "mechanics": "#decode-status:not(:empty)",
+    "tokens": "#tokens > *",
+    "focus": "#focus-plot[aria-label]",
+    "headtypes": "#headtypes-status:not(:empty)",
+}
+LOADING = {"status": "loading", "result": None, "message": ""}
+# What a view is drawn from here where the page's state would draw nothing new into a fresh copy: a panel's slot
+# (those asked by a button, drawn while their answer is on its way), settings on top of the page's (`ui`), the
+# slots of the page's own analyses (`panels`) or the models offered
+GIVEN: dict[str, dict[str, object]] = {
+    "audit": {"slot": LOADING},
+    "contrast": {"slot": LOADING},
+    "rollout": {"slot": LOADING},
+    "cost": {"slot": LOADING},
+    "sweep": {"slot": LOADING},
+    "patch": {"slot": LOADING},
+    "sinks": {"ui": {"sinks": [0]}},
+    "headtypes": {"panels": {"headTypes": LOADING}},
+    # a model that reads a typed matrix (this server offers none)
+    "typed": {"ui": {"model": "given"}, "models": [{"name": "given", "reads": ["scores"]}]},
+}
+
+DRAW_DETACHED_JS = """async ([drawn, given]) => {
+  const { pageState } = await import('/static/js/main.js');
+  const page = pageState();
+  const sent = new DOMParser().parseFromString(await (await fetch('/')).text(), 'text/html');
+  const out = {};
+  for (const [name, sel] of Object.entries(drawn)) {
+    const markup = sent.querySelector(`[data-view="${name}"], [data-panel="${name}"]`);
+    const root = document.importNode(markup, true);
+    const holder = document.createElement('div');
+    holder.append(root);
+    const mod = await import(`/static/js/${name}.js`);
+    const g = given[name] || {};
+    const s = { ...page, models: g.models || page.models, ui: { ...page.ui, ...g.ui } };
+    s.panels = { ...page.panels, ...g.panels };
+    // bound first, as the page binds each view once (its listeners, and the parts it adds to its markup)
+    const store = { dispatch: () => {}, getState: () => s };
+    if (root.dataset.panel) mod.panel.bind?.(root, store);
+    else mod.bind?.(root, store);
+    const before = holder.querySelectorAll(sel).length;
+    const seen = new MutationObserver(() => {});
+    seen.observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
+    let error = null;
+    try {
+      if (root.dataset.panel) mod.panel.render(root, g.slot || s.panels[name], s, () => {});
+      else mod.render(root, s, () => {});
+    } catch (e) {
+      error = String(e);
+    }
+    // what changed, and inside which element with an id (still in the document or no longer)
+    const where = (r) => {
+      const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+      const at = el?.closest('[id]');
+      return `${r.type} ${r.attributeName || ''} ${el?.nodeName} in #${at?.id} ${el?.isConnected ? '' : '(gone)'}`;
+    };
+    // plotly measures text in an element of its own that it keeps in the body (SVG nodes it adds there and takes
+    // out again): its, not the view's
+    const plotlys = (r) => {
+      const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+      return !!el?.closest('#js-plotly-tester') || (!el?.isConnected && el instanceof SVGElement);
+    };
+    const changed = seen.takeRecords().filter((r) => !plotlys(r)).map(where);
+    seen.disconnect();
+    out[name] = { before, after: holder.querySelectorAll(sel).length, changed: changed.slice(0, 5), error };
+  }
+  return out;
+}"""
+
+
+def test_each_view_draws_into_a_detached_root_and_nothing_else(open_page: Callable[..., Page]) -> None:
+    page = open_page("")
+    got = page.evaluate(DRAW_DETACHED_JS, [DRAWN, GIVEN])
+    for name, r in got.items():
+        assert r["error"] is None, (name, r)
+        assert r["before"] == 0, f"{name}: its markup already holds {DRAWN[name]!r}"
+        assert r["after"] > 0, f"{name} drew nothing into its root: {r}"
+        assert r["changed"] == [], f"{name} changed the page outside its root: {r}"
