@@ -19,8 +19,7 @@ import {
 } from "./selectors.js";
 import { positionLabel } from "./tophead.js";
 import { pos } from "./positions.js";
-
-const $ = (id) => document.getElementById(id);
+import { within } from "./dom.js";
 
 export function deps(s) {
   return [
@@ -43,14 +42,15 @@ export function deps(s) {
 }
 
 export function render(root, s, dispatch) {
-  writeControls(s, dispatch);
-  renderPerturb($("claims-panel"), {
+  const part = within(root);
+  writeControls(part, s, dispatch);
+  renderPerturb(part("claims-panel"), {
     result: s.panels.perturb.result,
     status: s.panels.perturb.status,
     message: s.panels.perturb.message,
   });
   const slot = s.panels.intervene;
-  const status = $("intervene-status");
+  const status = part("intervene-status");
   status.classList.toggle("bad", slot.status === "error");
   status.textContent =
     slot.status === "error"
@@ -60,14 +60,14 @@ export function render(root, s, dispatch) {
         : s.ui.ablate.length + s.ui.edits.length
           ? ""
           : "Press “ablate” on a head card, or set one weight under the large head.";
-  renderIntervention($("intervene-body"), {
+  renderIntervention(part("intervene-body"), {
     result: slot.status === "error" ? null : slot.result,
     status: slot.status,
     multiLayer: multiLayer(s),
     note: slot.result?.note,
     vocabSize: vocabSizeOf(modelInfo(s)),
   });
-  renderCompare($("compare-body"), {
+  renderCompare(part("compare-body"), {
     pin: s.ui.pin,
     current: pinRequestOf(s),
     result: s.panels.compare.result,
@@ -94,12 +94,12 @@ function options(sel, tokens, first) {
   sel.replaceChildren(...opts);
 }
 
-function writeControls(s, dispatch) {
+function writeControls(part, s, dispatch) {
   const m = modelInfo(s);
   const ui = s.ui;
   const tokens = s.run.result ? s.run.result.tokens : [];
   const canSwap = !!m && !String(m.tokenizer || "").startsWith("labels") && !ui.matrices;
-  const kind = $("perturb-kind");
+  const kind = part("perturb-kind");
   kind.querySelector("option[value=token]").disabled = !canSwap;
   // with a source every value vector is a source position's: the query side has none to move
   const noValue = perturbSide(s) === "query";
@@ -109,28 +109,28 @@ function writeControls(s, dispatch) {
       ? ui.perturb.kind
       : "direction";
   kind.value = k;
-  $("perturb-amount").hidden = k === "token";
-  $("perturb-amount").setAttribute(
+  part("perturb-amount").hidden = k === "token";
+  part("perturb-amount").setAttribute(
     "aria-label",
     k === "shift" ? "Amount added to every feature" : "Length of the random direction",
   );
-  $("perturb-token").hidden = k !== "token";
-  if (document.activeElement !== $("perturb-amount")) $("perturb-amount").value = String(ui.perturb.amount);
-  if (document.activeElement !== $("perturb-token")) $("perturb-token").value = ui.perturb.token;
-  const vocab = $("perturb-vocab");
+  part("perturb-token").hidden = k !== "token";
+  if (document.activeElement !== part("perturb-amount")) part("perturb-amount").value = String(ui.perturb.amount);
+  if (document.activeElement !== part("perturb-token")) part("perturb-token").value = ui.perturb.token;
+  const vocab = part("perturb-vocab");
   const words = m && m.vocab ? m.vocab : [];
   if (vocab.options.length !== words.length)
     vocab.replaceChildren(...words.map((w) => Object.assign(document.createElement("option"), { value: w })));
-  $("perturb-kind-help").textContent = canSwap
+  part("perturb-kind-help").textContent = canSwap
     ? ""
     : "Token swap needs a model with token embeddings (random, minilm, induction); this one takes numbers.";
   // a batch: the item whose position changes (its own tokens, padded, name the positions)
   const item = perturbItem(s);
-  $("perturb-item-wrap").hidden = item == null;
+  part("perturb-item-wrap").hidden = item == null;
   const own = item == null ? tokens : s.run.full.batch_tokens[item];
   if (item != null) {
     const labels = itemLabels(s.run.full);
-    const sel = $("perturb-item");
+    const sel = part("perturb-item");
     const want = [`the item shown (${ui.item})`, ...labels];
     if ([...sel.options].map((o) => o.textContent).join("\n") !== want.join("\n")) {
       sel.replaceChildren(
@@ -143,13 +143,13 @@ function writeControls(s, dispatch) {
   }
   // a cross-attention run: which side changes, and the position menu lists that side's tokens
   const side = perturbSide(s);
-  $("perturb-side-wrap").hidden = side == null;
-  if (side) $("perturb-side").value = side;
+  part("perturb-side-wrap").hidden = side == null;
+  if (side) part("perturb-side").value = side;
   const listed = side === "source" ? s.run.result.source_tokens : own;
   if (listed.length) {
     const S = listed.length;
     const q = Math.min(side ? defaultPerturbPosition(s) : (selectView(s)?.query ?? S - 1), S - 1);
-    const sel = $("perturb-position");
+    const sel = part("perturb-position");
     options(
       sel,
       listed,
@@ -159,11 +159,11 @@ function writeControls(s, dispatch) {
     );
     sel.value = ui.perturb.position == null ? "" : String(Math.min(ui.perturb.position, S - 1));
   }
-  $("perturb-off").hidden = !ui.perturbOn;
-  $("abl-mode").value = ui.ablMode;
-  $("iv-clear").disabled = ui.ablate.length + ui.edits.length === 0;
+  part("perturb-off").hidden = !ui.perturbOn;
+  part("abl-mode").value = ui.ablMode;
+  part("iv-clear").disabled = ui.ablate.length + ui.edits.length === 0;
   const ml = multiLayer(s);
-  const list = $("iv-list");
+  const list = part("iv-list");
   const items = [
     ...ui.ablate.map((a) => ({
       id: `a${a.layer}.${a.head}`,
@@ -190,34 +190,35 @@ function writeControls(s, dispatch) {
     list.append(
       Object.assign(document.createElement("span"), { className: "muted small", textContent: "No intervention yet." }),
     );
-  $("pin-a").disabled = !s.run.request;
-  $("unpin").disabled = !ui.pin;
-  $("pin-a").textContent = ui.pin ? "Pin this run as A instead" : "Pin as A";
+  part("pin-a").disabled = !s.run.request;
+  part("unpin").disabled = !ui.pin;
+  part("pin-a").textContent = ui.pin ? "Pin this run as A instead" : "Pin as A";
 }
 
 // The form's perturbation; `was` the one in the state: a new side names positions of another sequence, so its
 // position starts again from the default.
-function perturbFromForm(was) {
-  const amount = Number.parseFloat($("perturb-amount").value);
-  const pos = $("perturb-position").value;
-  const item = $("perturb-item-wrap").hidden ? "" : $("perturb-item").value;
-  const side = $("perturb-side-wrap").hidden ? null : $("perturb-side").value === "source" ? "source" : "query";
+function perturbFromForm(part, was) {
+  const amount = Number.parseFloat(part("perturb-amount").value);
+  const pos = part("perturb-position").value;
+  const item = part("perturb-item-wrap").hidden ? "" : part("perturb-item").value;
+  const side = part("perturb-side-wrap").hidden ? null : part("perturb-side").value === "source" ? "source" : "query";
   const moved = side != null && side !== (was.side ?? "query");
   return {
     position: pos === "" || moved ? null : Number(pos),
-    kind: ["token", "shift", "value"].includes($("perturb-kind").value) ? $("perturb-kind").value : "direction",
+    kind: ["token", "shift", "value"].includes(part("perturb-kind").value) ? part("perturb-kind").value : "direction",
     amount: Number.isFinite(amount) ? amount : 1,
-    token: $("perturb-token").value.trim(),
+    token: part("perturb-token").value.trim(),
     ...(item === "" ? {} : { item: Number(item) }),
     ...(side == null ? (was.side ? { side: was.side } : {}) : { side }),
   };
 }
 
 export function bind(root, store) {
+  const part = within(root);
   const { dispatch } = store;
-  $("perturb-form").addEventListener("submit", (e) => {
+  part("perturb-form").addEventListener("submit", (e) => {
     e.preventDefault();
-    dispatch(act.perturbSet(perturbFromForm(store.getState().ui.perturb), true)); // the button always asks again
+    dispatch(act.perturbSet(perturbFromForm(part, store.getState().ui.perturb), true)); // the button always asks again
   });
   for (const id of [
     "perturb-item",
@@ -227,19 +228,21 @@ export function bind(root, store) {
     "perturb-amount",
     "perturb-token",
   ]) {
-    $(id).addEventListener("change", () => dispatch(act.perturbSet(perturbFromForm(store.getState().ui.perturb))));
+    part(id).addEventListener("change", () =>
+      dispatch(act.perturbSet(perturbFromForm(part, store.getState().ui.perturb))),
+    );
   }
-  $("perturb-off").addEventListener("click", () => {
+  part("perturb-off").addEventListener("click", () => {
     dispatch(act.perturbSet(store.getState().ui.perturb, false));
-    $("perturb-run").focus();
+    part("perturb-run").focus();
   });
-  $("abl-mode").addEventListener("change", (e) =>
+  part("abl-mode").addEventListener("change", (e) =>
     dispatch(act.ablModeSet(e.target.value === "mean" ? "mean" : "zero")),
   );
-  $("iv-clear").addEventListener("click", () => dispatch(act.interventionsCleared()));
-  $("pin-a").addEventListener("click", () => dispatch(act.pinned()));
-  $("unpin").addEventListener("click", () => {
+  part("iv-clear").addEventListener("click", () => dispatch(act.interventionsCleared()));
+  part("pin-a").addEventListener("click", () => dispatch(act.pinned()));
+  part("unpin").addEventListener("click", () => {
     dispatch(act.unpinned());
-    $("pin-a").focus();
+    part("pin-a").focus();
   });
 }

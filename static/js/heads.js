@@ -8,7 +8,7 @@
 import { halfRows } from "./arrays.js";
 import { renderBugBanner } from "./bugs.js";
 import { headScale, legendTicks, matrixKey } from "./colors.js";
-import { node, noteWidth, widthOf } from "./dom.js";
+import { node, noteWidth, widthOf, within } from "./dom.js";
 import {
   cellAt,
   drawHeatmap,
@@ -31,8 +31,6 @@ export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 hea
 export const THUMB_PX = 150; // at most this many px a side, whatever the length: a long sequence is downsampled
 export const MAX_CELL = 34;
 export const MIN_CARD_PX = 165; // a card narrower than this is too small to read
-
-const $ = (id) => document.getElementById(id);
 
 // The heads on a page: [{layer, head}] in layer-major order.
 export function pageOf(all, page, size = PAGE_SIZE) {
@@ -136,23 +134,24 @@ export function deps(s) {
   ];
 }
 
-export function measure() {
-  noteWidth($("heads-grid"));
+export function measure(root) {
+  noteWidth(within(root)("heads-grid"));
 }
 
 export function render(root, s, dispatch) {
+  const part = within(root);
   const view = selectView(s);
   if (!view) return;
   const r = s.run.result;
-  renderBugBanner($("demo-bug"), r.demo_bug);
-  const notice = $("heads-notice");
+  renderBugBanner(part("demo-bug"), r.demo_bug);
+  const notice = part("heads-notice");
   notice.textContent = s.run.notice;
   notice.hidden = !s.run.notice;
-  renderLegend($("legend"), view);
-  $("heads-title").textContent =
+  renderLegend(part("legend"), view);
+  part("heads-title").textContent =
     `Heads: ${view.view} · ${view.heads.length} head${view.heads.length === 1 ? "" : "s"}` +
     (view.multiLayer ? (s.ui.layer === "all" ? " · all layers" : ` · layer ${s.ui.layer}`) : "");
-  const grid = $("heads-grid");
+  const grid = part("heads-grid");
   const key = [
     r,
     s.run.diff,
@@ -176,13 +175,14 @@ export function render(root, s, dispatch) {
     // a state with no ablation list (an exported file's: no server to run an intervention) offers none
     onAblate: s.ui.ablate ? (layer, head) => dispatch(act.ablationToggled(layer, head)) : null,
   };
-  const cards = renderHeads(grid, $("heads-pager"), view, handlers);
+  const cards = renderHeads(grid, part("heads-pager"), view, handlers);
   drawn.set(grid, { key, cards });
   highlightHeads(cards, s.highlight);
 }
 
 export function bind(root, store) {
-  const pager = $("heads-pager");
+  const part = within(root);
+  const pager = part("heads-pager");
   pager
     .querySelector("[data-role=prev]")
     .addEventListener("click", () => store.dispatch(act.pageSet(store.getState().ui.page - 1)));
@@ -196,9 +196,11 @@ export function cardSink(view, head) {
   return view.view === "weights" ? sinkWeights(head, view.item) : null;
 }
 
-// The tooltip on a cell, and the row and column it lights up in every head.
+// The tooltip on a cell, and the row and column it lights up in every head. The tooltip is the page's one (over
+// every view, in none of them: the template's, or the exported file's), the one element this view finds in the
+// document.
 function hover(view, cell, event, dispatch) {
-  const tip = $("tooltip");
+  const tip = document.getElementById("tooltip");
   if (!cell) {
     tip.hidden = true;
     dispatch(act.highlightSet(null));

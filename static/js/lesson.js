@@ -10,7 +10,7 @@
 
 import { act } from "./actions.js";
 import { optionsOf } from "./capabilities.js";
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { renderFigure } from "./lessonfigure.js";
 import { touchWords } from "./lessonread.js";
 import {
@@ -99,8 +99,6 @@ export function pickedWords(lesson, picked, tokens = []) {
   return "";
 }
 
-const $ = (id) => document.getElementById(id);
-
 // The answer control for a lesson's kind: a number box, a menu of its choices, or a line saying what was clicked.
 function answerControl(lesson) {
   if (lesson.ask === "number")
@@ -131,15 +129,16 @@ function answerControl(lesson) {
 }
 
 function renderLesson(root, value, s) {
+  const part = within(root);
   const lesson = value && lessonOf(value.id);
   const touch = touchDevice();
   const words = (text) => touchWords(text, touch);
-  $("lesson-task").hidden = !lesson;
+  part("lesson-task").hidden = !lesson;
   const hides = hiddenNow(lesson, value).join(" ");
   if (hides) document.documentElement.dataset.lessonHides = hides;
   else delete document.documentElement.dataset.lessonHides;
   root.dataset.hides = hides;
-  renderFigure($("lesson-figure"), lesson, s.models);
+  renderFigure(part("lesson-figure"), lesson, s.models);
   for (const a of root.querySelectorAll("[data-lesson]"))
     a.toggleAttribute("aria-current", a.dataset.lesson === value?.id);
   if (!lesson) {
@@ -148,44 +147,45 @@ function renderLesson(root, value, s) {
   }
   if (root.dataset.lessonId !== lesson.id) {
     root.dataset.lessonId = lesson.id;
-    $("lesson-name").textContent = lesson.title;
-    $("lesson-prompt").textContent = words(lesson.prompt);
-    $("lesson-note").textContent = lesson.note || "";
-    $("lesson-note").hidden = !lesson.note;
+    part("lesson-name").textContent = lesson.title;
+    part("lesson-prompt").textContent = words(lesson.prompt);
+    part("lesson-note").textContent = lesson.note || "";
+    part("lesson-note").hidden = !lesson.note;
     const control = answerControl(lesson);
     control.setAttribute("data-testid", "lesson-answer");
     control.setAttribute("aria-labelledby", "lesson-prompt");
-    $("lesson-answer-slot").replaceChildren(control);
-    $("lesson-link").href = `?lesson=${encodeURIComponent(lesson.id)}`;
-    $("lesson-link").textContent = `?lesson=${lesson.id}`;
+    part("lesson-answer-slot").replaceChildren(control);
+    part("lesson-link").href = `?lesson=${encodeURIComponent(lesson.id)}`;
+    part("lesson-link").textContent = `?lesson=${lesson.id}`;
   }
   const wait = notReady(lesson, s);
   const served = s.models.some((m) => m.name === modelOfSetup(setupOf(lesson, s.models)));
-  $("lesson-served").hidden = served || !s.models.length;
-  $("lesson-served").textContent = served ? "" : `Not checked here: ${wait}`;
+  part("lesson-served").hidden = served || !s.models.length;
+  part("lesson-served").textContent = served ? "" : `Not checked here: ${wait}`;
   if (lesson.ask === "cell" || lesson.ask === "head")
-    $("lesson-answer").textContent = words(pickedWords(lesson, value.picked, s.run.result?.tokens));
-  if (lesson.ask === "toggle") $("lesson-answer").textContent = "your change, made with the page's own controls";
-  const fb = $("lesson-feedback");
+    part("lesson-answer").textContent = words(pickedWords(lesson, value.picked, s.run.result?.tokens));
+  if (lesson.ask === "toggle") part("lesson-answer").textContent = "your change, made with the page's own controls";
+  const fb = part("lesson-feedback");
   fb.textContent = value.feedback ? words(value.feedback.text) : "";
   fb.dataset.ok = value.feedback ? String(value.feedback.ok) : "";
   const shown = !!(value.feedback?.ok || value.shown);
-  $("lesson-compare").hidden = !shown;
+  part("lesson-compare").hidden = !shown;
   if (shown) {
-    $("lesson-chapter").textContent = lesson.chapter ?? "no printed output for this task";
-    $("lesson-attnlab").textContent = attnlabValue(lesson, s) || "(once this view is computed)";
+    part("lesson-chapter").textContent = lesson.chapter ?? "no printed output for this task";
+    part("lesson-attnlab").textContent = attnlabValue(lesson, s) || "(once this view is computed)";
   }
 }
 
 // The answer the learner has given now: typed, chosen, clicked, or (a toggle) the page itself.
-function answerOf(lesson, value) {
-  if (lesson.ask === "number" || lesson.ask === "choice" || lesson.ask === "shape") return $("lesson-answer").value;
+function answerOf(part, lesson, value) {
+  if (lesson.ask === "number" || lesson.ask === "choice" || lesson.ask === "shape") return part("lesson-answer").value;
   if (lesson.ask === "toggle") return null;
   return value.picked;
 }
 
 function bind(root, store) {
-  const list = $("lesson-list");
+  const part = within(root);
+  const list = part("lesson-list");
   list.replaceChildren(
     ...LESSONS.map((l) => {
       const a = node("a", { href: `?lesson=${encodeURIComponent(l.id)}` }, l.title);
@@ -201,7 +201,7 @@ function bind(root, store) {
     const ui = lessonUi(s.models, lessonOf(id));
     root.dataset.lessonId = "";
     store.dispatch(ui ? act.restored(ui) : act.panelSet(NAME, freshLesson(id)));
-    $("lesson-task").scrollIntoView?.({ block: "nearest" });
+    part("lesson-task").scrollIntoView?.({ block: "nearest" });
   };
   list.addEventListener("click", (e) => {
     const a = e.target instanceof Element ? e.target.closest("a[data-lesson]") : null;
@@ -214,21 +214,21 @@ function bind(root, store) {
     const lesson = v && lessonOf(v.id);
     if (lesson)
       store.dispatch(
-        act.panelSet(NAME, { ...v, feedback: checkAnswer(lesson, answerOf(lesson, v), store.getState()) }),
+        act.panelSet(NAME, { ...v, feedback: checkAnswer(lesson, answerOf(part, lesson, v), store.getState()) }),
       );
   };
-  $("lesson-check").addEventListener("click", check);
-  $("lesson-answer-slot").addEventListener("keydown", (e) => {
+  part("lesson-check").addEventListener("click", check);
+  part("lesson-answer-slot").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && e.target instanceof HTMLInputElement) {
       e.preventDefault();
       check();
     }
   });
-  $("lesson-reveal").addEventListener(
+  part("lesson-reveal").addEventListener(
     "click",
     () => value() && store.dispatch(act.panelSet(NAME, { ...value(), shown: true })),
   );
-  $("lesson-close").addEventListener("click", () => {
+  part("lesson-close").addEventListener("click", () => {
     store.dispatch(act.panelSet(NAME, null));
     store.dispatch(act.countSet(false)); // the lesson counted from 1; the page goes back to the API's count
   });

@@ -10,6 +10,8 @@
 // dispatch (actions.js) is applied by `reduce`, the few actions a file with no server can honour; the rest are
 // dropped. Only the large head is this file's own: a canvas heatmap (heatmap.js) where the page plots with plotly.
 // An export with rollout or attention flow draws each layer's map under the view (sastacked.js), whatever is shown.
+// The file is this module's own: it finds its elements in the document by id; the page's views it draws find theirs
+// in the root it hands each one (viewRoot).
 
 import { act } from "./actions.js";
 import { readArrays } from "./arrays.js";
@@ -257,7 +259,7 @@ function renderControls(s) {
 const SHOWN = {
   layer: {
     bind: (root, store) => bindHeads(root, store),
-    draw: (s, dispatch) => renderHeads($("heads-grid"), s, dispatch),
+    draw: (s, dispatch) => renderHeads(viewRoot("heads"), s, dispatch),
   },
   all: {
     bind: () => {},

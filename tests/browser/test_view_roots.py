@@ -38,6 +38,12 @@ DRAWN: dict[str, str] = {
     "tokens": "#tokens > *",
     "focus": "#focus-plot[aria-label]",
     "headtypes": "#headtypes-status:not(:empty)",
+    "experiments": "#iv-list > *",
+    "lesson": "#lesson-name:not(:empty)",
+    "heads": "#heads-grid canvas",
+    "deepzoom": '#dz-toggle[aria-expanded="true"]',
+    "busy": '[data-view="busy"][data-busy]',
+    "eligibility": "#eligibility > *",
 }
 LOADING = {"status": "loading", "result": None, "message": ""}
 # What a view is drawn from here where the page's state would draw nothing new into a fresh copy: a panel's slot
@@ -52,6 +58,8 @@ GIVEN: dict[str, dict[str, object]] = {
     "patch": {"slot": LOADING},
     "sinks": {"ui": {"sinks": [0]}},
     "headtypes": {"panels": {"headTypes": LOADING}},
+    "lesson": {"ui": {"lesson": {"id": "ex-1", "picked": None, "feedback": None, "shown": False}}},
+    "deepzoom": {"ui": {"deepzoom": 1}},
     # a model that reads a typed matrix (this server offers none)
     "typed": {"ui": {"model": "given"}, "models": [{"name": "given", "reads": ["scores"]}]},
 }
@@ -71,7 +79,7 @@ DRAW_DETACHED_JS = """async ([drawn, given]) => {
     const s = { ...page, models: g.models || page.models, ui: { ...page.ui, ...g.ui } };
     s.panels = { ...page.panels, ...g.panels };
     // bound first, as the page binds each view once (its listeners, and the parts it adds to its markup)
-    const store = { dispatch: () => {}, getState: () => s };
+    const store = { dispatch: () => {}, getState: () => s, subscribe: () => () => {} };
     if (root.dataset.panel) mod.panel.bind?.(root, store);
     else mod.bind?.(root, store);
     const before = holder.querySelectorAll(sel).length;
