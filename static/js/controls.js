@@ -1,5 +1,9 @@
 // The controls panel (the template's <aside data-view="controls">): the form shows ui, and every input dispatches
 // one named action. Pure render from the state; bind() wires the inputs once.
+//
+// It looks its elements up in the whole document (its `$`), as the page's other page-level modules (main.js,
+// workspaces.js, standalone.js) do and no view does: it is the page's form, whose fields the other parts of the page
+// name by id (the drawer's toggle and scrim in the header, the field an error names: errors.js `placeFor`).
 
 import { examplesFor, exampleText } from "./examples.js";
 import { LABELS, renderMatrices } from "./matrices.js";

@@ -17,7 +17,7 @@
 import { act } from "./actions.js";
 import { describeError, fetchAttentionJson, runName } from "./api.js";
 import { PALETTES, VIRIDIS } from "./colors.js";
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { absentLine, fillText, fillable, longChoice, positionsOf, runnable } from "./longmodels.js";
 import { MAX_RUN_TOKENS, fetchRow, fetchTile, isExpired, makeText, postRun, wordCount } from "./longrun.js";
 import { pos } from "./positions.js";
@@ -118,21 +118,21 @@ function tipText(c) {
 }
 
 function bindPanel(root, store) {
-  const $ = (id) => root.querySelector(`#${id}`);
+  const part = within(root);
   // the run's line: what it is doing or did; `refused`: the server said no (shown as an error, not a grey note)
   const status = (text, refused = false) => {
-    $("dz-status").textContent = text;
-    $("dz-status").classList.toggle("field-error", refused);
-    $("dz-status").classList.toggle("muted", !refused);
+    part("dz-status").textContent = text;
+    part("dz-status").classList.toggle("field-error", refused);
+    part("dz-status").classList.toggle("muted", !refused);
   };
   const note = (text) => {
-    $("dz-note").textContent = text;
-    $("dz-note").hidden = !text;
+    part("dz-note").textContent = text;
+    part("dz-note").hidden = !text;
   };
   let limit = MAX_RUN_TOKENS; // until this server's own ATTNLAB_MAX_RUN_TOKENS is read from /api/health
   const count = () => {
-    const n = wordCount($("dz-text").value);
-    $("dz-count").textContent =
+    const n = wordCount(part("dz-text").value);
+    part("dz-count").textContent =
       `${n.toLocaleString("en")} words${n > limit ? ` (a run takes up to ${limit.toLocaleString("en")})` : ""}`;
     offerModels(root);
   };
@@ -146,30 +146,30 @@ function bindPanel(root, store) {
     })
     .catch(() => {}); // the server's 422 names the limit anyway
 
-  $("dz-toggle").addEventListener("click", () => {
+  part("dz-toggle").addEventListener("click", () => {
     const open = !!store.getState().ui[NAME];
     store.dispatch(act.panelSet(NAME, open ? null : 1));
   });
   for (const b of root.querySelectorAll("[data-words]")) {
     b.addEventListener("click", () => {
-      $("dz-text").value = makeText(Number(b.dataset.words));
+      part("dz-text").value = makeText(Number(b.dataset.words));
       count();
     });
   }
-  $("dz-text").addEventListener("input", count);
-  $("dz-model").addEventListener("change", () => offerModels(root));
-  $("dz-fills").addEventListener("click", async (e) => {
+  part("dz-text").addEventListener("input", count);
+  part("dz-model").addEventListener("change", () => offerModels(root));
+  part("dz-fills").addEventListener("click", async (e) => {
     const b = e.target.closest("[data-fill]");
     const m = b && runnable(local.models).find((x) => x.name === b.dataset.fill);
     if (!m) return;
     status(`Reading how many tokens ${m.name}'s own text makes…`);
     try {
       const r = await fetchAttentionJson({ model: m.name, text: m.default_text, include: ["stats"] });
-      $("dz-text").value = fillText(m.default_text, r.tokens.length, positionsOf(m));
+      part("dz-text").value = fillText(m.default_text, r.tokens.length, positionsOf(m));
       count();
-      $("dz-model").value = m.name;
+      part("dz-model").value = m.name;
       offerModels(root);
-      $("dz-run").click();
+      part("dz-run").click();
     } catch (err) {
       status(describeError(err).message);
     }
@@ -222,23 +222,23 @@ function bindPanel(root, store) {
   };
   const tip = (c, at) => {
     const { w, h } = local.zoom.size();
-    placeTip($("dz-tip"), tipText(c), at?.[0] ?? 0, at?.[1] ?? 0, w, h);
-    if (c && c.weight != null) $("dz-tip").dataset.weight = String(c.weight);
-    else delete $("dz-tip").dataset.weight;
+    placeTip(part("dz-tip"), tipText(c), at?.[0] ?? 0, at?.[1] ?? 0, w, h);
+    if (c && c.weight != null) part("dz-tip").dataset.weight = String(c.weight);
+    else delete part("dz-tip").dataset.weight;
   };
   let cursorAt = null; // the cursor's cell and where its tip goes, while the canvas has the keyboard
   let hovered = false; // a pointer is over a cell: its weight is the one shown
-  const keyed = () => document.activeElement === $("dz-canvas");
+  const keyed = () => document.activeElement === part("dz-canvas");
   const showCell = (c, at) => {
     hovered = !!c;
     if (c) {
-      say($("dz-cell"), c);
+      say(part("dz-cell"), c);
       tip(c, at);
     } else if (cursorAt && keyed()) {
-      say($("dz-cell"), cursorAt[0]);
+      say(part("dz-cell"), cursorAt[0]);
       tip(...cursorAt);
     } else {
-      say($("dz-cell"), null);
+      say(part("dz-cell"), null);
       tip(null);
     }
   };
@@ -246,33 +246,33 @@ function bindPanel(root, store) {
   const showCursor = (c, at) => {
     if (!keyed()) return;
     cursorAt = [c, at];
-    say($("dz-read"), c);
+    say(part("dz-read"), c);
     if (!hovered && !local.zoom.pointers.size) {
-      say($("dz-cell"), c);
+      say(part("dz-cell"), c);
       tip(c, at);
     }
   };
-  $("dz-canvas").addEventListener("blur", () => {
+  part("dz-canvas").addEventListener("blur", () => {
     cursorAt = null;
     tip(null);
   });
 
   const pick = (q) => {
     const t = local.run.tokens;
-    $("dz-row-title").textContent = `${pos(q)} ${tok(t, q)}`;
-    $("dz-top").replaceChildren(node("li", { className: "muted" }, "…"));
+    part("dz-row-title").textContent = `${pos(q)} ${tok(t, q)}`;
+    part("dz-top").replaceChildren(node("li", { className: "muted" }, "…"));
     row(q).then(
       (r) => {
         const items = r.top.map((k) =>
           withData(node("li", {}, `key ${pos(k.key)} ${tok(t, k.key)}: ${k.weight.toPrecision(4)}`), { key: k.key }),
         );
-        $("dz-top").replaceChildren(...items);
+        part("dz-top").replaceChildren(...items);
       },
-      (err) => $("dz-top").replaceChildren(node("li", { className: "field-error" }, describeError(err).message)),
+      (err) => part("dz-top").replaceChildren(node("li", { className: "field-error" }, describeError(err).message)),
     );
   };
 
-  local.zoom = new ZoomView($("dz-canvas"), {
+  local.zoom = new ZoomView(part("dz-canvas"), {
     fetchTile: tile,
     onCell: showCell,
     onCursor: showCursor,
@@ -281,28 +281,28 @@ function bindPanel(root, store) {
     onView: (st, waiting) => {
       const levels = local.run.config.levels;
       const cell = 2 ** (levels - st.z);
-      $("dz-level").textContent =
+      part("dz-level").textContent =
         `level ${st.z} of ${levels}: ${cell === 1 ? "single weights" : `blocks of ${cell} × ${cell}, their ${AGG_WORDS[local.agg]}`}${waiting ? ` · ${waiting} tiles coming` : ""}`;
-      Object.assign($("dz-level").dataset, {
+      Object.assign(part("dz-level").dataset, {
         z: st.z,
         levels,
         waiting,
         standIns: st.standIns,
-        frame: Number($("dz-level").dataset.frame || 0) + 1,
+        frame: Number(part("dz-level").dataset.frame || 0) + 1,
       });
       const n = local.run.config.seq_len;
       const { w, h } = local.zoom.size();
-      $("dz-axis-k").style.width = `${w}px`;
-      $("dz-axis-q").style.height = `${h}px`;
-      drawAxis($("dz-axis-k"), st, n, local.run.tokens, true);
-      drawAxis($("dz-axis-q"), st, n, local.run.tokens, false);
-      drawMinimap($("dz-minimap"), st, n, local.map.backdrop, local.map.covers);
+      part("dz-axis-k").style.width = `${w}px`;
+      part("dz-axis-q").style.height = `${h}px`;
+      drawAxis(part("dz-axis-k"), st, n, local.run.tokens, true);
+      drawAxis(part("dz-axis-q"), st, n, local.run.tokens, false);
+      drawMinimap(part("dz-minimap"), st, n, local.map.backdrop, local.map.covers);
     },
   });
   // a click on the minimap moves the view's middle there, at the same zoom
-  $("dz-minimap").addEventListener("click", (e) => {
+  part("dz-minimap").addEventListener("click", (e) => {
     if (!local.run) return;
-    const map = $("dz-minimap");
+    const map = part("dz-minimap");
     const r = map.getBoundingClientRect();
     const [mx, my] = [e.clientX - r.left - map.clientLeft, e.clientY - r.top - map.clientTop]; // inside its border
     const { view } = local.zoom.state();
@@ -330,10 +330,10 @@ function bindPanel(root, store) {
     const backdrop = imageCanvas(paint(summary[local.agg], scale, lut));
     const covers = summary.max.length * summary.block;
     local.map = { backdrop, covers };
-    $("dz-head").textContent = `layer ${r.layers[layer].index}, head ${head}`;
-    $("dz-legend").textContent =
+    part("dz-head").textContent = `layer ${r.layers[layer].index}, head ${head}`;
+    part("dz-legend").textContent =
       `colour: log scale from ${scale.lo.toPrecision(2)} to ${scale.hi.toPrecision(3)} (this head's largest weight); grey: 0, a masked cell; above single weights, each block's ${AGG_WORDS[local.agg]}`;
-    for (const b of $("dz-overview").children)
+    for (const b of part("dz-overview").children)
       b.setAttribute("aria-pressed", String(b.dataset.layer === String(layer) && b.dataset.head === String(head)));
     const id = `${local.name}/${layer}/${head}/${local.agg}`; // a tile of the other kind is another tile
     local.zoom.setHead({ id, seqLen: r.config.seq_len, levels: r.config.levels, scale, lut, backdrop, covers }, keep);
@@ -341,7 +341,7 @@ function bindPanel(root, store) {
 
   // every head's thumbnail, a few per animation frame (FRAME_MS each): no long task however many heads there are
   const overview = (r) => {
-    const box = $("dz-overview");
+    const box = part("dz-overview");
     box.replaceChildren();
     const lut = makeLut(PALETTES[local.palette] || VIRIDIS);
     const heads = r.layers.flatMap((l, li) => l.heads.map((h, hi) => [li, hi, l.index, h]));
@@ -370,13 +370,13 @@ function bindPanel(root, store) {
     choose(...local.head, true);
   };
   // the blocks' largest or mean weight: the overview, the backdrop and the tiles of the other kind, where the view is
-  $("dz-agg").addEventListener("change", () => {
-    local.agg = $("dz-agg").value === "mean" ? "mean" : "max";
+  part("dz-agg").addEventListener("change", () => {
+    local.agg = part("dz-agg").value === "mean" ? "mean" : "max";
     local.repaint();
   });
 
   // the token list: only the rows in sight are in the document
-  const list = $("dz-tokens");
+  const list = part("dz-tokens");
   const drawList = () => {
     const t = local.run ? local.run.tokens : [];
     const first = Math.floor(list.scrollTop / ROW_PX);
@@ -399,19 +399,19 @@ function bindPanel(root, store) {
     local.zoom.showQuery(Number(b.dataset.index));
   });
 
-  $("dz-run").addEventListener("click", async () => {
+  part("dz-run").addEventListener("click", async () => {
     const s = store.getState();
-    const model = longChoice(s.models, wordCount($("dz-text").value)).offered.find(
-      (m) => m.name === $("dz-model").value,
+    const model = longChoice(s.models, wordCount(part("dz-text").value)).offered.find(
+      (m) => m.name === part("dz-model").value,
     );
-    const text = $("dz-text").value;
+    const text = part("dz-text").value;
     if (!wordCount(text)) return status("Paste a text or make one first.", true);
     if (!model)
       return status(
         "No model here takes a text this long: see the line above, or fill a model to its positions.",
         true,
       );
-    local.body = runBody(model, text, $("dz-causal").checked, $("dz-positions").checked);
+    local.body = runBody(model, text, part("dz-causal").checked, part("dz-positions").checked);
     local.name = runName();
     note("");
     const t0 = performance.now();
@@ -422,7 +422,7 @@ function bindPanel(root, store) {
         ),
       500,
     );
-    $("dz-run").disabled = true;
+    part("dz-run").disabled = true;
     try {
       const r = await postRun(local.body, local.name);
       local.run = r;
@@ -447,7 +447,7 @@ function bindPanel(root, store) {
       );
     } finally {
       clearInterval(tick);
-      $("dz-run").disabled = false;
+      part("dz-run").disabled = false;
     }
   });
 

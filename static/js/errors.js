@@ -4,6 +4,9 @@
 // failure nobody's control caused, or one whose control is in the closed drawer on a phone: attnlab.css) a line
 // floating at the foot of the screen. It never sits in the flow, so an error does not push the page down. The state was already
 // rolled back by the store.
+//
+// Being about the whole page, it looks elements up in the document, as no view does: the control an error names (by
+// id), the messages it placed there before, and the drawer's toggle.
 
 import { controlFor } from "./controls.js";
 import { node } from "./dom.js";

@@ -4,6 +4,8 @@
 // opens offline). Every download says in the share status line (a live region) what it saved: the file's name, its
 // size and what it holds. The "Download … as HTML" button is a view of its own (data-view="exporter"): `render` names
 // on it what it will export and enables it once there is a result; `bind` wires it and the PNG, JSON and NPZ buttons.
+// Those three buttons and the share status line are the controls form's (templates/index.html), found in the
+// document by id: the one reach of this view outside its root.
 
 import { describeError, fetchAttentionNpz } from "./api.js";
 import { halfRows } from "./arrays.js";

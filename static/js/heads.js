@@ -3,7 +3,8 @@
 // Hover a cell: tooltip and linked row/column in every head. Click or Enter on a head: it opens large.
 // Each card carries an "ablate" toggle (its own button: pressing it never opens the head) and the head's health
 // flags from its stats: nearly uniform (the server's `dead`), identical to another head, W_Q = W_K (symmetric
-// scores), the rank of W_Q W_Kᵀ.
+// scores), the rank of W_Q W_Kᵀ. Its parts are found in its root (dom.js `within`); the hover's tooltip, the page's
+// one, in the document.
 
 import { halfRows } from "./arrays.js";
 import { renderBugBanner } from "./bugs.js";

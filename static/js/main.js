@@ -9,6 +9,10 @@
 // writes. Adding an analysis panel: its module and its element in the template. The views in sight draw first; the
 // ones below the fold once those are painted (sight.js). Each view sits in one workspace (workspaces.js WORKSPACES):
 // only the shown workspace's views draw, the others when they are opened, from the answers already held.
+//
+// It owns the whole document, so it looks elements up in it: the view roots (found once, each handed to its view),
+// the workspaces' tab bar, #views (busy while a run is on its way, stale after a failed one) and the element that
+// had the focus before a redraw. A view looks only inside the root it is given.
 
 import { fetchModels } from "./api.js";
 import { correctCodeNote, renderCorrectCode } from "./bugs.js";

@@ -4,7 +4,8 @@
 // the root) into its workspace's column, in the table's order. Only the shown workspace's views draw (main.js asks
 // `drawsNow`); the others draw from the answer already held when they are opened. A link opens on the workspace that
 // holds what it names: `ws` itself, a lesson (the workspace of the view it sets up), or the first workspace whose
-// `keys` the link sets (`long`, `pert`, ...). The tab bar switches without a reload; Back returns.
+// `keys` the link sets (`long`, `pert`, ...). The tab bar switches without a reload; Back returns. It owns the page's
+// layout, so it looks the view roots and the workspaces up in the document, as main.js does and no view does.
 //
 //   name    the link's ?ws= value and the root's data-workspace
 //   label   the tab's words
