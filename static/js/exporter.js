@@ -2,10 +2,9 @@
 // minilm's every layer at 512 tokens fits: one string of it would be past what a browser holds), the arrays as NPZ,
 // and the view as one standalone HTML file (POST /api/export: the page's own views and the weights in one file that
 // opens offline). Every download says in the share status line (a live region) what it saved: the file's name, its
-// size and what it holds. The "Download … as HTML" button is a view of its own (data-view="exporter"): `render` names
-// on it what it will export and enables it once there is a result; `bind` wires it and the PNG, JSON and NPZ buttons.
-// Those three buttons and the share status line are the controls form's (templates/index.html), found in the
-// document by id: the one reach of this view outside its root.
+// size and what it holds. The form's "Share and export" section is a view of its own (data-view="exporter"): `render`
+// names on its "Download … as HTML" button what it will export and enables it once there is a result; `bind` wires it
+// and the PNG, JSON and NPZ buttons, each telling its status line what it saved.
 
 import { describeError, fetchAttentionNpz } from "./api.js";
 import { halfRows } from "./arrays.js";
@@ -13,6 +12,7 @@ import { MASK_FILL, MASK_HATCH, legendTicks } from "./colors.js";
 import { exportCards, exportLayout } from "./heads.js";
 import { jsonBlob } from "./jsonparts.js";
 import { selectView } from "./selectors.js";
+import { within } from "./dom.js";
 
 export const PNG_MARGIN = 16;
 export const PNG_TITLE_PX = 76; // the title line and the legend under it
@@ -245,11 +245,6 @@ export function savedText(name, blob, what) {
 
 // ---- the buttons -------------------------------------------------------------------------------------------------
 
-function say(text) {
-  const status = document.getElementById("share-status");
-  if (status) status.textContent = text;
-}
-
 // While a download is made its button is busy: a second press waits for the first, not for a second file.
 async function busy(button, work) {
   if (button.getAttribute("aria-busy") === "true") return;
@@ -261,7 +256,7 @@ async function busy(button, work) {
   }
 }
 
-export async function savePng(s) {
+export async function savePng(s, say) {
   const view = selectView(s);
   if (!view) return;
   const title = `attnlab · ${s.run.result.model} · ${s.ui.view} · “${s.ui.text.slice(0, 60)}”`;
@@ -298,7 +293,7 @@ export async function savePng(s) {
   );
 }
 
-export async function saveJson(s) {
+export async function saveJson(s, say) {
   const response = s.run.full || s.run.result;
   // a large run came as float16 (api.js precisionFor): the file says so, and writes each value's float16 digits
   const half = !!halfRows(response.layers?.[0]?.heads?.[0], "weights");
@@ -310,7 +305,7 @@ export async function saveJson(s) {
   say(savedText(name, blob, resultContents(response)));
 }
 
-export async function saveNpz(s) {
+export async function saveNpz(s, say) {
   say("Asking the server for the arrays…");
   const blob = await fetchAttentionNpz(s.run.request);
   const name = `attnlab-${s.run.result.model}.npz`;
@@ -342,39 +337,45 @@ export function deps(s) {
 }
 
 export function render(root, s) {
-  root.disabled = !s.run.request || !s.run.result || !!s.run.rest; // every layer in, or the file would miss some
-  if (root.disabled) return;
+  const button = within(root)("export-html");
+  button.disabled = !s.run.request || !s.run.result || !!s.run.rest; // every layer in, or the file would miss some
+  if (button.disabled) return;
   const body = exportBody(s.run.request, s.ui, s.run.result);
   const what = {
     all: "every layer's heads",
     head: "the open head and its retrieval",
     layer: "the heads of this layer",
   }[body.view];
-  root.textContent = `Download ${htmlWhat(body, s.run.result.config.n_layers > 1)} as HTML`;
-  root.title = `One HTML file of ${what}: it opens in any browser, with no server and no network`;
-  root.dataset.exportView = body.view;
+  button.textContent = `Download ${htmlWhat(body, s.run.result.config.n_layers > 1)} as HTML`;
+  button.title = `One HTML file of ${what}: it opens in any browser, with no server and no network`;
+  button.dataset.exportView = body.view;
 }
 
 export function bind(root, store) {
+  const part = within(root);
+  const say = (text) => {
+    part("share-status").textContent = text;
+  };
   const run = (button, save) =>
     button?.addEventListener("click", () =>
       busy(button, async () => {
         const s = store.getState();
         if (!s.run.request || !s.run.result) return;
         try {
-          await save(s);
+          await save(s, say);
         } catch (err) {
           say(`Could not export: ${describeError(err).message}`);
         }
       }),
     );
-  run(document.getElementById("export-png"), savePng);
-  run(document.getElementById("export-json"), saveJson);
-  run(document.getElementById("export-npz"), saveNpz);
-  root.addEventListener("click", async () => {
+  run(part("export-png"), savePng);
+  run(part("export-json"), saveJson);
+  run(part("export-npz"), saveNpz);
+  const html = part("export-html");
+  html.addEventListener("click", async () => {
     const s = store.getState();
     if (!s.run.request || !s.run.result) return;
-    root.disabled = true;
+    html.disabled = true;
     say("Building the HTML file…");
     try {
       const body = exportBody(s.run.request, s.ui, s.run.result);
@@ -390,7 +391,7 @@ export function bind(root, store) {
     } catch (err) {
       say(`Could not export HTML: ${err.message}`);
     } finally {
-      root.disabled = false;
+      html.disabled = false;
     }
   });
 }

@@ -44,6 +44,7 @@ DRAWN: dict[str, str] = {
     "deepzoom": '#dz-toggle[aria-expanded="true"]',
     "busy": '[data-view="busy"][data-busy]',
     "eligibility": "#eligibility > *",
+    "exporter": "#export-html[data-export-view]",
 }
 LOADING = {"status": "loading", "result": None, "message": ""}
 # What a view is drawn from here where the page's state would draw nothing new into a fresh copy: a panel's slot
