@@ -6,6 +6,7 @@ They fail (never skip) when chromium is missing or cannot start: the page is onl
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
@@ -23,9 +24,28 @@ def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[s
     return {**browser_type_launch_args, "executable_path": str(CHROMIUM), "headless": True, "args": CHROMIUM_ARGS}
 
 
+@dataclass(frozen=True)
+class Device:
+    """A screen the page is tested on. Its size is the tab's (a tab can be resized); touch, a mobile viewport and the
+    device pixels a px are its browser context's, so each such kind of screen has a warm context of its own."""
+
+    width: int
+    height: int
+    touch: bool = False  # a touch screen with a mobile viewport (a phone)
+    scale: int = 1  # device pixels a px
+
+    @property
+    def viewport(self) -> ViewportSize:
+        return {"width": self.width, "height": self.height}
+
+
+DESKTOP = Device(1400, 900)
+PHONE = Device(390, 844, touch=True, scale=2)  # a phone: touch, a mobile viewport, two device pixels a px
+
+
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]:
-    return {**browser_context_args, "viewport": {"width": 1400, "height": 900}, "accept_downloads": True}
+    return {**browser_context_args, "viewport": DESKTOP.viewport, "accept_downloads": True}
 
 
 # The servers these tests open (live_server, trained_server and the rest) are declared in tests/fixtures.py.
@@ -41,14 +61,18 @@ def warm_context(browser: Browser, browser_context_args: dict[str, Any]) -> Iter
 
 
 class _Tab:
-    """The session's one tab in the warm context. Each test navigates it afresh (a new document: nothing of the last
-    test's page is left), and the tab's renderer process stays up between tests: a new tab starts one, about 1.2 s of
-    every browser test (1.65 s a test in a new tab against 0.47 s in the same tab, measured here). What a test adds to
-    the tab that a navigation keeps (event handlers) is taken off when it ends; a tab a test changed beyond that (an
-    init script) is replaced."""
+    """A warm context's one tab. Each test navigates it afresh (a new document: nothing of the last test's page is
+    left), and the tab's renderer process stays up between tests: a new tab starts one, about 1.2 s of every browser
+    test (1.65 s a test in a new tab against 0.47 s in the same tab, measured here). What a test adds to the tab that
+    a navigation keeps (event handlers) is taken off when it ends; a tab a test changed beyond that (an init script)
+    is replaced. What the test left in the context (local storage, cookies, permissions, other tabs) is cleared for
+    every origin it visited."""
 
-    def __init__(self, ctx: BrowserContext) -> None:
+    def __init__(self, ctx: BrowserContext, device: Device) -> None:
         self.ctx = ctx
+        self.device = device
+        self.held = False
+        self.origins: set[str] = set()
         self.page = self._new()
 
     def _new(self) -> Page:
@@ -69,7 +93,34 @@ class _Tab:
         page.add_init_script = init_script_  # type: ignore[method-assign]
         return page
 
-    def reset(self, viewport: ViewportSize) -> None:
+    @contextmanager
+    def lent(self) -> Iterator[Page]:
+        """The tab for one test, at its device's size; reset, and what the test stored forgotten, when it ends."""
+        assert not self.held, "this test holds the warm tab for this device already"
+        self.held = True
+        pg = self.page
+        pg.set_viewport_size(self.device.viewport)
+        pg.on("framenavigated", lambda frame: self.origins.add(_origin(frame.url)))
+        try:
+            yield pg
+            self.reset()
+            self.forget()
+        finally:
+            self.origins.clear()
+            self.held = False
+
+    def forget(self) -> None:
+        """Clear what the pages visited stored in the context (local storage, cookies, permissions), as a fresh
+        context has none."""
+        if not self.page.is_closed():
+            cdp = self.ctx.new_cdp_session(self.page)
+            for origin in self.origins - {""}:
+                cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "local_storage,indexeddb"})
+            cdp.detach()
+        self.ctx.clear_cookies()
+        self.ctx.clear_permissions()
+
+    def reset(self) -> None:
         page = self.page
         for extra in self.ctx.pages:
             if extra is not page:
@@ -86,44 +137,81 @@ class _Tab:
         page.emulate_media(
             media="null", color_scheme="null", reduced_motion="null", forced_colors="null", contrast="null"
         )
-        page.set_viewport_size(viewport)
+        page.set_viewport_size(self.device.viewport)
         page.mouse.move(0, 0)
         page.goto("about:blank")
 
 
+class _Tabs:
+    """The session's warm tabs: one per kind of screen (touch, mobile and scale), each in a warm context of its own,
+    made the first time a test asks for that kind."""
+
+    def __init__(self, browser: Browser, desktop: BrowserContext, args: dict[str, Any]) -> None:
+        self.browser = browser
+        self.args = args
+        self.tabs = {_kind(DESKTOP): _Tab(desktop, DESKTOP)}
+        self.contexts: list[BrowserContext] = []
+
+    def of(self, device: Device) -> _Tab:
+        """The warm tab of `device`'s kind, at `device`'s size."""
+        tab = self.tabs.get(_kind(device))
+        if tab is None:
+            ctx = self.browser.new_context(
+                **{**self.args, "viewport": device.viewport},
+                has_touch=device.touch,
+                is_mobile=device.touch,
+                device_scale_factor=device.scale,
+            )
+            self.contexts.append(ctx)
+            tab = self.tabs[_kind(device)] = _Tab(ctx, device)
+        tab.device = device
+        return tab
+
+
+def _kind(device: Device) -> tuple[bool, int]:
+    return device.touch, device.scale
+
+
 @pytest.fixture(scope="session")
-def warm_tab(warm_context: BrowserContext) -> _Tab:
-    return _Tab(warm_context)
+def warm_tabs(browser: Browser, warm_context: BrowserContext, browser_context_args: dict[str, Any]) -> Iterator[_Tabs]:
+    tabs = _Tabs(browser, warm_context, browser_context_args)
+    yield tabs
+    for ctx in tabs.contexts:
+        ctx.close()
 
 
 @pytest.fixture
-def page(
-    request: pytest.FixtureRequest,
-    warm_context: BrowserContext,
-    warm_tab: _Tab,
-    browser_context_args: dict[str, Any],
-) -> Iterator[Page]:
-    """The page a test drives: the session's tab, navigated afresh by the test, unless the test (or a fixture it
-    uses) asks for `context` itself, to route, go offline or open pages of its own, or is marked `cold` (about a
-    first visit: nothing cached); those get a new tab in a fresh context. When the test ends, what it left in the
-    warm context (local storage, cookies, permissions, other tabs) is cleared for every origin it visited."""
+def page(request: pytest.FixtureRequest, warm_tabs: _Tabs) -> Iterator[Page]:
+    """The page a test drives: the session's desktop tab, navigated afresh by the test, unless the test (or a fixture
+    it uses) asks for `context` itself, to route, go offline or open pages of its own, or is marked `cold` (about a
+    first visit: nothing cached); those get a new tab in a fresh context."""
     if "context" in request.fixturenames or request.node.get_closest_marker("cold"):
         ctx: BrowserContext = request.getfixturevalue("context")
         yield ctx.new_page()
         return
-    pg = warm_tab.page
-    origins: set[str] = set()
-    track = lambda frame: origins.add(_origin(frame.url))  # noqa: E731
-    pg.on("framenavigated", track)
-    yield pg
-    warm_tab.reset(browser_context_args["viewport"])
-    if not warm_tab.page.is_closed():
-        cdp = warm_context.new_cdp_session(warm_tab.page)
-        for origin in origins - {""}:
-            cdp.send("Storage.clearDataForOrigin", {"origin": origin, "storageTypes": "local_storage,indexeddb"})
-        cdp.detach()
-    warm_context.clear_cookies()
-    warm_context.clear_permissions()
+    with warm_tabs.of(DESKTOP).lent() as pg:
+        yield pg
+
+
+@pytest.fixture
+def tab_on(warm_tabs: _Tabs) -> Iterator[Callable[[Device], Page]]:
+    """`tab_on(device)`: the warm tab of that kind of screen at that size, for a test whose screen is not the
+    desktop's (a phone, or another width). Asked again in the same test, it is the same tab, with what the pages
+    before stored forgotten (as a fresh context would be); reset as `page` is when the test ends."""
+    with ExitStack() as stack:
+        held: dict[tuple[bool, int], Page] = {}
+
+        def lend(device: Device) -> Page:
+            tab = warm_tabs.of(device)
+            pg = held.get(_kind(device))
+            if pg is None:
+                pg = held[_kind(device)] = stack.enter_context(tab.lent())
+            else:
+                tab.forget()
+                pg.set_viewport_size(device.viewport)
+            return pg
+
+        yield lend
 
 
 def _origin(url: str) -> str:
@@ -275,15 +363,11 @@ def run_and_wait(page: Page) -> Iterator[Callable[[Callable[[], None]], dict[str
     yield go
 
 
-PHONE: ViewportSize = {"width": 390, "height": 844}
-
-
 @pytest.fixture
-def phone_at(browser: Browser) -> Iterator[Callable[[str, str], Page]]:
+def phone_at(tab_on: Callable[[Device], Page]) -> Iterator[Callable[[str, str], Page]]:
     """A 390 px touch screen (a phone: touch, a mobile viewport, two device pixels a px). `open(base, query)` opens
     attnlab there at `query` and waits for the heads; the page must raise no uncaught error."""
-    ctx = browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True, device_scale_factor=2)
-    page = ctx.new_page()
+    page = tab_on(PHONE)
     log = PageLog()
     _record(page, log)
 
@@ -293,5 +377,4 @@ def phone_at(browser: Browser) -> Iterator[Callable[[str, str], Page]]:
         return page
 
     yield open_
-    ctx.close()
     assert not log.page_errors, log.page_errors

@@ -281,13 +281,12 @@ def test_a_pinned_run_survives_the_link(open_page: Callable[..., Page], page: Pa
         page.locator("#pin-a").click()
     pinned = json.loads(unquote(page.url.split("pin=")[1].split("&")[0]).replace("+", " "))
     assert pinned["text"] == "the cat sat on the mat" and "include" not in pinned
-    other = page.context.new_page()
-    with other.expect_response("**/api/compare") as resp:
-        other.goto(page.url.replace("causal=0", "causal=1"))
-    wait_idle(other)
+    # the link opened again (the same tab, a new document), its own settings changed: the pinned run keeps its own
+    with page.expect_response("**/api/compare") as resp:
+        page.goto(page.url.replace("causal=0", "causal=1"))
+    wait_idle(page)
     assert resp.value.request.post_data_json["a"]["masks"]["causal"] is False
-    expect(other.get_by_test_id("compare-diff")).to_have_count(4)
-    other.close()
+    expect(page.get_by_test_id("compare-diff")).to_have_count(4)
 
 
 def test_perturb_and_ablate_work_from_the_keyboard(open_page: Callable[..., Page]) -> None:

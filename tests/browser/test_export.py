@@ -40,6 +40,8 @@ class Offline:
 
 @pytest.fixture
 def offline(context: BrowserContext, page: Page) -> Offline:
+    """The test's tab in a context of its own (it asks for `context`), whose routes refuse every request but a file's:
+    the routes are the context's, so that no request of the file (a worker's included) reaches the network."""
     log = Offline(page)
 
     def only_files(route: Route) -> None:
@@ -53,6 +55,15 @@ def offline(context: BrowserContext, page: Page) -> Offline:
     page.on("console", lambda m: log.errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: log.errors.append(str(e)))
     return log
+
+
+def offline_tab(page: Page, context: BrowserContext) -> Offline:
+    """The test's tab, emptied (nothing of the page it held is left to send a request) and offline: the context
+    refuses every request but a file's. Such a test has a context of its own (it asks for `context`), since the
+    routes are the context's, so that no request of the file (a worker's included) reaches the network."""
+    page.goto("about:blank")
+    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
+    return Offline(page)
 
 
 def export(base: str, body: dict[str, Any], path: Path, timeout: float = 60) -> Path:
@@ -236,11 +247,9 @@ def test_the_page_export_button_downloads_a_file_that_opens_offline(
     np.testing.assert_allclose(
         result["layers"][0]["heads"][2]["weights"], want["layers"][0]["heads"][2]["weights"], rtol=1e-3, atol=1e-4
     )
-    offline_page = context.new_page()
-    log = Offline(offline_page)
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
-    offline_page.on("request", lambda r: log.requests.append(r.url))
-    offline_page.on("pageerror", lambda e: log.errors.append(str(e)))
+    log = offline_tab(page, context)
+    log.page.on("request", lambda r: log.requests.append(r.url))
+    log.page.on("pageerror", lambda e: log.errors.append(str(e)))
     opened = open_file(log, path)
     assert opened.locator("[data-testid=head-heatmap]").get_attribute("data-head") == "2"
     assert draws(opened) > 20
@@ -257,8 +266,7 @@ def test_the_page_counting_from_1_exports_a_file_that_does_too(
     assert sent.value.post_data_json["positions_from"] == 1
     path = tmp_path / "from1.html"
     dl.value.save_as(path)
-    log = Offline(context.new_page())
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
+    log = offline_tab(page, context)
     log.page.on("pageerror", lambda e: log.errors.append(str(e)))
     opened = open_file(log, path)
     assert opened.locator("#query-select option:checked").inner_text().split()[0] == "5"
@@ -310,7 +318,7 @@ def drawn(page: Page) -> dict[str, Any]:
 
 
 def test_the_page_and_its_export_draw_the_heads_grid_and_the_retrieval_alike(
-    full_length_server: str, page: Page, context: BrowserContext, tmp_path: Path
+    full_length_server: str, page: Page, tmp_path: Path
 ) -> None:
     """One run drawn on the page and in its exported file: the same cell size and layout for every head of the grid
     (at the grid's width), the same diagram rows, row height and line widths (the file's weights are float16: the
@@ -322,7 +330,8 @@ def test_the_page_and_its_export_draw_the_heads_grid_and_the_retrieval_alike(
     on_page = drawn(page)
     assert len(on_page["heads"]) == 4 and len(on_page["lines"]) == 8, on_page
 
-    offline = Offline(context.new_page())
+    page.goto("about:blank")  # the same tab opens the files: nothing of the page above is left to send a request
+    offline = Offline(page)
     offline.page.route(
         "**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort()
     )
@@ -389,10 +398,8 @@ def test_the_export_carries_the_sinks_view_and_the_moved_view(
         np.testing.assert_allclose(weights, head["weights"], rtol=1e-3, atol=1e-4)
         np.testing.assert_allclose(got["value_norms"], head["value_norms"], rtol=2e-3, atol=1e-3)
         np.testing.assert_allclose(got["contribution"], head["contribution"], rtol=2e-3, atol=1e-3)
-    offline_page = context.new_page()
-    log = Offline(offline_page)
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
-    offline_page.on("pageerror", lambda e: log.errors.append(str(e)))
+    log = offline_tab(page, context)
+    log.page.on("pageerror", lambda e: log.errors.append(str(e)))
     opened = open_file(log, path)
     cards = opened.locator("[data-testid=head-heatmap]")
     assert cards.count() == 4 and cards.first.get_attribute("data-view") == "moved"

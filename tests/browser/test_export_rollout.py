@@ -15,16 +15,16 @@ import pytest
 from playwright.sync_api import BrowserContext, Page
 
 from tests.browser.conftest import wait_idle
-from tests.browser.test_export import Offline, draws, export, open_file
+from tests.browser.test_export import Offline, draws, export, offline_tab, open_file
 
 pytestmark = pytest.mark.browser
 
 INDUCTION = {"model": "induction", "text": "red ball king river red ball king river"}
 
 
-def offline_page(context: BrowserContext) -> Offline:
-    log = Offline(context.new_page())
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
+def offline_page(page: Page, context: BrowserContext) -> Offline:
+    """The test's tab, offline but for files (see offline_tab), recording what it asked and its errors."""
+    log = offline_tab(page, context)
     log.page.on("request", lambda r: log.requests.append(r.url))
     log.page.on("console", lambda m: log.errors.append(m.text) if m.type == "error" else None)
     log.page.on("pageerror", lambda e: log.errors.append(str(e)))
@@ -89,7 +89,7 @@ def check_drawn(page: Page, method: str, field: str, want: dict[str, Any]) -> No
 
 @pytest.mark.parametrize(("field", "method"), [("rollout", "rollout"), ("attention_flow", "flow")])
 def test_an_export_with_rollout_or_flow_draws_every_layers_map_offline(
-    full_length_server: str, context: BrowserContext, tmp_path: Path, field: str, method: str
+    full_length_server: str, page: Page, context: BrowserContext, tmp_path: Path, field: str, method: str
 ) -> None:
     options = {"heads": "max", "residual": False}
     body = {**INDUCTION, "view": "all", "include": [field], "rollout": options}
@@ -98,8 +98,8 @@ def test_an_export_with_rollout_or_flow_draws_every_layers_map_offline(
     want = httpx.post(
         f"{full_length_server}/api/attention", json={**INDUCTION, "include": [field], "rollout": options}, timeout=60
     ).json()
-    log = offline_page(context)
-    page = open_file(log, path)
+    log = offline_page(page, context)
+    open_file(log, path)
     section = page.locator(f"[data-testid=sa-{method}]")
     assert section.is_visible()
     assert "fused by max" in section.inner_text() and "no residual" in section.inner_text()
@@ -117,7 +117,7 @@ def test_an_export_with_rollout_or_flow_draws_every_layers_map_offline(
     check_drawn(page, method, field, want)
     assert log.left() == [] and log.errors == []
     # a file without them has no such section
-    bare = open_file(offline_page(context), plain)
+    bare = open_file(log, plain)  # the same tab, a new document
     assert bare.locator("#sa-stacked").is_hidden() and bare.locator("[data-testid=rollout-map]").count() == 0
 
 
@@ -140,13 +140,14 @@ def test_the_export_button_sends_the_rollout_panels_flow_and_the_file_draws_it(
     dl.value.save_as(path)
     same = {k: v for k, v in body.items() if k not in ("view", "head", "query", "palette", "title", "matrix")}
     want = httpx.post(f"{full_length_server}/api/attention", json=same, timeout=60).json()
-    log = offline_page(context)
+    # the page's own flow panel's map for layer 1, read before the tab opens the file
+    on_page = np.array(
+        page.locator("#rollout-grid [data-testid=rollout-map][data-layer='1']").evaluate("(f) => f.drawn"), dtype=float
+    )
+    log = offline_page(page, context)
     opened = open_file(log, path)
     assert "fused by min" in opened.locator("[data-testid=sa-flow]").inner_text()
     check_drawn(opened, "flow", "attention_flow", want)
     # the page's own flow panel drew the same map for layer 1
-    on_page = np.array(
-        page.locator("#rollout-grid [data-testid=rollout-map][data-layer='1']").evaluate("(f) => f.drawn"), dtype=float
-    )
     np.testing.assert_allclose(drawn_maps(opened, "flow")[1], on_page, atol=1e-3)
     assert log.left() == [] and log.errors == []

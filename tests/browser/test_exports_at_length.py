@@ -10,7 +10,7 @@ import json
 import math
 import re
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
@@ -18,15 +18,14 @@ from urllib.parse import quote_plus
 import httpx
 import numpy as np
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect
+from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import open_workspace, wait_idle
+from tests.browser.conftest import PHONE, Device, open_workspace, wait_idle
 from tests.helpers import SENTINEL, page_until, settle
 
 pytestmark = pytest.mark.browser
 
 WORDS = ["the", "animal", "did", "not", "cross", "the", "street", "because", "it", "was", "too", "tired"]
-PHONE = 390
 WIDTHS = [1440, 800, 390]
 
 
@@ -44,25 +43,9 @@ def settled(page: Page) -> None:
 
 
 @pytest.fixture
-def at_width(browser: Browser) -> Iterator[Callable[[int], Page]]:
+def at_width(tab_on: Callable[[Device], Page]) -> Callable[[int], Page]:
     """A page `width` px wide; 390 is a phone (touch, a mobile viewport, two device pixels a px)."""
-    contexts: list[BrowserContext] = []
-
-    def open_(width: int) -> Page:
-        phone = width <= PHONE
-        ctx = browser.new_context(
-            viewport={"width": width, "height": 844 if phone else 900},
-            has_touch=phone,
-            is_mobile=phone,
-            device_scale_factor=2 if phone else 1,
-            accept_downloads=True,
-        )
-        contexts.append(ctx)
-        return ctx.new_page()
-
-    yield open_
-    for ctx in contexts:
-        ctx.close()
+    return lambda width: tab_on(PHONE if width <= PHONE.width else Device(width, 900))
 
 
 def status(page: Page) -> str:

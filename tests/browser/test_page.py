@@ -183,24 +183,23 @@ def test_a_permalink_restores_the_same_view(
     }
     assert before["views"] == ["scores"] * 4 and before["focus"] == "2" and before["query"] == "3"
 
-    other = page.context.new_page()
+    # the link opened again (the same tab, a new document: nothing of the page above is left)
     bodies: list[dict[str, Any]] = []
-    other.on("request", lambda r: bodies.append(r.post_data_json) if r.url.endswith("/api/attention") else None)
-    other.goto(link)
-    wait_idle(other)
+    page.on("request", lambda r: bodies.append(r.post_data_json) if r.url.endswith("/api/attention") else None)
+    page.goto(link)
+    wait_idle(page)
     assert bodies[-1]["masks"] == last["masks"]
     assert bodies[-1]["text"] == "the cat sat on the mat"
-    expect(other.get_by_test_id("mask-causal")).to_be_checked()
-    expect(other.get_by_test_id("token").nth(4)).to_have_attribute("aria-pressed", "true")
+    expect(page.get_by_test_id("mask-causal")).to_be_checked()
+    expect(page.get_by_test_id("token").nth(4)).to_have_attribute("aria-pressed", "true")
     after = {
-        "masked": masked_cells(other),
-        "views": other.locator("[data-testid=head-heatmap]").evaluate_all("els => els.map(e => e.dataset.view)"),
-        "focus": other.locator("#focus-plot").get_attribute("data-head"),
-        "query": other.get_by_test_id("retrieval-diagram").get_attribute("data-query"),
-        "z": focus_z(other),
+        "masked": masked_cells(page),
+        "views": page.locator("[data-testid=head-heatmap]").evaluate_all("els => els.map(e => e.dataset.view)"),
+        "focus": page.locator("#focus-plot").get_attribute("data-head"),
+        "query": page.get_by_test_id("retrieval-diagram").get_attribute("data-query"),
+        "z": focus_z(page),
     }
     assert after == before
-    other.close()
 
 
 @pytest.mark.parametrize(

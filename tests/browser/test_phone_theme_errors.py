@@ -4,37 +4,31 @@ run told once where the person acted, and fields that keep what was typed when i
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Literal
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, FloatRect, Page, ViewportSize, expect
+from playwright.sync_api import FloatRect, Page, expect
 
-from tests.browser.conftest import open_workspace, wait_idle
+from tests.browser.conftest import PHONE, Device, open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
 RANDOM = "?m=random&t=the+cat+sat+on+the+mat"
 CHARTS = "?m=random&t=the+cat+sat+on+the+mat+because+it+was+warm&heads=4&seed=3&causal=1&dec=2&pert=3,direction,1"
-PHONE: ViewportSize = {"width": 390, "height": 844}
 
 
 @pytest.fixture
-def phone(browser: Browser, live_server: str) -> Iterator[Callable[[str], Page]]:
+def phone(tab_on: Callable[[Device], Page], live_server: str) -> Callable[[str], Page]:
     """A phone: 390 px wide, touch, a mobile viewport; opens attnlab at `query` and waits for the heads."""
-    contexts: list[BrowserContext] = []
 
     def open_(query: str = RANDOM) -> Page:
-        ctx = browser.new_context(viewport=PHONE, has_touch=True, is_mobile=True, device_scale_factor=2)
-        contexts.append(ctx)
-        page = ctx.new_page()
+        page = tab_on(PHONE)
         page.goto(f"{live_server}/{query}")
         wait_idle(page)
         return page
 
-    yield open_
-    for ctx in contexts:
-        ctx.close()
+    return open_
 
 
 def tap(page: Page, selector: str) -> None:
@@ -80,7 +74,7 @@ def test_phone_drawer_has_a_close_button_on_screen_that_returns_focus(phone: Cal
     close = page.locator("#controls-close")
     expect(close).to_be_visible()
     box = close.bounding_box()
-    assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"] and box["y"] >= 0
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE.width and box["y"] >= 0
     assert box["height"] >= 44 and box["width"] >= 44  # a finger's target
     assert hit(page, box["x"] + box["width"] / 2, box["y"] + box["height"] / 2) == "#controls-close"
     tap(page, "#controls-close")
@@ -93,8 +87,8 @@ def test_phone_drawer_closes_on_a_tap_beside_it(phone: Callable[[str], Page]) ->
     page = phone(RANDOM)
     open_drawer(page)
     drawer = page.locator("#controls").bounding_box()
-    assert drawer and drawer["x"] + drawer["width"] < PHONE["width"] - 40  # room left to tap beside it
-    x, y = PHONE["width"] - 20, 500
+    assert drawer and drawer["x"] + drawer["width"] < PHONE.width - 40  # room left to tap beside it
+    x, y = PHONE.width - 20, 500
     assert hit(page, x, y) == "#drawer-scrim"  # the views under it take no tap while it is open
     page.touchscreen.tap(x, y)
     expect(page.get_by_test_id("run-button")).to_be_hidden()
@@ -230,7 +224,7 @@ def test_phone_an_error_in_the_closed_drawer_floats_a_line_that_opens_it(phone: 
     expect(banner).to_be_visible()
     assert shown(page, "must divide by heads") == ["error-message"]
     box = banner.bounding_box()
-    assert box and box["y"] + box["height"] <= PHONE["height"] and box["width"] <= PHONE["width"]
+    assert box and box["y"] + box["height"] <= PHONE.height and box["width"] <= PHONE.width
     tap(page, "#error-banner [data-role=show]")
     settled(page)
     assert drawer_open(page)

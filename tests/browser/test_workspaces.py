@@ -6,20 +6,17 @@ One page walks the actions per size (plus one for /?long=1 and one for a lesson)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page
+from playwright.sync_api import Page
 
-from tests.browser.conftest import open_workspace, wait_idle
+from tests.browser.conftest import Device, open_workspace, wait_idle
 
 pytestmark = pytest.mark.browser
 
-SIZES: dict[str, dict[str, Any]] = {
-    "1440x900": {"viewport": {"width": 1440, "height": 900}},
-    "390x844-touch": {"viewport": {"width": 390, "height": 844}, "has_touch": True, "is_mobile": True},
-}
+SIZES = {"1440x900": Device(1440, 900), "390x844-touch": Device(390, 844, touch=True)}
 WORKSPACES = ["explore", "test", "inside", "mechanics", "lessons", "long"]
 
 # Whether the element `sel` names is at least partly in the viewport (and laid out).
@@ -51,23 +48,23 @@ def in_view(page: Page, selector: str, action: str) -> None:
 
 
 @pytest.fixture(params=list(SIZES))
-def sized(request: Any, browser: Browser, live_server: str) -> Iterator[Callable[[str], Page]]:
-    contexts: list[BrowserContext] = []
+def sized(request: Any, tab_on: Callable[[Device], Page], live_server: str) -> Callable[[str], Page]:
+    """Opens attnlab at `query` at one size and waits for the heads; `page.errors` holds the uncaught errors of every
+    page it opened in the test."""
+    errors: list[str] = []
+    heard: list[Page] = []
 
     def open_(query: str) -> Page:
-        ctx = browser.new_context(**SIZES[request.param])
-        contexts.append(ctx)
-        page = ctx.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        page = tab_on(SIZES[request.param])  # the same tab each time, what the page before stored forgotten
+        if page not in heard:
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            heard.append(page)
         page.goto(f"{live_server}/{query}")
         wait_idle(page)
         page.errors = errors  # type: ignore[attr-defined]
         return page
 
-    yield open_
-    for ctx in contexts:
-        ctx.close()
+    return open_
 
 
 def touch(page: Page) -> bool:
