@@ -28,6 +28,7 @@ new PerformanceObserver((list) => {
 }).observe({ type: "longtask", buffered: true });
 """
 RUN_BYTES = 3_000_000  # one run of 3,000 tokens fits, a second pushes the first out
+RUN_TOKENS = 4000  # the small store's own ATTNLAB_MAX_RUN_TOKENS: above its 3,000-token runs, below the default's
 
 
 def long_text(n: int) -> str:
@@ -37,8 +38,9 @@ def long_text(n: int) -> str:
 
 @pytest.fixture(scope="module")
 def tiny_store() -> Iterator[str]:
-    """A server that keeps about one small long run."""
-    with serve("textbook,random", **LIMITS, ATTNLAB_RUN_BYTES=str(RUN_BYTES)) as base:
+    """A server that keeps about one small long run, and takes runs of up to RUN_TOKENS (not the default)."""
+    env = {**LIMITS, "ATTNLAB_RUN_BYTES": str(RUN_BYTES), "ATTNLAB_MAX_RUN_TOKENS": str(RUN_TOKENS)}
+    with serve("textbook,random", **env) as base:
         yield base
 
 
@@ -410,13 +412,13 @@ def test_deepzoom_fits_a_phone(page: Page, open_page: Callable[..., Page]) -> No
     assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390
 
 
-def test_deepzoom_counts_against_this_servers_run_limit(page: Page) -> None:
+def test_deepzoom_counts_against_this_servers_run_limit(page: Page, tiny_store: str) -> None:
     """The word count warns at the server's own ATTNLAB_MAX_RUN_TOKENS (read from /api/health), not the default."""
-    with serve("textbook,random", **LIMITS, ATTNLAB_MAX_RUN_TOKENS="1000") as base:
-        open_long(page, base)
-        page.get_by_test_id("dz-text").fill(long_text(1500))
-        page.get_by_test_id("dz-text").dispatch_event("input")
-        expect(page.locator("#dz-count")).to_contain_text("1,500 words (a run takes up to 1,000)")
+    assert httpx.get(f"{tiny_store}/api/health").json()["limits"]["max_run_tokens"] == RUN_TOKENS < 32_768
+    open_long(page, tiny_store)
+    page.get_by_test_id("dz-text").fill(long_text(RUN_TOKENS + 500))
+    page.get_by_test_id("dz-text").dispatch_event("input")
+    expect(page.locator("#dz-count")).to_contain_text("4,500 words (a run takes up to 4,000)")
 
 
 def test_deepzoom_offers_models_by_length_and_reads_pycode_out_cell_by_cell(
