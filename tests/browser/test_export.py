@@ -39,7 +39,9 @@ class Offline:
 
 
 @pytest.fixture
-def offline(context: BrowserContext, page: Page) -> Offline:
+def offline(page: Page) -> Offline:
+    """The session's tab with every request but the file's refused (the route is the tab's: the tab takes it off when
+    the test ends, and a routed tab asks the network for everything, nothing from its cache)."""
     log = Offline(page)
 
     def only_files(route: Route) -> None:
@@ -48,7 +50,7 @@ def offline(context: BrowserContext, page: Page) -> Offline:
         else:
             route.abort()
 
-    context.route("**/*", only_files)
+    page.route("**/*", only_files)
     page.on("request", lambda r: log.requests.append(r.url))
     page.on("console", lambda m: log.errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: log.errors.append(str(e)))
