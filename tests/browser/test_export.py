@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from playwright.sync_api import BrowserContext, Page, Route
+from playwright.sync_api import Page, Route
 
 import attnlab
 from tests.browser.conftest import wait_idle
@@ -216,7 +216,7 @@ def test_minilm_512_tokens_every_layer_opens_and_draws_offline(
 
 
 def test_the_page_export_button_downloads_a_file_that_opens_offline(
-    full_length_server: str, page: Page, context: BrowserContext, tmp_path: Path
+    full_length_server: str, page: Page, tmp_path: Path
 ) -> None:
     page.goto(f"{full_length_server}/?m=induction&layer=1&focus=1.2")
     wait_idle(page)
@@ -238,9 +238,9 @@ def test_the_page_export_button_downloads_a_file_that_opens_offline(
     np.testing.assert_allclose(
         result["layers"][0]["heads"][2]["weights"], want["layers"][0]["heads"][2]["weights"], rtol=1e-3, atol=1e-4
     )
-    offline_page = context.new_page()
+    offline_page = page  # the same tab, cut off from everything but the file
     log = Offline(offline_page)
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
     offline_page.on("request", lambda r: log.requests.append(r.url))
     offline_page.on("pageerror", lambda e: log.errors.append(str(e)))
     opened = open_file(log, path)
@@ -250,7 +250,7 @@ def test_the_page_export_button_downloads_a_file_that_opens_offline(
 
 
 def test_the_page_counting_from_1_exports_a_file_that_does_too(
-    full_length_server: str, page: Page, context: BrowserContext, tmp_path: Path
+    full_length_server: str, page: Page, tmp_path: Path
 ) -> None:
     page.goto(f"{full_length_server}/?m=induction&layer=1&focus=1.2&query=4&from1=1")
     wait_idle(page)
@@ -259,8 +259,8 @@ def test_the_page_counting_from_1_exports_a_file_that_does_too(
     assert sent.value.post_data_json["positions_from"] == 1
     path = tmp_path / "from1.html"
     dl.value.save_as(path)
-    log = Offline(context.new_page())
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
+    log = Offline(page)  # the same tab, cut off from everything but the file
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
     log.page.on("pageerror", lambda e: log.errors.append(str(e)))
     opened = open_file(log, path)
     assert opened.locator("#query-select option:checked").inner_text().split()[0] == "5"
@@ -312,7 +312,7 @@ def drawn(page: Page) -> dict[str, Any]:
 
 
 def test_the_page_and_its_export_draw_the_heads_grid_and_the_retrieval_alike(
-    full_length_server: str, page: Page, context: BrowserContext, tmp_path: Path
+    full_length_server: str, page: Page, tmp_path: Path
 ) -> None:
     """One run drawn on the page and in its exported file: the same cell size and layout for every head of the grid
     (at the grid's width), the same diagram rows, row height and line widths (the file's weights are float16: the
@@ -324,7 +324,7 @@ def test_the_page_and_its_export_draw_the_heads_grid_and_the_retrieval_alike(
     on_page = drawn(page)
     assert len(on_page["heads"]) == 4 and len(on_page["lines"]) == 8, on_page
 
-    offline = Offline(context.new_page())
+    offline = Offline(page)  # the same tab, cut off from everything but the file
     offline.page.route(
         "**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort()
     )
@@ -363,7 +363,7 @@ def test_the_page_and_its_export_draw_the_heads_grid_and_the_retrieval_alike(
 
 
 def test_the_export_carries_the_sinks_view_and_the_moved_view(
-    full_length_server: str, page: Page, context: BrowserContext, tmp_path: Path
+    full_length_server: str, page: Page, tmp_path: Path
 ) -> None:
     """A page that hides the first token and draws Moved exports that view: the file's weights hide key 0 (rows
     renormalised), it embeds each head's value norms and opens drawing them, and it says which keys it hides."""
@@ -391,9 +391,9 @@ def test_the_export_carries_the_sinks_view_and_the_moved_view(
         np.testing.assert_allclose(weights, head["weights"], rtol=1e-3, atol=1e-4)
         np.testing.assert_allclose(got["value_norms"], head["value_norms"], rtol=2e-3, atol=1e-3)
         np.testing.assert_allclose(got["contribution"], head["contribution"], rtol=2e-3, atol=1e-3)
-    offline_page = context.new_page()
+    offline_page = page  # the same tab, cut off from everything but the file
     log = Offline(offline_page)
-    context.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://") else route.abort())
     offline_page.on("pageerror", lambda e: log.errors.append(str(e)))
     opened = open_file(log, path)
     cards = opened.locator("[data-testid=head-heatmap]")
