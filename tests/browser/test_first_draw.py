@@ -216,18 +216,14 @@ def test_while_the_server_computes_the_page_shows_its_stage(page: Page, page_log
     page.wait_for_function("() => performance.getEntriesByName('attnlab:drawn').length > 0", timeout=20_000)
     held: list[Route] = []
     asked: list[str] = []
-    # (stage, done, total, ahead): behind two other requests, then next in line, then computing, then writing
-    script = (
-        [("queued", 0, 0, 2)] * 2 + [("queued", 0, 0, 0)] * 2 + [("layers", 2, 6, None)] * 2 + [("writing", 6, 6, None)]
-    )
-    stages = iter(script)
-    last = {"stage": "queued", "done": 0, "total": 0, "ahead": None}
+    # (stage, done, total, ahead): behind two other requests, then next in line, then computing, then writing; every
+    # poll answered with the stage the test is at, moved on once the page shows it (however slowly the page polls)
+    now: list[tuple[str, int, int, int | None]] = [("queued", 0, 0, 2)]
 
     def progress(route: Route) -> None:
         run = route.request.url.rsplit("/", 1)[1]
         asked.append(run)
-        stage, done, total, ahead = next(stages, (last["stage"], last["done"], last["total"], last["ahead"]))
-        last.update(stage=stage, done=done, total=total, ahead=ahead)
+        stage, done, total, ahead = now[-1]
         body = {"run": run, "stage": stage, "done": done, "total": total, "ahead": ahead, "elapsed_ms": 1.0}
         route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
 
@@ -239,9 +235,12 @@ def test_while_the_server_computes_the_page_shows_its_stage(page: Page, page_log
     page.get_by_test_id("sequence-input").fill("the cat sat on the mat again")
     page.get_by_test_id("run-button").click()
     expect(label).to_have_text("Waiting for the server (2 requests ahead of yours)…", timeout=10_000)
+    now.append(("queued", 0, 0, 0))
     expect(label).to_have_text("Waiting for the server (yours is next)…", timeout=10_000)
+    now.append(("layers", 2, 6, None))
     expect(label).to_have_text("Computing layer 3 of 6…", timeout=10_000)
     assert bar.evaluate("(b) => [b.value, b.max]") == [2, 6]
+    now.append(("writing", 6, 6, None))
     expect(label).to_have_text("Writing the answer…", timeout=10_000)
     assert held, "the run never asked"
     name = held[0].request.headers.get("x-attnlab-run")
