@@ -53,11 +53,11 @@ SERVERS: dict[str, Config] = {
         "every layer (under the pinned limits the page falls back to one layer); 512 is the default, so the guide's "
         "examples run here as against a server started with no settings",
     ),
-    "checkpoint": Config("textbook,mine={llama}", {}, "textbook and a tiny random llama checkpoint served as `mine`"),
-    "sinks": Config(
-        "textbook,oss={gpt_oss}",
+    "checkpoint": Config(
+        "textbook,mine={llama},oss={gpt_oss}",
         {},
-        "textbook beside a tiny random gpt_oss checkpoint served as `oss`: every head of its layers has a learned sink",
+        "textbook beside two tiny random checkpoints: a llama served as `mine`, and a gpt_oss served as `oss` (every "
+        "head of its layers has a learned sink)",
     ),
     "unloadable": Config(
         "textbook,bad={bad},gone={gone},t5={t5}",
@@ -102,14 +102,9 @@ def llama_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def sinks_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with start("sinks", gpt_oss=make_checkpoint("gpt_oss", tmp_path_factory.mktemp("gpt_oss"))) as base:
-        yield base
-
-
-@pytest.fixture(scope="session")
-def checkpoint_server(llama_checkpoint: Path) -> Iterator[str]:
-    with start("checkpoint", llama=llama_checkpoint) as base:
+def checkpoint_server(llama_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    gpt_oss = make_checkpoint("gpt_oss", tmp_path_factory.mktemp("gpt_oss"))
+    with start("checkpoint", llama=llama_checkpoint, gpt_oss=gpt_oss) as base:
         yield base
 
 

@@ -1,4 +1,4 @@
-"""A user's checkpoint served by a real `attnlab serve` (ATTNLAB_MODELS="textbook,mine=DIR"): listed by GET
+"""A user's checkpoint served by a real `attnlab serve` (ATTNLAB_MODELS="textbook,mine=DIR,oss=DIR"): listed by GET
 /api/models with its family, sizes and its match to transformers, and answered on every route; a directory that
 cannot load (a pickle, an unknown family, no directory at all) is listed under unavailable with why, never opened,
 and the server starts anyway."""
@@ -44,7 +44,7 @@ def ok(resp: httpx.Response) -> Any:
 
 def test_models_lists_the_checkpoint_with_its_family_and_reference(server: httpx.Client, mine: Path) -> None:
     listed = ok(server.get("/api/models"))
-    assert [m["name"] for m in listed["models"]] == ["textbook", "mine"] and listed["unavailable"] == []
+    assert [m["name"] for m in listed["models"]] == ["textbook", "mine", "oss"] and listed["unavailable"] == []
     entry = listed["models"][1]
     config = json.loads((mine / "config.json").read_text())
     assert entry["family"] == "llama" == config["model_type"]

@@ -73,9 +73,12 @@ def test_patching_scores_by_the_logit_difference_chosen_and_prints_each_cells_va
     clean = f"{api['clean_metric']:.3f}"
     expect(summary).to_contain_text(f"Clean logit difference at position 7 “king” (“river” − “frog”) {clean}")
     assert "patch=2.z.moon%2Cld%2C7%2Criver%2Cfrog" in page.url
-    # the link brings the metric back (opened again in the same tab: a new document)
+    # the link brings the metric back: opened as a new visit (from a blank page, so that nothing of the form is
+    # restored as a reload would)
+    link = page.url
+    page.goto("about:blank")
     with page.expect_response("**/api/patch") as again:
-        page.goto(page.url)
+        page.goto(link)
     assert again.value.request.post_data_json["metric"] == sent["metric"]
     expect(page.get_by_test_id("patch-metric")).to_have_value("logit_diff")
     expect(page.get_by_test_id("patch-ld-correct")).to_have_value("river")

@@ -28,6 +28,7 @@ new PerformanceObserver((list) => {
 }).observe({ type: "longtask", buffered: true });
 """
 RUN_BYTES = 3_000_000  # one run of 3,000 tokens fits, a second pushes the first out
+RUN_TOKENS = 4000  # the small store's own ATTNLAB_MAX_RUN_TOKENS: above its 3,000-token runs, below the default's
 
 
 def long_text(n: int) -> str:
@@ -37,8 +38,9 @@ def long_text(n: int) -> str:
 
 @pytest.fixture(scope="module")
 def tiny_store() -> Iterator[str]:
-    """A server that keeps about one small long run."""
-    with serve("textbook,random", **LIMITS, ATTNLAB_RUN_BYTES=str(RUN_BYTES)) as base:
+    """A server that keeps about one small long run, and takes runs of up to RUN_TOKENS (not the default)."""
+    env = {**LIMITS, "ATTNLAB_RUN_BYTES": str(RUN_BYTES), "ATTNLAB_MAX_RUN_TOKENS": str(RUN_TOKENS)}
+    with serve("textbook,random", **env) as base:
         yield base
 
 
@@ -233,24 +235,6 @@ def test_deepzoom_pasted_text_zooms_to_exact_weights(page: Page, page_log: PageL
     assert not page_log.page_errors
 
 
-def test_deepzoom_fit_asks_only_the_new_level(page: Page, page_log: PageLog, live_server: str) -> None:
-    open_long(page, live_server)
-    run = run_text(page, text=long_text(5000))
-    levels = run["config"]["levels"]
-    zoom_to_deepest(page, levels)
-    # back to the whole matrix at once: every tile asked since is of the fitted level, and all of them are drawn
-    since = len(page_log.requests)
-    press(page, "0")
-    expect(page.get_by_test_id("dz-level")).not_to_have_attribute("data-z", str(levels))
-    settle(page)
-    state = view_state(page)
-    z = state["z"]
-    span = 256 * 2 ** (levels - z)
-    every = {(z, x, y) for x in range(-(-5000 // span)) for y in range(-(-5000 // span))}
-    assert {(z, t["x"], t["y"]) for t in state["tiles"]} == every
-    assert set(tiles_asked(page_log, since)) <= every
-
-
 def test_deepzoom_recovers_a_run_the_server_dropped(page: Page, page_log: PageLog, tiny_store: str) -> None:
     open_long(page, tiny_store)
     run = run_text(page, text=long_text(3000))
@@ -336,9 +320,13 @@ def test_deepzoom_geometry_and_colours(js: Callable[[str], Any]) -> None:
     assert got["half"] == pytest.approx(got["linmid"], abs=3)
 
 
-def test_deepzoom_wheel_drag_and_pinch(page: Page, page_log: PageLog, live_server: str) -> None:
+def test_deepzoom_5000_words_wheel_drag_pinch_token_list_and_fit(
+    page: Page, page_log: PageLog, live_server: str
+) -> None:
+    """One run of 5,000 words walked as a person moves about it: the wheel, a drag and a pinch; the token list, which
+    holds only the rows in sight and picks a row; then back to the whole matrix, asking only the fitted level."""
     open_long(page, live_server)
-    run_text(page, text=long_text(5000))
+    run = run_text(page, text=long_text(5000))
     canvas = page.get_by_test_id("dz-canvas")
     canvas.scroll_into_view_if_needed()
     box = canvas.bounding_box()
@@ -375,12 +363,7 @@ def test_deepzoom_wheel_drag_and_pinch(page: Page, page_log: PageLog, live_serve
         }"""
     )
     assert view_state(page)["scale"] == pytest.approx(scale1 * 2, rel=0.02)
-    assert not page_log.page_errors
-
-
-def test_deepzoom_token_list_is_virtualised_and_picks_a_row(page: Page, page_log: PageLog, live_server: str) -> None:
-    open_long(page, live_server)
-    run = run_text(page, text=long_text(5000))
+    # the token list
     tokens = page.get_by_test_id("dz-tokens")
     rows = tokens.locator(".dz-token")
     assert 0 < rows.count() < 40  # the rows in sight, not 5,000
@@ -398,6 +381,20 @@ def test_deepzoom_token_list_is_virtualised_and_picks_a_row(page: Page, page_log
     # the view moved to that query row
     view = view_state(page)["view"]
     assert view["q0"] <= q < view["q1"]
+    # down to single weights
+    levels = run["config"]["levels"]
+    zoom_to_deepest(page, levels)
+    # back to the whole matrix at once: every tile asked since is of the fitted level, and all of them are drawn
+    since = len(page_log.requests)
+    press(page, "0")
+    expect(page.get_by_test_id("dz-level")).not_to_have_attribute("data-z", str(levels))
+    settle(page)
+    state = view_state(page)
+    z = state["z"]
+    span = 256 * 2 ** (levels - z)
+    every = {(z, x, y) for x in range(-(-5000 // span)) for y in range(-(-5000 // span))}
+    assert {(z, t["x"], t["y"]) for t in state["tiles"]} == every
+    assert set(tiles_asked(page_log, since)) <= every
     assert not page_log.page_errors
 
 
@@ -410,13 +407,13 @@ def test_deepzoom_fits_a_phone(page: Page, open_page: Callable[..., Page]) -> No
     assert box and box["x"] >= 0 and box["x"] + box["width"] <= 390
 
 
-def test_deepzoom_counts_against_this_servers_run_limit(page: Page) -> None:
+def test_deepzoom_counts_against_this_servers_run_limit(page: Page, tiny_store: str) -> None:
     """The word count warns at the server's own ATTNLAB_MAX_RUN_TOKENS (read from /api/health), not the default."""
-    with serve("textbook,random", **LIMITS, ATTNLAB_MAX_RUN_TOKENS="1000") as base:
-        open_long(page, base)
-        page.get_by_test_id("dz-text").fill(long_text(1500))
-        page.get_by_test_id("dz-text").dispatch_event("input")
-        expect(page.locator("#dz-count")).to_contain_text("1,500 words (a run takes up to 1,000)")
+    assert httpx.get(f"{tiny_store}/api/health").json()["limits"]["max_run_tokens"] == RUN_TOKENS < 32_768
+    open_long(page, tiny_store)
+    page.get_by_test_id("dz-text").fill(long_text(RUN_TOKENS + 500))
+    page.get_by_test_id("dz-text").dispatch_event("input")
+    expect(page.locator("#dz-count")).to_contain_text("4,500 words (a run takes up to 4,000)")
 
 
 def test_deepzoom_offers_models_by_length_and_reads_pycode_out_cell_by_cell(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -14,7 +16,9 @@ from playwright.sync_api import Page, Route, expect
 from tests.browser.conftest import PageLog, open_workspace, wait_idle
 from tests.helpers import page_until, settle
 
-pytestmark = [pytest.mark.browser, pytest.mark.cold]  # about a first visit: nothing cached
+pytestmark = pytest.mark.browser
+# the tests about a first visit (nothing cached) are marked cold; the streamed download's progress and the stages of
+# a run shown while the server computes are the same on any visit, and open in the session's warm tab
 
 RANDOM = "?m=random&t=the+cat+sat+on+the+mat&causal=1"
 STREAM = "application/vnd.attnlab.arrays-stream"
@@ -47,6 +51,7 @@ ATTENTION_SENT = """() => performance.getEntriesByType('resource')
   .filter((e) => e.name.endsWith('/api/attention')).map((e) => e.startTime)"""
 
 
+@pytest.mark.cold
 def test_plotly_runs_after_the_first_request_and_the_mark_waits_for_its_views(
     page: Page, page_log: PageLog, live_server: str
 ) -> None:
@@ -68,6 +73,7 @@ def test_plotly_runs_after_the_first_request_and_the_mark_waits_for_its_views(
     assert page_log.console_errors == [] and page_log.page_errors == []
 
 
+@pytest.mark.cold
 def test_without_plotly_every_other_view_draws(page: Page, page_log: PageLog, live_server: str) -> None:
     def refuse(route: Route) -> None:
         route.abort()
@@ -82,6 +88,7 @@ def test_without_plotly_every_other_view_draws(page: Page, page_log: PageLog, li
     assert page_log.page_errors == []
 
 
+@pytest.mark.cold
 def test_an_answer_that_comes_before_plotly_is_drawn_and_marked_once_plotly_is_here(
     page: Page, page_log: PageLog, live_server: str
 ) -> None:
@@ -118,6 +125,7 @@ def test_an_answer_that_comes_before_plotly_is_drawn_and_marked_once_plotly_is_h
     assert page_log.console_errors == [] and page_log.page_errors == []
 
 
+@pytest.mark.cold
 def test_a_second_visit_takes_the_page_files_from_the_cache_without_asking(
     page: Page, page_log: PageLog, live_server: str
 ) -> None:
@@ -142,40 +150,50 @@ def first_frame_bytes(base: str, body: dict[str, Any]) -> int:
     return 4 + int.from_bytes(first[:4], "little")
 
 
+@contextmanager
+def throttled(page: Page, download: int) -> Iterator[None]:
+    """The tab's downloads at `download` bytes a second until the block ends, however it ends (the tab is the
+    session's: the next test gets its full speed back)."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    conditions = {"offline": False, "latency": 0, "uploadThroughput": -1}
+    cdp.send("Network.emulateNetworkConditions", {**conditions, "downloadThroughput": download})
+    try:
+        yield
+    finally:
+        cdp.send("Network.emulateNetworkConditions", {**conditions, "downloadThroughput": -1})
+        cdp.detach()
+
+
 def test_a_slow_download_shows_how_much_has_come(page: Page, page_log: PageLog, trained_server: str) -> None:
     """A streamed run on a slow connection: the layer shown's frame, of its exact size (its length comes first),
     then the other layers, of about as much again each, each phase with a bar that moves."""
     words = " ".join(["the", "cat", "sat", "on", "a", "mat"] * 21)  # 126 words: minilm's 6 layers at 128 tokens
     page.goto(f"{trained_server}/?m=minilm&t={words.replace(' ', '+')}")
     page.wait_for_function("() => performance.getEntriesByName('attnlab:drawn').length > 0", timeout=60_000)
-    # about 5.6 MB of float16 arrays at 1.5 MB/s
-    cdp = page.context.new_cdp_session(page)
-    cdp.send("Network.enable")
-    cdp.send(
-        "Network.emulateNetworkConditions",
-        {"offline": False, "latency": 0, "downloadThroughput": 1_500_000, "uploadThroughput": -1},
-    )
-    pill = page.get_by_test_id("busy-indicator").locator("[data-role=pill]")
-    label = pill.locator("[data-role=label]")
-    page.get_by_test_id("sequence-input").fill(words.replace("mat", "rug"))
-    with page.expect_request("**/api/attention") as sent:
-        page.get_by_test_id("run-button").click()
-    head = first_frame_bytes(trained_server, sent.value.post_data_json)
-    expect(label).to_have_text(re.compile(r"^Receiving [\d.]+ of [\d.]+ (kB|MB)…$"), timeout=30_000)
-    seen: list[tuple[float, float, str]] = []
-    while pill.is_visible() and len(seen) < 300:
-        got = page.evaluate(
-            """() => { const b = document.querySelector('[data-role=progress]'); const l = document.querySelector(
-              '#busy [data-role=label]'); return [b.hidden ? -1 : b.value, b.max, l.textContent]; }"""
-        )
-        seen.append(tuple(got))
-        # the next thing the indicator says, or the indicator gone (the run came in while we read it: the label
-        # then keeps its last words, hidden, and waiting for them to change would wait forever)
-        page.wait_for_function(
-            """(t) => document.querySelector('#busy [data-role=label]').textContent !== t
-                || !document.querySelector('[data-testid=busy-indicator] [data-role=pill]').checkVisibility()""",
-            arg=got[2],
-        )
+    with throttled(page, 1_500_000):  # about 5.6 MB of float16 arrays at 1.5 MB/s
+        pill = page.get_by_test_id("busy-indicator").locator("[data-role=pill]")
+        label = pill.locator("[data-role=label]")
+        page.get_by_test_id("sequence-input").fill(words.replace("mat", "rug"))
+        with page.expect_request("**/api/attention") as sent:
+            page.get_by_test_id("run-button").click()
+        head = first_frame_bytes(trained_server, sent.value.post_data_json)
+        expect(label).to_have_text(re.compile(r"^Receiving [\d.]+ of [\d.]+ (kB|MB)…$"), timeout=30_000)
+        seen: list[tuple[float, float, str]] = []
+        while pill.is_visible() and len(seen) < 300:
+            got = page.evaluate(
+                """() => { const b = document.querySelector('[data-role=progress]'); const l = document.querySelector(
+                  '#busy [data-role=label]'); return [b.hidden ? -1 : b.value, b.max, l.textContent]; }"""
+            )
+            seen.append(tuple(got))
+            # the next thing the indicator says, or the indicator gone (the run came in while we read it: the label
+            # then keeps its last words, hidden, and waiting for them to change would wait forever)
+            page.wait_for_function(
+                """(t) => document.querySelector('#busy [data-role=label]').textContent !== t
+                    || !document.querySelector('[data-testid=busy-indicator] [data-role=pill]').checkVisibility()""",
+                arg=got[2],
+            )
+        expect(pill).to_be_hidden(timeout=30_000)
     first = [x for x in seen if re.fullmatch(r"Receiving [\d.]+ of [\d.]+ (kB|MB)…", x[2])]
     rest = [x for x in seen if x[2].startswith("Receiving the other 5 layers: ")]
     assert first and len(rest) >= 3, seen  # it moved while we watched
@@ -189,11 +207,6 @@ def test_a_slow_download_shows_how_much_has_come(page: Page, page_log: PageLog, 
     assert values == sorted(values) and values[-1] > values[0] > 0, rest
     assert all(total == 6 * frame for _, total, _ in rest), (frame, rest)  # about a frame's worth for each layer
     assert re.fullmatch(rf"Receiving the other 5 layers: [\d.]+ of about {6 * frame / 1e6:.1f} MB…", rest[-1][2])
-    expect(pill).to_be_hidden(timeout=30_000)
-    cdp.send(
-        "Network.emulateNetworkConditions",
-        {"offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1},
-    )
     assert page_log.console_errors == [] and page_log.page_errors == []
 
 
@@ -203,18 +216,14 @@ def test_while_the_server_computes_the_page_shows_its_stage(page: Page, page_log
     page.wait_for_function("() => performance.getEntriesByName('attnlab:drawn').length > 0", timeout=20_000)
     held: list[Route] = []
     asked: list[str] = []
-    # (stage, done, total, ahead): behind two other requests, then next in line, then computing, then writing
-    script = (
-        [("queued", 0, 0, 2)] * 2 + [("queued", 0, 0, 0)] * 2 + [("layers", 2, 6, None)] * 2 + [("writing", 6, 6, None)]
-    )
-    stages = iter(script)
-    last = {"stage": "queued", "done": 0, "total": 0, "ahead": None}
+    # (stage, done, total, ahead): behind two other requests, then next in line, then computing, then writing; every
+    # poll answered with the stage the test is at, moved on once the page shows it (however slowly the page polls)
+    now: list[tuple[str, int, int, int | None]] = [("queued", 0, 0, 2)]
 
     def progress(route: Route) -> None:
         run = route.request.url.rsplit("/", 1)[1]
         asked.append(run)
-        stage, done, total, ahead = next(stages, (last["stage"], last["done"], last["total"], last["ahead"]))
-        last.update(stage=stage, done=done, total=total, ahead=ahead)
+        stage, done, total, ahead = now[-1]
         body = {"run": run, "stage": stage, "done": done, "total": total, "ahead": ahead, "elapsed_ms": 1.0}
         route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
 
@@ -226,9 +235,12 @@ def test_while_the_server_computes_the_page_shows_its_stage(page: Page, page_log
     page.get_by_test_id("sequence-input").fill("the cat sat on the mat again")
     page.get_by_test_id("run-button").click()
     expect(label).to_have_text("Waiting for the server (2 requests ahead of yours)…", timeout=10_000)
+    now.append(("queued", 0, 0, 0))
     expect(label).to_have_text("Waiting for the server (yours is next)…", timeout=10_000)
+    now.append(("layers", 2, 6, None))
     expect(label).to_have_text("Computing layer 3 of 6…", timeout=10_000)
     assert bar.evaluate("(b) => [b.value, b.max]") == [2, 6]
+    now.append(("writing", 6, 6, None))
     expect(label).to_have_text("Writing the answer…", timeout=10_000)
     assert held, "the run never asked"
     name = held[0].request.headers.get("x-attnlab-run")

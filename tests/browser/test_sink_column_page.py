@@ -53,16 +53,16 @@ def head_of(answer: dict[str, Any], layer: int, head: int) -> dict[str, Any]:
     return next(h for h in shown["heads"] if h["index"] == head)
 
 
-def test_a_sink_head_draws_its_sink_column_and_a_textbook_head_none(page: Page, sinks_server: str) -> None:
-    models = {m["name"]: m for m in httpx.get(f"{sinks_server}/api/models").json()["models"]}
+def test_a_sink_head_draws_its_sink_column_and_a_textbook_head_none(page: Page, checkpoint_server: str) -> None:
+    models = {m["name"]: m for m in httpx.get(f"{checkpoint_server}/api/models").json()["models"]}
     assert models["oss"]["sinks"] is True
     with page.expect_request(lambda r: r.url.endswith("/api/attention")) as sent:
-        page.goto(f"{sinks_server}/?m=oss")
+        page.goto(f"{checkpoint_server}/?m=oss")
     wait_idle(page)
     body: dict[str, Any] = sent.value.post_data_json or {}
     assert body.get("model") == "oss"
     # the page streams its answer a layer first; the same request as one JSON answer
-    answer = httpx.post(f"{sinks_server}/api/attention", json={**body, "first_layer": None}).json()
+    answer = httpx.post(f"{checkpoint_server}/api/attention", json={**body, "first_layer": None}).json()
     card = page.get_by_test_id("head-heatmap").first
     layer, index = int(card.get_attribute("data-layer") or ""), int(card.get_attribute("data-head") or "")
     head = head_of(answer, layer, index)

@@ -233,39 +233,6 @@ def test_over_the_limit_one_layer_is_held_and_a_switch_asks_for_the_next(
 # ---- 512 tokens --------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_512_tokens_draw_every_layer_and_switch_without_a_request(
-    page: Page, page_log: PageLog, full_length_server: str
-) -> None:
-    text = words(510)
-    tokens = httpx.post(
-        f"{full_length_server}/api/attention", json={"model": "minilm", "text": text, "include": []}, timeout=60
-    ).json()["tokens"]
-    assert len(tokens) == 512
-    posts = record_posts(page)
-    page.goto(f"{full_length_server}/?m=minilm&t={text.replace(' ', '+')}")
-    wait_marks(page, 1, timeout=180_000)
-    (run,) = posts.to("/api/attention")
-    assert "layer" not in run.post_data_json and run.post_data_json["precision"] == "float16"
-    cards = page.get_by_test_id("head-heatmap")
-    expect(cards).to_have_count(12)
-    assert page.get_by_test_id("token").count() > 0
-    card, (q, k), shown = hover_weight(page, 5, 300, 0)
-    assert card == {"layer": "0", "head": "5"} and abs(q - 300) <= 3 and k <= 3
-    assert shown == pytest.approx(api_weights(full_length_server, run.post_data_json, 0)[5][q][k], abs=1e-3)
-    # a switch to the last layer: drawn from what the page holds, once every layer is in (the analyses are asked
-    # then, reusing the forward: the first mark can come before they are)
-    page.wait_for_function("() => performance.getEntriesByName('attnlab:layers').length > 0", timeout=180_000)
-    settle(page)
-    posts.clear()
-    page.locator("#layer-select").select_option("5")
-    wait_marks(page, 2, timeout=60_000)
-    settle(page)
-    assert posts.paths() == [] and marks(page) == 2
-    assert set(cards.evaluate_all("els => els.map(e => e.dataset.layer)")) == {"5"}
-    assert page_log.page_errors == [] and page_log.console_errors == []
-
-
 # What the page tells its download worker (static/js/frames.js): each fetch's id and body, and each abort's id.
 WORKER_MESSAGES = """
 window.__toWorker = [];
@@ -278,15 +245,44 @@ Worker.prototype.postMessage = function (msg, ...rest) {
 
 
 @pytest.mark.slow
-def test_a_new_action_aborts_the_run_in_flight(page: Page, page_log: PageLog, full_length_server: str) -> None:
+def test_512_tokens_draw_every_layer_switch_without_a_request_and_a_new_action_aborts_the_run_in_flight(
+    page: Page, page_log: PageLog, full_length_server: str
+) -> None:
+    """One page of minilm at its 512 positions: every layer drawn, a layer switch drawn from what the page holds,
+    then a new action that stops the download of the run still in flight."""
     text = words(510)
+    tokens = httpx.post(
+        f"{full_length_server}/api/attention", json={"model": "minilm", "text": text, "include": []}, timeout=60
+    ).json()["tokens"]
+    assert len(tokens) == 512
     page.add_init_script(WORKER_MESSAGES)
+    posts = record_posts(page)
     page.goto(f"{full_length_server}/?m=minilm&t={text.replace(' ', '+')}")
     wait_marks(page, 1, timeout=180_000)
-    # every layer of the first run in, so that its stream is not still coming when the mask changes
+    (run,) = posts.to("/api/attention")
+    assert "layer" not in run.post_data_json and run.post_data_json["precision"] == "float16"
+    cards = page.get_by_test_id("head-heatmap")
+    expect(cards).to_have_count(12)
+    assert page.get_by_test_id("token").count() > 0
+    card, (q, k), shown = hover_weight(page, 5, 300, 0)
+    assert card == {"layer": "0", "head": "5"} and abs(q - 300) <= 3 and k <= 3
+    assert shown == pytest.approx(api_weights(full_length_server, run.post_data_json, 0)[5][q][k], abs=1e-3)
+    # a switch to the last layer: drawn from what the page holds, once every layer is in (the analyses are asked
+    # then, reusing the forward: the first mark can come before they are); every layer in, the first run's stream
+    # is not still coming when the mask changes below
     page.wait_for_function("() => performance.getEntriesByName('attnlab:layers').length > 0", timeout=180_000)
+    settle(page)
+    posts.clear()
+    page.locator("#layer-select").select_option("5")
+    wait_marks(page, 2, timeout=60_000)
+    settle(page)
+    assert posts.paths() == [] and marks(page) == 2
+    assert set(cards.evaluate_all("els => els.map(e => e.dataset.layer)")) == {"5"}
+    assert page_log.page_errors == [] and page_log.console_errors == []
+
+    # a new action aborts the run in flight
     page.evaluate("() => { window.__toWorker.length = 0; }")
-    posts = record_posts(page)
+    posts.clear()
     # the causal run held at the network until the next action: in flight when it comes, however fast the server
     # answers (its run cache) or however late the page takes the action (a fresh-clone CI run once found it ended)
     held: list[Route] = []
@@ -301,7 +297,7 @@ def test_a_new_action_aborts_the_run_in_flight(page: Page, page_log: PageLog, fu
     with page.expect_request("**/api/attention"):
         page.get_by_test_id("mask-causal").check()
     page.get_by_test_id("mask-causal").uncheck()
-    wait_marks(page, 2, timeout=180_000)
+    wait_marks(page, 3, timeout=180_000)
     assert len(held) == 1
     # too late: the page has let it go, and Playwright may refuse a route whose request was cancelled
     with contextlib.suppress(Exception):
@@ -315,7 +311,7 @@ def test_a_new_action_aborts_the_run_in_flight(page: Page, page_log: PageLog, fu
     assert sorted(asked.values()) == [False, True], sent
     assert [asked[m["id"]] for m in sent if m["abort"]] == [True], sent
     expect(page.get_by_test_id("mask-causal")).not_to_be_checked()
-    assert marks(page) == 2
+    assert marks(page) == 3
     assert page_log.page_errors == []
 
 
