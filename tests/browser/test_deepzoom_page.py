@@ -21,12 +21,6 @@ from tests.helpers import serve
 pytestmark = pytest.mark.browser
 
 TILE_URL = re.compile(r"/api/runs/([^/]+)/tiles/(\d+)/(\d+)/(\d+)/(\d+)/(\d+)")
-LONG_TASKS = """
-window.__longTasks = [];
-new PerformanceObserver((list) => {
-  for (const e of list.getEntries()) window.__longTasks.push(e.duration);
-}).observe({ type: "longtask", buffered: true });
-"""
 RUN_BYTES = 3_000_000  # one run of 3,000 tokens fits, a second pushes the first out
 RUN_TOKENS = 4000  # the small store's own ATTNLAB_MAX_RUN_TOKENS: above its 3,000-token runs, below the default's
 
@@ -45,7 +39,6 @@ def tiny_store() -> Iterator[str]:
 
 
 def open_long(page: Page, base: str) -> Page:
-    page.add_init_script(LONG_TASKS)
     page.goto(f"{base}/?long=1")
     wait_idle(page)
     expect(page.get_by_test_id("dz-text")).to_be_visible()
@@ -57,7 +50,6 @@ def run_text(page: Page, text: str | None = None, words: int | None = None, time
         page.get_by_test_id("dz-text").fill(text)
     else:
         page.get_by_test_id(f"dz-gen-{words}").click()
-    page.evaluate("() => { window.__longTasks.length = 0; }")
     with page.expect_request(lambda r: r.url.endswith("/api/runs") and r.method == "POST") as posted:
         page.get_by_test_id("dz-run").click()
     page.wait_for_function(
@@ -169,6 +161,8 @@ def distinct_colours(page: Page, selector: str) -> int:
 
 
 def test_deepzoom_pasted_text_zooms_to_exact_weights(page: Page, page_log: PageLog, live_server: str) -> None:
+    """Pasted text down to exact weights, the minimap and a picked row. How long the page's tasks take on the way is
+    bench/deepzoom.py's to measure (its goal: no task over 200 ms), never a test's."""
     open_long(page, live_server)
     run = run_text(page, text=long_text(6000))
     cfg = run["config"]
@@ -231,7 +225,6 @@ def test_deepzoom_pasted_text_zooms_to_exact_weights(page: Page, page_log: PageL
     assert box
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     expect(page.get_by_test_id("dz-top").locator("li[data-key]").first).to_be_visible()
-    assert max(page.evaluate("() => window.__longTasks"), default=0) < 200
     assert not page_log.page_errors
 
 
