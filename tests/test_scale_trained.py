@@ -12,6 +12,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from engine.models import AttentionModel, RunInput
+from server.analyses import sweep as scale_sweep_module
 from tests.fixtures import make_app_client
 from tests.helpers import assert_error
 
@@ -132,3 +133,22 @@ def test_too_many_models_and_a_long_text_are_refused(app_client: TestClient) -> 
     long = {**SMALL, "models": ["minilm"], "text": "word " * 10_000}
     resp = app_client.post("/api/scale-sweep", json=long)
     assert resp.status_code == 413 and resp.json()["error"]["field"] == "text"
+
+
+def test_a_refused_model_costs_no_sweep_and_no_other_models_run(
+    app_client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every model is checked before the random sweep or any model runs: a body whose second model is refused
+    computes nothing (it computed the sweep and minilm's run, then refused)."""
+    ran: list[str] = []
+    sweep = scale_sweep_module.scale_sweep
+    monkeypatch.setattr(scale_sweep_module, "scale_sweep", lambda *a: ran.append("sweep") or sweep(*a))
+    minilm = models_of(app_client)["minilm"]
+    monkeypatch.setattr(minilm, "run", lambda *a, **k: ran.append("minilm") or type(minilm).run(minilm, *a, **k))
+    text = "a text no other test runs, so no cached run stands in"
+    body = {**SMALL, "models": ["minilm", "no-such-model"], "text": text}
+    assert_error(app_client.post("/api/scale-sweep", json=body), 422, "models[1]", "unknown model")
+    assert ran == []
+    # the negative control: the same body without the refused model runs both
+    assert app_client.post("/api/scale-sweep", json={**body, "models": ["minilm"]}).status_code == 200
+    assert ran == ["sweep", "minilm"]

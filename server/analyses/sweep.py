@@ -4,6 +4,7 @@ for the models named in `models`, on each trained head's own q and k (engine/ana
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Annotated
 
 import torch
@@ -13,7 +14,7 @@ from engine.analysis.scale_trained import TrainedHeadScale, trained_scales
 from engine.analysis.sweep import SweepRow, scale_sweep, sweep_values
 from server.declare import Analysis, Context, Limit, answer_of
 from server.errors import ApiError
-from server.plan import choose_model, make_plan
+from server.plan import Plan, choose_model, make_plan
 from server.schemas.attention import AttentionRequest, Strict, Text
 
 MAX_TRAINED = 8  # models one sweep may measure
@@ -74,6 +75,8 @@ def scale_sweep_route(req: ScaleSweepRequest, ctx: Context) -> ScaleSweepResult:
             "ask for fewer or narrower widths, fewer samples or fewer keys",
             "widths",
         )
+    # every model is checked before anything runs: a refused one costs no sweep and no other model's run
+    planned = [trained_plan(name, i, req.text, ctx) for i, name in enumerate(req.models)]
     rows = scale_sweep(req.widths, req.samples, req.seed, req.variance, req.keys)
     return ScaleSweepResult(
         variance=req.variance,
@@ -81,13 +84,23 @@ def scale_sweep_route(req: ScaleSweepRequest, ctx: Context) -> ScaleSweepResult:
         keys=req.keys,
         uniform_entropy=math.log(req.keys),
         widths=[SweepRowOut.model_validate(r, from_attributes=True) for r in rows],
-        trained=[trained_scale(name, i, req.text, ctx) for i, name in enumerate(req.models)],
+        trained=[trained_scale(p) for p in planned],
     )
 
 
-def trained_scale(name: str, i: int, text: str | None, ctx: Context) -> TrainedScale:
-    """One trained model's heads on `text` (its default text when None), with its default masks; any refusal
-    (an unknown model, one without weights of its own, a text over the limits) names models[i] or text."""
+@dataclass(frozen=True)
+class TrainedPlan:
+    """One of `models`, checked and planned: its name as the server lists it, the text it runs on (None: its own
+    numbers) and the plan that runs it."""
+
+    name: str
+    text: str | None
+    plan: Plan
+
+
+def trained_plan(name: str, i: int, text: str | None, ctx: Context) -> TrainedPlan:
+    """One trained model's run on `text` (its default text when None), with its default masks, planned; any
+    refusal (an unknown model, one without weights of its own, a text over the limits) names models[i] or text."""
     try:
         model = choose_model(AttentionRequest(model=name), ctx.models)
     except ApiError as e:
@@ -107,12 +120,17 @@ def trained_scale(name: str, i: int, text: str | None, ctx: Context) -> TrainedS
     except ApiError as e:
         field = "text" if text is not None and e.field in ("text", "tokens") else f"models[{i}]"
         raise ApiError(e.status, e.code, f"{name}: {e.message}", field) from e
+    return TrainedPlan(model.info.name, given, prepared)
+
+
+def trained_scale(planned: TrainedPlan) -> TrainedScale:
+    """Every head of a planned model's run: its raw q.k spread against the random-vector prediction."""
     with torch.inference_mode():
-        run = prepared.run()
+        run = planned.plan.run()
         heads = trained_scales(run)
     return TrainedScale(
-        model=model.info.name,
-        text=given or " ".join(run.tokens),
+        model=planned.name,
+        text=planned.text or " ".join(run.tokens),
         tokens=len(run.tokens),
         heads=[TrainedHeadOut.model_validate(h, from_attributes=True) for h in heads],
     )
