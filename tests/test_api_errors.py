@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.fixtures import make_app_client
 from tests.helpers import assert_error
 
 R = {"model": "random", "text": "a b c"}
@@ -110,6 +112,14 @@ BAD: list[tuple[str, dict[str, Any], int, str, str]] = [
     ("textbook wrong count", {"model": "textbook", "text": "a b c"}, 422, "text", "3 tokens for 5"),
     ("scores overflow", {"model": "textbook", "x": [[1e19] * 4] * 5}, 422, "x", "overflowed float32"),
 ]
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[TestClient]:
+    """One app for the module: each test checks only the answers to its own bodies, which read no state of the app
+    (no metric, cache or slot count), so a fresh app for each test would check nothing more."""
+    with make_app_client() as c:
+        yield c
 
 
 @pytest.mark.parametrize(("name", "body", "status", "field", "words"), BAD, ids=[b[0] for b in BAD])
