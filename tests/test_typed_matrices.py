@@ -4,8 +4,7 @@ a weight matrix used exactly, values for the contexts, and every refusal a 422 n
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -14,6 +13,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from engine.models import RunInput, build
+from tests.fixtures import make_app_client
 from tests.helpers import assert_error
 
 # a supplied 4 x 4 score tensor, as the chapter's exercise gives one (not symmetric, negative and large entries)
@@ -36,9 +36,11 @@ def reference_softmax(scores: list[list[float]], eligible: np.ndarray) -> np.nda
     return out
 
 
-@pytest.fixture
-def client(make_client: Callable[..., AbstractContextManager[TestClient]]) -> Iterator[TestClient]:
-    with make_client(models="textbook,given", max_tokens=6) as c:
+@pytest.fixture(scope="module")
+def client() -> Iterator[TestClient]:
+    """One app for the module: each test checks only the answers to its own bodies, which read no state of the app
+    (no metric, cache or slot count), so a fresh app for each test would check nothing more."""
+    with make_app_client(models="textbook,given", max_tokens=6) as c:
         yield c
 
 
