@@ -24,10 +24,20 @@ from engine.device import resolve_device
 from engine.models.textbook import W_K, W_Q, W_V, X
 from server.analyses import declared_limits
 from server.config import Settings
+from tests.fixtures import make_app_client
 from tests.helpers import assert_error, occupy
 from wire.arrays import read_arrays
 
 MakeClient = Callable[..., AbstractContextManager[TestClient]]
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[TestClient]:
+    """One app for the module: each test that takes it checks only the answers to its own requests, which read no
+    state of the app (no metric, cache or slot count), so a fresh app for each test would check nothing more; a test
+    that changes the app or pins a setting builds its own (make_client)."""
+    with make_app_client() as c:
+        yield c
 
 
 def test_health_reports_device_and_versions(client: TestClient) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from html.parser import HTMLParser
 from pathlib import Path
@@ -19,10 +19,20 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.fixtures import make_app_client
 from tests.helpers import assert_error, node
 from wire.arrays import read_arrays
 from wire.jsbundle import BundleError, bundle, module_order
 from wire.standalone import FORBID, read_embedded, script_safe, standalone_html, static_dir, viewer_script
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[TestClient]:
+    """One app for the module: each test that takes it checks only the answers to its own requests, which read no
+    state of the app (no metric, cache or slot count), so a fresh app for each test would check nothing more; a test
+    that changes the app or pins a setting builds its own (make_client)."""
+    with make_app_client() as c:
+        yield c
 
 
 def test_the_viewer_bundle_holds_standalone_and_never_the_page_store() -> None:
