@@ -13,7 +13,7 @@ from __future__ import annotations
 import pickle
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,6 +181,24 @@ def make_client() -> MakeClient:
 def client() -> Iterator[TestClient]:
     with make_app_client() as c:
         yield c
+
+
+@pytest.fixture(scope="module")
+def shared_client() -> Iterator[Callable[..., TestClient]]:
+    """`shared_client(**overrides)`: an app for `settings_for(**overrides)`, built the first time a test of the module
+    asks for those settings and shared by the module's tests that ask for the same. For tests that check only the
+    answers to their own requests, which read no state of the app (no metric, cache or slot count): a fresh app for
+    each would check nothing more, and building one costs more than most such tests."""
+    with ExitStack() as stack:
+        made: dict[str, TestClient] = {}
+
+        def get(**overrides: Any) -> TestClient:
+            key = repr(sorted(overrides.items()))
+            if key not in made:
+                made[key] = stack.enter_context(make_app_client(**overrides))
+            return made[key]
+
+        yield get
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -158,7 +158,7 @@ SECURITY_HEADERS = {"x-content-type-options": "nosniff", "referrer-policy": "no-
     ("name", "method", "path", "headers", "body", "status", "field", "words"), HOSTILE, ids=[h[0] for h in HOSTILE]
 )
 def test_hostile_request_gets_a_named_4xx_with_security_headers(
-    make_client: MakeClient,
+    shared_client: Callable[..., TestClient],
     name: str,
     method: str,
     path: str,
@@ -168,13 +168,12 @@ def test_hostile_request_gets_a_named_4xx_with_security_headers(
     field: str | None,
     words: list[str],
 ) -> None:
-    with make_client(max_body_bytes=65536) as client:
-        resp = client.request(method, path, content=body or None, headers=headers)
-        assert_error(resp, status, field, *words)
-        for header, value in SECURITY_HEADERS.items():
-            assert resp.headers.get(header) == value, (header, dict(resp.headers))
-        assert "default-src 'self'" in resp.headers.get("content-security-policy", ""), dict(resp.headers)
-        assert len(resp.content) < 2000, "an error does not echo a hostile input back whole"
+    resp = shared_client(max_body_bytes=65536).request(method, path, content=body or None, headers=headers)
+    assert_error(resp, status, field, *words)
+    for header, value in SECURITY_HEADERS.items():
+        assert resp.headers.get(header) == value, (header, dict(resp.headers))
+    assert "default-src 'self'" in resp.headers.get("content-security-policy", ""), dict(resp.headers)
+    assert len(resp.content) < 2000, "an error does not echo a hostile input back whole"
 
 
 def test_brackets_inside_strings_are_not_nesting(client: TestClient) -> None:

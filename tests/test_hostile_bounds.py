@@ -348,7 +348,7 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     ids=[row[0] for row in HOSTILE],
 )
 def test_hostile_input_is_refused_before_the_work(
-    make_client: Callable[..., AbstractContextManager[TestClient]],
+    shared_client: Callable[..., TestClient],
     spies: dict[str, int],
     path: str,
     body: dict[str, Any],
@@ -359,8 +359,8 @@ def test_hostile_input_is_refused_before_the_work(
     message: tuple[str, ...],
     never: tuple[str, ...],
 ) -> None:
-    with make_client(**overrides) as client:
-        assert_error(client.post(path, json=body, headers=headers), status, field, *message)
+    client = shared_client(**overrides)
+    assert_error(client.post(path, json=body, headers=headers), status, field, *message)
     assert {name: spies[name] for name in never} == dict.fromkeys(never, 0)
 
 
