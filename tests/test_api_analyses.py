@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -18,6 +18,12 @@ from tests.helpers import assert_error
 
 SENTENCE = "The animal didn't cross the street because it was too tired"
 R = {"model": "random", "text": "the cat sat on the mat"}
+
+
+@pytest.fixture(scope="module")
+def client(shared_client: Callable[..., TestClient]) -> TestClient:
+    """The fast models' app, shared by the module's tests: each checks only the answers to its own requests."""
+    return shared_client()
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,12 @@ from tests.helpers import assert_error
 RANDOM = {"model": "random", "text": "the cat sat on the mat today", "options": {"d_model": 32, "heads": 4}}
 
 
+@pytest.fixture(scope="module")
+def client(shared_client: Callable[..., TestClient]) -> TestClient:
+    """The fast models' app, shared by the module's tests: each checks only the answers to its own requests."""
+    return shared_client()
+
+
 def weights_of(answer: dict[str, Any]) -> np.ndarray:
     return np.array([[h["weights"] for h in layer["heads"]] for layer in answer["layers"]], dtype=np.float64)
 

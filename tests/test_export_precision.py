@@ -4,15 +4,23 @@ server/export.py FLOAT32_WEIGHTS weights in all."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 
 import attnlab
 from server.export import FLOAT32_WEIGHTS
 from wire.arrays import read_arrays
 from wire.standalone import read_embedded
+
+
+@pytest.fixture(scope="module")
+def client(shared_client: Callable[..., TestClient]) -> TestClient:
+    """The fast models' app, shared by the module's tests: each checks only the answers to its own requests."""
+    return shared_client()
 
 
 def embedded(page: str) -> Any:

@@ -3,6 +3,7 @@ shuffles, a uniform head does not; the shuffles keep each row's weights on its e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,6 +16,12 @@ from tests.helpers import assert_error
 
 S = 10
 SHARP = 8.0  # q.k = SHARP^2 on the previous token, 0 elsewhere: about all of a row's weight on it
+
+
+@pytest.fixture(scope="module")
+def client(shared_client: Callable[..., TestClient]) -> TestClient:
+    """The fast models' app, shared by the module's tests: each checks only the answers to its own requests."""
+    return shared_client()
 
 
 def built_heads(s: int = S) -> dict[str, Any]:

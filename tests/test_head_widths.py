@@ -4,14 +4,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.helpers import assert_error
 
 EVERYTHING = ["scores", "weights", "contexts", "output", "stats", "qkv"]
+
+
+@pytest.fixture(scope="module")
+def client(shared_client: Callable[..., TestClient]) -> TestClient:
+    """The fast models' app, shared by the module's tests: each checks only the answers to its own requests."""
+    return shared_client()
 
 
 def problem(widths: list[int], d_v: int | None = None, w_o: bool = True, seed: int = 0) -> dict[str, np.ndarray]:

@@ -71,10 +71,11 @@ def test_models_serves_each_models_capabilities_and_reads(
     [(name, field) for name, (reads, _) in DECLARED.items() for field in FIELD_VALUES if field not in reads],
 )
 def test_a_field_the_model_does_not_read_is_a_422_naming_it(
-    make_client: Callable[..., AbstractContextManager[TestClient]], name: str, field: str
+    shared_client: Callable[..., TestClient], name: str, field: str
 ) -> None:
-    with make_client(models=name) as client:
-        resp = client.post("/api/attention", json={"model": name, "text": "a b", field: FIELD_VALUES[field]})
+    resp = shared_client(models=name).post(
+        "/api/attention", json={"model": name, "text": "a b", field: FIELD_VALUES[field]}
+    )
     named = "options.seed" if field == "options" else field
     words = ["takes no options"] if field == "options" else [f"{name} does not read {field}"]
     assert_error(resp, 422, named, *words)
