@@ -5,7 +5,6 @@ does not; every refusal names its field and its limit."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
@@ -19,7 +18,6 @@ from engine.blockwise import BlockMask, flash
 from tests.fixtures import make_app_client
 from tests.helpers import assert_error
 
-MakeClient = Callable[..., AbstractContextManager[TestClient]]
 SHAPE = {"heads": 2, "d_model": 32, "layers": 3}
 
 
@@ -31,6 +29,12 @@ def measured() -> dict[str, Any]:
         resp = client.post("/api/cost", json={**SHAPE, "measure_lengths": [256, 1024, 4096]})
     assert resp.status_code == 200, resp.text
     return resp.json()  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def client(shared_client: Callable[..., TestClient]) -> TestClient:
+    """The fast models' app, shared by the module's tests: each checks only the answers to its own requests."""
+    return shared_client()
 
 
 def test_both_passes_give_the_same_contexts_at_every_length(measured: dict[str, Any]) -> None:
@@ -106,11 +110,16 @@ def test_grouped_kv_heads_measure_too(client: TestClient) -> None:
     ],
 )  # fmt: skip
 def test_refusals_name_their_field(
-    make_client: MakeClient, body: dict[str, Any], settings: dict[str, Any], field: str, words: tuple[str, ...]
+    shared_client: Callable[..., TestClient],
+    body: dict[str, Any],
+    settings: dict[str, Any],
+    field: str,
+    words: tuple[str, ...],
 ) -> None:
     calls: list[int] = []
     real = lengths_module.measure_point
-    with make_client(**settings) as client, pytest.MonkeyPatch.context() as mp:
+    client = shared_client(**settings)
+    with pytest.MonkeyPatch.context() as mp:
         mp.setattr(lengths_module, "measure_point", lambda *a, **k: calls.append(1) or real(*a, **k))
         assert_error(client.post("/api/cost", json=body), 422, field, *words)
     assert calls == []  # refused before anything ran

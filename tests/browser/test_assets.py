@@ -6,9 +6,11 @@ import base64
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import plotly
+import pytest
 from fastapi.testclient import TestClient
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +26,12 @@ HOOKS = [
 EXTERNAL = re.compile(
     r"""(?:src|href)\s*=\s*["']?(?:https?:)?//|@import|url\(\s*["']?(?:https?:)?//|fonts\.googleapis"""
 )
+
+
+@pytest.fixture(scope="module")
+def client(shared_client: Callable[..., TestClient]) -> TestClient:
+    """The fast models' app, shared by the module's tests: each checks only the answers to its own requests."""
+    return shared_client()
 
 
 def test_index_has_every_hook_and_loads_only_local_files(client: TestClient) -> None:
