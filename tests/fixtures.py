@@ -5,6 +5,10 @@ session and shared. Sharing a server is safe for tests that read it, or that com
 after their own requests; a test that fills a cache, counts metrics from zero, holds the compute slots or pins a
 limit of its own starts its own server or app instead (`serve`, `uvicorn_here`, `make_client`).
 
+An app in this process costs tens of milliseconds to build (every route's declared answers), more than most tests
+that use one: a module's tests that check only the answers to their own requests share one per distinct settings
+(`shared_client`, or a module-scoped `client`).
+
 `STARTED` counts the server processes and apps the session started; the terminal summary prints it.
 """
 
