@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,13 @@ from server.routes import guide
 from tests.helpers import ROOT, assert_error
 
 README_LIMIT = 15 * 1024  # bytes
+
+
+@pytest.fixture(scope="module")
+def client(shared_client: Callable[..., TestClient]) -> TestClient:
+    """The fast models' app, shared by the module's tests: each reads only its own answers, and the guide's folder
+    (which a test points elsewhere) is read on each request, not when the app is built."""
+    return shared_client()
 
 
 def test_the_readme_is_short_and_points_to_the_guide() -> None:
