@@ -128,3 +128,34 @@ def test_the_views_that_own_their_root_are_views() -> None:
     templates = "".join(p.read_text(encoding="utf-8") for p in (JS.parent.parent / "templates").glob("*.html"))
     missing = [n for n in OWN_ROOT if f'data-view="{n}"' not in templates and f'data-panel="{n}"' not in templates]
     assert missing == [], missing
+
+
+# The page features converted to one declaration each (static/js/features.js FEATURES): the module that declares it,
+# and the names another module would have to use to list it: its settings and URL keys, its action types, its body
+# fields and their constants. The generic modules read the declarations and name none of them.
+FEATURE_TABLE = "features.js"
+GENERIC = ["state.js", "actions.js", "store.js", "requests.js", "controls.js"]
+FEATURE_NAMES = {
+    "sinks.js": ["sinks", "renorm", "sinksSet", "parseSinks"],
+    "dtype.js": ["dtype", "dtypeSet", "DTYPES"],
+    "counting.js": ["from1", "countSet"],
+}
+
+
+def test_a_page_feature_is_named_only_by_its_module_and_the_features_table() -> None:
+    """Hide sinks, Compute in and Count from 1 each declare their link keys, actions, reducer cases and body fields
+    in their own module: none of those names appears in state.js, actions.js, store.js, requests.js or controls.js
+    (Hide sinks was spread over eight files: its view and template, index.html and those five)."""
+    found = {}
+    for generic in GENERIC:
+        text = (JS / generic).read_text(encoding="utf-8")
+        hits = sorted({n for names in FEATURE_NAMES.values() for n in names if re.search(rf"\b{n}\b", text)})
+        if hits:
+            found[generic] = hits
+    assert found == {}, found
+    table = (JS / FEATURE_TABLE).read_text(encoding="utf-8")
+    for module, names in FEATURE_NAMES.items():
+        text = (JS / module).read_text(encoding="utf-8")
+        assert "export const feature = {" in text, module
+        assert f'from "./{module}"' in table, module
+        assert [n for n in names if not re.search(rf"\b{n}\b", text)] == [], module

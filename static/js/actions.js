@@ -1,6 +1,9 @@
 // The page's actions: what a person or an effect did, as plain objects the store's reducer (store.js) takes.
-// Pure and free of imports, so a view that must stay free of the page's store (overview.js, which an exported
-// standalone page also runs) can name an action without writing its shape out again.
+// Pure and free of the store, so a view that must stay free of the page's store (overview.js, which an exported
+// standalone page also runs) can name an action without writing its shape out again. A page feature's actions are
+// its declaration's (features.js), added to `act` here.
+
+import { featureActions } from "./features.js";
 
 export const act = {
   modelsLoaded: (models) => ({ type: "modelsLoaded", models }),
@@ -19,12 +22,9 @@ export const act = {
   sourcePadded: (i) => ({ type: "sourcePadded", i }),
   allMaskedSet: (value) => ({ type: "allMaskedSet", value }),
   scaleSet: (on) => ({ type: "scaleSet", on }),
-  dtypeSet: (dtype) => ({ type: "dtypeSet", dtype }), // the precision the run computes in (state.js DTYPES)
   bugSet: (bug, label) => ({ type: "bugSet", bug, label }),
   viewSet: (view) => ({ type: "viewSet", view }),
-  sinksSet: (sinks, renorm, where) => ({ type: "sinksSet", sinks, renorm, where }), // every map's hidden key columns
   paletteSet: (palette) => ({ type: "paletteSet", palette }),
-  countSet: (from1) => ({ type: "countSet", from1 }), // positions printed from 1 (positions.js)
   scoreScaleSet: (value) => ({ type: "scoreScaleSet", value }),
   layerSet: (layer) => ({ type: "layerSet", layer }),
   optionSet: (key, value) => ({ type: "optionSet", key, value }),
@@ -79,4 +79,5 @@ export const act = {
   panelLoaded: (name, key, result) => ({ type: "panelLoaded", name, key, result }),
   panelFailed: (name, key, message) => ({ type: "panelFailed", name, key, message }),
   panelCleared: (name) => ({ type: "panelCleared", name }),
+  ...featureActions(),
 };

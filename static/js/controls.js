@@ -13,11 +13,14 @@ import { can, namesThat, numbersOf, offered } from "./capabilities.js";
 import { layerKindsLine, modelLabel, referenceLine } from "./modelinfo.js";
 import { modelInfo } from "./selectors.js";
 import { batchOf, sourceOf } from "./requests.js";
+import { errorControls } from "./features.js";
 
 const $ = (id) => document.getElementById(id);
 
-// Which control a field of an error names: the server's field path -> the element to mark.
+// Which control a field of an error names: the server's field path -> the element to mark (a page feature's field:
+// the control its declaration names, features.js).
 export const FIELD_CONTROLS = {
+  ...errorControls(),
   text: "sequence-input",
   tokens: "sequence-input",
   texts: "batch-input",
@@ -31,8 +34,6 @@ export const FIELD_CONTROLS = {
   layer: "layer-select",
   include: "layer-select",
   demo_bug: "bug-select",
-  sinks: "sinks-select",
-  dtype: "dtype-select",
 };
 
 // The option fields of the template (the options fieldset's inputs, opt-NAME): {name: element}.

@@ -4,13 +4,13 @@
 import { optionsOf } from "./capabilities.js";
 import { paddedFromFlags } from "./masks.js";
 import { registered } from "./registry.js";
+import { featureDefaults, readFeatureLinks, writeFeatureLinks } from "./features.js";
 import { genText, parseGen } from "./decode.js";
 import { parseLengths } from "./probe.js";
 
 export const VIEWS = ["weights", "scores", "moved"];
 export const PALETTE_NAMES = ["viridis", "cividis"];
 export const SCORE_SCALES = ["head", "clip", "shared"];
-export const DTYPES = ["float32", "float64", "bfloat16", "float16"]; // what /api/attention computes in (`dtype`)
 export const MATRIX_NAMES = ["x", "w_q", "w_k", "w_v"];
 export const SMALL_MODEL_VALUES = 4096; // below this many S*D numbers the page also asks for Q, K, V and contexts
 
@@ -62,10 +62,7 @@ export function defaultState() {
     sourcePadded: [], // source positions marked padding
     batch: "", // a batch: one text per line ("" = one sequence)
     item: 0, // the batch item the views show
-    sinks: null, // key columns every map hides (server `sinks.hide`): "first" | "special" | [positions]; null = none
-    renorm: true, // with sinks: each row renormalised over the keys left
-    from1: false, // positions printed from 1, as the chapter counts (positions.js); the API stays 0-based
-    dtype: null, // one of DTYPES, the precision the run computes in; null = the server's (ATTNLAB_DTYPE)
+    ...featureDefaults(), // the page features' settings (features.js)
   };
   for (const [name, panel] of registered()) if (panel.setting) s[name] = null; // a registered panel's setting
   return s;
@@ -168,10 +165,7 @@ export function encodeState(s) {
   if (s.source && s.sourcePadded?.length) p.set("spad", s.sourcePadded.join(","));
   if (s.batch) p.set("batch", s.batch);
   if (s.item) p.set("item", String(s.item));
-  if (s.sinks) p.set("sinks", Array.isArray(s.sinks) ? s.sinks.join(",") : s.sinks);
-  if (s.sinks && !s.renorm) p.set("renorm", "0");
-  if (s.from1) p.set("from1", "1");
-  if (s.dtype) p.set("dtype", s.dtype);
+  writeFeatureLinks(s, p);
   return p.toString();
 }
 
@@ -259,15 +253,6 @@ export function parsePerturb(raw) {
     return Number.isFinite(amount) ? { position, kind: m[2], amount, token: "" } : null;
   }
   return m[3] ? { position, kind: "token", amount: 1, token: m[3] } : null;
-}
-
-// "first" | "special" | "0,3" -> what `sinks.hide` gets; null for none or what cannot be read. Positions are whole
-// numbers of 0 or more, each once, in order (the server checks them against the keys).
-export function parseSinks(raw) {
-  const t = (raw || "").trim();
-  if (t === "first" || t === "special") return t;
-  if (!/^\d+(\s*,\s*\d+)*$/.test(t)) return null;
-  return [...new Set(t.split(",").map((v) => Number.parseInt(v, 10)))].sort((a, b) => a - b);
 }
 
 // Query string -> state, or null when the string names no model (the page then starts from defaults).
@@ -363,10 +348,7 @@ export function decodeState(search, optionsOf = () => ({})) {
     .sort((a, b) => a - b);
   s.batch = (p.get("batch") || "").slice(0, 20000);
   s.item = Math.max(0, int(p.get("item")) ?? 0);
-  s.sinks = parseSinks(p.get("sinks"));
-  s.from1 = p.get("from1") === "1";
-  if (DTYPES.includes(p.get("dtype"))) s.dtype = p.get("dtype");
-  s.renorm = p.get("renorm") !== "0";
+  Object.assign(s, readFeatureLinks(p));
   return s;
 }
 

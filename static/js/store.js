@@ -33,8 +33,9 @@ import { toggleBlocked, togglePadded } from "./masks.js";
 import { act } from "./actions.js";
 import { modelInfo, pinOf } from "./selectors.js";
 import { registered, slots, takenBy } from "./registry.js";
-import { BUGS, DTYPES, defaultState, stateForModel } from "./state.js";
-import { pos, posList } from "./positions.js";
+import { BUGS, defaultState, stateForModel } from "./state.js";
+import { featureReducers, keptOnModel } from "./features.js";
+import { pos } from "./positions.js";
 
 // ---- the store ------------------------------------------------------------------------------------------------
 
@@ -171,8 +172,6 @@ const KEEP_ON_MODEL = [
   "allMasked",
   "hsort",
   "hdir",
-  "from1",
-  "dtype",
   // a pinned A stays (compare two models or seeds); the perturbation settings stay; interventions name heads of
   // the old model and go
   "pin",
@@ -194,10 +193,8 @@ function chooseModel(s, name, text, options, where) {
   const ui = stateForModel(m, defaultState());
   for (const k of KEEP_ON_MODEL) ui[k] = s.ui[k];
   for (const [name, p] of registered()) if (p.setting && !p.setting.dropOnModel) ui[name] = s.ui[name];
+  Object.assign(ui, keptOnModel(s.ui)); // a page feature's settings, as its declaration keeps them (features.js)
   ui.perturb = { ...s.ui.perturb, position: null };
-  // the first position is every model's; special tokens and named positions are the old input's
-  ui.sinks = s.ui.sinks === "first" ? "first" : null;
-  ui.renorm = s.ui.renorm;
   if (text) ui.text = text;
   if (options) ui.options = { ...ui.options, ...options };
   const draft = { ...s.draft, text: ui.text };
@@ -291,8 +288,6 @@ const reducers = {
   },
   allMaskedSet: (s, a) => runWith(s, { allMasked: a.value }, `all-masked rows: ${a.value}`, "all-masked"),
   scaleSet: (s, a) => runWith(s, { scale: a.on }, `scaling ${a.on ? "on" : "off"}`, "scale"),
-  dtypeSet: (s, a) =>
-    DTYPES.includes(a.dtype) ? runWith(s, { dtype: a.dtype }, `computing in ${a.dtype}`, "dtype-select") : s,
   bugSet: (s, a) => {
     const bug = BUGS.includes(a.bug) ? a.bug : null;
     return runWith(s, { bug }, bug ? `classic bug on: ${a.label}` : "classic bug off", "bug-select");
@@ -303,20 +298,7 @@ const reducers = {
     a.view === "moved" && s.run.result && !movedIn(s.run.result.layers[0]?.heads[0])
       ? runWith(s, { view: a.view }, "view: what each key moves (weight × |v·W_O|)", "view")
       : setUi(s, { view: a.view }),
-  sinksSet: (s, a) => {
-    const hide =
-      a.sinks == null
-        ? "none"
-        : Array.isArray(a.sinks)
-          ? `positions ${posList(a.sinks)}`
-          : a.sinks === "first"
-            ? "the first token"
-            : "special tokens";
-    const words = a.sinks == null ? "sinks shown" : `sinks hidden: ${hide}${a.renorm ? ", rows renormalised" : ""}`;
-    return runWith(s, { sinks: a.sinks, renorm: a.renorm }, words, a.where);
-  },
   paletteSet: (s, a) => setUi(s, { palette: a.palette }),
-  countSet: (s, a) => setUi(s, { from1: !!a.from1 }),
   scoreScaleSet: (s, a) => setUi(s, { scoreScale: a.value }),
   layerSet: (s, a) => {
     // the open head stays open where the new choice shows it: every layer, or its own layer
@@ -427,6 +409,7 @@ const reducers = {
     return setPanel(s, a.name, { nonce: s.panels[a.name].nonce + 1, ...(a.fields || {}), waiting });
   },
   ...answerReducers,
+  ...featureReducers({ runWith, setUi }), // the page features' cases (features.js)
   panelStarted: (s, a) => setPanel(s, a.name, { key: a.key, status: "loading" }),
   panelLoaded: (s, a) =>
     s.panels[a.name].key === a.key ? setPanel(s, a.name, { result: a.result, status: "ready", message: "" }) : s,
