@@ -14,6 +14,7 @@ import { layerKindsLine, modelLabel, referenceLine } from "./modelinfo.js";
 import { modelInfo } from "./selectors.js";
 import { batchOf, sourceOf } from "./requests.js";
 import { errorControls } from "./features.js";
+import { markGiveaways } from "./giveaway.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -136,6 +137,7 @@ export function render(root, s, dispatch) {
     showCellErrors();
   }
   renderPairs($("pair-counts"), s.run.result?.pairs);
+  markGiveaways(root, s, ["pairs"]); // an open lesson that asks for a count keeps them out of sight
   markInvalid(root, s.run.error);
 }
 

@@ -3,6 +3,8 @@
 // config.max_diff_vs_float32). Pure render from the state; bind() wires the select. `feature` is its one
 // declaration (features.js): its setting, link key, action, reducer case and body field.
 
+import { keptHidden, markGiveaways } from "./giveaway.js";
+
 export const DTYPES = ["float32", "float64", "bfloat16", "float16"]; // what /api/attention computes in (`dtype`)
 
 const actions = {
@@ -29,7 +31,7 @@ export const feature = {
 };
 
 export function deps(s) {
-  return [s.ui.dtype, s.run.result];
+  return [s.ui.dtype, s.run.result, keptHidden(s)];
 }
 
 // "max difference from float32: 3.1e-3" for a run in another dtype, "" for a float32 run (or none yet).
@@ -46,6 +48,7 @@ export function render(root, s) {
   const out = root.querySelector("#dtype-diff");
   out.textContent = line;
   out.hidden = !line;
+  markGiveaways(root, s, ["precision"]); // a lesson that asks how far it lands keeps the difference out of sight
 }
 
 export function bind(root, { dispatch }) {

@@ -34,7 +34,7 @@ test("numbers and shapes are printed as the chapter prints them", async () => {
 });
 
 test("an unanswered lesson hides what it declares, and nothing once it is answered or shown", async () => {
-  const LE = await mod("lesson.js");
+  const LE = await mod("giveaway.js");
   const L = await mod("lessons.js");
   const ex2 = L.lessonOf("ex-2");
   eq(LE.hiddenNow(ex2, { feedback: null, shown: false }), ["pairs"]);
@@ -45,7 +45,20 @@ test("an unanswered lesson hides what it declares, and nothing once it is answer
   eq(LE.hiddenNow(null, null), []);
   // every name a lesson hides is one the page knows how to hide
   for (const lesson of L.LESSONS)
-    for (const name of lesson.hides || []) assert.ok(name in LE.HIDES, `${lesson.id}: ${name}`);
+    for (const name of lesson.hides || []) assert.ok(name in LE.GIVEAWAYS, `${lesson.id}: ${name}`);
+  // a view marks its own root with the names it shows that the open lesson keeps hidden, and only while it does
+  const open = (value) => ({ ui: { lesson: value } });
+  const root = { dataset: {} };
+  LE.markGiveaways(root, open({ id: "ex-2", feedback: null, shown: false }), ["pairs", "verdict"]);
+  eq(root.dataset, { giveaway: "pairs" });
+  LE.markGiveaways(root, open({ id: "ex-2", feedback: null, shown: false }), ["symmetric"]);
+  eq(root.dataset, {});
+  LE.markGiveaways(root, open({ id: "ex-2", feedback: { ok: true, text: "Correct." }, shown: false }), ["pairs"]);
+  eq(root.dataset, {});
+  eq(
+    [LE.keptHidden(open(null)), LE.keptHidden({ ui: {} }), LE.keptHidden(open({ id: "lab-2" }))],
+    ["", "", "symmetric"],
+  );
 });
 
 test("every exercise and lab step is a lesson, ex-3 asks what the chapter asks", async () => {
