@@ -22,7 +22,6 @@ export const act = {
   sourcePadded: (i) => ({ type: "sourcePadded", i }),
   allMaskedSet: (value) => ({ type: "allMaskedSet", value }),
   scaleSet: (on) => ({ type: "scaleSet", on }),
-  bugSet: (bug, label) => ({ type: "bugSet", bug, label }),
   viewSet: (view) => ({ type: "viewSet", view }),
   paletteSet: (palette) => ({ type: "paletteSet", palette }),
   scoreScaleSet: (value) => ({ type: "scoreScaleSet", value }),

@@ -34,7 +34,6 @@ export const FIELD_CONTROLS = {
   weights: "matrix-editors",
   layer: "layer-select",
   include: "layer-select",
-  demo_bug: "bug-select",
 };
 
 // The option fields of the template (the options fieldset's inputs, opt-NAME): {name: element}.
@@ -79,7 +78,6 @@ export function render(root, s, dispatch) {
     $("mask-window").value = String(ui.masks.window);
   $("all-masked").value = ui.allMasked;
   $("scale").checked = ui.scale;
-  $("bug-select").value = ui.bug || "";
   writeMoreInputs(s);
   root.querySelectorAll("input[name=view]").forEach((r) => {
     r.checked = r.value === ui.view;
@@ -339,9 +337,6 @@ export function bind(root, store) {
   $("blocked-clear").addEventListener("click", () => dispatch(act.blockedCleared()));
   $("all-masked").addEventListener("change", (e) => dispatch(act.allMaskedSet(e.target.value)));
   $("scale").addEventListener("change", (e) => dispatch(act.scaleSet(e.target.checked)));
-  $("bug-select").addEventListener("change", (e) =>
-    dispatch(act.bugSet(e.target.value, e.target.selectedOptions[0].textContent)),
-  );
   root
     .querySelectorAll("input[name=view]")
     .forEach((r) => r.addEventListener("change", () => dispatch(act.viewSet(r.value))));

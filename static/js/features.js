@@ -17,17 +17,20 @@
 //   request(ui, info) -> {FIELD: value}: what it adds to the /api/attention body (requests.js buildRequest)
 //   body       the names of the body fields its request may add
 //   reach      where its body fields go beyond /api/attention: "attention" (nowhere else: every analysis computes
-//              without them) or "weights" (the bodies answered with weights too, intervene and compare; not the
-//              claims' bodies, nor the size of an answer)
+//              without them), "weights" (the bodies answered with weights too, intervene and compare; not the
+//              claims' bodies, nor the size of an answer) or "claims" (every analysis of the code on screen:
+//              intervene, compare, perturb; not those that run the correct code, head types, top heads and decoding,
+//              nor the size of an answer)
 //   errors     {BODY FIELD: control id}: the control an error on that field marks (controls.js controlFor)
 // Pure: no DOM.
 
 import { feature as sinks } from "./sinks.js";
 import { feature as counting } from "./counting.js";
 import { feature as dtype } from "./dtype.js";
+import { feature as bugs } from "./bugs.js";
 
 // name -> declaration, in the order the link writes their keys
-export const FEATURES = { sinks, counting, dtype };
+export const FEATURES = { bugs, sinks, counting, dtype };
 
 const declared = () => Object.values(FEATURES);
 
@@ -78,7 +81,7 @@ export function featureBody(ui, info) {
   return Object.assign({}, ...declared().map((f) => (f.request ? f.request(ui, info) : {})));
 }
 
-// The body fields of the features whose reach is `reach` ("attention" or "weights"), by name.
+// The body fields of the features whose reach is `reach` ("attention", "weights" or "claims"), by name.
 export function bodyFields(reach) {
   return declared()
     .filter((f) => f.reach === reach)

@@ -38,7 +38,6 @@ export function buildRequest(s, info, seqLen) {
   }
   // the moved view: what each key moves (value_norms) and what each head adds to the output per query
   if (s.view === "moved") req.include.push("value_norms", "head_contributions");
-  if (s.bug) req.demo_bug = s.bug;
   Object.assign(req, featureBody(s, info)); // the page features' fields (features.js): singleRequest and
   // claimRequest drop them by their reach
   if (reads(info, "scores")) return typedBody(req, s.typed); // matrices typed in (typed.js): no batch, no source
@@ -131,12 +130,11 @@ function asRun(attention) {
   return without(rest, [...bodyFields("attention"), ...bodyFields("weights")]);
 }
 
-// The POST /api/heads body: the claims' body without the classic bug. Head types, top heads, decode, QK
-// attribution and patching run the correct code whatever the view shows: their endpoints take no demo_bug, and
-// each panel says so on screen while the view runs one (bugs.js correctCodeNote).
+// The POST /api/heads body: the claims' body without the fields of reach "claims" (features.js: the classic bug).
+// Head types, top heads, decode, QK attribution and patching run the correct code whatever the view shows: their
+// endpoints take none, and each panel says so on screen while the view runs one (bugs.js correctCodeNote).
 export function headTypesRequest(attention) {
-  const { demo_bug: _bug, ...rest } = claimRequest(attention);
-  return rest;
+  return without(claimRequest(attention), bodyFields("claims"));
 }
 
 // The POST /api/decode body: the sequence, masks and options, decoded one position at a time; with `gen`
@@ -222,8 +220,8 @@ export function compareRequest(pin, attention, layer) {
 // What sets the size of an /api/attention result: the request without its masks, scale, layer and include. Two
 // requests with the same key have the same tokens, heads and layers.
 export function sizeKey(req) {
-  const { masks: _m, all_masked: _a, scale: _s, layer: _l, include: _i, demo_bug: _b, precision: _p, ...rest } = req;
-  return JSON.stringify(without(rest, bodyFields("weights")));
+  const { masks: _m, all_masked: _a, scale: _s, layer: _l, include: _i, precision: _p, ...rest } = req;
+  return JSON.stringify(without(rest, [...bodyFields("weights"), ...bodyFields("claims")]));
 }
 
 // About how many matrix values (scores and weights) the result of `req` holds: layers asked x heads x S x S_k x

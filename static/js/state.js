@@ -54,7 +54,6 @@ export function defaultState() {
     perturb: { position: null, kind: "direction", amount: 1, token: "" }, // position null = the retrieval query; amount: the direction's norm or the shift;
     // with a batch, `item` the item whose position changes (absent or null = the item the views show); with a
     // cross-attention source, `side` (PERTURB_SIDES; absent = query) the sequence `position` is in
-    bug: null, // one of BUGS: a classic bug computed on purpose (never the default)
     decodeOn: false, // the KV-cache decoding panel runs (and reruns after each change) once asked to
     decodeStep: null, // the decoding step shown; null = the last
     decodeGen: null, // tokens generated after the input: {tokens, sampling: "greedy" | "sample", seed}; null = none
@@ -71,7 +70,6 @@ export function defaultState() {
 export const ABLATE_MODES = ["zero", "mean"];
 export const CHANGE_KINDS = ["shift", "token"];
 
-export const BUGS = ["softmax_over_queries", "flipped_mask", "norm_over_sequence"];
 export const PERTURB_SIDES = ["query", "source"]; // /api/perturb's side with a source: a query or a source position
 
 export const HEAD_SORTS = [
@@ -155,7 +153,6 @@ export function encodeState(s) {
     if (s.batch && pt.item != null) p.set("pitem", String(pt.item));
     if (s.source && pt.side) p.set("pside", pt.side);
   }
-  if (s.bug) p.set("bug", s.bug);
   if (s.decodeOn) p.set("dec", s.decodeStep == null ? "last" : String(s.decodeStep));
   if (s.decodeOn && s.decodeGen) p.set("gen", genText(s.decodeGen));
   for (const [name, panel] of registered()) {
@@ -330,7 +327,6 @@ export function decodeState(search, optionsOf = () => ({})) {
     if (pitem != null && pitem >= 0) pert.item = pitem;
     if (PERTURB_SIDES.includes(p.get("pside"))) pert.side = p.get("pside");
   }
-  if (BUGS.includes(p.get("bug"))) s.bug = p.get("bug");
   if (p.has("dec")) {
     s.decodeOn = true;
     const step = int(p.get("dec"));

@@ -33,7 +33,7 @@ import { toggleBlocked, togglePadded } from "./masks.js";
 import { act } from "./actions.js";
 import { modelInfo, pinOf } from "./selectors.js";
 import { registered, slots, takenBy } from "./registry.js";
-import { BUGS, defaultState, stateForModel } from "./state.js";
+import { defaultState, stateForModel } from "./state.js";
 import { featureReducers, keptOnModel } from "./features.js";
 import { pos } from "./positions.js";
 
@@ -177,8 +177,8 @@ const KEEP_ON_MODEL = [
   "pin",
   "perturbOn",
   "ablMode",
-  // a classic bug and decoding are page settings (and a registered panel's, unless it drops on a model change)
-  "bug",
+  // decoding is a page setting (and a registered panel's, unless it drops on a model change; a page feature's as
+  // its declaration keeps it)
   "decodeOn",
   "decodeGen",
   // a source and a batch stay while the new model takes them
@@ -288,10 +288,6 @@ const reducers = {
   },
   allMaskedSet: (s, a) => runWith(s, { allMasked: a.value }, `all-masked rows: ${a.value}`, "all-masked"),
   scaleSet: (s, a) => runWith(s, { scale: a.on }, `scaling ${a.on ? "on" : "off"}`, "scale"),
-  bugSet: (s, a) => {
-    const bug = BUGS.includes(a.bug) ? a.bug : null;
-    return runWith(s, { bug }, bug ? `classic bug on: ${a.label}` : "classic bug off", "bug-select");
-  },
   // the moved view draws value norms and each head's contribution, which a result has only when asked for: ask
   // once, then views switch freely
   viewSet: (s, a) =>
