@@ -82,9 +82,6 @@ export function render(root, s, dispatch) {
   root.querySelectorAll("input[name=view]").forEach((r) => {
     r.checked = r.value === ui.view;
   });
-  $("palette-select").value = ui.palette;
-  $("score-scale").value = ui.scoreScale;
-  $("score-scale").disabled = ui.view !== "scores";
   const n = ui.masks.blocked.length;
   $("blocked-count").textContent = n ? `${n} cell${n === 1 ? "" : "s"} blocked` : "no cells blocked";
   $("blocked-clear").disabled = n === 0;
@@ -340,8 +337,6 @@ export function bind(root, store) {
   root
     .querySelectorAll("input[name=view]")
     .forEach((r) => r.addEventListener("change", () => dispatch(act.viewSet(r.value))));
-  $("palette-select").addEventListener("change", (e) => dispatch(act.paletteSet(e.target.value)));
-  $("score-scale").addEventListener("change", (e) => dispatch(act.scoreScaleSet(e.target.value)));
   $("layer-select").addEventListener("change", (e) =>
     dispatch(act.layerSet(e.target.value === "all" ? "all" : Number(e.target.value))),
   );

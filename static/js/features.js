@@ -28,9 +28,10 @@ import { feature as sinks } from "./sinks.js";
 import { feature as counting } from "./counting.js";
 import { feature as dtype } from "./dtype.js";
 import { feature as bugs } from "./bugs.js";
+import { feature as palette } from "./palette.js";
 
 // name -> declaration, in the order the link writes their keys
-export const FEATURES = { bugs, sinks, counting, dtype };
+export const FEATURES = { palette, bugs, sinks, counting, dtype };
 
 const declared = () => Object.values(FEATURES);
 

@@ -9,8 +9,6 @@ import { genText, parseGen } from "./decode.js";
 import { parseLengths } from "./probe.js";
 
 export const VIEWS = ["weights", "scores", "moved"];
-export const PALETTE_NAMES = ["viridis", "cividis"];
-export const SCORE_SCALES = ["head", "clip", "shared"];
 export const MATRIX_NAMES = ["x", "w_q", "w_k", "w_v"];
 export const SMALL_MODEL_VALUES = 4096; // below this many S*D numbers the page also asks for Q, K, V and contexts
 
@@ -29,9 +27,6 @@ export function defaultState() {
     allMasked: "error",
     scale: true,
     view: "weights",
-    palette: "viridis",
-    scoreScale: "head", // scores: "head" (each head its own symmetric range), "clip" (shared, clipped at the 98th
-    // percentile of |score|) or "shared" (one range over every head shown)
     layer: 0, // a layer index, or "all"
     focus: null, // [layer, head] opened large
     query: null, // the query the retrieval diagram shows; null = the last position
@@ -128,8 +123,6 @@ export function encodeState(s) {
   if (s.allMasked !== "error") p.set("all_masked", s.allMasked);
   if (!s.scale) p.set("scale", "0");
   if (s.view !== "weights") p.set("view", s.view);
-  if (s.palette !== "viridis") p.set("palette", s.palette);
-  if (s.scoreScale && s.scoreScale !== "head") p.set("sscale", s.scoreScale);
   if (s.layer !== 0) p.set("layer", String(s.layer));
   if (s.focus) p.set("focus", `${s.focus[0]}.${s.focus[1]}`);
   if (s.query != null) p.set("query", String(s.query));
@@ -289,8 +282,6 @@ export function decodeState(search, optionsOf = () => ({})) {
   if (p.get("all_masked") === "zero") s.allMasked = "zero";
   s.scale = p.get("scale") !== "0";
   if (VIEWS.includes(p.get("view"))) s.view = p.get("view");
-  if (PALETTE_NAMES.includes(p.get("palette"))) s.palette = p.get("palette");
-  if (SCORE_SCALES.includes(p.get("sscale"))) s.scoreScale = p.get("sscale");
   const layer = p.get("layer");
   s.layer = layer === "all" ? "all" : Math.max(0, int(layer) ?? 0);
   const f = (p.get("focus") || "").split(".").map(int);

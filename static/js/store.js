@@ -166,8 +166,6 @@ function setPanel(s, name, fields) {
 
 const KEEP_ON_MODEL = [
   "view",
-  "palette",
-  "scoreScale",
   "scale",
   "allMasked",
   "hsort",
@@ -294,8 +292,6 @@ const reducers = {
     a.view === "moved" && s.run.result && !movedIn(s.run.result.layers[0]?.heads[0])
       ? runWith(s, { view: a.view }, "view: what each key moves (weight × |v·W_O|)", "view")
       : setUi(s, { view: a.view }),
-  paletteSet: (s, a) => setUi(s, { palette: a.palette }),
-  scoreScaleSet: (s, a) => setUi(s, { scoreScale: a.value }),
   layerSet: (s, a) => {
     // the open head stays open where the new choice shows it: every layer, or its own layer
     const keep = s.ui.focus && (a.layer === "all" || s.ui.focus[0] === a.layer);
