@@ -29,7 +29,6 @@ export const FIELD_CONTROLS = {
   model: "model-select",
   "masks.window": "mask-window",
   "masks.causal": "mask-causal",
-  all_masked: "all-masked",
   x: "matrix-editors",
   weights: "matrix-editors",
   layer: "layer-select",
@@ -76,8 +75,6 @@ export function render(root, s, dispatch) {
   $("mask-window-on").checked = ui.masks.window != null;
   if (ui.masks.window != null && document.activeElement !== $("mask-window"))
     $("mask-window").value = String(ui.masks.window);
-  $("all-masked").value = ui.allMasked;
-  $("scale").checked = ui.scale;
   writeMoreInputs(s);
   root.querySelectorAll("input[name=view]").forEach((r) => {
     r.checked = r.value === ui.view;
@@ -332,8 +329,6 @@ export function bind(root, store) {
     windowChanged();
   });
   $("blocked-clear").addEventListener("click", () => dispatch(act.blockedCleared()));
-  $("all-masked").addEventListener("change", (e) => dispatch(act.allMaskedSet(e.target.value)));
-  $("scale").addEventListener("change", (e) => dispatch(act.scaleSet(e.target.checked)));
   root
     .querySelectorAll("input[name=view]")
     .forEach((r) => r.addEventListener("change", () => dispatch(act.viewSet(r.value))));

@@ -20,7 +20,7 @@
 //              without them), "weights" (the bodies answered with weights too, intervene and compare; not the
 //              claims' bodies, nor the size of an answer) or "claims" (every analysis of the code on screen:
 //              intervene, compare, perturb; not those that run the correct code, head types, top heads and decoding,
-//              nor the size of an answer)
+//              nor the size of an answer) or "every" (every body the page sends, but not the size of an answer)
 //   errors     {BODY FIELD: control id}: the control an error on that field marks (controls.js controlFor)
 // Pure: no DOM.
 
@@ -29,9 +29,10 @@ import { feature as counting } from "./counting.js";
 import { feature as dtype } from "./dtype.js";
 import { feature as bugs } from "./bugs.js";
 import { feature as palette } from "./palette.js";
+import { feature as scoring } from "./scoring.js";
 
 // name -> declaration, in the order the link writes their keys
-export const FEATURES = { palette, bugs, sinks, counting, dtype };
+export const FEATURES = { scoring, palette, bugs, sinks, counting, dtype };
 
 const declared = () => Object.values(FEATURES);
 
@@ -82,7 +83,7 @@ export function featureBody(ui, info) {
   return Object.assign({}, ...declared().map((f) => (f.request ? f.request(ui, info) : {})));
 }
 
-// The body fields of the features whose reach is `reach` ("attention", "weights" or "claims"), by name.
+// The body fields of the features whose reach is `reach` ("attention", "weights", "claims" or "every"), by name.
 export function bodyFields(reach) {
   return declared()
     .filter((f) => f.reach === reach)

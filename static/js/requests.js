@@ -20,8 +20,6 @@ export function buildRequest(s, info, seqLen) {
     model: s.model,
     text: s.text,
     masks: masksRequest(s.masks, seqLen),
-    all_masked: s.allMasked,
-    scale: s.scale,
     include: ["scores", "weights", "stats", "output"],
   };
   const opts = Object.fromEntries(Object.entries(s.options || {}).filter(([, v]) => v !== null && v !== undefined));
@@ -217,11 +215,12 @@ export function compareRequest(pin, attention, layer) {
   return { a: shape(pin), b: shape(attention) };
 }
 
-// What sets the size of an /api/attention result: the request without its masks, scale, layer and include. Two
+// What sets the size of an /api/attention result: the request without its masks, layer and include, nor a page
+// feature's fields that change no answer's size (features.js: those of reach "weights", "claims" and "every"). Two
 // requests with the same key have the same tokens, heads and layers.
 export function sizeKey(req) {
-  const { masks: _m, all_masked: _a, scale: _s, layer: _l, include: _i, precision: _p, ...rest } = req;
-  return JSON.stringify(without(rest, [...bodyFields("weights"), ...bodyFields("claims")]));
+  const { masks: _m, layer: _l, include: _i, precision: _p, ...rest } = req;
+  return JSON.stringify(without(rest, ["weights", "claims", "every"].flatMap(bodyFields)));
 }
 
 // About how many matrix values (scores and weights) the result of `req` holds: layers asked x heads x S x S_k x

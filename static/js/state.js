@@ -24,8 +24,6 @@ export function defaultState() {
     matrices: null, // textbook: {x, w_q, w_k, w_v} once a number is edited; null = the model's own
     typed: null, // a model that reads typed-in matrices (typed.js): {kind: "scores"|"pattern", m, values|null}
     masks: defaultMasks(),
-    allMasked: "error",
-    scale: true,
     view: "weights",
     layer: 0, // a layer index, or "all"
     focus: null, // [layer, head] opened large
@@ -120,8 +118,6 @@ export function encodeState(s) {
   if (s.masks.window != null) p.set("window", String(s.masks.window));
   if (s.masks.padded.length) p.set("pad", s.masks.padded.join(","));
   if (s.masks.blocked.length) p.set("block", s.masks.blocked.map(([q, k]) => `${q}-${k}`).join(","));
-  if (s.allMasked !== "error") p.set("all_masked", s.allMasked);
-  if (!s.scale) p.set("scale", "0");
   if (s.view !== "weights") p.set("view", s.view);
   if (s.layer !== 0) p.set("layer", String(s.layer));
   if (s.focus) p.set("focus", `${s.focus[0]}.${s.focus[1]}`);
@@ -279,8 +275,6 @@ export function decodeState(search, optionsOf = () => ({})) {
   } else {
     s.masks = null; // no mask in the link: the model's defaults
   }
-  if (p.get("all_masked") === "zero") s.allMasked = "zero";
-  s.scale = p.get("scale") !== "0";
   if (VIEWS.includes(p.get("view"))) s.view = p.get("view");
   const layer = p.get("layer");
   s.layer = layer === "all" ? "all" : Math.max(0, int(layer) ?? 0);

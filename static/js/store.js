@@ -166,8 +166,6 @@ function setPanel(s, name, fields) {
 
 const KEEP_ON_MODEL = [
   "view",
-  "scale",
-  "allMasked",
   "hsort",
   "hdir",
   // a pinned A stays (compare two models or seeds); the perturbation settings stay; interventions name heads of
@@ -284,8 +282,6 @@ const reducers = {
       "source-tokens",
     );
   },
-  allMaskedSet: (s, a) => runWith(s, { allMasked: a.value }, `all-masked rows: ${a.value}`, "all-masked"),
-  scaleSet: (s, a) => runWith(s, { scale: a.on }, `scaling ${a.on ? "on" : "off"}`, "scale"),
   // the moved view draws value norms and each head's contribution, which a result has only when asked for: ask
   // once, then views switch freely
   viewSet: (s, a) =>
