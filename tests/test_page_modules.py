@@ -142,6 +142,22 @@ GENERIC = ["state.js", "actions.js", "store.js", "requests.js", "controls.js"]
 FEATURE_NAMES = {
     "bugs.js": ["bug", "BUGS", "bugSet", "demo_bug"],
     "scoring.js": ["allMasked", "all_masked", "allMaskedSet", "scale", "scaleSet"],
+    "headfilters.js": [
+        "hsort",
+        "hdir",
+        "hfind",
+        "hscore",
+        "hmin",
+        "hablate",
+        "habl",
+        "hbase",
+        "hlens",
+        "hseed",
+        "HEAD_SORTS",
+        "headFilterSet",
+        "headSorted",
+        "parseLengths",
+    ],
     "palette.js": ["palette", "PALETTE_NAMES", "paletteSet", "scoreScale", "SCORE_SCALES", "scoreScaleSet", "sscale"],
     "sinks.js": ["sinks", "renorm", "sinksSet", "parseSinks"],
     "dtype.js": ["dtype", "dtypeSet", "DTYPES"],
@@ -155,10 +171,10 @@ def js_code(text: str) -> str:
 
 
 def test_a_page_feature_is_named_only_by_its_module_and_the_features_table() -> None:
-    """Scaling and all-masked rows, the colours, Show a classic bug, Hide sinks, Compute in and Count from 1 each
-    declare their link keys, actions, reducer cases and body fields in their own module: none of those names appears
-    in the code of state.js, actions.js, store.js, requests.js or controls.js (Hide sinks was spread over eight files:
-    its view and template, index.html and those five)."""
+    """The head-types settings, scaling and all-masked rows, the colours, Show a classic bug, Hide sinks, Compute in
+    and Count from 1 each declare their link keys, actions, reducer cases and body fields in their own module: none
+    of those names appears in the code of state.js, actions.js, store.js, requests.js or controls.js (Hide sinks was
+    spread over eight files: its view and template, index.html and those five)."""
     found = {}
     for generic in GENERIC:
         text = js_code((JS / generic).read_text(encoding="utf-8"))

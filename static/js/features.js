@@ -11,6 +11,7 @@
 //              decodeState); read gets the link's URLSearchParams and returns its fields as the link sets them, a
 //              value it cannot read falling back to the default
 //   keep(ui)   {FIELD: value} kept on a model change from the old ui (store.js chooseModel); absent: every field
+//   example(ex) -> {FIELD: value}: what choosing an example (examples.js) sets of its settings; absent: nothing
 //   actions    {TYPE: creator(...) -> {type: TYPE, ...}}: what its control dispatches; actions.js adds each to `act`
 //   reduce     {TYPE: (state, action, {runWith, setUi}) -> state}: its reducer cases; runWith(s, fields, words, where)
 //              changes ui and asks for a run credited to the person's words, setUi(s, fields) changes ui only
@@ -30,9 +31,10 @@ import { feature as dtype } from "./dtype.js";
 import { feature as bugs } from "./bugs.js";
 import { feature as palette } from "./palette.js";
 import { feature as scoring } from "./scoring.js";
+import { feature as headfilters } from "./headfilters.js";
 
 // name -> declaration, in the order the link writes their keys
-export const FEATURES = { scoring, palette, bugs, sinks, counting, dtype };
+export const FEATURES = { scoring, palette, headfilters, bugs, sinks, counting, dtype };
 
 const declared = () => Object.values(FEATURES);
 
@@ -55,6 +57,11 @@ export function readFeatureLinks(p) {
 export function keptOnModel(ui) {
   const kept = (f) => (f.keep ? f.keep(ui) : Object.fromEntries(Object.keys(f.ui || {}).map((k) => [k, ui[k]])));
   return Object.assign({}, ...declared().map(kept));
+}
+
+// What choosing example `ex` sets of every feature's settings.
+export function exampleFields(ex) {
+  return Object.assign({}, ...declared().map((f) => (f.example ? f.example(ex) : {})));
 }
 
 // {TYPE: creator} of every feature's actions; a type declared twice is a mistake of the declarations.

@@ -6,7 +6,6 @@ import { paddedFromFlags } from "./masks.js";
 import { registered } from "./registry.js";
 import { featureDefaults, readFeatureLinks, writeFeatureLinks } from "./features.js";
 import { genText, parseGen } from "./decode.js";
-import { parseLengths } from "./probe.js";
 
 export const VIEWS = ["weights", "scores", "moved"];
 export const MATRIX_NAMES = ["x", "w_q", "w_k", "w_v"];
@@ -30,15 +29,6 @@ export function defaultState() {
     query: null, // the query the retrieval diagram shows; null = the last position
     page: 0,
     pair: null, // [query, key] whose top heads are listed; null = none chosen
-    hsort: null, // head-types column sorted on; null = layer order
-    hdir: "desc",
-    hfind: "", // head-types text filter, e.g. "L1" or "L1H3"
-    hscore: "", // head-types score filter: a column key, with hmin its threshold
-    hmin: 0.5,
-    hablate: false, // head types: each head's ablation effect measured too (one more forward per head)
-    hbase: false, // head types: each score's shuffled baseline measured too (how far each head stands above chance)
-    hlens: [], // head types: the probe's segment lengths; [] = the server's default (several lengths)
-    hseed: 0, // head types: the probe's seed
     ablate: [], // [{layer, head, mode: "zero"|"mean"}]: heads knocked out in /api/intervene
     ablMode: "zero", // the mode a newly ablated head gets
     edits: [], // [{layer, head, query, key, weight}]: single attention weights set by hand
@@ -64,17 +54,6 @@ export const ABLATE_MODES = ["zero", "mean"];
 export const CHANGE_KINDS = ["shift", "token"];
 
 export const PERTURB_SIDES = ["query", "source"]; // /api/perturb's side with a source: a query or a source position
-
-export const HEAD_SORTS = [
-  "head",
-  "previous_token",
-  "duplicate_token",
-  "induction",
-  "bracket_match",
-  "mean_distance",
-  "entropy",
-  "ablation_effect",
-];
 
 // The state a person gets on choosing a model: its example text, default masks and options.
 export function stateForModel(info, base = defaultState()) {
@@ -124,13 +103,6 @@ export function encodeState(s) {
   if (s.query != null) p.set("query", String(s.query));
   if (s.page) p.set("page", String(s.page));
   if (s.pair && s.pair.every((v) => v != null)) p.set("pair", `${s.pair[0]}-${s.pair[1]}`);
-  if (s.hsort) p.set("hsort", s.hdir === "asc" ? `${s.hsort}.asc` : s.hsort);
-  if (s.hfind) p.set("hfind", s.hfind);
-  if (s.hscore) p.set("hmin", `${s.hscore}:${s.hmin}`);
-  if (s.hablate) p.set("habl", "1");
-  if (s.hbase) p.set("hbase", "1");
-  if (s.hlens.length) p.set("hlens", s.hlens.join(","));
-  if (s.hseed) p.set("hseed", String(s.hseed));
   if (s.ablate?.length) p.set("abl", s.ablate.map((a) => `${a.layer}.${a.head}.${a.mode}`).join(","));
   if (s.edits?.length)
     p.set("edit", s.edits.map((e) => `${e.layer}.${e.head}.${e.query}.${e.key}@${e.weight}`).join(","));
@@ -285,22 +257,6 @@ export function decodeState(search, optionsOf = () => ({})) {
   s.page = Math.max(0, int(p.get("page")) ?? 0);
   const pair = (p.get("pair") || "").split("-").map(int);
   s.pair = pair.length === 2 && pair.every((v) => v != null && v >= 0) ? pair : null;
-  const [sortBy, dir] = (p.get("hsort") || "").split(".");
-  if (HEAD_SORTS.includes(sortBy)) {
-    s.hsort = sortBy;
-    s.hdir = dir === "asc" ? "asc" : "desc";
-  }
-  s.hfind = (p.get("hfind") || "").slice(0, 40);
-  const [score, min] = (p.get("hmin") || "").split(":");
-  const threshold = Number.parseFloat(min);
-  if (HEAD_SORTS.includes(score) && score !== "head" && Number.isFinite(threshold)) {
-    s.hscore = score;
-    s.hmin = threshold;
-  }
-  s.hablate = p.get("habl") === "1";
-  s.hbase = p.get("hbase") === "1";
-  s.hlens = parseLengths(p.get("hlens") || "") || [];
-  s.hseed = Math.max(0, int(p.get("hseed")) ?? 0);
   s.ablate = parseAblations(p.get("abl"));
   s.edits = parseEdits(p.get("edit"));
   s.pin = p.has("pin") ? parsePin(p.get("pin")) : null;

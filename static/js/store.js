@@ -34,7 +34,7 @@ import { act } from "./actions.js";
 import { modelInfo, pinOf } from "./selectors.js";
 import { registered, slots, takenBy } from "./registry.js";
 import { defaultState, stateForModel } from "./state.js";
-import { featureReducers, keptOnModel } from "./features.js";
+import { exampleFields, featureReducers, keptOnModel } from "./features.js";
 import { pos } from "./positions.js";
 
 // ---- the store ------------------------------------------------------------------------------------------------
@@ -166,8 +166,6 @@ function setPanel(s, name, fields) {
 
 const KEEP_ON_MODEL = [
   "view",
-  "hsort",
-  "hdir",
   // a pinned A stays (compare two models or seeds); the perturbation settings stay; interventions name heads of
   // the old model and go
   "pin",
@@ -218,7 +216,7 @@ const reducers = {
   exampleChosen: (s, a) => {
     const ex = a.example;
     let next = chooseModel(s, ex.model, a.text, ex.options, "example-select");
-    if (ex.sort) next = setUi(next, { hsort: ex.sort, hdir: "desc" });
+    next = setUi(next, exampleFields(ex)); // what the example sets of a page feature's settings (features.js)
     return { ...next, pending: { pair: ex.pair ? { ...ex.pair, model: ex.model } : null, open: !!ex.pair } };
   },
   draftTyped: (s, a) => ({ ...s, draft: { ...s.draft, [a.field]: a.value } }),
@@ -346,16 +344,6 @@ const reducers = {
       good: s.good ? { ...s.good, item: a.item, query } : s.good,
       run: { ...s.run, result, base: result, prev: null, diff: null },
     };
-  },
-  headFilterSet: (s, a) => setUi(s, a.fields),
-  headSorted: (s, a) => {
-    const current = s.ui.hsort || "head";
-    const dir = s.ui.hsort ? s.ui.hdir : "asc";
-    let hsort = a.column;
-    let hdir = a.column === current ? (dir === "asc" ? "desc" : "asc") : a.column === "head" ? "asc" : "desc";
-    if (hsort === "head" && hdir === "asc") hsort = null;
-    if (!hsort) hdir = "desc";
-    return setUi(s, { hsort, hdir });
   },
   highlightSet: (s, a) => {
     const h = a.highlight;
