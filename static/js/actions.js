@@ -45,10 +45,6 @@ export const act = {
   pinned: () => ({ type: "pinned" }),
   unpinned: () => ({ type: "unpinned" }),
   // mechanics
-  decodeSet: (on) => ({ type: "decodeSet", on }),
-  decodeStepSet: (step) => ({ type: "decodeStepSet", step }),
-  decodeGenSet: (gen) => ({ type: "decodeGenSet", gen }),
-  playSet: (on) => ({ type: "playSet", on }),
   panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
   panelSet: (name, value) => ({ type: "panelSet", name, value }), // a registered panel's setting (registry.js)
   typedSet: (typed, text, words) => ({ type: "typedSet", typed, text, words }), // matrices typed in (typed.js)

@@ -10,11 +10,13 @@
 //   link       {write(ui, params), read(params) -> {FIELD: value}}: its URL keys (state.js encodeState and
 //              decodeState); read gets the link's URLSearchParams and returns its fields as the link sets them, a
 //              value it cannot read falling back to the default
+//   page       {FIELD: default}: state of its own beside ui, not in the link (store.js initialState)
 //   keep(ui)   {FIELD: value} kept on a model change from the old ui (store.js chooseModel); absent: every field
 //   example(ex) -> {FIELD: value}: what choosing an example (examples.js) sets of its settings; absent: nothing
 //   actions    {TYPE: creator(...) -> {type: TYPE, ...}}: what its control dispatches; actions.js adds each to `act`
-//   reduce     {TYPE: (state, action, {runWith, setUi}) -> state}: its reducer cases; runWith(s, fields, words, where)
-//              changes ui and asks for a run credited to the person's words, setUi(s, fields) changes ui only
+//   reduce     {TYPE: (state, action, {runWith, setUi, setPanel}) -> state}: its reducer cases; runWith(s, fields,
+//              words, where) changes ui and asks for a run credited to the person's words, setUi(s, fields) changes
+//              ui only, setPanel(s, slot, fields) changes an analysis slot
 //   request(ui, info) -> {FIELD: value}: what it adds to the /api/attention body (requests.js buildRequest)
 //   body       the names of the body fields its request may add
 //   reach      where its body fields go beyond /api/attention: "attention" (nowhere else: every analysis computes
@@ -32,15 +34,21 @@ import { feature as bugs } from "./bugs.js";
 import { feature as palette } from "./palette.js";
 import { feature as scoring } from "./scoring.js";
 import { feature as headfilters } from "./headfilters.js";
+import { feature as decode } from "./decode.js";
 
 // name -> declaration, in the order the link writes their keys
-export const FEATURES = { scoring, palette, headfilters, bugs, sinks, counting, dtype };
+export const FEATURES = { scoring, palette, headfilters, decode, bugs, sinks, counting, dtype };
 
 const declared = () => Object.values(FEATURES);
 
 // {FIELD: default} of every feature's settings.
 export function featureDefaults() {
   return Object.assign({}, ...declared().map((f) => f.ui || {}));
+}
+
+// {FIELD: default} of every feature's state beside ui.
+export function featurePage() {
+  return Object.assign({}, ...declared().map((f) => f.page || {}));
 }
 
 // Every feature's link keys written into URLSearchParams `p` from `ui`.

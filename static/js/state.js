@@ -5,7 +5,6 @@ import { optionsOf } from "./capabilities.js";
 import { paddedFromFlags } from "./masks.js";
 import { registered } from "./registry.js";
 import { featureDefaults, readFeatureLinks, writeFeatureLinks } from "./features.js";
-import { genText, parseGen } from "./decode.js";
 
 export const VIEWS = ["weights", "scores", "moved"];
 export const MATRIX_NAMES = ["x", "w_q", "w_k", "w_v"];
@@ -37,9 +36,6 @@ export function defaultState() {
     perturb: { position: null, kind: "direction", amount: 1, token: "" }, // position null = the retrieval query; amount: the direction's norm or the shift;
     // with a batch, `item` the item whose position changes (absent or null = the item the views show); with a
     // cross-attention source, `side` (PERTURB_SIDES; absent = query) the sequence `position` is in
-    decodeOn: false, // the KV-cache decoding panel runs (and reruns after each change) once asked to
-    decodeStep: null, // the decoding step shown; null = the last
-    decodeGen: null, // tokens generated after the input: {tokens, sampling: "greedy" | "sample", seed}; null = none
     source: "", // cross-attention: keys and values from this text ("" = self-attention)
     sourcePadded: [], // source positions marked padding
     batch: "", // a batch: one text per line ("" = one sequence)
@@ -114,8 +110,6 @@ export function encodeState(s) {
     if (s.batch && pt.item != null) p.set("pitem", String(pt.item));
     if (s.source && pt.side) p.set("pside", pt.side);
   }
-  if (s.decodeOn) p.set("dec", s.decodeStep == null ? "last" : String(s.decodeStep));
-  if (s.decodeOn && s.decodeGen) p.set("gen", genText(s.decodeGen));
   for (const [name, panel] of registered()) {
     if (panel.setting && s[name] != null) p.set(panel.setting.key, panel.setting.encode(s[name]));
   }
@@ -267,12 +261,6 @@ export function decodeState(search, optionsOf = () => ({})) {
     const pitem = int(p.get("pitem"));
     if (pitem != null && pitem >= 0) pert.item = pitem;
     if (PERTURB_SIDES.includes(p.get("pside"))) pert.side = p.get("pside");
-  }
-  if (p.has("dec")) {
-    s.decodeOn = true;
-    const step = int(p.get("dec"));
-    s.decodeStep = step != null && step >= 0 ? step : null;
-    s.decodeGen = parseGen(p.get("gen"));
   }
   for (const [name, panel] of registered()) {
     if (panel.setting && p.has(panel.setting.key)) s[name] = panel.setting.decode(p.get(panel.setting.key));

@@ -16,7 +16,7 @@
 //   pending,         an example's pair, placed once its tokens come back
 //   cursor,          the eligibility grid's active cell [q, k] (its roving tab stop)
 //   tokensOpen,      a long token list shown whole
-//   playing,         the decoding steps play on their own
+//   ...              a page feature's state beside ui (features.js `page`: the decoding steps playing on their own)
 // }
 //
 // Views read the state (what they draw from it is selectors.js's) and dispatch actions; they never change it.
@@ -34,7 +34,7 @@ import { act } from "./actions.js";
 import { modelInfo, pinOf } from "./selectors.js";
 import { registered, slots, takenBy } from "./registry.js";
 import { defaultState, stateForModel } from "./state.js";
-import { exampleFields, featureReducers, keptOnModel } from "./features.js";
+import { exampleFields, featurePage, featureReducers, keptOnModel } from "./features.js";
 import { pos } from "./positions.js";
 
 // ---- the store ------------------------------------------------------------------------------------------------
@@ -114,7 +114,7 @@ export function initialState() {
     pending: { pair: null, open: false },
     cursor: null,
     tokensOpen: false,
-    playing: false,
+    ...featurePage(),
   };
 }
 
@@ -164,6 +164,8 @@ function setPanel(s, name, fields) {
   return { ...s, panels: { ...s.panels, [name]: { ...s.panels[name], ...fields } } };
 }
 
+// What a model change keeps of ui; a registered panel's setting stays unless it drops on a model change, and a page
+// feature's as its declaration keeps it (features.js)
 const KEEP_ON_MODEL = [
   "view",
   // a pinned A stays (compare two models or seeds); the perturbation settings stay; interventions name heads of
@@ -171,10 +173,6 @@ const KEEP_ON_MODEL = [
   "pin",
   "perturbOn",
   "ablMode",
-  // decoding is a page setting (and a registered panel's, unless it drops on a model change; a page feature's as
-  // its declaration keeps it)
-  "decodeOn",
-  "decodeGen",
   // a source and a batch stay while the new model takes them
   "source",
   "sourcePadded",
@@ -366,17 +364,6 @@ const reducers = {
   },
   pinned: (s) => (s.run.request ? setUi(s, { pin: pinOf(s) }) : s),
   unpinned: (s) => setUi(s, { pin: null }),
-  decodeSet: (s, a) => {
-    const next = setUi(s, { decodeOn: a.on, decodeStep: a.on ? 0 : null });
-    return a.on ? setPanel(next, "decode", { nonce: s.panels.decode.nonce + 1 }) : next;
-  },
-  decodeStepSet: (s, a) => setUi(s, { decodeStep: a.step }),
-  // generate after the input (or stop generating: gen null); the last step, the newest token, is shown
-  decodeGenSet: (s, a) => {
-    const next = setUi(s, { decodeOn: true, decodeGen: a.gen, decodeStep: null });
-    return setPanel(next, "decode", { nonce: s.panels.decode.nonce + 1 });
-  },
-  playSet: (s, a) => ({ ...s, playing: a.on }),
   panelSet: (s, a) => setUi(s, { [a.name]: a.value }),
   panelAsked: (s, a) => {
     // asked while a run is wanted or in flight: the fields were read off the last run, so the answer to that run
@@ -385,7 +372,7 @@ const reducers = {
     return setPanel(s, a.name, { nonce: s.panels[a.name].nonce + 1, ...(a.fields || {}), waiting });
   },
   ...answerReducers,
-  ...featureReducers({ runWith, setUi }), // the page features' cases (features.js)
+  ...featureReducers({ runWith, setUi, setPanel }), // the page features' cases (features.js)
   panelStarted: (s, a) => setPanel(s, a.name, { key: a.key, status: "loading" }),
   panelLoaded: (s, a) =>
     s.panels[a.name].key === a.key ? setPanel(s, a.name, { result: a.result, status: "ready", message: "" }) : s,
