@@ -35,12 +35,6 @@ export const act = {
   cursorSet: (cursor) => ({ type: "cursorSet", cursor }),
   errorDismissed: () => ({ type: "errorDismissed" }),
   // experiments
-  ablationToggled: (layer, head) => ({ type: "ablationToggled", layer, head }),
-  ablationDropped: (layer, head) => ({ type: "ablationDropped", layer, head }),
-  ablModeSet: (mode) => ({ type: "ablModeSet", mode }),
-  editAdded: (edit) => ({ type: "editAdded", edit }),
-  editDropped: (index) => ({ type: "editDropped", index }),
-  interventionsCleared: () => ({ type: "interventionsCleared" }),
   perturbSet: (perturb, on) => ({ type: "perturbSet", perturb, on }),
   pinned: () => ({ type: "pinned" }),
   unpinned: () => ({ type: "unpinned" }),

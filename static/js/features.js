@@ -35,9 +35,10 @@ import { feature as palette } from "./palette.js";
 import { feature as scoring } from "./scoring.js";
 import { feature as headfilters } from "./headfilters.js";
 import { feature as decode } from "./decode.js";
+import { feature as interventions } from "./interventions.js";
 
 // name -> declaration, in the order the link writes their keys
-export const FEATURES = { scoring, palette, headfilters, decode, bugs, sinks, counting, dtype };
+export const FEATURES = { scoring, palette, headfilters, interventions, decode, bugs, sinks, counting, dtype };
 
 const declared = () => Object.values(FEATURES);
 

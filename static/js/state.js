@@ -28,9 +28,6 @@ export function defaultState() {
     query: null, // the query the retrieval diagram shows; null = the last position
     page: 0,
     pair: null, // [query, key] whose top heads are listed; null = none chosen
-    ablate: [], // [{layer, head, mode: "zero"|"mean"}]: heads knocked out in /api/intervene
-    ablMode: "zero", // the mode a newly ablated head gets
-    edits: [], // [{layer, head, query, key, weight}]: single attention weights set by hand
     pin: null, // the /api/attention body pinned as A (no include, no layer); null = nothing pinned
     perturbOn: false, // the "Test a claim" panel runs (and reruns after each change) once asked to
     perturb: { position: null, kind: "direction", amount: 1, token: "" }, // position null = the retrieval query; amount: the direction's norm or the shift;
@@ -46,7 +43,6 @@ export function defaultState() {
   return s;
 }
 
-export const ABLATE_MODES = ["zero", "mean"];
 export const CHANGE_KINDS = ["shift", "token"];
 
 export const PERTURB_SIDES = ["query", "source"]; // /api/perturb's side with a source: a query or a source position
@@ -99,9 +95,6 @@ export function encodeState(s) {
   if (s.query != null) p.set("query", String(s.query));
   if (s.page) p.set("page", String(s.page));
   if (s.pair && s.pair.every((v) => v != null)) p.set("pair", `${s.pair[0]}-${s.pair[1]}`);
-  if (s.ablate?.length) p.set("abl", s.ablate.map((a) => `${a.layer}.${a.head}.${a.mode}`).join(","));
-  if (s.edits?.length)
-    p.set("edit", s.edits.map((e) => `${e.layer}.${e.head}.${e.query}.${e.key}@${e.weight}`).join(","));
   if (s.pin) p.set("pin", JSON.stringify(s.pin));
   if (s.perturbOn) {
     const pt = s.perturb;
@@ -152,34 +145,6 @@ export function parseTyped(raw) {
   } catch {
     return null;
   }
-}
-
-// "1.0.zero,1.3.mean" -> [{layer, head, mode}]; unreadable entries are dropped, a head appears once.
-export function parseAblations(raw) {
-  const out = [];
-  for (const part of (raw || "").split(",")) {
-    const [l, h, mode] = part.split(".");
-    const layer = int(l);
-    const head = int(h);
-    if (layer == null || head == null || layer < 0 || head < 0 || !ABLATE_MODES.includes(mode)) continue;
-    if (out.some((a) => a.layer === layer && a.head === head)) continue;
-    out.push({ layer, head, mode });
-  }
-  return out;
-}
-
-// "1.2.20.9@0.5,..." -> [{layer, head, query, key, weight}] with weight in [0, 1].
-export function parseEdits(raw) {
-  const out = [];
-  for (const part of (raw || "").split(",")) {
-    const [cell, w] = part.split("@");
-    const nums = (cell || "").split(".").map(int);
-    const weight = Number.parseFloat(w);
-    if (nums.length !== 4 || nums.some((v) => v == null || v < 0) || !(weight >= 0 && weight <= 1)) continue;
-    const [layer, head, query, key] = nums;
-    out.push({ layer, head, query, key, weight });
-  }
-  return out;
 }
 
 // The pinned A body from its JSON; null unless it is an object naming a model or carrying x.
@@ -251,8 +216,6 @@ export function decodeState(search, optionsOf = () => ({})) {
   s.page = Math.max(0, int(p.get("page")) ?? 0);
   const pair = (p.get("pair") || "").split("-").map(int);
   s.pair = pair.length === 2 && pair.every((v) => v != null && v >= 0) ? pair : null;
-  s.ablate = parseAblations(p.get("abl"));
-  s.edits = parseEdits(p.get("edit"));
   s.pin = p.has("pin") ? parsePin(p.get("pin")) : null;
   const pert = parsePerturb(p.get("pert"));
   if (pert) {

@@ -27,7 +27,6 @@ import { answerReducers } from "./answers.js";
 import { numbersOf } from "./capabilities.js";
 import { itemResult } from "./batch.js";
 import { movedIn } from "./contrib.js";
-import { addEdit, toggleAblation } from "./interventions.js";
 import { setEntry } from "./matrices.js";
 import { toggleBlocked, togglePadded } from "./masks.js";
 import { act } from "./actions.js";
@@ -168,11 +167,9 @@ function setPanel(s, name, fields) {
 // feature's as its declaration keeps it (features.js)
 const KEEP_ON_MODEL = [
   "view",
-  // a pinned A stays (compare two models or seeds); the perturbation settings stay; interventions name heads of
-  // the old model and go
+  // a pinned A stays (compare two models or seeds); the perturbation settings stay
   "pin",
   "perturbOn",
-  "ablMode",
   // a source and a batch stay while the new model takes them
   "source",
   "sourcePadded",
@@ -351,13 +348,6 @@ const reducers = {
   tokensOpenSet: (s, a) => ({ ...s, tokensOpen: a.open }),
   cursorSet: (s, a) => ({ ...s, cursor: a.cursor }),
   errorDismissed: (s) => ({ ...s, run: { ...s.run, error: null } }),
-  ablationToggled: (s, a) => setUi(s, { ablate: toggleAblation(s.ui.ablate, a.layer, a.head, s.ui.ablMode) }),
-  ablationDropped: (s, a) =>
-    setUi(s, { ablate: s.ui.ablate.filter((x) => !(x.layer === a.layer && x.head === a.head)) }),
-  ablModeSet: (s, a) => setUi(s, { ablMode: a.mode, ablate: s.ui.ablate.map((x) => ({ ...x, mode: a.mode })) }),
-  editAdded: (s, a) => setUi(s, { edits: addEdit(s.ui.edits, a.edit) }),
-  editDropped: (s, a) => setUi(s, { edits: s.ui.edits.filter((_, i) => i !== a.index) }),
-  interventionsCleared: (s) => setUi(s, { ablate: [], edits: [] }),
   perturbSet: (s, a) => {
     const next = setUi(s, { perturb: a.perturb, perturbOn: a.on ?? s.ui.perturbOn });
     return a.on ? setPanel(next, "perturb", { nonce: s.panels.perturb.nonce + 1 }) : next;
