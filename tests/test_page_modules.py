@@ -173,6 +173,7 @@ FEATURE_NAMES = {
         "toggleAblation",
         "addEdit",
     ],
+    "claims.js": ["perturbOn", "perturbSet", "parsePerturb", "CHANGE_KINDS", "PERTURB_SIDES", "pert", "pitem", "pside"],
     "decode.js": [
         "decodeOn",
         "decodeStep",
@@ -196,11 +197,11 @@ def js_code(text: str) -> str:
 
 
 def test_a_page_feature_is_named_only_by_its_module_and_the_features_table() -> None:
-    """Each feature of FEATURE_NAMES (interventions, decoding, the head-types settings, scaling and all-masked rows,
-    the colours, Show a classic bug, Hide sinks, Compute in, Count from 1) declares its link keys, actions, reducer
-    cases and body fields in its own module: none of those names appears in the code of state.js, actions.js,
-    store.js, requests.js or controls.js (Hide sinks was spread over eight files: its view and template, index.html
-    and those five)."""
+    """Each feature of FEATURE_NAMES (the claim's settings, interventions, decoding, the head-types settings,
+    scaling and all-masked rows, the colours, Show a classic bug, Hide sinks, Compute in, Count from 1) declares its
+    link keys, actions, reducer cases and body fields in its own module: none of those names appears in the code of
+    state.js, actions.js, store.js, requests.js or controls.js (Hide sinks was spread over eight files: its view and
+    template, index.html and those five)."""
     found = {}
     for generic in GENERIC:
         text = js_code((JS / generic).read_text(encoding="utf-8"))

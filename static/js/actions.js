@@ -35,7 +35,6 @@ export const act = {
   cursorSet: (cursor) => ({ type: "cursorSet", cursor }),
   errorDismissed: () => ({ type: "errorDismissed" }),
   // experiments
-  perturbSet: (perturb, on) => ({ type: "perturbSet", perturb, on }),
   pinned: () => ({ type: "pinned" }),
   unpinned: () => ({ type: "unpinned" }),
   // mechanics

@@ -36,9 +36,10 @@ import { feature as scoring } from "./scoring.js";
 import { feature as headfilters } from "./headfilters.js";
 import { feature as decode } from "./decode.js";
 import { feature as interventions } from "./interventions.js";
+import { feature as claims } from "./claims.js";
 
 // name -> declaration, in the order the link writes their keys
-export const FEATURES = { scoring, palette, headfilters, interventions, decode, bugs, sinks, counting, dtype };
+export const FEATURES = { scoring, palette, headfilters, interventions, claims, decode, bugs, sinks, counting, dtype };
 
 const declared = () => Object.values(FEATURES);
 

@@ -29,10 +29,6 @@ export function defaultState() {
     page: 0,
     pair: null, // [query, key] whose top heads are listed; null = none chosen
     pin: null, // the /api/attention body pinned as A (no include, no layer); null = nothing pinned
-    perturbOn: false, // the "Test a claim" panel runs (and reruns after each change) once asked to
-    perturb: { position: null, kind: "direction", amount: 1, token: "" }, // position null = the retrieval query; amount: the direction's norm or the shift;
-    // with a batch, `item` the item whose position changes (absent or null = the item the views show); with a
-    // cross-attention source, `side` (PERTURB_SIDES; absent = query) the sequence `position` is in
     source: "", // cross-attention: keys and values from this text ("" = self-attention)
     sourcePadded: [], // source positions marked padding
     batch: "", // a batch: one text per line ("" = one sequence)
@@ -42,10 +38,6 @@ export function defaultState() {
   for (const [name, panel] of registered()) if (panel.setting) s[name] = null; // a registered panel's setting
   return s;
 }
-
-export const CHANGE_KINDS = ["shift", "token"];
-
-export const PERTURB_SIDES = ["query", "source"]; // /api/perturb's side with a source: a query or a source position
 
 // The state a person gets on choosing a model: its example text, default masks and options.
 export function stateForModel(info, base = defaultState()) {
@@ -96,13 +88,6 @@ export function encodeState(s) {
   if (s.page) p.set("page", String(s.page));
   if (s.pair && s.pair.every((v) => v != null)) p.set("pair", `${s.pair[0]}-${s.pair[1]}`);
   if (s.pin) p.set("pin", JSON.stringify(s.pin));
-  if (s.perturbOn) {
-    const pt = s.perturb;
-    const value = pt.kind === "token" ? pt.token : String(pt.amount);
-    p.set("pert", `${pt.position ?? "q"},${pt.kind},${value}`);
-    if (s.batch && pt.item != null) p.set("pitem", String(pt.item));
-    if (s.source && pt.side) p.set("pside", pt.side);
-  }
   for (const [name, panel] of registered()) {
     if (panel.setting && s[name] != null) p.set(panel.setting.key, panel.setting.encode(s[name]));
   }
@@ -160,18 +145,6 @@ export function parsePin(raw) {
   }
 }
 
-// "q,direction,1" / "q,shift,1" / "q,value,1" / "3,token,dog" -> the perturbation the claims panel runs; null when unreadable.
-export function parsePerturb(raw) {
-  const m = /^(q|\d+),(direction|shift|value|token),(.*)$/s.exec(raw || "");
-  if (!m) return null;
-  const position = m[1] === "q" ? null : int(m[1]);
-  if (m[2] !== "token") {
-    const amount = Number.parseFloat(m[3]);
-    return Number.isFinite(amount) ? { position, kind: m[2], amount, token: "" } : null;
-  }
-  return m[3] ? { position, kind: "token", amount: 1, token: m[3] } : null;
-}
-
 // Query string -> state, or null when the string names no model (the page then starts from defaults).
 // Values it cannot read fall back to a fresh state's, so a mangled link still opens a page. A link that
 // sets no mask at all (a bare "?m=induction") gives masks = null: the model's default masks apply.
@@ -217,14 +190,6 @@ export function decodeState(search, optionsOf = () => ({})) {
   const pair = (p.get("pair") || "").split("-").map(int);
   s.pair = pair.length === 2 && pair.every((v) => v != null && v >= 0) ? pair : null;
   s.pin = p.has("pin") ? parsePin(p.get("pin")) : null;
-  const pert = parsePerturb(p.get("pert"));
-  if (pert) {
-    s.perturbOn = true;
-    s.perturb = pert;
-    const pitem = int(p.get("pitem"));
-    if (pitem != null && pitem >= 0) pert.item = pitem;
-    if (PERTURB_SIDES.includes(p.get("pside"))) pert.side = p.get("pside");
-  }
   for (const [name, panel] of registered()) {
     if (panel.setting && p.has(panel.setting.key)) s[name] = panel.setting.decode(p.get(panel.setting.key));
   }

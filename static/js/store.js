@@ -167,9 +167,8 @@ function setPanel(s, name, fields) {
 // feature's as its declaration keeps it (features.js)
 const KEEP_ON_MODEL = [
   "view",
-  // a pinned A stays (compare two models or seeds); the perturbation settings stay
+  // a pinned A stays (compare two models or seeds)
   "pin",
-  "perturbOn",
   // a source and a batch stay while the new model takes them
   "source",
   "sourcePadded",
@@ -183,7 +182,6 @@ function chooseModel(s, name, text, options, where) {
   for (const k of KEEP_ON_MODEL) ui[k] = s.ui[k];
   for (const [name, p] of registered()) if (p.setting && !p.setting.dropOnModel) ui[name] = s.ui[name];
   Object.assign(ui, keptOnModel(s.ui)); // a page feature's settings, as its declaration keeps them (features.js)
-  ui.perturb = { ...s.ui.perturb, position: null };
   if (text) ui.text = text;
   if (options) ui.options = { ...ui.options, ...options };
   const draft = { ...s.draft, text: ui.text };
@@ -348,10 +346,6 @@ const reducers = {
   tokensOpenSet: (s, a) => ({ ...s, tokensOpen: a.open }),
   cursorSet: (s, a) => ({ ...s, cursor: a.cursor }),
   errorDismissed: (s) => ({ ...s, run: { ...s.run, error: null } }),
-  perturbSet: (s, a) => {
-    const next = setUi(s, { perturb: a.perturb, perturbOn: a.on ?? s.ui.perturbOn });
-    return a.on ? setPanel(next, "perturb", { nonce: s.panels.perturb.nonce + 1 }) : next;
-  },
   pinned: (s) => (s.run.request ? setUi(s, { pin: pinOf(s) }) : s),
   unpinned: (s) => setUi(s, { pin: null }),
   panelSet: (s, a) => setUi(s, { [a.name]: a.value }),

@@ -624,6 +624,7 @@ test("stats name the masked share apart from the masked weight and flag head hea
 
 test("experiment settings round-trip through the URL", async () => {
   const S = { ...(await mod("state.js")), ...(await mod("requests.js")) };
+  const C = await mod("claims.js");
   const s = S.defaultState();
   Object.assign(s, {
     model: "induction",
@@ -657,7 +658,7 @@ test("experiment settings round-trip through the URL", async () => {
       S.parsePin('{"model": "m", "include": ["weights"], "layer": 2}'),
       S.parsePin("{bad"),
     ],
-    pert: [S.parsePerturb("q,shift,abc"), S.parsePerturb("3,token,"), S.parsePerturb("q,shift,2")],
+    pert: [C.parsePerturb("q,shift,abc"), C.parsePerturb("3,token,"), C.parsePerturb("q,shift,2")],
   });
   assert.deepStrictEqual(out.back, out.s);
   assert.deepStrictEqual(out.followBack, out.follow);
