@@ -158,7 +158,7 @@ FEATURE_NAMES = {
         "headSorted",
         "parseLengths",
     ],
-    "interventions.js": [
+    "interventionsettings.js": [
         "ablMode",
         "abl",
         "ABLATE_MODES",
@@ -173,7 +173,16 @@ FEATURE_NAMES = {
         "toggleAblation",
         "addEdit",
     ],
-    "claims.js": ["perturbOn", "perturbSet", "parsePerturb", "CHANGE_KINDS", "PERTURB_SIDES", "pert", "pitem", "pside"],
+    "claimsettings.js": [
+        "perturbOn",
+        "perturbSet",
+        "parsePerturb",
+        "CHANGE_KINDS",
+        "PERTURB_SIDES",
+        "pert",
+        "pitem",
+        "pside",
+    ],
     "decode.js": [
         "decodeOn",
         "decodeStep",

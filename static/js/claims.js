@@ -3,74 +3,11 @@
 // the real code path and the chart shows it: one bar per position and layer, the changed position marked, and the
 // positions a mask protects drawn as protected — a protected bar above zero is a leak, drawn in red.
 // Pure helpers on top; `renderDeltaCharts` and `renderPerturb` only draw. The intervention panel reuses the charts.
-// `feature` is the claim's one declaration of its settings (features.js): the change and where, whether the panel
-// runs, their link keys, action and reducer case. What POST /api/perturb is sent is its spec's in panels.js
-// (requests.js perturbRequest and its batch and source forms), from these settings.
+// The claim's settings (the change, where, whether it runs) are declared in claimsettings.js.
 
 import { node, el } from "./dom.js";
 import { pieceQuote } from "./piece.js";
 import { pos, posList } from "./positions.js";
-
-export const CHANGE_KINDS = ["shift", "token"];
-export const PERTURB_SIDES = ["query", "source"]; // /api/perturb's side with a source: a query or a source position
-
-const whole = (v) => {
-  const n = Number.parseInt(v, 10);
-  return Number.isFinite(n) ? n : null;
-};
-
-// "q,direction,1" / "q,shift,1" / "q,value,1" / "3,token,dog" -> the perturbation the claims panel runs; null when unreadable.
-export function parsePerturb(raw) {
-  const m = /^(q|\d+),(direction|shift|value|token),(.*)$/s.exec(raw || "");
-  if (!m) return null;
-  const position = m[1] === "q" ? null : whole(m[1]);
-  if (m[2] !== "token") {
-    const amount = Number.parseFloat(m[3]);
-    return Number.isFinite(amount) ? { position, kind: m[2], amount, token: "" } : null;
-  }
-  return m[3] ? { position, kind: "token", amount: 1, token: m[3] } : null;
-}
-
-const actions = {
-  perturbSet: (perturb, on) => ({ type: "perturbSet", perturb, on }), // on: run it (a press asks again), off, or as is
-};
-
-export const feature = {
-  ui: {
-    perturbOn: false, // the "Test a claim" panel runs (and reruns after each change) once asked to
-    // position null = the retrieval query; amount: the direction's norm or the shift; with a batch, `item` the item
-    // whose position changes (absent or null = the item the views show); with a cross-attention source, `side`
-    // (PERTURB_SIDES; absent = query) the sequence `position` is in
-    perturb: { position: null, kind: "direction", amount: 1, token: "" },
-  },
-  link: {
-    write(ui, p) {
-      if (!ui.perturbOn) return;
-      const pt = ui.perturb;
-      const value = pt.kind === "token" ? pt.token : String(pt.amount);
-      p.set("pert", `${pt.position ?? "q"},${pt.kind},${value}`);
-      if (ui.batch && pt.item != null) p.set("pitem", String(pt.item));
-      if (ui.source && pt.side) p.set("pside", pt.side);
-    },
-    read(p) {
-      const pert = parsePerturb(p.get("pert"));
-      if (!pert) return {};
-      const pitem = whole(p.get("pitem"));
-      if (pitem != null && pitem >= 0) pert.item = pitem;
-      if (PERTURB_SIDES.includes(p.get("pside"))) pert.side = p.get("pside");
-      return { perturbOn: true, perturb: pert };
-    },
-  },
-  // the claim's settings stay on a model change; its position was the old input's
-  keep: (ui) => ({ perturbOn: ui.perturbOn, perturb: { ...ui.perturb, position: null } }),
-  actions,
-  reduce: {
-    perturbSet: (s, a, { setUi, setPanel }) => {
-      const next = setUi(s, { perturb: a.perturb, perturbOn: a.on ?? s.ui.perturbOn });
-      return a.on ? setPanel(next, "perturb", { nonce: s.panels.perturb.nonce + 1 }) : next;
-    },
-  },
-};
 
 export const CHART = { width: 560, height: 58, left: 64, right: 8, top: 6, labelBand: 14 };
 export const ZERO_TOLERANCE = 0; // "exactly 0": a protected bar above this is a leak

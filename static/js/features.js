@@ -35,8 +35,8 @@ import { feature as palette } from "./palette.js";
 import { feature as scoring } from "./scoring.js";
 import { feature as headfilters } from "./headfilters.js";
 import { feature as decode } from "./decode.js";
-import { feature as interventions } from "./interventions.js";
-import { feature as claims } from "./claims.js";
+import { feature as interventions } from "./interventionsettings.js";
+import { feature as claims } from "./claimsettings.js";
 
 // name -> declaration, in the order the link writes their keys
 export const FEATURES = { scoring, palette, headfilters, interventions, claims, decode, bugs, sinks, counting, dtype };
