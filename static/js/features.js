@@ -4,7 +4,11 @@
 // here and name none: state.js (its fields' defaults, its link keys), actions.js (its action creators, act.TYPE),
 // store.js (its reducer cases, what a model change keeps), requests.js (its body fields) and controls.js (the
 // control an error on its field marks). Adding a feature is its module (the view, with its declaration), its
-// template element (included by index.html) and its line here. A declaration:
+// template element (included by index.html) and its line here. A view that dispatches the page's other actions
+// (act, actions.js) keeps its feature's declaration in a module of settings beside it that imports nothing
+// (headfilters.js, claimsettings.js, interventionsettings.js): actions.js reads the declarations, so the view itself
+// would import itself back, and the exported file, which runs the page's actions, would carry the view along.
+// A declaration:
 //
 //   ui         {FIELD: default}: its settings, kept in the state's ui (state.js defaultState)
 //   link       {write(ui, params), read(params) -> {FIELD: value}}: its URL keys (state.js encodeState and
