@@ -80,6 +80,7 @@ def test_the_audit_panel_is_its_view_module_and_its_template_element() -> None:
 OWN_ROOT = [
     "audit",
     "blockwise",
+    "bugs",
     "busy",
     "contrast",
     "cost",
@@ -95,10 +96,12 @@ OWN_ROOT = [
     "lesson",
     "mechanics",
     "overview",
+    "palette",
     "patch",
     "qkterms",
     "retrieval",
     "rollout",
+    "scoring",
     "serverinfo",
     "sinks",
     "stats",
@@ -128,3 +131,96 @@ def test_the_views_that_own_their_root_are_views() -> None:
     templates = "".join(p.read_text(encoding="utf-8") for p in (JS.parent.parent / "templates").glob("*.html"))
     missing = [n for n in OWN_ROOT if f'data-view="{n}"' not in templates and f'data-panel="{n}"' not in templates]
     assert missing == [], missing
+
+
+# The page features converted to one declaration each (static/js/features.js FEATURES): the module that declares it,
+# and the names another module would have to use to list it: its settings and URL keys, its action types, its body
+# fields and their constants. The generic modules read the declarations and name none of them in their code (their
+# comments may speak of "a classic bug").
+FEATURE_TABLE = "features.js"
+GENERIC = ["state.js", "actions.js", "store.js", "requests.js", "controls.js"]
+FEATURE_NAMES = {
+    "bugs.js": ["bug", "BUGS", "bugSet", "demo_bug"],
+    "scoring.js": ["allMasked", "all_masked", "allMaskedSet", "scale", "scaleSet"],
+    "headfilters.js": [
+        "hsort",
+        "hdir",
+        "hfind",
+        "hscore",
+        "hmin",
+        "hablate",
+        "habl",
+        "hbase",
+        "hlens",
+        "hseed",
+        "HEAD_SORTS",
+        "headFilterSet",
+        "headSorted",
+        "parseLengths",
+    ],
+    "interventionsettings.js": [
+        "ablMode",
+        "abl",
+        "ABLATE_MODES",
+        "parseAblations",
+        "parseEdits",
+        "ablationToggled",
+        "ablationDropped",
+        "ablModeSet",
+        "editAdded",
+        "editDropped",
+        "interventionsCleared",
+        "toggleAblation",
+        "addEdit",
+    ],
+    "claimsettings.js": [
+        "perturbOn",
+        "perturbSet",
+        "parsePerturb",
+        "CHANGE_KINDS",
+        "PERTURB_SIDES",
+        "pert",
+        "pitem",
+        "pside",
+    ],
+    "decode.js": [
+        "decodeOn",
+        "decodeStep",
+        "decodeGen",
+        "decodeSet",
+        "decodeStepSet",
+        "decodeGenSet",
+        "playSet",
+        "playing",
+    ],
+    "palette.js": ["palette", "PALETTE_NAMES", "paletteSet", "scoreScale", "SCORE_SCALES", "scoreScaleSet", "sscale"],
+    "sinks.js": ["sinks", "renorm", "sinksSet", "parseSinks"],
+    "dtype.js": ["dtype", "dtypeSet", "DTYPES"],
+    "counting.js": ["from1", "countSet"],
+}
+
+
+def js_code(text: str) -> str:
+    """A module's text without its comments (a `//` at a line's start or after a space, to the line's end)."""
+    return re.sub(r"(?m)(^|\s)//.*$", r"\1", text)
+
+
+def test_a_page_feature_is_named_only_by_its_module_and_the_features_table() -> None:
+    """Each feature of FEATURE_NAMES (the claim's settings, interventions, decoding, the head-types settings,
+    scaling and all-masked rows, the colours, Show a classic bug, Hide sinks, Compute in, Count from 1) declares its
+    link keys, actions, reducer cases and body fields in its own module: none of those names appears in the code of
+    state.js, actions.js, store.js, requests.js or controls.js (Hide sinks was spread over eight files: its view and
+    template, index.html and those five)."""
+    found = {}
+    for generic in GENERIC:
+        text = js_code((JS / generic).read_text(encoding="utf-8"))
+        hits = sorted({n for names in FEATURE_NAMES.values() for n in names if re.search(rf"\b{n}\b", text)})
+        if hits:
+            found[generic] = hits
+    assert found == {}, found
+    table = (JS / FEATURE_TABLE).read_text(encoding="utf-8")
+    for module, names in FEATURE_NAMES.items():
+        text = (JS / module).read_text(encoding="utf-8")
+        assert "export const feature = {" in text, module
+        assert f'from "./{module}"' in table, module
+        assert [n for n in names if not re.search(rf"\b{n}\b", text)] == [], module

@@ -1,6 +1,9 @@
 // The page's actions: what a person or an effect did, as plain objects the store's reducer (store.js) takes.
-// Pure and free of imports, so a view that must stay free of the page's store (overview.js, which an exported
-// standalone page also runs) can name an action without writing its shape out again.
+// Pure and free of the store, so a view that must stay free of the page's store (overview.js, which an exported
+// standalone page also runs) can name an action without writing its shape out again. A page feature's actions are
+// its declaration's (features.js), added to `act` here.
+
+import { featureActions } from "./features.js";
 
 export const act = {
   modelsLoaded: (models) => ({ type: "modelsLoaded", models }),
@@ -17,15 +20,7 @@ export const act = {
   cellToggled: (q, k, where) => ({ type: "cellToggled", q, k, where }),
   tokenPadded: (i, token) => ({ type: "tokenPadded", i, token }),
   sourcePadded: (i) => ({ type: "sourcePadded", i }),
-  allMaskedSet: (value) => ({ type: "allMaskedSet", value }),
-  scaleSet: (on) => ({ type: "scaleSet", on }),
-  dtypeSet: (dtype) => ({ type: "dtypeSet", dtype }), // the precision the run computes in (state.js DTYPES)
-  bugSet: (bug, label) => ({ type: "bugSet", bug, label }),
   viewSet: (view) => ({ type: "viewSet", view }),
-  sinksSet: (sinks, renorm, where) => ({ type: "sinksSet", sinks, renorm, where }), // every map's hidden key columns
-  paletteSet: (palette) => ({ type: "paletteSet", palette }),
-  countSet: (from1) => ({ type: "countSet", from1 }), // positions printed from 1 (positions.js)
-  scoreScaleSet: (value) => ({ type: "scoreScaleSet", value }),
   layerSet: (layer) => ({ type: "layerSet", layer }),
   optionSet: (key, value) => ({ type: "optionSet", key, value }),
   matrixEntrySet: (name, i, j, value, raw) => ({ type: "matrixEntrySet", name, i, j, value, raw }),
@@ -35,27 +30,14 @@ export const act = {
   headOpened: (layer, head, query, where) => ({ type: "headOpened", layer, head, query, where }),
   pairSet: (q, k) => ({ type: "pairSet", q, k }),
   itemSet: (item) => ({ type: "itemSet", item }),
-  headFilterSet: (fields) => ({ type: "headFilterSet", fields }),
-  headSorted: (column) => ({ type: "headSorted", column }),
   highlightSet: (highlight) => ({ type: "highlightSet", highlight }),
   tokensOpenSet: (open) => ({ type: "tokensOpenSet", open }),
   cursorSet: (cursor) => ({ type: "cursorSet", cursor }),
   errorDismissed: () => ({ type: "errorDismissed" }),
   // experiments
-  ablationToggled: (layer, head) => ({ type: "ablationToggled", layer, head }),
-  ablationDropped: (layer, head) => ({ type: "ablationDropped", layer, head }),
-  ablModeSet: (mode) => ({ type: "ablModeSet", mode }),
-  editAdded: (edit) => ({ type: "editAdded", edit }),
-  editDropped: (index) => ({ type: "editDropped", index }),
-  interventionsCleared: () => ({ type: "interventionsCleared" }),
-  perturbSet: (perturb, on) => ({ type: "perturbSet", perturb, on }),
   pinned: () => ({ type: "pinned" }),
   unpinned: () => ({ type: "unpinned" }),
   // mechanics
-  decodeSet: (on) => ({ type: "decodeSet", on }),
-  decodeStepSet: (step) => ({ type: "decodeStepSet", step }),
-  decodeGenSet: (gen) => ({ type: "decodeGenSet", gen }),
-  playSet: (on) => ({ type: "playSet", on }),
   panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
   panelSet: (name, value) => ({ type: "panelSet", name, value }), // a registered panel's setting (registry.js)
   typedSet: (typed, text, words) => ({ type: "typedSet", typed, text, words }), // matrices typed in (typed.js)
@@ -79,4 +61,5 @@ export const act = {
   panelLoaded: (name, key, result) => ({ type: "panelLoaded", name, key, result }),
   panelFailed: (name, key, message) => ({ type: "panelFailed", name, key, message }),
   panelCleared: (name) => ({ type: "panelCleared", name }),
+  ...featureActions(),
 };

@@ -2,10 +2,57 @@
 // When a bug is on, the heads panel carries a red WRONG banner with the server's own note, and the large head shows
 // its row and column sums: softmax over the keys makes every row sum to 1; softmax over the queries makes the
 // columns sum to 1 instead. Pure helpers on top (a test imports them); the render functions only draw.
+//
+// It is also the "Show a classic bug" control of the form (the template's <div data-view="bugs">, templates/bugs.html):
+// `feature` is its one declaration (features.js): its setting, link key, action, reducer case and body field; render
+// and bind draw and wire its select.
 
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { pieceQuote } from "./piece.js";
 import { pos } from "./positions.js";
+
+export const BUGS = ["softmax_over_queries", "flipped_mask", "norm_over_sequence"]; // what `demo_bug` takes
+
+const actions = {
+  bugSet: (bug, label) => ({ type: "bugSet", bug, label }), // label: the menu's words for it
+};
+
+export const feature = {
+  ui: { bug: null }, // one of BUGS: a classic bug computed on purpose (never the default); kept on a model change
+  link: {
+    write(ui, p) {
+      if (ui.bug) p.set("bug", ui.bug);
+    },
+    read: (p) => (BUGS.includes(p.get("bug")) ? { bug: p.get("bug") } : {}),
+  },
+  actions,
+  reduce: {
+    bugSet: (s, a, { runWith }) => {
+      const bug = BUGS.includes(a.bug) ? a.bug : null;
+      return runWith(s, { bug }, bug ? `classic bug on: ${a.label}` : "classic bug off", "bug-select");
+    },
+  },
+  request: (ui) => (ui.bug ? { demo_bug: ui.bug } : {}),
+  body: ["demo_bug"],
+  // the analyses of the code on screen carry it (intervene, compare, perturb, a pinned side); head types, top heads
+  // and decoding run the correct code whatever the view shows, and it changes no answer's size
+  reach: "claims",
+  errors: { demo_bug: "bug-select" },
+};
+
+export function deps(s) {
+  return [s.ui.bug];
+}
+
+export function render(root, s) {
+  within(root)("bug-select").value = s.ui.bug || "";
+}
+
+export function bind(root, { dispatch }) {
+  within(root)("bug-select").addEventListener("change", (e) =>
+    dispatch(actions.bugSet(e.target.value, e.target.selectedOptions[0].textContent)),
+  );
+}
 
 export const BUG_LABELS = {
   softmax_over_queries: "softmax over queries",

@@ -13,11 +13,15 @@ import { can, namesThat, numbersOf, offered } from "./capabilities.js";
 import { layerKindsLine, modelLabel, referenceLine } from "./modelinfo.js";
 import { modelInfo } from "./selectors.js";
 import { batchOf, sourceOf } from "./requests.js";
+import { errorControls } from "./features.js";
+import { markGiveaways } from "./giveaway.js";
 
 const $ = (id) => document.getElementById(id);
 
-// Which control a field of an error names: the server's field path -> the element to mark.
+// Which control a field of an error names: the server's field path -> the element to mark (a page feature's field:
+// the control its declaration names, features.js).
 export const FIELD_CONTROLS = {
+  ...errorControls(),
   text: "sequence-input",
   tokens: "sequence-input",
   texts: "batch-input",
@@ -25,14 +29,10 @@ export const FIELD_CONTROLS = {
   model: "model-select",
   "masks.window": "mask-window",
   "masks.causal": "mask-causal",
-  all_masked: "all-masked",
   x: "matrix-editors",
   weights: "matrix-editors",
   layer: "layer-select",
   include: "layer-select",
-  demo_bug: "bug-select",
-  sinks: "sinks-select",
-  dtype: "dtype-select",
 };
 
 // The option fields of the template (the options fieldset's inputs, opt-NAME): {name: element}.
@@ -75,16 +75,10 @@ export function render(root, s, dispatch) {
   $("mask-window-on").checked = ui.masks.window != null;
   if (ui.masks.window != null && document.activeElement !== $("mask-window"))
     $("mask-window").value = String(ui.masks.window);
-  $("all-masked").value = ui.allMasked;
-  $("scale").checked = ui.scale;
-  $("bug-select").value = ui.bug || "";
   writeMoreInputs(s);
   root.querySelectorAll("input[name=view]").forEach((r) => {
     r.checked = r.value === ui.view;
   });
-  $("palette-select").value = ui.palette;
-  $("score-scale").value = ui.scoreScale;
-  $("score-scale").disabled = ui.view !== "scores";
   const n = ui.masks.blocked.length;
   $("blocked-count").textContent = n ? `${n} cell${n === 1 ? "" : "s"} blocked` : "no cells blocked";
   $("blocked-clear").disabled = n === 0;
@@ -135,6 +129,7 @@ export function render(root, s, dispatch) {
     showCellErrors();
   }
   renderPairs($("pair-counts"), s.run.result?.pairs);
+  markGiveaways(root, s, ["pairs"]); // an open lesson that asks for a count keeps them out of sight
   markInvalid(root, s.run.error);
 }
 
@@ -334,16 +329,9 @@ export function bind(root, store) {
     windowChanged();
   });
   $("blocked-clear").addEventListener("click", () => dispatch(act.blockedCleared()));
-  $("all-masked").addEventListener("change", (e) => dispatch(act.allMaskedSet(e.target.value)));
-  $("scale").addEventListener("change", (e) => dispatch(act.scaleSet(e.target.checked)));
-  $("bug-select").addEventListener("change", (e) =>
-    dispatch(act.bugSet(e.target.value, e.target.selectedOptions[0].textContent)),
-  );
   root
     .querySelectorAll("input[name=view]")
     .forEach((r) => r.addEventListener("change", () => dispatch(act.viewSet(r.value))));
-  $("palette-select").addEventListener("change", (e) => dispatch(act.paletteSet(e.target.value)));
-  $("score-scale").addEventListener("change", (e) => dispatch(act.scoreScaleSet(e.target.value)));
   $("layer-select").addEventListener("change", (e) =>
     dispatch(act.layerSet(e.target.value === "all" ? "all" : Number(e.target.value))),
   );

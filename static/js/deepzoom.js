@@ -61,22 +61,35 @@ function tok(tokens, i) {
   return `“${t.length > 24 ? `${t.slice(0, 23)}…` : t}”`;
 }
 
-const local = {
-  run: null,
-  body: null,
-  name: null,
-  head: [0, 0],
-  reposting: null,
-  zoom: null,
-  palette: "viridis",
-  agg: "max",
-};
-local.models = []; // /api/models' list, as the store last had it
-local.map = { backdrop: null, covers: 1 }; // the zoomed head's summary image, for the minimap
+// What one panel holds outside the page state: its run, the head in the canvas, its zoom view, its colours. Each
+// root the panel is bound to gets one of its own (instanceOf), so two deep zooms on one page, or a copy of the
+// markup drawn anywhere, never share a run, a canvas or a model list.
+function freshInstance() {
+  return {
+    run: null, // the run's answer (POST /api/runs): its tokens and config
+    body: null, // the body it was posted with, to post it again under its name
+    name: null,
+    head: [0, 0],
+    reposting: null,
+    zoom: null, // the ZoomView on this root's canvas
+    palette: "viridis",
+    agg: "max",
+    models: [], // /api/models' list, as the store last had it
+    map: { backdrop: null, covers: 1 }, // the zoomed head's summary image, for the minimap
+  };
+}
+
+const instances = new WeakMap(); // panel root -> its instance
+
+function instanceOf(root) {
+  if (!instances.has(root)) instances.set(root, freshInstance());
+  return instances.get(root);
+}
 const AGG_WORDS = { max: "largest weight", mean: "mean weight" };
 
 // The model select offers the models that take the text's length; one line names the others and their limits.
 function offerModels(root) {
+  const local = instanceOf(root);
   const select = root.querySelector("#dz-model");
   const words = wordCount(root.querySelector("#dz-text").value);
   const { offered, absent } = longChoice(local.models, words);
@@ -97,6 +110,7 @@ function offerModels(root) {
 
 // One button per model with positions and a text of its own: its text repeated to fill its positions, then run.
 function offerFills(root) {
+  const local = instanceOf(root);
   const box = root.querySelector("#dz-fills");
   const models = fillable(local.models);
   if (box.dataset.names === models.map((m) => m.name).join(",")) return;
@@ -118,6 +132,7 @@ function tipText(c) {
 }
 
 function bindPanel(root, store) {
+  const local = instanceOf(root);
   const part = within(root);
   // the run's line: what it is doing or did; `refused`: the server said no (shown as an error, not a grey note)
   const status = (text, refused = false) => {
@@ -472,6 +487,7 @@ function bindPanel(root, store) {
 }
 
 function renderPanel(root, s) {
+  const local = instanceOf(root);
   const open = !!s.ui[NAME];
   const body = root.querySelector("#dz-body");
   const wasHidden = body.hidden;

@@ -20,6 +20,7 @@ import {
 import { positionLabel } from "./tophead.js";
 import { pos } from "./positions.js";
 import { within } from "./dom.js";
+import { keptHidden, markGiveaways } from "./giveaway.js";
 
 export function deps(s) {
   return [
@@ -38,11 +39,13 @@ export function deps(s) {
     s.panels.perturb,
     s.panels.intervene,
     s.panels.compare,
+    keptHidden(s),
   ];
 }
 
 export function render(root, s, dispatch) {
   const part = within(root);
+  markGiveaways(root, s, ["verdict"]); // a lesson that asks whether a claim holds keeps the verdict out of sight
   writeControls(part, s, dispatch);
   renderPerturb(part("claims-panel"), {
     result: s.panels.perturb.result,

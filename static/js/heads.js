@@ -26,6 +26,7 @@ import { selectView, shownDeps } from "./selectors.js";
 import { pieceQuote } from "./piece.js";
 import { contributionStrip, stripLabel } from "./contrib.js";
 import { firstPosition, pos } from "./positions.js";
+import { keptHidden, markGiveaways } from "./giveaway.js";
 
 export const PAGE_SIZE = 24;
 export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 heads on a page, and for more
@@ -132,6 +133,7 @@ export function deps(s) {
     s.ui.focus,
     s.ui.ablate,
     s.highlight,
+    keptHidden(s),
   ];
 }
 
@@ -141,6 +143,7 @@ export function measure(root) {
 
 export function render(root, s, dispatch) {
   const part = within(root);
+  markGiveaways(root, s, ["symmetric"]); // a lesson that asks which head is symmetric keeps the badge out of sight
   const view = selectView(s);
   if (!view) return;
   const r = s.run.result;

@@ -3,9 +3,10 @@
 // "Correct." or what to look at, and shows the chapter's printed output (where attnlab knows it) beside attnlab's.
 // The list links every lesson as ?lesson=ID, for a teacher to share. A lesson counts positions from 1, as the
 // chapter does (it opens with Display · "Count positions from 1" on); while it is unanswered, what would give its
-// answer away (its `hides`, named in HIDES) is hidden; a touch device reads "tap" where a mouse reads "hover". A cell lesson takes a click on a cell of the
+// answer away (its `hides`, giveaway.js GIVEAWAYS) is hidden by the view that shows it, in that view's own root; a
+// touch device reads "tap" where a mouse reads "hover". A cell lesson takes a click on a cell of the
 // large head or the eligibility grid as its answer (the cell is not blocked meanwhile); a head lesson takes a head
-// opened from its card (the head still opens). Its setting, ui.lesson = {id, picked, feedback, shown}, is in the
+// opened from its card (the head still opens). Its setting, ui.lesson = {id, hides, picked, feedback, shown}, is in the
 // link as `lesson=ID`. The panel's one declaration (`panel`, read by registry.js) on top of pure helpers.
 
 import { act } from "./actions.js";
@@ -25,24 +26,10 @@ import {
   setupOf,
 } from "./lessons.js";
 import { decodeState, stateForModel } from "./state.js";
+import { keptHidden } from "./giveaway.js";
 
 const NAME = "lesson"; // the panel's name: its setting is ui.lesson, its link key `lesson`
 const CLICK_SOURCES = ["focus-plot", "eligibility"]; // where a cell click answers a cell lesson
-
-// What a lesson may hide while it is unanswered (its `hides`), as the page's selectors: styled hidden by the rules
-// static/css/lesson.css keys on <html data-lesson-hides="...">.
-export const HIDES = {
-  pairs: "#pair-counts", // the eligible-pair counts beside the mask controls
-  symmetric: ".flag-symmetric", // a head card's "W_Q = W_K: scores are symmetric" badge
-  verdict: "#perturb-verdict", // Test a claim's verdict and its list of checks
-  precision: "#dtype-diff", // the run's difference from float32
-};
-
-// The names a lesson hides now: its `hides` until its answer is checked right or shown.
-export function hiddenNow(lesson, value) {
-  if (!lesson || value?.feedback?.ok || value?.shown) return [];
-  return (lesson.hides || []).filter((name) => name in HIDES);
-}
 
 // Whether this device is touched rather than pointed at (no hover): its lessons say "tap".
 function touchDevice() {
@@ -51,7 +38,8 @@ function touchDevice() {
 
 // The setting of a lesson just opened; null for an id no lesson has.
 export function freshLesson(id) {
-  return lessonOf(id) ? { id, picked: null, feedback: null, shown: false } : null;
+  const lesson = lessonOf(id);
+  return lesson ? { id, hides: lesson.hides || [], picked: null, feedback: null, shown: false } : null;
 }
 
 // The page state a lesson opens: its link read on top of its model's defaults, as main.js reads a link, with the
@@ -134,10 +122,7 @@ function renderLesson(root, value, s) {
   const touch = touchDevice();
   const words = (text) => touchWords(text, touch);
   part("lesson-task").hidden = !lesson;
-  const hides = hiddenNow(lesson, value).join(" ");
-  if (hides) document.documentElement.dataset.lessonHides = hides;
-  else delete document.documentElement.dataset.lessonHides;
-  root.dataset.hides = hides;
+  root.dataset.hides = keptHidden(s); // each view that shows one of them hides it in its own root (giveaway.js)
   renderFigure(part("lesson-figure"), lesson, s.models);
   for (const a of root.querySelectorAll("[data-lesson]"))
     a.toggleAttribute("aria-current", a.dataset.lesson === value?.id);

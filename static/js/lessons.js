@@ -13,7 +13,7 @@
 //
 // hint(answer, want, r, s) says what to look at when the answer is wrong; attnlab(r, s) is attnlab's value, shown
 // beside `chapter`, the chapter's printed output where it prints one for the task (null: it prints none). `hides`:
-// what on the page gives the answer away, hidden while the lesson is unanswered (lesson.js HIDES names them).
+// what on the page gives the answer away, hidden while the lesson is unanswered (giveaway.js GIVEAWAYS names them).
 // `reads`: "perturb" when the answer is the Test a claim panel's (/api/perturb), not the run's. The chapter's own
 // tasks are in exercises.js. Pure: no DOM.
 

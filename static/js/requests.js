@@ -4,6 +4,7 @@
 import { can, reads } from "./capabilities.js";
 import { masksRequest, paddingFlags, splitTokens } from "./masks.js";
 import { SMALL_MODEL_VALUES } from "./state.js";
+import { bodyFields, featureBody, without } from "./features.js";
 
 // The batch textarea's lines that hold text: one item each.
 export function batchTexts(raw) {
@@ -19,8 +20,6 @@ export function buildRequest(s, info, seqLen) {
     model: s.model,
     text: s.text,
     masks: masksRequest(s.masks, seqLen),
-    all_masked: s.allMasked,
-    scale: s.scale,
     include: ["scores", "weights", "stats", "output"],
   };
   const opts = Object.fromEntries(Object.entries(s.options || {}).filter(([, v]) => v !== null && v !== undefined));
@@ -37,9 +36,8 @@ export function buildRequest(s, info, seqLen) {
   }
   // the moved view: what each key moves (value_norms) and what each head adds to the output per query
   if (s.view === "moved") req.include.push("value_norms", "head_contributions");
-  if (s.bug) req.demo_bug = s.bug;
-  if (s.sinks) req.sinks = { hide: s.sinks, renormalise: s.renorm !== false };
-  if (s.dtype) req.dtype = s.dtype; // /api/attention's only: singleRequest drops it for the analyses
+  Object.assign(req, featureBody(s, info)); // the page features' fields (features.js): singleRequest and
+  // claimRequest drop them by their reach
   if (reads(info, "scores")) return typedBody(req, s.typed); // matrices typed in (typed.js): no batch, no source
   const texts = batchOf(s, info);
   const source = sourceOf(s, info);
@@ -100,11 +98,12 @@ export function sourceOf(s, info) {
   return t && can(info, "cross_attention") && !batchOf(s, info) ? t : null;
 }
 
-// The attention request as one plain sequence: without a batch or a cross-attention source, nor a dtype (every
-// analysis computes in the server's), and with the view's classic bug (demo_bug), so that an analysis runs the code
-// on screen. A batch becomes its item `item` on its own; a cross-attention run becomes self-attention over its text.
+// The attention request as one plain sequence: without a batch or a cross-attention source, nor the fields only
+// /api/attention reads (a page feature's of reach "attention", features.js: every analysis computes without them),
+// and with the view's classic bug (demo_bug), so that an analysis runs the code on screen. A batch becomes its item
+// `item` on its own; a cross-attention run becomes self-attention over its text.
 export function singleRequest(attention, item = 0) {
-  const { dtype: _dtype, texts: _texts, source: _source, ...out } = attention;
+  const { texts: _texts, source: _source, ...out } = without(attention, bodyFields("attention"));
   if (attention.texts) out.text = attention.texts[Math.min(item, attention.texts.length - 1)];
   if (attention.source || attention.texts) {
     const { padding: _p, padded: _d, ...masks } = attention.masks || {};
@@ -115,18 +114,25 @@ export function singleRequest(attention, item = 0) {
 }
 
 // The attention request as the claims run it (perturb, the pinned side of a comparison): one sequence with its
-// classic bug, without what only shapes an answer of matrices (include, layer; sinks, a view of the weights).
+// classic bug, without what only shapes an answer of matrices (include, layer; a page feature's fields of reach
+// "weights", a view of the weights).
 export function claimRequest(attention) {
-  const { include: _include, layer: _layer, sinks: _sinks, ...rest } = singleRequest(attention);
-  return rest;
+  const { include: _include, layer: _layer, ...rest } = singleRequest(attention);
+  return without(rest, bodyFields("weights"));
 }
 
-// The POST /api/heads body: the claims' body without the classic bug. Head types, top heads, decode, QK
-// attribution and patching run the correct code whatever the view shows: their endpoints take no demo_bug, and
-// each panel says so on screen while the view runs one (bugs.js correctCodeNote).
+// The whole attention request without what only its own answer's matrices read (include, layer, a page feature's
+// fields: features.js): the run a perturbation of a batch or a source repeats.
+function asRun(attention) {
+  const { include: _i, layer: _l, ...rest } = attention;
+  return without(rest, [...bodyFields("attention"), ...bodyFields("weights")]);
+}
+
+// The POST /api/heads body: the claims' body without the fields of reach "claims" (features.js: the classic bug).
+// Head types, top heads, decode, QK attribution and patching run the correct code whatever the view shows: their
+// endpoints take none, and each panel says so on screen while the view runs one (bugs.js correctCodeNote).
 export function headTypesRequest(attention) {
-  const { demo_bug: _bug, ...rest } = claimRequest(attention);
-  return rest;
+  return without(claimRequest(attention), bodyFields("claims"));
 }
 
 // The POST /api/decode body: the sequence, masks and options, decoded one position at a time; with `gen`
@@ -157,7 +163,7 @@ export function perturbRequest(attention, position, perturb) {
 // is the server's), `item` the item whose `position` changes; the answer adds the checks `batch` (every other item
 // exactly unchanged) and `padding_invariance` (the item batched equals it alone).
 export function perturbBatchRequest(attention, item, position, perturb) {
-  const { include: _i, layer: _l, sinks: _k, source: _s, text: _t, dtype: _d, ...rest } = attention;
+  const { source: _s, text: _t, ...rest } = asRun(attention);
   return { ...rest, item, position, change: changeOf(perturb) };
 }
 
@@ -165,7 +171,7 @@ export function perturbBatchRequest(attention, item, position, perturb) {
 // blocked cells, its classic bug), `side` "query" (position is a query) or "source" (a source position); the answer
 // checks `source_boundary`.
 export function perturbSourceRequest(attention, side, position, perturb) {
-  const { include: _i, layer: _l, sinks: _k, texts: _t, dtype: _d, ...rest } = attention;
+  const { texts: _t, ...rest } = asRun(attention);
   const onSource = side === "source";
   // the query side has no value vector of its own (the menu shows direction there): send what the menu shows
   const shown = !onSource && perturb.kind === "value" ? { ...perturb, kind: "direction" } : perturb;
@@ -209,21 +215,12 @@ export function compareRequest(pin, attention, layer) {
   return { a: shape(pin), b: shape(attention) };
 }
 
-// What sets the size of an /api/attention result: the request without its masks, scale, layer and include. Two
+// What sets the size of an /api/attention result: the request without its masks, layer and include, nor a page
+// feature's fields that change no answer's size (features.js: those of reach "weights", "claims" and "every"). Two
 // requests with the same key have the same tokens, heads and layers.
 export function sizeKey(req) {
-  const {
-    masks: _m,
-    all_masked: _a,
-    scale: _s,
-    layer: _l,
-    include: _i,
-    demo_bug: _b,
-    precision: _p,
-    sinks: _k,
-    ...rest
-  } = req;
-  return JSON.stringify(rest);
+  const { masks: _m, layer: _l, include: _i, precision: _p, ...rest } = req;
+  return JSON.stringify(without(rest, ["weights", "claims", "every"].flatMap(bodyFields)));
 }
 
 // About how many matrix values (scores and weights) the result of `req` holds: layers asked x heads x S x S_k x

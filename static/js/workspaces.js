@@ -6,6 +6,9 @@
 // holds what it names: `ws` itself, a lesson (the workspace of the view it sets up), or the first workspace whose
 // `keys` the link sets (`long`, `pert`, ...). The tab bar switches without a reload; Back returns. It owns the page's
 // layout, so it looks the view roots and the workspaces up in the document, as main.js does and no view does.
+// Adding a workspace is one row of WORKSPACES: its root, its columns and its tab are made from the row, and its
+// views are each a module and its element in a template that index.html includes (a page feature's control: one
+// line of features.js FEATURES too); nothing else names it.
 //
 //   name    the link's ?ws= value and the root's data-workspace
 //   label   the tab's words

@@ -17,7 +17,12 @@ pytestmark = pytest.mark.browser
 LESSONS_JS = """async () => (await import('/static/js/lessons.js')).LESSONS.map((l) =>
   ({id: l.id, prompt: l.prompt, ask: l.ask, setup: typeof l.setup === 'string' ? l.setup : null,
     hides: l.hides || [], reads: l.reads || null}))"""
-HIDES_JS = "async () => (await import('/static/js/lesson.js')).HIDES"
+HIDES_JS = "async () => (await import('/static/js/giveaway.js')).GIVEAWAYS"
+# For each element of `sel`: the names the view root around it marks kept hidden (data-giveaway), "" when none does.
+GIVEAWAY_ROOTS_JS = """(sel) => [...document.querySelectorAll(sel)].map((el) => {
+    const root = el.closest('[data-giveaway]');
+    return root && (root.dataset.view || root.dataset.panel) ? root.dataset.giveaway : '';
+})"""
 
 
 def feedback(page: Page) -> str:
@@ -145,12 +150,16 @@ def test_the_list_links_every_lesson_and_each_opens_its_own(open_page: Callable[
             expect(page.get_by_test_id("lesson-served")).to_contain_text(f"the {model} model")
         expect(page.get_by_test_id("lesson-prompt")).to_have_text(lesson["prompt"])
         expect(page.get_by_test_id("lesson-answer")).to_be_attached()
-        # unanswered, it hides what would give its answer away, and only that
-        hidden = page.evaluate("() => document.documentElement.dataset.lessonHides || ''")
+        # unanswered, it hides what would give its answer away, and only that: each view that shows one hides it in
+        # its own root, and nothing is written on the document's root
+        hidden = page.locator("#lesson-panel").get_attribute("data-hides") or ""
         assert hidden.split() == lesson["hides"], (lesson["id"], hidden)
+        assert page.evaluate("() => document.documentElement.getAttribute('data-lesson-hides')") is None
         for name in lesson["hides"]:
             for el in page.locator(hides[name]).all():
                 expect(el).to_be_hidden()
+            marks = page.evaluate(GIVEAWAY_ROOTS_JS, hides[name])
+            assert all(name in m.split() for m in marks), (lesson["id"], name, marks)
         if model not in served:
             continue
         assert "from1=1" in page.url, (lesson["id"], page.url)  # the chapter's count while the lesson is open

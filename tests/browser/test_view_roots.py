@@ -60,7 +60,8 @@ GIVEN: dict[str, dict[str, object]] = {
     "sinks": {"ui": {"sinks": [0]}},
     "headtypes": {"panels": {"headTypes": LOADING}},
     "lesson": {"ui": {"lesson": {"id": "ex-1", "picked": None, "feedback": None, "shown": False}}},
-    "deepzoom": {"ui": {"deepzoom": 1}},
+    # a model list of its own, which the page's deep zoom must not take for its own (DEEPZOOM_OFFERS_JS)
+    "deepzoom": {"ui": {"deepzoom": 1}, "models": [{"name": "given-long", "reads": ["text"]}]},
     # a model that reads a typed matrix (this server offers none)
     "typed": {"ui": {"model": "given"}, "models": [{"name": "given", "reads": ["scores"]}]},
 }
@@ -112,6 +113,13 @@ DRAW_DETACHED_JS = """async ([drawn, given]) => {
   return out;
 }"""
 
+# The models the page's own deep zoom offers once its text changes (it offers them again from the list it holds).
+DEEPZOOM_OFFERS_JS = """() => {
+  const root = document.querySelector('[data-panel="deepzoom"]');
+  root.querySelector('#dz-text').dispatchEvent(new Event('input'));
+  return [...root.querySelectorAll('#dz-model option')].map((o) => o.value);
+}"""
+
 
 def test_each_view_draws_into_a_detached_root_and_nothing_else(open_page: Callable[..., Page]) -> None:
     page = open_page("")
@@ -121,3 +129,7 @@ def test_each_view_draws_into_a_detached_root_and_nothing_else(open_page: Callab
         assert r["before"] == 0, f"{name}: its markup already holds {DRAWN[name]!r}"
         assert r["after"] > 0, f"{name} drew nothing into its root: {r}"
         assert r["changed"] == [], f"{name} changed the page outside its root: {r}"
+    # the deep zoom holds its run, its canvas and its models per root: the copy drawn above (bound and given a model
+    # list of its own) left the page's panel what it had
+    offered = page.evaluate(DEEPZOOM_OFFERS_JS)
+    assert "given-long" not in offered, offered

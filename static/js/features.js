@@ -1,0 +1,124 @@
+// The page's features outside the analysis panels (registry.js): a control with settings of its own in the state
+// and the link, actions of its own, and perhaps a field of its own in the /api/attention body. Each is one module
+// whose `feature` export is its one declaration, and one line in FEATURES below; the generic modules read them from
+// here and name none: state.js (its fields' defaults, its link keys), actions.js (its action creators, act.TYPE),
+// store.js (its reducer cases, what a model change keeps), requests.js (its body fields) and controls.js (the
+// control an error on its field marks). Adding a feature is its module (the view, with its declaration), its
+// template element (included by index.html) and its line here. A view that dispatches the page's other actions
+// (act, actions.js) keeps its feature's declaration in a module of settings beside it that imports nothing
+// (headfilters.js, claimsettings.js, interventionsettings.js): actions.js reads the declarations, so the view itself
+// would import itself back, and the exported file, which runs the page's actions, would carry the view along.
+// A declaration:
+//
+//   ui         {FIELD: default}: its settings, kept in the state's ui (state.js defaultState)
+//   link       {write(ui, params), read(params) -> {FIELD: value}}: its URL keys (state.js encodeState and
+//              decodeState); read gets the link's URLSearchParams and returns its fields as the link sets them, a
+//              value it cannot read falling back to the default
+//   page       {FIELD: default}: state of its own beside ui, not in the link (store.js initialState)
+//   keep(ui)   {FIELD: value} kept on a model change from the old ui (store.js chooseModel); absent: every field
+//   example(ex) -> {FIELD: value}: what choosing an example (examples.js) sets of its settings; absent: nothing
+//   actions    {TYPE: creator(...) -> {type: TYPE, ...}}: what its control dispatches; actions.js adds each to `act`
+//   reduce     {TYPE: (state, action, {runWith, setUi, setPanel}) -> state}: its reducer cases; runWith(s, fields,
+//              words, where) changes ui and asks for a run credited to the person's words, setUi(s, fields) changes
+//              ui only, setPanel(s, slot, fields) changes an analysis slot
+//   request(ui, info) -> {FIELD: value}: what it adds to the /api/attention body (requests.js buildRequest)
+//   body       the names of the body fields its request may add
+//   reach      where its body fields go beyond /api/attention: "attention" (nowhere else: every analysis computes
+//              without them), "weights" (the bodies answered with weights too, intervene and compare; not the
+//              claims' bodies, nor the size of an answer) or "claims" (every analysis of the code on screen:
+//              intervene, compare, perturb; not those that run the correct code, head types, top heads and decoding,
+//              nor the size of an answer) or "every" (every body the page sends, but not the size of an answer)
+//   errors     {BODY FIELD: control id}: the control an error on that field marks (controls.js controlFor)
+// Pure: no DOM.
+
+import { feature as sinks } from "./sinks.js";
+import { feature as counting } from "./counting.js";
+import { feature as dtype } from "./dtype.js";
+import { feature as bugs } from "./bugs.js";
+import { feature as palette } from "./palette.js";
+import { feature as scoring } from "./scoring.js";
+import { feature as headfilters } from "./headfilters.js";
+import { feature as decode } from "./decode.js";
+import { feature as interventions } from "./interventionsettings.js";
+import { feature as claims } from "./claimsettings.js";
+
+// name -> declaration, in the order the link writes their keys
+export const FEATURES = { scoring, palette, headfilters, interventions, claims, decode, bugs, sinks, counting, dtype };
+
+const declared = () => Object.values(FEATURES);
+
+// {FIELD: default} of every feature's settings.
+export function featureDefaults() {
+  return Object.assign({}, ...declared().map((f) => f.ui || {}));
+}
+
+// {FIELD: default} of every feature's state beside ui.
+export function featurePage() {
+  return Object.assign({}, ...declared().map((f) => f.page || {}));
+}
+
+// Every feature's link keys written into URLSearchParams `p` from `ui`.
+export function writeFeatureLinks(ui, p) {
+  for (const f of declared()) f.link?.write(ui, p);
+}
+
+// Every feature's fields as the link's URLSearchParams `p` sets them.
+export function readFeatureLinks(p) {
+  return Object.assign({}, ...declared().map((f) => (f.link ? f.link.read(p) : {})));
+}
+
+// What a model change keeps of every feature's settings in `ui`.
+export function keptOnModel(ui) {
+  const kept = (f) => (f.keep ? f.keep(ui) : Object.fromEntries(Object.keys(f.ui || {}).map((k) => [k, ui[k]])));
+  return Object.assign({}, ...declared().map(kept));
+}
+
+// What choosing example `ex` sets of every feature's settings.
+export function exampleFields(ex) {
+  return Object.assign({}, ...declared().map((f) => (f.example ? f.example(ex) : {})));
+}
+
+// {TYPE: creator} of every feature's actions; a type declared twice is a mistake of the declarations.
+export function featureActions() {
+  const out = {};
+  for (const [name, f] of Object.entries(FEATURES)) {
+    for (const [type, make] of Object.entries(f.actions || {})) {
+      if (type in out) throw new Error(`action ${type} is declared twice (again by ${name})`);
+      out[type] = make;
+    }
+  }
+  return out;
+}
+
+// {TYPE: (state, action) -> state} of every feature's reducer cases, given the store's helpers.
+export function featureReducers(tools) {
+  const out = {};
+  for (const f of declared()) {
+    for (const [type, fn] of Object.entries(f.reduce || {})) out[type] = (s, a) => fn(s, a, tools);
+  }
+  return out;
+}
+
+// The fields every feature adds to the /api/attention body of `ui` for the model `info`.
+export function featureBody(ui, info) {
+  return Object.assign({}, ...declared().map((f) => (f.request ? f.request(ui, info) : {})));
+}
+
+// The body fields of the features whose reach is `reach` ("attention", "weights", "claims" or "every"), by name.
+export function bodyFields(reach) {
+  return declared()
+    .filter((f) => f.reach === reach)
+    .flatMap((f) => f.body || []);
+}
+
+// {BODY FIELD: control id} of every feature.
+export function errorControls() {
+  return Object.assign({}, ...declared().map((f) => f.errors || {}));
+}
+
+// `body` without the fields named.
+export function without(body, fields) {
+  const out = { ...body };
+  for (const k of fields) delete out[k];
+  return out;
+}
