@@ -15,6 +15,7 @@ import builtins
 import math
 import secrets
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,7 +55,8 @@ class RunRecord:
     error: str | None
     owner: str
     stop_requested: bool
-    snapshots: tuple[SnapshotRecord, ...] = ()
+    snapshots: tuple[SnapshotRecord, ...] = ()  # with their measures: from get() only
+    steps: tuple[int, ...] = ()  # its snapshots' steps, in order: from list() and get()
 
     @property
     def finished(self) -> bool:
@@ -161,10 +163,15 @@ class TrainStore:
         return SnapshotRecord(step, finite(measures), self.data_dir / relative)
 
     def list(self) -> list[RunRecord]:
-        """Every run, newest first, without its snapshots."""
+        """Every run, newest first, with its snapshots' steps (not their measures)."""
         with self._session() as session:
             rows = session.scalars(select(RunRow).order_by(RunRow.created.desc(), RunRow.id)).all()
-            return [self._record(row, with_snapshots=False) for row in rows]
+            steps: dict[str, builtins.list[int]] = {}
+            for run_id, step in session.execute(
+                select(SnapshotRow.run_id, SnapshotRow.step).order_by(SnapshotRow.step)
+            ):
+                steps.setdefault(run_id, []).append(step)
+            return [self._record(row, with_snapshots=False, steps=steps.get(row.id, [])) for row in rows]
 
     def get(self, run_id: str) -> RunRecord:
         """The run with its snapshots so far, in step order; RunNotFound when there is none."""
@@ -185,6 +192,12 @@ class TrainStore:
     def request_stop(self, run_id: str) -> None:
         with self._session.begin() as session:
             self._row(session, run_id).stop_requested = True
+
+    def stop_requested(self, run_id: str) -> bool:
+        """Whether a cancel was asked of the run through another replica (request_stop)."""
+        with self._session() as session:
+            flag = session.scalar(select(RunRow.stop_requested).where(RunRow.id == run_id))
+            return bool(flag)
 
     def delete(self, run_id: str) -> None:
         """The run, its snapshots' rows and its files."""
@@ -213,7 +226,7 @@ class TrainStore:
             raise RunNotFound(run_id)
         return row
 
-    def _record(self, row: RunRow, *, with_snapshots: bool) -> RunRecord:
+    def _record(self, row: RunRow, *, with_snapshots: bool, steps: Iterable[int] = ()) -> RunRecord:
         snapshots = (
             tuple(SnapshotRecord(s.step, s.measures, self.data_dir / s.directory) for s in row.snapshots)
             if with_snapshots
@@ -230,4 +243,5 @@ class TrainStore:
             owner=row.owner,
             stop_requested=row.stop_requested,
             snapshots=snapshots,
+            steps=tuple(s.step for s in snapshots) if with_snapshots else tuple(steps),
         )
