@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -65,6 +66,27 @@ def test_the_schema_is_migrated_from_empty(make_store: MakeStore) -> None:
     assert {"train_runs", "train_snapshots", "alembic_version"} <= tables
     again = make_store()  # opening an up-to-date database migrates nothing and keeps what it holds
     assert revision(again.engine) == "0001"
+
+
+def test_servers_starting_together_migrate_one_at_a_time(database: str, tmp_path: Path) -> None:
+    """Replicas that start at once on an empty database: each opens it, none fails on a table another made."""
+    gate = threading.Barrier(4)
+    outcomes: list[BaseException | None] = []
+
+    def open_store() -> None:
+        gate.wait()
+        try:
+            TrainStore(database, tmp_path / "data", "replica").close()
+            outcomes.append(None)
+        except BaseException as err:
+            outcomes.append(err)
+
+    threads = [threading.Thread(target=open_store) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert outcomes == [None] * 4, outcomes
 
 
 def test_a_run_keeps_its_spec_status_and_snapshots(make_store: MakeStore) -> None:
