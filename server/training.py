@@ -245,6 +245,15 @@ class Trainer:
         live.stop.set()
         return live.future
 
+    def stop_all(self) -> None:
+        """Every run asked to stop at its next step, to be marked interrupted; returns at once (any thread: a stop
+        signal's handler). Its followers' streams end with its end event."""
+        with self._lock:
+            lives = list(self.live.values())
+        for live in lives:
+            live.interrupted = True
+            live.stop.set()
+
     def shutdown(self) -> None:
         """Every run stopped at its next step and marked interrupted (its snapshots kept); one still queued is
         withdrawn. Waits at most SHUTDOWN_WAIT_S for the threads."""

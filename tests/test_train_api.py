@@ -24,6 +24,7 @@ from fastapi.testclient import TestClient
 from engine.models.checkpoint import load_checkpoint
 from server.app import create_app
 from server.config import Settings
+from server.trainstore import TrainStore
 from tests.helpers import assert_error, serve_process
 
 TINY = {"task": "copy", "layers": 1, "heads": 2, "width": 16, "positions": 8, "batch": 4, "warmup": 0}
@@ -251,17 +252,32 @@ def test_a_server_stopping_mid_run_marks_it_interrupted_and_keeps_its_snapshots(
 
 
 def test_a_server_killed_mid_run_lists_the_run_interrupted_after_restart(tmp_path: Path) -> None:
-    env = {"ATTNLAB_DATA_DIR": str(tmp_path), "ATTNLAB_TRAIN_MAX_STEPS": "2000", "ATTNLAB_CHECK_ANSWERS": "0"}
+    """`attnlab serve` killed outright mid-run: the next one marks the run interrupted with its snapshots. That one,
+    stopped by SIGTERM while a client follows a run, stops the run (interrupted) and ends the client's stream,
+    rather than waiting for the run to end before it exits."""
+    env = {"ATTNLAB_DATA_DIR": str(tmp_path), "ATTNLAB_CHECK_ANSWERS": "0"}
+    endless = {**LONG, "steps": 20_000}  # never reaches its end in this test
     with serve_process("textbook", **env) as (base, proc):
-        created = httpx.post(f"{base}/api/train", json=LONG, timeout=30)
+        created = httpx.post(f"{base}/api/train", json=endless, timeout=30)
         assert created.status_code == 202, created.text
-        run_id = created.json()["id"]
-        with httpx.stream("GET", f"{base}/api/train/{run_id}/events", timeout=60) as resp:
+        killed = created.json()["id"]
+        with httpx.stream("GET", f"{base}/api/train/{killed}/events", timeout=60) as resp:
             read_events(resp.iter_lines(), "snapshot", step=100)
         proc.kill()  # no shutdown: the store still says running
         proc.wait()
-    with serve_process("textbook", **env) as (base, _):
+    with serve_process("textbook", **env) as (base, proc):
         listed = {r["id"]: r for r in httpx.get(f"{base}/api/train", timeout=30).json()["runs"]}
-        assert listed[run_id]["status"] == "interrupted", listed[run_id]
-        assert listed[run_id]["steps"][:2] == [0, 100]
-        assert (tmp_path / "runs" / run_id / "step-000100" / "model.safetensors").is_file()
+        assert listed[killed]["status"] == "interrupted", listed[killed]
+        assert listed[killed]["steps"][:2] == [0, 100]
+        assert (tmp_path / "runs" / killed / "step-000100" / "model.safetensors").is_file()
+        stopped = httpx.post(f"{base}/api/train", json=endless, timeout=30).json()["id"]
+        with httpx.stream("GET", f"{base}/api/train/{stopped}/events", timeout=60) as resp:
+            lines = resp.iter_lines()
+            read_events(lines, "snapshot", step=0)
+            proc.terminate()
+            rest = read_events(lines)
+        assert rest[-1] == ("end", {"status": "interrupted", "error": None}), rest[-1]
+        proc.wait(60)
+    store = TrainStore(f"sqlite:///{tmp_path / 'attnlab.db'}", tmp_path, "a reader")
+    assert store.get(stopped).status == "interrupted" and store.get(stopped).steps[0] == 0
+    store.close()
