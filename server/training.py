@@ -39,8 +39,12 @@ from server.trainstore import RunNotFound, RunRecord, TrainStore
 
 log = logging.getLogger("attnlab")
 
-Event = tuple[str, dict[str, Any]]  # (kind, data): "status", "snapshot" or "end"
+Event = tuple[str, dict[str, Any]]  # (kind, data): "status", "snapshot" or "end"; "" for a keep-alive (no event)
 POLL_S = 1.0  # how often a run trained by another replica is read again from the shared store
+# a stream with no event for this long gets a comment line, so that a proxy between (nginx's proxy_read_timeout
+# is 60 s) does not close a run's stream while a slow run makes its next snapshot
+IDLE_S = 15.0
+IDLE: Event = ("", {})
 SHUTDOWN_WAIT_S = 30.0  # how long a server stopping waits for its runs to stop (each stops at its next step)
 
 
@@ -147,7 +151,10 @@ class LiveRun:
                     yield event
                 if closed:
                     return
-                await wake.wait()
+                try:
+                    await asyncio.wait_for(wake.wait(), IDLE_S)
+                except TimeoutError:
+                    yield IDLE
         finally:
             with self._lock:
                 self._followers.discard(key)
@@ -277,6 +284,7 @@ async def stored_events(store: TrainStore, run_id: str) -> AsyncIterator[Event]:
     record = await asyncio.to_thread(store.get, run_id)
     yield "status", {"status": record.status}
     sent: set[int] = set()
+    polls = 0
     while True:
         for snap in record.snapshots:
             if snap.step not in sent:
@@ -287,6 +295,9 @@ async def stored_events(store: TrainStore, run_id: str) -> AsyncIterator[Event]:
             yield "end", end_data(record)
             return
         await asyncio.sleep(POLL_S)
+        polls += 1
+        if polls % round(IDLE_S / POLL_S) == 0:
+            yield IDLE
         try:
             record = await asyncio.to_thread(store.get, run_id)
         except RunNotFound:

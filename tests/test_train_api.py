@@ -8,6 +8,7 @@ the run's own events until the one it needs."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -22,8 +23,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from engine.models.checkpoint import load_checkpoint
+from server import training
 from server.app import create_app
 from server.config import Settings
+from server.routes.train import sse
 from server.trainstore import TrainStore
 from tests.helpers import assert_error, serve_process
 
@@ -281,3 +284,22 @@ def test_a_server_killed_mid_run_lists_the_run_interrupted_after_restart(tmp_pat
     store = TrainStore(f"sqlite:///{tmp_path / 'attnlab.db'}", tmp_path, "a reader")
     assert store.get(stopped).status == "interrupted" and store.get(stopped).steps[0] == 0
     store.close()
+
+
+def test_a_quiet_stream_gets_keep_alives_until_the_next_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run slow to its next snapshot still sends something (a comment line), so a proxy keeps its stream open."""
+    monkeypatch.setattr(training, "IDLE_S", 0.01)
+    live = training.LiveRun("0123456789ab")
+    live.publish("status", {"status": "running"})
+
+    async def read() -> Events:
+        got: Events = []
+        async for event in live.follow():
+            got.append(event)
+            if event == training.IDLE and len(got) == 3:  # quiet twice: then the run ends
+                live.publish("end", {"status": "finished", "error": None}, close=True)
+        return got
+
+    got = asyncio.run(read())
+    assert got == [("status", {"status": "running"}), training.IDLE, training.IDLE, ("end", got[-1][1])]
+    assert sse(*training.IDLE) == b": still training\n\n"
