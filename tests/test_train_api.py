@@ -303,3 +303,19 @@ def test_a_quiet_stream_gets_keep_alives_until_the_next_event(monkeypatch: pytes
     got = asyncio.run(read())
     assert got == [("status", {"status": "running"}), training.IDLE, training.IDLE, ("end", got[-1][1])]
     assert sse(*training.IDLE) == b": still training\n\n"
+
+
+def test_a_run_that_fails_is_kept_failed_with_why_and_the_server_goes_on(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(spec: Any, *, on_snapshot: Any, should_stop: Any, limits: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(training, "train", broken)
+    run_id = start(client, steps=2)
+    end = follow(client, run_id)[-1]
+    assert end[0] == "end" and end[1]["status"] == "failed" and "No space left" in end[1]["error"]
+    kept = client.get(f"/api/train/{run_id}").json()
+    assert kept["status"] == "failed" and "No space left" in kept["error"]
+    monkeypatch.undo()
+    assert follow(client, start(client, steps=1))[-1][1]["status"] == "finished", "the slot was given back"
