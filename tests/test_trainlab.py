@@ -21,9 +21,10 @@ from engine.models.checkpoint import load_checkpoint
 from engine.models.run import RunInput
 from engine.trainlab import tasks
 from engine.trainlab.experiments import BY_ID, EXPERIMENTS, lowest_similarity, mean
-from engine.trainlab.loop import Snapshot, TrainResult, train
-from engine.trainlab.measures import similarity
+from engine.trainlab.loop import TrainResult, train
+from engine.trainlab.measures import max_abs_score, similarity, softmax_jacobian
 from engine.trainlab.model import TrainModel
+from engine.trainlab.snapshot import Snapshot
 from engine.trainlab.spec import TrainLimits, TrainSpec, TrainSpecError, check_spec, parameter_count
 
 CPU = torch.device("cpu")
@@ -120,7 +121,6 @@ def test_scale_off_saturates_the_softmax_at_the_start():
     held, ratio = BY_ID["no-scale"].check(first)
     assert held and ratio < 0.5, ratio
     assert not BY_ID["no-scale"].check([measures(scaled), measures(scaled)])[0]  # the same run twice: ratio 1
-    assert mean(unscaled[0].measures, "softmax_jacobian") < mean(scaled[0].measures, "softmax_jacobian")
     assert mean(unscaled[0].measures, "max_abs_score") > 3 * mean(scaled[0].measures, "max_abs_score")
 
 
@@ -136,7 +136,30 @@ def test_without_the_causal_mask_the_model_reads_ahead():
     assert not BY_ID["no-causal"].check([measures(off), measures(on)])[0]
 
 
-LIMITS = TrainLimits(max_parameters=200_000, max_steps=1_000, max_tokens_per_step=4_096, max_snapshots=50)
+def test_softmax_jacobian_and_max_abs_score_read_what_they_say():
+    scores = torch.randn(3, 6, 6, dtype=torch.float64) * 2
+    weights = scores.softmax(dim=-1)
+    want = [
+        float(
+            torch.stack(
+                [torch.linalg.matrix_norm(torch.diag(p) - torch.outer(p, p)) for p in weights[h]]  # Frobenius
+            ).mean()
+        )
+        for h in range(3)
+    ]
+    assert softmax_jacobian(weights) == pytest.approx(want, abs=1e-12)
+    one_hot = torch.eye(6, dtype=torch.float64)[None]
+    assert softmax_jacobian(one_hot) == pytest.approx([0.0], abs=1e-12)  # a saturated row lets nothing through
+    uniform = torch.full((1, 6, 6), 1 / 6, dtype=torch.float64)
+    assert softmax_jacobian(uniform) == pytest.approx([(1 / 6 - 1 / 36) ** 0.5])
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    masked = scores.masked_fill(~causal, 100.0)  # a masked cell's score is never the largest
+    assert max_abs_score(masked, causal) == pytest.approx(scores.abs().masked_fill(~causal, 0).amax((-1, -2)).tolist())
+
+
+LIMITS = TrainLimits(
+    max_parameters=200_000, max_steps=1_000, max_tokens_per_step=4_096, max_snapshots=50, max_positions=1_024
+)
 REFUSED = [
     ({"task": "poetry"}, "task", "induction, copy"),
     ({"heads": 3}, "heads", "width must divide"),
@@ -158,6 +181,7 @@ REFUSED = [
     ({"steps": 1_000, "snapshot_every": 10}, "snapshot_every", "50 (max_snapshots)"),
     ({"width": 512}, "width", "200,000 (max_parameters)"),
     ({"seed": -1}, "seed", "at least 0"),
+    ({"layers": 12, "heads": 64, "positions": 1024, "batch": 1}, "positions", "(max_probe_values)"),
     ({"causal": 1}, "causal", "must be a bool"),
 ]
 
