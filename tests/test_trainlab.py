@@ -136,6 +136,25 @@ def test_without_the_causal_mask_the_model_reads_ahead():
     assert not BY_ID["no-causal"].check([measures(off), measures(on)])[0]
 
 
+def diagonal_weight(weights: torch.Tensor, task: str, n: int) -> float:
+    """The best head's mean weight from each query of the second x to the word it must copy next: key q - n for copy
+    (a diagonal), 2n - 1 - q for reverse (an anti-diagonal)."""
+    q = torch.arange(n, 2 * n)
+    k = q - n if task == "copy" else 2 * n - 1 - q
+    return float(weights[:, :, q, k].mean(dim=-1).max())
+
+
+def test_copy_forms_a_diagonal_and_reverse_an_anti_diagonal():
+    n = 8
+    for task, other in (("copy", "reverse"), ("reverse", "copy")):
+        spec = replace(TINY, task=task, layers=1, width=32, positions=2 * n + 1, batch=16, steps=100, lr=1e-2)
+        _, snaps = run(replace(spec, warmup=10, snapshot_every=100))
+        first, last = snaps[0].weights, snaps[-1].weights
+        assert diagonal_weight(first, task, n) < 0.3
+        assert diagonal_weight(last, task, n) > 0.9, task
+        assert diagonal_weight(last, other, n) < 0.3, task  # the other task's diagonal stays empty
+
+
 def test_softmax_jacobian_and_max_abs_score_read_what_they_say():
     scores = torch.randn(3, 6, 6, dtype=torch.float64) * 2
     weights = scores.softmax(dim=-1)
