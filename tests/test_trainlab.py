@@ -43,10 +43,10 @@ KEYS = {
     "grad_norm",
     "future_reliance",
 }
-# The induction pair: the smallest model and budget seen to form an induction head here (positions 64: with
-# shorter rows a blend over every earlier word already predicts the repeat well, and no sharp head forms).
+# The induction pair: the smallest model and budget seen to form an induction head here (positions 64: with 48 or
+# 56 a blend over every earlier word already predicted the repeat well, and no sharp head formed in 800 steps).
 INDUCTION = TrainSpec(
-    task="induction", layers=2, heads=2, width=32, positions=64, batch=32, lr=3e-3, steps=900, snapshot_every=300
+    task="induction", layers=2, heads=1, width=32, positions=64, batch=32, lr=3e-3, steps=700, snapshot_every=350
 )
 TINY = TrainSpec(task="induction", layers=2, heads=2, width=16, positions=12, batch=4, steps=6, snapshot_every=3)
 
@@ -90,15 +90,15 @@ def test_induction_head_forms_in_two_layers_and_not_one(induction_pair):
     assert max(max(row) for row in two[0]["induction"]) < 0.2  # it formed in training: not there at step 0
 
 
-def test_independent_heads_part_and_shared_heads_stay_identical(induction_pair, tmp_path):
-    two, _ = induction_pair
-    assert lowest_similarity(two[-1]) < 0.9, two[-1]["similarity"]
+def test_independent_heads_part_and_shared_heads_stay_identical(tmp_path):
     shared_spec = replace(TINY, init="shared", heads=4, steps=30, snapshot_every=10, lr=1e-2)
     _, shared = run(shared_spec)
+    _, independent = run(replace(shared_spec, init="default"))
     for snap in shared:
         assert lowest_similarity(snap.measures) >= 0.9999, (snap.step, snap.measures["similarity"])
-    assert BY_ID["shared-heads"].check([measures(shared), two])[0]
-    assert not BY_ID["shared-heads"].check([two, measures(shared)])[0]
+    assert lowest_similarity(independent[-1].measures) < 0.9, independent[-1].measures["similarity"]
+    assert BY_ID["shared-heads"].check([measures(shared), measures(independent)])[0]
+    assert not BY_ID["shared-heads"].check([measures(independent), measures(shared)])[0]
     # a perturbed head does not read 1.0: head 1's W_Q nudged in the written checkpoint, run by attnlab's forward
     last = shared[-1]
     last.write(tmp_path)
