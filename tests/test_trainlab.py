@@ -245,6 +245,11 @@ def test_written_checkpoint_loads_and_equals_the_probe_weights(tmp_path, scale, 
     got = forward_weights(tmp_path, last.probe_tokens, causal=config["attnlab"]["causal"], reference=scale and causal)
     assert got.shape == last.weights.shape
     assert torch.allclose(got, last.weights, atol=1e-5, rtol=0), (got - last.weights).abs().max()
+    card = json.loads((tmp_path / "attnlab.json").read_text())
+    assert card["spec"]["task"] == task and card["step"] == spec.steps
+    model = load_checkpoint("train", tmp_path, reference=False)
+    opened = model.run(RunInput(text=model.info.default_text), CPU, torch.float32)  # the probe, read as text
+    assert opened.tokens == last.probe_tokens
     probe = load_file(str(tmp_path / "probe.safetensors"))["weights"]
     assert torch.equal(probe, last.weights)
     assert json.loads((tmp_path / "measures.json").read_text()) == last.measures
@@ -286,7 +291,7 @@ def test_same_seed_same_measures_and_another_seed_others():
 
 
 @pytest.mark.parametrize("task", tasks.TASKS)
-def test_every_task_runs_and_its_measures_are_json(task):
+def test_every_task_runs_and_its_measures_are_json(task, tmp_path):
     spec = replace(TINY, task=task, positions=16, steps=2, snapshot_every=1, mlp=task == "text")
     _, snaps = run(spec)
     assert [s.step for s in snaps] == [0, 1, 2]
@@ -303,6 +308,10 @@ def test_every_task_runs_and_its_measures_are_json(task):
     )
     assert set(last.measures["grad_norm"]) == groups
     assert all(v > 0 for v in last.measures["grad_norm"].values())
+    last.write(tmp_path)
+    model = load_checkpoint("train", tmp_path, reference=False)
+    opened = model.run(RunInput(text=model.info.default_text), CPU, torch.float32)  # opens on its probe
+    assert len(opened.tokens) <= spec.positions
 
 
 def test_the_text_task_reads_the_standard_library_and_holds_out_textwrap():
