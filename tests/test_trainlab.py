@@ -90,7 +90,7 @@ def test_induction_head_forms_in_two_layers_and_not_one(induction_pair):
     assert max(max(row) for row in two[0]["induction"]) < 0.2  # it formed in training: not there at step 0
 
 
-def test_independent_heads_part_and_shared_heads_stay_identical(tmp_path):
+def test_shared_heads_stay_identical_and_independent_ones_differ(tmp_path):
     shared_spec = replace(TINY, init="shared", heads=4, steps=30, snapshot_every=10, lr=1e-2)
     _, shared = run(shared_spec)
     _, independent = run(replace(shared_spec, init="default"))

@@ -165,7 +165,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         measure="similarity",
         look_at=(
             "With one set of W_Q, W_K and W_V for every head of a layer, the heads compute one pattern: their "
-            "similarity is 1.0 at every step. Independent heads start different and specialise."
+            "similarity is 1.0 at every step. Independent heads differ from the start and stay apart."
         ),
         claim="the shared run's heads keep similarity 1.0 while the independent run's fall below 0.9",
         check=shared_stay_identical,
