@@ -54,6 +54,7 @@ def limits_of(settings: Settings) -> TrainLimits:
         max_steps=settings.train_max_steps,
         max_tokens_per_step=settings.train_max_tokens_per_step,
         max_snapshots=settings.train_max_snapshots,
+        max_probe_values=settings.train_max_probe_values,
     )
 
 
@@ -63,6 +64,7 @@ LIMIT_SETTINGS = {
     "(max_steps)": "(ATTNLAB_TRAIN_MAX_STEPS)",
     "(max_tokens_per_step)": "(ATTNLAB_TRAIN_MAX_TOKENS_PER_STEP)",
     "(max_snapshots)": "(ATTNLAB_TRAIN_MAX_SNAPSHOTS)",
+    "(max_probe_values)": "(ATTNLAB_TRAIN_MAX_PROBE_VALUES)",
 }
 
 

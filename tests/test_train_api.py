@@ -32,7 +32,12 @@ from tests.helpers import assert_error, serve_process
 
 TINY = {"task": "copy", "layers": 1, "heads": 2, "width": 16, "positions": 8, "batch": 4, "warmup": 0}
 LONG = {**TINY, "steps": 2000, "snapshot_every": 100}  # stopped by the test long before its end
-LIMITS = {"train_max_steps": 2000, "train_max_tokens_per_step": 4096, "train_max_parameters": 200_000}
+LIMITS = {
+    "train_max_steps": 2000,
+    "train_max_tokens_per_step": 4096,
+    "train_max_parameters": 200_000,
+    "train_max_probe_values": 1024,  # 1 layer x 2 heads x 8^2 = 128 for TINY
+}
 
 Events = list[tuple[str, dict[str, Any]]]
 
@@ -218,6 +223,7 @@ def test_a_run_trained_without_the_causal_mask_opens_without_it(client: TestClie
         ({"steps": 2001}, "steps", ["2,000", "ATTNLAB_TRAIN_MAX_STEPS"]),
         ({"batch": 1024}, "batch", ["4,096", "ATTNLAB_TRAIN_MAX_TOKENS_PER_STEP"]),
         ({"width": 512, "heads": 8}, "width", ["200,000", "ATTNLAB_TRAIN_MAX_PARAMETERS"]),
+        ({"positions": 256, "batch": 1, "heads": 16}, "positions", ["1,024", "ATTNLAB_TRAIN_MAX_PROBE_VALUES"]),
     ],
 )
 def test_a_bad_field_or_a_limit_is_a_422_naming_it(
