@@ -108,6 +108,17 @@ def test_compose_runs_replicas_of_the_dockerfile_image_behind_the_shipped_nginx_
     assert command[:3] == ["nginx", "-p", "/var/cache/nginx/"] and "daemon off;" in command
 
 
+def test_starting_a_training_run_is_never_sent_twice() -> None:
+    """Every POST but one is a pure computation that nginx may send to a second replica after the first took it;
+    POST /api/train writes a run, so its location lets nginx try another replica only before one received it."""
+    text = NGINX_CONF.read_text()
+    block = re.search(r"location = /api/train \{(.*?)\n        \}", text, re.S)
+    assert block, "a location of its own for POST /api/train"
+    retries = re.search(r"proxy_next_upstream ([^;]*);", block.group(1))
+    assert retries and "non_idempotent" not in retries.group(1), retries
+    assert "non_idempotent" in text, "the other POSTs are still retried on another replica"
+
+
 def test_nginx_body_limit_is_attnlabs() -> None:
     text = NGINX_CONF.read_text()
     size = re.search(r"client_max_body_size (\d+)m;", text)
