@@ -25,7 +25,7 @@ import yaml
 
 from bench.load import Request, check
 from server.config import Settings
-from tests.helpers import ROOT, assert_error, free_port, until
+from tests.helpers import ROOT, assert_error, free_port, read_events, until
 from tests.topology import (
     NGINX_CONF,
     UPSTREAM_SERVER,
@@ -185,6 +185,25 @@ def test_requests_spread_over_both_replicas(topology: tuple[list[Replica], Nginx
     served = [r.requests_served() - b for r, b in zip(pair, before, strict=True)]
     assert sum(served) == 20, served
     assert min(served) >= 5, f"20 requests one at a time should spread over both replicas: {served}"
+
+
+@pytest.mark.slow  # the topology fixture starts two servers and nginx
+def test_a_training_run_is_followed_alike_through_either_replica(topology: tuple[list[Replica], Nginx]) -> None:
+    """Replicas sharing one run store: a run started through nginx trains on one replica; the other follows it
+    from the store and ends with it."""
+    pair, proxy = topology
+    spec = {"task": "copy", "layers": 1, "heads": 2, "width": 16, "positions": 8, "steps": 4, "snapshot_every": 2}
+    started = httpx.post(f"{proxy.base}/api/train", json={**spec, "batch": 2}, timeout=30)
+    assert started.status_code == 202, started.text
+    run_id = started.json()["id"]
+    for replica in pair:
+        url = f"http://127.0.0.1:{replica.port}/api/train/{run_id}/events"
+        with httpx.stream("GET", url, timeout=60) as resp:
+            events = read_events(resp.iter_lines())
+        assert events[-1] == ("end", {"status": "finished", "error": None}), (replica.port, events[-1])
+        assert [d["step"] for k, d in events if k == "snapshot"] == [0, 2, 4], replica.port
+    answered = httpx.post(f"{proxy.base}/api/attention", json={"model": f"train:{run_id}@4", "text": "the cat"})
+    assert answered.status_code == 200, answered.text
 
 
 @pytest.mark.slow  # the topology fixture starts two servers and nginx

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
-import json
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +27,7 @@ from server.app import create_app
 from server.config import Settings
 from server.routes.train import sse
 from server.trainstore import TrainStore
-from tests.helpers import assert_error, serve_process
+from tests.helpers import Events, assert_error, read_events, serve_process
 
 TINY = {"task": "copy", "layers": 1, "heads": 2, "width": 16, "positions": 8, "batch": 4, "warmup": 0}
 LONG = {**TINY, "steps": 2000, "snapshot_every": 100}  # stopped by the test long before its end
@@ -38,8 +37,6 @@ LIMITS = {
     "train_max_parameters": 200_000,
     "train_max_probe_values": 1024,  # 1 layer x 2 heads x 8^2 = 128 for TINY
 }
-
-Events = list[tuple[str, dict[str, Any]]]
 
 
 @pytest.fixture(scope="module")
@@ -56,22 +53,6 @@ def make_app(data_dir: Path, **overrides: Any) -> TestClient:
 def client(data_dir: Path) -> Iterator[TestClient]:
     with make_app(data_dir) as c:
         yield c
-
-
-def read_events(lines: Iterator[str], until: str = "end", step: int | None = None) -> Events:
-    """Server-sent events from `lines` up to and including the first `until` event (of `step`, for a snapshot)."""
-    out: Events = []
-    kind = None
-    for line in lines:
-        if line.startswith("event: "):
-            kind = line.removeprefix("event: ")
-        elif line.startswith("data: "):
-            assert kind is not None, line
-            data = json.loads(line.removeprefix("data: "))
-            out.append((kind, data))
-            if kind == until and (step is None or data.get("step") == step):
-                return out
-    raise AssertionError(f"the stream closed before its {until} event: {[k for k, _ in out]}")
 
 
 def follow(client: TestClient, run_id: str) -> Events:
