@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import subprocess
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,7 @@ from tests.helpers import Events, assert_error, read_events, serve_process
 
 TINY = {"task": "copy", "layers": 1, "heads": 2, "width": 16, "positions": 8, "batch": 4, "warmup": 0}
 LONG = {**TINY, "steps": 2000, "snapshot_every": 100}  # stopped by the test long before its end
+ENDLESS = {**LONG, "steps": 20_000}  # a server process's run, which never reaches its end in a test
 LIMITS = {
     "train_max_steps": 2000,
     "train_max_tokens_per_step": 4096,
@@ -241,33 +243,47 @@ def test_a_server_stopping_mid_run_marks_it_interrupted_and_keeps_its_snapshots(
         assert served.status_code == 200, served.text
 
 
+def kill_mid_run(base: str, proc: subprocess.Popen[bytes]) -> str:
+    """A run started and followed to its snapshot at step 100, then its server killed outright: its id."""
+    created = httpx.post(f"{base}/api/train", json=ENDLESS, timeout=30)
+    assert created.status_code == 202, created.text
+    run_id = str(created.json()["id"])
+    with httpx.stream("GET", f"{base}/api/train/{run_id}/events", timeout=60) as resp:
+        read_events(resp.iter_lines(), "snapshot", step=100)
+    proc.kill()  # no shutdown: the store still says running
+    proc.wait()
+    return run_id
+
+
+def stop_while_followed(base: str, proc: subprocess.Popen[bytes]) -> tuple[str, Events]:
+    """A run followed by a client when its server gets SIGTERM: its id, and the rest of the client's events."""
+    run_id = str(httpx.post(f"{base}/api/train", json=ENDLESS, timeout=30).json()["id"])
+    with httpx.stream("GET", f"{base}/api/train/{run_id}/events", timeout=60) as resp:
+        lines = resp.iter_lines()
+        read_events(lines, "snapshot", step=0)
+        proc.terminate()
+        rest = read_events(lines)
+    proc.wait(60)
+    return run_id, rest
+
+
 def test_a_server_killed_mid_run_lists_the_run_interrupted_after_restart(tmp_path: Path) -> None:
-    """`attnlab serve` killed outright mid-run: the next one marks the run interrupted with its snapshots. That one,
-    stopped by SIGTERM while a client follows a run, stops the run (interrupted) and ends the client's stream,
-    rather than waiting for the run to end before it exits."""
+    """`attnlab serve` killed outright mid-run: the next one, on the same data directory, marks the run interrupted
+    with its snapshots. That one, stopped by SIGTERM while a client follows a run, stops the run (interrupted) and
+    ends the client's stream, rather than waiting for the run to end before it exits."""
     env = {"ATTNLAB_DATA_DIR": str(tmp_path), "ATTNLAB_CHECK_ANSWERS": "0"}
-    endless = {**LONG, "steps": 20_000}  # never reaches its end in this test
-    with serve_process("textbook", **env) as (base, proc):
-        created = httpx.post(f"{base}/api/train", json=endless, timeout=30)
-        assert created.status_code == 202, created.text
-        killed = created.json()["id"]
-        with httpx.stream("GET", f"{base}/api/train/{killed}/events", timeout=60) as resp:
-            read_events(resp.iter_lines(), "snapshot", step=100)
-        proc.kill()  # no shutdown: the store still says running
-        proc.wait()
-    with serve_process("textbook", **env) as (base, proc):
-        listed = {r["id"]: r for r in httpx.get(f"{base}/api/train", timeout=30).json()["runs"]}
-        assert listed[killed]["status"] == "interrupted", listed[killed]
-        assert listed[killed]["steps"][:2] == [0, 100]
-        assert (tmp_path / "runs" / killed / "step-000100" / "model.safetensors").is_file()
-        stopped = httpx.post(f"{base}/api/train", json=endless, timeout=30).json()["id"]
-        with httpx.stream("GET", f"{base}/api/train/{stopped}/events", timeout=60) as resp:
-            lines = resp.iter_lines()
-            read_events(lines, "snapshot", step=0)
-            proc.terminate()
-            rest = read_events(lines)
-        assert rest[-1] == ("end", {"status": "interrupted", "error": None}), rest[-1]
-        proc.wait(60)
+    killed = ""
+    for life in ("killed", "restarted"):  # one server configuration, started twice on one data directory
+        with serve_process("textbook", **env) as (base, proc):
+            if life == "killed":
+                killed = kill_mid_run(base, proc)
+                continue
+            listed = {r["id"]: r for r in httpx.get(f"{base}/api/train", timeout=30).json()["runs"]}
+            assert listed[killed]["status"] == "interrupted", listed[killed]
+            assert listed[killed]["steps"][:2] == [0, 100]
+            assert (tmp_path / "runs" / killed / "step-000100" / "model.safetensors").is_file()
+            stopped, rest = stop_while_followed(base, proc)
+    assert rest[-1] == ("end", {"status": "interrupted", "error": None}), rest[-1]
     store = TrainStore(f"sqlite:///{tmp_path / 'attnlab.db'}", tmp_path, "a reader")
     assert store.get(stopped).status == "interrupted" and store.get(stopped).steps[0] == 0
     store.close()
