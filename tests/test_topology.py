@@ -25,7 +25,7 @@ import yaml
 
 from bench.load import Request, check
 from server.config import Settings
-from tests.helpers import ROOT, assert_error, free_port, until
+from tests.helpers import ROOT, assert_error, free_port, read_events, until
 from tests.topology import (
     NGINX_CONF,
     UPSTREAM_SERVER,
@@ -65,7 +65,7 @@ def interpolate(value: Any) -> str:
 def test_compose_runs_replicas_of_the_dockerfile_image_behind_the_shipped_nginx_config() -> None:
     compose = yaml.safe_load(COMPOSE.read_text())
     services = compose["services"]
-    assert set(services) == {"attnlab", "nginx"}, set(services)
+    assert set(services) == {"attnlab", "nginx", "postgres"}, set(services)
 
     app = services["attnlab"]
     build = app["build"]
@@ -78,6 +78,23 @@ def test_compose_runs_replicas_of_the_dockerfile_image_behind_the_shipped_nginx_
     assert [str(p) for p in app["expose"]] == ["8000"]
     assert "HEALTHCHECK" in dockerfile and "healthcheck" not in app, "the replicas use the image's healthcheck"
 
+    # the training lab's runs: one PostgreSQL every replica shares, and one volume for the snapshots' files
+    database = services["postgres"]
+    env = {k: interpolate(v) for k, v in app["environment"].items()}
+    url = env["ATTNLAB_DATABASE_URL"]
+    assert url.startswith("postgresql+psycopg://") and "@postgres:5432/" in url, url
+    name, user = database["environment"]["POSTGRES_DB"], database["environment"]["POSTGRES_USER"]
+    assert url.endswith(f"/{name}") and f"//{user}:" in url, (url, database["environment"])
+    password = interpolate(database["environment"]["POSTGRES_PASSWORD"])
+    assert f":{password}@" in url, "the replicas log in with the database's own password"
+    assert app["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert "pg_isready" in database["healthcheck"]["test"]
+    assert "ports" not in database, "the database is reached by the replicas only"
+    data_dir = env["ATTNLAB_DATA_DIR"]
+    assert any(v.split(":")[1] == data_dir for v in app["volumes"]), (data_dir, app["volumes"])
+    assert set(compose["volumes"]) >= {v.split(":")[0] for v in app["volumes"] + database["volumes"]}
+    assert f"install -d -o attnlab -g attnlab {data_dir}" in dockerfile, "the image's user owns the data directory"
+
     proxy = services["nginx"]
     mounts = [v.split(":") for v in proxy["volumes"]]
     assert ["./deploy/nginx.conf", "/etc/nginx/nginx.conf", "ro"] in mounts
@@ -89,6 +106,17 @@ def test_compose_runs_replicas_of_the_dockerfile_image_behind_the_shipped_nginx_
     assert proxy["healthcheck"]["test"][0] in ("CMD", "CMD-SHELL")
     command = proxy["command"]
     assert command[:3] == ["nginx", "-p", "/var/cache/nginx/"] and "daemon off;" in command
+
+
+def test_starting_a_training_run_is_never_sent_twice() -> None:
+    """Every POST but one is a pure computation that nginx may send to a second replica after the first took it;
+    POST /api/train writes a run, so its location lets nginx try another replica only before one received it."""
+    text = NGINX_CONF.read_text()
+    block = re.search(r"location = /api/train \{(.*?)\n        \}", text, re.S)
+    assert block, "a location of its own for POST /api/train"
+    retries = re.search(r"proxy_next_upstream ([^;]*);", block.group(1))
+    assert retries and "non_idempotent" not in retries.group(1), retries
+    assert "non_idempotent" in text, "the other POSTs are still retried on another replica"
 
 
 def test_nginx_body_limit_is_attnlabs() -> None:
@@ -157,6 +185,25 @@ def test_requests_spread_over_both_replicas(topology: tuple[list[Replica], Nginx
     served = [r.requests_served() - b for r, b in zip(pair, before, strict=True)]
     assert sum(served) == 20, served
     assert min(served) >= 5, f"20 requests one at a time should spread over both replicas: {served}"
+
+
+@pytest.mark.slow  # the topology fixture starts two servers and nginx
+def test_a_training_run_is_followed_alike_through_either_replica(topology: tuple[list[Replica], Nginx]) -> None:
+    """Replicas sharing one run store: a run started through nginx trains on one replica; the other follows it
+    from the store and ends with it."""
+    pair, proxy = topology
+    spec = {"task": "copy", "layers": 1, "heads": 2, "width": 16, "positions": 8, "steps": 4, "snapshot_every": 2}
+    started = httpx.post(f"{proxy.base}/api/train", json={**spec, "batch": 2}, timeout=30)
+    assert started.status_code == 202, started.text
+    run_id = started.json()["id"]
+    for replica in pair:
+        url = f"http://127.0.0.1:{replica.port}/api/train/{run_id}/events"
+        with httpx.stream("GET", url, timeout=60) as resp:
+            events = read_events(resp.iter_lines())
+        assert events[-1] == ("end", {"status": "finished", "error": None}), (replica.port, events[-1])
+        assert [d["step"] for k, d in events if k == "snapshot"] == [0, 2, 4], replica.port
+    answered = httpx.post(f"{proxy.base}/api/attention", json={"model": f"train:{run_id}@4", "text": "the cat"})
+    assert answered.status_code == 200, answered.text
 
 
 @pytest.mark.slow  # the topology fixture starts two servers and nginx
