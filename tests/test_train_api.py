@@ -1,0 +1,267 @@
+"""The training lab's routes (server/routes/train.py) on one in-process app: a run started, followed by its
+server-sent events to the end, listed, renamed, cancelled, deleted with its files, exported as a checkpoint that
+the loader opens, and opened as a model (`train:RUN@STEP`) in /api/attention; bad fields and limits refused naming
+them. And one `attnlab serve` process killed mid-run: the next one lists the run interrupted with its snapshots.
+
+Runs are tiny (one or two layers of width 16, a handful of steps), and nothing waits a fixed time: a test reads
+the run's own events until the one it needs."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from engine.models.checkpoint import load_checkpoint
+from server.app import create_app
+from server.config import Settings
+from tests.helpers import assert_error, serve_process
+
+TINY = {"task": "copy", "layers": 1, "heads": 2, "width": 16, "positions": 8, "batch": 4, "warmup": 0}
+LONG = {**TINY, "steps": 2000, "snapshot_every": 100}  # stopped by the test long before its end
+LIMITS = {"train_max_steps": 2000, "train_max_tokens_per_step": 4096, "train_max_parameters": 200_000}
+
+Events = list[tuple[str, dict[str, Any]]]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("train-data")
+
+
+def make_app(data_dir: Path, **overrides: Any) -> TestClient:
+    settings = Settings(device="cpu", models="textbook", allowed_hosts="*", data_dir=data_dir, **LIMITS, **overrides)
+    return TestClient(create_app(settings))
+
+
+@pytest.fixture(scope="module")
+def client(data_dir: Path) -> Iterator[TestClient]:
+    with make_app(data_dir) as c:
+        yield c
+
+
+def read_events(lines: Iterator[str], until: str = "end", step: int | None = None) -> Events:
+    """Server-sent events from `lines` up to and including the first `until` event (of `step`, for a snapshot)."""
+    out: Events = []
+    kind = None
+    for line in lines:
+        if line.startswith("event: "):
+            kind = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            assert kind is not None, line
+            data = json.loads(line.removeprefix("data: "))
+            out.append((kind, data))
+            if kind == until and (step is None or data.get("step") == step):
+                return out
+    raise AssertionError(f"the stream closed before its {until} event: {[k for k, _ in out]}")
+
+
+def follow(client: TestClient, run_id: str) -> Events:
+    with client.stream("GET", f"/api/train/{run_id}/events") as resp:
+        assert resp.status_code == 200 and resp.headers["content-type"].startswith("text/event-stream")
+        return read_events(resp.iter_lines())
+
+
+def start(client: TestClient, **spec: Any) -> str:
+    resp = client.post("/api/train", json={**TINY, **spec})
+    assert resp.status_code == 202, resp.text
+    body = resp.json()
+    assert body["status"] == "queued" and body["events"] == f"/api/train/{body['id']}/events"
+    return str(body["id"])
+
+
+def probe(data: dict[str, Any]) -> np.ndarray:
+    p = data["probe"]
+    assert p["dtype"] == "float16"
+    return np.frombuffer(base64.b64decode(p["data"]), "<f2").reshape(p["shape"]).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def finished(client: TestClient) -> tuple[str, Events]:
+    """One run of 4 steps followed from its start to its end."""
+    run_id = start(client, steps=4, snapshot_every=2, name="copy, followed")
+    return run_id, follow(client, run_id)
+
+
+def test_a_run_streams_every_snapshot_then_its_end(client: TestClient, finished: tuple[str, Events]) -> None:
+    run_id, events = finished
+    kinds = [k for k, _ in events]
+    assert kinds[-1] == "end" and events[-1][1] == {"status": "finished", "error": None}
+    assert [d["status"] for k, d in events if k == "status"][-1] == "running"
+    snapshots = [d for k, d in events if k == "snapshot"]
+    assert [s["step"] for s in snapshots] == [0, 2, 4]
+    for s in snapshots:
+        assert {"loss", "held_out_loss", "entropy", "induction", "grad_norm"} <= set(s["measures"]), s["measures"]
+        weights = probe(s)
+        assert weights.shape == (1, 2, 8, 8) and len(s["probe"]["tokens"]) == 8
+        assert np.allclose(weights.sum(-1), 1.0, atol=1e-2), "each probe row is a softmax"
+        assert np.all(np.triu(weights, 1) == 0), "causal on: no weight on a later position"
+    # the run as kept: its spec, status and every snapshot's measures
+    kept = client.get(f"/api/train/{run_id}").json()
+    assert kept["status"] == "finished" and kept["name"] == "copy, followed" and kept["spec"]["steps"] == 4
+    assert [s["step"] for s in kept["snapshots"]] == [0, 2, 4]
+    assert kept["snapshots"][1]["measures"] == snapshots[1]["measures"]
+    assert kept["snapshots"][2]["model"] == f"train:{run_id}@4"
+    listed = {r["id"]: r for r in client.get("/api/train").json()["runs"]}
+    assert listed[run_id]["status"] == "finished" and listed[run_id]["steps"] == [0, 2, 4]
+    # a client that comes after the end reads the same events from the store
+    again = follow(client, run_id)
+    assert [(k, d.get("step")) for k, d in again if k != "status"] == [
+        (k, d.get("step")) for k, d in events if k != "status"
+    ]
+    assert np.array_equal(probe(again[-2][1]), probe(snapshots[-1]))
+
+
+def test_a_late_client_reads_what_is_stored_then_the_rest_and_cancel_stops_the_run(client: TestClient) -> None:
+    run_id = start(client, **LONG)
+    with client.stream("GET", f"/api/train/{run_id}/events") as first:
+        first_lines = first.iter_lines()
+        early = read_events(first_lines, "snapshot", step=100)
+        with client.stream("GET", f"/api/train/{run_id}/events") as late:
+            late_lines = late.iter_lines()
+            caught_up = read_events(late_lines, "snapshot", step=100)
+            assert [d["step"] for k, d in caught_up if k == "snapshot"] == [0, 100]
+            assert caught_up == early, "a late client reads every event from the first"
+            cancelled = client.post(f"/api/train/{run_id}/cancel", json={})
+            assert cancelled.status_code == 202, cancelled.text
+            rest = read_events(late_lines)
+        assert read_events(first_lines) == rest
+    assert rest[-1] == ("end", {"status": "cancelled", "error": None})
+    kept = client.get(f"/api/train/{run_id}").json()
+    assert kept["status"] == "cancelled"
+    assert 2 <= len(kept["steps"]) < 21 and kept["steps"][-1] < 2000, kept["steps"]
+    again = client.post(f"/api/train/{run_id}/cancel", json={})  # an ended run is left as it is
+    assert again.status_code == 202 and again.json()["status"] == "cancelled"
+
+
+def test_rename_and_delete_with_its_files(client: TestClient, data_dir: Path) -> None:
+    run_id = start(client, steps=2, snapshot_every=1)
+    follow(client, run_id)
+    renamed = client.patch(f"/api/train/{run_id}", json={"name": "a better name"})
+    assert renamed.status_code == 200 and renamed.json()["name"] == "a better name"
+    assert client.get(f"/api/train/{run_id}").json()["name"] == "a better name"
+    files = data_dir / "runs" / run_id
+    assert (files / "step-000002" / "model.safetensors").is_file()
+    assert client.delete(f"/api/train/{run_id}").status_code == 204
+    assert not files.exists()
+    assert run_id not in {r["id"] for r in client.get("/api/train").json()["runs"]}
+    for method, path in [("GET", ""), ("GET", "/events"), ("PATCH", ""), ("DELETE", ""), ("POST", "/cancel")]:
+        body = {"name": "x"} if method == "PATCH" else {} if method == "POST" else None
+        assert_error(client.request(method, f"/api/train/{run_id}{path}", json=body), 404, "run_id", run_id)
+    assert_error(client.post("/api/attention", json={"model": f"train:{run_id}@2", "text": "a"}), 422, "model", run_id)
+
+
+def test_a_snapshot_exports_and_opens_as_a_model(
+    client: TestClient, finished: tuple[str, Events], tmp_path: Path
+) -> None:
+    run_id, _ = finished
+    resp = client.get(f"/api/train/{run_id}/export", params={"step": 2})
+    assert resp.status_code == 200 and resp.headers["content-type"] == "application/zip"
+    zipfile.ZipFile(io.BytesIO(resp.content)).extractall(tmp_path)
+    (folder,) = tmp_path.iterdir()
+    assert folder.name.endswith(f"{run_id}-step2")
+    exported = load_checkpoint("exported", folder, reference=False)
+    assert (exported.info.n_layers, exported.info.n_heads, exported.info.d_model) == (1, 2, 16)
+    # the same snapshot served as a model, opened by the same loader
+    text = "the cat sat on the mat"
+    served = client.post("/api/attention", json={"model": f"train:{run_id}@2", "text": text})
+    assert served.status_code == 200, served.text
+    heads = served.json()["layers"][0]["heads"]
+    weights = np.array([h["weights"] for h in heads])
+    assert weights.shape[0] == 2 and np.allclose(weights.sum(-1), 1.0, atol=1e-5)
+    assert np.all(np.triu(weights, 1) == 0), "trained with the causal mask: opened with it"
+    assert_error(client.get(f"/api/train/{run_id}/export", params={"step": 3}), 404, "step", "0, 2, 4")
+    tarred = client.get(f"/api/train/{run_id}/export", params={"format": "tar"})
+    assert tarred.status_code == 200 and tarred.headers["content-disposition"].endswith('-step4.tar"')
+
+
+def test_a_run_trained_without_the_causal_mask_opens_without_it(client: TestClient) -> None:
+    run_id = start(client, steps=1, snapshot_every=1, causal=False)
+    assert follow(client, run_id)[-1][1]["status"] == "finished"
+    served = client.post("/api/attention", json={"model": f"train:{run_id}@1", "text": "the cat sat on the mat"})
+    assert served.status_code == 200, served.text
+    weights = np.array([h["weights"] for h in served.json()["layers"][0]["heads"]])
+    assert np.all(np.triu(weights, 1).sum(-1)[:, :-1] > 0), "every query but the last reads a later key"
+    masked = client.post(
+        "/api/attention", json={"model": f"train:{run_id}@1", "text": "the cat sat", "masks": {"causal": True}}
+    )
+    assert masked.status_code == 200 and np.all(
+        np.triu([h["weights"] for h in masked.json()["layers"][0]["heads"]], 1) == 0
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"heads": 3}, "heads", ["3 heads", "width 16"]),
+        ({"task": "poetry"}, "task", ["induction"]),
+        ({"layers": "2"}, "layers", ["integer"]),
+        ({"lr": 0}, "lr", ["above 0"]),
+        ({"init": "xavier"}, "init", ["shared"]),
+        ({"positions": 2}, "positions", ["at least 5"]),
+        ({"colour": "red"}, "colour", []),
+        ({"steps": 2**64}, "steps", [str(2**63 - 1)]),
+        # the server's limits, named by their settings
+        ({"steps": 2001}, "steps", ["2,000", "ATTNLAB_TRAIN_MAX_STEPS"]),
+        ({"batch": 1024}, "batch", ["4,096", "ATTNLAB_TRAIN_MAX_TOKENS_PER_STEP"]),
+        ({"width": 512, "heads": 8}, "width", ["200,000", "ATTNLAB_TRAIN_MAX_PARAMETERS"]),
+    ],
+)
+def test_a_bad_field_or_a_limit_is_a_422_naming_it(
+    client: TestClient, change: dict[str, Any], field: str, words: list[str]
+) -> None:
+    before = {r["id"] for r in client.get("/api/train").json()["runs"]}
+    assert_error(client.post("/api/train", json={**TINY, **change}), 422, field, *words)
+    assert {r["id"] for r in client.get("/api/train").json()["runs"]} == before, "nothing was started"
+
+
+def test_runs_at_once_are_bounded_by_the_setting(client: TestClient) -> None:
+    run_id = start(client, **LONG)
+    with client.stream("GET", f"/api/train/{run_id}/events") as resp:
+        lines = resp.iter_lines()
+        read_events(lines, "snapshot", step=0)
+        err = assert_error(client.post("/api/train", json=TINY), 429, None, "ATTNLAB_TRAIN_MAX_RUNS", "limit 1")
+        assert err["code"] == "too_many_runs"
+        client.post(f"/api/train/{run_id}/cancel", json={})
+        read_events(lines)
+    follow(client, start(client, steps=1))  # the slot is free again
+
+
+def test_a_server_stopping_mid_run_marks_it_interrupted_and_keeps_its_snapshots(tmp_path: Path) -> None:
+    with make_app(tmp_path) as first:
+        run_id = start(first, **LONG)
+        with first.stream("GET", f"/api/train/{run_id}/events") as resp:
+            read_events(resp.iter_lines(), "snapshot", step=100)
+    with make_app(tmp_path) as second:
+        kept = second.get(f"/api/train/{run_id}").json()
+        assert kept["status"] == "interrupted" and kept["steps"][:2] == [0, 100], kept
+        events = follow(second, run_id)
+        assert events[-1][1]["status"] == "interrupted"
+        served = second.post("/api/attention", json={"model": f"train:{run_id}@100", "text": "the cat"})
+        assert served.status_code == 200, served.text
+
+
+def test_a_server_killed_mid_run_lists_the_run_interrupted_after_restart(tmp_path: Path) -> None:
+    env = {"ATTNLAB_DATA_DIR": str(tmp_path), "ATTNLAB_TRAIN_MAX_STEPS": "2000", "ATTNLAB_CHECK_ANSWERS": "0"}
+    with serve_process("textbook", **env) as (base, proc):
+        created = httpx.post(f"{base}/api/train", json=LONG, timeout=30)
+        assert created.status_code == 202, created.text
+        run_id = created.json()["id"]
+        with httpx.stream("GET", f"{base}/api/train/{run_id}/events", timeout=60) as resp:
+            read_events(resp.iter_lines(), "snapshot", step=100)
+        proc.kill()  # no shutdown: the store still says running
+        proc.wait()
+    with serve_process("textbook", **env) as (base, _):
+        listed = {r["id"]: r for r in httpx.get(f"{base}/api/train", timeout=30).json()["runs"]}
+        assert listed[run_id]["status"] == "interrupted", listed[run_id]
+        assert listed[run_id]["steps"][:2] == [0, 100]
+        assert (tmp_path / "runs" / run_id / "step-000100" / "model.safetensors").is_file()
