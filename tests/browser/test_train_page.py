@@ -1,0 +1,106 @@
+"""The Train workspace on one page load (/?ws=train): a tiny run started from the knobs streams its snapshots into
+column A (curves of its measures, every head's map of the probe), the scrubber goes back to step 0, the run is
+cancelled and its step opened as the model train:RUN@STEP in Explore; the six ready-made experiments are buttons
+with what to look at, and the kept runs list holds the run. Nothing waits a fixed time: each step waits for what the
+page shows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from playwright.sync_api import Page
+
+from engine.trainlab.experiments import EXPERIMENTS
+from tests.browser.conftest import wait_idle
+
+pytestmark = pytest.mark.browser
+
+# A run small enough to snapshot every few steps on a loaded machine, long enough to be cancelled while it trains.
+TINY = {"layers": "2", "heads": "2", "width": "16", "positions": "8", "batch": "4", "warmup": "0"}
+LONG = {**TINY, "steps": "2000", "snapshot_every": "5"}
+
+COL_A = "[data-testid=train-col-a]"
+
+
+def snapshots(page: Page) -> int:
+    return int(page.locator(COL_A).get_attribute("data-snapshots") or 0)
+
+
+def test_a_run_trains_streams_scrubs_cancels_and_opens_in_explore(open_page: Callable[..., Page]) -> None:
+    page = open_page("?ws=train", wait=False)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # the experiments, one button each, with their titles and what to look at
+    page.wait_for_selector("[data-testid=train-experiments] button")
+    for e in EXPERIMENTS:
+        button = page.locator(f"[data-testid=train-exp-{e.id}]")
+        assert button.inner_text() == e.title
+        card = button.locator("xpath=..").inner_text()
+        assert e.look_at in card and " vs ".join(e.labels) in card
+
+    # a run from the knobs: snapshots arrive one by one while it trains
+    page.locator("#train-task").select_option("copy")
+    for name, value in LONG.items():
+        page.locator(f"#train-{name}").fill(value)
+    page.locator("#train-scale").uncheck()
+    page.locator("[data-testid=train-start]").click()
+    page.wait_for_function(
+        "(sel) => Number(document.querySelector(sel).dataset.snapshots) >= 3", arg=COL_A, timeout=60_000
+    )
+    col = page.locator(COL_A)
+    assert col.get_attribute("data-status") == "running"
+    # every head of both layers drawn by the heads grid's cards, at the last snapshot the column holds
+    heads = col.locator("[data-testid=train-heads-a] [data-testid=head-heatmap]")
+    assert heads.count() == 4
+    shown = int(col.get_attribute("data-step") or -1)
+    assert shown > 0 and shown % 5 == 0
+    # curves of the measures, one line a layer for the heads' scores, the train and held-out losses together
+    curves = col.locator("[data-testid=train-curves-a] figure")
+    keys = [curves.nth(i).get_attribute("data-curve") for i in range(curves.count())]
+    assert keys == [
+        "loss",
+        "lr",
+        "entropy",
+        "previous_token",
+        "induction",
+        "max_abs_score",
+        "softmax_jacobian",
+        "grad_norm",
+    ]
+    loss = col.locator("[data-curve=loss] polyline")
+    assert [loss.nth(i).get_attribute("data-label") for i in range(loss.count())] == ["train", "held out"]
+    assert col.locator("[data-curve=induction] polyline").count() == 2
+
+    # the scrubber back to step 0: the heads redrawn from the first snapshot, and it stays there as more come
+    scrub = col.locator("[data-testid=train-scrub-a]")
+    scrub.fill("0")
+    page.wait_for_function("(sel) => document.querySelector(sel).dataset.step === '0'", arg=COL_A)
+    assert col.locator("[data-testid=train-heads-a]").get_attribute("data-step") == "0"
+    before = snapshots(page)
+    page.wait_for_function(
+        "([sel, n]) => Number(document.querySelector(sel).dataset.snapshots) > n", arg=[COL_A, before]
+    )
+    assert col.get_attribute("data-step") == "0"
+
+    # cancelled: the run ends with its snapshots kept, and its step opens in Explore as a model of the page
+    assert page.locator("[data-testid=train-open-a]").is_disabled()
+    page.locator("[data-testid=train-cancel-a]").click()
+    page.wait_for_function("(sel) => document.querySelector(sel).dataset.status === 'cancelled'", arg=COL_A)
+    run_id = page.locator("[data-testid=train-runs] li").first.get_attribute("data-run")
+    assert page.locator(f"[data-testid=train-runs] li[data-run='{run_id}']").is_visible()
+    scrub.fill("1")
+    page.wait_for_function("(sel) => document.querySelector(sel).dataset.step === '5'", arg=COL_A)
+    page.locator("[data-testid=train-open-a]").click()
+    page.wait_for_function("() => !document.querySelector('[data-workspace=explore]').hidden")
+    model = f"train:{run_id}@5"
+    page.wait_for_function("(m) => document.querySelector('#model-select').value === m", arg=model)
+    # its run drawn: the link names it, the layer menu offers its 2 layers and the heads grid draws a layer's 2 heads
+    page.wait_for_function("(m) => new URLSearchParams(location.search).get('m') === m", arg=model)
+    wait_idle(page)
+    assert page.locator("#model-select").input_value() == model
+    assert page.locator("#layer-select option[value='1']").count() == 1
+    assert page.locator("[data-workspace=explore] [data-testid=head-heatmap]").count() == 2
+    assert page.locator("[data-testid=error-banner]").is_hidden()
+    assert "ws=explore" in page.url or "ws=" not in page.url
+    assert errors == []
