@@ -115,6 +115,27 @@ class Client:
             Path(path).write_text(page, encoding="utf-8")
         return page
 
+    # ---- the training lab ---------------------------------------------------------------------------------------
+
+    def train(self, task: str, **knobs: Any) -> dict[str, Any]:
+        """POST /api/train: start a training run of `task` with TrainSpec's knobs (layers, heads, width, steps...,
+        and `name`); `id`, `status` (queued) and `events`, the run's server-sent events to follow it by. Its
+        snapshots then open as models named "train:ID@STEP"."""
+        return self._call("POST", "/api/train", {"task": task, **knobs})
+
+    def training_runs(self) -> list[dict[str, Any]]:
+        """GET /api/train: every run kept, newest first (id, name, status, spec, steps)."""
+        runs: list[dict[str, Any]] = self._call("GET", "/api/train")["runs"]
+        return runs
+
+    def training_run(self, run_id: str) -> dict[str, Any]:
+        """GET /api/train/{id}: the run's spec, status and every snapshot's `measures` so far."""
+        return self._call("GET", f"/api/train/{run_id}")
+
+    def cancel_training(self, run_id: str) -> dict[str, Any]:
+        """POST /api/train/{id}/cancel: stop the run at its next step (kept as cancelled, with its snapshots)."""
+        return self._call("POST", f"/api/train/{run_id}/cancel", {})
+
     # ---- the declared analyses ----------------------------------------------------------------------------------
 
     def analyses(self) -> dict[str, dict[str, Any]]:

@@ -6,6 +6,8 @@ import argparse
 import ctypes
 import logging
 import sys
+from types import FrameType
+from typing import TYPE_CHECKING
 
 import uvicorn
 from pydantic import ValidationError
@@ -14,6 +16,9 @@ from server.config import Settings
 from server.hosts import start_line
 from server.observability import json_logging
 from server.transport import connection_options
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 
@@ -76,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     # one line: where it listens, the names it answers (its own addresses too when bound for a class), the setting
     logging.getLogger("attnlab").info(start_line(app.state.allowed_hosts, settings.host, settings.port))
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -84,6 +89,24 @@ def main(argv: list[str] | None = None) -> None:
         access_log=False,
         **connection_options(settings, app.state.load),
     )
+    Serving(config, app).run()
+
+
+class Serving(uvicorn.Server):
+    """uvicorn's server, whose first stop signal also stops the training runs: uvicorn waits for every open
+    connection to close before the app's shutdown, and a client following a run's events (GET
+    /api/train/{id}/events) holds its connection until the run ends. Each run stops at its next step, is marked
+    interrupted with its snapshots kept, and its followers' streams end with that."""
+
+    def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
+        super().__init__(config)
+        self.app = app
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        trainer = getattr(self.app.state, "trainer", None)  # none before the lifespan has started
+        if not self.should_exit and trainer is not None:
+            trainer.stop_all()
+        super().handle_exit(sig, frame)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,8 @@ class Settings(BaseSettings):
     train_max_steps: int = Field(20_000, ge=1)  # optimiser steps of one run
     train_max_tokens_per_step: int = Field(16_384, ge=1)  # batch x positions
     train_max_snapshots: int = Field(401, ge=1)  # snapshots one run keeps (steps // snapshot_every + 1)
+    # one snapshot's probe weights (layers x heads x positions^2), sent in every snapshot event: 4 MB in float32
+    train_max_probe_values: int = Field(1_048_576, ge=1)
     # runs training at once, each holding one compute slot for its whole run: at most ATTNLAB_MAX_CONCURRENT - 1,
     # so a slot stays free for every other request (a server with one slot trains nothing)
     train_max_runs: int = Field(1, ge=0)

@@ -39,8 +39,12 @@ from server.trainstore import RunNotFound, RunRecord, TrainStore
 
 log = logging.getLogger("attnlab")
 
-Event = tuple[str, dict[str, Any]]  # (kind, data): "status", "snapshot" or "end"
+Event = tuple[str, dict[str, Any]]  # (kind, data): "status", "snapshot" or "end"; "" for a keep-alive (no event)
 POLL_S = 1.0  # how often a run trained by another replica is read again from the shared store
+# a stream with no event for this long gets a comment line, so that a proxy between (nginx's proxy_read_timeout
+# is 60 s) does not close a run's stream while a slow run makes its next snapshot
+IDLE_S = 15.0
+IDLE: Event = ("", {})
 SHUTDOWN_WAIT_S = 30.0  # how long a server stopping waits for its runs to stop (each stops at its next step)
 
 
@@ -50,6 +54,7 @@ def limits_of(settings: Settings) -> TrainLimits:
         max_steps=settings.train_max_steps,
         max_tokens_per_step=settings.train_max_tokens_per_step,
         max_snapshots=settings.train_max_snapshots,
+        max_probe_values=settings.train_max_probe_values,
     )
 
 
@@ -59,6 +64,7 @@ LIMIT_SETTINGS = {
     "(max_steps)": "(ATTNLAB_TRAIN_MAX_STEPS)",
     "(max_tokens_per_step)": "(ATTNLAB_TRAIN_MAX_TOKENS_PER_STEP)",
     "(max_snapshots)": "(ATTNLAB_TRAIN_MAX_SNAPSHOTS)",
+    "(max_probe_values)": "(ATTNLAB_TRAIN_MAX_PROBE_VALUES)",
 }
 
 
@@ -147,7 +153,10 @@ class LiveRun:
                     yield event
                 if closed:
                     return
-                await wake.wait()
+                try:
+                    await asyncio.wait_for(wake.wait(), IDLE_S)
+                except TimeoutError:
+                    yield IDLE
         finally:
             with self._lock:
                 self._followers.discard(key)
@@ -245,6 +254,15 @@ class Trainer:
         live.stop.set()
         return live.future
 
+    def stop_all(self) -> None:
+        """Every run asked to stop at its next step, to be marked interrupted; returns at once (any thread: a stop
+        signal's handler). Its followers' streams end with its end event."""
+        with self._lock:
+            lives = list(self.live.values())
+        for live in lives:
+            live.interrupted = True
+            live.stop.set()
+
     def shutdown(self) -> None:
         """Every run stopped at its next step and marked interrupted (its snapshots kept); one still queued is
         withdrawn. Waits at most SHUTDOWN_WAIT_S for the threads."""
@@ -268,6 +286,7 @@ async def stored_events(store: TrainStore, run_id: str) -> AsyncIterator[Event]:
     record = await asyncio.to_thread(store.get, run_id)
     yield "status", {"status": record.status}
     sent: set[int] = set()
+    polls = 0
     while True:
         for snap in record.snapshots:
             if snap.step not in sent:
@@ -278,6 +297,9 @@ async def stored_events(store: TrainStore, run_id: str) -> AsyncIterator[Event]:
             yield "end", end_data(record)
             return
         await asyncio.sleep(POLL_S)
+        polls += 1
+        if polls % round(IDLE_S / POLL_S) == 0:
+            yield IDLE
         try:
             record = await asyncio.to_thread(store.get, run_id)
         except RunNotFound:

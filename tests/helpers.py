@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -270,3 +271,23 @@ def script_body(body: dict[str, Any]) -> dict[str, Any]:
     """The page's /api/attention body as a script sends it: without `first_layer`, which orders the layers of the
     streamed form the page reads and is a 422 in any other form."""
     return {k: v for k, v in body.items() if k != "first_layer"}
+
+
+# a training run's server-sent events (GET /api/train/{id}/events), each (kind, data)
+Events = list[tuple[str, dict[str, Any]]]
+
+
+def read_events(lines: Iterator[str], last: str = "end", step: int | None = None) -> Events:
+    """Server-sent events from `lines` up to and including the first `last` event (of `step`, for a snapshot)."""
+    out: Events = []
+    kind = None
+    for line in lines:
+        if line.startswith("event: "):
+            kind = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            assert kind is not None, line
+            data = json.loads(line.removeprefix("data: "))
+            out.append((kind, data))
+            if kind == last and (step is None or data.get("step") == step):
+                return out
+    raise AssertionError(f"the stream closed before its {last} event: {[k for k, _ in out]}")

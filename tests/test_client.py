@@ -21,7 +21,7 @@ from attnlab.arrays import read_arrays
 from attnlab.local import loaded_models
 from server.forms import ArraysResponse
 from tests.fixtures import SERVERS
-from tests.helpers import ROOT, free_port
+from tests.helpers import ROOT, free_port, until
 
 MAX_TOKENS = int(SERVERS["full_length"].env["ATTNLAB_MAX_TOKENS"])  # the shared server's token limit
 INDUCTION = "red ball king river red ball king river"
@@ -250,7 +250,12 @@ def test_client_has_a_method_for_every_endpoint(api: attnlab.Client, base: str) 
     """Every POST route of the API's own schema is a client method, named as GET /api/analyses says, and dir()
     lists it."""
     spec = httpx.get(f"{base}/openapi.json").json()
-    posts = sorted(p for p, ops in spec["paths"].items() if "post" in ops and p.startswith("/api/"))
+    # the training lab's runs are a resource, not an analysis: their POSTs are methods of their own
+    training = {"/api/train": "train", "/api/train/{run_id}/cancel": "cancel_training"}
+    assert all(callable(getattr(api, name, None)) for name in training.values())
+    posts = sorted(
+        p for p, ops in spec["paths"].items() if "post" in ops and p.startswith("/api/") and p not in training
+    )
     assert len(posts) >= 10, posts
     declared = {a["path"]: a["client"] for a in httpx.get(f"{base}/api/analyses").json()["analyses"]}
     assert sorted(declared) == posts
@@ -490,3 +495,16 @@ def test_run_refuses_an_unknown_model_naming_the_known_ones() -> None:
         attnlab.run("nope", text="a")
     assert (caught.value.status, caught.value.code, caught.value.field) == (422, "unknown_model", "model")
     assert "random" in caught.value.message and "induction" in caught.value.message
+
+
+def test_client_starts_follows_and_cancels_a_training_run(api: attnlab.Client) -> None:
+    started = api.train("copy", layers=1, heads=2, width=16, positions=8, batch=2, steps=20_000, snapshot_every=10_000)
+    assert started["status"] == "queued" and started["events"].endswith("/events")
+    assert api.cancel_training(started["id"])["id"] == started["id"]
+    assert started["id"] in {r["id"] for r in api.training_runs()}
+    assert api.training_run(started["id"])["spec"]["task"] == "copy"
+    # ended before the next test: the server trains one run at a time
+    until(lambda: api.training_run(started["id"])["status"] == "cancelled", "the run cancelled")
+    with pytest.raises(attnlab.ApiError) as refused:
+        api.train("copy", heads=3, width=16)
+    assert refused.value.field == "heads"

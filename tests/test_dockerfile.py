@@ -74,6 +74,7 @@ def test_entry_command_serves_and_the_healthcheck_passes() -> None:
     port = free_port()
     env = {**os.environ, **image_env(), "ATTNLAB_PORT": str(port), "ATTNLAB_MODELS": "textbook"}
     env["ATTNLAB_HOST"] = "127.0.0.1"  # the image binds 0.0.0.0; here only loopback is ours to use
+    env["ATTNLAB_DATA_DIR"] = os.environ["ATTNLAB_DATA_DIR"]  # the image's own is a directory inside it
     argv = json.loads(instruction("CMD"))
     exe = shutil.which(argv[0], path=str(ROOT / ".venv" / "bin")) or str(ROOT / ".venv" / "bin" / argv[0])
     health = healthcheck_command()

@@ -25,7 +25,7 @@ import yaml
 
 from bench.load import Request, check
 from server.config import Settings
-from tests.helpers import ROOT, assert_error, free_port, until
+from tests.helpers import ROOT, assert_error, free_port, read_events, until
 from tests.topology import (
     NGINX_CONF,
     UPSTREAM_SERVER,
@@ -108,6 +108,17 @@ def test_compose_runs_replicas_of_the_dockerfile_image_behind_the_shipped_nginx_
     assert command[:3] == ["nginx", "-p", "/var/cache/nginx/"] and "daemon off;" in command
 
 
+def test_starting_a_training_run_is_never_sent_twice() -> None:
+    """Every POST but one is a pure computation that nginx may send to a second replica after the first took it;
+    POST /api/train writes a run, so its location lets nginx try another replica only before one received it."""
+    text = NGINX_CONF.read_text()
+    block = re.search(r"location = /api/train \{(.*?)\n        \}", text, re.S)
+    assert block, "a location of its own for POST /api/train"
+    retries = re.search(r"proxy_next_upstream ([^;]*);", block.group(1))
+    assert retries and "non_idempotent" not in retries.group(1), retries
+    assert "non_idempotent" in text, "the other POSTs are still retried on another replica"
+
+
 def test_nginx_body_limit_is_attnlabs() -> None:
     text = NGINX_CONF.read_text()
     size = re.search(r"client_max_body_size (\d+)m;", text)
@@ -174,6 +185,25 @@ def test_requests_spread_over_both_replicas(topology: tuple[list[Replica], Nginx
     served = [r.requests_served() - b for r, b in zip(pair, before, strict=True)]
     assert sum(served) == 20, served
     assert min(served) >= 5, f"20 requests one at a time should spread over both replicas: {served}"
+
+
+@pytest.mark.slow  # the topology fixture starts two servers and nginx
+def test_a_training_run_is_followed_alike_through_either_replica(topology: tuple[list[Replica], Nginx]) -> None:
+    """Replicas sharing one run store: a run started through nginx trains on one replica; the other follows it
+    from the store and ends with it."""
+    pair, proxy = topology
+    spec = {"task": "copy", "layers": 1, "heads": 2, "width": 16, "positions": 8, "steps": 4, "snapshot_every": 2}
+    started = httpx.post(f"{proxy.base}/api/train", json={**spec, "batch": 2}, timeout=30)
+    assert started.status_code == 202, started.text
+    run_id = started.json()["id"]
+    for replica in pair:
+        url = f"http://127.0.0.1:{replica.port}/api/train/{run_id}/events"
+        with httpx.stream("GET", url, timeout=60) as resp:
+            events = read_events(resp.iter_lines())
+        assert events[-1] == ("end", {"status": "finished", "error": None}), (replica.port, events[-1])
+        assert [d["step"] for k, d in events if k == "snapshot"] == [0, 2, 4], replica.port
+    answered = httpx.post(f"{proxy.base}/api/attention", json={"model": f"train:{run_id}@4", "text": "the cat"})
+    assert answered.status_code == 200, answered.text
 
 
 @pytest.mark.slow  # the topology fixture starts two servers and nginx

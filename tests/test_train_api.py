@@ -8,9 +8,10 @@ the run's own events until the one it needs."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
-import json
+import subprocess
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,15 +23,22 @@ import pytest
 from fastapi.testclient import TestClient
 
 from engine.models.checkpoint import load_checkpoint
+from server import training
 from server.app import create_app
 from server.config import Settings
-from tests.helpers import assert_error, serve_process
+from server.routes.train import sse
+from server.trainstore import TrainStore
+from tests.helpers import Events, assert_error, read_events, serve_process
 
 TINY = {"task": "copy", "layers": 1, "heads": 2, "width": 16, "positions": 8, "batch": 4, "warmup": 0}
 LONG = {**TINY, "steps": 2000, "snapshot_every": 100}  # stopped by the test long before its end
-LIMITS = {"train_max_steps": 2000, "train_max_tokens_per_step": 4096, "train_max_parameters": 200_000}
-
-Events = list[tuple[str, dict[str, Any]]]
+ENDLESS = {**LONG, "steps": 20_000}  # a server process's run, which never reaches its end in a test
+LIMITS = {
+    "train_max_steps": 2000,
+    "train_max_tokens_per_step": 4096,
+    "train_max_parameters": 200_000,
+    "train_max_probe_values": 1024,  # 1 layer x 2 heads x 8^2 = 128 for TINY
+}
 
 
 @pytest.fixture(scope="module")
@@ -47,22 +55,6 @@ def make_app(data_dir: Path, **overrides: Any) -> TestClient:
 def client(data_dir: Path) -> Iterator[TestClient]:
     with make_app(data_dir) as c:
         yield c
-
-
-def read_events(lines: Iterator[str], until: str = "end", step: int | None = None) -> Events:
-    """Server-sent events from `lines` up to and including the first `until` event (of `step`, for a snapshot)."""
-    out: Events = []
-    kind = None
-    for line in lines:
-        if line.startswith("event: "):
-            kind = line.removeprefix("event: ")
-        elif line.startswith("data: "):
-            assert kind is not None, line
-            data = json.loads(line.removeprefix("data: "))
-            out.append((kind, data))
-            if kind == until and (step is None or data.get("step") == step):
-                return out
-    raise AssertionError(f"the stream closed before its {until} event: {[k for k, _ in out]}")
 
 
 def follow(client: TestClient, run_id: str) -> Events:
@@ -214,6 +206,7 @@ def test_a_run_trained_without_the_causal_mask_opens_without_it(client: TestClie
         ({"steps": 2001}, "steps", ["2,000", "ATTNLAB_TRAIN_MAX_STEPS"]),
         ({"batch": 1024}, "batch", ["4,096", "ATTNLAB_TRAIN_MAX_TOKENS_PER_STEP"]),
         ({"width": 512, "heads": 8}, "width", ["200,000", "ATTNLAB_TRAIN_MAX_PARAMETERS"]),
+        ({"positions": 256, "batch": 1, "heads": 16}, "positions", ["1,024", "ATTNLAB_TRAIN_MAX_PROBE_VALUES"]),
     ],
 )
 def test_a_bad_field_or_a_limit_is_a_422_naming_it(
@@ -250,18 +243,82 @@ def test_a_server_stopping_mid_run_marks_it_interrupted_and_keeps_its_snapshots(
         assert served.status_code == 200, served.text
 
 
+def kill_mid_run(base: str, proc: subprocess.Popen[bytes]) -> str:
+    """A run started and followed to its snapshot at step 100, then its server killed outright: its id."""
+    created = httpx.post(f"{base}/api/train", json=ENDLESS, timeout=30)
+    assert created.status_code == 202, created.text
+    run_id = str(created.json()["id"])
+    with httpx.stream("GET", f"{base}/api/train/{run_id}/events", timeout=60) as resp:
+        read_events(resp.iter_lines(), "snapshot", step=100)
+    proc.kill()  # no shutdown: the store still says running
+    proc.wait()
+    return run_id
+
+
+def stop_while_followed(base: str, proc: subprocess.Popen[bytes]) -> tuple[str, Events]:
+    """A run followed by a client when its server gets SIGTERM: its id, and the rest of the client's events."""
+    run_id = str(httpx.post(f"{base}/api/train", json=ENDLESS, timeout=30).json()["id"])
+    with httpx.stream("GET", f"{base}/api/train/{run_id}/events", timeout=60) as resp:
+        lines = resp.iter_lines()
+        read_events(lines, "snapshot", step=0)
+        proc.terminate()
+        rest = read_events(lines)
+    proc.wait(60)
+    return run_id, rest
+
+
 def test_a_server_killed_mid_run_lists_the_run_interrupted_after_restart(tmp_path: Path) -> None:
-    env = {"ATTNLAB_DATA_DIR": str(tmp_path), "ATTNLAB_TRAIN_MAX_STEPS": "2000", "ATTNLAB_CHECK_ANSWERS": "0"}
-    with serve_process("textbook", **env) as (base, proc):
-        created = httpx.post(f"{base}/api/train", json=LONG, timeout=30)
-        assert created.status_code == 202, created.text
-        run_id = created.json()["id"]
-        with httpx.stream("GET", f"{base}/api/train/{run_id}/events", timeout=60) as resp:
-            read_events(resp.iter_lines(), "snapshot", step=100)
-        proc.kill()  # no shutdown: the store still says running
-        proc.wait()
-    with serve_process("textbook", **env) as (base, _):
-        listed = {r["id"]: r for r in httpx.get(f"{base}/api/train", timeout=30).json()["runs"]}
-        assert listed[run_id]["status"] == "interrupted", listed[run_id]
-        assert listed[run_id]["steps"][:2] == [0, 100]
-        assert (tmp_path / "runs" / run_id / "step-000100" / "model.safetensors").is_file()
+    """`attnlab serve` killed outright mid-run: the next one, on the same data directory, marks the run interrupted
+    with its snapshots. That one, stopped by SIGTERM while a client follows a run, stops the run (interrupted) and
+    ends the client's stream, rather than waiting for the run to end before it exits."""
+    env = {"ATTNLAB_DATA_DIR": str(tmp_path), "ATTNLAB_CHECK_ANSWERS": "0"}
+    killed = ""
+    for life in ("killed", "restarted"):  # one server configuration, started twice on one data directory
+        with serve_process("textbook", **env) as (base, proc):
+            if life == "killed":
+                killed = kill_mid_run(base, proc)
+                continue
+            listed = {r["id"]: r for r in httpx.get(f"{base}/api/train", timeout=30).json()["runs"]}
+            assert listed[killed]["status"] == "interrupted", listed[killed]
+            assert listed[killed]["steps"][:2] == [0, 100]
+            assert (tmp_path / "runs" / killed / "step-000100" / "model.safetensors").is_file()
+            stopped, rest = stop_while_followed(base, proc)
+    assert rest[-1] == ("end", {"status": "interrupted", "error": None}), rest[-1]
+    store = TrainStore(f"sqlite:///{tmp_path / 'attnlab.db'}", tmp_path, "a reader")
+    assert store.get(stopped).status == "interrupted" and store.get(stopped).steps[0] == 0
+    store.close()
+
+
+def test_a_quiet_stream_gets_keep_alives_until_the_next_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run slow to its next snapshot still sends something (a comment line), so a proxy keeps its stream open."""
+    monkeypatch.setattr(training, "IDLE_S", 0.01)
+    live = training.LiveRun("0123456789ab")
+    live.publish("status", {"status": "running"})
+
+    async def read() -> Events:
+        got: Events = []
+        async for event in live.follow():
+            got.append(event)
+            if event == training.IDLE and len(got) == 3:  # quiet twice: then the run ends
+                live.publish("end", {"status": "finished", "error": None}, close=True)
+        return got
+
+    got = asyncio.run(read())
+    assert got == [("status", {"status": "running"}), training.IDLE, training.IDLE, ("end", got[-1][1])]
+    assert sse(*training.IDLE) == b": still training\n\n"
+
+
+def test_a_run_that_fails_is_kept_failed_with_why_and_the_server_goes_on(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(spec: Any, *, on_snapshot: Any, should_stop: Any, limits: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(training, "train", broken)
+    run_id = start(client, steps=2)
+    end = follow(client, run_id)[-1]
+    assert end[0] == "end" and end[1]["status"] == "failed" and "No space left" in end[1]["error"]
+    kept = client.get(f"/api/train/{run_id}").json()
+    assert kept["status"] == "failed" and "No space left" in kept["error"]
+    monkeypatch.undo()
+    assert follow(client, start(client, steps=1))[-1][1]["status"] == "finished", "the slot was given back"

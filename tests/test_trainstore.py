@@ -98,6 +98,9 @@ def test_a_run_keeps_its_spec_status_and_snapshots(make_store: MakeStore) -> Non
     first = write_snapshot(store, run.id, 0, 2.5)
     write_snapshot(store, run.id, 25, 1.25)
     store.add_snapshot(run.id, 50, {"loss": math.nan, "grad_norm": {"embed": math.inf}}, first.parent / "x")
+    assert not store.stop_requested(run.id)
+    store.request_stop(run.id)  # a cancel asked through another replica, read by the one training it
+    assert store.stop_requested(run.id) and make_store("another replica").stop_requested(run.id)
     store.finish(run.id, "finished")
     kept = store.get(run.id)
     assert kept.status == "finished" and kept.error is None

@@ -6,7 +6,7 @@ snapshots' measures in step order (runs[i] for specs[i]) and returns (held, figu
 the number it read, so a page or a test can say "held: 0.93 >= 0.5".
 
     induction-head   the induction head forms in 2 layers and not in 1 (Olsson et al.'s phase change)
-    no-scale         without 1/sqrt(d_k) the softmax starts saturated: entropy near 0, its Jacobian near 0
+    no-scale         without 1/sqrt(d_k) the softmax starts concentrated (entropy near 0) and its Jacobian shrinks
     no-warmup        a high learning rate without warm-up: the entropy collapses early and the loss spikes
     shared-heads     heads that share their projections stay identical; independent heads part
     one-vs-four      one head against four at the same width
@@ -131,8 +131,9 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         labels=("scaled", "unscaled"),
         measure="entropy",
         look_at=(
-            "At step 0 the unscaled heads are already nearly one-hot: entropy near 0, the largest |score| several "
-            "times the scaled run's, and the softmax's Jacobian near 0, so little gradient gets through to Q and K."
+            "At step 0 the unscaled heads' rows already sit on one or two keys: mean entropy about a quarter of the "
+            "scaled run's, the largest |score| about six times as large. Without the scale the scores keep growing "
+            "as it trains and the softmax's Jacobian falls below the scaled run's: less gradient reaches Q and K."
         ),
         claim="at step 0 the unscaled run's mean entropy is under half of the scaled run's",
         check=saturated_at_start,
@@ -164,7 +165,7 @@ EXPERIMENTS: tuple[Experiment, ...] = (
         measure="similarity",
         look_at=(
             "With one set of W_Q, W_K and W_V for every head of a layer, the heads compute one pattern: their "
-            "similarity is 1.0 at every step. Independent heads start different and specialise."
+            "similarity is 1.0 at every step. Independent heads differ from the start and stay apart."
         ),
         claim="the shared run's heads keep similarity 1.0 while the independent run's fall below 0.9",
         check=shared_stay_identical,

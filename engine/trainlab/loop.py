@@ -12,13 +12,17 @@
 
 The last step draws one batch more than it updates on, so that its snapshot's gradient and loss are read at the
 weights it holds, as every other snapshot's are. Torch's deterministic kernels are on for the run (and restored
-after): same spec, same torch, same machine: the same measures, bit for bit. Nothing global is seeded.
+after the last run of the process ends): same spec, same torch, same machine: the same measures, bit for bit.
+Nothing global is seeded. Torch's threads are the caller's: these models are small enough that one thread is
+the fastest (bench/train.py; on two busy cores a second thread made a step many times slower).
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -80,12 +84,30 @@ def train(
 ) -> TrainResult:
     """Run `spec` (see the module's docstring); TrainSpecError before anything is allocated."""
     check_spec(spec, limits or TrainLimits())
-    was_deterministic = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic():
         return run(spec, on_snapshot, should_stop)
+
+
+_lock = threading.Lock()
+_running = [0, False]  # runs under way in this process, and the deterministic setting before the first began
+
+
+@contextlib.contextmanager
+def deterministic() -> Iterator[None]:
+    """Torch's deterministic kernels on while any run of this process is under way; the setting found before the
+    first run began is put back when the last one ends (a run ending never turns them off under another)."""
+    with _lock:
+        if _running[0] == 0:
+            _running[1] = torch.are_deterministic_algorithms_enabled()
+            torch.use_deterministic_algorithms(True)
+        _running[0] += 1
+    try:
+        yield
     finally:
-        torch.use_deterministic_algorithms(was_deterministic)
+        with _lock:
+            _running[0] -= 1
+            if _running[0] == 0:
+                torch.use_deterministic_algorithms(bool(_running[1]))
 
 
 def run(spec: TrainSpec, on_snapshot: Callable[[Snapshot], None], should_stop: Callable[[], bool]) -> TrainResult:

@@ -7,7 +7,8 @@ Per head, from the probe's weights W (H, T, T) and scores before the softmax (th
     induction         heads.py induction_score on a random segment of L words twice: mean of W[q, q - L + 1]
     bracket           engine/analysis/brackets.py bracket_match_score: closing bracket -> its opening one
                       (None for a task without brackets)
-    similarity        within a layer, the cosine similarity of two heads' whole patterns, flattened   [L][H][H]
+    similarity        within a layer, engine/stats.py head_similarity: the cosine similarity of two heads' whole
+                      patterns, flattened                                                          [L][H][H]
     max_abs_score     the largest |score| before the softmax, over the cells the mask leaves
     softmax_jacobian  the Frobenius norm of the softmax's Jacobian diag(p) - p p^T, mean over the probe's rows:
                       ||J||^2 = sum p^2 - 2 sum p^3 + (sum p^2)^2; 0 for a one-hot row (no gradient gets
@@ -34,6 +35,7 @@ from torch import Tensor
 
 from engine.analysis.brackets import bracket_match_score
 from engine.analysis.heads import induction_score, mean_entropy, previous_token_score
+from engine.stats import head_similarity
 from engine.trainlab.model import Record, TrainModel, mean_loss, next_token_losses, parameter_groups
 from engine.trainlab.tasks import Batch, Probe
 
@@ -46,9 +48,8 @@ def per_head(values: Tensor | None, heads: int) -> list[float | None]:
 
 
 def similarity(weights: Tensor) -> list[list[float]]:
-    """(H, T, T) -> [H][H]: cosine similarity of the heads' flattened patterns."""
-    flat = F.normalize(weights.reshape(weights.shape[0], -1), dim=-1)
-    return (flat @ flat.T).clamp(-1.0, 1.0).tolist()
+    """(H, T, T) -> [H][H]: engine/stats.py head_similarity, the cosine similarity of the heads' flattened patterns."""
+    return head_similarity(weights).clamp(-1.0, 1.0).tolist()
 
 
 def max_abs_score(scores: Tensor, eligible: Tensor | None) -> list[float]:

@@ -6,6 +6,8 @@
                          causal, task, mlp, init, step and seed (causal false: open it with the causal mask off)
     model.safetensors    GPT2LMHeadModel's tensor names (model.gpt2_state)
     tokenizer.json       the task's tokenizer (tasks.tokenizer_json)
+    attnlab.json         the model's card: the run's spec, the step, its held-out loss, and the probe as the text a
+                         view opens it on (default_text)
     probe.safetensors    "weights": the probe's attention weights [layers, heads, T, T]; its metadata the tokens
     measures.json        the measures, as handed to the run's callback
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +51,28 @@ class Snapshot:
     def config(self) -> dict[str, Any]:
         return gpt2_config(self.spec, vocab_size(self.spec.task), self.step)
 
+    def card(self) -> dict[str, Any]:
+        """attnlab.json: what the run was, and the probe as text. The text task's tokenizer puts <|endoftext|> first
+        and a window cut from a file may split differently when read again, so its text leaves two pieces off."""
+        if self.spec.task == "text":
+            text = "".join(self.probe_tokens[: max(1, len(self.probe_tokens) - 2)])
+        else:
+            text = " ".join(self.probe_tokens)
+        return {
+            "trained_by": "attnlab's training lab",
+            "spec": asdict(self.spec),
+            "step": self.step,
+            "held_out_loss": self.measures.get("held_out_loss"),
+            "default_text": text,
+        }
+
     def write(self, directory: Path) -> None:
         """The checkpoint directory (see the module's docstring); `directory` is made if missing."""
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "config.json").write_text(json.dumps(self.config(), indent=2), encoding="utf-8")
         save_file(self.state, str(directory / "model.safetensors"), metadata={"format": "pt"})
         (directory / "tokenizer.json").write_text(tokenizer_json(self.spec.task), encoding="utf-8")
+        (directory / "attnlab.json").write_text(json.dumps(self.card(), allow_nan=False, indent=2), encoding="utf-8")
         probe_meta = {"tokens": json.dumps(self.probe_tokens), "step": str(self.step)}
         save_file({"weights": self.weights.contiguous()}, str(directory / "probe.safetensors"), metadata=probe_meta)
         (directory / "measures.json").write_text(json.dumps(self.measures, allow_nan=False), encoding="utf-8")

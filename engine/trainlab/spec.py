@@ -53,6 +53,7 @@ class TrainLimits:
     max_layers: int = 12
     max_heads: int = 64
     max_positions: int = 1_024
+    max_probe_values: int = 1_048_576  # layers x heads x positions^2: one snapshot's probe weights (4 MB in float32)
 
 
 class TrainSpecError(ValueError):
@@ -143,6 +144,13 @@ def check_spec(spec: TrainSpec, limits: TrainLimits = TrainLimits()) -> None:
             "snapshot_every",
             f"got {spec.snapshot_every} for {spec.steps} steps, {snapshots:,} snapshots: this server's limit is "
             f"{limits.max_snapshots:,} (max_snapshots): snapshot less often",
+        )
+    probe = spec.layers * spec.heads * spec.positions**2
+    if probe > limits.max_probe_values:
+        raise TrainSpecError(
+            "positions",
+            f"{spec.layers} layers x {spec.heads} heads x {spec.positions}^2 positions make {probe:,} probe weights a "
+            f"snapshot: this server's limit is {limits.max_probe_values:,} (max_probe_values)",
         )
     n = parameter_count(spec)
     if n > limits.max_parameters:

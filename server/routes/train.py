@@ -118,6 +118,8 @@ def get_run(run_id: RunId, trainer: TrainerDep) -> RunDetail:
 
 
 def sse(kind: str, data: dict[str, Any]) -> bytes:
+    if not kind:  # a keep-alive: a comment line, which an EventSource ignores
+        return b": still training\n\n"
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 
