@@ -143,6 +143,57 @@ GENERIC = ["state.js", "actions.js", "store.js", "requests.js", "controls.js"]
 FEATURE_NAMES = {
     "bugs.js": ["bug", "BUGS", "bugSet", "demo_bug"],
     "scoring.js": ["allMasked", "all_masked", "allMaskedSet", "scale", "scaleSet"],
+    "headfilters.js": [
+        "hsort",
+        "hdir",
+        "hfind",
+        "hscore",
+        "hmin",
+        "hablate",
+        "habl",
+        "hbase",
+        "hlens",
+        "hseed",
+        "HEAD_SORTS",
+        "headFilterSet",
+        "headSorted",
+        "parseLengths",
+    ],
+    "interventionsettings.js": [
+        "ablMode",
+        "abl",
+        "ABLATE_MODES",
+        "parseAblations",
+        "parseEdits",
+        "ablationToggled",
+        "ablationDropped",
+        "ablModeSet",
+        "editAdded",
+        "editDropped",
+        "interventionsCleared",
+        "toggleAblation",
+        "addEdit",
+    ],
+    "claimsettings.js": [
+        "perturbOn",
+        "perturbSet",
+        "parsePerturb",
+        "CHANGE_KINDS",
+        "PERTURB_SIDES",
+        "pert",
+        "pitem",
+        "pside",
+    ],
+    "decode.js": [
+        "decodeOn",
+        "decodeStep",
+        "decodeGen",
+        "decodeSet",
+        "decodeStepSet",
+        "decodeGenSet",
+        "playSet",
+        "playing",
+    ],
     "palette.js": ["palette", "PALETTE_NAMES", "paletteSet", "scoreScale", "SCORE_SCALES", "scoreScaleSet", "sscale"],
     "sinks.js": ["sinks", "renorm", "sinksSet", "parseSinks"],
     "dtype.js": ["dtype", "dtypeSet", "DTYPES"],
@@ -156,10 +207,11 @@ def js_code(text: str) -> str:
 
 
 def test_a_page_feature_is_named_only_by_its_module_and_the_features_table() -> None:
-    """Scaling and all-masked rows, the colours, Show a classic bug, Hide sinks, Compute in and Count from 1 each
-    declare their link keys, actions, reducer cases and body fields in their own module: none of those names appears
-    in the code of state.js, actions.js, store.js, requests.js or controls.js (Hide sinks was spread over eight files:
-    its view and template, index.html and those five)."""
+    """Each feature of FEATURE_NAMES (the claim's settings, interventions, decoding, the head-types settings,
+    scaling and all-masked rows, the colours, Show a classic bug, Hide sinks, Compute in, Count from 1) declares its
+    link keys, actions, reducer cases and body fields in its own module: none of those names appears in the code of
+    state.js, actions.js, store.js, requests.js or controls.js (Hide sinks was spread over eight files: its view and
+    template, index.html and those five)."""
     found = {}
     for generic in GENERIC:
         text = js_code((JS / generic).read_text(encoding="utf-8"))

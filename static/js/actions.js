@@ -30,27 +30,14 @@ export const act = {
   headOpened: (layer, head, query, where) => ({ type: "headOpened", layer, head, query, where }),
   pairSet: (q, k) => ({ type: "pairSet", q, k }),
   itemSet: (item) => ({ type: "itemSet", item }),
-  headFilterSet: (fields) => ({ type: "headFilterSet", fields }),
-  headSorted: (column) => ({ type: "headSorted", column }),
   highlightSet: (highlight) => ({ type: "highlightSet", highlight }),
   tokensOpenSet: (open) => ({ type: "tokensOpenSet", open }),
   cursorSet: (cursor) => ({ type: "cursorSet", cursor }),
   errorDismissed: () => ({ type: "errorDismissed" }),
   // experiments
-  ablationToggled: (layer, head) => ({ type: "ablationToggled", layer, head }),
-  ablationDropped: (layer, head) => ({ type: "ablationDropped", layer, head }),
-  ablModeSet: (mode) => ({ type: "ablModeSet", mode }),
-  editAdded: (edit) => ({ type: "editAdded", edit }),
-  editDropped: (index) => ({ type: "editDropped", index }),
-  interventionsCleared: () => ({ type: "interventionsCleared" }),
-  perturbSet: (perturb, on) => ({ type: "perturbSet", perturb, on }),
   pinned: () => ({ type: "pinned" }),
   unpinned: () => ({ type: "unpinned" }),
   // mechanics
-  decodeSet: (on) => ({ type: "decodeSet", on }),
-  decodeStepSet: (step) => ({ type: "decodeStepSet", step }),
-  decodeGenSet: (gen) => ({ type: "decodeGenSet", gen }),
-  playSet: (on) => ({ type: "playSet", on }),
   panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
   panelSet: (name, value) => ({ type: "panelSet", name, value }), // a registered panel's setting (registry.js)
   typedSet: (typed, text, words) => ({ type: "typedSet", typed, text, words }), // matrices typed in (typed.js)

@@ -3,6 +3,7 @@
 // the real code path and the chart shows it: one bar per position and layer, the changed position marked, and the
 // positions a mask protects drawn as protected — a protected bar above zero is a leak, drawn in red.
 // Pure helpers on top; `renderDeltaCharts` and `renderPerturb` only draw. The intervention panel reuses the charts.
+// The claim's settings (the change, where, whether it runs) are declared in claimsettings.js.
 
 import { node, el } from "./dom.js";
 import { pieceQuote } from "./piece.js";

@@ -2,7 +2,9 @@
 // token, appends its K and V to every layer's cache, and attends from the new query over every cached key. The step
 // view shows that new query row for the chosen head (and a strip for every head); the cache view shows K and V
 // growing one row per step in every layer, its size in bytes, the formula, and the check against the full pass.
-// Pure helpers on top (a test imports them); the render functions only draw.
+// Pure helpers on top (a test imports them); the render functions only draw. `feature` is the decoding panel's one
+// declaration of its settings (features.js): their defaults and link keys, its actions and reducer cases, and the
+// page's `playing` (the steps playing on their own); what it asks is its spec's in panels.js (the "decode" slot).
 
 import { VIRIDIS, chartTheme, colorAt, rgbString } from "./colors.js";
 import { node, el } from "./dom.js";
@@ -27,6 +29,55 @@ export function parseGen(text) {
   if (!m || Number(m[1]) < 1) return null;
   return { tokens: Number(m[1]), sampling: m[2] != null ? "sample" : "greedy", seed: m[2] != null ? Number(m[2]) : 0 };
 }
+
+const actions = {
+  decodeSet: (on) => ({ type: "decodeSet", on }),
+  decodeStepSet: (step) => ({ type: "decodeStepSet", step }),
+  decodeGenSet: (gen) => ({ type: "decodeGenSet", gen }),
+  playSet: (on) => ({ type: "playSet", on }),
+};
+
+const whole = (v) => {
+  const n = Number.parseInt(v, 10);
+  return Number.isFinite(n) ? n : null;
+};
+
+// a press of the panel's button asks again: the slot's nonce counts it (panels.js PANEL_SPECS.decode `nonce`)
+const asked = (s, setPanel, next) => setPanel(next, "decode", { nonce: s.panels.decode.nonce + 1 });
+
+export const feature = {
+  ui: {
+    decodeOn: false, // the KV-cache decoding panel runs (and reruns after each change) once asked to
+    decodeStep: null, // the decoding step shown; null = the last
+    decodeGen: null, // tokens generated after the input: {tokens, sampling: "greedy" | "sample", seed}; null = none
+  },
+  page: { playing: false }, // the decoding steps play on their own (not in the link)
+  link: {
+    write(ui, p) {
+      if (ui.decodeOn) p.set("dec", ui.decodeStep == null ? "last" : String(ui.decodeStep));
+      if (ui.decodeOn && ui.decodeGen) p.set("gen", genText(ui.decodeGen));
+    },
+    read(p) {
+      if (!p.has("dec")) return {};
+      const step = whole(p.get("dec"));
+      return { decodeOn: true, decodeStep: step != null && step >= 0 ? step : null, decodeGen: parseGen(p.get("gen")) };
+    },
+  },
+  // decoding is a page setting: it stays on, generating as it was, on a model change; the step was the old input's
+  keep: (ui) => ({ decodeOn: ui.decodeOn, decodeGen: ui.decodeGen }),
+  actions,
+  reduce: {
+    decodeSet: (s, a, { setUi, setPanel }) => {
+      const next = setUi(s, { decodeOn: a.on, decodeStep: a.on ? 0 : null });
+      return a.on ? asked(s, setPanel, next) : next;
+    },
+    decodeStepSet: (s, a, { setUi }) => setUi(s, { decodeStep: a.step }),
+    // generate after the input (or stop generating: gen null); the last step, the newest token, is shown
+    decodeGenSet: (s, a, { setUi, setPanel }) =>
+      asked(s, setPanel, setUi(s, { decodeOn: true, decodeGen: a.gen, decodeStep: null })),
+    playSet: (s, a) => ({ ...s, playing: a.on }),
+  },
+};
 
 // A decode answer with its generated tokens (generate) folded in as further steps: each new token's row is drawn
 // like an input step's, the cache holding one more token per step. `prompt` is the input's length.

@@ -4,16 +4,23 @@
 // here and name none: state.js (its fields' defaults, its link keys), actions.js (its action creators, act.TYPE),
 // store.js (its reducer cases, what a model change keeps), requests.js (its body fields) and controls.js (the
 // control an error on its field marks). Adding a feature is its module (the view, with its declaration), its
-// template element (included by index.html) and its line here. A declaration:
+// template element (included by index.html) and its line here. A view that dispatches the page's other actions
+// (act, actions.js) keeps its feature's declaration in a module of settings beside it that imports nothing
+// (headfilters.js, claimsettings.js, interventionsettings.js): actions.js reads the declarations, so the view itself
+// would import itself back, and the exported file, which runs the page's actions, would carry the view along.
+// A declaration:
 //
 //   ui         {FIELD: default}: its settings, kept in the state's ui (state.js defaultState)
 //   link       {write(ui, params), read(params) -> {FIELD: value}}: its URL keys (state.js encodeState and
 //              decodeState); read gets the link's URLSearchParams and returns its fields as the link sets them, a
 //              value it cannot read falling back to the default
+//   page       {FIELD: default}: state of its own beside ui, not in the link (store.js initialState)
 //   keep(ui)   {FIELD: value} kept on a model change from the old ui (store.js chooseModel); absent: every field
+//   example(ex) -> {FIELD: value}: what choosing an example (examples.js) sets of its settings; absent: nothing
 //   actions    {TYPE: creator(...) -> {type: TYPE, ...}}: what its control dispatches; actions.js adds each to `act`
-//   reduce     {TYPE: (state, action, {runWith, setUi}) -> state}: its reducer cases; runWith(s, fields, words, where)
-//              changes ui and asks for a run credited to the person's words, setUi(s, fields) changes ui only
+//   reduce     {TYPE: (state, action, {runWith, setUi, setPanel}) -> state}: its reducer cases; runWith(s, fields,
+//              words, where) changes ui and asks for a run credited to the person's words, setUi(s, fields) changes
+//              ui only, setPanel(s, slot, fields) changes an analysis slot
 //   request(ui, info) -> {FIELD: value}: what it adds to the /api/attention body (requests.js buildRequest)
 //   body       the names of the body fields its request may add
 //   reach      where its body fields go beyond /api/attention: "attention" (nowhere else: every analysis computes
@@ -30,15 +37,24 @@ import { feature as dtype } from "./dtype.js";
 import { feature as bugs } from "./bugs.js";
 import { feature as palette } from "./palette.js";
 import { feature as scoring } from "./scoring.js";
+import { feature as headfilters } from "./headfilters.js";
+import { feature as decode } from "./decode.js";
+import { feature as interventions } from "./interventionsettings.js";
+import { feature as claims } from "./claimsettings.js";
 
 // name -> declaration, in the order the link writes their keys
-export const FEATURES = { scoring, palette, bugs, sinks, counting, dtype };
+export const FEATURES = { scoring, palette, headfilters, interventions, claims, decode, bugs, sinks, counting, dtype };
 
 const declared = () => Object.values(FEATURES);
 
 // {FIELD: default} of every feature's settings.
 export function featureDefaults() {
   return Object.assign({}, ...declared().map((f) => f.ui || {}));
+}
+
+// {FIELD: default} of every feature's state beside ui.
+export function featurePage() {
+  return Object.assign({}, ...declared().map((f) => f.page || {}));
 }
 
 // Every feature's link keys written into URLSearchParams `p` from `ui`.
@@ -55,6 +71,11 @@ export function readFeatureLinks(p) {
 export function keptOnModel(ui) {
   const kept = (f) => (f.keep ? f.keep(ui) : Object.fromEntries(Object.keys(f.ui || {}).map((k) => [k, ui[k]])));
   return Object.assign({}, ...declared().map(kept));
+}
+
+// What choosing example `ex` sets of every feature's settings.
+export function exampleFields(ex) {
+  return Object.assign({}, ...declared().map((f) => (f.example ? f.example(ex) : {})));
 }
 
 // {TYPE: creator} of every feature's actions; a type declared twice is a mistake of the declarations.

@@ -1,8 +1,10 @@
 // Interventions (POST /api/intervene): knock heads out (zero or mean) and set single attention weights by hand,
 // then compare the model before and after: the affected heads side by side, how far each layer's output moved,
 // and for a model that predicts tokens, its top predictions and loss before and after.
-// Pure helpers on top (a test imports them); `renderIntervention` only draws.
+// Pure helpers on top (a test imports them); `renderIntervention` only draws. The interventions' settings (the heads
+// knocked out, the weights set) are declared in interventionsettings.js.
 
+import { findAblation } from "./interventionsettings.js";
 import { renderDeltaCharts } from "./claims.js";
 import { VIRIDIS } from "./colors.js";
 import { drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
@@ -15,26 +17,6 @@ export const MOVED = 1e-6; // a weight change below this is "did not move"
 
 export function headName(layer, head, multiLayer = true) {
   return multiLayer ? `L${layer} H${head}` : `H${head}`;
-}
-
-export function findAblation(list, layer, head) {
-  return list.find((a) => a.layer === layer && a.head === head) || null;
-}
-
-// Ablate the head if it is not, restore it if it is; a new list in (layer, head) order.
-export function toggleAblation(list, layer, head, mode) {
-  const next = findAblation(list, layer, head)
-    ? list.filter((a) => !(a.layer === layer && a.head === head))
-    : [...list, { layer, head, mode }];
-  return next.sort((a, b) => a.layer - b.layer || a.head - b.head);
-}
-
-// Add an edit, replacing one on the same head and cell.
-export function addEdit(list, edit) {
-  const same = (e) => e.layer === edit.layer && e.head === edit.head && e.query === edit.query && e.key === edit.key;
-  return [...list.filter((e) => !same(e)), { ...edit }].sort(
-    (a, b) => a.layer - b.layer || a.head - b.head || a.query - b.query || a.key - b.key,
-  );
 }
 
 // Drop interventions on heads the current result does not have (a model or head count changed).

@@ -6,7 +6,7 @@
 // answer away (its `hides`, giveaway.js GIVEAWAYS) is hidden by the view that shows it, in that view's own root; a
 // touch device reads "tap" where a mouse reads "hover". A cell lesson takes a click on a cell of the
 // large head or the eligibility grid as its answer (the cell is not blocked meanwhile); a head lesson takes a head
-// opened from its card (the head still opens). Its setting, ui.lesson = {id, picked, feedback, shown}, is in the
+// opened from its card (the head still opens). Its setting, ui.lesson = {id, hides, picked, feedback, shown}, is in the
 // link as `lesson=ID`. The panel's one declaration (`panel`, read by registry.js) on top of pure helpers.
 
 import { act } from "./actions.js";
@@ -38,7 +38,8 @@ function touchDevice() {
 
 // The setting of a lesson just opened; null for an id no lesson has.
 export function freshLesson(id) {
-  return lessonOf(id) ? { id, picked: null, feedback: null, shown: false } : null;
+  const lesson = lessonOf(id);
+  return lesson ? { id, hides: lesson.hides || [], picked: null, feedback: null, shown: false } : null;
 }
 
 // The page state a lesson opens: its link read on top of its model's defaults, as main.js reads a link, with the

@@ -4,25 +4,7 @@
 // top are pure; the two fields of the head-types panel are drawn and bound at the bottom.
 
 import { act } from "./actions.js";
-
-export const MAX_LENGTHS = 8; // as many lengths as /api/heads takes
-
-// "17, 24 31" -> [17, 24, 31]; "" -> [] (the server's default); null when a part is not a whole number of at
-// least 2, a length is given twice, or there are more than MAX_LENGTHS.
-export function parseLengths(text) {
-  const parts = String(text)
-    .split(/[\s,]+/)
-    .filter(Boolean);
-  if (parts.length > MAX_LENGTHS) return null;
-  const lengths = [];
-  for (const part of parts) {
-    if (!/^\d{1,4}$/.test(part)) return null;
-    const n = Number(part);
-    if (n < 2 || lengths.includes(n)) return null;
-    lengths.push(n);
-  }
-  return lengths;
-}
+import { parseLengths } from "./headfilters.js";
 
 // The `probe` field of the /api/heads body, or {} to leave the server's default (lengths [] and seed 0).
 export function probeRequest(ui) {

@@ -5,8 +5,6 @@ import { optionsOf } from "./capabilities.js";
 import { paddedFromFlags } from "./masks.js";
 import { registered } from "./registry.js";
 import { featureDefaults, readFeatureLinks, writeFeatureLinks } from "./features.js";
-import { genText, parseGen } from "./decode.js";
-import { parseLengths } from "./probe.js";
 
 export const VIEWS = ["weights", "scores", "moved"];
 export const MATRIX_NAMES = ["x", "w_q", "w_k", "w_v"];
@@ -30,26 +28,7 @@ export function defaultState() {
     query: null, // the query the retrieval diagram shows; null = the last position
     page: 0,
     pair: null, // [query, key] whose top heads are listed; null = none chosen
-    hsort: null, // head-types column sorted on; null = layer order
-    hdir: "desc",
-    hfind: "", // head-types text filter, e.g. "L1" or "L1H3"
-    hscore: "", // head-types score filter: a column key, with hmin its threshold
-    hmin: 0.5,
-    hablate: false, // head types: each head's ablation effect measured too (one more forward per head)
-    hbase: false, // head types: each score's shuffled baseline measured too (how far each head stands above chance)
-    hlens: [], // head types: the probe's segment lengths; [] = the server's default (several lengths)
-    hseed: 0, // head types: the probe's seed
-    ablate: [], // [{layer, head, mode: "zero"|"mean"}]: heads knocked out in /api/intervene
-    ablMode: "zero", // the mode a newly ablated head gets
-    edits: [], // [{layer, head, query, key, weight}]: single attention weights set by hand
     pin: null, // the /api/attention body pinned as A (no include, no layer); null = nothing pinned
-    perturbOn: false, // the "Test a claim" panel runs (and reruns after each change) once asked to
-    perturb: { position: null, kind: "direction", amount: 1, token: "" }, // position null = the retrieval query; amount: the direction's norm or the shift;
-    // with a batch, `item` the item whose position changes (absent or null = the item the views show); with a
-    // cross-attention source, `side` (PERTURB_SIDES; absent = query) the sequence `position` is in
-    decodeOn: false, // the KV-cache decoding panel runs (and reruns after each change) once asked to
-    decodeStep: null, // the decoding step shown; null = the last
-    decodeGen: null, // tokens generated after the input: {tokens, sampling: "greedy" | "sample", seed}; null = none
     source: "", // cross-attention: keys and values from this text ("" = self-attention)
     sourcePadded: [], // source positions marked padding
     batch: "", // a batch: one text per line ("" = one sequence)
@@ -59,22 +38,6 @@ export function defaultState() {
   for (const [name, panel] of registered()) if (panel.setting) s[name] = null; // a registered panel's setting
   return s;
 }
-
-export const ABLATE_MODES = ["zero", "mean"];
-export const CHANGE_KINDS = ["shift", "token"];
-
-export const PERTURB_SIDES = ["query", "source"]; // /api/perturb's side with a source: a query or a source position
-
-export const HEAD_SORTS = [
-  "head",
-  "previous_token",
-  "duplicate_token",
-  "induction",
-  "bracket_match",
-  "mean_distance",
-  "entropy",
-  "ablation_effect",
-];
 
 // The state a person gets on choosing a model: its example text, default masks and options.
 export function stateForModel(info, base = defaultState()) {
@@ -124,26 +87,7 @@ export function encodeState(s) {
   if (s.query != null) p.set("query", String(s.query));
   if (s.page) p.set("page", String(s.page));
   if (s.pair && s.pair.every((v) => v != null)) p.set("pair", `${s.pair[0]}-${s.pair[1]}`);
-  if (s.hsort) p.set("hsort", s.hdir === "asc" ? `${s.hsort}.asc` : s.hsort);
-  if (s.hfind) p.set("hfind", s.hfind);
-  if (s.hscore) p.set("hmin", `${s.hscore}:${s.hmin}`);
-  if (s.hablate) p.set("habl", "1");
-  if (s.hbase) p.set("hbase", "1");
-  if (s.hlens.length) p.set("hlens", s.hlens.join(","));
-  if (s.hseed) p.set("hseed", String(s.hseed));
-  if (s.ablate?.length) p.set("abl", s.ablate.map((a) => `${a.layer}.${a.head}.${a.mode}`).join(","));
-  if (s.edits?.length)
-    p.set("edit", s.edits.map((e) => `${e.layer}.${e.head}.${e.query}.${e.key}@${e.weight}`).join(","));
   if (s.pin) p.set("pin", JSON.stringify(s.pin));
-  if (s.perturbOn) {
-    const pt = s.perturb;
-    const value = pt.kind === "token" ? pt.token : String(pt.amount);
-    p.set("pert", `${pt.position ?? "q"},${pt.kind},${value}`);
-    if (s.batch && pt.item != null) p.set("pitem", String(pt.item));
-    if (s.source && pt.side) p.set("pside", pt.side);
-  }
-  if (s.decodeOn) p.set("dec", s.decodeStep == null ? "last" : String(s.decodeStep));
-  if (s.decodeOn && s.decodeGen) p.set("gen", genText(s.decodeGen));
   for (const [name, panel] of registered()) {
     if (panel.setting && s[name] != null) p.set(panel.setting.key, panel.setting.encode(s[name]));
   }
@@ -188,34 +132,6 @@ export function parseTyped(raw) {
   }
 }
 
-// "1.0.zero,1.3.mean" -> [{layer, head, mode}]; unreadable entries are dropped, a head appears once.
-export function parseAblations(raw) {
-  const out = [];
-  for (const part of (raw || "").split(",")) {
-    const [l, h, mode] = part.split(".");
-    const layer = int(l);
-    const head = int(h);
-    if (layer == null || head == null || layer < 0 || head < 0 || !ABLATE_MODES.includes(mode)) continue;
-    if (out.some((a) => a.layer === layer && a.head === head)) continue;
-    out.push({ layer, head, mode });
-  }
-  return out;
-}
-
-// "1.2.20.9@0.5,..." -> [{layer, head, query, key, weight}] with weight in [0, 1].
-export function parseEdits(raw) {
-  const out = [];
-  for (const part of (raw || "").split(",")) {
-    const [cell, w] = part.split("@");
-    const nums = (cell || "").split(".").map(int);
-    const weight = Number.parseFloat(w);
-    if (nums.length !== 4 || nums.some((v) => v == null || v < 0) || !(weight >= 0 && weight <= 1)) continue;
-    const [layer, head, query, key] = nums;
-    out.push({ layer, head, query, key, weight });
-  }
-  return out;
-}
-
 // The pinned A body from its JSON; null unless it is an object naming a model or carrying x.
 export function parsePin(raw) {
   try {
@@ -227,18 +143,6 @@ export function parsePin(raw) {
   } catch {
     return null;
   }
-}
-
-// "q,direction,1" / "q,shift,1" / "q,value,1" / "3,token,dog" -> the perturbation the claims panel runs; null when unreadable.
-export function parsePerturb(raw) {
-  const m = /^(q|\d+),(direction|shift|value|token),(.*)$/s.exec(raw || "");
-  if (!m) return null;
-  const position = m[1] === "q" ? null : int(m[1]);
-  if (m[2] !== "token") {
-    const amount = Number.parseFloat(m[3]);
-    return Number.isFinite(amount) ? { position, kind: m[2], amount, token: "" } : null;
-  }
-  return m[3] ? { position, kind: "token", amount: 1, token: m[3] } : null;
 }
 
 // Query string -> state, or null when the string names no model (the page then starts from defaults).
@@ -285,39 +189,7 @@ export function decodeState(search, optionsOf = () => ({})) {
   s.page = Math.max(0, int(p.get("page")) ?? 0);
   const pair = (p.get("pair") || "").split("-").map(int);
   s.pair = pair.length === 2 && pair.every((v) => v != null && v >= 0) ? pair : null;
-  const [sortBy, dir] = (p.get("hsort") || "").split(".");
-  if (HEAD_SORTS.includes(sortBy)) {
-    s.hsort = sortBy;
-    s.hdir = dir === "asc" ? "asc" : "desc";
-  }
-  s.hfind = (p.get("hfind") || "").slice(0, 40);
-  const [score, min] = (p.get("hmin") || "").split(":");
-  const threshold = Number.parseFloat(min);
-  if (HEAD_SORTS.includes(score) && score !== "head" && Number.isFinite(threshold)) {
-    s.hscore = score;
-    s.hmin = threshold;
-  }
-  s.hablate = p.get("habl") === "1";
-  s.hbase = p.get("hbase") === "1";
-  s.hlens = parseLengths(p.get("hlens") || "") || [];
-  s.hseed = Math.max(0, int(p.get("hseed")) ?? 0);
-  s.ablate = parseAblations(p.get("abl"));
-  s.edits = parseEdits(p.get("edit"));
   s.pin = p.has("pin") ? parsePin(p.get("pin")) : null;
-  const pert = parsePerturb(p.get("pert"));
-  if (pert) {
-    s.perturbOn = true;
-    s.perturb = pert;
-    const pitem = int(p.get("pitem"));
-    if (pitem != null && pitem >= 0) pert.item = pitem;
-    if (PERTURB_SIDES.includes(p.get("pside"))) pert.side = p.get("pside");
-  }
-  if (p.has("dec")) {
-    s.decodeOn = true;
-    const step = int(p.get("dec"));
-    s.decodeStep = step != null && step >= 0 ? step : null;
-    s.decodeGen = parseGen(p.get("gen"));
-  }
   for (const [name, panel] of registered()) {
     if (panel.setting && p.has(panel.setting.key)) s[name] = panel.setting.decode(p.get(panel.setting.key));
   }

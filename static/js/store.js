@@ -16,7 +16,7 @@
 //   pending,         an example's pair, placed once its tokens come back
 //   cursor,          the eligibility grid's active cell [q, k] (its roving tab stop)
 //   tokensOpen,      a long token list shown whole
-//   playing,         the decoding steps play on their own
+//   ...              a page feature's state beside ui (features.js `page`: the decoding steps playing on their own)
 // }
 //
 // Views read the state (what they draw from it is selectors.js's) and dispatch actions; they never change it.
@@ -27,14 +27,13 @@ import { answerReducers } from "./answers.js";
 import { numbersOf } from "./capabilities.js";
 import { itemResult } from "./batch.js";
 import { movedIn } from "./contrib.js";
-import { addEdit, toggleAblation } from "./interventions.js";
 import { setEntry } from "./matrices.js";
 import { toggleBlocked, togglePadded } from "./masks.js";
 import { act } from "./actions.js";
 import { modelInfo, pinOf } from "./selectors.js";
 import { registered, slots, takenBy } from "./registry.js";
 import { defaultState, stateForModel } from "./state.js";
-import { featureReducers, keptOnModel } from "./features.js";
+import { exampleFields, featurePage, featureReducers, keptOnModel } from "./features.js";
 import { pos } from "./positions.js";
 
 // ---- the store ------------------------------------------------------------------------------------------------
@@ -114,7 +113,7 @@ export function initialState() {
     pending: { pair: null, open: false },
     cursor: null,
     tokensOpen: false,
-    playing: false,
+    ...featurePage(),
   };
 }
 
@@ -164,19 +163,12 @@ function setPanel(s, name, fields) {
   return { ...s, panels: { ...s.panels, [name]: { ...s.panels[name], ...fields } } };
 }
 
+// What a model change keeps of ui; a registered panel's setting stays unless it drops on a model change, and a page
+// feature's as its declaration keeps it (features.js)
 const KEEP_ON_MODEL = [
   "view",
-  "hsort",
-  "hdir",
-  // a pinned A stays (compare two models or seeds); the perturbation settings stay; interventions name heads of
-  // the old model and go
+  // a pinned A stays (compare two models or seeds)
   "pin",
-  "perturbOn",
-  "ablMode",
-  // decoding is a page setting (and a registered panel's, unless it drops on a model change; a page feature's as
-  // its declaration keeps it)
-  "decodeOn",
-  "decodeGen",
   // a source and a batch stay while the new model takes them
   "source",
   "sourcePadded",
@@ -190,7 +182,6 @@ function chooseModel(s, name, text, options, where) {
   for (const k of KEEP_ON_MODEL) ui[k] = s.ui[k];
   for (const [name, p] of registered()) if (p.setting && !p.setting.dropOnModel) ui[name] = s.ui[name];
   Object.assign(ui, keptOnModel(s.ui)); // a page feature's settings, as its declaration keeps them (features.js)
-  ui.perturb = { ...s.ui.perturb, position: null };
   if (text) ui.text = text;
   if (options) ui.options = { ...ui.options, ...options };
   const draft = { ...s.draft, text: ui.text };
@@ -218,7 +209,7 @@ const reducers = {
   exampleChosen: (s, a) => {
     const ex = a.example;
     let next = chooseModel(s, ex.model, a.text, ex.options, "example-select");
-    if (ex.sort) next = setUi(next, { hsort: ex.sort, hdir: "desc" });
+    next = setUi(next, exampleFields(ex)); // what the example sets of a page feature's settings (features.js)
     return { ...next, pending: { pair: ex.pair ? { ...ex.pair, model: ex.model } : null, open: !!ex.pair } };
   },
   draftTyped: (s, a) => ({ ...s, draft: { ...s.draft, [a.field]: a.value } }),
@@ -347,16 +338,6 @@ const reducers = {
       run: { ...s.run, result, base: result, prev: null, diff: null },
     };
   },
-  headFilterSet: (s, a) => setUi(s, a.fields),
-  headSorted: (s, a) => {
-    const current = s.ui.hsort || "head";
-    const dir = s.ui.hsort ? s.ui.hdir : "asc";
-    let hsort = a.column;
-    let hdir = a.column === current ? (dir === "asc" ? "desc" : "asc") : a.column === "head" ? "asc" : "desc";
-    if (hsort === "head" && hdir === "asc") hsort = null;
-    if (!hsort) hdir = "desc";
-    return setUi(s, { hsort, hdir });
-  },
   highlightSet: (s, a) => {
     const h = a.highlight;
     const same = h === s.highlight || (h && s.highlight && h.q === s.highlight.q && h.k === s.highlight.k);
@@ -365,30 +346,8 @@ const reducers = {
   tokensOpenSet: (s, a) => ({ ...s, tokensOpen: a.open }),
   cursorSet: (s, a) => ({ ...s, cursor: a.cursor }),
   errorDismissed: (s) => ({ ...s, run: { ...s.run, error: null } }),
-  ablationToggled: (s, a) => setUi(s, { ablate: toggleAblation(s.ui.ablate, a.layer, a.head, s.ui.ablMode) }),
-  ablationDropped: (s, a) =>
-    setUi(s, { ablate: s.ui.ablate.filter((x) => !(x.layer === a.layer && x.head === a.head)) }),
-  ablModeSet: (s, a) => setUi(s, { ablMode: a.mode, ablate: s.ui.ablate.map((x) => ({ ...x, mode: a.mode })) }),
-  editAdded: (s, a) => setUi(s, { edits: addEdit(s.ui.edits, a.edit) }),
-  editDropped: (s, a) => setUi(s, { edits: s.ui.edits.filter((_, i) => i !== a.index) }),
-  interventionsCleared: (s) => setUi(s, { ablate: [], edits: [] }),
-  perturbSet: (s, a) => {
-    const next = setUi(s, { perturb: a.perturb, perturbOn: a.on ?? s.ui.perturbOn });
-    return a.on ? setPanel(next, "perturb", { nonce: s.panels.perturb.nonce + 1 }) : next;
-  },
   pinned: (s) => (s.run.request ? setUi(s, { pin: pinOf(s) }) : s),
   unpinned: (s) => setUi(s, { pin: null }),
-  decodeSet: (s, a) => {
-    const next = setUi(s, { decodeOn: a.on, decodeStep: a.on ? 0 : null });
-    return a.on ? setPanel(next, "decode", { nonce: s.panels.decode.nonce + 1 }) : next;
-  },
-  decodeStepSet: (s, a) => setUi(s, { decodeStep: a.step }),
-  // generate after the input (or stop generating: gen null); the last step, the newest token, is shown
-  decodeGenSet: (s, a) => {
-    const next = setUi(s, { decodeOn: true, decodeGen: a.gen, decodeStep: null });
-    return setPanel(next, "decode", { nonce: s.panels.decode.nonce + 1 });
-  },
-  playSet: (s, a) => ({ ...s, playing: a.on }),
   panelSet: (s, a) => setUi(s, { [a.name]: a.value }),
   panelAsked: (s, a) => {
     // asked while a run is wanted or in flight: the fields were read off the last run, so the answer to that run
@@ -397,7 +356,7 @@ const reducers = {
     return setPanel(s, a.name, { nonce: s.panels[a.name].nonce + 1, ...(a.fields || {}), waiting });
   },
   ...answerReducers,
-  ...featureReducers({ runWith, setUi }), // the page features' cases (features.js)
+  ...featureReducers({ runWith, setUi, setPanel }), // the page features' cases (features.js)
   panelStarted: (s, a) => setPanel(s, a.name, { key: a.key, status: "loading" }),
   panelLoaded: (s, a) =>
     s.panels[a.name].key === a.key ? setPanel(s, a.name, { result: a.result, status: "ready", message: "" }) : s,

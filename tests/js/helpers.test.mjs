@@ -624,6 +624,7 @@ test("stats name the masked share apart from the masked weight and flag head hea
 
 test("experiment settings round-trip through the URL", async () => {
   const S = { ...(await mod("state.js")), ...(await mod("requests.js")) };
+  const C = await mod("claimsettings.js");
   const s = S.defaultState();
   Object.assign(s, {
     model: "induction",
@@ -657,7 +658,7 @@ test("experiment settings round-trip through the URL", async () => {
       S.parsePin('{"model": "m", "include": ["weights"], "layer": 2}'),
       S.parsePin("{bad"),
     ],
-    pert: [S.parsePerturb("q,shift,abc"), S.parsePerturb("3,token,"), S.parsePerturb("q,shift,2")],
+    pert: [C.parsePerturb("q,shift,abc"), C.parsePerturb("3,token,"), C.parsePerturb("q,shift,2")],
   });
   assert.deepStrictEqual(out.back, out.s);
   assert.deepStrictEqual(out.followBack, out.follow);
@@ -820,10 +821,11 @@ test("claim chart helpers", async () => {
 
 test("intervention helpers", async () => {
   const I = await mod("interventions.js");
-  let abl = I.toggleAblation([], 1, 3, "zero");
-  abl = I.toggleAblation(abl, 0, 2, "mean");
-  const off = I.toggleAblation(abl, 1, 3, "zero");
-  const edits = I.addEdit(I.addEdit([], { layer: 1, head: 0, query: 4, key: 1, weight: 0.2 }), {
+  const IS = await mod("interventionsettings.js");
+  let abl = IS.toggleAblation([], 1, 3, "zero");
+  abl = IS.toggleAblation(abl, 0, 2, "mean");
+  const off = IS.toggleAblation(abl, 1, 3, "zero");
+  const edits = IS.addEdit(IS.addEdit([], { layer: 1, head: 0, query: 4, key: 1, weight: 0.2 }), {
     layer: 1,
     head: 0,
     query: 4,

@@ -35,28 +35,30 @@ test("numbers and shapes are printed as the chapter prints them", async () => {
 
 test("an unanswered lesson hides what it declares, and nothing once it is answered or shown", async () => {
   const LE = await mod("giveaway.js");
+  const LS = await mod("lesson.js");
   const L = await mod("lessons.js");
-  const ex2 = L.lessonOf("ex-2");
-  eq(LE.hiddenNow(ex2, { feedback: null, shown: false }), ["pairs"]);
-  eq(LE.hiddenNow(ex2, { feedback: { ok: false, text: "Not yet: …" }, shown: false }), ["pairs"]);
-  eq(LE.hiddenNow(ex2, { feedback: { ok: true, text: "Correct." }, shown: false }), []);
-  eq(LE.hiddenNow(ex2, { feedback: null, shown: true }), []);
-  eq(LE.hiddenNow(L.lessonOf("lab-2"), null), ["symmetric"]);
-  eq(LE.hiddenNow(null, null), []);
+  const ex2 = (extra = {}) => ({ ...LS.freshLesson("ex-2"), ...extra });
+  eq(LS.freshLesson("ex-2").hides, ["pairs"]); // the open lesson's setting carries what it hides
+  eq(LE.hiddenNow(ex2()), ["pairs"]);
+  eq(LE.hiddenNow(ex2({ feedback: { ok: false, text: "Not yet: …" } })), ["pairs"]);
+  eq(LE.hiddenNow(ex2({ feedback: { ok: true, text: "Correct." } })), []);
+  eq(LE.hiddenNow(ex2({ shown: true })), []);
+  eq(LE.hiddenNow(LS.freshLesson("lab-2")), ["symmetric"]);
+  eq(LE.hiddenNow(null), []);
   // every name a lesson hides is one the page knows how to hide
   for (const lesson of L.LESSONS)
     for (const name of lesson.hides || []) assert.ok(name in LE.GIVEAWAYS, `${lesson.id}: ${name}`);
   // a view marks its own root with the names it shows that the open lesson keeps hidden, and only while it does
   const open = (value) => ({ ui: { lesson: value } });
   const root = { dataset: {} };
-  LE.markGiveaways(root, open({ id: "ex-2", feedback: null, shown: false }), ["pairs", "verdict"]);
+  LE.markGiveaways(root, open(ex2()), ["pairs", "verdict"]);
   eq(root.dataset, { giveaway: "pairs" });
-  LE.markGiveaways(root, open({ id: "ex-2", feedback: null, shown: false }), ["symmetric"]);
+  LE.markGiveaways(root, open(ex2()), ["symmetric"]);
   eq(root.dataset, {});
-  LE.markGiveaways(root, open({ id: "ex-2", feedback: { ok: true, text: "Correct." }, shown: false }), ["pairs"]);
+  LE.markGiveaways(root, open(ex2({ feedback: { ok: true, text: "Correct." } })), ["pairs"]);
   eq(root.dataset, {});
   eq(
-    [LE.keptHidden(open(null)), LE.keptHidden({ ui: {} }), LE.keptHidden(open({ id: "lab-2" }))],
+    [LE.keptHidden(open(null)), LE.keptHidden({ ui: {} }), LE.keptHidden(open(LS.freshLesson("lab-2")))],
     ["", "", "symmetric"],
   );
 });

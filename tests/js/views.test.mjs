@@ -333,6 +333,40 @@ test("sinks round-trip through the link and go out as the body field", async () 
 });
 
 // test_stream_page.py
+// test_chapter_page.py, test_dtype_page.py, test_experiments.py
+test("each page feature's body field reaches the bodies its declaration says", async () => {
+  const S = await mod("state.js");
+  const R = await mod("requests.js");
+  const F = await mod("features.js");
+  const ui = { ...S.defaultState(), model: "induction", text: "a b c", sinks: "first", dtype: "float16" };
+  const req = R.buildRequest({ ...ui, bug: "flipped_mask", scale: false, allMasked: "zero" }, { layers: 2 }, 3);
+  const has = (body) => ["dtype", "sinks", "demo_bug", "scale", "all_masked"].filter((k) => k in body);
+  const out = plain({
+    attention: has(req),
+    single: has(R.singleRequest(req)), // intervene, compare
+    claim: has(R.claimRequest(req)), // perturb, the pinned side
+    heads: has(R.headTypesRequest(req)), // head types, top heads, decode
+    batch: has(R.perturbBatchRequest({ ...req, texts: ["a b", "c"] }, 1, 0, { kind: "shift", amount: 1 })),
+    // what sets an answer's size is the same without the view's sinks, bug, scaling and all-masked rows
+    size: R.sizeKey(req) === R.sizeKey(R.buildRequest({ ...ui, sinks: null }, { layers: 2 }, 3)),
+    reaches: Object.values(F.FEATURES).map((f) => f.reach ?? null),
+  });
+  eq(out.attention, ["dtype", "sinks", "demo_bug", "scale", "all_masked"]);
+  eq(out.single, ["sinks", "demo_bug", "scale", "all_masked"]);
+  eq(out.claim, ["demo_bug", "scale", "all_masked"]);
+  eq(out.heads, ["scale", "all_masked"]);
+  eq(out.batch, ["demo_bug", "scale", "all_masked"]);
+  assert.ok(out.size, "only the precision of the features' fields is in an answer's size key");
+  for (const r of out.reaches) assert.ok(r === null || ["attention", "weights", "claims", "every"].includes(r), r);
+  // an action type declared by two features is refused when the actions are gathered
+  F.FEATURES.twice = { actions: { countSet: () => ({ type: "countSet" }) } };
+  try {
+    assert.throws(() => F.featureActions(), /action countSet is declared twice/);
+  } finally {
+    delete F.FEATURES.twice;
+  }
+});
+
 test("an error frame reads as the server's error", async () => {
   // A stream that fails after its head: the page's reader throws the error frame as the API's error.
   const frames = await mod("frames.js");
