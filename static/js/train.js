@@ -138,6 +138,7 @@ function follow(col, run) {
     col.source = null;
     Object.assign(col, { status: d.status, error: d.error });
     drawColumn(col);
+    startWaiting(col.lab);
     ended(col.lab);
     refreshRuns(col.lab);
   });
@@ -160,7 +161,7 @@ function drawColumn(col) {
   col.root.dataset.status = col.status;
   col.root.dataset.snapshots = String(col.snapshots.length);
   col.root.dataset.step = snap ? String(snap.step) : "";
-  part("cancel").disabled = !run || over;
+  part("cancel").disabled = !run?.id || over;
   const scrub = part("scrub");
   scrub.max = String(Math.max(0, col.snapshots.length - 1));
   scrub.value = String(Math.max(0, col.at));
@@ -298,11 +299,30 @@ function say(lab, text) {
   lab.part("train-status").textContent = text;
 }
 
+// Start a run into column `side`; a server already training as many runs as it allows (429) takes it once one of
+// the page's runs ends: the column says it waits, and the promise resolves when it starts.
 async function startRun(lab, body, side) {
-  const started = await api("/api/train", { method: "POST", body: JSON.stringify(body) });
+  let started;
+  try {
+    started = await api("/api/train", { method: "POST", body: JSON.stringify(body) });
+  } catch (err) {
+    if (err.status !== 429 || !Object.values(lab.cols).some((c) => c.run && !ENDED.has(c.status))) throw err;
+    const col = lab.cols[side];
+    col.source?.close();
+    Object.assign(col, { run: { id: "", name: body.name || body.task, spec: body }, status: "waiting", error: null });
+    Object.assign(col, { snapshots: [], at: -1, source: null });
+    drawColumn(col);
+    return new Promise((resolve, reject) => lab.waiting.push({ body, side, resolve, reject }));
+  }
   follow(lab.cols[side], { id: started.id, name: started.name, spec: body });
   refreshRuns(lab);
   return started;
+}
+
+// A run ended: the first run waiting for a free slot starts.
+function startWaiting(lab) {
+  const next = lab.waiting.shift();
+  if (next) startRun(lab, next.body, next.side).then(next.resolve, next.reject);
 }
 
 async function runExperiment(lab, exp) {
@@ -314,13 +334,13 @@ async function runExperiment(lab, exp) {
   claim.dataset.held = "";
   claim.textContent = `When the runs end, this checks: ${exp.claim}.`;
   try {
-    const ids = [];
+    const pending = { exp, ids: [] };
+    lab.pending = pending;
+    say(lab, `${exp.title}: ${exp.specs.length > 1 ? "its runs start one after the other" : "started"}`);
     for (const [i, spec] of exp.specs.entries()) {
       const body = { ...spec, name: `${exp.title}: ${exp.labels[i]}` };
-      ids.push((await startRun(lab, body, SIDES[i])).id);
+      pending.ids.push((await startRun(lab, body, SIDES[i])).id);
     }
-    lab.pending = { exp, ids };
-    say(lab, `${exp.title}: started ${ids.length} run${ids.length > 1 ? "s" : ""}`);
   } catch (err) {
     say(lab, describeError(err).message);
   }
@@ -329,7 +349,7 @@ async function runExperiment(lab, exp) {
 // Once every run of the experiment started last has ended: its claim checked and the figure it read shown.
 async function ended(lab) {
   const p = lab.pending;
-  if (!p) return;
+  if (!p || p.ids.length < p.exp.specs.length) return;
   const cols = p.ids.map((id) => Object.values(lab.cols).find((c) => c.run?.id === id));
   if (cols.some((c) => !c || !ENDED.has(c.status))) return;
   lab.pending = null;
@@ -438,7 +458,7 @@ export function render(root) {
 
 export function bind(root, store) {
   const part = within(root);
-  const lab = { part, store, cols: {}, experiments: [], pending: null, started: false };
+  const lab = { part, store, cols: {}, experiments: [], pending: null, waiting: [], started: false };
   labs.set(root, lab);
   part("train-knobs").replaceChildren(...KNOBS.map(knobInput));
   for (const side of SIDES) lab.cols[side] = makeColumn(lab, side, root.querySelector(`[data-run-col=${side}]`));
