@@ -9,10 +9,10 @@ import { widenHalf } from "./arrays.js";
 // largest head, or the mean where the title says so), so a head forming in one layer stands out.
 export const CURVES = [
   { key: "loss", title: "Loss", lines: (m) => ({ train: m.loss, "held out": m.held_out_loss }), phase: true },
-  { key: "lr", title: "Learning rate", lines: (m) => ({ lr: m.lr }) },
-  { key: "entropy", title: "Mean entropy (nats)", lines: (m) => perLayer(m.entropy, mean) },
-  { key: "previous_token", title: "Previous-token score (best head)", lines: (m) => perLayer(m.previous_token, max) },
   { key: "induction", title: "Induction score (best head)", lines: (m) => perLayer(m.induction, max) },
+  { key: "previous_token", title: "Previous-token score (best head)", lines: (m) => perLayer(m.previous_token, max) },
+  { key: "entropy", title: "Mean entropy (nats)", lines: (m) => perLayer(m.entropy, mean) },
+  { key: "lr", title: "Learning rate", lines: (m) => ({ lr: m.lr }) },
   { key: "bracket", title: "Bracket score (best head)", lines: (m) => perLayer(m.bracket, max) },
   { key: "max_abs_score", title: "Largest |score| before softmax", lines: (m) => perLayer(m.max_abs_score, max) },
   { key: "softmax_jacobian", title: "Softmax Jacobian norm (mean)", lines: (m) => perLayer(m.softmax_jacobian, mean) },
@@ -80,22 +80,22 @@ export function niceScale(values, count = 4) {
   return { min, max: top, ticks };
 }
 
-// Where the phase change is: the step at the end of the largest rise of the best induction score between two
-// snapshots in a row, when that rise is at least `jump` (and the score ends at least twice where it started the
-// rise); null when the score never jumps (a 1-layer model, a run too short).
-export function phaseChange(snapshots, jump = 0.15) {
-  let best = null;
-  let prev = null;
+// Where the phase change is: the first snapshot whose best induction score has covered half of its rise, from the
+// run's first score to its highest, when that rise is at least `rise` (the score climbs from near 0 within a few
+// snapshots as the loss drops); null when it never rises that far (a 1-layer model, a run too short). A missing
+// score (a diverged run's null) is skipped.
+export function phaseChange(snapshots, rise = 0.3) {
+  const scores = [];
   for (const snap of snapshots) {
     const score = max((snap.measures.induction || []).flat());
-    if (score !== null && prev !== null) {
-      const rise = score - prev.score;
-      if (rise >= jump && score >= 2 * Math.max(prev.score, 0) && (!best || rise > best.rise))
-        best = { step: snap.step, from: prev.step, rise };
-    }
-    if (score !== null) prev = { step: snap.step, score };
+    if (score !== null) scores.push({ step: snap.step, score });
   }
-  return best;
+  if (scores.length < 2) return null;
+  const first = scores[0].score;
+  const top = Math.max(...scores.map((s) => s.score));
+  if (top - first < rise) return null;
+  const at = scores.findIndex((s) => s.score >= first + (top - first) / 2);
+  return { step: scores[at].step, from: scores[at - 1].step, score: scores[at].score };
 }
 
 // The probe's weights of one snapshot's event ({shape: [L, H, T, T], dtype: "float16", data: base64, tokens}) as

@@ -60,10 +60,10 @@ def test_a_run_trains_streams_scrubs_cancels_and_opens_in_explore(open_page: Cal
     keys = [curves.nth(i).get_attribute("data-curve") for i in range(curves.count())]
     assert keys == [
         "loss",
-        "lr",
-        "entropy",
-        "previous_token",
         "induction",
+        "previous_token",
+        "entropy",
+        "lr",
         "max_abs_score",
         "softmax_jacobian",
         "grad_norm",

@@ -7,7 +7,7 @@ import { eq, mod, none } from "./lib.mjs";
 
 const snap = (step, induction, extra = {}) => ({ step, measures: { induction, ...extra } });
 
-test("the phase change is the largest jump of the best induction score", async () => {
+test("the phase change is where the best induction score has covered half of its rise", async () => {
   const { phaseChange } = await mod("trainplot.js");
   const run = [
     snap(0, [
@@ -24,19 +24,24 @@ test("the phase change is the largest jump of the best induction score", async (
     ]),
     snap(75, [
       [0.03, 0.02],
-      [0.8, 0.1],
+      [0.6, 0.1],
     ]),
     snap(100, [
       [0.03, 0.02],
       [0.85, 0.1],
     ]),
   ];
-  eq(phaseChange(run), { step: 75, from: 50, rise: 0.8 - 0.3 });
-  // a score that only creeps up, or a 1-layer run that never gets there, has none
-  none(phaseChange(run.map((s, i) => snap(s.step, [[0.02 * i]]))));
+  // from 0.03 to 0.85: half the rise is 0.44, first reached at step 75 (a layer-0 head's score counts as much)
+  eq(phaseChange(run), { step: 75, from: 50, score: 0.6 });
+  // a score that rises little (a 1-layer run), or one snapshot, has none
+  none(phaseChange(run.map((s, i) => snap(s.step, [[0.05 * i]]))));
   none(phaseChange([snap(0, [[0.1]])]));
   // a missing score (a diverged run's null) is skipped, not read as 0
-  eq(phaseChange([snap(0, [[0.05]]), snap(5, [[null]]), snap(10, [[0.6]])]), { step: 10, from: 0, rise: 0.6 - 0.05 });
+  eq(phaseChange([snap(0, [[0.05]]), snap(5, [[null]]), snap(10, [[0.2]]), snap(15, [[0.6]])]), {
+    step: 15,
+    from: 10,
+    score: 0.6,
+  });
 });
 
 test("a curve has a line a layer, gaps where a value is missing, and round ticks holding every value", async () => {
