@@ -231,7 +231,7 @@ function curveFigure(curve, snapshots, at, phase) {
   const fig = node("figure", { className: "train-curve" });
   fig.dataset.curve = curve.key;
   const last = snapshots[snapshots.length - 1].step || 1;
-  const y = niceScale(lines.flatMap((l) => l.points.map((p) => p[1])));
+  const y = niceScale([...(curve.span || []), ...lines.flatMap((l) => l.points.map((p) => p[1]))]);
   const X = (step) => PAD.l + (step / last) * (W - PAD.l - PAD.r);
   const Y = (v) => H - PAD.b - ((v - y.min) / (y.max - y.min || 1)) * (H - PAD.t - PAD.b);
   const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "train-svg", role: "img" });

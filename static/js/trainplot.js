@@ -6,14 +6,20 @@ import { widenHalf } from "./arrays.js";
 
 // The curves drawn over steps, in order: each a title and the lines it draws from one snapshot's measures
 // ({label: value}; a value that is not a finite number is a gap). A [layer][head] measure is one line a layer (its
-// largest head, or the mean where the title says so), so a head forming in one layer stands out.
+// largest head, or the mean where the title says so), so a head forming in one layer stands out. `span`: values
+// the axis always holds (a score's 0 to 1, so that noise near 0 stays flat next to a head that forms).
 export const CURVES = [
   { key: "loss", title: "Loss", lines: (m) => ({ train: m.loss, "held out": m.held_out_loss }), phase: true },
-  { key: "induction", title: "Induction score (best head)", lines: (m) => perLayer(m.induction, max) },
-  { key: "previous_token", title: "Previous-token score (best head)", lines: (m) => perLayer(m.previous_token, max) },
+  { key: "induction", title: "Induction score (best head)", lines: (m) => perLayer(m.induction, max), span: [0, 1] },
+  {
+    key: "previous_token",
+    title: "Previous-token score (best head)",
+    lines: (m) => perLayer(m.previous_token, max),
+    span: [0, 1],
+  },
   { key: "entropy", title: "Mean entropy (nats)", lines: (m) => perLayer(m.entropy, mean) },
   { key: "lr", title: "Learning rate", lines: (m) => ({ lr: m.lr }) },
-  { key: "bracket", title: "Bracket score (best head)", lines: (m) => perLayer(m.bracket, max) },
+  { key: "bracket", title: "Bracket score (best head)", lines: (m) => perLayer(m.bracket, max), span: [0, 1] },
   { key: "max_abs_score", title: "Largest |score| before softmax", lines: (m) => perLayer(m.max_abs_score, max) },
   { key: "softmax_jacobian", title: "Softmax Jacobian norm (mean)", lines: (m) => perLayer(m.softmax_jacobian, mean) },
   { key: "grad_norm", title: "Gradient norm", lines: (m) => ({ ...(m.grad_norm || {}) }) },
