@@ -87,8 +87,19 @@ def test_a_run_trains_streams_scrubs_cancels_and_opens_in_explore(open_page: Cal
     assert page.locator("[data-testid=train-open-a]").is_disabled()
     page.locator("[data-testid=train-cancel-a]").click()
     page.wait_for_function("(sel) => document.querySelector(sel).dataset.status === 'cancelled'", arg=COL_A)
-    run_id = page.locator("[data-testid=train-runs] li").first.get_attribute("data-run")
-    assert page.locator(f"[data-testid=train-runs] li[data-run='{run_id}']").is_visible()
+    # the kept runs list it first, with its export link; a new name is kept by the server
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=train-runs] li')?.textContent.includes('cancelled')"
+    )
+    kept = page.locator("[data-testid=train-runs] li").first
+    run_id = kept.get_attribute("data-run")
+    assert kept.locator("a").get_attribute("href") == f"/api/train/{run_id}/export"
+    kept.locator("input").fill("unscaled copy")
+    handle = kept.element_handle()
+    kept.get_by_role("button", name="Rename").click()
+    page.wait_for_function("(li) => !li.isConnected", arg=handle)  # the list drawn again from the server's
+    again = page.locator(f"[data-testid=train-runs] li[data-run='{run_id}']")
+    assert again.locator("input").input_value() == "unscaled copy"
     scrub.fill("1")
     page.wait_for_function("(sel) => document.querySelector(sel).dataset.step === '5'", arg=COL_A)
     page.locator("[data-testid=train-open-a]").click()
@@ -102,5 +113,10 @@ def test_a_run_trains_streams_scrubs_cancels_and_opens_in_explore(open_page: Cal
     assert page.locator("#layer-select option[value='1']").count() == 1
     assert page.locator("[data-workspace=explore] [data-testid=head-heatmap]").count() == 2
     assert page.locator("[data-testid=error-banner]").is_hidden()
-    assert "ws=explore" in page.url or "ws=" not in page.url
+
+    # back in Train, the run deleted: gone from the list
+    page.locator("[data-testid=ws-tab-train]").click()
+    page.locator(f"[data-testid=train-runs] li[data-run='{run_id}']").get_by_role("button", name="Delete").click()
+    page.wait_for_selector(f"[data-testid=train-runs] li[data-run='{run_id}']", state="detached")
+    assert col.get_attribute("data-snapshots") == "0"
     assert errors == []
