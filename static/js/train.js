@@ -14,6 +14,7 @@ import { describeError, parse } from "./api.js";
 import { scaleFor } from "./colors.js";
 import { el, node, within } from "./dom.js";
 import { renderHeads } from "./heads.js";
+import { snapshotModel } from "./trainmodel.js";
 import { CURVES, curveLines, decodeProbe, niceScale, phaseChange } from "./trainplot.js";
 import { open as openWorkspace } from "./workspaces.js";
 
@@ -282,7 +283,7 @@ async function openInExplore(col) {
   if (!snap) return;
   const { store } = col.lab;
   try {
-    const model = await api(`/api/train/${col.run.id}/model?step=${snap.step}`);
+    const model = await snapshotModel(`train:${col.run.id}@${snap.step}`);
     const others = store.getState().models.filter((m) => m.name !== model.name);
     store.dispatch(act.modelsLoaded([...others, model]));
     const text = probeText(snap.heads?.tokens ?? snap.probe?.tokens ?? [], col.run.spec?.task);
