@@ -465,11 +465,19 @@ export function bind(root, store) {
   for (const side of SIDES) lab.cols[side] = makeColumn(lab, side, root.querySelector(`[data-run-col=${side}]`));
   part("train-form").addEventListener("submit", async (e) => {
     e.preventDefault();
+    for (const input of part("train-knobs").querySelectorAll("[aria-invalid]")) input.removeAttribute("aria-invalid");
     try {
       const started = await startRun(lab, specOf(e.target), part("train-into").value);
       say(lab, `started ${started.name}`);
     } catch (err) {
-      say(lab, describeError(err).message);
+      // a knob the server refused (past a limit, heads not dividing the width) is marked, and the focus goes there
+      const { message, field } = describeError(err);
+      say(lab, message);
+      const knob = field && part(`train-${field}`);
+      if (knob) {
+        knob.setAttribute("aria-invalid", "true");
+        knob.focus();
+      }
     }
   });
   part("train-refresh").addEventListener("click", () => refreshRuns(lab));

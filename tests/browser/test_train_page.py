@@ -44,6 +44,13 @@ def test_a_run_trains_streams_scrubs_cancels_and_opens_in_explore(open_page: Cal
     for name, value in LONG.items():
         page.locator(f"#train-{name}").fill(value)
     page.locator("#train-scale").uncheck()
+    # a knob past the server's limits: refused before anything trains, the knob marked and the limit said
+    page.locator("#train-steps").fill("100000000")
+    page.locator("[data-testid=train-start]").click()
+    page.wait_for_selector("#train-steps[aria-invalid=true]")
+    assert "steps" in page.locator("[data-testid=train-status]").inner_text()
+    assert page.evaluate("() => document.activeElement.id") == "train-steps"
+    page.locator("#train-steps").fill(LONG["steps"])
     page.locator("[data-testid=train-start]").click()
     page.wait_for_function(
         "(sel) => Number(document.querySelector(sel).dataset.snapshots) >= 3", arg=COL_A, timeout=60_000
