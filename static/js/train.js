@@ -208,7 +208,17 @@ function drawHeads(col, snap) {
     focus: null,
     hidden: [],
   };
-  renderHeads(grid, col.part("pager"), view, { onOpen: () => {}, onHover: () => {} });
+  const cards = renderHeads(grid, col.part("pager"), view, { onOpen: () => {}, onHover: () => {} });
+  for (const { fig, item } of cards) {
+    // a map to look at here, not a button: a head opens large once its step is opened in Explore
+    fig.removeAttribute("role");
+    fig.removeAttribute("aria-pressed");
+    fig.removeAttribute("tabindex");
+    fig.setAttribute(
+      "aria-label",
+      `Layer ${item.layer} head ${item.head.index}: its weights on the probe at step ${snap.step}`,
+    );
+  }
   grid.dataset.step = String(snap.step);
   grid.dataset.run = col.run.id;
 }

@@ -84,6 +84,7 @@ def test_a_run_trains_streams_scrubs_cancels_and_opens_in_explore(open_page: Cal
     scrub.fill("0")
     page.wait_for_function("(sel) => document.querySelector(sel).dataset.step === '0'", arg=COL_A)
     assert col.locator("[data-testid=train-heads-a]").get_attribute("data-step") == "0"
+    assert heads.first.get_attribute("aria-label") == "Layer 0 head 0: its weights on the probe at step 0"
     before = snapshots(page)
     page.wait_for_function(
         "([sel, n]) => Number(document.querySelector(sel).dataset.snapshots) > n", arg=[COL_A, before]
