@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import FloatRect, sync_playwright
 
 from tests.helpers import CHROMIUM, CHROMIUM_ARGS, serve
 
@@ -44,7 +44,8 @@ def main() -> int:
         print(claim.inner_text())
         # both columns' heads and their first rows of curves: the loss and induction score with the phase change
         box = page.evaluate(BOX_JS)
-        page.screenshot(path=str(OUT), full_page=True, clip={**box, "height": min(box["height"], HEIGHT)})
+        clip: FloatRect = {"x": box["x"], "y": box["y"], "width": box["width"], "height": min(box["height"], HEIGHT)}
+        page.screenshot(path=str(OUT), full_page=True, clip=clip)
         browser.close()
     print(f"wrote {OUT} ({OUT.stat().st_size // 1024} KB)")
     return 0
