@@ -118,3 +118,10 @@ test("a snapshot's float16 probe decodes into every head's rows", async () => {
     ],
   });
 });
+
+test("a snapshot opens in Explore on its probe's tokens, written as a text its tokenizer reads back", async () => {
+  const { probeText } = await mod("train.js");
+  assert.equal(probeText(["box", "bird", "=", "box", "bird"], "copy"), "box bird = box bird");
+  // the text task's byte-level pieces: "Ġ" is the space before a word
+  assert.equal(probeText(["def", "Ġf", "(", "x", "):", "Ġreturn"], "text"), "def f(x): return");
+});
