@@ -281,10 +281,30 @@ function fmt(v) {
 }
 
 // The probe's tokens as a text the run's tokenizer reads back into them: the synthetic tasks' words apart, the text
-// task's byte-level pieces joined ("Ġ" a space). It fits the positions the model was made for.
+// task's byte-level pieces decoded (GPT-2's bytes shown as characters, "Ġ" a space), less the last TEXT_SPARE
+// pieces, since the tokenizer may merge the decoded text otherwise than the probe's slice of its stream. It fits the
+// positions the model was made for.
+const TEXT_SPARE = 8;
+
 export function probeText(tokens, task) {
-  if (task === "text") return tokens.map((t) => t.replace(/^Ġ/, " ")).join("");
-  return tokens.join(" ");
+  if (task !== "text") return tokens.join(" ");
+  const chars = tokens.slice(0, Math.max(1, tokens.length - TEXT_SPARE)).join("");
+  const bytes = Uint8Array.from([...chars], (c) => byteOf(c.codePointAt(0)));
+  return new TextDecoder().decode(bytes);
+}
+
+// GPT-2's byte-level alphabet read back: the printable bytes stand for themselves, every other byte n for the
+// character 256 + its rank among those others.
+function byteOf(code) {
+  const printable = (b) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+  if (code < 256 && printable(code)) return code;
+  let rank = code - 256;
+  for (let b = 0; b < 256; b++) {
+    if (printable(b)) continue;
+    if (rank === 0) return b;
+    rank -= 1;
+  }
+  return 63; // "?": no byte of the alphabet
 }
 
 // The snapshot picked opened as the model train:RUN@STEP in Explore (its entry added to the page's models).

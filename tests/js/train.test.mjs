@@ -123,5 +123,8 @@ test("a snapshot opens in Explore on its probe's tokens, written as a text its t
   const { probeText } = await mod("train.js");
   assert.equal(probeText(["box", "bird", "=", "box", "bird"], "copy"), "box bird = box bird");
   // the text task's byte-level pieces: "Ġ" is the space before a word
-  assert.equal(probeText(["def", "Ġf", "(", "x", "):", "Ġreturn"], "text"), "def f(x): return");
+  // the text task's byte-level pieces: "Ġ" the space before a word, "Ċ" a newline, "Ã©" the two bytes of "é"; the
+  // last 8 pieces left out
+  const pieces = ["def", "Ġf", "(", "x", "):", "Ċ", "ĠĠ", "Ġcaf", "Ã©"];
+  assert.equal(probeText([...pieces, ..."abcdefgh"], "text"), "def f(x):\n   café");
 });
