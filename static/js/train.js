@@ -15,7 +15,7 @@ import { scaleFor } from "./colors.js";
 import { el, node, within } from "./dom.js";
 import { renderHeads } from "./heads.js";
 import { snapshotModel } from "./trainmodel.js";
-import { CURVES, curveLines, decodeProbe, niceScale, phaseChange } from "./trainplot.js";
+import { CURVES, curveLines, curveOf, decodeProbe, niceScale, phaseChange } from "./trainplot.js";
 import { open as openWorkspace } from "./workspaces.js";
 
 // The form's knobs, TrainSpec's fields with its defaults (POST /api/train checks each against the server's limits).
@@ -231,7 +231,10 @@ function drawCurves(col) {
   }
   const phase = phaseChange(col.snapshots);
   const at = col.snapshots[col.at]?.step ?? null;
-  box.replaceChildren(...CURVES.map((c) => curveFigure(c, col.snapshots, at, phase)).filter(Boolean));
+  const figures = CURVES.map((c) => curveFigure(c, col.snapshots, at, phase)).filter(Boolean);
+  // the curve of the measure the experiment started last reads its claim from
+  for (const fig of figures) fig.classList.toggle("train-curve-key", fig.dataset.curve === col.lab.measure);
+  box.replaceChildren(...figures);
 }
 
 // One measure's curve over steps: a line per label, the snapshot picked marked, the phase change on the loss and
@@ -359,7 +362,9 @@ function startWaiting(lab) {
 async function runExperiment(lab, exp) {
   const look = lab.part("train-lookat");
   look.hidden = false;
+  const curve = CURVES.find((c) => c.key === curveOf(exp.measure));
   look.replaceChildren(node("strong", {}, `${exp.title}. `), exp.look_at);
+  if (curve) look.append(` The curve that shows it is outlined in both columns: ${curve.title}.`);
   const claim = lab.part("train-claim");
   claim.hidden = false;
   claim.dataset.held = "";
@@ -367,6 +372,7 @@ async function runExperiment(lab, exp) {
   try {
     const pending = { exp, ids: [] };
     lab.pending = pending;
+    lab.measure = curveOf(exp.measure);
     say(lab, `${exp.title}: ${exp.specs.length > 1 ? "its runs start one after the other" : "started"}`);
     for (const [i, spec] of exp.specs.entries()) {
       const body = { ...spec, name: `${exp.title}: ${exp.labels[i]}` };
@@ -489,7 +495,7 @@ export function render(root) {
 
 export function bind(root, store) {
   const part = within(root);
-  const lab = { part, store, cols: {}, experiments: [], pending: null, waiting: [], started: false };
+  const lab = { part, store, cols: {}, experiments: [], pending: null, waiting: [], measure: null, started: false };
   labs.set(root, lab);
   part("train-knobs").replaceChildren(...KNOBS.map(knobInput));
   for (const side of SIDES) lab.cols[side] = makeColumn(lab, side, root.querySelector(`[data-run-col=${side}]`));

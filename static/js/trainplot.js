@@ -20,8 +20,15 @@ export const CURVES = [
   { key: "entropy", title: "Mean entropy (nats)", lines: (m) => perLayer(m.entropy, mean) },
   { key: "lr", title: "Learning rate", lines: (m) => ({ lr: m.lr }) },
   { key: "bracket", title: "Bracket score (best head)", lines: (m) => perLayer(m.bracket, max), span: [0, 1] },
+  {
+    key: "similarity",
+    title: "Head similarity (least alike pair)",
+    lines: (m) => leastAlike(m.similarity),
+    span: [0, 1],
+  },
   { key: "max_abs_score", title: "Largest |score| before softmax", lines: (m) => perLayer(m.max_abs_score, max) },
   { key: "softmax_jacobian", title: "Softmax Jacobian norm (mean)", lines: (m) => perLayer(m.softmax_jacobian, mean) },
+  { key: "future_reliance", title: "Future reliance (nats)", lines: (m) => ({ "held out": m.future_reliance }) },
   { key: "grad_norm", title: "Gradient norm", lines: (m) => ({ ...(m.grad_norm || {}) }) },
 ];
 
@@ -43,6 +50,24 @@ function max(values) {
 export function perLayer(grid, f) {
   if (!Array.isArray(grid)) return {};
   return Object.fromEntries(grid.map((heads, l) => [`layer ${l}`, f(heads || [])]));
+}
+
+// {"layer 0": the lowest similarity between two different heads of layer 0, ...} of a [layer][head][head] grid: 1.0
+// while every head of the layer computes one pattern; a layer of one head has none.
+export function leastAlike(grid) {
+  if (!Array.isArray(grid)) return {};
+  const pairs = (rows) => (rows || []).flatMap((row, i) => (row || []).filter((_, j) => j !== i));
+  return Object.fromEntries(grid.map((rows, l) => [`layer ${l}`, min(pairs(rows))]));
+}
+
+function min(values) {
+  const v = finite(values);
+  return v.length ? Math.min(...v) : null;
+}
+
+// The curve an experiment's measure is drawn in (its key in CURVES): the held-out loss is the loss curve's.
+export function curveOf(measure) {
+  return measure === "held_out_loss" ? "loss" : measure;
 }
 
 // The curve's lines over the snapshots: [{label, points: [[step, value], ...]}], a gap left where a value is missing.

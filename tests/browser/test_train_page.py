@@ -71,8 +71,10 @@ def test_a_run_trains_streams_scrubs_cancels_and_opens_in_explore(open_page: Cal
         "previous_token",
         "entropy",
         "lr",
+        "similarity",
         "max_abs_score",
         "softmax_jacobian",
+        "future_reliance",
         "grad_norm",
     ]
     loss = col.locator("[data-curve=loss] polyline")

@@ -128,3 +128,18 @@ test("a snapshot opens in Explore on its probe's tokens, written as a text its t
   const pieces = ["def", "Ġf", "(", "x", "):", "Ċ", "ĠĠ", "Ġcaf", "Ã©"];
   assert.equal(probeText([...pieces, ..."abcdefgh"], "text"), "def f(x):\n   café");
 });
+
+test("head similarity is the least alike pair of a layer's heads, and a claim's measure names its curve", async () => {
+  const { curveOf, leastAlike } = await mod("trainplot.js");
+  const grid = [
+    [
+      [1, 0.9, 0.4],
+      [0.9, 1, 0.7],
+      [0.4, 0.7, 1],
+    ],
+    [[1]],
+  ];
+  eq(leastAlike(grid), { "layer 0": 0.4, "layer 1": null });
+  eq(leastAlike(null), {});
+  eq([curveOf("held_out_loss"), curveOf("induction")], ["loss", "induction"]);
+});
