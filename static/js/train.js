@@ -233,7 +233,7 @@ function drawCurves(col) {
   const at = col.snapshots[col.at]?.step ?? null;
   const figures = CURVES.map((c) => curveFigure(c, col.snapshots, at, phase)).filter(Boolean);
   // the curve of the measure the experiment started last reads its claim from
-  for (const fig of figures) fig.classList.toggle("train-curve-key", fig.dataset.curve === col.lab.measure);
+  for (const fig of figures) fig.classList.toggle("train-curve-key", fig.dataset.curve === col.lab.keyCurve);
   box.replaceChildren(...figures);
 }
 
@@ -372,7 +372,7 @@ async function runExperiment(lab, exp) {
   try {
     const pending = { exp, ids: [] };
     lab.pending = pending;
-    lab.measure = curveOf(exp.measure);
+    lab.keyCurve = curveOf(exp.measure);
     say(lab, `${exp.title}: ${exp.specs.length > 1 ? "its runs start one after the other" : "started"}`);
     for (const [i, spec] of exp.specs.entries()) {
       const body = { ...spec, name: `${exp.title}: ${exp.labels[i]}` };
@@ -495,7 +495,7 @@ export function render(root) {
 
 export function bind(root, store) {
   const part = within(root);
-  const lab = { part, store, cols: {}, experiments: [], pending: null, waiting: [], measure: null, started: false };
+  const lab = { part, store, cols: {}, experiments: [], pending: null, waiting: [], keyCurve: null, started: false };
   labs.set(root, lab);
   part("train-knobs").replaceChildren(...KNOBS.map(knobInput));
   for (const side of SIDES) lab.cols[side] = makeColumn(lab, side, root.querySelector(`[data-run-col=${side}]`));
