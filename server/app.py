@@ -20,7 +20,7 @@ from server.deps import Runtime
 from server.errors import Unexpected, bad_host_page, error_body, install_error_handlers
 from server.hosts import answered_hosts
 from server.observability import Metrics, Observe
-from server.routes import guide, health, models, pages, progress, runs, train
+from server.routes import guide, health, models, pages, progress, runs, train, train_experiments
 from server.routes.pages import DOCS_CSP, PAGE_CSP
 from server.runcache import RunCache
 from server.runstore import RunStore
@@ -335,6 +335,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(progress.router)
     app.include_router(runs.router)
+    app.include_router(train_experiments.router)  # before the run routes: "experiments" is no run id
     app.include_router(train.router)
     app.include_router(models.router)
     analyses.install(app)  # every declared analysis's route (server/analyses/), and GET /api/analyses

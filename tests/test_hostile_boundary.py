@@ -177,6 +177,9 @@ HOSTILE: list[tuple[str, str, str, dict[str, str], bytes, int, str | None, list[
         [],
     ),
     ("train rename to nothing", "PATCH", "/api/train/0123456789ab", JSON, b'{"name": ""}', 422, "name", []),
+    ("train check runs with ;x", "GET", "/api/train/experiments/no-causal/check?runs=ab;x", {}, b"", 422, "runs", []),
+    ("train check of no experiment", "GET", "/api/train/experiments/%3Cb%3E/check?runs=ab", {}, b"", 404, "id", []),
+    ("train model step negative", "GET", "/api/train/0123456789ab/model?step=-1", {}, b"", 422, "step", []),
 ]
 SECURITY_HEADERS = {"x-content-type-options": "nosniff", "referrer-policy": "no-referrer"}
 
@@ -277,6 +280,8 @@ GET_SAMPLES = {
     "/api/train/{run_id}": "/api/train/0123456789ab",
     "/api/train/{run_id}/events": "/api/train/0123456789ab/events",
     "/api/train/{run_id}/export": "/api/train/0123456789ab/export",
+    "/api/train/experiments/{experiment_id}/check": "/api/train/experiments/no-causal/check?runs=ab,cd",
+    "/api/train/{run_id}/model": "/api/train/0123456789ab/model?step=0",
 }
 
 

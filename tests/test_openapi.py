@@ -87,6 +87,9 @@ OPERATIONS = [
     "GET /api/train/{run_id}/events",
     "POST /api/train/{run_id}/cancel",
     "GET /api/train/{run_id}/export",
+    "GET /api/train/experiments",
+    "GET /api/train/experiments/{experiment_id}/check",
+    "GET /api/train/{run_id}/model",
 ]
 
 

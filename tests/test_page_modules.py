@@ -108,6 +108,7 @@ OWN_ROOT = [
     "sweep",
     "tokens",
     "tophead",
+    "train",
     "typed",
 ]
 GLOBAL_DOLLAR = re.compile(r"^(?:const|let|var|function)\s+\$\s*[=(]", re.M)

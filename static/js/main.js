@@ -21,6 +21,7 @@ import { startEffects } from "./effects.js";
 import { loadPlotly } from "./plotly.js";
 import { countFrom1 } from "./positions.js";
 import { shownHeld } from "./selectors.js";
+import { withLinkedSnapshot } from "./trainmodel.js";
 import { afterPaint, inSight, nextTask, split } from "./sight.js";
 import { decodeState, encodeState, stateForModel } from "./state.js";
 import { register } from "./registry.js";
@@ -292,8 +293,9 @@ async function init() {
     store.dispatch(act.modelsFailed(describeError(err)));
     return;
   }
-  store.dispatch(act.modelsLoaded(models));
-  store.dispatch(act.restored(restoredUi(models)));
+  const listed = await withLinkedSnapshot(models, location.search); // a link to a training run's snapshot
+  store.dispatch(act.modelsLoaded(listed));
+  store.dispatch(act.restored(restoredUi(listed)));
   // the first run is asked: plotly compiles and runs while the server computes
   const drawHeld = () => {
     plotly.ready = true;

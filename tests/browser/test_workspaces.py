@@ -17,7 +17,7 @@ from tests.browser.conftest import Device, open_workspace, wait_idle
 pytestmark = pytest.mark.browser
 
 SIZES = {"1440x900": Device(1440, 900), "390x844-touch": Device(390, 844, touch=True)}
-WORKSPACES = ["explore", "test", "inside", "mechanics", "lessons", "long"]
+WORKSPACES = ["explore", "test", "inside", "mechanics", "lessons", "long", "train"]
 
 # Whether the element `sel` names is at least partly in the viewport (and laid out).
 IN_VIEW_JS = """(sel) => {
@@ -152,9 +152,9 @@ def test_every_action_leaves_what_it_changed_in_view(sized: Callable[[str], Page
         assert shown(page) == [name]
         # the address opens this workspace again
         assert page.evaluate(OPENS_ON_JS) == name
-    page.go_back()
-    page.wait_for_function("() => !document.querySelector('[data-workspace=lessons]').hidden")
-    assert shown(page) == ["lessons"]
+    page.go_back()  # to the workspace opened before the last
+    page.wait_for_function("(n) => !document.querySelector(`[data-workspace=${n}]`).hidden", arg=WORKSPACES[-2])
+    assert shown(page) == [WORKSPACES[-2]]
     assert page.errors == []  # type: ignore[attr-defined]
 
 
