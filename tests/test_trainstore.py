@@ -9,6 +9,7 @@ import json
 import math
 import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,9 @@ def test_a_run_keeps_its_spec_status_and_snapshots(make_store: MakeStore) -> Non
     # JSON has no NaN: a diverged loss is kept as null, never refused (PostgreSQL's json refuses NaN)
     assert kept.snapshots[2].measures == {"loss": None, "grad_norm": {"embed": None}}
     assert kept.snapshot(25) is not None and kept.snapshot(30) is None
+    # times come back in UTC with their offset from either database (SQLite keeps none): RFC 3339 in every answer
+    assert kept.created.utcoffset() == timedelta(0) and kept.updated.utcoffset() == timedelta(0)
+    assert kept.created <= kept.updated
 
 
 def test_runs_are_listed_renamed_and_deleted_with_their_files(make_store: MakeStore) -> None:

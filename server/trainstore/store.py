@@ -82,6 +82,12 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def utc(stamp: datetime) -> datetime:
+    """A stored time as UTC with its offset: SQLite gives back a naive value for a timezone-aware column, and an
+    answer's `created` and `updated` are RFC 3339 date-times, which carry an offset."""
+    return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
+
+
 def open_engine(url: str) -> Engine:
     """An engine for `url`; SQLite with foreign keys on (its deletes cascade as PostgreSQL's do) and a wait for the
     file's lock rather than an error when two threads write at once."""
@@ -237,8 +243,8 @@ class TrainStore:
             name=row.name,
             spec=row.spec,
             status=row.status,
-            created=row.created,
-            updated=row.updated,
+            created=utc(row.created),
+            updated=utc(row.updated),
             error=row.error,
             owner=row.owner,
             stop_requested=row.stop_requested,
