@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
 from pydantic import ValidationError
 
 from server import cli
@@ -54,10 +53,10 @@ def started(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """What `attnlab serve` would start uvicorn with (uvicorn itself not run)."""
     seen: dict[str, Any] = {}
 
-    def run(app: FastAPI, **kwargs: Any) -> None:
-        seen["settings"] = app.state.settings
+    def run(server: cli.Serving) -> None:
+        seen["settings"] = server.app.state.settings
 
-    monkeypatch.setattr(cli.uvicorn, "run", run)
+    monkeypatch.setattr(cli.Serving, "run", run)
     monkeypatch.setattr(cli, "json_logging", lambda level: None)
     return seen
 

@@ -14,6 +14,7 @@ import io
 import subprocess
 import zipfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -303,7 +304,10 @@ def test_a_quiet_stream_gets_keep_alives_until_the_next_event(monkeypatch: pytes
                 live.publish("end", {"status": "finished", "error": None}, close=True)
         return got
 
-    got = asyncio.run(read())
+    # in a thread of its own, as tests/test_stalled_reader.py runs its loop: the browser tests' Playwright keeps an
+    # event loop marked running in the main thread for the rest of the session
+    with ThreadPoolExecutor(1) as own:
+        got = own.submit(asyncio.run, read()).result(timeout=60)
     assert got == [("status", {"status": "running"}), training.IDLE, training.IDLE, ("end", got[-1][1])]
     assert sse(*training.IDLE) == b": still training\n\n"
 
