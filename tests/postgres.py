@@ -13,12 +13,13 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+
+from tests.helpers import until
 
 
 def postgres_bin() -> Path:
@@ -58,17 +59,17 @@ def postgres() -> Iterator[Callable[[], str]]:
             proc = subprocess.Popen(cmd, stdout=out, stderr=out, cwd=root, **as_owner())
         try:
             dsn = f"host={root} user=postgres dbname=postgres"
-            deadline = time.monotonic() + 60
-            while True:
+
+            def ready() -> bool:
                 if proc.poll() is not None:
                     raise RuntimeError(f"postgres exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
                 try:
                     psycopg.connect(dsn).close()
-                    break
                 except psycopg.OperationalError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(f"postgres did not accept connections:\n{log.read_text()[-2000:]}") from None
-                    time.sleep(0.1)
+                    return False
+                return True
+
+            until(ready, f"postgres accepts connections on {root} (its log: {log})", 60)
             numbers = itertools.count()
 
             def database() -> str:
