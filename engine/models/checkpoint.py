@@ -1,7 +1,10 @@
 """Load a Hugging Face checkpoint directory as an attnlab model, checking everything before trusting anything.
 
     directory/config.json          model_type picks the family (engine/models/families/); sizes from it
-    directory/tokenizer.json       read by the tokenizers library (engine/tokens.py)
+    directory/tokenizer.json       read by the tokenizers library (engine/tokens.py); an image family (vit, deit,
+                                   dinov2) has none: its input is an image's pixels (engine/models/image_model.py)
+    directory/preprocessor_config.json   an image checkpoint's: how a caller resizes and normalises an image for it,
+                                   kept on the model as it is (optional; image and patch sizes come from config.json)
     directory/model.safetensors    the weights, or shards listed by model.safetensors.index.json
     directory/attnlab.json         optional: the model's card (held-out loss, notes), served as it is
 
@@ -40,12 +43,14 @@ from engine import normaliser
 from engine.models.checkpoint_model import CheckpointModel
 from engine.models.families import CheckpointError, Family, Sizes
 from engine.models.families.registry import SUPPORTED, family_for
+from engine.models.image_model import ImageCheckpointModel
 
 __all__ = [
     "SUPPORTED",
     "CheckpointError",
     "CheckpointLimits",
     "CheckpointModel",
+    "ImageCheckpointModel",
     "from_transformers",
     "load_checkpoint",
 ]
@@ -238,7 +243,7 @@ def load_checkpoint(
     limits: CheckpointLimits = CheckpointLimits(),
     reference: bool = True,
     model_class: type[CheckpointModel] = CheckpointModel,
-) -> CheckpointModel:
+) -> CheckpointModel | ImageCheckpointModel:
     """The checkpoint in `directory`, served as `name`; `reference`: compare it with transformers' forward pass
     (engine/models/reference.py) and keep the differences on the model. A refusal's reason holds no path of the
     server's: a library's message that quotes one has it cut to the file's name in the directory."""
@@ -250,7 +255,7 @@ def load_checkpoint(
 
 def load_inside(
     name: str, given: Path, limits: CheckpointLimits, reference: bool, model_class: type[CheckpointModel]
-) -> CheckpointModel:
+) -> CheckpointModel | ImageCheckpointModel:
     if not given.is_dir():
         raise CheckpointError("the checkpoint's directory is missing or not a directory")
     directory = given.resolve()
@@ -264,15 +269,23 @@ def load_inside(
     check_limits(sizes, 0, limits)  # the layer count bounds the work of listing the shapes
     shapes = reading_config(family.shapes, config)
     check_limits(sizes, parameters(shapes), limits)
-    tokenizer = load_tokenizer(directory)
-    check_token_ids(tokenizer, sizes.vocab_size)
-    check_normalizer(tokenizer)
+    tokenizer = None if family.reads == "pixels" else load_tokenizer(directory)
+    if tokenizer is not None:
+        check_token_ids(tokenizer, sizes.vocab_size)
+        check_normalizer(tokenizer)
     files = weight_files(directory)
     tensors = read_tensors(files, family, shapes)
     card_path = directory / "attnlab.json"
     card = read_json(card_path, "the model card") if card_path.is_file() else {}
     mapped = reading_config(lambda c: family.build(c, tensors), config)
-    model = model_class(name, str(config["model_type"]), sizes, mapped, tokenizer, directory=directory, card=card)
+    model_type = str(config["model_type"])
+    model: CheckpointModel | ImageCheckpointModel
+    if tokenizer is None:
+        pre_path = directory / "preprocessor_config.json"
+        pre = read_json(pre_path, "the image preprocessor's settings") if pre_path.is_file() else {}
+        model = ImageCheckpointModel(name, model_type, sizes, mapped, directory=directory, card=card, preprocessor=pre)
+    else:
+        model = model_class(name, model_type, sizes, mapped, tokenizer, directory=directory, card=card)
     if reference:
         from engine.models.reference import compare
 
@@ -322,6 +335,10 @@ def from_transformers(name: str, model: Any, tokenizer: Any, *, reference: bool 
     """A transformers PreTrainedModel and its tokenizer, in this process, through the same mapping."""
     config = model.config.to_dict()
     family = family_of(config)
+    if family.reads == "pixels":  # in memory transformers 5 names their tensors otherwise than the file does
+        raise CheckpointError(
+            f"{type(model).__name__}: an image model is read from its directory (save_pretrained, then load that)"
+        )
     sizes = family.sizes(config)
     shapes = family.shapes(config)
     state = {family.name(k): v.detach().to("cpu", torch.float32) for k, v in model.state_dict().items()}

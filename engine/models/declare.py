@@ -21,8 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-InputField = Literal["text", "tokens", "x", "weights", "options", "scores", "pattern", "values"]
-INPUT_FIELDS: tuple[InputField, ...] = ("text", "tokens", "x", "weights", "options", "scores", "pattern", "values")
+InputField = Literal["text", "tokens", "x", "weights", "options", "scores", "pattern", "values", "pixels"]
+INPUT_FIELDS: tuple[InputField, ...] = (
+    "text",
+    "tokens",
+    "x",
+    "weights",
+    "options",
+    "scores",
+    "pattern",
+    "values",
+    "pixels",
+)
 # the request's head counts say how given weights split into heads: only a model that reads weights reads them
 HEAD_COUNTS = ("heads", "kv_heads")
 

@@ -80,6 +80,7 @@ class PycodeModel(CheckpointModel):
             raise ValueError(f"pycode reads its own checkpoint ({DIRECTORY}); serve another as NAME=DIR")
         # compared with transformers when trained and by tests/test_pycode.py, not at every start (about 7 s)
         model = load_checkpoint("pycode", DIRECTORY, model_class=cls, reference=False)
+        assert isinstance(model, cls), "pycode's checkpoint is a text model"
         card = model.card
         model.reference = reference_from(card)
         loss = card.get("held_out_loss")

@@ -72,6 +72,7 @@ class RunInput:
     scores: Tensor | None = None  # (S, S) a score matrix typed in, used as given (engine/models/given.py)
     pattern: Tensor | None = None  # (S, S) attention weights typed in, used as given
     values: Tensor | None = None  # (S, d_v) value vectors for the contexts of typed-in scores or weights
+    pixels: Tensor | None = None  # (C, H, W) or (B, C, H, W) an image resized and normalised (image models)
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class Encoded:
     source_padding: tuple[bool, ...] | None = None  # one per source position: False = padding
     special: tuple[bool, ...] | None = None  # one per position: True = a special token the tokenizer added
     shape: InputShape | None = None  # what its run will be; None before encode gives it (encode_sequence's)
+    patch_grid: tuple[int, int] | None = None  # an image's (rows, cols) of patches; None for a text
 
     @property
     def batch(self) -> int | None:
@@ -136,6 +138,7 @@ class RunConfig:
     special: tuple[bool, ...] | None = None  # per position, a special token ([CLS], <s>...); None: not known
     head_widths: tuple[int, ...] | None = None  # heads of unequal widths: each head's d_k (custom head_widths)
     value_widths: tuple[int, ...] | None = None  # and each head's d_v
+    patch_grid: tuple[int, int] | None = None  # an image's (rows, cols) of patches (tokens p(row,col)); None: a text
 
 
 @dataclass

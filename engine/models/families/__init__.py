@@ -9,8 +9,11 @@ A family module declares one `Family` as FAMILY (or several as FAMILIES, where t
     sizes         config dict -> Sizes, from config.json alone: checked against the limits before any tensor loads
     shapes        config dict -> {tensor name: shape}: every tensor `build` reads (names without the prefix),
                   each checked against the file's header before it is loaded
-    build         (config dict, tensors by name) -> Mapped: the embedding (ids -> x_0), the Network (blocks,
-                  unembedding), the default masks, the statistics' assumptions that fail, the data flow in words
+    build         (config dict, tensors by name) -> Mapped: the embedding (ids -> x_0, or pixels -> x_0 for an
+                  image model: engine/patches.py), the Network (blocks, unembedding), the default masks, the
+                  statistics' assumptions that fail, the data flow in words, an image model's classifier
+    reads         what x_0 is made from: "ids" (a text's token ids, read by tokenizer.json) or "pixels" (an image,
+                  resized and normalised by the caller as preprocessor_config.json says; no tokenizer.json)
 
 A missing or unsupported setting is a CheckpointError naming the config field (engine/models/checkpoint.py raises
 it; `refuse` here builds it). This module holds what the family modules share; engine/models/families/registry.py
@@ -22,16 +25,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from engine.classifier import ImageClassifier
 from engine.feedforward import Activation
 from engine.forward import Network
 from engine.masks import MaskSpec
 from engine.norms import LayerNorm
+from engine.patches import PatchEmbedding
 from engine.rotary import (
     Dynamic,
     Linear,
@@ -118,11 +123,12 @@ def wide(t: Tensor) -> Tensor:
 class Mapped:
     """What a family makes of one checkpoint."""
 
-    embedding: Embedding
+    embedding: Embedding | PatchEmbedding  # ids -> x_0, or pixels -> x_0 (Family.reads)
     network: Network
     architecture: str  # the block's data flow, in words
     default_masks: MaskSpec | None = None  # causal (and windowed) for decoders
     breaks: Mapping[str, str] = field(default_factory=dict)  # engine/stats.py assumptions that fail, and why
+    classifier: ImageClassifier | None = None  # an image model's class logits, where the checkpoint has a head
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,7 @@ class Family:
     shapes: Callable[[Config], Shapes]
     build: Callable[[Config, Mapping[str, Tensor]], Mapped]
     aliases: Mapping[str, str] = field(default_factory=dict)  # another name a tensor is saved under -> the one read
+    reads: Literal["ids", "pixels"] = "ids"  # x_0 from a text's token ids, or from an image's pixels
 
     def name(self, key: str) -> str:
         """A saved tensor's name as `shapes` and `build` know it: the prefix stripped, an alias resolved."""

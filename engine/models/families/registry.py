@@ -6,6 +6,8 @@ from __future__ import annotations
 from engine.models.families import (
     Family,
     bert,
+    deit,
+    dinov2,
     distilbert,
     falcon,
     gemma2,
@@ -23,6 +25,7 @@ from engine.models.families import (
     qwen3_moe,
     smollm3,
     stablelm,
+    vit,
 )
 
 FAMILIES: tuple[Family, ...] = (
@@ -44,6 +47,9 @@ FAMILIES: tuple[Family, ...] = (
     gpt_oss.FAMILY,
     smollm3.FAMILY,
     modernbert.FAMILY,
+    vit.FAMILY,
+    deit.FAMILY,
+    *dinov2.FAMILIES,
 )
 SUPPORTED: tuple[str, ...] = tuple(t for f in FAMILIES for t in f.model_types)
 BY_MODEL_TYPE: dict[str, Family] = {t: f for f in FAMILIES for t in f.model_types}
