@@ -33,6 +33,17 @@ def patch_label(row: int, col: int) -> str:
     return f"p({row},{col})"
 
 
+def grid_tokens(grid: Tensor) -> Tensor:
+    """(B, D, rows, cols) -> (B, rows * cols, D): the grid read row by row, patch (r, c) as token r * cols + c."""
+    return grid.flatten(2).transpose(1, 2)
+
+
+def resize_grid(grid: Tensor, rows: int, cols: int, antialias: bool) -> Tensor:
+    """(1, D, g, g) -> (1, D, rows, cols): bicubic, corners not aligned, computed in float32, as transformers."""
+    resized = F.interpolate(grid.float(), size=(rows, cols), mode="bicubic", align_corners=False, antialias=antialias)
+    return resized.to(grid.dtype)
+
+
 @dataclass(frozen=True)
 class PatchEmbedding:
     """pixels (B, C, H, W) -> x_0 (B, S, D), S = the lead tokens + the registers + rows * cols."""
@@ -85,19 +96,16 @@ class PatchEmbedding:
         if rows * cols == g * g and height == width:
             return pos
         d = pos.shape[-1]
-        grid = pos[self.lead :].reshape(1, g, g, d).permute(0, 3, 1, 2)  # (1, D, g, g)
-        resized = F.interpolate(
-            grid.float(), size=(rows, cols), mode="bicubic", align_corners=False, antialias=self.antialias
-        ).to(pos.dtype)
-        return torch.cat((pos[: self.lead], resized.permute(0, 2, 3, 1).reshape(rows * cols, d)))
+        grid = pos[self.lead :].reshape(1, g, g, d).permute(0, 3, 1, 2)  # (1, D, g, g), as the patches lie
+        resized = resize_grid(grid, rows, cols, self.antialias)  # (1, D, rows, cols)
+        return torch.cat((pos[: self.lead], grid_tokens(resized)[0]))
 
     def __call__(self, pixels: Tensor) -> Tensor:
         """pixels (B, C, H, W) -> x_0 (B, S, D), in the weights' dtype (float32 where they are 16-bit)."""
         b, _, height, width = pixels.shape
         rows, cols = self.patch_grid(height, width)
         W, bias = wide(self.W_patch), wide(self.b_patch)
-        patches = F.conv2d(pixels.to(W.dtype), W, bias, stride=self.patch_size)  # (B, D, rows, cols)
-        patches = patches.flatten(2).transpose(1, 2)  # (B, rows * cols, D), row by row
+        patches = grid_tokens(F.conv2d(pixels.to(W.dtype), W, bias, stride=self.patch_size))  # (B, rows * cols, D)
         lead = [wide(self.cls)] + ([] if self.dist is None else [wide(self.dist)])
         x = torch.cat((torch.stack(lead)[None].expand(b, -1, -1), patches), dim=1)
         x = x + self.positions(rows, cols, height, width)

@@ -449,3 +449,71 @@ def make_shortcut_checkpoint(directory: Path, offset: int = 23) -> Path:
     model.save_pretrained(directory, safe_serialization=True)
     tok.save(str(directory / "tokenizer.json"))
     return directory
+
+
+# image families (tests/test_vision_families.py): no tokenizer, a preprocessor_config.json; each with the head its
+# named architecture has (None: the encoder alone), and what else makes it itself
+VISION = ("vit", "deit", "dinov2", "dinov2_with_registers")
+IMAGE_SIZES = {"vit": (16, 4), "deit": (32, 8), "dinov2": (16, 4), "dinov2_with_registers": (16, 4)}  # (image, patch)
+PREPROCESSOR = {"do_resize": True, "size": {"height": 16, "width": 16}, "image_mean": [0.5] * 3, "image_std": [0.5] * 3}
+
+
+def image_config(family: str) -> tuple[Any, str]:
+    """(config, the transformers class) of a tiny image model: 2 layers, width 32, 4 heads, matrices drawn at 0.2.
+    vit with ViTForImageClassification's head; deit with its teacher's two heads; dinov2 with layer scale 0.5, a
+    SwiGLU and Dinov2ForImageClassification's head; dinov2_with_registers with 2 registers, no q/k/v biases, bare."""
+    import transformers as tf
+
+    image, patch = IMAGE_SIZES[family]
+    kw: dict[str, Any] = dict(
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        image_size=image,
+        patch_size=patch,
+        initializer_range=0.2,
+    )
+    labels = {"id2label": {0: "zero", 1: "one", 2: "two"}}
+    if family == "vit":
+        return tf.ViTConfig(**kw, intermediate_size=64, **labels), "ViTForImageClassification"
+    if family == "deit":
+        return tf.DeiTConfig(**kw, intermediate_size=64, **labels), "DeiTForImageClassificationWithTeacher"
+    if family == "dinov2":
+        config = tf.Dinov2Config(**kw, mlp_ratio=2, use_swiglu_ffn=True, layerscale_value=0.5, **labels)
+        return config, "Dinov2ForImageClassification"
+    if family == "dinov2_with_registers":
+        config = tf.Dinov2WithRegistersConfig(**kw, mlp_ratio=2, num_register_tokens=2, qkv_bias=False)
+        return config, "Dinov2WithRegistersModel"
+    raise ValueError(f"no tiny image checkpoint for {family!r}; families: {', '.join(VISION)}")
+
+
+def make_image_model(family: str, seed: int = 0) -> Any:
+    """A tiny random transformers image model of `family` (eager attention, float32): every norm, bias and layer
+    scale moved off its initial value, and the [CLS], [DIST] and register tokens and the positions too."""
+    import transformers as tf
+
+    config, kind = image_config(family)
+    torch.manual_seed(seed)
+    model = getattr(tf, kind)._from_config(config, attn_implementation="eager")
+    generator = torch.Generator().manual_seed(seed + 1)
+    randomise_small_parameters(model, generator)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("_token", "_tokens", "position_embeddings")):
+                p.add_(0.3 * torch.randn(p.shape, generator=generator, dtype=p.dtype))
+    return model.float().eval()
+
+
+def make_image_checkpoint(family: str, directory: Path, seed: int = 0) -> Path:
+    """Write a tiny random image checkpoint of `family` into `directory`: config.json, model.safetensors and
+    preprocessor_config.json, no tokenizer."""
+    import json
+
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    make_image_model(family, seed).save_pretrained(directory, safe_serialization=True)
+    (directory / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR))
+    return directory

@@ -30,6 +30,7 @@ from tests.checkpoints import (
     PROBE,
     QK_NORM_DECODERS,
     SINK,
+    VISION,
     make_checkpoint,
     make_model,
 )
@@ -90,8 +91,8 @@ def test_older_rope_fields_read(family: str, old: dict[str, Any], tmp_path: Path
 
 
 def test_every_supported_model_type_has_a_family() -> None:
-    # the last four: modules of their own
-    assert sorted(SUPPORTED) == sorted(FAMILIES + QK_NORM_DECODERS + MORE + APART + SINK)
+    # the last five: modules of their own
+    assert sorted(SUPPORTED) == sorted(FAMILIES + QK_NORM_DECODERS + MORE + APART + SINK + VISION)
     for model_type in SUPPORTED:
         family = family_for(model_type)
         assert family is not None and model_type in family.model_types
