@@ -128,6 +128,9 @@ def test_image_tokens_named_and_grid_reported(family: str, loaded: Callable[[str
     assert run.tokens[len(lead) :] == [f"p({r},{c})" for r in range(rows) for c in range(cols)]
     assert run.config.special == tuple([True] * len(lead) + [False] * rows * cols)
     assert m.model.count_tokens(RunInput(pixels=m.pixels(OTHER))) == len(run.tokens)
+    hooks = run.cache()  # TransformerLens's names, as for a text
+    assert hooks["hook_full_embed"].shape == (1, len(run.tokens), 32)
+    assert hooks["blocks.1.attn.hook_pattern"].shape == (1, 4, len(run.tokens), len(run.tokens))
 
 
 # --- negative controls: the same comparison, a wrong embedding, a difference far past the tolerance ---
@@ -233,10 +236,26 @@ def test_wrong_tensor_shape_is_refused(loaded: Callable[[str], Loaded], tmp_path
     )
 
 
-def test_patch_larger_than_the_image_is_refused(loaded: Callable[[str], Loaded], tmp_path: Path) -> None:
-    source = loaded("vit").directory
+BAD_CONFIGS = [
+    ("vit", {"patch_size": 32}, "patch_size: got 32 for image_size 16: a patch must fit in the image"),
+    ("vit", {"image_size": [16, 16]}, "image_size: got [16, 16]: attnlab reads a square image and patch"),
+    ("vit", {"num_attention_heads": 5}, "num_attention_heads: got 5 heads for hidden_size 32"),
+    ("vit", {"hidden_act": "mish"}, "hidden_act: got 'mish'"),
+    ("vit", {"id2label": {"0": "a", "2": "b"}}, "id2label: got ids [0, 2]"),
+    ("vit", {"architectures": "ViTForImageClassification"}, "architectures: got 'ViTForImageClassification'"),
+    ("dinov2", {"mlp_ratio": 0}, "mlp_ratio: got 0"),
+    ("dinov2_with_registers", {"num_register_tokens": -1}, "num_register_tokens: got -1"),
+]
+
+
+@pytest.mark.parametrize(("family", "changes", "said"), BAD_CONFIGS)
+def test_bad_image_config_field_is_named(
+    family: str, changes: dict[str, Any], said: str, loaded: Callable[[str], Loaded], tmp_path: Path
+) -> None:
+    source = loaded(family).directory
     config = json.loads((source / "config.json").read_text())
-    (tmp_path / "config.json").write_text(json.dumps({**config, "patch_size": 32}))
+    (tmp_path / "config.json").write_text(json.dumps({**config, **changes}))
+    (tmp_path / "model.safetensors").write_bytes((source / "model.safetensors").read_bytes())
     with pytest.raises(CheckpointError) as err:
         load_checkpoint("bad", tmp_path, reference=False)
-    assert err.value.reason == "config.json patch_size: got 32 for image_size 16: a patch must fit in the image"
+    assert err.value.reason.startswith("config.json ") and said in err.value.reason, err.value.reason
