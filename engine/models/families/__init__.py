@@ -36,7 +36,7 @@ from engine.feedforward import Activation
 from engine.forward import Network
 from engine.masks import MaskSpec
 from engine.norms import LayerNorm
-from engine.patches import PatchEmbedding
+from engine.patches import PatchEmbedding, wide
 from engine.rotary import (
     Dynamic,
     Linear,
@@ -112,11 +112,6 @@ class Embedding:
     def positions(self) -> int | None:
         """How many positions the learned embeddings cover; None without them."""
         return None if self.W_pos is None else self.W_pos.shape[0] - self.position_offset
-
-
-def wide(t: Tensor) -> Tensor:
-    """`t` in float32 where it holds 16-bit floats (a checkpoint stored in bfloat16 or float16), else itself."""
-    return t.float() if t.dtype in (torch.bfloat16, torch.float16) else t
 
 
 @dataclass(frozen=True)
