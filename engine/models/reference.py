@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from engine.models.image_model import ImageCheckpointModel
 from engine.models.run import RunInput
 
 if TYPE_CHECKING:
     from engine.models.checkpoint_model import CheckpointModel
-    from engine.models.image_model import ImageCheckpointModel
 
 PROBE = (
     "The quick brown fox jumps over the lazy dog; then the dog sleeps.\n"
@@ -65,7 +65,7 @@ def compare(
         reference.set_attn_implementation("eager")
     reference = reference.to("cpu", torch.float32).eval()
     library = f"transformers {transformers.__version__}"
-    if not hasattr(model, "pieces"):
+    if isinstance(model, ImageCheckpointModel):
         return compare_image(model, reference, library)
     ids = model.pieces.encode(probe).ids
     inp = RunInput(text=probe)
