@@ -33,8 +33,8 @@ from server import errors as server_errors
 from server import inprocess
 from server.config import Settings
 from server.deps import Runtime
-from server.trained import PREFIX as TRAINED_PREFIX
 
+TRAINED_PREFIX = "train:"  # server/trained.py's PREFIX: a training run's snapshot, which only a server opens
 _models = LoadedModels({}, {})
 _loading = threading.Lock()
 _directories: dict[Path, str] = {}  # checkpoint directories loaded here, by resolved path -> the name they run as

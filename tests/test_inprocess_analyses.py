@@ -10,26 +10,20 @@ as itself runs as its name does.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
 import attnlab
 from attnlab import analyses
-from attnlab.arrays import read_arrays
 from server.analyses import declared
 from server.declare import Analysis
+from tests.answers import comparable, example_answer, example_body, same
 from tests.fixtures import Through
-from wire.standalone import read_embedded
 
 MODELS = "textbook,random,custom,minilm,induction"
-# Left out of the comparison, by name: each run measures its own wall-clock time, and a long run posted without a
-# name gets one chosen afresh (a uuid) by each side
-UNEQUAL = {"timings_ms", "run"}
 
 
 @pytest.fixture(scope="module")
@@ -38,63 +32,26 @@ def api(shared_client: Callable[..., TestClient]) -> Iterator[attnlab.Client]:
         yield client
 
 
-def body_of(analysis: Analysis) -> dict[str, Any]:
-    assert analysis.examples, f"{analysis.name} declares no OpenAPI example to compare its answers on"
-    return dict(next(iter(analysis.examples.values()))["value"])
-
-
-def same(here: Any, there: Any, where: str = "") -> None:
-    """Equal value for value: the same keys (less UNEQUAL's), list lengths and plain values, and arrays of the same
-    dtype and shape, equal exactly."""
-    if isinstance(there, np.ndarray):
-        assert isinstance(here, np.ndarray), f"{where}: {type(here).__name__} where the client has an array"
-        assert (here.dtype, here.shape) == (there.dtype, there.shape), (where, here.dtype, there.dtype)
-        assert np.array_equal(here, there), f"{where}: the arrays differ"
-    elif isinstance(there, dict):
-        assert isinstance(here, dict), f"{where}: {type(here).__name__} where the client has a dict"
-        assert set(here) - UNEQUAL == set(there) - UNEQUAL, (where, sorted(set(here) ^ set(there)))
-        for key in set(there) - UNEQUAL:
-            same(here[key], there[key], f"{where}.{key}")
-    elif isinstance(there, list):
-        assert isinstance(here, list) and len(here) == len(there), (where, type(here).__name__)
-        for i, (a, b) in enumerate(zip(here, there, strict=True)):
-            same(a, b, f"{where}.{i}")
-    else:
-        assert type(here) is type(there) and here == there, (where, here, there)
-
-
 @pytest.mark.parametrize("analysis", declared(), ids=lambda a: a.name)
 def test_in_process_answers_as_the_api(analysis: Analysis, api: attnlab.Client) -> None:
-    body = body_of(analysis)
+    body = example_body(analysis.name)
     function = analyses.functions().get(analysis.client)
     assert function is not None, f"attnlab has no in-process {analysis.client}"
     assert getattr(attnlab, analysis.client) is function and analysis.client in dir(attnlab)
     assert f"attnlab.{analysis.client}`" in (attnlab.__doc__ or ""), "the module's docstring names it"
-    same(comparable(function(**body)), comparable(api.call(analysis.name, **body)), analysis.name)
-
-
-def comparable(answer: Any) -> Any:
-    """An HTML answer (export's page) as its text less the embedded run and that run read back (it holds the run's
-    timings, so its deflated bytes differ); any other answer as it is."""
-    if not isinstance(answer, str):
-        return answer
-    embedded = read_arrays(bytearray(read_embedded(answer)))
-    return {"page": re.sub(r'(id="attnlab-data"[^>]*>)[^<]*<', r"\1<", answer), "embedded": embedded}
+    here = example_answer(analysis.name)
+    same(comparable(here), comparable(api.call(analysis.name, **body)), analysis.name)
 
 
 def test_same_tells_one_value_changed(api: attnlab.Client) -> None:
     """The negative control: an answer with one weight changed, or a key more, does not compare equal."""
-    body = body_of(analyses_by_name()["intervene"])
+    body = example_body("intervene")
     here, there = attnlab.intervene(**body), api.intervene(**body)
     here["after"]["layers"][0]["heads"][0]["weights"][1, 0] += 1e-7
     with pytest.raises(AssertionError, match="arrays differ"):
         same(here, there)
     with pytest.raises(AssertionError):
         same({**there, "extra": 1}, there)
-
-
-def analyses_by_name() -> dict[str, Analysis]:
-    return {a.name: a for a in declared()}
 
 
 REFUSED = [
@@ -117,7 +74,7 @@ def test_in_process_refuses_as_the_api(name: str, body: dict[str, Any], api: att
 
 
 def test_a_long_runs_tiles_and_rows_read_the_same(api: attnlab.Client) -> None:
-    body = body_of(analyses_by_name()["runs"])
+    body = example_body("runs")
     here, there = attnlab.runs(**body, run="tiles-here"), api.runs(**body, run="tiles-there")
     assert (here["run"], there["run"]) == ("tiles-here", "tiles-there")
     same(attnlab.tile(here, 0, 2, 0, 0, 0, agg="mean"), api.tile("tiles-there", 0, 2, 0, 0, 0, agg="mean"))
@@ -129,7 +86,7 @@ def test_a_long_runs_tiles_and_rows_read_the_same(api: attnlab.Client) -> None:
 
 
 def test_a_model_given_as_itself_runs_as_its_name_and_fills_each_body() -> None:
-    example = body_of(analyses_by_name()["patch"])
+    example = example_body("patch")
     by_name = attnlab.patch(**example)
     induction = attnlab.load.__globals__["loaded_models"]("induction")["induction"]  # the object the name runs
     clean, corrupted = ({k: v for k, v in example[side].items() if k != "model"} for side in ("clean", "corrupted"))
