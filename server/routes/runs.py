@@ -5,7 +5,8 @@ A tile or a row of one run never changes, but a client may post a new run under 
 the run's own making (its serial) as well as the tile: `Cache-Control: private, no-cache` has the browser ask
 again, and an unchanged tile costs a 304. A tile or row that is computed takes a compute slot, as a POST does
 (server/scheduling.py): a flood of them queues, waits at most ATTNLAB_QUEUE_TIMEOUT_S (a 503), and one whose client
-has gone (a tile zoomed past) is withdrawn before it runs.
+has gone (a tile zoomed past) is withdrawn before it runs. `tile_of` and `row_of` check a request and make its
+answer, here and for attnlab.tile and attnlab.row in a notebook's process (server/inprocess.py).
 """
 
 from __future__ import annotations
