@@ -96,3 +96,25 @@ def test_a_model_given_as_itself_runs_as_its_name_and_fills_each_body() -> None:
         attnlab.patch("train:ab12@3", **given)
     assert (err.value.status, err.value.code, err.value.field) == (422, "unknown_model", "clean.model")
     assert "training run's snapshot" in err.value.message
+
+
+# What only a caller in this process can send (Python objects), and a long run's path parameters: each a 4xx naming
+# the field, never an exception of another kind
+HOSTILE: list[tuple[Callable[[], Any], int, str]] = [
+    (lambda: attnlab.intervene(object(), text="a b"), 422, "model"),  # a model of no kind attnlab reads
+    (lambda: attnlab.perturb("random", text="a b", position=object()), 422, "body"),  # not a JSON value
+    (lambda: attnlab.perturb("random", text="a b", position=float("nan")), 422, "position"),
+    (lambda: attnlab.heads("random", text="a b", run="../../etc"), 422, "x-attnlab-run"),
+    (lambda: attnlab.tile("tiles-here", 0, 0, 0, 0, 0, agg="sum"), 422, "agg"),
+    (lambda: attnlab.tile("tiles-here", True, 0, 0, 0, 0), 422, "layer"),
+    (lambda: attnlab.tile("tiles-here", 0, 0, 2**70, 0, 0), 422, "z"),
+    (lambda: attnlab.row("../runs", 0, 0, 0), 422, "run"),
+    (lambda: attnlab.row({"run": None}, 0, 0, 0), 422, "run"),
+]
+
+
+@pytest.mark.parametrize(("call", "status", "field"), HOSTILE)
+def test_in_process_refuses_what_no_body_could_hold(call: Callable[[], Any], status: int, field: str) -> None:
+    with pytest.raises(attnlab.ApiError) as err:
+        call()
+    assert (err.value.status, err.value.field) == (status, field), err.value
