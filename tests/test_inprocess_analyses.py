@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 import attnlab
 from attnlab import analyses
-from server.analyses import declared
+from server.analyses import by_name, declared
 from server.declare import Analysis
 from tests.answers import comparable, example_answer, example_body, same
 from tests.fixtures import Through
@@ -41,6 +41,15 @@ def test_in_process_answers_as_the_api(analysis: Analysis, api: attnlab.Client) 
     assert f"attnlab.{analysis.client}`" in (attnlab.__doc__ or ""), "the module's docstring names it"
     here = example_answer(analysis.name)
     same(comparable(here), comparable(api.call(analysis.name, **body)), analysis.name)
+
+
+@pytest.mark.parametrize(("name", "example"), [("decode", "generate")])
+def test_other_examples_answer_as_the_api(name: str, example: str, api: attnlab.Client) -> None:
+    """Examples past the first that show what the first does not: decoding with generation."""
+    body = by_name(name).examples[example]["value"]
+    here = getattr(attnlab, by_name(name).client)(**body)
+    assert here["generated"], "the example generates tokens"
+    same(here, api.call(name, **body), name)
 
 
 def test_same_tells_one_value_changed(api: attnlab.Client) -> None:
