@@ -10,14 +10,21 @@
 - `attnlab.show(model, text, masks=..., layer=..., view=...)`: that run's standalone view, shown inline by a
   notebook (Jupyter, JupyterLab, VS Code) with no server and no internet; `attnlab.export_html(..., path=...)`: the
   same page as one HTML file, as POST /api/export answers it.
+- Every analysis in this process, as attnlab.Client names its method, made from the server's declarations
+  (attnlab/analyses.py): `attnlab.heads`, `attnlab.top_heads`, `attnlab.perturb`, `attnlab.intervene`,
+  `attnlab.patch`, `attnlab.patch_run`, `attnlab.compare`, `attnlab.decode` (with `generate=`),
+  `attnlab.qk_attribution`, `attnlab.runs` (with `attnlab.tile` and `attnlab.row` for a long run's parts),
+  `attnlab.cost`, `attnlab.scale_sweep`, `attnlab.attention` and `attnlab.export`: `model` as for run, the API's
+  fields by name, the answer Client gives (NumPy arrays where it gets the arrays form, dicts of the JSON otherwise).
 - `attnlab.ApiError`: what they all raise for a request the API refuses: status, code, field, message, details.
 
-Client, run, load, show and export_html are imported on first use, so each works with only its own dependencies
-installed.
+Client, run, load, show, export_html and the analyses are imported on first use, so each works with only its own
+dependencies installed.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from attnlab.errors import ApiError
@@ -43,4 +50,25 @@ def __getattr__(name: str) -> Any:
         from attnlab import notebook
 
         return getattr(notebook, name)
+    if not name.startswith("_"):
+        analysis = _analysis(name)
+        if analysis is not None:
+            return analysis
     raise AttributeError(f"module 'attnlab' has no attribute {name!r}")
+
+
+def _analysis(name: str) -> Any:
+    """A declared analysis's in-process function (or tile, row), or None; None too without the engine installed."""
+    try:
+        analyses = importlib.import_module("attnlab.analyses")
+    except ModuleNotFoundError:  # a client-only install: no engine in this process
+        return None
+    return analyses.functions().get(name) or {"tile": analyses.tile, "row": analyses.row}.get(name)
+
+
+def __dir__() -> list[str]:
+    try:
+        analyses = importlib.import_module("attnlab.analyses")
+    except ModuleNotFoundError:
+        return sorted({*globals(), *__all__})
+    return sorted({*globals(), *__all__, *analyses.names()})

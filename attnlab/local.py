@@ -19,11 +19,11 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pydantic
+from fastapi.exceptions import RequestValidationError
 
 from attnlab.arrays import jsonable
 from attnlab.errors import ApiError
@@ -34,6 +34,7 @@ from server import inprocess
 from server.config import Settings
 from server.deps import Runtime
 
+TRAINED_PREFIX = "train:"  # server/trained.py's PREFIX: a training run's snapshot, which only a server opens
 _models = LoadedModels({}, {})
 _loading = threading.Lock()
 _directories: dict[Path, str] = {}  # checkpoint directories loaded here, by resolved path -> the name they run as
@@ -49,16 +50,26 @@ def loaded_models(name: str) -> LoadedModels:
     return _models
 
 
-def models_for(name: str | None) -> LoadedModels:
+def models_for(name: str | None, field: str = "model") -> LoadedModels:
     """The loaded models, with `name` among them (None: a request that names none, which the server refuses); an
-    unknown name is the 422 the server gives, naming every model attnlab has rather than those loaded so far."""
+    unknown name is the 422 the server gives, naming every model attnlab has rather than those loaded so far, and
+    `field`, where the body names it ("model", "b.model"). A training run's snapshot ("train:RUN@STEP") is kept by
+    a server's training store, which this process does not open: refused, saying so."""
+    if name is not None and name.startswith(TRAINED_PREFIX) and name not in _models:
+        raise server_errors.ApiError(
+            422,
+            "unknown_model",
+            f"{name[:100]!r} names a training run's snapshot, which a server keeps (attnlab serve, GET /api/train): "
+            "ask that server with attnlab.Client, or give the snapshot's checkpoint directory here",
+            field,
+        )
     if name is not None and name not in BUILDERS and name not in _models:
         known = ", ".join(sorted({*BUILDERS, *_models}))
         raise server_errors.ApiError(
             422,
             "unknown_model",
             f"unknown model {name!r}; attnlab has {known}, or give a checkpoint directory",
-            "model",
+            field,
         )
     return loaded_models(name or "")
 
@@ -153,10 +164,22 @@ def model_named(model: Any, tokenizer: Any = None) -> str | None:
     )
 
 
-@cache
+_runtimes: dict[tuple[str, str], Runtime] = {}
+
+
 def runtime(device: str, dtype: str) -> Runtime:
-    """One runtime per device and dtype in this process (server/inprocess.py's: no threads, no runs kept)."""
-    return inprocess.local_runtime(device, dtype)
+    """One runtime per device and dtype in this process (server/inprocess.py's: no threads, no forward passes kept;
+    the long runs of attnlab.runs kept for their tiles)."""
+    with _loading:
+        if (device, dtype) not in _runtimes:
+            _runtimes[device, dtype] = inprocess.local_runtime(device, dtype)
+        return _runtimes[device, dtype]
+
+
+def runtimes() -> list[Runtime]:
+    """Every runtime this process has made, first made first."""
+    with _loading:
+        return list(_runtimes.values())
 
 
 def run(
@@ -224,6 +247,9 @@ def api_errors() -> Iterator[None]:
         yield
     except pydantic.ValidationError as err:
         raise _validation_error(err) from err
+    except RequestValidationError as err:  # a declared analysis's body, checked as its route checks it
+        message, field, details = server_errors.validation_summary(err.errors())
+        raise ApiError(422, "invalid_request", message, field, details) from err
     except InputError as err:
         raise ApiError(422, err.code, f"{err.field}: {err.message}", err.field, err.details()) from err
     except server_errors.ApiError as err:

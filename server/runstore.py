@@ -42,6 +42,10 @@ class RunStore:
                 _, gone = self._runs.popitem(last=False)
                 total -= gone.nbytes
 
+    def holds(self, name: str) -> bool:
+        with self._lock:
+            return name in self._runs
+
     def get(self, name: str) -> LongRun:
         with self._lock:
             run = self._runs.get(name)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -203,6 +204,18 @@ def shared_client() -> Iterator[Callable[..., TestClient]]:
             return made[key]
 
         yield get
+
+
+class Through(httpx.BaseTransport):
+    """attnlab.Client's requests answered by a TestClient's app (its path and query, body and headers)."""
+
+    def __init__(self, client: TestClient) -> None:
+        self.client = client
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        target = request.url.raw_path.decode("ascii")
+        got = self.client.request(request.method, target, content=request.content, headers=request.headers)
+        return httpx.Response(got.status_code, headers=got.headers, content=got.content)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

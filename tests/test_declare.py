@@ -10,7 +10,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import BaseModel, Field
@@ -28,6 +27,7 @@ from server.declare import Analysis, Context, Limit, answer_of
 from server.deps import get_settings
 from server.errors import ApiError
 from server.schemas import HeadStatsOut, Strict
+from tests.fixtures import Through
 from tests.helpers import assert_error
 from wire.arrays import STREAM_MEDIA_TYPE, StreamError, assemble, read_frames
 
@@ -172,17 +172,6 @@ def word_count(req: WordsRequest, ctx: Context) -> dict[str, Any]:
     if len(req.words) > limit:
         raise ApiError(422, "too_large", f"{len(req.words)} words, limit {limit} (ATTNLAB_MAX_WORDS)", "words")
     return {"count": len(req.words), "longest": max(req.words, key=len) if req.words else None}
-
-
-class Through(httpx.BaseTransport):
-    """attnlab.Client's requests answered by a TestClient's app."""
-
-    def __init__(self, client: TestClient) -> None:
-        self.client = client
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        got = self.client.request(request.method, request.url.path, content=request.content, headers=request.headers)
-        return httpx.Response(got.status_code, headers=got.headers, content=got.content)
 
 
 WORD_COUNT = Analysis(

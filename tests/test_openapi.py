@@ -144,7 +144,7 @@ def test_openapi_describes_every_answer(label: str) -> None:
 
 EVERY = ["scores", "weights", "contexts", "output", "stats", "qkv"]
 TEXT = "red ball king red ball king"
-# Shapes of the answers the documented examples do not show (/api/attention documents none)
+# Shapes of the answers the documented examples do not show (/api/attention documents two)
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("/api/attention", {"model": "textbook"}),
     ("/api/attention", {"model": "minilm", "text": "the cat sat", "layer": 0, "include": [*EVERY, "audit"]}),
@@ -249,6 +249,7 @@ def test_documented_examples_answer_in_their_schema(api: TestClient, doc: dict[s
             assert_answer_fits(api, doc, path, example["value"])
             tried.append(path)
     documented = {"/api/perturb", "/api/intervene", "/api/compare", "/api/decode", "/api/cost", "/api/scale-sweep"}
+    documented |= {"/api/attention", "/api/heads", "/api/heads/top", "/api/runs"}
     assert set(tried) >= documented, tried
 
 

@@ -123,6 +123,16 @@ ATTENTION = Analysis(
     run=compute_attention,
     summary="Every head's scores and weights for a sequence, with masks",
     forms=("json", "arrays", "npz", "stream"),
+    examples={
+        "textbook": {
+            "summary": "The chapter's worked example: one head, 5 positions, causal, the last position padded",
+            "value": {"model": "textbook", "include": ["scores", "weights", "stats"]},
+        },
+        "causal": {
+            "summary": "A random 4-head layer on six words with the causal mask",
+            "value": {"model": "random", "text": "the cat sat on the mat", "masks": {"causal": True}},
+        },
+    },
     tags=("attention",),
     limits=(
         Limit(
@@ -147,6 +157,12 @@ EXPORT = Analysis(
     run=export_html,
     summary="One self-contained HTML file of a view, interactive with no server",
     forms=("html",),
+    examples={
+        "head": {
+            "summary": "The worked example's head large, with the retrieval of its last query",
+            "value": {"model": "textbook", "view": "head", "head": 0},
+        }
+    },
     tags=("attention",),
 )
 ANALYSES = (ATTENTION, EXPORT)

@@ -382,6 +382,16 @@ HEADS = Analysis(
     answer=HeadTypesResult,
     run=head_types,
     summary="Score every head of a model by type",
+    examples={
+        "induction": {
+            "summary": "The induction model's heads, scored on a repeated sequence and on one probe of 6 words twice",
+            "value": {
+                "model": "induction",
+                "text": "red ball king river frog red ball king",
+                "probe": {"segment_lengths": [6], "repeats": 2},
+            },
+        }
+    },
     panel="headTypes",
     limits=(
         Limit(
@@ -409,6 +419,18 @@ TOP_HEADS = Analysis(
     answer=TopHeadsResult,
     run=top_heads,
     summary="The heads that put the most weight from a query on a key",
+    examples={
+        "it": {
+            "summary": "Which minilm heads make 'it' (10) look at 'animal' (2)? ([CLS] is position 0)",
+            "value": {
+                "model": "minilm",
+                "text": "The animal didn't cross the street because it was too tired",
+                "query": 10,
+                "key": 2,
+                "k": 5,
+            },
+        }
+    },
     panel="top",
     client="top_heads",
 )

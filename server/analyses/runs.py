@@ -170,6 +170,12 @@ RUNS = Analysis(
     run=compute_runs,
     summary="A long run, kept by name: every head's block summary, then tiles and rows on demand",
     forms=("json", "arrays"),
+    examples={
+        "small": {
+            "summary": "A short run of the random model, summarised in 8 x 8 blocks per head",
+            "value": {"model": "random", "text": "the cat sat on the mat and the dog sat on the log", "grid": 8},
+        }
+    },
     tags=("attention",),
     limits=(
         Limit("max_run_tokens", 32_768, "tokens one POST /api/runs may hold (and the model's own positions)"),

@@ -5,7 +5,8 @@ A tile or a row of one run never changes, but a client may post a new run under 
 the run's own making (its serial) as well as the tile: `Cache-Control: private, no-cache` has the browser ask
 again, and an unchanged tile costs a 304. A tile or row that is computed takes a compute slot, as a POST does
 (server/scheduling.py): a flood of them queues, waits at most ATTNLAB_QUEUE_TIMEOUT_S (a 503), and one whose client
-has gone (a tile zoomed past) is withdrawn before it runs.
+has gone (a tile zoomed past) is withdrawn before it runs. `tile_of` and `row_of` check a request and make its
+answer, here and for attnlab.tile and attnlab.row in a notebook's process (server/inprocess.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from server.schemas.ints import INT64_MAX, INT64_MIN
 router = APIRouter(tags=["attention"], responses=errors(*ANY_ROUTE, 404, 422))
 PathInt = Annotated[int, Path(ge=INT64_MIN, le=INT64_MAX)]  # checked against the run after
 TOP = 10
+Part = tuple[LongRun, Callable[[], dict]]  # a kept run, and the making of one answer read from it
 
 
 class TileAnswer(BaseModel):
@@ -110,21 +112,9 @@ async def _cached(
     return response
 
 
-@router.get("/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}", response_model=TileAnswer)
-async def run_tile(
-    request: Request,
-    run: RunName,
-    layer: PathInt,
-    head: PathInt,
-    z: PathInt,
-    x: PathInt,
-    y: PathInt,
-    runtime: RuntimeDep,
-    agg: Annotated[Literal["max", "mean"], Query()] = "max",
-    accept: Annotated[str | None, Header()] = None,
-    if_none_match: Annotated[str | None, Header()] = None,
-) -> Response:
-    """One 256 x 256 tile of a head's weights: exact at the deepest level, block maxima (or means) above it."""
+def tile_of(runtime: Runtime, run: str, layer: int, head: int, z: int, x: int, y: int, agg: str) -> Part:
+    """The kept run and the making of one tile's answer, its run, layer, head and place checked first (a 404 for a
+    run not kept, a 422 naming the field out of range)."""
     kept = _held(runtime, run, layer, head)
     s = len(kept.tokens)
     spec = tile_spec(s, s, z, x, y)
@@ -135,21 +125,11 @@ async def run_tile(
         cells = tile(kept.layers[layer], head, spec, agg).numpy()
         return {"z": z, "x": x, "y": y, "q0": spec.q0, "k0": spec.k0, "cell": spec.cell, "agg": agg, "weights": cells}
 
-    return await _cached(request, kept, ("tile", layer, head, z, x, y, agg), accept, if_none_match, body)
+    return kept, body
 
 
-@router.get("/api/runs/{run}/rows/{layer}/{head}/{query}", response_model=RowAnswer)
-async def run_row(
-    request: Request,
-    run: RunName,
-    layer: PathInt,
-    head: PathInt,
-    query: PathInt,
-    runtime: RuntimeDep,
-    accept: Annotated[str | None, Header()] = None,
-    if_none_match: Annotated[str | None, Header()] = None,
-) -> Response:
-    """One query's exact weights over every key, and its largest keys with their tokens."""
+def row_of(runtime: Runtime, run: str, layer: int, head: int, query: int) -> Part:
+    """The kept run and the making of one row's answer, checked as tile_of checks a tile."""
     kept = _held(runtime, run, layer, head)
     s = len(kept.tokens)
     if not 0 <= query < s:
@@ -172,4 +152,39 @@ async def run_row(
             "top": top,
         }
 
+    return kept, body
+
+
+@router.get("/api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}", response_model=TileAnswer)
+async def run_tile(
+    request: Request,
+    run: RunName,
+    layer: PathInt,
+    head: PathInt,
+    z: PathInt,
+    x: PathInt,
+    y: PathInt,
+    runtime: RuntimeDep,
+    agg: Annotated[Literal["max", "mean"], Query()] = "max",
+    accept: Annotated[str | None, Header()] = None,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """One 256 x 256 tile of a head's weights: exact at the deepest level, block maxima (or means) above it."""
+    kept, body = tile_of(runtime, run, layer, head, z, x, y, agg)
+    return await _cached(request, kept, ("tile", layer, head, z, x, y, agg), accept, if_none_match, body)
+
+
+@router.get("/api/runs/{run}/rows/{layer}/{head}/{query}", response_model=RowAnswer)
+async def run_row(
+    request: Request,
+    run: RunName,
+    layer: PathInt,
+    head: PathInt,
+    query: PathInt,
+    runtime: RuntimeDep,
+    accept: Annotated[str | None, Header()] = None,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """One query's exact weights over every key, and its largest keys with their tokens."""
+    kept, body = row_of(runtime, run, layer, head, query)
     return await _cached(request, kept, ("row", layer, head, query), accept, if_none_match, body)
