@@ -79,6 +79,7 @@ const CASES = {
 test("every ready-made experiment has a training lesson, listed after the others under its own heading", async () => {
   const L = await mod("lessons.js");
   const T = await mod("trainlessons.js");
+  const R = await mod("lessonread.js");
   const ids = T.TRAIN_LESSONS.map((l) => l.id);
   eq(ids, Object.keys(CASES));
   eq(
@@ -89,6 +90,7 @@ test("every ready-made experiment has a training lesson, listed after the others
     assert.equal(l.group, "Training", l.id);
     assert.equal(`train-${l.experiment}`, l.id);
     assert.ok(l.note && l.prompt.startsWith("Click the outlined experiment"), l.id);
+    assert.ok(R.touchWords(l.prompt, true).startsWith("Tap the outlined experiment"), l.id); // a touch screen's words
   }
   const W = await mod("workspaces.js");
   eq(
