@@ -99,7 +99,7 @@ function live(lesson, s) {
 
 function waits(lesson, s) {
   const t = live(lesson, s);
-  if (!t) return `this lesson reads the runs of “${lesson.title}”: ${START.toLowerCase()}.`;
+  if (!t) return `this lesson reads its experiment's runs, not started yet: ${START.toLowerCase()}.`;
   const lacking = lesson.ready(t);
   return lacking ? `the runs are still training: check again once ${lacking}.` : null;
 }

@@ -133,7 +133,7 @@ test("a training lesson is not checked before its experiment's runs hold what it
     assert.equal(out.ok, false);
     assert.match(
       out.text,
-      /^Not checked: this lesson reads the runs of “Training: no causal mask”: click the outlined/,
+      /^Not checked: this lesson reads its experiment's runs, not started yet: click the outlined/,
     );
     assert.match(R.touchWords(out.text, true), /tap the outlined/);
     assert.equal(L.liveAnswer(lesson, s), null);
