@@ -141,7 +141,9 @@ def test_a_run_trains_streams_scrubs_cancels_and_opens_in_explore(open_page: Cal
 def first_snapshot(page: Page, side: str) -> str:
     """Wait for column `side`'s run to send its first snapshot; its run's id."""
     col = f"[data-testid=train-col-{side}]"
-    page.wait_for_function("(sel) => Number(document.querySelector(sel).dataset.snapshots) >= 1", arg=col)
+    page.wait_for_function(
+        "(sel) => Number(document.querySelector(sel).dataset.snapshots) >= 1", arg=col, timeout=60_000
+    )  # a model of width 128 built and measured at step 0 on a loaded machine
     return str(page.locator(f"[data-testid=train-heads-{side}]").get_attribute("data-run"))
 
 
