@@ -231,9 +231,9 @@ class Trainer:
     def _end(self, live: LiveRun, status: str, error: str | None) -> None:
         with contextlib.suppress(RunNotFound):
             self.store.finish(live.id, status, error)
+        with self._lock:  # its place among the runs at once freed before its end is told: a client that starts
+            self.live.pop(live.id, None)  # the next run on hearing it (the page's second run) is not refused
         live.publish("end", {"status": status, "error": error}, close=True)
-        with self._lock:
-            self.live.pop(live.id, None)
 
     def cancel(self, run_id: str) -> RunRecord:
         """Stop the run at its next step (kept as cancelled, its snapshots kept); an ended run is left as it is."""

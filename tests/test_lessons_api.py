@@ -23,7 +23,8 @@ const LE = await mod('lesson.js');
 const R = await mod('requests.js');
 const M = await mod('masks.js');
 const models = data;
-return L.LESSONS.map((lesson) => {
+// the training lessons read the Train workspace's runs, not a body's answer: tests/js/trainlessons.test.mjs
+return L.LESSONS.filter((lesson) => lesson.reads !== 'train').map((lesson) => {
   const ui = LE.lessonUi(models, lesson);
   const info = models.find((m) => m.name === ui.model);
   const texts = R.batchTexts(ui.batch);

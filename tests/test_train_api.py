@@ -230,6 +230,25 @@ def test_runs_at_once_are_bounded_by_the_setting(client: TestClient) -> None:
     follow(client, start(client, steps=1))  # the slot is free again
 
 
+def test_a_run_has_left_the_runs_under_way_when_its_end_is_sent(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client that starts the next run as soon as it hears a run's end (the page's Train workspace does, for an
+    experiment's second run) is not refused as one run too many."""
+    trainer = client.app.state.trainer  # type: ignore[attr-defined]
+    under_way: list[bool] = []
+    publish = training.LiveRun.publish
+
+    def spy(self: training.LiveRun, kind: str, data: dict[str, Any], *, close: bool = False) -> None:
+        if kind == "end":
+            under_way.append(self.id in trainer.live)
+        publish(self, kind, data, close=close)
+
+    monkeypatch.setattr(training.LiveRun, "publish", spy)
+    follow(client, start(client, steps=1))
+    assert under_way == [False]
+
+
 def test_a_server_stopping_mid_run_marks_it_interrupted_and_keeps_its_snapshots(tmp_path: Path) -> None:
     with make_app(tmp_path) as first:
         run_id = start(first, **LONG)

@@ -16,6 +16,17 @@ from engine.trainlab.experiments import EXPERIMENTS
 from server.app import create_app
 from server.config import Settings
 from tests.helpers import assert_error
+from tests.pagejs import copy_page_modules, run_page_js
+
+# The page's no-causal lesson (static/js/trainlessons.js) on runs as the Train workspace holds them (trainmeasures.js).
+LESSON_JS = """
+const L = await mod('lessons.js');
+const lesson = L.lessonOf('train-no-causal');
+const s = {trained: {experiment: 'no-causal', runs: data}};
+const live = L.liveAnswer(lesson, s);
+const {right, wrong} = L.sampleAnswers(lesson, live);
+return {want: lesson.expected(live), right: L.checkAnswer(lesson, right, s), wrong: L.checkAnswer(lesson, wrong, s)};
+"""
 
 TINY = {"task": "copy", "layers": 1, "heads": 2, "width": 16, "positions": 8, "batch": 4, "warmup": 0, "steps": 4}
 
@@ -92,3 +103,23 @@ def test_a_snapshot_is_described_as_a_model(client: TestClient, runs: tuple[str,
     model = resp.json()
     assert model["name"] == f"train:{run_id}@4" and model["layers"] == 1 and model["heads"] == 2
     assert_error(client.get(f"/api/train/{run_id}/model", params={"step": 3}), 422, field="model")
+
+
+def test_the_no_causal_lesson_reads_the_figure_its_claim_reads(
+    client: TestClient, runs: tuple[str, str], tmp_path: Path
+) -> None:
+    """The lesson's answer from the runs' measures as the server sends them is the claim check's figure's."""
+    kept = [client.get(f"/api/train/{r}").json() for r in runs]
+    held = [
+        {
+            "status": k["status"],
+            "steps": [s["step"] for s in k["snapshots"]],
+            "measures": [s["measures"] for s in k["snapshots"]],
+        }
+        for k in kept
+    ]
+    out = run_page_js(copy_page_modules(tmp_path / "js"), LESSON_JS, held)
+    figure = client.get("/api/train/experiments/no-causal/check", params={"runs": ",".join(runs)}).json()["figure"]
+    assert out["want"] == ("under-half" if figure < 0.5 else "lower" if figure < 1 else "not-lower")
+    assert out["right"] == {"ok": True, "text": "Correct."}
+    assert not out["wrong"]["ok"] and "held-out line of the Loss curve" in out["wrong"]["text"]

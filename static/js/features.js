@@ -41,9 +41,22 @@ import { feature as headfilters } from "./headfilters.js";
 import { feature as decode } from "./decode.js";
 import { feature as interventions } from "./interventionsettings.js";
 import { feature as claims } from "./claimsettings.js";
+import { feature as trained } from "./trainmeasures.js";
 
 // name -> declaration, in the order the link writes their keys
-export const FEATURES = { scoring, palette, headfilters, interventions, claims, decode, bugs, sinks, counting, dtype };
+export const FEATURES = {
+  scoring,
+  palette,
+  headfilters,
+  interventions,
+  claims,
+  decode,
+  bugs,
+  sinks,
+  counting,
+  dtype,
+  trained,
+};
 
 const declared = () => Object.values(FEATURES);
 

@@ -11,6 +11,8 @@ export const GIVEAWAYS = {
   symmetric: ".flag-symmetric", // a head card's "W_Q = W_K: scores are symmetric" badge (heads.js)
   verdict: "#perturb-verdict", // Test a claim's verdict and its list of checks (experiments.js)
   precision: "#dtype-diff", // the run's difference from float32 (dtype.js)
+  lookat: "#train-lookat, .train-exp p", // what the ready-made experiments say to look at: how they turn out (train.js)
+  trainverdict: "#train-claim", // whether an experiment's claim held, and the figure it read (train.js)
 };
 
 const LESSON = "lesson"; // the lesson panel's setting, ui.lesson = {id, picked, feedback, shown} (lesson.js)

@@ -134,7 +134,7 @@ function renderLesson(root, value, s) {
     root.dataset.lessonId = lesson.id;
     part("lesson-name").textContent = lesson.title;
     part("lesson-prompt").textContent = words(lesson.prompt);
-    part("lesson-note").textContent = lesson.note || "";
+    part("lesson-note").textContent = words(lesson.note || "");
     part("lesson-note").hidden = !lesson.note;
     const control = answerControl(lesson);
     control.setAttribute("data-testid", "lesson-answer");
@@ -144,7 +144,7 @@ function renderLesson(root, value, s) {
     part("lesson-link").textContent = `?lesson=${lesson.id}`;
   }
   const wait = notReady(lesson, s);
-  const served = s.models.some((m) => m.name === modelOfSetup(setupOf(lesson, s.models)));
+  const served = !!lesson.live || s.models.some((m) => m.name === modelOfSetup(setupOf(lesson, s.models)));
   part("lesson-served").hidden = served || !s.models.length;
   part("lesson-served").textContent = served ? "" : `Not checked here: ${wait}`;
   if (lesson.ask === "cell" || lesson.ask === "head")
@@ -172,12 +172,14 @@ function bind(root, store) {
   const part = within(root);
   const list = part("lesson-list");
   list.replaceChildren(
-    ...LESSONS.map((l) => {
+    ...LESSONS.flatMap((l, i) => {
       const a = node("a", { href: `?lesson=${encodeURIComponent(l.id)}` }, l.title);
       a.dataset.lesson = l.id;
       const li = node("li");
       li.append(a);
-      return li;
+      // a group's heading (the training lessons') above its first lesson
+      const heading = l.group && l.group !== LESSONS[i - 1]?.group;
+      return heading ? [node("li", { className: "lesson-group" }, l.group), li] : [li];
     }),
   );
   const value = () => store.getState().ui[NAME];
@@ -256,6 +258,7 @@ export const panel = {
     s.ui.model,
     s.ui.perturbOn,
     s.panels?.perturb?.result,
+    s.trained, // what a training lesson reads (trainmeasures.js)
   ],
   bind,
 };

@@ -14,8 +14,9 @@
 // hint(answer, want, r, s) says what to look at when the answer is wrong; attnlab(r, s) is attnlab's value, shown
 // beside `chapter`, the chapter's printed output where it prints one for the task (null: it prints none). `hides`:
 // what on the page gives the answer away, hidden while the lesson is unanswered (giveaway.js GIVEAWAYS names them).
-// `reads`: "perturb" when the answer is the Test a claim panel's (/api/perturb), not the run's. The chapter's own
-// tasks are in exercises.js. Pure: no DOM.
+// `reads`: "perturb" when the answer is the Test a claim panel's (/api/perturb), not the run's; a lesson that reads
+// an answer of its own says where (`live(s)`) and why it cannot check yet (`waits(s)`). The chapter's own tasks are
+// in exercises.js, the training lab's in trainlessons.js. Pure: no DOM.
 
 import { CHAPTER_LESSONS } from "./exercises.js";
 import {
@@ -32,6 +33,7 @@ import {
   theRows,
   tok,
 } from "./lessonread.js";
+import { TRAIN_LESSONS } from "./trainlessons.js";
 
 export { period };
 
@@ -274,7 +276,7 @@ const TOPIC_LESSONS = [
   },
 ];
 
-export const LESSONS = [...CHAPTER_LESSONS, ...TOPIC_LESSONS];
+export const LESSONS = [...CHAPTER_LESSONS, ...TOPIC_LESSONS, ...TRAIN_LESSONS];
 
 export function lessonOf(id) {
   return LESSONS.find((l) => l.id === id) || null;
@@ -320,6 +322,7 @@ export function setupOf(lesson, models = []) {
 
 // Why the page cannot check now (its run is still coming, failed, or is of another model), or null.
 export function notReady(lesson, s) {
+  if (lesson.live) return lesson.waits(s);
   const model = modelOfSetup(setupOf(lesson, s.models));
   if (!s.models.some((m) => m.name === model))
     return `this lesson runs on the ${model} model, which this server does not serve.`;
@@ -339,6 +342,7 @@ export function notReady(lesson, s) {
 
 // The answer the lesson reads: the run on screen, or (reads "perturb") the Test a claim panel's.
 export function liveAnswer(lesson, s) {
+  if (lesson.live) return lesson.live(s);
   return lesson.reads === "perturb" ? (s.panels?.perturb?.result ?? null) : s.run.result;
 }
 

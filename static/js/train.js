@@ -7,13 +7,18 @@
 // one click and say what to look at, then whether the claim held (GET /api/train/experiments/{id}/check). A
 // snapshot opens as the model train:RUN@STEP in Explore; the kept runs are listed with rename, delete and export.
 // Its runs are its own state, not the store's: the store is only told of a snapshot opened as a model. It looks
-// up its parts inside its root (dom.js within), and fetches its lists the first time it is shown.
+// up its parts inside its root (dom.js within), and fetches its lists the first time it is shown. What it has
+// measured of the experiment started last goes to the store too (act.trainMeasured, trainmeasures.js), where a
+// training lesson (trainlessons.js) reads its answer; while such a lesson is open its experiment's button is outlined
+// and, until it is answered, the experiments' notes and the claim's verdict are hidden (giveaway.js).
 
 import { act } from "./actions.js";
 import { describeError, parse } from "./api.js";
 import { scaleFor } from "./colors.js";
 import { el, node, within } from "./dom.js";
+import { keptHidden, markGiveaways } from "./giveaway.js";
 import { renderHeads } from "./heads.js";
+import { lessonOf } from "./lessons.js";
 import { snapshotModel } from "./trainmodel.js";
 import { CURVES, curveLines, curveOf, decodeProbe, niceScale, phaseChange } from "./trainplot.js";
 import { open as openWorkspace } from "./workspaces.js";
@@ -49,7 +54,7 @@ const H = 130;
 const PAD = { l: 44, r: 8, t: 8, b: 20 };
 const INKS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"];
 
-const labs = new WeakMap(); // root -> its lab: {part, store, cols, experiments, pending, started}
+const labs = new WeakMap(); // root -> its lab: {part, store, cols, experiments, pending, current, asked, started}
 
 // The form's knobs as a POST /api/train body.
 export function specOf(form) {
@@ -123,6 +128,7 @@ function follow(col, run) {
   source.addEventListener("status", (e) => {
     col.status = JSON.parse(e.data).status;
     drawColumn(col);
+    publish(col.lab);
   });
   source.addEventListener("snapshot", (e) => {
     const d = JSON.parse(e.data);
@@ -132,6 +138,7 @@ function follow(col, run) {
     if (col.follow) col.at = col.snapshots.length - 1;
     if (col.status === "queued") col.status = "running";
     drawColumn(col);
+    publish(col.lab);
   });
   source.addEventListener("end", (e) => {
     const d = JSON.parse(e.data);
@@ -139,6 +146,7 @@ function follow(col, run) {
     col.source = null;
     Object.assign(col, { status: d.status, error: d.error });
     drawColumn(col);
+    publish(col.lab);
     startWaiting(col.lab);
     ended(col.lab);
     refreshRuns(col.lab);
@@ -353,6 +361,23 @@ async function startRun(lab, body, side) {
   return started;
 }
 
+// What the lab has measured of the experiment started last, told to the store (trainmeasures.js): each spec's run
+// as its column follows it, in the specs' order; a run not started yet, or no longer shown, has no snapshots.
+function publish(lab) {
+  const cur = lab.current;
+  if (!cur) return;
+  const runs = cur.exp.specs.map((_, i) => {
+    const col = lab.cols[SIDES[i]];
+    if (!cur.ids[i] || col.run?.id !== cur.ids[i]) return { status: "waiting", steps: [], measures: [] };
+    return {
+      status: col.status,
+      steps: col.snapshots.map((s) => s.step),
+      measures: col.snapshots.map((s) => s.measures),
+    };
+  });
+  lab.store.dispatch(act.trainMeasured({ experiment: cur.exp.id, runs }));
+}
+
 // A run ended: the first run waiting for a free slot starts.
 function startWaiting(lab) {
   const next = lab.waiting.shift();
@@ -372,6 +397,8 @@ async function runExperiment(lab, exp) {
   try {
     const pending = { exp, ids: [] };
     lab.pending = pending;
+    lab.current = pending;
+    publish(lab);
     lab.keyCurve = curveOf(exp.measure);
     say(lab, `${exp.title}: ${exp.specs.length > 1 ? "its runs start one after the other" : "started"}`);
     for (const [i, spec] of exp.specs.entries()) {
@@ -411,6 +438,7 @@ function drawExperiments(lab) {
       const b = node("button", { type: "button", className: "secondary" }, exp.title);
       b.dataset.experiment = exp.id;
       b.setAttribute("data-testid", `train-exp-${exp.id}`);
+      b.toggleAttribute("data-asked", exp.id === lab.asked);
       b.addEventListener("click", () => runExperiment(lab, exp));
       card.append(b, node("p", { className: "muted small" }, `${exp.labels.join(" vs ")}: ${exp.look_at}`));
       return card;
@@ -484,18 +512,35 @@ async function startLab(lab) {
   }
 }
 
-export function deps() {
-  return []; // drawn from its own runs: the page's state changes nothing here
+// Drawn from its own runs: of the page's state, only the open lesson (its experiment, what it hides) counts here.
+export function deps(s) {
+  return [s.ui.lesson?.id ?? null, keptHidden(s)];
 }
 
-export function render(root) {
+export function render(root, s) {
   const lab = labs.get(root);
-  if (lab && !lab.started) startLab(lab);
+  if (!lab) return;
+  if (!lab.started) startLab(lab);
+  markGiveaways(root, s, ["lookat", "trainverdict"]); // a training lesson's answer, told before it is checked
+  lab.asked = lessonOf(s.ui.lesson?.id)?.experiment ?? null; // the open lesson's experiment, its button outlined
+  for (const b of lab.part("train-experiments").querySelectorAll("button[data-experiment]"))
+    b.toggleAttribute("data-asked", b.dataset.experiment === lab.asked);
 }
 
 export function bind(root, store) {
   const part = within(root);
-  const lab = { part, store, cols: {}, experiments: [], pending: null, waiting: [], keyCurve: null, started: false };
+  const lab = {
+    part,
+    store,
+    cols: {},
+    experiments: [],
+    pending: null,
+    current: null,
+    waiting: [],
+    keyCurve: null,
+    asked: null,
+    started: false,
+  };
   labs.set(root, lab);
   part("train-knobs").replaceChildren(...KNOBS.map(knobInput));
   for (const side of SIDES) lab.cols[side] = makeColumn(lab, side, root.querySelector(`[data-run-col=${side}]`));

@@ -18,6 +18,11 @@ LESSONS_JS = """async () => (await import('/static/js/lessons.js')).LESSONS.map(
   ({id: l.id, prompt: l.prompt, ask: l.ask, setup: typeof l.setup === 'string' ? l.setup : null,
     hides: l.hides || [], reads: l.reads || null}))"""
 HIDES_JS = "async () => (await import('/static/js/giveaway.js')).GIVEAWAYS"
+# The Train workspace shown, a training lesson's experiment outlined (its id without "train-") and nothing else.
+TRAIN_LESSON_JS = """(id) => !document.querySelector('[data-workspace=train]').hidden
+    && new URLSearchParams(location.search).get('lesson') === id
+    && [...document.querySelectorAll('[data-experiment][data-asked]')].map((b) => b.dataset.experiment).join()
+       === id.slice('train-'.length)"""
 # For each element of `sel`: the names the view root around it marks kept hidden (data-giveaway), "" when none does.
 GIVEAWAY_ROOTS_JS = """(sel) => [...document.querySelectorAll(sel)].map((el) => {
     const root = el.closest('[data-giveaway]');
@@ -131,6 +136,12 @@ def test_the_list_links_every_lesson_and_each_opens_its_own(open_page: Callable[
     assert len(lessons) >= 16 and {"lab-1", "lab-2", "lab-3", "ex-2", "ex-3"} <= {x["id"] for x in lessons}
     links = page.locator("[data-testid=lesson-list] [data-lesson]")
     assert [links.nth(i).get_attribute("data-lesson") for i in range(links.count())] == [x["id"] for x in lessons]
+    # the training lessons come last, under a heading of their own
+    training = [x["id"] for x in lessons if x["reads"] == "train"]
+    assert len(training) == 6 and [x["id"] for x in lessons[-6:]] == training
+    group = page.locator("[data-testid=lesson-list] .lesson-group")
+    assert group.all_inner_texts() == ["Training"]
+    assert group.evaluate("(li) => li.nextElementSibling.querySelector('[data-lesson]').dataset.lesson") == training[0]
     expect(page.get_by_test_id("lesson-task")).to_be_hidden()
     open_workspace(page, "lessons")  # the index of lessons; each opens on the workspace of the view it sets up
     page.locator("#lesson-index summary").click()
@@ -140,7 +151,11 @@ def test_the_list_links_every_lesson_and_each_opens_its_own(open_page: Callable[
         link = page.locator(f'[data-lesson="{lesson["id"]}"]')
         assert link.get_attribute("href") == f"?lesson={lesson['id']}"
         model = (lesson["setup"] or "m=textbook").split("&")[0][2:]
-        if model in served:
+        if lesson["reads"] == "train":
+            # it opens the Train workspace with its experiment's button outlined, and trains nothing until clicked
+            link.click()
+            page.wait_for_function(TRAIN_LESSON_JS, arg=lesson["id"])
+        elif model in served:
             with page.expect_response(lambda r: r.url.endswith("/api/attention")):
                 link.click()
             wait_idle(page)
@@ -160,6 +175,11 @@ def test_the_list_links_every_lesson_and_each_opens_its_own(open_page: Callable[
                 expect(el).to_be_hidden()
             marks = page.evaluate(GIVEAWAY_ROOTS_JS, hides[name])
             assert all(name in m.split() for m in marks), (lesson["id"], name, marks)
+        if lesson["reads"] == "train":
+            out = page.evaluate("() => document.getElementById('lesson-panel').lessonCheck('lower')")
+            assert not out["ok"] and "click the outlined experiment" in out["text"], (lesson["id"], out)
+            expect(page.locator("[data-testid=train-col-a] [data-role=title]")).to_have_text("A: no run yet")
+            continue
         if model not in served:
             continue
         assert "from1=1" in page.url, (lesson["id"], page.url)  # the chapter's count while the lesson is open

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import httpx
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
-from engine.trainlab.experiments import EXPERIMENTS
-from tests.browser.conftest import wait_idle
+from engine.trainlab.experiments import BY_ID, EXPERIMENTS, mean
+from tests.browser.conftest import PageLog, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -21,6 +22,7 @@ TINY = {"layers": "2", "heads": "2", "width": "16", "positions": "8", "batch": "
 LONG = {**TINY, "steps": "20000", "snapshot_every": "50"}  # the server's default limits: 401 snapshots at most
 
 COL_A = "[data-testid=train-col-a]"
+ENDED = ("finished", "cancelled", "failed", "interrupted")
 
 
 def snapshots(page: Page) -> int:
@@ -134,3 +136,77 @@ def test_a_run_trains_streams_scrubs_cancels_and_opens_in_explore(open_page: Cal
     page.locator(f"[data-testid=train-runs] li[data-run='{run_id}']").get_by_role("button", name="Delete").click()
     page.wait_for_selector(f"[data-testid=train-runs] li[data-run='{run_id}']", state="detached")
     assert errors == []
+
+
+def first_snapshot(page: Page, side: str) -> str:
+    """Wait for column `side`'s run to send its first snapshot; its run's id."""
+    col = f"[data-testid=train-col-{side}]"
+    page.wait_for_function(
+        "(sel) => Number(document.querySelector(sel).dataset.snapshots) >= 1", arg=col, timeout=60_000
+    )  # a model of width 128 built and measured at step 0 on a loaded machine
+    return str(page.locator(f"[data-testid=train-heads-{side}]").get_attribute("data-run"))
+
+
+def test_a_training_lesson_reads_its_experiments_runs(
+    open_page: Callable[..., Page], page_log: PageLog, live_server: str
+) -> None:
+    """The no-scale lesson, end to end: it opens the Train workspace with its experiment's button outlined, one click
+    starts the experiment, and the answer is checked against the runs' first snapshots (what the claim reads), as
+    the server measured them. Each run is cancelled once its first snapshot is in, so that the next one starts."""
+    page = open_page("?lesson=train-no-scale", wait=False)
+    page.wait_for_function("() => !document.querySelector('[data-workspace=train]').hidden")
+    expect(page.get_by_test_id("lesson-prompt")).to_contain_text("Click the outlined experiment below")
+    button = page.get_by_test_id("train-exp-no-scale")
+    expect(button).to_have_attribute("data-asked", "")
+    assert page.locator("[data-experiment][data-asked]").count() == 1
+    # the experiments' own notes tell how it turns out: hidden while the lesson is unanswered
+    expect(button.locator("xpath=..").locator("p")).to_be_hidden()
+    page.get_by_test_id("lesson-answer").select_option("lower")
+    assert "click the outlined experiment" in page_check(page)
+
+    button.click()
+    expect(page.get_by_test_id("train-lookat")).to_be_hidden()
+    runs = []
+    for side in ("a", "b"):
+        runs.append(first_snapshot(page, side))
+        cancelled = httpx.post(f"{live_server}/api/train/{runs[-1]}/cancel", json={}, timeout=30)
+        assert cancelled.status_code == 202, cancelled.text  # the next run takes its slot
+    for side in ("a", "b"):
+        page.wait_for_function(
+            "([sel, ended]) => ended.includes(document.querySelector(sel).dataset.status)",
+            arg=[f"[data-testid=train-col-{side}]", list(ENDED)],
+        )
+    claim = page.get_by_test_id("train-claim")
+    page.wait_for_function("() => document.querySelector('[data-testid=train-claim]').dataset.held !== ''")
+    expect(claim).to_be_hidden()  # the verdict and its figure, until the answer is checked
+
+    # the right answer, from the server's own measures of the runs' first snapshots, as the claim check reads them
+    first = [httpx.get(f"{live_server}/api/train/{r}", timeout=30).json()["snapshots"][0]["measures"] for r in runs]
+    scaled, unscaled = (mean(m, "entropy") for m in first)
+    ratio = unscaled / scaled
+    right = "under-half" if ratio < 0.5 else "lower" if ratio < 1 else "not-lower"
+    check = httpx.get(f"{live_server}/api/train/experiments/no-scale/check", params={"runs": ",".join(runs)}).json()
+    assert (
+        check["figure"] == pytest.approx(ratio)
+        and check["held"] == BY_ID["no-scale"].check([[first[0]], [first[1]]])[0]
+    )
+    wrong = next(v for v in ("under-half", "lower", "not-lower") if v != right)
+    page.get_by_test_id("lesson-answer").select_option(wrong)
+    assert page_check(page).startswith("Not yet: read the Mean entropy curves at step 0")
+    expect(claim).to_be_hidden()
+    page.get_by_test_id("lesson-answer").select_option(right)
+    assert page_check(page) == "Correct."
+    expect(page.get_by_test_id("lesson-attnlab")).to_contain_text(
+        f"mean entropy at step 0: scaled {round(scaled, 3):g}, unscaled {round(unscaled, 3):g} nats"
+    )
+    expect(claim).to_be_visible()
+    expect(claim).to_contain_text("The claim")
+    expect(page.get_by_test_id("train-lookat")).to_be_visible()
+    # the browser logs the one refusal the second run met while the first held the server's training slot
+    assert [e for e in page_log.console_errors if "429" not in e] == [] and not page_log.page_errors
+
+
+def page_check(page: Page) -> str:
+    """Press the lesson's Check: the panel redraws its feedback in the click's own handler."""
+    page.get_by_test_id("lesson-check").click()
+    return page.get_by_test_id("lesson-feedback").inner_text()
