@@ -89,6 +89,12 @@ HOSTILE: list[tuple[str, Callable[[], bytes], ImageLimits, tuple[str, ...]]] = [
     ("png-without-header", lambda: images.PNG_MAGIC + b"\x00" * 8, SMALL, ("no IHDR header",)),
     ("jpeg-without-frame", lambda: b"\xff\xd8\xff\xd9" + b"\x00" * 40, SMALL, ("no frame header", "truncated")),
     ("jpeg-of-many-scans", lambda: jpeg_of_scans(300), SMALL, ("301 scans", "limit of 256")),  # its own 1 and 300
+    (
+        "jpeg-of-many-segments",
+        lambda: b"\xff\xd8" + b"\xff\xfe\x00\x02" * 2000 + encoded("JPEG")[2:],
+        SMALL,
+        ("more than 1,024 segments",),
+    ),
     ("gif", lambda: encoded("GIF", mode="L"), SMALL, ("a GIF", "PNG or JPEG only")),
     ("svg", lambda: SVG, SMALL, ("an SVG", "PNG or JPEG only")),
     ("webp", lambda: b"RIFF\x24\x00\x00\x00WEBPVP8 " + b"\x00" * 40, SMALL, ("a WebP", "PNG or JPEG only")),

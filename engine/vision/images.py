@@ -9,8 +9,9 @@ decode_image checks, in this order, before any pixel is decoded:
        anything else (GIF, WebP, SVG, BMP, TIFF, ...) is refused naming the kinds accepted;
     3. the width and height the header declares (a PNG's IHDR chunk; a JPEG's frame header, SOFn), read here from
        the bytes: neither may be zero, and width x height at most ImageLimits.max_pixels (ATTNLAB_MAX_IMAGE_PIXELS).
-       A decompression bomb (a small file that declares a huge image) stops here; so does a progressive JPEG of
-       more than MAX_JPEG_SCANS scans, whose decoding costs a pass over the image per scan.
+       A decompression bomb (a small file that declares a huge image) stops here; so does a JPEG of more than
+       MAX_JPEG_SEGMENTS segments before its frame header, or of more than MAX_JPEG_SCANS scans (a progressive
+       JPEG's decoding costs a pass over the image per scan).
 
 Only then does Pillow open the file (Image.open reads the header again; its size must agree) with that one format
 allowed and PIL.Image.MAX_IMAGE_PIXELS set to the same limit, and decode it. A file Pillow cannot decode whole (a
@@ -63,6 +64,8 @@ OTHER_KINDS = (
 # a JPEG's frame headers (SOF0-SOF15 less DHT C4, JPG C8 and DAC CC): each carries the height and width
 JPEG_FRAMES = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 JPEG_STANDALONE = frozenset([0x01, *range(0xD0, 0xD8)])  # TEM and RST0-7: markers with no length
+JPEG_FILL = re.compile(rb"\xff+")
+MAX_JPEG_SEGMENTS = 1024  # marker segments before a JPEG's frame header (a camera's file has about 10)
 MAX_JPEG_SCANS = 256  # start-of-scan markers of one JPEG (libjpeg's progressive files have about 10)
 MAX_SIDE = 4096  # the largest height or width a preprocessor_config.json may resize to
 RESAMPLE = {0: "nearest", 1: "Lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "Hamming"}  # Pillow's numbers
@@ -133,29 +136,32 @@ def png_size(data: bytes, field: str) -> tuple[int, int]:
 
 
 def jpeg_size(data: bytes, field: str) -> tuple[int, int]:
-    """(width, height) from a JPEG's frame header, found by walking its marker segments from the start (each step
-    moves on by at least 2 bytes, so the walk ends within the file's length)."""
+    """(width, height) from a JPEG's frame header, found by walking its marker segments from the start: at most
+    MAX_JPEG_SEGMENTS of them, each marker's run of 0xFF fill bytes skipped in one match, so the walk costs little
+    whatever the file holds."""
     at = 2
-    while at + 4 <= len(data):
-        if data[at] != 0xFF:
+    for _ in range(MAX_JPEG_SEGMENTS):
+        fill = JPEG_FILL.match(data, at)  # a marker: 0xFF (and any fill bytes), then its code
+        if fill is None or fill.end() + 3 > len(data):
             break
-        marker = data[at + 1]
-        if marker == 0xFF:  # a fill byte before a marker
-            at += 1
-            continue
+        marker = data[fill.end()]
+        at = fill.end() + 1  # the segment's length, when it has one
         if marker in JPEG_STANDALONE:
-            at += 2
             continue
-        if marker in (0xD9, 0xDA):  # end of image, or a scan, before any frame header
+        if marker in (0x00, 0xD9, 0xDA):  # no marker, the end of the image, or a scan, before any frame header
             break
-        length = int.from_bytes(data[at + 2 : at + 4], "big")
-        if marker in JPEG_FRAMES and length >= 7 and at + 9 <= len(data):
-            height = int.from_bytes(data[at + 5 : at + 7], "big")
-            width = int.from_bytes(data[at + 7 : at + 9], "big")
+        length = int.from_bytes(data[at : at + 2], "big")
+        if marker in JPEG_FRAMES and length >= 7 and at + 7 <= len(data):
+            height = int.from_bytes(data[at + 3 : at + 5], "big")
+            width = int.from_bytes(data[at + 5 : at + 7], "big")
             return width, height
         if length < 2:
             break
-        at += 2 + length
+        at += length
+    else:
+        raise InputError(
+            field, f"the JPEG has more than {MAX_JPEG_SEGMENTS:,} segments before its frame header (the limit)"
+        )
     raise InputError(
         field, "the JPEG has no frame header (its width and height) before its image data: truncated or damaged"
     )
