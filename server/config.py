@@ -7,10 +7,13 @@ import re
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from engine.vision.images import ImageLimits
 
 
 class Settings(BaseSettings):
@@ -73,6 +76,11 @@ class Settings(BaseSettings):
     # every JSON answer of an analysis checked against its declared answer type (server/declare.py), a 500 naming
     # the bad field when it does not fit: on in the test suite, off in service (it costs a second parse)
     check_answers: bool = False
+
+    # an image a request sends (PNG or JPEG, engine/vision/images.py): its file's bytes, and the width x height its
+    # header declares, each checked before a pixel is decoded (a decompression bomb stops at the second)
+    max_image_bytes: int = Field(5 * 1024 * 1024, ge=1024)
+    max_image_pixels: int = Field(4096 * 4096, ge=64)
 
     # the training lab (POST /api/train): where runs are kept, and what one run may ask for, checked before anything
     # is allocated (engine/trainlab/spec.py check_spec)
@@ -141,6 +149,12 @@ class Settings(BaseSettings):
         from engine.models.checkpoint import CheckpointLimits
 
         return {"limits": CheckpointLimits(max_parameters=self.checkpoint_parameters), "reference": self.reference}
+
+    def image_limits(self) -> ImageLimits:
+        """The largest image this server decodes (engine/vision/images.py decode_image's limits)."""
+        from engine.vision.images import ImageLimits
+
+        return ImageLimits(max_bytes=self.max_image_bytes, max_pixels=self.max_image_pixels)
 
     def checkpoints(self) -> dict[str, Path]:
         """The checkpoint directories to serve, by the name each is served as (NAME=DIR entries), in order given."""

@@ -102,6 +102,11 @@ def test_the_wheel_holds_the_page_and_the_checkpoint(installed: Path) -> None:
         f"engine/checkpoints/pycode/{n}" for n in ("config.json", "model.safetensors", "tokenizer.json", "attnlab.json")
     }
     assert pycode <= names, sorted(pycode - names)
+    digits = {
+        f"engine/checkpoints/digits/{n}"
+        for n in ("config.json", "model.safetensors", "preprocessor_config.json", "attnlab.json")
+    }
+    assert digits | {"engine/vision/samples.safetensors"} <= names, sorted(digits - names)
     js = {p.relative_to(ROOT).as_posix() for p in (ROOT / "static").rglob("*.js")}
     assert js <= names, sorted(js - names)
     # wire/: the arrays form and the export builder, which both the server and the attnlab client import

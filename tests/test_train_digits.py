@@ -1,0 +1,81 @@
+"""`digits`: the training script runs from a seed and writes a checkpoint transformers reads, and the committed
+model's held-out accuracy, recomputed here with transformers from the committed files and the shipped digits,
+reaches 95% and is the figure its card says."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from engine.train_digits import main
+from engine.vision.samples import digits
+from tests.helpers import ROOT
+
+DIGITS = ROOT / "engine" / "checkpoints" / "digits"
+FILES = ("config.json", "model.safetensors", "preprocessor_config.json", "attnlab.json")
+
+
+def held_out_accuracy(directory: Path, card: dict[str, Any]) -> tuple[float, int]:
+    """The accuracy of the checkpoint in `directory` on the held-out digits its card names, with transformers'
+    ViTForImageClassification and ViTImageProcessor (its PIL backend) read from the directory: (accuracy, correct)."""
+    from transformers import ViTForImageClassification
+    from transformers.models.vit.image_processing_pil_vit import ViTImageProcessorPil
+
+    images, labels = digits()
+    every = card["held_out"]["every"]
+    held = [i for i in range(len(labels)) if i % every == every - 1]
+    assert len(held) == card["held_out"]["count"]
+    processor = ViTImageProcessorPil.from_pretrained(directory)
+    pixels = processor([images[i][:, :, None] for i in held], input_data_format="channels_last", return_tensors="pt")
+    model = ViTForImageClassification.from_pretrained(directory).eval()
+    with torch.no_grad():
+        predicted = model(pixel_values=pixels["pixel_values"]).logits.argmax(-1).numpy()
+    correct = int((predicted == labels[held]).sum())
+    return correct / len(held), correct
+
+
+def test_the_committed_model_reads_95_percent_of_the_held_out_digits() -> None:
+    card = json.loads((DIGITS / "attnlab.json").read_text())
+    accuracy, correct = held_out_accuracy(DIGITS, card)
+    assert accuracy >= 0.95, (accuracy, correct)
+    assert card["held_out_accuracy"] == round(accuracy, 4) and card["held_out"]["correct"] == correct
+    assert sum((DIGITS / name).stat().st_size for name in FILES) < 400_000  # the committed files stay small
+
+
+@pytest.fixture(scope="module")
+def short_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Two runs of 4 steps from seed 1, into two directories."""
+    runs = tmp_path_factory.mktemp("digits") / "a", tmp_path_factory.mktemp("digits") / "b"
+    for out in runs:
+        main(["--out", str(out), "--steps", "4", "--seed", "1"])
+    return runs
+
+
+def test_the_script_writes_a_checkpoint_and_its_card(short_runs: tuple[Path, Path]) -> None:
+    out = short_runs[0]
+    assert all((out / name).is_file() for name in FILES)
+    card = json.loads((out / "attnlab.json").read_text())
+    assert card["steps"] == 4 and card["seed"] == 1 and "--steps 4 --seed 1" in card["command"]
+    assert card["training_seconds"] >= 0
+    config = json.loads((out / "config.json").read_text())
+    assert (config["model_type"], config["image_size"], config["patch_size"], config["num_channels"]) == (
+        "vit",
+        8,
+        2,
+        1,
+    )
+    # the card's figure is the checkpoint's, recomputed by transformers (a 4-step model's, far below 95%)
+    accuracy, correct = held_out_accuracy(out, card)
+    assert card["held_out_accuracy"] == round(accuracy, 4) and card["held_out"]["correct"] == correct
+
+
+def test_the_same_seed_trains_the_same_weights(short_runs: tuple[Path, Path]) -> None:
+    from safetensors.numpy import load_file
+
+    first, second = (load_file(str(out / "model.safetensors")) for out in short_runs)
+    assert first.keys() == second.keys() and all(np.array_equal(first[k], second[k]) for k in first)
