@@ -47,6 +47,30 @@ def test_the_committed_model_reads_95_percent_of_the_held_out_digits() -> None:
     assert sum((DIGITS / name).stat().st_size for name in FILES) < 400_000  # the committed files stay small
 
 
+def test_attnlab_reads_the_committed_model_as_transformers_does() -> None:
+    """The digits checkpoint through attnlab's own loader (the vit family), its pixels from the shipped digits by
+    attnlab's own preprocessing (engine/vision/images.py, as its preprocessor_config.json says): the classifier's
+    answers reach the card's held-out count, digit for digit."""
+    from engine.models.checkpoint import ImageCheckpointModel, load_checkpoint
+    from engine.models.run import RunInput
+    from engine.vision.images import Preprocessing, preprocess
+
+    card = json.loads((DIGITS / "attnlab.json").read_text())
+    model = load_checkpoint("digits", DIGITS, reference=False)
+    assert isinstance(model, ImageCheckpointModel)
+    how = Preprocessing.from_config(model.preprocessor, num_channels=1)
+    images, labels = digits()
+    every = card["held_out"]["every"]
+    held = [i for i in range(len(labels)) if i % every == every - 1]
+    pixels = torch.stack([preprocess(images[i], how) for i in held])
+    run = model.run(RunInput(pixels=pixels), torch.device("cpu"), torch.float32)
+    logits = model.logits(run)
+    assert logits is not None and logits.shape == (len(held), 10)
+    correct = int((logits.argmax(-1).numpy() == labels[held]).sum())
+    assert correct == card["held_out"]["correct"], (correct, card["held_out"])
+    assert run.tokens[0] == "[CLS]" and run.tokens[1] == "p(0,0)" and len(run.tokens) == 1 + 16
+
+
 @pytest.fixture(scope="module")
 def short_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Two runs of 4 steps from seed 1, into two directories."""
