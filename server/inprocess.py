@@ -18,7 +18,7 @@ from server.analyses import declared_settings
 from server.analyses.attention import attention_body
 from server.config import Settings
 from server.deps import Runtime
-from server.export import build_export
+from server.export import build_export, export_body
 from server.runcache import RunCache
 from server.schemas import AttentionRequest, ExportRequest
 from wire.arrays import MEDIA_TYPE
@@ -52,3 +52,9 @@ def run_export(req: ExportRequest, settings: Settings, models: Models, runtime: 
     """The standalone page POST /api/export answers for `req`, and its file name."""
     settings = declared_settings(settings)
     return build_export(req, lambda attention: run_attention(attention, settings, models, runtime))
+
+
+def run_export_body(req: ExportRequest, settings: Settings, models: Models, runtime: Runtime) -> dict[str, Any]:
+    """The answer the standalone page of `req` embeds (server/export.py export_body), computed here."""
+    settings = declared_settings(settings)
+    return export_body(req, lambda attention: run_attention(attention, settings, models, runtime))

@@ -1,0 +1,152 @@
+"""attnlab.show's live view in a notebook: an anywidget that draws with the page's own modules and talks back.
+
+The run's answer goes to the front end as ONE binary buffer, the arrays form (wire/arrays.py) the standalone file
+embeds, at the export's precision (float32 up to 65,536 weights, float16 above: 2 bytes a weight and a small
+header), never a JSON of floats; static/js/widget.js reads it with the page's readArrays and draws it with the
+standalone file's views (heads, overview, the large head and retrieval) in a shadow root of the output.
+
+Traits, read and set from Python: `view`, `layer`, `head` and `query` (what is shown: `w.head = 3` redraws, a head
+opened in the view sets `w.head`), `selected` (the cell last pressed: {"layer", "head", "query", "key"}), `causal`
+and `blocked` (the masks: set from Python or toggled in the view, the kernel runs the model again, attnlab.run's
+path, and sends the new buffer; a refused run's message goes to `error`, and the last good weights stay).
+
+Where widgets cannot run (nbconvert, a notebook's static HTML, GitHub's viewer) the output's text/html is the
+standalone page in a sandboxed <iframe srcdoc>, as StandaloneView shows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anywidget
+import traitlets as t
+
+from attnlab.errors import ApiError
+from attnlab.notebook import iframe
+from wire.standalone import widget_module, widget_shell
+
+VIEWS = ("layer", "all", "head")
+
+
+class AttentionWidget(anywidget.AnyWidget):
+    """The live view of one run (attnlab.show makes it)."""
+
+    _esm = widget_module()
+
+    view = t.Unicode("layer").tag(sync=True)
+    layer = t.Int(0).tag(sync=True)
+    head = t.Int(0).tag(sync=True)
+    query = t.Int(None, allow_none=True).tag(sync=True)
+    selected = t.Dict(None, allow_none=True).tag(sync=True)
+    causal = t.Bool(False).tag(sync=True)
+    blocked = t.List(t.List(t.Int(), minlen=2, maxlen=2)).tag(sync=True)
+    error = t.Unicode("").tag(sync=True)
+    _data = t.Bytes(b"").tag(sync=True)
+    _shown = t.Dict().tag(sync=True)
+    _shell = t.Unicode("").tag(sync=True)
+
+    def __init__(
+        self,
+        compute: Callable[[dict[str, Any]], tuple[dict[str, Any], bytes]],
+        page: Callable[[], str],
+        masks: dict[str, Any],
+        shown: dict[str, Any],
+        result: dict[str, Any],
+        data: bytes,
+        *,
+        title: str,
+        height: int,
+    ) -> None:
+        """`compute(masks)`: the embedded answer and its arrays form for `masks`; `page()`: the standalone page of
+        the last answer; `result`/`data`: the first answer; `shown`: view, layer, head, query, palette, matrix,
+        rollout, positions_from as the export takes them."""
+        self._compute = compute
+        self._page = page
+        self._masks = masks
+        self._result = result
+        self.height = height
+        layers = [layer["index"] for layer in result["layers"]]
+        super().__init__(
+            _shell=widget_shell(title),
+            _shown=shown,
+            _data=data,
+            view=shown["view"],
+            layer=shown["layer"] if shown["layer"] in layers else layers[0],
+            head=shown["head"] or 0,
+            query=shown["query"],
+            causal=bool(result["masks"].get("causal")),
+            blocked=[list(cell) for cell in result["masks"].get("blocked") or []],
+        )
+        self.observe(self._recompute, names=["causal", "blocked"])
+
+    @property
+    def result(self) -> dict[str, Any]:
+        """The run drawn now, as attnlab.run returns it (NumPy arrays; float16 above 65,536 weights)."""
+        return self._result
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the buffer the front end gets (the arrays form)."""
+        return len(self._data)
+
+    @t.validate("view")
+    def _valid_view(self, proposal: dict[str, Any]) -> str:
+        value = proposal["value"]
+        if value not in VIEWS:
+            raise t.TraitError(f"view: got {value!r}; one of {', '.join(VIEWS)}")
+        if value == "all" and len(self._result["layers"]) < 2:
+            raise t.TraitError("view: 'all' shows every layer; this view holds one (show it with layer left out)")
+        return str(value)
+
+    @t.validate("layer")
+    def _valid_layer(self, proposal: dict[str, Any]) -> int:
+        layers = [layer["index"] for layer in self._result["layers"]]
+        if proposal["value"] not in layers:
+            raise t.TraitError(f"layer: got {proposal['value']}; this view holds layers {layers}")
+        return int(proposal["value"])
+
+    @t.validate("head")
+    def _valid_head(self, proposal: dict[str, Any]) -> int:
+        n = len(self._result["layers"][0]["heads"])
+        if not 0 <= proposal["value"] < n:
+            raise t.TraitError(f"head: got {proposal['value']}; this model has heads 0-{n - 1}")
+        return int(proposal["value"])
+
+    @t.validate("query")
+    def _valid_query(self, proposal: dict[str, Any]) -> int | None:
+        value, n = proposal["value"], len(self._result["tokens"])
+        if value is not None and not 0 <= value < n:
+            raise t.TraitError(f"query: got {value}; the sequence has positions 0-{n - 1}")
+        return value if value is None else int(value)
+
+    @t.validate("blocked")
+    def _valid_blocked(self, proposal: dict[str, Any]) -> list[list[int]]:
+        n = len(self._result["tokens"])
+        for q, k in proposal["value"]:
+            if not (0 <= q < n and 0 <= k < n):
+                raise t.TraitError(f"blocked: got [{q}, {k}]; the sequence has positions 0-{n - 1}")
+        return [[int(q), int(k)] for q, k in proposal["value"]]
+
+    def _recompute(self, change: dict[str, Any]) -> None:
+        """The masks changed (here or in the view): run the model again and send the new buffer."""
+        del change
+        masks = {**self._masks, "causal": self.causal, "blocked": self.blocked}
+        try:
+            result, data = self._compute(masks)
+        except ApiError as err:
+            self.error = err.message  # the field named in it
+            return
+        self._masks, self._result, self.error = masks, result, ""
+        self._data = data
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The widget, and the standalone page in an iframe (text/html) for where widgets cannot run."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle or {}, {})
+        data = {**data, "text/html": iframe(self._page(), self.height)}
+        return data, metadata
+
+    def __repr__(self) -> str:
+        model, n = self._result["model"], len(self._result["tokens"])
+        return f"<attnlab widget: {model}, {n} tokens, layer {self.layer} head {self.head}>"
