@@ -24,7 +24,7 @@ from attnlab.local import api_errors, model_named, models_for, runtime
 from engine.models import model_for
 from server import inprocess
 from server.config import Settings
-from server.export import default_title, export_page, rollout_shown, stacked_views
+from server.export import default_title, export_page, filename, rollout_shown, stacked_views
 from server.schemas import ExportRequest
 from wire.arrays import write_arrays
 
@@ -173,6 +173,8 @@ def widget_of(model: Any = None, *args: Any, height: int | None = None, **fields
         result,
         data,
         title=req.title or default_title(result["model"], req),
+        name=filename(result["model"], req.view, req.layer, req.head),
+        summary=run.summary(),
         height=height or HEIGHTS[req.view],
     )
 

@@ -17,6 +17,7 @@ standalone page in a sandboxed <iframe srcdoc>, as StandaloneView shows it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anywidget
@@ -38,7 +39,7 @@ class AttentionWidget(anywidget.AnyWidget):
     layer = t.Int(0).tag(sync=True)
     head = t.Int(0).tag(sync=True)
     query = t.Int(None, allow_none=True).tag(sync=True)
-    selected = t.Dict(None, allow_none=True).tag(sync=True)
+    selected = t.Dict(allow_none=True).tag(sync=True)  # None until a cell is pressed
     causal = t.Bool(False).tag(sync=True)
     blocked = t.List(t.List(t.Int(), minlen=2, maxlen=2)).tag(sync=True)
     error = t.Unicode("").tag(sync=True)
@@ -56,6 +57,8 @@ class AttentionWidget(anywidget.AnyWidget):
         data: bytes,
         *,
         title: str,
+        name: str,
+        summary: str,
         height: int,
     ) -> None:
         """`compute(masks)`: the embedded answer and its arrays form for `masks`; `page()`: the standalone page of
@@ -66,6 +69,8 @@ class AttentionWidget(anywidget.AnyWidget):
         self._masks = masks
         self._result = result
         self.height = height
+        self.name = name  # the file name .save(folder) writes
+        self.summary = summary
         layers = [layer["index"] for layer in result["layers"]]
         super().__init__(
             _shell=widget_shell(title),
@@ -75,6 +80,7 @@ class AttentionWidget(anywidget.AnyWidget):
             layer=shown["layer"] if shown["layer"] in layers else layers[0],
             head=shown["head"] or 0,
             query=shown["query"],
+            selected=None,
             causal=bool(result["masks"].get("causal")),
             blocked=[list(cell) for cell in result["masks"].get("blocked") or []],
         )
@@ -140,13 +146,29 @@ class AttentionWidget(anywidget.AnyWidget):
         self._masks, self._result, self.error = masks, result, ""
         self._data = data
 
+    @property
+    def html(self) -> str:
+        """The standalone page of the run drawn now (POST /api/export's), as StandaloneView's `.html`."""
+        return self._page()
+
+    def save(self, path: str | Path) -> Path:
+        """The standalone page written to `path` (a folder gets the export's own file name)."""
+        out = Path(path)
+        if out.is_dir():
+            out = out / self.name
+        out.write_text(self.html, encoding="utf-8")
+        return out
+
+    def _repr_html_(self) -> str:
+        return iframe(self.html, self.height)
+
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """The widget, and the standalone page in an iframe (text/html) for where widgets cannot run."""
         bundle = super()._repr_mimebundle_(**kwargs)
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle or {}, {})
-        data = {**data, "text/html": iframe(self._page(), self.height)}
+        data = {**data, "text/html": self._repr_html_()}
         return data, metadata
 
     def __repr__(self) -> str:
-        model, n = self._result["model"], len(self._result["tokens"])
-        return f"<attnlab widget: {model}, {n} tokens, layer {self.layer} head {self.head}>"
+        shown = f"layer {self.layer} head {self.head}"
+        return f"<attnlab view: {self.summary}; live widget on {shown}; .save(path) writes {self.name}>"
