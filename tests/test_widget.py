@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import anywidget
 import numpy as np
@@ -16,9 +17,11 @@ from ipywidgets.widgets.widget import _remove_buffers
 
 import attnlab
 from attnlab.notebook import StandaloneView
-from attnlab.widget import AttentionWidget
 from wire.arrays import read_arrays
 from wire.standalone import read_embedded
+
+if TYPE_CHECKING:
+    from attnlab.widget import AttentionWidget
 
 # 200 positions x 16 heads: 640,000 weights, above the export's float32 limit (65,536), so at float16
 LONG = " ".join(f"w{i % 50}" for i in range(200))
