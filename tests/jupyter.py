@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,14 +25,19 @@ UNNEEDED = ("jupyter_lsp", "jupyter_server_terminals", "notebook_shim")
 
 
 @contextmanager
-def jupyterlab(root: Path) -> Iterator[Callable[[], str]]:
+def jupyterlab(root: Path, preload: str = "") -> Iterator[Callable[[], str]]:
     """JupyterLab on a free loopback port, serving `root`, started at once; yields a call that waits until it
     answers and returns its base URL (what the test does meanwhile overlaps its start). Its config, data, runtime,
-    settings and workspaces are folders of the test's own; the kernels it starts import attnlab from this checkout.
-    Only the server extensions JupyterLab needs are loaded."""
+    settings, workspaces and IPython profile are folders of the test's own; the kernels it starts import attnlab
+    from this checkout and run `preload` (imports, say) as they start. Only the server extensions JupyterLab needs
+    are loaded."""
     port = free_port()
     home = Path(tempfile.mkdtemp(prefix="attnlab-lab-"))
+    startup = home / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-preload.py").write_text(preload)
     env = {
+        "IPYTHONDIR": str(home / "ipython"),
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "JUPYTER_CONFIG_DIR": str(home / "config"),
@@ -81,6 +87,7 @@ def jupyterlab(root: Path) -> Iterator[Callable[[], str]]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            shutil.rmtree(home, ignore_errors=True)
 
 
 def tail(log: IO[bytes]) -> str:
@@ -109,6 +116,10 @@ def run_cell(page: Page, n: int) -> Locator:
 
 def open_notebook(page: Page, base: str, name: str) -> None:
     """Open the notebook `name` in the JupyterLab at `base`; return once its kernel has started and is idle (a cell
-    run before then is not sent)."""
+    run before then is not sent). Its kernel is started first, so that it starts (and runs its preload) while the
+    page loads; the page joins that session."""
+    session = {"path": name, "name": name, "type": "notebook", "kernel": {"name": "python3"}}
+    resp = httpx.post(f"{base}/api/sessions", params={"token": TOKEN}, json=session, timeout=60)
+    assert resp.status_code == 201, resp.text
     page.goto(f"{base}/lab/tree/{name}?token={TOKEN}")
     page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=60_000)

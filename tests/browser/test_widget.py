@@ -53,7 +53,7 @@ def test_the_widget_talks_both_ways_in_jupyterlab_and_falls_back_offline(
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     notebook(tmp_path / "widget.ipynb", CELLS)
-    with jupyterlab(tmp_path) as ready:
+    with jupyterlab(tmp_path, preload="import attnlab.widget\n") as ready:
         fallback_draws(page, tmp_path)
         base = ready()
         open_notebook(page, base, "widget.ipynb")
