@@ -24,12 +24,11 @@ from attnlab.local import api_errors, model_named, models_for, runtime
 from engine.models import model_for
 from server import inprocess
 from server.config import Settings
-from server.export import default_title, export_page, filename, rollout_shown, stacked_views
-from server.schemas import ExportRequest
 from wire.arrays import write_arrays
 
 if TYPE_CHECKING:
     from attnlab.widget import AttentionWidget
+    from server.schemas import ExportRequest
 
 # the iframe's height (px) for each view when none is given: the controls, and a grid, the thumbnails or a head
 HEIGHTS = {"layer": 760, "all": 620, "head": 800}
@@ -146,7 +145,7 @@ def widget_of(model: Any = None, *args: Any, height: int | None = None, **fields
 
     def page() -> str:
         if "page" not in last:
-            last["page"] = export_page(last["req"], last["result"], last["data"])
+            last["page"] = inprocess.standalone_page(last["req"], last["result"], last["data"])
         return str(last["page"])
 
     def recompute(masks: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
@@ -154,17 +153,7 @@ def widget_of(model: Any = None, *args: Any, height: int | None = None, **fields
         return compute(masks)
 
     result, data = compute(None)
-    req = run.req
-    shown = {
-        "view": req.view,
-        "layer": req.layer if req.layer is not None else 0,
-        "head": req.head,
-        "query": req.query,
-        "palette": req.palette,
-        "matrix": req.matrix,
-        "rollout": rollout_shown(req) if stacked_views(req) else None,
-        "positions_from": req.positions_from,
-    }
+    name, title, shown = inprocess.export_view(run.req, result)
     return AttentionWidget(
         recompute,
         page,
@@ -172,10 +161,10 @@ def widget_of(model: Any = None, *args: Any, height: int | None = None, **fields
         shown,
         result,
         data,
-        title=req.title or default_title(result["model"], req),
-        name=filename(result["model"], req.view, req.layer, req.head),
+        title=title,
+        name=name,
         summary=run.summary(),
-        height=height or HEIGHTS[req.view],
+        height=height or HEIGHTS[run.req.view],
     )
 
 

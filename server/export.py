@@ -69,6 +69,20 @@ def export_body(req: ExportRequest, compute: Callable[[AttentionRequest], dict[s
     return body
 
 
+def export_shown(req: ExportRequest) -> dict[str, Any]:
+    """What the page opens on, as standalone_html embeds it."""
+    return {
+        "view": req.view,
+        "layer": req.layer if req.layer is not None else 0,
+        "head": req.head,
+        "query": req.query,
+        "palette": req.palette,
+        "matrix": req.matrix,
+        "rollout": rollout_shown(req) if stacked_views(req) else None,
+        "positions_from": req.positions_from,
+    }
+
+
 def stacked_views(req: ExportRequest) -> list[str]:
     """The views of the whole stack the export embeds (STACKED names its `include` gives)."""
     return [name for name in STACKED if name in req.include] if "include" in req.model_fields_set else []

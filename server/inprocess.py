@@ -18,7 +18,7 @@ from server.analyses import declared_settings
 from server.analyses.attention import attention_body
 from server.config import Settings
 from server.deps import Runtime
-from server.export import build_export, export_body
+from server.export import build_export, default_title, export_body, export_page, export_shown, filename
 from server.runcache import RunCache
 from server.schemas import AttentionRequest, ExportRequest
 from wire.arrays import MEDIA_TYPE
@@ -52,6 +52,20 @@ def run_export(req: ExportRequest, settings: Settings, models: Models, runtime: 
     """The standalone page POST /api/export answers for `req`, and its file name."""
     settings = declared_settings(settings)
     return build_export(req, lambda attention: run_attention(attention, settings, models, runtime))
+
+
+def export_view(req: ExportRequest, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """What attnlab.show's widget needs of an export beside the answer (`body`, export_body's): the page's file
+    name, its title and what it opens on (view, layer, head, query, palette, matrix, rollout, positions_from), as
+    the page's own script reads them. The page itself is export_page's."""
+    name = filename(body["model"], req.view, req.layer, req.head)
+    return name, req.title or default_title(body["model"], req), export_shown(req)
+
+
+def standalone_page(req: ExportRequest, body: dict[str, Any], data: bytes) -> str:
+    """The standalone page of an export's answer (`body`, export_body's; `data`, its arrays form): attnlab.show's
+    widget's fallback, the page POST /api/export would answer."""
+    return export_page(req, body, data)
 
 
 def run_export_body(req: ExportRequest, settings: Settings, models: Models, runtime: Runtime) -> dict[str, Any]:
