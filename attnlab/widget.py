@@ -8,7 +8,9 @@ standalone file's views (heads, overview, the large head and retrieval) in a sha
 Traits, read and set from Python: `view`, `layer`, `head` and `query` (what is shown: `w.head = 3` redraws, a head
 opened in the view sets `w.head`), `selected` (the cell last pressed: {"layer", "head", "query", "key"}), `causal`
 and `blocked` (the masks: set from Python or toggled in the view, the kernel runs the model again, attnlab.run's
-path, and sends the new buffer; a refused run's message goes to `error`, and the last good weights stay).
+path, and sends the new buffer; a refused run's message goes to `error`, the last good weights stay and the mask
+traits go back to the masks in force). A value out of range (from Python or the front end) is a TraitError that
+names the trait and the range.
 
 Where widgets cannot run (nbconvert, a notebook's static HTML, GitHub's viewer) the output's text/html is the
 standalone page in a sandboxed <iframe srcdoc>, as StandaloneView shows it.
@@ -68,6 +70,7 @@ class AttentionWidget(anywidget.AnyWidget):
         self._page = page
         self._masks = masks
         self._result = result
+        self._reverting = False  # masks being put back after a refused run: nothing to recompute
         self.height = height
         self.name = name  # the file name .save(folder) writes
         self.summary = summary
@@ -129,19 +132,30 @@ class AttentionWidget(anywidget.AnyWidget):
     @t.validate("blocked")
     def _valid_blocked(self, proposal: dict[str, Any]) -> list[list[int]]:
         n = len(self._result["tokens"])
+        if len(proposal["value"]) > n * n:
+            raise t.TraitError(f"blocked: got {len(proposal['value'])} cells; the sequence has {n * n}")
         for q, k in proposal["value"]:
             if not (0 <= q < n and 0 <= k < n):
                 raise t.TraitError(f"blocked: got [{q}, {k}]; the sequence has positions 0-{n - 1}")
         return [[int(q), int(k)] for q, k in proposal["value"]]
 
     def _recompute(self, change: dict[str, Any]) -> None:
-        """The masks changed (here or in the view): run the model again and send the new buffer."""
+        """The masks changed (here or in the view): run the model again and send the new buffer. A refused run
+        leaves the weights drawn, sets `error`, and puts `causal` and `blocked` back to the masks in force."""
         del change
+        if self._reverting:
+            return
         masks = {**self._masks, "causal": self.causal, "blocked": self.blocked}
         try:
             result, data = self._compute(masks)
         except ApiError as err:
             self.error = err.message  # the field named in it
+            self._reverting = True
+            try:
+                self.causal = bool(self._result["masks"].get("causal"))
+                self.blocked = [list(cell) for cell in self._result["masks"].get("blocked") or []]
+            finally:
+                self._reverting = False
             return
         self._masks, self._result, self.error = masks, result, ""
         self._data = data

@@ -105,3 +105,25 @@ def test_the_output_carries_the_standalone_page_and_show_falls_back_without_anyw
     view = attnlab.show("induction", TEXT, layer=1)
     assert isinstance(view, StandaloneView)
     assert read_arrays(read_embedded(view.html))["tokens"] == w.result["tokens"]
+
+
+def test_a_refused_or_hostile_mask_leaves_the_weights_and_names_what_is_wrong() -> None:
+    w = attnlab.show("induction", TEXT, layer=1)
+    drawn = w._data
+    w.blocked = [[0, 0]]  # under the causal mask query 0 sees key 0 only: blocked, its row has no key left
+    assert "masks: query rows 0 have no eligible key after masking" in w.error
+    assert w._data == drawn and w.blocked == [] and w.causal is True  # the masks in force, as drawn
+    # what a front end could send in its state: each refused by name, nothing recomputed
+    for state, field in (
+        ({"blocked": [[0, -1]]}, "blocked"),
+        ({"blocked": [[0, 1]] * 65}, "blocked"),
+        ({"causal": "yes"}, "causal"),
+        ({"head": "2"}, "head"),
+        ({"query": 1e9}, "query"),
+        ({"view": "<script>"}, "view"),
+    ):
+        with pytest.raises(traitlets.TraitError, match=field):
+            w.set_state(state)
+    assert w._data == drawn and w.blocked == [] and w.causal is True
+    w.blocked = [[1, 0]]  # a good mask after the refusal: the error clears
+    assert w.error == "" and w.result["masks"]["blocked"] == [[1, 0]]
