@@ -14,12 +14,12 @@ alike, with no internet.
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnlab.arrays import jsonable
+from attnlab.frame import iframe
 from attnlab.local import api_errors, model_named, models_for, runtime
 from engine.models import model_for
 from server import inprocess
@@ -57,15 +57,6 @@ class StandaloneView:
             out = out / self.name
         out.write_text(self.html, encoding="utf-8")
         return out
-
-
-def iframe(page: str, height: int) -> str:
-    """The page in an iframe of its own: `srcdoc` (no file, no server), scripts allowed and nothing else (no access
-    to the notebook's document, cookies or storage)."""
-    return (
-        f'<iframe srcdoc="{html.escape(page, quote=True)}" sandbox="allow-scripts" title="attnlab" '
-        f'style="width: 100%; height: {int(height)}px; border: 1px solid #ccc; border-radius: 6px;"></iframe>'
-    )
 
 
 @dataclass

@@ -26,7 +26,7 @@ import anywidget
 import traitlets as t
 
 from attnlab.errors import ApiError
-from attnlab.notebook import iframe
+from attnlab.frame import iframe
 from wire.standalone import widget_module, widget_shell
 
 VIEWS = ("layer", "all", "head")
