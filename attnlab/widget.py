@@ -35,8 +35,9 @@ VIEWS = ("layer", "all", "head")
 class AttentionWidget(anywidget.AnyWidget):
     """The live view of one run (attnlab.show makes it)."""
 
-    _esm = widget_module()
-
+    # the front end: static/js/widget.js and what it imports, one ES module bundled when the first widget is made
+    # (wire/standalone.py caches it), not when this module is imported
+    _esm = t.Unicode().tag(sync=True)
     view = t.Unicode("layer").tag(sync=True)
     layer = t.Int(0).tag(sync=True)
     head = t.Int(0).tag(sync=True)
@@ -88,6 +89,10 @@ class AttentionWidget(anywidget.AnyWidget):
             blocked=[list(cell) for cell in result["masks"].get("blocked") or []],
         )
         self.observe(self._recompute, names=["causal", "blocked"])
+
+    @t.default("_esm")
+    def _module(self) -> str:
+        return widget_module()
 
     @property
     def result(self) -> dict[str, Any]:
