@@ -2,7 +2,8 @@
 token, a temporary root, settings and workspace folder, no browser of its own, nothing fetched) driven in Chromium
 with every request that leaves the loopback address refused. A notebook shows a tiny model's widget; a head pressed
 in it is read back in the kernel, `w.head = 2` set in the kernel redraws it, and the causal mask switched off in it
-is run again in the kernel and drawn. And the widget's fallback, its output's text/html, opened offline, draws."""
+is run again in the kernel and drawn, as is a cell pressed and blocked in it. And the widget's fallback, its
+output's text/html, opened offline, draws."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ CELLS = [
     f"import attnlab\nw = attnlab.show({MODEL['model']!r}, {MODEL['text']!r}, layer=1)\nw",
     "print('read', w.head, w.view, w.selected)",
     "w.head = 2",
-    "print('masks', w.causal, w.result['masks']['causal'], w.error or 'ok')",
+    "print('masks', w.causal, w.result['masks']['causal'], w.blocked, w.selected['key'], w.error or 'ok')",
 ]
 
 
@@ -85,7 +86,15 @@ def test_the_widget_talks_both_ways_in_jupyterlab_and_falls_back_offline(
         until(lambda: widget.get_attribute("data-drawn") != drawn, "the widget draws the recomputed weights")
         after = hover_cell(page, cell, 0, 7)
         assert "masked" not in after and "weight 0." in after, after
-        assert printed(page, 3, "masks") == "masks False False ok"
+        # a cell pressed in the large head is `selected`; "Block pressed cell" blocks it: recomputed in the kernel
+        hover_cell(page, cell, 0, 7)
+        page.mouse.down()
+        page.mouse.up()
+        drawn = widget.get_attribute("data-drawn")
+        page.locator("#sa-block").click()
+        until(lambda: widget.get_attribute("data-drawn") != drawn, "the widget draws the cell blocked")
+        assert "masked (blocked)" in hover_cell(page, cell, 0, 7)
+        assert printed(page, 3, "masks") == "masks False False [[0, 7]] 7 ok"
     assert left == [] and errors == [], (left, errors)
 
 
