@@ -10,7 +10,7 @@ NODE ?= /usr/bin/node
 POSTGRES ?= $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb))
 CURL ?= /usr/bin/curl
 
-.PHONY: run test test-quick docs lint bench bench-load bench-soak bench-api bench-checkpoints bench-long bench-deepzoom bench-page bench-mask bench-train install install-test chromium nginx postgres node curl clean
+.PHONY: run test test-quick docs lint bench bench-load bench-soak bench-api bench-checkpoints bench-long bench-deepzoom bench-page bench-mask bench-train bench-widget install install-test chromium nginx postgres node curl clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -199,6 +199,11 @@ bench-page: $(VENV)/.bench $(VENV)/.test chromium
 # a mask change on minilm at 128 and 512 tokens, the large head as HEAD has it against the working tree (bench/README.md)
 bench-mask: $(VENV)/.bench $(VENV)/.test chromium
 	$(PY) -m bench.mask_change --lengths 128,512 --before HEAD
+
+# attnlab.show's widget on minilm at 512 tokens in JupyterLab against the transformers forward + bertviz's head_view
+# (bench/README.md)
+bench-widget: $(VENV)/.bench $(VENV)/.test chromium
+	$(PY) -m bench.widget
 
 # the training lab: train() with snapshots against a bare PyTorch loop, and the induction phase change (bench/README.md)
 bench-train: install

@@ -33,12 +33,19 @@ PRECISION = "float32 up to 65,536 weights, float16 above"
 def build_export(req: ExportRequest, compute: Callable[[AttentionRequest], dict[str, Any]]) -> tuple[str, str]:
     """The standalone page of an export request and its file name; `compute` runs the /api/attention body (the
     route's attention_body, or attnlab.show's in-process run). Refusals are the API's ApiError, naming the field."""
+    body = export_body(req, compute)
+    return export_page(req, body, write_arrays(body)), filename(body["model"], req.view, req.layer, req.head)
+
+
+def export_body(req: ExportRequest, compute: Callable[[AttentionRequest], dict[str, Any]]) -> dict[str, Any]:
+    """The answer an export embeds (its precision set, `embedded_precision`), after the export's own checks; what
+    attnlab.show's widget sends as its buffer."""
     refuse_fields(req, ("texts", "demo_bug"), "an export draws one sequence's own attention")
     if "precision" in req.model_fields_set:
         raise ApiError(
             422, "invalid_request", f"an export sets its own precision ({PRECISION}): leave precision out", "precision"
         )
-    stacked = [name for name in STACKED if name in req.include] if "include" in req.model_fields_set else []
+    stacked = stacked_views(req)
     if "include" in req.model_fields_set and set(req.include) - set(STACKED):
         message = f"an export embeds the weights ({PRECISION}); include names only the views rollout and attention_flow"
         raise ApiError(422, "invalid_request", message, "include")
@@ -59,8 +66,33 @@ def build_export(req: ExportRequest, compute: Callable[[AttentionRequest], dict[
     if req.query is not None and req.query >= seq_len:
         message = f"got query {req.query}; the sequence has positions 0-{seq_len - 1}"
         raise ApiError(422, "invalid_request", message, "query")
-    page = standalone_html(
-        write_arrays(body),
+    return body
+
+
+def export_shown(req: ExportRequest) -> dict[str, Any]:
+    """What the page opens on, as standalone_html embeds it."""
+    return {
+        "view": req.view,
+        "layer": req.layer if req.layer is not None else 0,
+        "head": req.head,
+        "query": req.query,
+        "palette": req.palette,
+        "matrix": req.matrix,
+        "rollout": rollout_shown(req) if stacked_views(req) else None,
+        "positions_from": req.positions_from,
+    }
+
+
+def stacked_views(req: ExportRequest) -> list[str]:
+    """The views of the whole stack the export embeds (STACKED names its `include` gives)."""
+    return [name for name in STACKED if name in req.include] if "include" in req.model_fields_set else []
+
+
+def export_page(req: ExportRequest, body: dict[str, Any], data: bytes | memoryview) -> str:
+    """The standalone page of `body` (export_body's), `data` its arrays form."""
+    stacked = stacked_views(req)
+    return standalone_html(
+        data,
         view=req.view,
         title=req.title or default_title(body["model"], req),
         layer=req.layer if req.layer is not None else 0,
@@ -71,7 +103,6 @@ def build_export(req: ExportRequest, compute: Callable[[AttentionRequest], dict[
         rollout=rollout_shown(req) if stacked else None,
         positions_from=req.positions_from,
     )
-    return page, filename(body["model"], req.view, req.layer, req.head)
 
 
 def embedded_precision(body: dict[str, Any]) -> dict[str, Any]:

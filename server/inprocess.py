@@ -27,7 +27,7 @@ from server.config import Settings
 from server.declare import Analysis, Context
 from server.deps import Runtime
 from server.errors import ApiError
-from server.export import build_export
+from server.export import build_export, default_title, export_body, export_page, export_shown, filename
 from server.forms import answer, chosen_accept
 from server.progress import RUN_ID
 from server.routes.runs import Part, row_of, tile_of
@@ -143,3 +143,23 @@ def place(run: Any, **numbers: Any) -> dict[str, int]:
 def read_part(part: Part) -> Any:
     _, body = part
     return read_response(answer(body(), MEDIA_TYPE))
+
+
+def export_view(req: ExportRequest, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """What attnlab.show's widget needs of an export beside the answer (`body`, export_body's): the page's file
+    name, its title and what it opens on (view, layer, head, query, palette, matrix, rollout, positions_from), as
+    the page's own script reads them. The page itself is export_page's."""
+    name = filename(body["model"], req.view, req.layer, req.head)
+    return name, req.title or default_title(body["model"], req), export_shown(req)
+
+
+def standalone_page(req: ExportRequest, body: dict[str, Any], data: bytes) -> str:
+    """The standalone page of an export's answer (`body`, export_body's; `data`, its arrays form): attnlab.show's
+    widget's fallback, the page POST /api/export would answer."""
+    return export_page(req, body, data)
+
+
+def run_export_body(req: ExportRequest, settings: Settings, models: Models, runtime: Runtime) -> dict[str, Any]:
+    """The answer the standalone page of `req` embeds (server/export.py export_body), computed here."""
+    settings = declared_settings(settings)
+    return export_body(req, lambda attention: run_attention(attention, settings, models, runtime))

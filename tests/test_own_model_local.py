@@ -81,6 +81,11 @@ def test_show_takes_a_directory_and_a_model_object(directory: Path, transformers
     hf, tokenizer = transformers_pair
     other = attnlab.show(hf, TEXT, layer=0, tokenizer=tokenizer)
     assert other.html.count("<script") == view.html.count("<script") and len(other.html) > 10_000
+    # the model object's live widget: a mask changed in it runs the model object again
+    before = other.result["layers"][0]["heads"][0]["weights"].copy()
+    other.blocked = [[1, 0]]
+    assert other.error == "" and other.result["masks"]["blocked"] == [[1, 0]]
+    assert other.result["layers"][0]["heads"][0]["weights"][1, 0] == 0 != before[1, 0]
 
 
 def test_load_refuses_a_pickle_without_opening_it(tmp_path: Path) -> None:

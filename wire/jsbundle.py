@@ -364,11 +364,18 @@ def _var(file: str) -> str:
 
 
 def bundle(
-    entry: str, read: dict[str, str] | Path, *, forbid: frozenset[str] = frozenset(), call: str | None = None
+    entry: str,
+    read: dict[str, str] | Path,
+    *,
+    forbid: frozenset[str] = frozenset(),
+    call: str | None = None,
+    as_module: bool = False,
 ) -> str:
-    """One classic script holding `entry` and its imports; `call`: an export of the entry to call at the end."""
+    """One classic script holding `entry` and its imports; `call`: an export of the entry to call at the end.
+    `as_module`: one ES module instead, whose default export is the entry's exports (an anywidget's `_esm`: its
+    `render`), the modules inlined the same way."""
     order = module_order(entry, read, forbid)
-    parts = ["(() => {", '"use strict";']
+    parts = ["const __attnlab_entry = (() => {" if as_module else "(() => {", '"use strict";']
     for module in order:
         parts.append(f"// ---- {module.name}")
         parts.append(f"const {_var(module.name)} = (() => {{")
@@ -384,5 +391,8 @@ def bundle(
         if call not in {e for _, e in order[-1].exports}:
             raise BundleError(f"{entry} does not export {call}")
         parts.append(f"{_var(entry)}.{call}();")
-    parts.append("})();")
+    if as_module:
+        parts.extend([f"return {_var(entry)};", "})();", "export default __attnlab_entry;"])
+    else:
+        parts.append("})();")
     return "\n".join(parts) + "\n"

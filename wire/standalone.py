@@ -34,6 +34,7 @@ from wire.jsbundle import bundle
 View = Literal["layer", "all", "head"]
 VIEWS: tuple[str, ...] = ("layer", "all", "head")
 ENTRY = "standalone.js"
+WIDGET_ENTRY = "widget.js"  # attnlab.show's notebook widget
 # the page's store, its effects and its fetches stay out: the standalone page has a state of the store's shape, and
 # no server
 FORBID = frozenset({"store.js", "main.js", "api.js", "effects.js", "answers.js", "panels.js"})
@@ -152,8 +153,6 @@ def standalone_html(
     if positions_from not in (0, 1):
         raise ValueError(f"positions_from: got {positions_from!r}; 0 or 1")
     root = static or static_dir()
-    names = (*PAGE_STYLESHEETS, "standalone.css")
-    css = "\n".join((root / "css" / name).read_text(encoding="utf-8") for name in names)
     shown: dict[str, Any] = {
         "view": view,
         "layer": layer,
@@ -168,30 +167,62 @@ def standalone_html(
     t = html.escape(title)
     return PAGE.format(
         title=t,
-        css=css.replace("</", "<\\/"),
+        css=style_safe(page_css(root)),
         data=embed(data),
         encoding=ENCODING,
         shown=shown_json,
-        panels=panels_html(root.parent / "templates" if static else None),
+        shell=SHELL.format(title=t, foot=FILE_FOOT, panels=panels_html(root.parent / "templates" if static else None)),
         script=viewer_script(root),
     )
 
 
+def page_css(root: Path) -> str:
+    """The page's stylesheets and the standalone viewer's, in cascade order."""
+    names = (*PAGE_STYLESHEETS, "standalone.css")
+    return "\n".join((root / "css" / name).read_text(encoding="utf-8") for name in names)
+
+
+def style_safe(css: str) -> str:
+    """CSS that cannot end its <style> element early."""
+    return css.replace("</", "<\\/")
+
+
+def widget_shell(title: str = "attnlab") -> str:
+    """The markup and CSS attnlab.show's notebook widget draws into (static/js/widget.js puts it in a shadow root of
+    the output): the file's own, its page-wide rules (`:root`, the tooltip's place on the page) made the shadow
+    root's."""
+    root = static_dir()
+    css = page_css(root).replace(":root", ":host") + WIDGET_CSS
+    shell = SHELL.format(title=html.escape(title), foot=WIDGET_FOOT, panels=panels_html())
+    return f'<style>\n{style_safe(css)}\n</style>\n<div class="standalone sa-widget">\n{shell}\n</div>'
+
+
+@cache
+def _module(root: Path, stamp: tuple[tuple[str, int], ...]) -> str:
+    del stamp  # part of the cache key only
+    return bundle(WIDGET_ENTRY, root / "js", forbid=FORBID, as_module=True)
+
+
+def widget_module(root: Path | None = None) -> str:
+    """static/js/widget.js and every module it imports as one ES module (an anywidget's `_esm`: its default export
+    holds `render`), inlined as the standalone file's script is: nothing fetched."""
+    js = (root or static_dir()) / "js"
+    stamp = tuple(sorted((p.name, p.stat().st_mtime_ns) for p in js.glob("*.js")))
+    return _module(root or static_dir(), stamp)
+
+
+FILE_FOOT = "A saved attnlab view: everything it needs is in this file."
+WIDGET_FOOT = "attnlab.show's view: the kernel reads and sets what is shown (layer, head, query, selected)."
+WIDGET_CSS = """
+:host { display: block; }
+.sa-widget { background: var(--bg); color: var(--ink); border: 1px solid var(--line); border-radius: 6px; }
+.sa-widget .tooltip { position: fixed; }
+"""
+
 # No <meta> CSP: a sandboxed notebook iframe (srcdoc) and a file on disk both run this page's inline script, and it
 # loads nothing (no src, no href, no fetch); the browser tests check that no request leaves it.
-PAGE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="attnlab">
-<title>{title}</title>
-<style>
-{css}
-</style>
-</head>
-<body class="standalone">
-<header class="top">
+# the file's body, and the widget's: the controls, the view, the panels' templates and the tooltip
+SHELL = """<header class="top">
   <div class="brand"><h1>attnlab</h1><p>{title}</p></div>
   <span id="sa-summary" class="muted small sa-summary"></span>
   <span id="sa-sinks" class="muted small sa-summary" data-testid="sinks-shown" hidden></span>
@@ -211,11 +242,25 @@ PAGE = """<!doctype html>
   </section>
   <div id="sa-view" class="sa-view"></div>
   <section id="sa-stacked" class="panel sa-stacked" aria-label="Rollout and attention flow" hidden></section>
-  <p class="muted small sa-foot">A saved attnlab view: everything it needs is in this file. Hover a cell for its
-    query, key and weight; press a head to open it large.</p>
+  <p class="muted small sa-foot">{foot} Hover a cell for its query, key and weight; press a head to open it
+    large.</p>
 </main>
 {panels}
-<div id="tooltip" class="tooltip" data-testid="tooltip" hidden></div>
+<div id="tooltip" class="tooltip" data-testid="tooltip" hidden></div>"""
+
+PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="attnlab">
+<title>{title}</title>
+<style>
+{css}
+</style>
+</head>
+<body class="standalone">
+{shell}
 <script type="application/json" id="attnlab-view">{shown}</script>
 <script type="application/octet-stream" id="attnlab-data" data-encoding="{encoding}">{data}</script>
 <script>

@@ -202,9 +202,9 @@ export function cardSink(view, head) {
 
 // The tooltip on a cell, and the row and column it lights up in every head. The tooltip is the page's one (over
 // every view, in none of them: the template's, or the exported file's), the one element this view finds in the
-// document.
+// document, or in the shadow root a notebook widget draws in (the root of the element under the pointer).
 function hover(view, cell, event, dispatch) {
-  const tip = document.getElementById("tooltip");
+  const tip = tooltipOf(event);
   if (!cell) {
     tip.hidden = true;
     dispatch(act.highlightSet(null));
@@ -233,6 +233,11 @@ function hover(view, cell, event, dispatch) {
   tip.hidden = false;
   place(tip, event);
   dispatch(act.highlightSet({ q: cell.q, k: cell.k }));
+}
+
+function tooltipOf(event) {
+  const root = event && event.target && event.target.getRootNode ? event.target.getRootNode() : document;
+  return (root.getElementById ? root : document).getElementById("tooltip");
 }
 
 function place(tip, event) {

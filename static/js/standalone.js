@@ -10,8 +10,8 @@
 // dispatch (actions.js) is applied by `reduce`, the few actions a file with no server can honour; the rest are
 // dropped. Only the large head is this file's own: a canvas heatmap (heatmap.js) where the page plots with plotly.
 // An export with rollout or attention flow draws each layer's map under the view (sastacked.js), whatever is shown.
-// The file is this module's own: it finds its elements in the document by id; the page's views it draws find theirs
-// in the root it hands each one (viewRoot).
+// The file is this module's own: it finds its elements by id in its root (the document, or a notebook widget's shadow
+// root: store.root); the page's views it draws find theirs in the root it hands each one (viewRoot).
 
 import { act } from "./actions.js";
 import { readArrays } from "./arrays.js";
@@ -33,6 +33,7 @@ export const MAX_CELL = 34;
 export const LARGE_PLOT_PX = 560; // the large head's side
 
 const $ = (id) => document.getElementById(id);
+const byId = (root, id) => root.getElementById(id);
 
 // ---- decoding ----------------------------------------------------------------------------------------------------
 
@@ -144,8 +145,8 @@ export function describeCell(view, head, cell) {
 
 // ---- drawing -----------------------------------------------------------------------------------------------------
 
-function showTip(lines, event) {
-  const tip = $("tooltip");
+function showTip(lines, event, root) {
+  const tip = byId(root, "tooltip");
   tip.hidden = !lines;
   if (!lines) return;
   tip.replaceChildren(...lines.map((line) => node("div", {}, line)));
@@ -155,7 +156,7 @@ function showTip(lines, event) {
 }
 
 // The large head of the "head" view: its weights with the retrieval's query outlined; a click picks the query.
-function renderLarge(root, s, dispatch) {
+function renderLarge(el, s, dispatch, root) {
   const view = selectView(s);
   const [layer, index] = view.focus;
   const head = view.focusHead;
@@ -179,7 +180,7 @@ function renderLarge(root, s, dispatch) {
   const canvas = node("canvas");
   canvas.setAttribute("aria-hidden", "true");
   fig.append(cap, canvas);
-  root.replaceChildren(fig);
+  el.replaceChildren(fig);
   drawHeatmap(sizeCanvas(canvas, L), {
     ...heatmapOf(view, head),
     scale: view.scale,
@@ -192,12 +193,12 @@ function renderLarge(root, s, dispatch) {
   };
   canvas.addEventListener("mousemove", (e) => {
     const c = at(e);
-    showTip(c && describeCell(view, head, { ...c, layer, head: index }), e);
+    showTip(c && describeCell(view, head, { ...c, layer, head: index }), e, root);
   });
-  canvas.addEventListener("mouseleave", () => showTip(null));
+  canvas.addEventListener("mouseleave", () => showTip(null, null, root));
   canvas.addEventListener("click", (e) => {
     const c = at(e);
-    if (c) dispatch(act.querySet(c.q));
+    if (c) dispatch({ ...act.querySet(c.q), key: c.k }); // the key: which cell was pressed, for a notebook widget
   });
   fig.addEventListener("keydown", (e) => {
     const step = { ArrowUp: -1, ArrowDown: 1 }[e.key];
@@ -224,7 +225,8 @@ function option(value, text, selected) {
   return o;
 }
 
-function renderControls(s) {
+function renderControls(s, root) {
+  const $ = (id) => byId(root, id);
   const result = s.run.result;
   const show = $("sa-view-select");
   show.replaceChildren(
@@ -259,42 +261,67 @@ function renderControls(s) {
 const SHOWN = {
   layer: {
     bind: (root, store) => bindHeads(root, store),
-    draw: (s, dispatch) => renderHeads(viewRoot("heads"), s, dispatch),
+    draw: (s, store) => renderHeads(viewRoot("heads", store.root), s, store.dispatch),
   },
   all: {
     bind: () => {},
-    draw: (s, dispatch) => renderOverview($("overview-panel"), s, dispatch),
+    draw: (s, store) => renderOverview(byId(store.root, "overview-panel"), s, store.dispatch),
   },
   head: {
     bind: (root, store) => bindRetrieval(root, store),
-    draw: (s, dispatch) => {
-      renderLarge($("sa-large"), s, dispatch);
-      renderRetrieval(viewRoot("retrieval"), s, dispatch);
+    draw: (s, store) => {
+      renderLarge(byId(store.root, "sa-large"), s, store.dispatch, store.root);
+      renderRetrieval(viewRoot("retrieval", store.root), s, store.dispatch);
     },
   },
 };
 
 // The root of the page's view `name` (its data-view element) in the copy on screen.
-function viewRoot(name) {
-  return document.querySelector(`#sa-view [data-view="${name}"]`);
+function viewRoot(name, root) {
+  return root.querySelector(`#sa-view [data-view="${name}"]`);
 }
 
+// `store.root`: the document or shadow root the file's elements are in; `store.host`: the element that counts the
+// draws (data-drawn).
 export function render(s, store, prev = null) {
+  const $ = (id) => byId(store.root, id);
   const root = $("sa-view");
   if (!prev || prev.show !== s.show) {
     root.replaceChildren($(`sa-${s.show}`).content.cloneNode(true));
     SHOWN[s.show].bind(root, store);
   } else if (prev.highlight !== s.highlight && prev.ui === s.ui) {
-    SHOWN[s.show].draw(s, store.dispatch); // a hover: the grid repaints its highlight, nothing else is redrawn
+    SHOWN[s.show].draw(s, store); // a hover: the grid repaints its highlight, nothing else is redrawn
     return;
   }
-  renderControls(s);
+  renderControls(s, store.root);
   if (!prev || prev.ui.palette !== s.ui.palette)
-    renderStacked($("sa-stacked"), s.run.result, s.rollout, s.ui.palette, showTip);
+    renderStacked($("sa-stacked"), s.run.result, s.rollout, s.ui.palette, (lines, e) => showTip(lines, e, store.root));
   root.dataset.view = s.show;
-  SHOWN[s.show].draw(s, store.dispatch);
-  document.body.dataset.drawn = String(Number(document.body.dataset.drawn || 0) + 1);
+  SHOWN[s.show].draw(s, store);
+  store.host.dataset.drawn = String(Number(store.host.dataset.drawn || 0) + 1);
   performance.mark("attnlab:drawn");
+}
+
+// The line under the title: the model, the sequence, the layers and heads embedded and how their weights are held.
+export function summaryLine(result, state) {
+  return (
+    `${result.model} · ${result.tokens.length} tokens · ${result.layers.length} of ${result.config.n_layers ?? result.layers.length} ` +
+    `layer${(result.config.n_layers ?? 1) === 1 ? "" : "s"} · ${result.layers[0].heads.length} heads · weights as ${result.config.precision === "float16" ? "float16" : "float32"}` +
+    (state.ui.view === "moved" ? " · drawn: moved, weight × |v·W_O|" : "") +
+    stackedFields(result)
+      .map((f) => ` · ${STACKED[f].name.toLowerCase()} of each layer`)
+      .join("")
+  );
+}
+
+// The file's controls (view, layer, head, query, colours), each dispatching to `store`; bound once.
+export function bindControls(store) {
+  const $ = (id) => byId(store.root, id);
+  $("sa-view-select").addEventListener("change", (e) => store.dispatch({ type: "showSet", show: e.target.value }));
+  $("layer-select").addEventListener("change", (e) => store.dispatch(act.layerSet(Number(e.target.value))));
+  $("head-select").addEventListener("change", (e) => store.dispatch({ type: "headSet", head: Number(e.target.value) }));
+  $("query-select").addEventListener("change", (e) => store.dispatch(act.querySet(Number(e.target.value))));
+  $("palette-select").addEventListener("change", (e) => store.dispatch(act.paletteSet(e.target.value)));
 }
 
 function fail(err) {
@@ -318,16 +345,12 @@ export async function boot() {
   }
   countFrom1(shown.positions_from === 1); // every position printed in the page's count when it was saved
   let state = { ...initialState(result, shown), rollout: shown.rollout || null };
-  $("sa-summary").textContent =
-    `${result.model} · ${result.tokens.length} tokens · ${result.layers.length} of ${result.config.n_layers ?? result.layers.length} ` +
-    `layer${(result.config.n_layers ?? 1) === 1 ? "" : "s"} · ${result.layers[0].heads.length} heads · weights as ${result.config.precision === "float16" ? "float16" : "float32"}` +
-    (state.ui.view === "moved" ? " · drawn: moved, weight × |v·W_O|" : "") +
-    stackedFields(result)
-      .map((f) => ` · ${STACKED[f].name.toLowerCase()} of each layer`)
-      .join("");
+  $("sa-summary").textContent = summaryLine(result, state);
   $("sa-sinks").textContent = sinksLine(result.sinks, result.source_tokens || result.tokens);
   $("sa-sinks").hidden = !result.sinks;
   const store = {
+    root: document,
+    host: document.body,
     getState: () => state,
     dispatch(a) {
       const prev = state;
@@ -335,10 +358,6 @@ export async function boot() {
       if (state !== prev) render(state, store, prev);
     },
   };
-  $("sa-view-select").addEventListener("change", (e) => store.dispatch({ type: "showSet", show: e.target.value }));
-  $("layer-select").addEventListener("change", (e) => store.dispatch(act.layerSet(Number(e.target.value))));
-  $("head-select").addEventListener("change", (e) => store.dispatch({ type: "headSet", head: Number(e.target.value) }));
-  $("query-select").addEventListener("change", (e) => store.dispatch(act.querySet(Number(e.target.value))));
-  $("palette-select").addEventListener("change", (e) => store.dispatch(act.paletteSet(e.target.value)));
+  bindControls(store);
   render(state, store);
 }

@@ -618,3 +618,36 @@ test("the typed helpers read rows and build the body", async () => {
   });
   none(out.bad);
 });
+
+// test_widget.py (browser): the notebook widget's traits, the cell a press selects and the blocked-cell toggle
+test("the widget reads its traits from a state, the cell pressed, and toggles a blocked cell", async () => {
+  const W = await mod("widget.js");
+  const s = { show: "head", ui: { layer: 1, focus: [1, 3], query: 5 }, highlight: { q: 2, k: 4 } };
+  eq(W.traitsOf(s), { view: "head", layer: 1, head: 3, query: 5 });
+  eq(W.selectedBy(s, s, { type: "headOpened", layer: 1, head: 0, query: null }), {
+    layer: 1,
+    head: 0,
+    query: 2,
+    key: 4,
+  });
+  eq(W.selectedBy(s, s, { type: "querySet", query: 6, key: 1 }), { layer: 1, head: 3, query: 6, key: 1 });
+  eq(W.selectedBy(s, s, { type: "pairSet", q: 0, k: 7 }), { layer: 1, head: 3, query: 0, key: 7 });
+  assert.equal(W.selectedBy(s, s, { type: "querySet", query: 6 }), undefined); // a query chosen from a list: no cell
+  eq(W.toggledCell([[0, 1]], 2, 3), [
+    [0, 1],
+    [2, 3],
+  ]);
+  eq(
+    W.toggledCell(
+      [
+        [0, 1],
+        [2, 3],
+      ],
+      0,
+      1,
+    ),
+    [[2, 3]],
+  );
+  const bytes = new Uint8Array([9, 1, 2, 3, 4, 9]);
+  eq([...new Uint8Array(W.bufferOf(new DataView(bytes.buffer, 1, 4)))], [1, 2, 3, 4]);
+});
