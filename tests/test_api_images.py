@@ -98,6 +98,8 @@ def test_an_analysis_takes_the_sample_as_attention_does(shared_client: Callable[
     resp = client.post("/api/compare", json={"a": body, "b": {**body, "sample": "digit-4"}})
     assert resp.status_code == 200, resp.text[:500]
     assert resp.json()["a"]["layers"] == plain["layers"]
+    heads = client.post("/api/heads", json={"model": "digits", "sample": "digit-3"})  # scored on the image
+    assert heads.status_code == 200, heads.text[:500]
 
 
 def test_models_lists_digits_with_what_it_reads(shared_client: Callable[..., TestClient]) -> None:
