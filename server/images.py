@@ -38,7 +38,8 @@ def check_image_fields(req: AttentionRequest, model: AttentionModel) -> None:
     if len(given) == 2:
         raise ApiError(422, "invalid_request", "give image or sample, not both", "sample")
     if given and not reads_pixels:
-        reads = ", ".join(f for f in ("text", "tokens", "x") if f in model.reads) or "no image"
+        fields = [f for f in ("text", "tokens", "x", "scores", "pattern") if f in model.reads]
+        reads = " or ".join([", ".join(fields[:-1]), fields[-1]] if len(fields) > 1 else fields) or "no image"
         raise ApiError(
             422,
             "invalid_request",
