@@ -89,6 +89,11 @@ def test_a_png_of_the_digit_gives_the_samples_weights(
     assert resp.json()["tokens"] == ["[CLS]", *PATCHES]
     for got, want in zip(answered_weights(resp.json()), engine_weights(digits, big), strict=True):
         assert torch.allclose(got, want, atol=1e-6)
+    # a JPEG photograph: decoded, made grey and resized to the digits' 8 x 8
+    out = io.BytesIO()
+    Image.fromarray(np.asarray(load_sample("china").pixels)).save(out, "JPEG")
+    photo = client.post("/api/attention", json={"model": "digits", "image": base64.b64encode(out.getvalue()).decode()})
+    assert photo.status_code == 200 and photo.json()["tokens"] == ["[CLS]", *PATCHES], photo.text[:500]
 
 
 def test_an_analysis_takes_the_sample_as_attention_does(shared_client: Callable[..., TestClient]) -> None:
