@@ -33,6 +33,7 @@ from server.config import Settings
 from server.deps import Runtime
 from server.errors import ApiError
 from server.forms import form_of
+from server.images import check_image_fields, request_pixels
 from server.runcache import cacheable, run_key
 from server.schemas import AttentionRequest, Weights
 from server.serialize import Reading, Sinks, dtype_name, serialize_run
@@ -121,12 +122,12 @@ def make_plan(
     # input
     check_input(req, model, settings, dtype)
     # encoding, with the shape of its run: all that the steps below read of the model for this input
-    inp = to_run_input(req)
+    inp = replace(to_run_input(req), pixels=request_pixels(req, model, settings))
     check_token_counts(model, req, inp, settings)
     encoded = model.encode(inp)
     shape = encoded.shape
     assert shape is not None, "encode gives the shape of the input's run"
-    field = "texts" if req.texts is not None else "tokens" if req.tokens is not None else "text"
+    field = input_field(req)
     _check_tokens(len(encoded.tokens), field, settings)
     if encoded.source is not None:
         where = "source.tokens" if req.source and req.source.tokens is not None else "source.text"
@@ -191,7 +192,8 @@ def check_input(req: AttentionRequest, model: AttentionModel, settings: Settings
     if req.head_widths is not None and model.info.name != "custom":
         why = f"head_widths splits custom weights into heads; {model.info.name} has its own: leave head_widths out"
         raise ApiError(422, "invalid_request", why, "head_widths")
-    given = [f for f in ("text", "tokens", "x", "texts") if getattr(req, f) is not None]
+    check_image_fields(req, model)
+    given = [f for f in ("text", "tokens", "x", "texts", "image", "sample") if getattr(req, f) is not None]
     if model.needs_input and not given:
         raise ApiError(422, "invalid_request", "give one of text, tokens, texts or x", "text")
     if req.text is not None and req.tokens is not None:
@@ -371,13 +373,19 @@ def check_token_counts(model: AttentionModel, req: AttentionRequest, inp: RunInp
             item = f"texts[{i}]"
             _check_tokens(_count(model, replace(one, text=text, tokens=None), item), item, settings)
     else:
-        field = "tokens" if req.tokens is not None else "x" if req.x is not None else "text"
+        field = input_field(req)
         _check_tokens(_count(model, one, field), field, settings)
     src = inp.source
     if src is not None:
         where = "source.tokens" if src.tokens is not None else "source.x" if src.x is not None else "source.text"
         counted = _count(model, replace(one, text=src.text, tokens=src.tokens, x=src.x), where)
         _check_tokens(counted, where, settings)
+
+
+def input_field(req: AttentionRequest) -> str:
+    """The request's field that holds its one input, for the token limit's message."""
+    order = ("texts", "tokens", "x", "image", "sample")
+    return next((f for f in order if getattr(req, f) is not None), "text")
 
 
 def _count(model: AttentionModel, one: RunInput, field: str) -> int:

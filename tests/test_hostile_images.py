@@ -4,6 +4,7 @@ crash, a hang or an allocation the size of what a file merely declares."""
 
 from __future__ import annotations
 
+import base64
 import io
 import struct
 import zlib
@@ -12,12 +13,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 from PIL import Image
 
 import engine.vision.images as images
 from engine.errors import InputError
 from engine.vision.images import ImageLimits, decode_image
 from server.config import Settings
+from tests.helpers import assert_error
 
 SMALL = ImageLimits(max_bytes=64 * 1024, max_pixels=1_000_000)
 
@@ -145,3 +148,59 @@ def test_the_limits_are_settings_with_the_engines_defaults(monkeypatch: pytest.M
     monkeypatch.setenv("ATTNLAB_MAX_IMAGE_PIXELS", "1000000")
     monkeypatch.setenv("ATTNLAB_MAX_IMAGE_BYTES", "65536")
     assert Settings().image_limits() == SMALL
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+# At the API: (id, body, status, field, words), on a server with SMALL's limits serving textbook and digits
+API_HOSTILE: list[tuple[str, dict[str, Any], int, str, tuple[str, ...]]] = [
+    ("bad-base64", {"model": "digits", "image": "iVBORw0K*GgoA"}, 422, "image", ("not valid base64",)),
+    ("base64-not-ascii", {"model": "digits", "image": "iVBORw0KGgoé"}, 422, "image", ("not valid base64",)),
+    ("bomb-png", {"model": "digits", "image": b64(bomb())}, 422, "image", ("4,000,000 pixels", "limit of 1,000,000")),
+    (
+        "png-declaring-1e10-pixels",
+        {"model": "digits", "image": b64(png(100_000, 100_000, idat=zlib.compress(b"\x00" * 1000)))},
+        422,
+        "image",
+        ("100,000 x 100,000", "ATTNLAB_MAX_IMAGE_PIXELS"),
+    ),
+    ("gif", {"model": "digits", "image": b64(encoded("GIF", mode="L"))}, 422, "image", ("a GIF", "PNG or JPEG only")),
+    ("svg", {"model": "digits", "image": b64(SVG)}, 422, "image", ("an SVG", "PNG or JPEG only")),
+    (
+        "base64-past-the-byte-limit",
+        {"model": "digits", "image": "A" * 100_000},
+        413,
+        "image",
+        ("100,000 base64 characters", "65,536 bytes", "ATTNLAB_MAX_IMAGE_BYTES"),
+    ),
+    ("image-to-a-text-model", {"model": "textbook", "image": b64(encoded("PNG"))}, 422, "image", ("not an image",)),
+    ("sample-to-a-text-model", {"model": "textbook", "sample": "china"}, 422, "sample", ("reads text", "digits")),
+    ("text-to-digits", {"model": "digits", "text": "a b"}, 422, "text", ("reads an image's pixels, not text",)),
+    ("tokens-to-digits", {"model": "digits", "tokens": ["a"]}, 422, "tokens", ("not tokens", "sample")),
+    ("nothing-to-digits", {"model": "digits"}, 422, "image", ("give image", "or sample")),
+    (
+        "image-and-sample",
+        {"model": "digits", "image": b64(encoded("PNG")), "sample": "digit-1"},
+        422,
+        "sample",
+        ("not both",),
+    ),
+    ("unknown-sample", {"model": "digits", "sample": "digit-1797"}, 422, "sample", ("digit-0 ... digit-1796",)),
+    ("sample-name-too-long", {"model": "digits", "sample": "x" * 65}, 422, "sample", ("at most 64",)),
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field", "words"), [row[1:] for row in API_HOSTILE], ids=[row[0] for row in API_HOSTILE]
+)
+def test_a_hostile_image_at_the_api_is_a_named_4xx(
+    shared_client: Callable[..., TestClient],
+    body: dict[str, Any],
+    status: int,
+    field: str,
+    words: tuple[str, ...],
+) -> None:
+    client = shared_client(models="textbook,digits", max_image_bytes=SMALL.max_bytes, max_image_pixels=SMALL.max_pixels)
+    assert_error(client.post("/api/attention", json=body), status, field, *words)

@@ -154,6 +154,7 @@ VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("/api/attention", {"model": "textbook", "masks": {"blocked": [[0, k] for k in range(5)]}, "all_masked": "zero"}),
     ("/api/attention", {"model": "induction", "text": TEXT, "masks": {"window": 2}, "include": [*EVERY, "audit"]}),
     ("/api/attention", {"model": "random", "texts": ["a b a", "d"], "masks": {"causal": True}, "include": ["audit"]}),
+    ("/api/attention", {"model": "digits", "sample": "digit-12", "include": EVERY}),
     # a batch audit past ATTNLAB_MAX_AUDIT_RUNS (16 passes: texts 0-3 of 9), with its unchecked texts and note
     (
         "/api/attention",

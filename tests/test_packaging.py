@@ -157,6 +157,8 @@ def test_the_installed_server_serves_the_page_and_every_model(installed: Path, t
             text = "def f(x):\n    return [x]" if name == "pycode" else "red ball king"
             body = {"model": name} if name == "textbook" else {"model": name, "text": text}
             assert httpx.post(f"{base}/api/attention", json=body, timeout=60).status_code == 200, name
+        digit = {"model": "digits", "sample": "digit-12"}  # the shipped digits model and samples, from the wheel
+        assert httpx.post(f"{base}/api/attention", json=digit, timeout=60).status_code == 200
     finally:
         proc.terminate()
         proc.wait(timeout=10)

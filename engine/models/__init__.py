@@ -11,6 +11,7 @@ from engine.errors import is_panic
 from engine.models.base import AttentionModel, ModelInfo, ModelRun, RunInput
 from engine.models.custom import CustomModel
 from engine.models.declare import KNOWN, Capabilities, ModelSource
+from engine.models.digits import DigitsModel
 from engine.models.given import GivenModel
 from engine.models.induction import InductionModel
 from engine.models.minilm import MiniLMModel
@@ -22,7 +23,19 @@ from engine.models.textbook import TextbookModel
 # added. Each class declares what it reads and can do (engine/models/declare.py) and how it is built.
 FAMILIES: dict[str, type[AttentionModel]] = KNOWN  # engine/models/declare.py's table, which its messages read
 FAMILIES.update(
-    {m.name: m for m in (TextbookModel, RandomModel, CustomModel, GivenModel, MiniLMModel, InductionModel, PycodeModel)}
+    {
+        m.name: m
+        for m in (
+            TextbookModel,
+            RandomModel,
+            CustomModel,
+            GivenModel,
+            MiniLMModel,
+            InductionModel,
+            PycodeModel,
+            DigitsModel,
+        )
+    }
 )
 Builder = Callable[[ModelSource | None], AttentionModel]
 BUILDERS: dict[str, Builder] = {name: family.build for name, family in FAMILIES.items()}

@@ -243,18 +243,25 @@ def load_checkpoint(
     limits: CheckpointLimits = CheckpointLimits(),
     reference: bool = True,
     model_class: type[CheckpointModel] = CheckpointModel,
+    image_class: type[ImageCheckpointModel] = ImageCheckpointModel,
 ) -> CheckpointModel | ImageCheckpointModel:
     """The checkpoint in `directory`, served as `name`; `reference`: compare it with transformers' forward pass
-    (engine/models/reference.py) and keep the differences on the model. A refusal's reason holds no path of the
+    (engine/models/reference.py) and keep the differences on the model. `model_class` builds a text checkpoint,
+    `image_class` an image one (a built-in model's own subclass). A refusal's reason holds no path of the
     server's: a library's message that quotes one has it cut to the file's name in the directory."""
     try:
-        return load_inside(name, Path(directory), limits, reference, model_class)
+        return load_inside(name, Path(directory), limits, reference, model_class, image_class)
     except CheckpointError as err:
         raise CheckpointError(unrooted(err.reason, Path(directory))) from err
 
 
 def load_inside(
-    name: str, given: Path, limits: CheckpointLimits, reference: bool, model_class: type[CheckpointModel]
+    name: str,
+    given: Path,
+    limits: CheckpointLimits,
+    reference: bool,
+    model_class: type[CheckpointModel],
+    image_class: type[ImageCheckpointModel] = ImageCheckpointModel,
 ) -> CheckpointModel | ImageCheckpointModel:
     if not given.is_dir():
         raise CheckpointError("the checkpoint's directory is missing or not a directory")
@@ -283,7 +290,7 @@ def load_inside(
     if tokenizer is None:
         pre_path = directory / "preprocessor_config.json"
         pre = read_json(pre_path, "the image preprocessor's settings") if pre_path.is_file() else {}
-        model = ImageCheckpointModel(name, model_type, sizes, mapped, directory=directory, card=card, preprocessor=pre)
+        model = image_class(name, model_type, sizes, mapped, directory=directory, card=card, preprocessor=pre)
     else:
         model = model_class(name, model_type, sizes, mapped, tokenizer, directory=directory, card=card)
     if reference:

@@ -189,7 +189,7 @@ def head_types(req: HeadTypesRequest, ctx: Context) -> HeadTypesResult:
         req.model_dump(exclude={"probe", "segment_len", "seed", "include", "permutations"})
         | {"layer": None, "include": []}
     )
-    given = req.text is not None or req.tokens is not None or req.x is not None
+    given = any(getattr(req, f) is not None for f in ("text", "tokens", "x", "image", "sample"))
     model = choose_model(as_attention, models)
     spec = probe_spec(req, model, settings)
     if given:

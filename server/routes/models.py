@@ -7,15 +7,20 @@ from fastapi import APIRouter
 
 from engine.models import AttentionModel
 from engine.models.declare import INPUT_FIELDS
+from engine.models.image_model import ImageCheckpointModel
+from engine.vision.images import Preprocessing, PreprocessingError
+from engine.vision.samples import PHOTOS, digits
 from server.deps import ModelsDep
 from server.schemas.errors import ANY_ROUTE, errors
 from server.schemas.models import (
+    ImageInput,
     LayerKindOut,
     ModelCapabilities,
     ModelEntry,
     ModelExperts,
     ModelReference,
     ModelsResponse,
+    ShippedSamples,
     UnavailableModel,
 )
 
@@ -66,6 +71,27 @@ def entry(model: AttentionModel) -> ModelEntry:
         vocab=i.vocab,
         experts=None if i.experts is None else ModelExperts(count=i.experts[0], top_k=i.experts[1]),
         sinks=i.sinks,
+        image=image_input(model),
+    )
+
+
+def image_input(model: AttentionModel) -> ImageInput | None:
+    """The images a model that reads pixels takes (its preprocessor_config.json's size) and its patch grid there."""
+    if "pixels" not in model.reads or not isinstance(model, ImageCheckpointModel):
+        return None
+    e = model.embedding
+    try:
+        how = Preprocessing.from_config(model.preprocessor, e.channels)
+        height, width = (how.height, how.width) if how.do_resize else (model.image_size, model.image_size)
+    except PreprocessingError:
+        height = width = model.image_size
+    rows, cols = e.patch_grid(height, width)
+    return ImageInput(
+        channels=e.channels,
+        size=[height, width],
+        patch_size=e.patch_size,
+        patch_grid=[rows, cols],
+        samples=ShippedSamples(digits=len(digits()[1]), photos=list(PHOTOS)),
     )
 
 

@@ -63,6 +63,10 @@ Matrix = Annotated[
     Field(max_length=MAX_ITEMS),
     AfterValidator(_rectangular),
 ]
+# An image's base64 characters, checked before anything is decoded: 4 for every 3 bytes of a file of up to 64 MiB,
+# far above ATTNLAB_MAX_IMAGE_BYTES's default of 5 MiB (the server's own limit is checked after, by its name).
+MAX_IMAGE_CHARS = 4 * -(-64 * 1024 * 1024 // 3)
+MAX_SAMPLE_CHARS = 64
 
 
 class Strict(BaseModel):
@@ -160,6 +164,21 @@ class AttentionRequest(Strict):
     )
     tokens: list[Text] | None = Field(
         None, max_length=MAX_ITEMS, description="tokens given one by one (or labels for the rows of x)"
+    )
+    image: str | None = Field(
+        None,
+        max_length=MAX_IMAGE_CHARS,
+        description="a PNG or JPEG file as base64 (a `data:image/png;base64,` prefix and line breaks are allowed), "
+        "for a model that reads pixels: decoded within ATTNLAB_MAX_IMAGE_BYTES and ATTNLAB_MAX_IMAGE_PIXELS, "
+        "then resized and normalised as the model's preprocessor_config.json says; its tokens are [CLS] (and "
+        f"[DIST], registers) then p(row,col) for each patch (models that read pixels: {reading('pixels')})",
+    )
+    sample: str | None = Field(
+        None,
+        max_length=MAX_SAMPLE_CHARS,
+        description="an image attnlab ships, by name, in place of `image`: digit-0 ... digit-1796 (scikit-learn's "
+        "8x8 handwritten digits, light ink on black) or the photographs china and flower (GET /api/models: each "
+        "image model's `image.samples`)",
     )
     x: Matrix | None = Field(None, description="an S x D input matrix (needs weights unless the model has its own)")
     weights: Weights | None = None

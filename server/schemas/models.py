@@ -65,6 +65,23 @@ class LayerKindOut(Served):
     softcap: float | None = Field(description="the layer's score softcap c (scores = c tanh(scores / c)); null: none")
 
 
+class ShippedSamples(Served):
+    digits: int = Field(
+        description="handwritten digits, named digit-0 ... digit-(digits - 1): 8x8 grey, light ink on black"
+    )
+    photos: list[str] = Field(description="the photographs, by name")
+
+
+class ImageInput(Served):
+    """What an image model reads (`image` or `sample` in a request), from its config and preprocessor_config.json."""
+
+    channels: int = Field(description="colour channels: 1 (grey) or 3 (RGB); an image is converted to them")
+    size: list[int] = Field(description="[height, width] every image is resized to before its patches are cut")
+    patch_size: int = Field(description="a patch's side in pixels")
+    patch_grid: list[int] = Field(description="[rows, cols] of patches: the tokens p(row,col) after [CLS]")
+    samples: ShippedSamples = Field(description="the shipped images a request may name in `sample`")
+
+
 class ModelEntry(Served):
     name: str
     description: str
@@ -119,6 +136,9 @@ class ModelEntry(Served):
         None,
         description="a mixture-of-experts model's experts per layer and how many each position uses (an answer "
         "with include experts says which, per layer and position); null: a dense feed-forward in every layer",
+    )
+    image: ImageInput | None = Field(
+        None, description="a model that reads pixels: the images it takes and how it cuts them; null for the others"
     )
     sinks: bool = Field(
         False,
