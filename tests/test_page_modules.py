@@ -198,6 +198,7 @@ FEATURE_NAMES = {
     "sinks.js": ["sinks", "renorm", "sinksSet", "parseSinks"],
     "dtype.js": ["dtype", "dtypeSet", "DTYPES"],
     "counting.js": ["from1", "countSet"],
+    "pin.js": ["pin", "parsePin", "pinBody", "pinned", "unpinned"],
 }
 
 

@@ -34,9 +34,6 @@ export const act = {
   tokensOpenSet: (open) => ({ type: "tokensOpenSet", open }),
   cursorSet: (cursor) => ({ type: "cursorSet", cursor }),
   errorDismissed: () => ({ type: "errorDismissed" }),
-  // experiments
-  pinned: () => ({ type: "pinned" }),
-  unpinned: () => ({ type: "unpinned" }),
   // mechanics
   panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
   panelSet: (name, value) => ({ type: "panelSet", name, value }), // a registered panel's setting (registry.js)

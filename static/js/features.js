@@ -20,7 +20,8 @@
 //   actions    {TYPE: creator(...) -> {type: TYPE, ...}}: what its control dispatches; actions.js adds each to `act`
 //   reduce     {TYPE: (state, action, {runWith, setUi, setPanel}) -> state}: its reducer cases; runWith(s, fields,
 //              words, where) changes ui and asks for a run credited to the person's words, setUi(s, fields) changes
-//              ui only, setPanel(s, slot, fields) changes an analysis slot
+//              ui only, setPanel(s, slot, fields) changes an analysis slot, single(s) is the run's body as one
+//              sequence (selectors.js singleOf: a declaration that needs it would import the features' table back)
 //   request(ui, info) -> {FIELD: value}: what it adds to the /api/attention body (requests.js buildRequest)
 //   body       the names of the body fields its request may add
 //   reach      where its body fields go beyond /api/attention: "attention" (nowhere else: every analysis computes
@@ -41,9 +42,22 @@ import { feature as headfilters } from "./headfilters.js";
 import { feature as decode } from "./decode.js";
 import { feature as interventions } from "./interventionsettings.js";
 import { feature as claims } from "./claimsettings.js";
+import { feature as pin } from "./pin.js";
 
 // name -> declaration, in the order the link writes their keys
-export const FEATURES = { scoring, palette, headfilters, interventions, claims, decode, bugs, sinks, counting, dtype };
+export const FEATURES = {
+  pin,
+  scoring,
+  palette,
+  headfilters,
+  interventions,
+  claims,
+  decode,
+  bugs,
+  sinks,
+  counting,
+  dtype,
+};
 
 const declared = () => Object.values(FEATURES);
 

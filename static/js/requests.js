@@ -205,14 +205,14 @@ export function pinRequest(attention) {
 }
 
 // The POST /api/compare body: A (pinned) and B (now), both asked for weights only, over `layer` when one is shown.
-export function compareRequest(pin, attention, layer) {
+export function compareRequest(a, attention, layer) {
   const shape = (body) => {
     const { include: _i, layer: _l, ...rest } = singleRequest(body);
     const out = { ...rest, include: ["weights"] };
     if (layer != null) out.layer = layer;
     return out;
   };
-  return { a: shape(pin), b: shape(attention) };
+  return { a: shape(a), b: shape(attention) };
 }
 
 // What sets the size of an /api/attention result: the request without its masks, layer and include, nor a page

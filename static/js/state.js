@@ -28,7 +28,6 @@ export function defaultState() {
     query: null, // the query the retrieval diagram shows; null = the last position
     page: 0,
     pair: null, // [query, key] whose top heads are listed; null = none chosen
-    pin: null, // the /api/attention body pinned as A (no include, no layer); null = nothing pinned
     source: "", // cross-attention: keys and values from this text ("" = self-attention)
     sourcePadded: [], // source positions marked padding
     batch: "", // a batch: one text per line ("" = one sequence)
@@ -87,7 +86,6 @@ export function encodeState(s) {
   if (s.query != null) p.set("query", String(s.query));
   if (s.page) p.set("page", String(s.page));
   if (s.pair && s.pair.every((v) => v != null)) p.set("pair", `${s.pair[0]}-${s.pair[1]}`);
-  if (s.pin) p.set("pin", JSON.stringify(s.pin));
   for (const [name, panel] of registered()) {
     if (panel.setting && s[name] != null) p.set(panel.setting.key, panel.setting.encode(s[name]));
   }
@@ -127,19 +125,6 @@ export function parseTyped(raw) {
     if (!t || !["scores", "pattern"].includes(t.kind) || !grid(t.m) || t.m[0].length !== t.m.length) return null;
     const values = grid(t.values) && t.values.length === t.m.length ? t.values : null;
     return { kind: t.kind, m: t.m, values };
-  } catch {
-    return null;
-  }
-}
-
-// The pinned A body from its JSON; null unless it is an object naming a model or carrying x.
-export function parsePin(raw) {
-  try {
-    const b = JSON.parse(raw);
-    if (!b || typeof b !== "object" || Array.isArray(b)) return null;
-    if (typeof b.model !== "string" && !Array.isArray(b.x)) return null;
-    const { include: _include, layer: _layer, ...rest } = b;
-    return rest;
   } catch {
     return null;
   }
@@ -189,7 +174,6 @@ export function decodeState(search, optionsOf = () => ({})) {
   s.page = Math.max(0, int(p.get("page")) ?? 0);
   const pair = (p.get("pair") || "").split("-").map(int);
   s.pair = pair.length === 2 && pair.every((v) => v != null && v >= 0) ? pair : null;
-  s.pin = p.has("pin") ? parsePin(p.get("pin")) : null;
   for (const [name, panel] of registered()) {
     if (panel.setting && p.has(panel.setting.key)) s[name] = panel.setting.decode(p.get(panel.setting.key));
   }

@@ -30,7 +30,7 @@ import { movedIn } from "./contrib.js";
 import { setEntry } from "./matrices.js";
 import { toggleBlocked, togglePadded } from "./masks.js";
 import { act } from "./actions.js";
-import { modelInfo, pinOf } from "./selectors.js";
+import { modelInfo, singleOf } from "./selectors.js";
 import { registered, slots, takenBy } from "./registry.js";
 import { defaultState, stateForModel } from "./state.js";
 import { exampleFields, featurePage, featureReducers, keptOnModel } from "./features.js";
@@ -167,8 +167,6 @@ function setPanel(s, name, fields) {
 // feature's as its declaration keeps it (features.js)
 const KEEP_ON_MODEL = [
   "view",
-  // a pinned A stays (compare two models or seeds)
-  "pin",
   // a source and a batch stay while the new model takes them
   "source",
   "sourcePadded",
@@ -346,8 +344,6 @@ const reducers = {
   tokensOpenSet: (s, a) => ({ ...s, tokensOpen: a.open }),
   cursorSet: (s, a) => ({ ...s, cursor: a.cursor }),
   errorDismissed: (s) => ({ ...s, run: { ...s.run, error: null } }),
-  pinned: (s) => (s.run.request ? setUi(s, { pin: pinOf(s) }) : s),
-  unpinned: (s) => setUi(s, { pin: null }),
   panelSet: (s, a) => setUi(s, { [a.name]: a.value }),
   panelAsked: (s, a) => {
     // asked while a run is wanted or in flight: the fields were read off the last run, so the answer to that run
@@ -356,7 +352,7 @@ const reducers = {
     return setPanel(s, a.name, { nonce: s.panels[a.name].nonce + 1, ...(a.fields || {}), waiting });
   },
   ...answerReducers,
-  ...featureReducers({ runWith, setUi, setPanel }), // the page features' cases (features.js)
+  ...featureReducers({ runWith, setUi, setPanel, single: singleOf }), // the page features' cases (features.js)
   panelStarted: (s, a) => setPanel(s, a.name, { key: a.key, status: "loading" }),
   panelLoaded: (s, a) =>
     s.panels[a.name].key === a.key ? setPanel(s, a.name, { result: a.result, status: "ready", message: "" }) : s,

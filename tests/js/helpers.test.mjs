@@ -625,6 +625,7 @@ test("stats name the masked share apart from the masked weight and flag head hea
 test("experiment settings round-trip through the URL", async () => {
   const S = { ...(await mod("state.js")), ...(await mod("requests.js")) };
   const C = await mod("claimsettings.js");
+  const P = await mod("pin.js");
   const s = S.defaultState();
   Object.assign(s, {
     model: "induction",
@@ -654,9 +655,9 @@ test("experiment settings round-trip through the URL", async () => {
         "&edit=1.2.3.1@2,1.2.3@0.5,0.0.1.0@0.5&pin=%5B1%5D&pert=x,shift,1",
     ),
     pinJunk: [
-      S.parsePin('{"text": "no model"}'),
-      S.parsePin('{"model": "m", "include": ["weights"], "layer": 2}'),
-      S.parsePin("{bad"),
+      P.parsePin('{"text": "no model"}'),
+      P.parsePin('{"model": "m", "include": ["weights"], "layer": 2}'),
+      P.parsePin("{bad"),
     ],
     pert: [C.parsePerturb("q,shift,abc"), C.parsePerturb("3,token,"), C.parsePerturb("q,shift,2")],
   });
