@@ -95,6 +95,7 @@ OWN_ROOT = [
     "headtypes",
     "lesson",
     "mechanics",
+    "numbers",
     "overview",
     "palette",
     "patch",
@@ -199,6 +200,16 @@ FEATURE_NAMES = {
     "dtype.js": ["dtype", "dtypeSet", "DTYPES"],
     "counting.js": ["from1", "countSet"],
     "pin.js": ["pin", "parsePin", "pinBody", "pinned", "unpinned"],
+    "numbersettings.js": [
+        "matrices",
+        "MATRIX_NAMES",
+        "parseMatrices",
+        "fitRows",
+        "setEntry",
+        "matrixEntrySet",
+        "matricesReset",
+    ],
+    "typedsettings.js": ["typed", "parseTyped", "typedBody", "labelsFor", "NEEDS_VALUES", "typedSet"],
 }
 
 

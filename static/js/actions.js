@@ -23,8 +23,6 @@ export const act = {
   viewSet: (view) => ({ type: "viewSet", view }),
   layerSet: (layer) => ({ type: "layerSet", layer }),
   optionSet: (key, value) => ({ type: "optionSet", key, value }),
-  matrixEntrySet: (name, i, j, value, raw) => ({ type: "matrixEntrySet", name, i, j, value, raw }),
-  matricesReset: () => ({ type: "matricesReset" }),
   pageSet: (page) => ({ type: "pageSet", page }),
   querySet: (query) => ({ type: "querySet", query }),
   headOpened: (layer, head, query, where) => ({ type: "headOpened", layer, head, query, where }),
@@ -37,7 +35,6 @@ export const act = {
   // mechanics
   panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
   panelSet: (name, value) => ({ type: "panelSet", name, value }), // a registered panel's setting (registry.js)
-  typedSet: (typed, text, words) => ({ type: "typedSet", typed, text, words }), // matrices typed in (typed.js)
   // effects
   runStarted: (asking = "all") => ({ type: "runStarted", asking }),
   layersTooMany: (key) => ({ type: "layersTooMany", key }),

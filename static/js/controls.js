@@ -6,10 +6,9 @@
 // name by id (the drawer's toggle and scrim in the header, the field an error names: errors.js `placeFor`).
 
 import { examplesFor, exampleText } from "./examples.js";
-import { LABELS, renderMatrices } from "./matrices.js";
-import { pairLines, splitTokens } from "./masks.js";
+import { pairLines } from "./masks.js";
 import { act } from "./actions.js";
-import { can, namesThat, numbersOf, offered } from "./capabilities.js";
+import { can, namesThat, offered } from "./capabilities.js";
 import { layerKindsLine, modelLabel, referenceLine } from "./modelinfo.js";
 import { modelInfo } from "./selectors.js";
 import { batchOf, sourceOf } from "./requests.js";
@@ -29,8 +28,6 @@ export const FIELD_CONTROLS = {
   model: "model-select",
   "masks.window": "mask-window",
   "masks.causal": "mask-causal",
-  x: "matrix-editors",
-  weights: "matrix-editors",
   layer: "layer-select",
   include: "layer-select",
 };
@@ -106,28 +103,6 @@ export function render(root, s, dispatch) {
   }
   sel.value = String(ui.layer);
   sel.disabled = layers <= 1;
-  const tb = $("textbook-matrices");
-  const numbers = numbersOf(m); // a model whose x and weights the page edits: its own numbers
-  tb.hidden = !numbers;
-  if (!numbers) cellErrors.clear();
-  if (numbers && !tb.contains(document.activeElement)) {
-    const mats = ui.matrices || numbers;
-    renderMatrices($("matrix-editors"), mats, splitTokens(ui.text), (name, i, j, raw) => {
-      const key = `${name}.${i}.${j}`;
-      if (raw.trim() === "" || !Number.isFinite(Number(raw))) {
-        cellErrors.set(key, raw);
-        // this cell's error is the one that stands: an older run's message no longer names what is wrong
-        if (s.run.error) dispatch(act.errorDismissed());
-        showCellErrors();
-        return false;
-      }
-      cellErrors.delete(key);
-      showCellErrors();
-      dispatch(act.matrixEntrySet(name, i, j, Number(raw), raw));
-      return true;
-    });
-    showCellErrors();
-  }
   renderPairs($("pair-counts"), s.run.result?.pairs);
   markGiveaways(root, s, ["pairs"]); // an open lesson that asks for a count keeps them out of sight
   markInvalid(root, s.run.error);
@@ -147,44 +122,6 @@ export function renderPairs(el, pairs) {
       return li;
     }),
   );
-}
-
-// The textbook cells left empty or not a number ("x.1.0" -> what is in the box): each is an error named at its cell
-// until a number is typed there (the last run's numbers stay in force meanwhile). Cleared with the chapter's numbers.
-const cellErrors = new Map();
-
-// Each errored cell: its box keeps what was typed, marked invalid; the line under the editors names the cells.
-function showCellErrors() {
-  const msg = $("matrix-error");
-  const named = [];
-  for (const [key, raw] of cellErrors) {
-    const [name, i, j] = key.split(".");
-    const label = `${LABELS[name]} row ${Number(i) + 1} column ${Number(j) + 1}`;
-    const input = $("matrix-editors").querySelector(`input[aria-label="${label}"]`);
-    if (!input) {
-      cellErrors.delete(key); // the matrix no longer has this cell (a shorter sequence)
-      continue;
-    }
-    if (document.activeElement !== input) input.value = raw;
-    input.setAttribute("aria-invalid", "true");
-    input.setAttribute("aria-errormessage", "matrix-error");
-    input.dataset.localError = "1";
-    named.push(raw.trim() === "" ? `${label} is empty` : `${label} is not a number (“${raw}”)`);
-  }
-  for (const input of $("matrix-editors").querySelectorAll("input[data-local-error]")) {
-    const still = [...cellErrors.keys()].some((key) => {
-      const [name, i, j] = key.split(".");
-      return input.getAttribute("aria-label") === `${LABELS[name]} row ${Number(i) + 1} column ${Number(j) + 1}`;
-    });
-    if (!still) {
-      input.removeAttribute("aria-invalid");
-      delete input.dataset.localError;
-    }
-  }
-  msg.hidden = !named.length;
-  msg.textContent = named.length
-    ? `${named.join("; ")}: type a number there. Until then the page shows the last numbers that ran.`
-    : "";
 }
 
 // aria-invalid on the control the last error names (or the one the person acted on), nowhere else (a box whose own
@@ -239,7 +176,7 @@ function writeMoreInputs(s) {
   if (document.activeElement !== $("batch-input")) $("batch-input").value = s.draft.batch;
   const m = modelInfo(s);
   const canSource = can(m, "cross_attention");
-  const canBatch = can(m, "batches") && !ui.matrices;
+  const canBatch = can(m, "batches");
   const batch = batchOf(ui, m);
   const source = sourceOf(ui, m);
   $("source-help").textContent = !canSource
@@ -348,11 +285,6 @@ export function bind(root, store) {
       dispatch(act.optionSet(k, v));
     });
   }
-  $("matrices-reset").addEventListener("click", () => {
-    cellErrors.clear();
-    showCellErrors();
-    dispatch(act.matricesReset());
-  });
   $("copy-link").addEventListener("click", async () => {
     try {
       await navigator.clipboard.writeText(location.href);

@@ -17,6 +17,7 @@
 //   page       {FIELD: default}: state of its own beside ui, not in the link (store.js initialState)
 //   keep(ui)   {FIELD: value} kept on a model change from the old ui (store.js chooseModel); absent: every field
 //   example(ex) -> {FIELD: value}: what choosing an example (examples.js) sets of its settings; absent: nothing
+//   newText(ui, n) -> {FIELD: value}: what a new sequence of n words (Run) sets of its settings; absent: nothing
 //   actions    {TYPE: creator(...) -> {type: TYPE, ...}}: what its control dispatches; actions.js adds each to `act`
 //   reduce     {TYPE: (state, action, {runWith, setUi, setPanel}) -> state}: its reducer cases; runWith(s, fields,
 //              words, where) changes ui and asks for a run credited to the person's words, setUi(s, fields) changes
@@ -24,11 +25,15 @@
 //              sequence (selectors.js singleOf: a declaration that needs it would import the features' table back)
 //   request(ui, info) -> {FIELD: value}: what it adds to the /api/attention body (requests.js buildRequest)
 //   body       the names of the body fields its request may add
+//   replace(body, ui, info) -> body | null: a body of its own that the model `info` is sent instead of the
+//              /api/attention body (which it gets whole, every feature's fields in), with no batch or source; null:
+//              the attention body
 //   reach      where its body fields go beyond /api/attention: "attention" (nowhere else: every analysis computes
 //              without them), "weights" (the bodies answered with weights too, intervene and compare; not the
 //              claims' bodies, nor the size of an answer) or "claims" (every analysis of the code on screen:
 //              intervene, compare, perturb; not those that run the correct code, head types, top heads and decoding,
-//              nor the size of an answer) or "every" (every body the page sends, but not the size of an answer)
+//              nor the size of an answer) or "every" (every body the page sends, but not the size of an answer);
+//              absent: every body the page sends, and the size of an answer
 //   errors     {BODY FIELD: control id}: the control an error on that field marks (controls.js controlFor)
 // Pure: no DOM.
 
@@ -43,9 +48,13 @@ import { feature as decode } from "./decode.js";
 import { feature as interventions } from "./interventionsettings.js";
 import { feature as claims } from "./claimsettings.js";
 import { feature as pin } from "./pin.js";
+import { feature as numbers } from "./numbersettings.js";
+import { feature as typed } from "./typedsettings.js";
 
 // name -> declaration, in the order the link writes their keys
 export const FEATURES = {
+  numbers,
+  typed,
   pin,
   scoring,
   palette,
@@ -85,6 +94,20 @@ export function readFeatureLinks(p) {
 export function keptOnModel(ui) {
   const kept = (f) => (f.keep ? f.keep(ui) : Object.fromEntries(Object.keys(f.ui || {}).map((k) => [k, ui[k]])));
   return Object.assign({}, ...declared().map(kept));
+}
+
+// What a new sequence of n words sets of every feature's settings.
+export function newTextFields(ui, n) {
+  return Object.assign({}, ...declared().map((f) => (f.newText ? f.newText(ui, n) : {})));
+}
+
+// The first body a feature sends instead of `body` for the model `info`; null when none does.
+export function replacedBody(body, ui, info) {
+  for (const f of declared()) {
+    const own = f.replace ? f.replace(body, ui, info) : null;
+    if (own) return own;
+  }
+  return null;
 }
 
 // What choosing example `ex` sets of every feature's settings.

@@ -1,10 +1,10 @@
 // The request bodies the page sends, built from its state: /api/attention, and the one-sequence bodies of every
 // analysis (head types, top heads, perturb, intervene, compare, decode). Pure: no DOM, no fetch.
 
-import { can, reads } from "./capabilities.js";
+import { can } from "./capabilities.js";
 import { masksRequest, paddingFlags, splitTokens } from "./masks.js";
 import { SMALL_MODEL_VALUES } from "./state.js";
-import { bodyFields, featureBody, without } from "./features.js";
+import { bodyFields, featureBody, replacedBody, without } from "./features.js";
 
 // The batch textarea's lines that hold text: one item each.
 export function batchTexts(raw) {
@@ -24,10 +24,6 @@ export function buildRequest(s, info, seqLen) {
   };
   const opts = Object.fromEntries(Object.entries(s.options || {}).filter(([, v]) => v !== null && v !== undefined));
   if (Object.keys(opts).length) req.options = opts;
-  if (s.matrices) {
-    req.x = s.matrices.x;
-    req.weights = { w_q: s.matrices.w_q, w_k: s.matrices.w_k, w_v: s.matrices.w_v };
-  }
   if (info && info.layers > 1 && s.layer !== "all") req.layer = s.layer;
   const width = s.options?.d_model ?? info?.d_model ?? 0;
   if (seqLen * width <= SMALL_MODEL_VALUES && (info?.layers ?? 1) === 1) {
@@ -38,7 +34,8 @@ export function buildRequest(s, info, seqLen) {
   if (s.view === "moved") req.include.push("value_norms", "head_contributions");
   Object.assign(req, featureBody(s, info)); // the page features' fields (features.js): singleRequest and
   // claimRequest drop them by their reach
-  if (reads(info, "scores")) return typedBody(req, s.typed); // matrices typed in (typed.js): no batch, no source
+  const own = replacedBody(req, s, info); // a page feature's body instead (features.js): no batch, no source
+  if (own) return own;
   const texts = batchOf(s, info);
   const source = sourceOf(s, info);
   if (texts) {
@@ -58,37 +55,11 @@ export function buildRequest(s, info, seqLen) {
   return req;
 }
 
-// Row labels for S positions: the text's words where it has S of them, else x1..xS.
-export function labelsFor(text, n) {
-  const words = String(text || "")
-    .trim()
-    .split(/\s+/)
-    .filter(Boolean);
-  return words.length === n ? words.join(" ") : Array.from({ length: n }, (_, i) => `x${i + 1}`).join(" ");
-}
-
-// include items that need value vectors to mix: the server refuses them for typed-in matrices without values
-const NEEDS_VALUES = ["contexts", "output", "value_norms", "head_contributions"];
-
-// The body `req` for a model that reads typed-in matrices: the matrix as `scores` or `pattern` (none typed yet:
-// the model's own example), `values` when given, and only the include items the server can make from them (no Q,
-// K, V; contexts only with values).
-export function typedBody(req, typed) {
-  const { x: _x, weights: _w, options: _o, ...body } = req;
-  const withValues = !!typed?.values;
-  body.include = req.include.filter((k) => k !== "qkv" && (withValues || !NEEDS_VALUES.includes(k)));
-  if (withValues && !body.include.includes("contexts")) body.include.push("contexts");
-  if (typed) body[typed.kind] = typed.m;
-  if (typed) body.text = labelsFor(req.text, typed.m.length); // a link may carry the matrix without its labels
-  if (withValues) body.values = typed.values;
-  return body;
-}
-
 // The batch's texts when this state runs one (a line or more on a model whose /api/models entry `info` says it
 // batches), else null.
 export function batchOf(s, info) {
   const texts = batchTexts(s.batch);
-  return texts.length && can(info, "batches") && !s.matrices ? texts : null;
+  return texts.length && can(info, "batches") ? texts : null;
 }
 
 // The cross-attention source text when this state runs one (on a model whose entry says cross_attention), else
@@ -232,6 +203,6 @@ export function resultValues(req, info, seqLen) {
   const K = req.source ? splitTokens(req.source.text || "").length : S;
   const heads = req.options?.heads ?? info?.heads ?? 1;
   const layers = req.layer != null ? 1 : (info?.layers ?? 1);
-  const matrices = (req.include || []).filter((k) => k === "scores" || k === "weights" || k === "value_norms").length;
-  return layers * heads * S * K * matrices * (req.texts ? req.texts.length : 1);
+  const kinds = (req.include || []).filter((k) => k === "scores" || k === "weights" || k === "value_norms").length;
+  return layers * heads * S * K * kinds * (req.texts ? req.texts.length : 1);
 }

@@ -7,7 +7,6 @@ import { registered } from "./registry.js";
 import { featureDefaults, readFeatureLinks, writeFeatureLinks } from "./features.js";
 
 export const VIEWS = ["weights", "scores", "moved"];
-export const MATRIX_NAMES = ["x", "w_q", "w_k", "w_v"];
 export const SMALL_MODEL_VALUES = 4096; // below this many S*D numbers the page also asks for Q, K, V and contexts
 
 export function defaultMasks() {
@@ -19,8 +18,6 @@ export function defaultState() {
     model: "textbook",
     text: "",
     options: {},
-    matrices: null, // textbook: {x, w_q, w_k, w_v} once a number is edited; null = the model's own
-    typed: null, // a model that reads typed-in matrices (typed.js): {kind: "scores"|"pattern", m, values|null}
     masks: defaultMasks(),
     view: "weights",
     layer: 0, // a layer index, or "all"
@@ -43,8 +40,6 @@ export function stateForModel(info, base = defaultState()) {
   const s = {
     ...base,
     model: info.name,
-    matrices: null,
-    typed: null,
     focus: null,
     query: null,
     page: 0,
@@ -74,8 +69,6 @@ export function encodeState(s) {
     if (v === undefined || v === null) continue;
     p.set(k, typeof v === "boolean" ? (v ? "1" : "0") : String(v));
   }
-  if (s.matrices) p.set("mx", JSON.stringify(s.matrices));
-  if (s.typed) p.set("typed", JSON.stringify(s.typed));
   p.set("causal", s.masks.causal ? "1" : "0"); // always written: a link without it gets the model's default masks
   if (s.masks.window != null) p.set("window", String(s.masks.window));
   if (s.masks.padded.length) p.set("pad", s.masks.padded.join(","));
@@ -97,39 +90,6 @@ export function encodeState(s) {
   return p.toString();
 }
 
-function parseMatrices(raw) {
-  try {
-    const m = JSON.parse(raw);
-    // every matrix needs a row and every row a number: the editors and the request read m.x[0]
-    const ok = MATRIX_NAMES.every(
-      (k) =>
-        Array.isArray(m[k]) &&
-        m[k].length > 0 &&
-        m[k].every((r) => Array.isArray(r) && r.length > 0 && r.every((v) => typeof v === "number")),
-    );
-    return ok ? Object.fromEntries(MATRIX_NAMES.map((k) => [k, m[k]])) : null;
-  } catch {
-    return null;
-  }
-}
-
-// The typed-in matrices of a link: {kind, m, values}, m a square grid of numbers, values one row per position;
-// null when it is not that (the model's own example then runs).
-export function parseTyped(raw) {
-  const grid = (m) =>
-    Array.isArray(m) &&
-    m.length > 0 &&
-    m.every((r) => Array.isArray(r) && r.length === m[0].length && r.every(Number.isFinite));
-  try {
-    const t = JSON.parse(raw);
-    if (!t || !["scores", "pattern"].includes(t.kind) || !grid(t.m) || t.m[0].length !== t.m.length) return null;
-    const values = grid(t.values) && t.values.length === t.m.length ? t.values : null;
-    return { kind: t.kind, m: t.m, values };
-  } catch {
-    return null;
-  }
-}
-
 // Query string -> state, or null when the string names no model (the page then starts from defaults).
 // Values it cannot read fall back to a fresh state's, so a mangled link still opens a page. A link that
 // sets no mask at all (a bare "?m=induction") gives masks = null: the model's default masks apply.
@@ -146,8 +106,6 @@ export function decodeState(search, optionsOf = () => ({})) {
     if (!p.has(k)) continue;
     s.options[k] = typeof dflt === "boolean" ? p.get(k) === "1" : typeof dflt === "string" ? p.get(k) : int(p.get(k));
   }
-  if (p.has("mx")) s.matrices = parseMatrices(p.get("mx"));
-  if (p.has("typed")) s.typed = parseTyped(p.get("typed"));
   if (["causal", "window", "pad", "block"].some((k) => p.has(k))) {
     s.masks.causal = p.get("causal") === "1";
     const w = int(p.get("window"));
@@ -187,10 +145,4 @@ export function decodeState(search, optionsOf = () => ({})) {
   s.item = Math.max(0, int(p.get("item")) ?? 0);
   Object.assign(s, readFeatureLinks(p));
   return s;
-}
-
-// Resize a matrix to n rows: extra rows are zeros, missing rows are dropped.
-export function fitRows(m, n) {
-  const width = m[0]?.length ?? 1;
-  return Array.from({ length: n }, (_, i) => (m[i] ? [...m[i]] : new Array(width).fill(0)));
 }

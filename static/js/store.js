@@ -24,16 +24,14 @@
 // its failure) does to the state is answers.js's.
 
 import { answerReducers } from "./answers.js";
-import { numbersOf } from "./capabilities.js";
 import { itemResult } from "./batch.js";
 import { movedIn } from "./contrib.js";
-import { setEntry } from "./matrices.js";
 import { toggleBlocked, togglePadded } from "./masks.js";
 import { act } from "./actions.js";
 import { modelInfo, singleOf } from "./selectors.js";
 import { registered, slots, takenBy } from "./registry.js";
 import { defaultState, stateForModel } from "./state.js";
-import { exampleFields, featurePage, featureReducers, keptOnModel } from "./features.js";
+import { exampleFields, featurePage, featureReducers, keptOnModel, newTextFields } from "./features.js";
 import { pos } from "./positions.js";
 
 // ---- the store ------------------------------------------------------------------------------------------------
@@ -212,17 +210,10 @@ const reducers = {
   },
   draftTyped: (s, a) => ({ ...s, draft: { ...s.draft, [a.field]: a.value } }),
   sequenceSubmitted: (s, a) => {
+    const n = s.draft.text.trim() ? s.draft.text.trim().split(/\s+/).length : 0;
     const fields = { text: s.draft.text, source: s.draft.source, batch: s.draft.batch };
-    if (s.ui.matrices) {
-      const n = s.draft.text.trim() ? s.draft.text.trim().split(/\s+/).length : 0;
-      const x = s.ui.matrices.x;
-      const width = x[0]?.length ?? 1;
-      fields.matrices = {
-        ...s.ui.matrices,
-        x: Array.from({ length: n }, (_, i) => (x[i] ? [...x[i]] : new Array(width).fill(0))),
-      };
-    }
-    return runWith(s, fields, "new sequence", a.where);
+    // what a sequence of n words sets of a page feature's settings (features.js)
+    return runWith(s, { ...fields, ...newTextFields(s.ui, n) }, "new sequence", a.where);
   },
   sourceChanged: (s, a) =>
     runWith(
@@ -290,22 +281,6 @@ const reducers = {
     const options = { ...s.ui.options, [a.key]: a.value };
     return runWith(s, { options, focus: null }, `${a.key} = ${a.value}`, `opt-${a.key}`);
   },
-  matrixEntrySet: (s, a) => {
-    const base = s.ui.matrices || numbersOf(modelInfo(s));
-    const matrices = base && setEntry(base, a.name, a.i, a.j, a.value);
-    if (!matrices) return s;
-    return runWith(
-      s,
-      { matrices },
-      `${a.name.toUpperCase()}[${a.i + 1}][${a.j + 1}] set to ${a.raw ?? a.value}`,
-      "matrix-editors",
-    );
-  },
-  matricesReset: (s) => runWith(s, { matrices: null }, "the chapter's numbers restored", "matrices-reset"),
-  typedSet: (s, a) => ({
-    ...runWith(s, { typed: a.typed, text: a.text }, a.words, "typed-matrix"),
-    draft: { ...s.draft, text: a.text },
-  }),
   pageSet: (s, a) => setUi(s, { page: Math.max(0, a.page) }),
   querySet: (s, a) => setUi(s, { query: a.query }),
   headOpened: (s, a) => {

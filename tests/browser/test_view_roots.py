@@ -45,6 +45,7 @@ DRAWN: dict[str, str] = {
     "busy": '[data-view="busy"][data-busy]',
     "eligibility": "#eligibility > *",
     "exporter": "#export-html[data-export-view]",
+    "numbers": "#matrix-editors table",
 }
 LOADING = {"status": "loading", "result": None, "message": ""}
 # What a view is drawn from here where the page's state would draw nothing new into a fresh copy: a panel's slot

@@ -73,7 +73,7 @@ test("a built request matches the API (what it sends: tests/test_js.py)", async 
   const out = plain({
     req,
     multi,
-    fit: S.fitRows(
+    fit: (await mod("numbersettings.js")).fitRows(
       [
         [1, 2],
         [3, 4],

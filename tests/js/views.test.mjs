@@ -567,8 +567,8 @@ test("the distance from the viewport", async () => {
 // test_typed_page.py
 test("the typed helpers read rows and build the body", async () => {
   const T = await mod("typed.js");
-  const R = await mod("requests.js");
-  const S = await mod("state.js");
+  const R = await mod("typedsettings.js");
+  const S = R;
   const include = ["scores", "weights", "stats", "output", "contexts", "qkv"];
   const req = { model: "given", text: "a b", include };
   const typed = {
