@@ -6,14 +6,12 @@
 // name by id (the drawer's toggle and scrim in the header, the field an error names: errors.js `placeFor`).
 
 import { examplesFor, exampleText } from "./examples.js";
-import { pairLines } from "./masks.js";
 import { act } from "./actions.js";
 import { can, namesThat, offered } from "./capabilities.js";
 import { layerKindsLine, modelLabel, referenceLine } from "./modelinfo.js";
 import { modelInfo } from "./selectors.js";
 import { batchOf, sourceOf } from "./requests.js";
 import { errorControls } from "./features.js";
-import { markGiveaways } from "./giveaway.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -26,8 +24,6 @@ export const FIELD_CONTROLS = {
   texts: "batch-input",
   source: "source-input",
   model: "model-select",
-  "masks.window": "mask-window",
-  "masks.causal": "mask-causal",
   layer: "layer-select",
   include: "layer-select",
 };
@@ -68,17 +64,10 @@ export function render(root, s, dispatch) {
   $("model-layers").textContent = layerKindsLine(m);
   $("model-layers").hidden = !$("model-layers").textContent;
   if (document.activeElement !== $("sequence-input")) $("sequence-input").value = s.draft.text;
-  $("mask-causal").checked = ui.masks.causal;
-  $("mask-window-on").checked = ui.masks.window != null;
-  if (ui.masks.window != null && document.activeElement !== $("mask-window"))
-    $("mask-window").value = String(ui.masks.window);
   writeMoreInputs(s);
   root.querySelectorAll("input[name=view]").forEach((r) => {
     r.checked = r.value === ui.view;
   });
-  const n = ui.masks.blocked.length;
-  $("blocked-count").textContent = n ? `${n} cell${n === 1 ? "" : "s"} blocked` : "no cells blocked";
-  $("blocked-clear").disabled = n === 0;
   const fields = optionFields();
   $("random-options").hidden = !Object.keys(fields).some((k) => k in ui.options);
   // the box a failed run names keeps what the person typed (marked invalid, the message beside it) while the state,
@@ -103,25 +92,7 @@ export function render(root, s, dispatch) {
   }
   sel.value = String(ui.layer);
   sel.disabled = layers <= 1;
-  renderPairs($("pair-counts"), s.run.result?.pairs);
-  markGiveaways(root, s, ["pairs"]); // an open lesson that asks for a count keeps them out of sight
   markInvalid(root, s.run.error);
-}
-
-// The eligible-pair counts beside the mask controls; hidden when the result has none (a batch, a source).
-export function renderPairs(el, pairs) {
-  const lines = pairLines(pairs);
-  el.hidden = !lines.length;
-  el.replaceChildren(
-    ...lines.map((l) => {
-      const li = document.createElement("li");
-      li.dataset.mask = l.name;
-      li.dataset.count = String(l.count);
-      li.dataset.total = String(l.total);
-      li.textContent = l.text;
-      return li;
-    }),
-  );
 }
 
 // aria-invalid on the control the last error names (or the one the person acted on), nowhere else (a box whose own
@@ -194,21 +165,6 @@ function writeMoreInputs(s) {
   $("source-input").setAttribute("aria-disabled", canSource ? "false" : "true");
   $("batch-input").setAttribute("aria-disabled", canBatch ? "false" : "true");
   if (batch || source) $("more-inputs").open = true;
-  // causal, a window and padding compare positions of one sequence: a source leaves them out; a batch pads itself
-  const note = $("mask-note");
-  note.hidden = !(batch || source);
-  note.textContent = source
-    ? "With a source, only blocked cells and the source's padding apply: causal and window compare positions of one sequence."
-    : batch
-      ? "In a batch each item's padding comes from its length; causal, window and blocked cells apply to every item."
-      : "";
-  for (const id of ["mask-causal", "mask-window-on", "mask-window"]) $(id).disabled = !!source;
-}
-
-// A window size from the box: a whole number of at least 1, or null (the box then says why).
-export function parseWindow(raw) {
-  const w = Number(raw);
-  return Number.isInteger(w) && w >= 1 ? w : null;
 }
 
 export function bind(root, store) {
@@ -242,30 +198,6 @@ export function bind(root, store) {
     if (!ex) return;
     dispatch(act.exampleChosen(ex, exampleText(ex, modelInfo(s, ex.model))));
   });
-  $("mask-causal").addEventListener("change", (e) => dispatch(act.causalSet(e.target.checked)));
-  const windowChanged = () => {
-    const on = $("mask-window-on").checked;
-    const w = parseWindow($("mask-window").value);
-    const msg = $("window-error");
-    if (on && w == null) {
-      // a window of 0, -5 or 2.5 is not quietly made 1: the box says what it takes
-      $("mask-window").setAttribute("aria-invalid", "true");
-      $("mask-window").dataset.localError = "1";
-      msg.textContent = `The window must be a whole number of positions, 1 or more (got “${$("mask-window").value}”).`;
-      msg.hidden = false;
-      return;
-    }
-    $("mask-window").removeAttribute("aria-invalid");
-    delete $("mask-window").dataset.localError;
-    msg.hidden = true;
-    dispatch(act.windowSet(on, w));
-  };
-  $("mask-window-on").addEventListener("change", windowChanged);
-  $("mask-window").addEventListener("change", () => {
-    $("mask-window-on").checked = true;
-    windowChanged();
-  });
-  $("blocked-clear").addEventListener("click", () => dispatch(act.blockedCleared()));
   root
     .querySelectorAll("input[name=view]")
     .forEach((r) => r.addEventListener("change", () => dispatch(act.viewSet(r.value))));

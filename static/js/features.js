@@ -10,7 +10,9 @@
 // would import itself back, and the exported file, which runs the page's actions, would carry the view along.
 // A declaration:
 //
-//   ui         {FIELD: default}: its settings, kept in the state's ui (state.js defaultState)
+//   ui         {FIELD: default}: its settings, kept in the state's ui (state.js defaultState; each state a copy)
+//   forModel(info) -> {FIELD: value}: what a model (its /api/models entry) opens with (state.js stateForModel);
+//              absent: the defaults
 //   link       {write(ui, params), read(params) -> {FIELD: value}}: its URL keys (state.js encodeState and
 //              decodeState); read gets the link's URLSearchParams and returns its fields as the link sets them, a
 //              value it cannot read falling back to the default
@@ -23,7 +25,8 @@
 //              words, where) changes ui and asks for a run credited to the person's words, setUi(s, fields) changes
 //              ui only, setPanel(s, slot, fields) changes an analysis slot, single(s) is the run's body as one
 //              sequence (selectors.js singleOf: a declaration that needs it would import the features' table back)
-//   request(ui, info) -> {FIELD: value}: what it adds to the /api/attention body (requests.js buildRequest)
+//   request(ui, info, seqLen) -> {FIELD: value}: what it adds to the /api/attention body over seqLen positions
+//              (0: not known; requests.js buildRequest)
 //   body       the names of the body fields its request may add
 //   replace(body, ui, info) -> body | null: a body of its own that the model `info` is sent instead of the
 //              /api/attention body (which it gets whole, every feature's fields in), with no batch or source; null:
@@ -48,11 +51,13 @@ import { feature as decode } from "./decode.js";
 import { feature as interventions } from "./interventionsettings.js";
 import { feature as claims } from "./claimsettings.js";
 import { feature as pin } from "./pin.js";
+import { feature as masks } from "./masks.js";
 import { feature as numbers } from "./numbersettings.js";
 import { feature as typed } from "./typedsettings.js";
 
 // name -> declaration, in the order the link writes their keys
 export const FEATURES = {
+  masks,
   numbers,
   typed,
   pin,
@@ -72,7 +77,12 @@ const declared = () => Object.values(FEATURES);
 
 // {FIELD: default} of every feature's settings.
 export function featureDefaults() {
-  return Object.assign({}, ...declared().map((f) => f.ui || {}));
+  return structuredClone(Object.assign({}, ...declared().map((f) => f.ui || {})));
+}
+
+// What every feature sets for a model `info` (its /api/models entry) a person chooses.
+export function featuresForModel(info) {
+  return Object.assign({}, ...declared().map((f) => (f.forModel ? f.forModel(info) : {})));
 }
 
 // {FIELD: default} of every feature's state beside ui.
@@ -137,8 +147,8 @@ export function featureReducers(tools) {
 }
 
 // The fields every feature adds to the /api/attention body of `ui` for the model `info`.
-export function featureBody(ui, info) {
-  return Object.assign({}, ...declared().map((f) => (f.request ? f.request(ui, info) : {})));
+export function featureBody(ui, info, seqLen = 0) {
+  return Object.assign({}, ...declared().map((f) => (f.request ? f.request(ui, info, seqLen) : {})));
 }
 
 // The body fields of the features whose reach is `reach` ("attention", "weights", "claims" or "every"), by name.

@@ -2,7 +2,7 @@
 // analysis (head types, top heads, perturb, intervene, compare, decode). Pure: no DOM, no fetch.
 
 import { can } from "./capabilities.js";
-import { masksRequest, paddingFlags, splitTokens } from "./masks.js";
+import { paddingFlags, splitTokens } from "./masks.js";
 import { SMALL_MODEL_VALUES } from "./state.js";
 import { bodyFields, featureBody, replacedBody, without } from "./features.js";
 
@@ -19,7 +19,6 @@ export function buildRequest(s, info, seqLen) {
   const req = {
     model: s.model,
     text: s.text,
-    masks: masksRequest(s.masks, seqLen),
     include: ["scores", "weights", "stats", "output"],
   };
   const opts = Object.fromEntries(Object.entries(s.options || {}).filter(([, v]) => v !== null && v !== undefined));
@@ -32,7 +31,7 @@ export function buildRequest(s, info, seqLen) {
   }
   // the moved view: what each key moves (value_norms) and what each head adds to the output per query
   if (s.view === "moved") req.include.push("value_norms", "head_contributions");
-  Object.assign(req, featureBody(s, info)); // the page features' fields (features.js): singleRequest and
+  Object.assign(req, featureBody(s, info, seqLen)); // the page features' fields (features.js): singleRequest and
   // claimRequest drop them by their reach
   const own = replacedBody(req, s, info); // a page feature's body instead (features.js): no batch, no source
   if (own) return own;
@@ -186,11 +185,11 @@ export function compareRequest(a, attention, layer) {
   return { a: shape(a), b: shape(attention) };
 }
 
-// What sets the size of an /api/attention result: the request without its masks, layer and include, nor a page
-// feature's fields that change no answer's size (features.js: those of reach "weights", "claims" and "every"). Two
-// requests with the same key have the same tokens, heads and layers.
+// What sets the size of an /api/attention result: the request without its layer and include, nor a page feature's
+// fields that change no answer's size (features.js: those of reach "weights", "claims" and "every": the masks among
+// them). Two requests with the same key have the same tokens, heads and layers.
 export function sizeKey(req) {
-  const { masks: _m, layer: _l, include: _i, precision: _p, ...rest } = req;
+  const { layer: _l, include: _i, precision: _p, ...rest } = req;
   return JSON.stringify(without(rest, ["weights", "claims", "every"].flatMap(bodyFields)));
 }
 

@@ -2,23 +2,17 @@
 // Everything a person sets lives here, so a link reproduces the view. Pure: no DOM, no fetch.
 
 import { optionsOf } from "./capabilities.js";
-import { paddedFromFlags } from "./masks.js";
 import { registered } from "./registry.js";
-import { featureDefaults, readFeatureLinks, writeFeatureLinks } from "./features.js";
+import { featureDefaults, featuresForModel, readFeatureLinks, writeFeatureLinks } from "./features.js";
 
 export const VIEWS = ["weights", "scores", "moved"];
 export const SMALL_MODEL_VALUES = 4096; // below this many S*D numbers the page also asks for Q, K, V and contexts
-
-export function defaultMasks() {
-  return { causal: false, window: null, padded: [], blocked: [] };
-}
 
 export function defaultState() {
   const s = {
     model: "textbook",
     text: "",
     options: {},
-    masks: defaultMasks(),
     view: "weights",
     layer: 0, // a layer index, or "all"
     focus: null, // [layer, head] opened large
@@ -35,7 +29,8 @@ export function defaultState() {
   return s;
 }
 
-// The state a person gets on choosing a model: its example text, default masks and options.
+// The state a person gets on choosing a model: its example text, options, and what a page feature sets for it (the
+// model's own masks: features.js).
 export function stateForModel(info, base = defaultState()) {
   const s = {
     ...base,
@@ -47,12 +42,8 @@ export function stateForModel(info, base = defaultState()) {
     pair: null,
   };
   s.text = info.default_text || base.text || "the cat sat on the mat";
-  const dm = info.default_masks;
-  s.masks = dm
-    ? { causal: !!dm.causal, window: dm.window ?? null, padded: paddedFromFlags(dm.padding), blocked: dm.blocked || [] }
-    : defaultMasks();
   s.options = optionsOf(info);
-  return s;
+  return Object.assign(s, featuresForModel(info));
 }
 
 const int = (v) => {
@@ -69,10 +60,6 @@ export function encodeState(s) {
     if (v === undefined || v === null) continue;
     p.set(k, typeof v === "boolean" ? (v ? "1" : "0") : String(v));
   }
-  p.set("causal", s.masks.causal ? "1" : "0"); // always written: a link without it gets the model's default masks
-  if (s.masks.window != null) p.set("window", String(s.masks.window));
-  if (s.masks.padded.length) p.set("pad", s.masks.padded.join(","));
-  if (s.masks.blocked.length) p.set("block", s.masks.blocked.map(([q, k]) => `${q}-${k}`).join(","));
   if (s.view !== "weights") p.set("view", s.view);
   if (s.layer !== 0) p.set("layer", String(s.layer));
   if (s.focus) p.set("focus", `${s.focus[0]}.${s.focus[1]}`);
@@ -105,22 +92,6 @@ export function decodeState(search, optionsOf = () => ({})) {
   for (const [k, dflt] of Object.entries(optionsOf(model) || {})) {
     if (!p.has(k)) continue;
     s.options[k] = typeof dflt === "boolean" ? p.get(k) === "1" : typeof dflt === "string" ? p.get(k) : int(p.get(k));
-  }
-  if (["causal", "window", "pad", "block"].some((k) => p.has(k))) {
-    s.masks.causal = p.get("causal") === "1";
-    const w = int(p.get("window"));
-    s.masks.window = w != null && w >= 1 ? w : null;
-    s.masks.padded = (p.get("pad") || "")
-      .split(",")
-      .map(int)
-      .filter((v) => v != null && v >= 0)
-      .sort((a, b) => a - b);
-    s.masks.blocked = (p.get("block") || "")
-      .split(",")
-      .map((c) => c.split("-").map(int))
-      .filter((c) => c.length === 2 && c.every((v) => v != null && v >= 0));
-  } else {
-    s.masks = null; // no mask in the link: the model's defaults
   }
   if (VIEWS.includes(p.get("view"))) s.view = p.get("view");
   const layer = p.get("layer");

@@ -26,7 +26,7 @@
 import { answerReducers } from "./answers.js";
 import { itemResult } from "./batch.js";
 import { movedIn } from "./contrib.js";
-import { toggleBlocked, togglePadded } from "./masks.js";
+import { togglePadded } from "./masks.js";
 import { act } from "./actions.js";
 import { modelInfo, singleOf } from "./selectors.js";
 import { registered, slots, takenBy } from "./registry.js";
@@ -225,33 +225,6 @@ const reducers = {
         skipDiff: true,
       },
     ),
-  causalSet: (s, a) =>
-    runWith(s, { masks: { ...s.ui.masks, causal: a.on } }, `causal ${a.on ? "on" : "off"}`, "mask-causal"),
-  windowSet: (s, a) => {
-    const window = a.on ? a.size : null;
-    return runWith(s, { masks: { ...s.ui.masks, window } }, a.on ? `window ${window}` : "window off", "mask-window");
-  },
-  blockedCleared: (s) =>
-    runWith(s, { masks: { ...s.ui.masks, blocked: [] } }, "blocked cells cleared", "blocked-clear"),
-  cellToggled: (s, a) => {
-    const was = s.ui.masks.blocked.some(([q, k]) => q === a.q && k === a.k);
-    return runWith(
-      s,
-      { masks: { ...s.ui.masks, blocked: toggleBlocked(s.ui.masks.blocked, a.q, a.k) } },
-      `cell query ${pos(a.q)} → key ${pos(a.k)} ${was ? "unblocked" : "blocked"}`,
-      a.where,
-    );
-  },
-  tokenPadded: (s, a) => {
-    const padded = togglePadded(s.ui.masks.padded, a.i);
-    const on = padded.includes(a.i);
-    return runWith(
-      s,
-      { masks: { ...s.ui.masks, padded } },
-      `position ${pos(a.i)} “${a.token ?? pos(a.i)}” ${on ? "marked padding" : "is a real token again"}`,
-      "tokens",
-    );
-  },
   sourcePadded: (s, a) => {
     const sourcePadded = togglePadded(s.ui.sourcePadded || [], a.i);
     const on = sourcePadded.includes(a.i);
@@ -343,8 +316,7 @@ export function reducer(s, a) {
   const taken = takenBy(s, a);
   if (taken?.only) return setUi(s, { [taken.name]: taken.value });
   const next = taken ? setUi(fn(s, a), { [taken.name]: taken.value }) : fn(s, a);
-  // toggling a cell moves the grid's roving tab stop there; opening a head uses up an example's "open its head"
-  if (a.type === "cellToggled") return { ...next, cursor: [a.q, a.k] };
+  // opening a head uses up an example's "open its head"
   if (a.type === "headOpened" && s.pending.open) return { ...next, pending: { ...next.pending, open: false } };
   return next;
 }
