@@ -13,8 +13,6 @@ export const act = {
   exampleChosen: (example, text) => ({ type: "exampleChosen", example, text }),
   draftTyped: (field, value) => ({ type: "draftTyped", field, value }),
   sequenceSubmitted: (where) => ({ type: "sequenceSubmitted", where }),
-  sourceChanged: (where) => ({ type: "sourceChanged", where }),
-  sourcePadded: (i) => ({ type: "sourcePadded", i }),
   viewSet: (view) => ({ type: "viewSet", view }),
   layerSet: (layer) => ({ type: "layerSet", layer }),
   optionSet: (key, value) => ({ type: "optionSet", key, value }),
@@ -22,7 +20,6 @@ export const act = {
   querySet: (query) => ({ type: "querySet", query }),
   headOpened: (layer, head, query, where) => ({ type: "headOpened", layer, head, query, where }),
   pairSet: (q, k) => ({ type: "pairSet", q, k }),
-  itemSet: (item) => ({ type: "itemSet", item }),
   highlightSet: (highlight) => ({ type: "highlightSet", highlight }),
   tokensOpenSet: (open) => ({ type: "tokensOpenSet", open }),
   cursorSet: (cursor) => ({ type: "cursorSet", cursor }),
@@ -34,12 +31,13 @@ export const act = {
   runStarted: (asking = "all") => ({ type: "runStarted", asking }),
   layersTooMany: (key) => ({ type: "layersTooMany", key }),
   runProgress: (stage, done, total, ahead = null) => ({ type: "runProgress", stage, done, total, ahead }),
+  // `sent`: the fields of ui as the run sent them (effects.js: the masks fitted to its positions), which ui takes;
   // `partial`: the answer's head (the layer shown), the other layers still to come (runRest or restFailed)
-  runSucceeded: (result, request, masks, partial = false) => ({
+  runSucceeded: (result, request, sent, partial = false) => ({
     type: "runSucceeded",
     result,
     request,
-    masks,
+    sent,
     partial,
   }),
   runRest: (result) => ({ type: "runRest", result }), // the whole answer, once every layer is in

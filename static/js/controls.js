@@ -7,10 +7,9 @@
 
 import { examplesFor, exampleText } from "./examples.js";
 import { act } from "./actions.js";
-import { can, namesThat, offered } from "./capabilities.js";
+import { offered } from "./capabilities.js";
 import { layerKindsLine, modelLabel, referenceLine } from "./modelinfo.js";
 import { modelInfo } from "./selectors.js";
-import { batchOf, sourceOf } from "./requests.js";
 import { errorControls } from "./features.js";
 
 const $ = (id) => document.getElementById(id);
@@ -21,8 +20,6 @@ export const FIELD_CONTROLS = {
   ...errorControls(),
   text: "sequence-input",
   tokens: "sequence-input",
-  texts: "batch-input",
-  source: "source-input",
   model: "model-select",
   layer: "layer-select",
   include: "layer-select",
@@ -64,7 +61,6 @@ export function render(root, s, dispatch) {
   $("model-layers").textContent = layerKindsLine(m);
   $("model-layers").hidden = !$("model-layers").textContent;
   if (document.activeElement !== $("sequence-input")) $("sequence-input").value = s.draft.text;
-  writeMoreInputs(s);
   root.querySelectorAll("input[name=view]").forEach((r) => {
     r.checked = r.value === ui.view;
   });
@@ -140,33 +136,6 @@ function fillModels(s) {
   }
 }
 
-// The source and batch boxes: their text, whether this model takes them, and what they do to the masks.
-function writeMoreInputs(s) {
-  const ui = s.ui;
-  if (document.activeElement !== $("source-input")) $("source-input").value = s.draft.source;
-  if (document.activeElement !== $("batch-input")) $("batch-input").value = s.draft.batch;
-  const m = modelInfo(s);
-  const canSource = can(m, "cross_attention");
-  const canBatch = can(m, "batches");
-  const batch = batchOf(ui, m);
-  const source = sourceOf(ui, m);
-  $("source-help").textContent = !canSource
-    ? `Cross-attention takes its keys and values from a second sequence: on ${namesThat(s.models, "cross_attention").join(", ") || "no model"} here.`
-    : batch
-      ? "The batch below wins while it has text."
-      : source
-        ? "Queries come from the sequence above, keys and values from this one: every head is S_q × S_k."
-        : "Keys and values from this text instead of the sequence: cross-attention.";
-  $("batch-help").textContent = !canBatch
-    ? `A batch runs on ${namesThat(s.models, "batches").join(", ") || "no model"}.`
-    : batch
-      ? `${batch.length} text${batch.length === 1 ? "" : "s"}, padded to the longest; the sequence above is not used.`
-      : "Each line one text; they are padded to the longest and run together.";
-  $("source-input").setAttribute("aria-disabled", canSource ? "false" : "true");
-  $("batch-input").setAttribute("aria-disabled", canBatch ? "false" : "true");
-  if (batch || source) $("more-inputs").open = true;
-}
-
 export function bind(root, store) {
   const { dispatch, getState } = store;
   const ui = () => getState().ui;
@@ -175,21 +144,14 @@ export function bind(root, store) {
     dispatch(act.draftTyped("text", $("sequence-input").value));
     dispatch(act.sequenceSubmitted(e.submitter?.id === "run-button" ? "run-button" : "sequence-input"));
   });
-  for (const [id, field] of [
-    ["sequence-input", "text"],
-    ["source-input", "source"],
-    ["batch-input", "batch"],
-  ]) {
-    $(id).addEventListener("input", (e) => dispatch(act.draftTyped(field, e.target.value)));
-    $(id).addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
-        e.preventDefault();
-        $("run-form").requestSubmit();
-      }
-    });
-  }
-  for (const id of ["source-input", "batch-input"])
-    $(id).addEventListener("change", () => dispatch(act.sourceChanged(id)));
+  const box = $("sequence-input");
+  box.addEventListener("input", (e) => dispatch(act.draftTyped("text", e.target.value)));
+  box.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      $("run-form").requestSubmit();
+    }
+  });
   $("model-select").addEventListener("change", (e) => dispatch(act.modelChosen(e.target.value, "model-select")));
   $("example-select").addEventListener("change", (e) => {
     const s = getState();

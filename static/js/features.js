@@ -17,6 +17,8 @@
 //              decodeState); read gets the link's URLSearchParams and returns its fields as the link sets them, a
 //              value it cannot read falling back to the default
 //   page       {FIELD: default}: state of its own beside ui, not in the link (store.js initialState)
+//   draft      [FIELD]: its settings typed in a box of their own, kept as typed in the store's draft until Run
+//              copies them into ui (store.js sequenceSubmitted)
 //   keep(ui)   {FIELD: value} kept on a model change from the old ui (store.js chooseModel); absent: every field
 //   example(ex) -> {FIELD: value}: what choosing an example (examples.js) sets of its settings; absent: nothing
 //   newText(ui, n) -> {FIELD: value}: what a new sequence of n words (Run) sets of its settings; absent: nothing
@@ -28,6 +30,12 @@
 //   request(ui, info, seqLen) -> {FIELD: value}: what it adds to the /api/attention body over seqLen positions
 //              (0: not known; requests.js buildRequest)
 //   body       the names of the body fields its request may add
+//   reshape(body, ui, info, seqLen) -> body: the /api/attention body as its settings reshape it (a batch, a
+//              source; requests.js buildRequest), every feature's fields in
+//   alone(body, item) -> body: the body as one plain sequence, item `item` of its own kind (requests.js
+//              singleRequest: what the one-sequence analyses run)
+//   extent(body, words) -> {queries?, keys?, items?}: how many queries, keys and items its fields give an answer
+//              (requests.js resultValues; `words(text)` counts a text's positions at most)
 //   replace(body, ui, info) -> body | null: a body of its own that the model `info` is sent instead of the
 //              /api/attention body (which it gets whole, every feature's fields in), with no batch or source; null:
 //              the attention body
@@ -52,12 +60,14 @@ import { feature as interventions } from "./interventionsettings.js";
 import { feature as claims } from "./claimsettings.js";
 import { feature as pin } from "./pin.js";
 import { feature as masks } from "./masks.js";
+import { feature as sourcebatch } from "./sourcebatch.js";
 import { feature as numbers } from "./numbersettings.js";
 import { feature as typed } from "./typedsettings.js";
 
 // name -> declaration, in the order the link writes their keys
 export const FEATURES = {
   masks,
+  sourcebatch,
   numbers,
   typed,
   pin,
@@ -118,6 +128,26 @@ export function replacedBody(body, ui, info) {
     if (own) return own;
   }
   return null;
+}
+
+// {FIELD: value} of every feature's settings typed in a box of their own (the store's draft), from `ui`.
+export function featureDrafts(ui) {
+  return Object.fromEntries(declared().flatMap((f) => (f.draft || []).map((k) => [k, ui[k]])));
+}
+
+// `body` as every feature reshapes it, in turn.
+export function reshapedBody(body, ui, info, seqLen) {
+  return declared().reduce((b, f) => (f.reshape ? f.reshape(b, ui, info, seqLen) : b), body);
+}
+
+// `body` as one plain sequence, item `item`, as every feature gives it back.
+export function oneSequence(body, item) {
+  return declared().reduce((b, f) => (f.alone ? f.alone(b, item) : b), body);
+}
+
+// The queries, keys and items every feature's fields of `body` give its answer.
+export function bodyExtent(body, words) {
+  return Object.assign({}, ...declared().map((f) => (f.extent ? f.extent(body, words) : {})));
 }
 
 // What choosing example `ex` sets of every feature's settings.

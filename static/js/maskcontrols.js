@@ -6,7 +6,7 @@
 import { act } from "./actions.js";
 import { pairLines } from "./masks.js";
 import { modelInfo } from "./selectors.js";
-import { batchOf, sourceOf } from "./requests.js";
+import { batchOf, sourceOf } from "./sourcebatch.js";
 import { markGiveaways } from "./giveaway.js";
 import { within } from "./dom.js";
 

@@ -75,6 +75,7 @@ export const feature = {
     ui.matrices
       ? { x: ui.matrices.x, weights: { w_q: ui.matrices.w_q, w_k: ui.matrices.w_k, w_v: ui.matrices.w_v } }
       : {},
+  extent: (body) => (body.x ? { queries: body.x.length } : {}), // a row of X a position
   body: ["x", "weights"], // no reach: every body the page sends carries them, and they set an answer's size
   errors: { x: "matrix-editors", weights: "matrix-editors" },
 };

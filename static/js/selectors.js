@@ -4,7 +4,8 @@
 import { drawnEligibility } from "./bugs.js";
 import { matrixKey, maxAbsEligible, quantileAbsEligible, scaleFor } from "./colors.js";
 import { clampMasks, paddedFromFlags } from "./masks.js";
-import { batchOf, singleRequest } from "./requests.js";
+import { singleRequest } from "./requests.js";
+import { batchOf } from "./sourcebatch.js";
 import { pinBody } from "./pin.js";
 
 export function modelInfo(s, name = s.ui.model) {

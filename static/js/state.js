@@ -19,10 +19,6 @@ export function defaultState() {
     query: null, // the query the retrieval diagram shows; null = the last position
     page: 0,
     pair: null, // [query, key] whose top heads are listed; null = none chosen
-    source: "", // cross-attention: keys and values from this text ("" = self-attention)
-    sourcePadded: [], // source positions marked padding
-    batch: "", // a batch: one text per line ("" = one sequence)
-    item: 0, // the batch item the views show
     ...featureDefaults(), // the page features' settings (features.js)
   };
   for (const [name, panel] of registered()) if (panel.setting) s[name] = null; // a registered panel's setting
@@ -69,10 +65,6 @@ export function encodeState(s) {
   for (const [name, panel] of registered()) {
     if (panel.setting && s[name] != null) p.set(panel.setting.key, panel.setting.encode(s[name]));
   }
-  if (s.source) p.set("src", s.source);
-  if (s.source && s.sourcePadded?.length) p.set("spad", s.sourcePadded.join(","));
-  if (s.batch) p.set("batch", s.batch);
-  if (s.item) p.set("item", String(s.item));
   writeFeatureLinks(s, p);
   return p.toString();
 }
@@ -106,14 +98,6 @@ export function decodeState(search, optionsOf = () => ({})) {
   for (const [name, panel] of registered()) {
     if (panel.setting && p.has(panel.setting.key)) s[name] = panel.setting.decode(p.get(panel.setting.key));
   }
-  s.source = (p.get("src") || "").slice(0, 20000);
-  s.sourcePadded = (p.get("spad") || "")
-    .split(",")
-    .map(int)
-    .filter((v) => v != null && v >= 0)
-    .sort((a, b) => a - b);
-  s.batch = (p.get("batch") || "").slice(0, 20000);
-  s.item = Math.max(0, int(p.get("item")) ?? 0);
   Object.assign(s, readFeatureLinks(p));
   return s;
 }

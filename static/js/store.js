@@ -3,7 +3,8 @@
 // state = {
 //   models,          the /api/models list
 //   ui,              what the person set (state.js): the URL holds exactly this
-//   draft,           the text boxes as typed ({text, source, batch}); Run copies them into ui
+//   draft,           the text boxes as typed ({text, ...} with a page feature's boxes, features.js `draft`); Run
+//                    copies them into ui
 //   good,            ui as it was for the last run that succeeded: a failed run rolls ui back to it
 //   run,             the /api/attention run: want (a counter: a change to it asks for a run), started and answered
 //                    (the want the run in flight serves, and the last one answered: the views' drawn mark waits for
@@ -24,15 +25,12 @@
 // its failure) does to the state is answers.js's.
 
 import { answerReducers } from "./answers.js";
-import { itemResult } from "./batch.js";
 import { movedIn } from "./contrib.js";
-import { togglePadded } from "./masks.js";
 import { act } from "./actions.js";
 import { modelInfo, singleOf } from "./selectors.js";
 import { registered, slots, takenBy } from "./registry.js";
 import { defaultState, stateForModel } from "./state.js";
-import { exampleFields, featurePage, featureReducers, keptOnModel, newTextFields } from "./features.js";
-import { pos } from "./positions.js";
+import { exampleFields, featureDrafts, featurePage, featureReducers, keptOnModel, newTextFields } from "./features.js";
 
 // ---- the store ------------------------------------------------------------------------------------------------
 
@@ -82,7 +80,7 @@ export function initialState() {
   return {
     models: [],
     ui,
-    draft: { text: ui.text, source: ui.source, batch: ui.batch },
+    draft: { text: ui.text, ...featureDrafts(ui) },
     good: null,
     run: {
       want: 0,
@@ -161,15 +159,9 @@ function setPanel(s, name, fields) {
   return { ...s, panels: { ...s.panels, [name]: { ...s.panels[name], ...fields } } };
 }
 
-// What a model change keeps of ui; a registered panel's setting stays unless it drops on a model change, and a page
-// feature's as its declaration keeps it (features.js)
-const KEEP_ON_MODEL = [
-  "view",
-  // a source and a batch stay while the new model takes them
-  "source",
-  "sourcePadded",
-  "batch",
-];
+// What a model change keeps of ui's core (state.js): the matrix shown; a registered panel's setting stays unless it
+// drops on a model change, and a page feature's as its declaration keeps it (features.js)
+const KEEP_ON_MODEL = ["view"];
 
 function chooseModel(s, name, text, options, where) {
   const m = modelInfo(s, name);
@@ -198,7 +190,7 @@ const reducers = {
   restored: (s, a) => ({
     ...s,
     ui: a.ui,
-    draft: { text: a.ui.text, source: a.ui.source, batch: a.ui.batch },
+    draft: { text: a.ui.text, ...featureDrafts(a.ui) },
     run: { ...s.run, want: s.run.want + 1, action: "", where: null },
   }),
   modelChosen: (s, a) => chooseModel(s, a.name, a.text, a.options, a.where),
@@ -211,29 +203,9 @@ const reducers = {
   draftTyped: (s, a) => ({ ...s, draft: { ...s.draft, [a.field]: a.value } }),
   sequenceSubmitted: (s, a) => {
     const n = s.draft.text.trim() ? s.draft.text.trim().split(/\s+/).length : 0;
-    const fields = { text: s.draft.text, source: s.draft.source, batch: s.draft.batch };
+    const fields = { text: s.draft.text, ...featureDrafts(s.draft) };
     // what a sequence of n words sets of a page feature's settings (features.js)
     return runWith(s, { ...fields, ...newTextFields(s.ui, n) }, "new sequence", a.where);
-  },
-  sourceChanged: (s, a) =>
-    runWith(
-      s,
-      { source: s.draft.source, batch: s.draft.batch },
-      a.where === "source-input" ? "new source" : "new batch",
-      a.where,
-      {
-        skipDiff: true,
-      },
-    ),
-  sourcePadded: (s, a) => {
-    const sourcePadded = togglePadded(s.ui.sourcePadded || [], a.i);
-    const on = sourcePadded.includes(a.i);
-    return runWith(
-      s,
-      { sourcePadded },
-      `source position ${pos(a.i)} ${on ? "marked padding" : "is a real key again"}`,
-      "source-tokens",
-    );
   },
   // the moved view draws value norms and each head's contribution, which a result has only when asked for: ask
   // once, then views switch freely
@@ -270,19 +242,6 @@ const reducers = {
     const fields = { pair: a.q == null && a.k == null ? null : [a.q, a.k] };
     if (a.q != null) fields.query = a.q;
     return setUi(s, fields);
-  },
-  itemSet: (s, a) => {
-    if (!s.run.full || !s.run.full.config.batch) return s;
-    const result = itemResult(s.run.full, a.item);
-    // a query chosen on another item that is padding in this one: back to this item's last real position
-    const query = result.masks.padding?.[s.ui.query] === false ? null : s.ui.query;
-    const ui = { ...s.ui, item: a.item, query };
-    return {
-      ...s,
-      ui,
-      good: s.good ? { ...s.good, item: a.item, query } : s.good,
-      run: { ...s.run, result, base: result, prev: null, diff: null },
-    };
   },
   highlightSet: (s, a) => {
     const h = a.highlight;

@@ -47,6 +47,7 @@ DRAWN: dict[str, str] = {
     "exporter": "#export-html[data-export-view]",
     "numbers": "#matrix-editors table",
     "maskcontrols": "#blocked-count:not(:empty)",
+    "moreinputs": "#batch-help:not(:empty)",
 }
 LOADING = {"status": "loading", "result": None, "message": ""}
 # What a view is drawn from here where the page's state would draw nothing new into a fresh copy: a panel's slot

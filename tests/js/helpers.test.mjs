@@ -1177,7 +1177,7 @@ test("the store is one pure reducer over named actions", async () => {
     masks: { causal: true, padding: null, window: null, blocked: [] },
     layers: [{ index: 0, heads: [{ index: 0, kv_group: 0, weights: w, scores: w }] }],
   };
-  store.dispatch(S.act.runSucceeded(result, { model: "random", text: "a b c" }, store.getState().ui.masks));
+  store.dispatch(S.act.runSucceeded(result, { model: "random", text: "a b c" }, { masks: store.getState().ui.masks }));
   const good = store.getState().ui;
   store.dispatch(S.act.cellToggled(2, 0, "eligibility"));
   const toggled = store.getState();
