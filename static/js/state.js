@@ -1,5 +1,22 @@
 // The page's one state object, its defaults, and its round trip through the URL.
 // Everything a person sets lives here, so a link reproduces the view. Pure: no DOM, no fetch.
+//
+// The core of ui, the fields written here: what the run is and what every view is looking at, read across the
+// page, so no page feature owns them. Every other setting is a page feature's (features.js) or a registered panel's
+// (registry.js), declared in its own module. The core (tests/test_page_modules.py holds defaultState to this list):
+//   model    the model run: every view draws its answer, and a change of model resets the rest of the core
+//   text     the sequence run (the store's draft holds it as typed until Run)
+//   options  the model's options (a random layer's heads, width, seed, positions), part of every body
+//   view     the matrix every head is drawn as (weights, scores, moved); the body's include follows it
+//   layer    the layer every view draws and the run asks for (an index or "all"); a switch to a layer the page holds
+//            draws without a run (store.js holdsLayer)
+//   focus    the head opened large, [layer, head]: the heads grid, the large head, retrieval, top heads, flow,
+//            stats, the analyses' requests and the exports read it; a layer switch keeps it or closes it
+//   query    the query position the large head, the retrieval diagram, the claim and the exports share; opening a
+//            head sets it
+//   page     the heads grid's page of the layer shown: a layer switch and an opened head (core actions) set it back
+//   pair     the [query, key] whose top heads are listed: picked in the large head, the retrieval diagram or top
+//            heads, and read by QK terms, contrast, the analyses' requests and the workspaces' link keys
 
 import { optionsOf } from "./capabilities.js";
 import { registered } from "./registry.js";
