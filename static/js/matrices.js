@@ -3,8 +3,6 @@
 import { MATRIX_NAMES } from "./numbersettings.js";
 import { pieceLabel } from "./piece.js";
 
-export { setEntry } from "./numbersettings.js";
-
 export const LABELS = { x: "X", w_q: "W_Q", w_k: "W_K", w_v: "W_V" };
 
 export function renderMatrices(root, matrices, tokens, onEdit) {

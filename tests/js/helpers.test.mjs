@@ -349,7 +349,7 @@ test("view helpers", async () => {
   const rd = await mod("retrieval.js"),
     api = await mod("api.js"),
     ex = await mod("exporter.js");
-  const mx = await mod("matrices.js"),
+  const mx = await mod("numbersettings.js"),
     el = await mod("eligibility.js"),
     st = await mod("stats.js");
   const all = Array.from({ length: 72 }, (_, i) => i);
