@@ -46,6 +46,9 @@ def attnlab_server(
         "ATTNLAB_CACHE_BYTES": "0",  # a repeated request would otherwise skip its forward
         "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads),
+        # the checkout the benchmark runs from is the one served, not the one the environment was installed from
+        # (an editable install of another checkout, whose console script imports that checkout's server)
+        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
         **(env or {}),
     }
     with log.open("wb") as out:

@@ -22,12 +22,13 @@ const L = await mod('lessons.js');
 const LE = await mod('lesson.js');
 const R = await mod('requests.js');
 const M = await mod('masks.js');
+const SB = await mod('sourcebatch.js');
 const models = data;
 // the training lessons read the Train workspace's runs, not a body's answer: tests/js/trainlessons.test.mjs
 return L.LESSONS.filter((lesson) => lesson.reads !== 'train').map((lesson) => {
   const ui = LE.lessonUi(models, lesson);
   const info = models.find((m) => m.name === ui.model);
-  const texts = R.batchTexts(ui.batch);
+  const texts = SB.batchTexts(ui.batch);
   const S = ui.typed ? ui.typed.m.length : ui.matrices ? ui.matrices.x.length
     : texts.length ? Math.max(...texts.map((t) => M.splitTokens(t).length)) : M.splitTokens(ui.text).length;
   const body = R.buildRequest({...ui, masks: M.clampMasks(ui.masks, S)}, info, S);

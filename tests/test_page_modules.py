@@ -94,7 +94,10 @@ OWN_ROOT = [
     "focus",
     "headtypes",
     "lesson",
+    "maskcontrols",
     "mechanics",
+    "moreinputs",
+    "numbers",
     "overview",
     "palette",
     "patch",
@@ -199,6 +202,47 @@ FEATURE_NAMES = {
     "dtype.js": ["dtype", "dtypeSet", "DTYPES"],
     "counting.js": ["from1", "countSet"],
     "trainmeasures.js": ["trained", "trainMeasured"],
+    "pin.js": ["pin", "parsePin", "pinBody", "pinned", "unpinned"],
+    "numbersettings.js": [
+        "matrices",
+        "MATRIX_NAMES",
+        "parseMatrices",
+        "fitRows",
+        "setEntry",
+        "matrixEntrySet",
+        "matricesReset",
+    ],
+    "masks.js": [
+        "causalSet",
+        "windowSet",
+        "blockedCleared",
+        "cellToggled",
+        "tokenPadded",
+        "defaultMasks",
+        "modelMasks",
+        "readMasks",
+        "toggleBlocked",
+        "masksRequest",
+        "default_masks",
+        "masks",
+        "padded",
+        "blocked",
+    ],
+    "sourcebatch.js": [
+        "source",
+        "sourcePadded",
+        "batch",
+        "texts",
+        "batchOf",
+        "sourceOf",
+        "batchTexts",
+        "sourceChanged",
+        "itemSet",
+        "itemResult",
+        "src",
+        "spad",
+    ],
+    "typedsettings.js": ["typed", "parseTyped", "typedBody", "labelsFor", "NEEDS_VALUES", "typedSet"],
 }
 
 
@@ -226,3 +270,23 @@ def test_a_page_feature_is_named_only_by_its_module_and_the_features_table() -> 
         assert "export const feature = {" in text, module
         assert f'from "./{module}"' in table, module
         assert [n for n in names if not re.search(rf"\b{n}\b", text)] == [], module
+
+
+# The core of the page's state (static/js/state.js's header): the fields defaultState writes itself, read across the
+# page, that no page feature owns. Every other setting is declared by its feature (FEATURE_NAMES) or its panel.
+CORE = ["model", "text", "options", "view", "layer", "focus", "query", "page", "pair"]
+
+
+def test_the_states_own_fields_are_exactly_its_core() -> None:
+    """state.js's defaultState writes the fields of CORE and no other (the masks, the numbers edited and typed in, the
+    pinned run, a source and a batch were written there: each is now its feature's declaration), and its header lists
+    each with the reason it is core."""
+    text = (JS / "state.js").read_text(encoding="utf-8")
+    body = re.search(r"export function defaultState\(\) \{\n  const s = \{\n(.*?)\n  \};", text, re.S)
+    assert body, "state.js defaultState"
+    written = re.findall(r"^    (\w+):", body.group(1), re.M)
+    assert written == CORE, written
+    header = re.findall(r"^//   (\w+) {2,}\S", text.split("\nimport ", 1)[0], re.M)
+    assert header == CORE, header
+    converted = sorted({n for names in FEATURE_NAMES.values() for n in names} & set(CORE))
+    assert converted == [], converted

@@ -13,44 +13,31 @@ export const act = {
   exampleChosen: (example, text) => ({ type: "exampleChosen", example, text }),
   draftTyped: (field, value) => ({ type: "draftTyped", field, value }),
   sequenceSubmitted: (where) => ({ type: "sequenceSubmitted", where }),
-  sourceChanged: (where) => ({ type: "sourceChanged", where }),
-  causalSet: (on) => ({ type: "causalSet", on }),
-  windowSet: (on, size) => ({ type: "windowSet", on, size }),
-  blockedCleared: () => ({ type: "blockedCleared" }),
-  cellToggled: (q, k, where) => ({ type: "cellToggled", q, k, where }),
-  tokenPadded: (i, token) => ({ type: "tokenPadded", i, token }),
-  sourcePadded: (i) => ({ type: "sourcePadded", i }),
   viewSet: (view) => ({ type: "viewSet", view }),
   layerSet: (layer) => ({ type: "layerSet", layer }),
   optionSet: (key, value) => ({ type: "optionSet", key, value }),
-  matrixEntrySet: (name, i, j, value, raw) => ({ type: "matrixEntrySet", name, i, j, value, raw }),
-  matricesReset: () => ({ type: "matricesReset" }),
   pageSet: (page) => ({ type: "pageSet", page }),
   querySet: (query) => ({ type: "querySet", query }),
   headOpened: (layer, head, query, where) => ({ type: "headOpened", layer, head, query, where }),
   pairSet: (q, k) => ({ type: "pairSet", q, k }),
-  itemSet: (item) => ({ type: "itemSet", item }),
   highlightSet: (highlight) => ({ type: "highlightSet", highlight }),
   tokensOpenSet: (open) => ({ type: "tokensOpenSet", open }),
   cursorSet: (cursor) => ({ type: "cursorSet", cursor }),
   errorDismissed: () => ({ type: "errorDismissed" }),
-  // experiments
-  pinned: () => ({ type: "pinned" }),
-  unpinned: () => ({ type: "unpinned" }),
   // mechanics
   panelAsked: (name, extra = {}) => ({ type: "panelAsked", name, ...extra }),
   panelSet: (name, value) => ({ type: "panelSet", name, value }), // a registered panel's setting (registry.js)
-  typedSet: (typed, text, words) => ({ type: "typedSet", typed, text, words }), // matrices typed in (typed.js)
   // effects
   runStarted: (asking = "all") => ({ type: "runStarted", asking }),
   layersTooMany: (key) => ({ type: "layersTooMany", key }),
   runProgress: (stage, done, total, ahead = null) => ({ type: "runProgress", stage, done, total, ahead }),
+  // `sent`: the fields of ui as the run sent them (effects.js: the masks fitted to its positions), which ui takes;
   // `partial`: the answer's head (the layer shown), the other layers still to come (runRest or restFailed)
-  runSucceeded: (result, request, masks, partial = false) => ({
+  runSucceeded: (result, request, sent, partial = false) => ({
     type: "runSucceeded",
     result,
     request,
-    masks,
+    sent,
     partial,
   }),
   runRest: (result) => ({ type: "runRest", result }), // the whole answer, once every layer is in

@@ -23,7 +23,7 @@ export const answerReducers = {
   layersTooMany: (s, a) => ({ ...s, run: { ...s.run, oneLayer: a.key } }),
   runSucceeded: (s, a) => {
     const r = s.run;
-    const ui = settle({ ...s.ui, masks: a.masks ?? s.ui.masks }, a.result);
+    const ui = settle({ ...s.ui, ...a.sent }, a.result);
     const result = itemResult(a.result, ui.item);
     const layerIndex = ui.layer === "all" ? (ui.focus ? ui.focus[0] : 0) : ui.layer;
     const diff = r.skipDiff ? null : diffResults(r.result, a.result, layerIndex);

@@ -6,15 +6,11 @@
 // name by id (the drawer's toggle and scrim in the header, the field an error names: errors.js `placeFor`).
 
 import { examplesFor, exampleText } from "./examples.js";
-import { LABELS, renderMatrices } from "./matrices.js";
-import { pairLines, splitTokens } from "./masks.js";
 import { act } from "./actions.js";
-import { can, namesThat, numbersOf, offered } from "./capabilities.js";
+import { offered } from "./capabilities.js";
 import { layerKindsLine, modelLabel, referenceLine } from "./modelinfo.js";
 import { modelInfo } from "./selectors.js";
-import { batchOf, sourceOf } from "./requests.js";
 import { errorControls } from "./features.js";
-import { markGiveaways } from "./giveaway.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -24,13 +20,7 @@ export const FIELD_CONTROLS = {
   ...errorControls(),
   text: "sequence-input",
   tokens: "sequence-input",
-  texts: "batch-input",
-  source: "source-input",
   model: "model-select",
-  "masks.window": "mask-window",
-  "masks.causal": "mask-causal",
-  x: "matrix-editors",
-  weights: "matrix-editors",
   layer: "layer-select",
   include: "layer-select",
 };
@@ -71,17 +61,9 @@ export function render(root, s, dispatch) {
   $("model-layers").textContent = layerKindsLine(m);
   $("model-layers").hidden = !$("model-layers").textContent;
   if (document.activeElement !== $("sequence-input")) $("sequence-input").value = s.draft.text;
-  $("mask-causal").checked = ui.masks.causal;
-  $("mask-window-on").checked = ui.masks.window != null;
-  if (ui.masks.window != null && document.activeElement !== $("mask-window"))
-    $("mask-window").value = String(ui.masks.window);
-  writeMoreInputs(s);
   root.querySelectorAll("input[name=view]").forEach((r) => {
     r.checked = r.value === ui.view;
   });
-  const n = ui.masks.blocked.length;
-  $("blocked-count").textContent = n ? `${n} cell${n === 1 ? "" : "s"} blocked` : "no cells blocked";
-  $("blocked-clear").disabled = n === 0;
   const fields = optionFields();
   $("random-options").hidden = !Object.keys(fields).some((k) => k in ui.options);
   // the box a failed run names keeps what the person typed (marked invalid, the message beside it) while the state,
@@ -106,85 +88,7 @@ export function render(root, s, dispatch) {
   }
   sel.value = String(ui.layer);
   sel.disabled = layers <= 1;
-  const tb = $("textbook-matrices");
-  const numbers = numbersOf(m); // a model whose x and weights the page edits: its own numbers
-  tb.hidden = !numbers;
-  if (!numbers) cellErrors.clear();
-  if (numbers && !tb.contains(document.activeElement)) {
-    const mats = ui.matrices || numbers;
-    renderMatrices($("matrix-editors"), mats, splitTokens(ui.text), (name, i, j, raw) => {
-      const key = `${name}.${i}.${j}`;
-      if (raw.trim() === "" || !Number.isFinite(Number(raw))) {
-        cellErrors.set(key, raw);
-        // this cell's error is the one that stands: an older run's message no longer names what is wrong
-        if (s.run.error) dispatch(act.errorDismissed());
-        showCellErrors();
-        return false;
-      }
-      cellErrors.delete(key);
-      showCellErrors();
-      dispatch(act.matrixEntrySet(name, i, j, Number(raw), raw));
-      return true;
-    });
-    showCellErrors();
-  }
-  renderPairs($("pair-counts"), s.run.result?.pairs);
-  markGiveaways(root, s, ["pairs"]); // an open lesson that asks for a count keeps them out of sight
   markInvalid(root, s.run.error);
-}
-
-// The eligible-pair counts beside the mask controls; hidden when the result has none (a batch, a source).
-export function renderPairs(el, pairs) {
-  const lines = pairLines(pairs);
-  el.hidden = !lines.length;
-  el.replaceChildren(
-    ...lines.map((l) => {
-      const li = document.createElement("li");
-      li.dataset.mask = l.name;
-      li.dataset.count = String(l.count);
-      li.dataset.total = String(l.total);
-      li.textContent = l.text;
-      return li;
-    }),
-  );
-}
-
-// The textbook cells left empty or not a number ("x.1.0" -> what is in the box): each is an error named at its cell
-// until a number is typed there (the last run's numbers stay in force meanwhile). Cleared with the chapter's numbers.
-const cellErrors = new Map();
-
-// Each errored cell: its box keeps what was typed, marked invalid; the line under the editors names the cells.
-function showCellErrors() {
-  const msg = $("matrix-error");
-  const named = [];
-  for (const [key, raw] of cellErrors) {
-    const [name, i, j] = key.split(".");
-    const label = `${LABELS[name]} row ${Number(i) + 1} column ${Number(j) + 1}`;
-    const input = $("matrix-editors").querySelector(`input[aria-label="${label}"]`);
-    if (!input) {
-      cellErrors.delete(key); // the matrix no longer has this cell (a shorter sequence)
-      continue;
-    }
-    if (document.activeElement !== input) input.value = raw;
-    input.setAttribute("aria-invalid", "true");
-    input.setAttribute("aria-errormessage", "matrix-error");
-    input.dataset.localError = "1";
-    named.push(raw.trim() === "" ? `${label} is empty` : `${label} is not a number (“${raw}”)`);
-  }
-  for (const input of $("matrix-editors").querySelectorAll("input[data-local-error]")) {
-    const still = [...cellErrors.keys()].some((key) => {
-      const [name, i, j] = key.split(".");
-      return input.getAttribute("aria-label") === `${LABELS[name]} row ${Number(i) + 1} column ${Number(j) + 1}`;
-    });
-    if (!still) {
-      input.removeAttribute("aria-invalid");
-      delete input.dataset.localError;
-    }
-  }
-  msg.hidden = !named.length;
-  msg.textContent = named.length
-    ? `${named.join("; ")}: type a number there. Until then the page shows the last numbers that ran.`
-    : "";
 }
 
 // aria-invalid on the control the last error names (or the one the person acted on), nowhere else (a box whose own
@@ -232,48 +136,6 @@ function fillModels(s) {
   }
 }
 
-// The source and batch boxes: their text, whether this model takes them, and what they do to the masks.
-function writeMoreInputs(s) {
-  const ui = s.ui;
-  if (document.activeElement !== $("source-input")) $("source-input").value = s.draft.source;
-  if (document.activeElement !== $("batch-input")) $("batch-input").value = s.draft.batch;
-  const m = modelInfo(s);
-  const canSource = can(m, "cross_attention");
-  const canBatch = can(m, "batches") && !ui.matrices;
-  const batch = batchOf(ui, m);
-  const source = sourceOf(ui, m);
-  $("source-help").textContent = !canSource
-    ? `Cross-attention takes its keys and values from a second sequence: on ${namesThat(s.models, "cross_attention").join(", ") || "no model"} here.`
-    : batch
-      ? "The batch below wins while it has text."
-      : source
-        ? "Queries come from the sequence above, keys and values from this one: every head is S_q × S_k."
-        : "Keys and values from this text instead of the sequence: cross-attention.";
-  $("batch-help").textContent = !canBatch
-    ? `A batch runs on ${namesThat(s.models, "batches").join(", ") || "no model"}.`
-    : batch
-      ? `${batch.length} text${batch.length === 1 ? "" : "s"}, padded to the longest; the sequence above is not used.`
-      : "Each line one text; they are padded to the longest and run together.";
-  $("source-input").setAttribute("aria-disabled", canSource ? "false" : "true");
-  $("batch-input").setAttribute("aria-disabled", canBatch ? "false" : "true");
-  if (batch || source) $("more-inputs").open = true;
-  // causal, a window and padding compare positions of one sequence: a source leaves them out; a batch pads itself
-  const note = $("mask-note");
-  note.hidden = !(batch || source);
-  note.textContent = source
-    ? "With a source, only blocked cells and the source's padding apply: causal and window compare positions of one sequence."
-    : batch
-      ? "In a batch each item's padding comes from its length; causal, window and blocked cells apply to every item."
-      : "";
-  for (const id of ["mask-causal", "mask-window-on", "mask-window"]) $(id).disabled = !!source;
-}
-
-// A window size from the box: a whole number of at least 1, or null (the box then says why).
-export function parseWindow(raw) {
-  const w = Number(raw);
-  return Number.isInteger(w) && w >= 1 ? w : null;
-}
-
 export function bind(root, store) {
   const { dispatch, getState } = store;
   const ui = () => getState().ui;
@@ -282,21 +144,14 @@ export function bind(root, store) {
     dispatch(act.draftTyped("text", $("sequence-input").value));
     dispatch(act.sequenceSubmitted(e.submitter?.id === "run-button" ? "run-button" : "sequence-input"));
   });
-  for (const [id, field] of [
-    ["sequence-input", "text"],
-    ["source-input", "source"],
-    ["batch-input", "batch"],
-  ]) {
-    $(id).addEventListener("input", (e) => dispatch(act.draftTyped(field, e.target.value)));
-    $(id).addEventListener("keydown", (e) => {
-      if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
-        e.preventDefault();
-        $("run-form").requestSubmit();
-      }
-    });
-  }
-  for (const id of ["source-input", "batch-input"])
-    $(id).addEventListener("change", () => dispatch(act.sourceChanged(id)));
+  const box = $("sequence-input");
+  box.addEventListener("input", (e) => dispatch(act.draftTyped("text", e.target.value)));
+  box.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      $("run-form").requestSubmit();
+    }
+  });
   $("model-select").addEventListener("change", (e) => dispatch(act.modelChosen(e.target.value, "model-select")));
   $("example-select").addEventListener("change", (e) => {
     const s = getState();
@@ -305,30 +160,6 @@ export function bind(root, store) {
     if (!ex) return;
     dispatch(act.exampleChosen(ex, exampleText(ex, modelInfo(s, ex.model))));
   });
-  $("mask-causal").addEventListener("change", (e) => dispatch(act.causalSet(e.target.checked)));
-  const windowChanged = () => {
-    const on = $("mask-window-on").checked;
-    const w = parseWindow($("mask-window").value);
-    const msg = $("window-error");
-    if (on && w == null) {
-      // a window of 0, -5 or 2.5 is not quietly made 1: the box says what it takes
-      $("mask-window").setAttribute("aria-invalid", "true");
-      $("mask-window").dataset.localError = "1";
-      msg.textContent = `The window must be a whole number of positions, 1 or more (got “${$("mask-window").value}”).`;
-      msg.hidden = false;
-      return;
-    }
-    $("mask-window").removeAttribute("aria-invalid");
-    delete $("mask-window").dataset.localError;
-    msg.hidden = true;
-    dispatch(act.windowSet(on, w));
-  };
-  $("mask-window-on").addEventListener("change", windowChanged);
-  $("mask-window").addEventListener("change", () => {
-    $("mask-window-on").checked = true;
-    windowChanged();
-  });
-  $("blocked-clear").addEventListener("click", () => dispatch(act.blockedCleared()));
   root
     .querySelectorAll("input[name=view]")
     .forEach((r) => r.addEventListener("change", () => dispatch(act.viewSet(r.value))));
@@ -348,11 +179,6 @@ export function bind(root, store) {
       dispatch(act.optionSet(k, v));
     });
   }
-  $("matrices-reset").addEventListener("click", () => {
-    cellErrors.clear();
-    showCellErrors();
-    dispatch(act.matricesReset());
-  });
   $("copy-link").addEventListener("click", async () => {
     try {
       await navigator.clipboard.writeText(location.href);

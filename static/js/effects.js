@@ -12,7 +12,8 @@
 import { splitsAtWhitespace } from "./capabilities.js";
 import { ApiError, describeError, fetchAttention, fetchProgress, isTooLarge, precisionFor, runName } from "./api.js";
 import { splitTokens } from "./masks.js";
-import { batchOf, buildRequest, resultValues, sizeKey, sourceOf } from "./requests.js";
+import { buildRequest, resultValues, sizeKey } from "./requests.js";
+import { batchOf, sourceOf } from "./sourcebatch.js";
 import { panelSpecs } from "./panels.js";
 import { act } from "./actions.js";
 import { clampedMasks, modelInfo, sameInput } from "./selectors.js";
@@ -120,7 +121,7 @@ export function startEffects(store) {
         headed = true;
         headBytes = bytes;
         layerCount = head.config.n_layers;
-        store.dispatch(act.runSucceeded(head, req, masks, true));
+        store.dispatch(act.runSucceeded(head, req, { masks }, true));
       };
       let result;
       performance.mark("attnlab:asked");
@@ -134,7 +135,7 @@ export function startEffects(store) {
         result = await send(req);
       }
       if (controller !== mine) return;
-      store.dispatch(headed ? act.runRest(result) : act.runSucceeded(result, req, masks));
+      store.dispatch(headed ? act.runRest(result) : act.runSucceeded(result, req, { masks }));
     } catch (err) {
       if ((err && err.name === "AbortError") || controller !== mine) return;
       if (store.getState().run.rest) {

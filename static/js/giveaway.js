@@ -7,7 +7,7 @@
 
 // name -> the part of the page it hides, as a selector inside the view that draws it
 export const GIVEAWAYS = {
-  pairs: "#pair-counts", // the eligible-pair counts beside the mask controls (controls.js)
+  pairs: "#pair-counts", // the eligible-pair counts beside the mask controls (maskcontrols.js)
   symmetric: ".flag-symmetric", // a head card's "W_Q = W_K: scores are symmetric" badge (heads.js)
   verdict: "#perturb-verdict", // Test a claim's verdict and its list of checks (experiments.js)
   precision: "#dtype-diff", // the run's difference from float32 (dtype.js)

@@ -2,7 +2,11 @@
 // the server's alone: a result carries `eligible` and, per mask, `reasons`; the page never works it out.
 // Rows are query positions, columns key positions; true = eligible, the same reading as the API.
 // The page keeps padding as a sorted list of padded positions (the API's `masks.padded`), so it survives a change
-// of text and needs no token count.
+// of text and needs no token count. `feature` (at the end) is the masks' one declaration (features.js): their
+// setting in ui and the link, a model's own masks, the actions of the mask controls (maskcontrols.js), the tokens
+// and the grids, their reducer cases and the body's `masks`.
+
+import { pos } from "./positions.js";
 
 export const REASONS = ["causal", "window", "padding", "blocked"];
 
@@ -132,3 +136,98 @@ export function pairLines(pairs) {
   });
   return lines;
 }
+
+// ---- the masks as a page feature (features.js) ------------------------------------------------------------------
+
+export function defaultMasks() {
+  return { causal: false, window: null, padded: [], blocked: [] };
+}
+
+// The masks a model opens with: its /api/models entry's default_masks, else none.
+export function modelMasks(info) {
+  const dm = info?.default_masks;
+  return dm
+    ? { causal: !!dm.causal, window: dm.window ?? null, padded: paddedFromFlags(dm.padding), blocked: dm.blocked || [] }
+    : defaultMasks();
+}
+
+const LINK_KEYS = ["causal", "window", "pad", "block"];
+
+const whole = (v) => {
+  const n = Number.parseInt(v, 10);
+  return Number.isFinite(n) ? n : null;
+};
+
+// The masks of a link's URLSearchParams `p`; null when it sets none (a bare "?m=induction": the model's own apply).
+// Values it cannot read are left out.
+export function readMasks(p) {
+  if (!LINK_KEYS.some((k) => p.has(k))) return null;
+  const w = whole(p.get("window"));
+  return {
+    causal: p.get("causal") === "1",
+    window: w != null && w >= 1 ? w : null,
+    padded: (p.get("pad") || "")
+      .split(",")
+      .map(whole)
+      .filter((v) => v != null && v >= 0)
+      .sort((a, b) => a - b),
+    blocked: (p.get("block") || "")
+      .split(",")
+      .map((c) => c.split("-").map(whole))
+      .filter((c) => c.length === 2 && c.every((v) => v != null && v >= 0)),
+  };
+}
+
+const actions = {
+  causalSet: (on) => ({ type: "causalSet", on }),
+  windowSet: (on, size) => ({ type: "windowSet", on, size }),
+  blockedCleared: () => ({ type: "blockedCleared" }),
+  cellToggled: (q, k, where) => ({ type: "cellToggled", q, k, where }), // a grid's cell blocked or open again
+  tokenPadded: (i, token) => ({ type: "tokenPadded", i, token }), // a token marked padding or real again
+};
+
+const withMasks = (s, fields) => ({ masks: { ...s.ui.masks, ...fields } });
+
+export const feature = {
+  ui: { masks: defaultMasks() },
+  forModel: (info) => ({ masks: modelMasks(info) }),
+  link: {
+    write(ui, p) {
+      const m = ui.masks;
+      p.set("causal", m.causal ? "1" : "0"); // always written: a link without it gets the model's default masks
+      if (m.window != null) p.set("window", String(m.window));
+      if (m.padded.length) p.set("pad", m.padded.join(","));
+      if (m.blocked.length) p.set("block", m.blocked.map(([q, k]) => `${q}-${k}`).join(","));
+    },
+    read: (p) => ({ masks: readMasks(p) }),
+  },
+  keep: () => ({}), // the new model's own masks
+  actions,
+  reduce: {
+    causalSet: (s, a, { runWith }) =>
+      runWith(s, withMasks(s, { causal: a.on }), `causal ${a.on ? "on" : "off"}`, "mask-causal"),
+    windowSet: (s, a, { runWith }) => {
+      const window = a.on ? a.size : null;
+      return runWith(s, withMasks(s, { window }), a.on ? `window ${window}` : "window off", "mask-window");
+    },
+    blockedCleared: (s, _a, { runWith }) =>
+      runWith(s, withMasks(s, { blocked: [] }), "blocked cells cleared", "blocked-clear"),
+    // toggling a cell moves the grid's roving tab stop (the store's cursor) there
+    cellToggled: (s, a, { runWith }) => {
+      const was = isBlocked(s.ui.masks.blocked, a.q, a.k);
+      const blocked = toggleBlocked(s.ui.masks.blocked, a.q, a.k);
+      const words = `cell query ${pos(a.q)} → key ${pos(a.k)} ${was ? "unblocked" : "blocked"}`;
+      return { ...runWith(s, withMasks(s, { blocked }), words, a.where), cursor: [a.q, a.k] };
+    },
+    tokenPadded: (s, a, { runWith }) => {
+      const padded = togglePadded(s.ui.masks.padded, a.i);
+      const on = padded.includes(a.i);
+      const words = `position ${pos(a.i)} “${a.token ?? pos(a.i)}” ${on ? "marked padding" : "is a real token again"}`;
+      return runWith(s, withMasks(s, { padded }), words, "tokens");
+    },
+  },
+  request: (ui, _info, seqLen) => ({ masks: masksRequest(ui.masks, seqLen) }),
+  body: ["masks"],
+  reach: "every", // every analysis runs under the masks on screen; they change no answer's size
+  errors: { "masks.window": "mask-window", "masks.causal": "mask-causal" },
+};

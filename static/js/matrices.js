@@ -1,18 +1,9 @@
 // The textbook's numbers, editable: X (positions x features), W_Q, W_K, W_V as grids of number inputs.
 
-import { MATRIX_NAMES } from "./state.js";
+import { MATRIX_NAMES } from "./numbersettings.js";
 import { pieceLabel } from "./piece.js";
 
 export const LABELS = { x: "X", w_q: "W_Q", w_k: "W_K", w_v: "W_V" };
-
-// A copy of the matrices with one number replaced; a value that is not a finite number is refused (null).
-export function setEntry(matrices, name, i, j, raw) {
-  const v = Number(raw);
-  if (raw === "" || !Number.isFinite(v)) return null;
-  const next = Object.fromEntries(MATRIX_NAMES.map((k) => [k, matrices[k].map((r) => [...r])]));
-  next[name][i][j] = v;
-  return next;
-}
 
 export function renderMatrices(root, matrices, tokens, onEdit) {
   root.replaceChildren();

@@ -16,11 +16,10 @@ import {
   decodeRequest,
   headTypesRequest,
   interveneRequest,
-  perturbBatchRequest,
   perturbRequest,
-  perturbSourceRequest,
   topHeadsRequest,
 } from "./requests.js";
+import { perturbBatchRequest, perturbSourceRequest } from "./perturbbodies.js";
 import { TOP_K } from "./tophead.js";
 import { headTypesInclude } from "./headtypes.js";
 import { probeRequest } from "./probe.js";

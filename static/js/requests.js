@@ -1,33 +1,19 @@
 // The request bodies the page sends, built from its state: /api/attention, and the one-sequence bodies of every
-// analysis (head types, top heads, perturb, intervene, compare, decode). Pure: no DOM, no fetch.
+// analysis (head types, top heads, perturb, intervene, compare, decode). Pure: no DOM, no fetch. A batch's and a
+// cross-attention run's perturb bodies are perturbbodies.js's.
 
-import { can, reads } from "./capabilities.js";
-import { masksRequest, paddingFlags, splitTokens } from "./masks.js";
 import { SMALL_MODEL_VALUES } from "./state.js";
-import { bodyFields, featureBody, without } from "./features.js";
-
-// The batch textarea's lines that hold text: one item each.
-export function batchTexts(raw) {
-  return (raw || "")
-    .split("\n")
-    .map((t) => t.trim())
-    .filter(Boolean);
-}
+import { bodyExtent, bodyFields, featureBody, oneSequence, replacedBody, reshapedBody, without } from "./features.js";
 
 // The POST /api/attention body for this state over seqLen positions.
 export function buildRequest(s, info, seqLen) {
   const req = {
     model: s.model,
     text: s.text,
-    masks: masksRequest(s.masks, seqLen),
     include: ["scores", "weights", "stats", "output"],
   };
   const opts = Object.fromEntries(Object.entries(s.options || {}).filter(([, v]) => v !== null && v !== undefined));
   if (Object.keys(opts).length) req.options = opts;
-  if (s.matrices) {
-    req.x = s.matrices.x;
-    req.weights = { w_q: s.matrices.w_q, w_k: s.matrices.w_k, w_v: s.matrices.w_v };
-  }
   if (info && info.layers > 1 && s.layer !== "all") req.layer = s.layer;
   const width = s.options?.d_model ?? info?.d_model ?? 0;
   if (seqLen * width <= SMALL_MODEL_VALUES && (info?.layers ?? 1) === 1) {
@@ -36,81 +22,19 @@ export function buildRequest(s, info, seqLen) {
   }
   // the moved view: what each key moves (value_norms) and what each head adds to the output per query
   if (s.view === "moved") req.include.push("value_norms", "head_contributions");
-  Object.assign(req, featureBody(s, info)); // the page features' fields (features.js): singleRequest and
+  Object.assign(req, featureBody(s, info, seqLen)); // the page features' fields (features.js): singleRequest and
   // claimRequest drop them by their reach
-  if (reads(info, "scores")) return typedBody(req, s.typed); // matrices typed in (typed.js): no batch, no source
-  const texts = batchOf(s, info);
-  const source = sourceOf(s, info);
-  if (texts) {
-    // a batch replaces the text; each item's padding comes from its length
-    delete req.text;
-    req.texts = texts;
-    const { padded: _padded, ...rest } = req.masks;
-    req.masks = rest;
-  } else if (source) {
-    // keys and values from the source: only blocked cells and the source's own padding apply
-    const keys = splitTokens(source).length;
-    req.source = { text: source };
-    const flags = paddingFlags(s.sourcePadded || [], keys);
-    if (flags) req.source.padding = flags;
-    req.masks = { blocked: (s.masks.blocked || []).filter(([q, k]) => q < seqLen && k < keys) };
-  }
-  return req;
+  const own = replacedBody(req, s, info); // a page feature's body instead (features.js): nothing reshapes it
+  if (own) return own;
+  return reshapedBody(req, s, info, seqLen); // a page feature's reshaping (features.js: a batch, a source)
 }
 
-// Row labels for S positions: the text's words where it has S of them, else x1..xS.
-export function labelsFor(text, n) {
-  const words = String(text || "")
-    .trim()
-    .split(/\s+/)
-    .filter(Boolean);
-  return words.length === n ? words.join(" ") : Array.from({ length: n }, (_, i) => `x${i + 1}`).join(" ");
-}
-
-// include items that need value vectors to mix: the server refuses them for typed-in matrices without values
-const NEEDS_VALUES = ["contexts", "output", "value_norms", "head_contributions"];
-
-// The body `req` for a model that reads typed-in matrices: the matrix as `scores` or `pattern` (none typed yet:
-// the model's own example), `values` when given, and only the include items the server can make from them (no Q,
-// K, V; contexts only with values).
-export function typedBody(req, typed) {
-  const { x: _x, weights: _w, options: _o, ...body } = req;
-  const withValues = !!typed?.values;
-  body.include = req.include.filter((k) => k !== "qkv" && (withValues || !NEEDS_VALUES.includes(k)));
-  if (withValues && !body.include.includes("contexts")) body.include.push("contexts");
-  if (typed) body[typed.kind] = typed.m;
-  if (typed) body.text = labelsFor(req.text, typed.m.length); // a link may carry the matrix without its labels
-  if (withValues) body.values = typed.values;
-  return body;
-}
-
-// The batch's texts when this state runs one (a line or more on a model whose /api/models entry `info` says it
-// batches), else null.
-export function batchOf(s, info) {
-  const texts = batchTexts(s.batch);
-  return texts.length && can(info, "batches") && !s.matrices ? texts : null;
-}
-
-// The cross-attention source text when this state runs one (on a model whose entry says cross_attention), else
-// null. A batch wins over a source.
-export function sourceOf(s, info) {
-  const t = (s.source || "").trim();
-  return t && can(info, "cross_attention") && !batchOf(s, info) ? t : null;
-}
-
-// The attention request as one plain sequence: without a batch or a cross-attention source, nor the fields only
-// /api/attention reads (a page feature's of reach "attention", features.js: every analysis computes without them),
-// and with the view's classic bug (demo_bug), so that an analysis runs the code on screen. A batch becomes its item
-// `item` on its own; a cross-attention run becomes self-attention over its text.
-export function singleRequest(attention, item = 0) {
-  const { texts: _texts, source: _source, ...out } = without(attention, bodyFields("attention"));
-  if (attention.texts) out.text = attention.texts[Math.min(item, attention.texts.length - 1)];
-  if (attention.source || attention.texts) {
-    const { padding: _p, padded: _d, ...masks } = attention.masks || {};
-    out.masks = { causal: false, window: null, blocked: [], ...masks };
-    if (attention.source) out.masks.blocked = [];
-  }
-  return out;
+// The attention request as one plain sequence (a page feature's `alone`, features.js: a batch becomes its item
+// `which` on its own, a cross-attention run self-attention over its text), without the fields only /api/attention
+// reads (a page feature's of reach "attention": every analysis computes without them), and with the view's classic
+// bug (demo_bug), so that an analysis runs the code on screen.
+export function singleRequest(attention, which = 0) {
+  return oneSequence(without(attention, bodyFields("attention")), which);
 }
 
 // The attention request as the claims run it (perturb, the pinned side of a comparison): one sequence with its
@@ -123,7 +47,7 @@ export function claimRequest(attention) {
 
 // The whole attention request without what only its own answer's matrices read (include, layer, a page feature's
 // fields: features.js): the run a perturbation of a batch or a source repeats.
-function asRun(attention) {
+export function asRun(attention) {
   const { include: _i, layer: _l, ...rest } = attention;
   return without(rest, [...bodyFields("attention"), ...bodyFields("weights")]);
 }
@@ -159,25 +83,6 @@ export function perturbRequest(attention, position, perturb) {
   return { ...claimRequest(attention), position, change: changeOf(perturb) };
 }
 
-// The POST /api/perturb body for a batch: the batch as run (texts, its masks, its classic bug: each item's padding
-// is the server's), `item` the item whose `position` changes; the answer adds the checks `batch` (every other item
-// exactly unchanged) and `padding_invariance` (the item batched equals it alone).
-export function perturbBatchRequest(attention, item, position, perturb) {
-  const { source: _s, text: _t, ...rest } = asRun(attention);
-  return { ...rest, item, position, change: changeOf(perturb) };
-}
-
-// The POST /api/perturb body for a cross-attention run: the run as sent (its source, the source's padding, its
-// blocked cells, its classic bug), `side` "query" (position is a query) or "source" (a source position); the answer
-// checks `source_boundary`.
-export function perturbSourceRequest(attention, side, position, perturb) {
-  const { texts: _t, ...rest } = asRun(attention);
-  const onSource = side === "source";
-  // the query side has no value vector of its own (the menu shows direction there): send what the menu shows
-  const shown = !onSource && perturb.kind === "value" ? { ...perturb, kind: "direction" } : perturb;
-  return { ...rest, side: onSource ? "source" : "query", position, change: changeOf(shown) };
-}
-
 // The perturbation as the body's `change`.
 export function changeOf(perturb) {
   return perturb.kind === "token"
@@ -205,21 +110,21 @@ export function pinRequest(attention) {
 }
 
 // The POST /api/compare body: A (pinned) and B (now), both asked for weights only, over `layer` when one is shown.
-export function compareRequest(pin, attention, layer) {
+export function compareRequest(a, attention, layer) {
   const shape = (body) => {
     const { include: _i, layer: _l, ...rest } = singleRequest(body);
     const out = { ...rest, include: ["weights"] };
     if (layer != null) out.layer = layer;
     return out;
   };
-  return { a: shape(pin), b: shape(attention) };
+  return { a: shape(a), b: shape(attention) };
 }
 
-// What sets the size of an /api/attention result: the request without its masks, layer and include, nor a page
-// feature's fields that change no answer's size (features.js: those of reach "weights", "claims" and "every"). Two
-// requests with the same key have the same tokens, heads and layers.
+// What sets the size of an /api/attention result: the request without its layer and include, nor a page feature's
+// fields that change no answer's size (features.js: those of reach "weights", "claims" and "every": the masks among
+// them). Two requests with the same key have the same tokens, heads and layers.
 export function sizeKey(req) {
-  const { masks: _m, layer: _l, include: _i, precision: _p, ...rest } = req;
+  const { layer: _l, include: _i, precision: _p, ...rest } = req;
   return JSON.stringify(without(rest, ["weights", "claims", "every"].flatMap(bodyFields)));
 }
 
@@ -227,11 +132,15 @@ export function sizeKey(req) {
 // items. `seqLen` is the page's count of positions, 0 when it does not know (a new text on a WordPiece model):
 // then one token a word and two more, which is at most the real count.
 export function resultValues(req, info, seqLen) {
-  const words = (t) => splitTokens(t || "").length + 2;
-  const S = seqLen || (req.texts ? Math.max(...req.texts.map(words)) : req.x ? req.x.length : words(req.text));
-  const K = req.source ? splitTokens(req.source.text || "").length : S;
+  const words = (t) =>
+    String(t || "")
+      .split(/\s+/)
+      .filter(Boolean).length + 2; // a word a token, and two more
+  const extent = bodyExtent(req, words); // a page feature's queries, keys and items (features.js)
+  const S = seqLen || extent.queries || words(req.text);
+  const K = extent.keys ?? S;
   const heads = req.options?.heads ?? info?.heads ?? 1;
   const layers = req.layer != null ? 1 : (info?.layers ?? 1);
-  const matrices = (req.include || []).filter((k) => k === "scores" || k === "weights" || k === "value_norms").length;
-  return layers * heads * S * K * matrices * (req.texts ? req.texts.length : 1);
+  const kinds = (req.include || []).filter((k) => k === "scores" || k === "weights" || k === "value_norms").length;
+  return layers * heads * S * K * kinds * (extent.items ?? 1);
 }

@@ -4,7 +4,9 @@
 import { drawnEligibility } from "./bugs.js";
 import { matrixKey, maxAbsEligible, quantileAbsEligible, scaleFor } from "./colors.js";
 import { clampMasks, paddedFromFlags } from "./masks.js";
-import { batchOf, singleRequest } from "./requests.js";
+import { singleRequest } from "./requests.js";
+import { batchOf } from "./sourcebatch.js";
+import { pinBody } from "./pin.js";
 
 export function modelInfo(s, name = s.ui.model) {
   return s.models.find((m) => m.name === name) || null;
@@ -36,13 +38,9 @@ export function defaultPerturbPosition(s) {
   return paddedFromFlags(s.run.request.source.padding)[0] ?? 0;
 }
 
-export function pinOf(s) {
-  const { include: _i, layer: _l, ...rest } = singleOf(s);
-  return rest;
-}
-
+// The body "Pin as A" would pin now (pin.js); null before a run.
 export function pinRequestOf(s) {
-  return s.run.request ? pinOf(s) : null;
+  return s.run.request ? pinBody(singleOf(s)) : null;
 }
 
 // Whether the result holds what the controls show: always, except while a streamed run's other layers are on their

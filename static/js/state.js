@@ -1,51 +1,53 @@
 // The page's one state object, its defaults, and its round trip through the URL.
 // Everything a person sets lives here, so a link reproduces the view. Pure: no DOM, no fetch.
+//
+// The core of ui, the fields written here: what the run is and what every view is looking at, read across the
+// page, so no page feature owns them. Every other setting is a page feature's (features.js) or a registered panel's
+// (registry.js), declared in its own module. The core (tests/test_page_modules.py holds defaultState to this list):
+//   model    the model run: every view draws its answer, and a change of model resets the rest of the core
+//   text     the sequence run (the store's draft holds it as typed until Run)
+//   options  the model's options (a random layer's heads, width, seed, positions), part of every body
+//   view     the matrix every head is drawn as (weights, scores, moved); the body's include follows it
+//   layer    the layer every view draws and the run asks for (an index or "all"); a switch to a layer the page holds
+//            draws without a run (store.js holdsLayer)
+//   focus    the head opened large, [layer, head]: the heads grid, the large head, retrieval, top heads, flow,
+//            stats, the analyses' requests and the exports read it; a layer switch keeps it or closes it
+//   query    the query position the large head, the retrieval diagram, the claim and the exports share; opening a
+//            head sets it
+//   page     the heads grid's page of the layer shown: a layer switch and an opened head (core actions) set it back
+//   pair     the [query, key] whose top heads are listed: picked in the large head, the retrieval diagram or top
+//            heads, and read by QK terms, contrast, the analyses' requests and the workspaces' link keys
 
 import { optionsOf } from "./capabilities.js";
-import { paddedFromFlags } from "./masks.js";
 import { registered } from "./registry.js";
-import { featureDefaults, readFeatureLinks, writeFeatureLinks } from "./features.js";
+import { featureDefaults, featuresForModel, readFeatureLinks, writeFeatureLinks } from "./features.js";
 
 export const VIEWS = ["weights", "scores", "moved"];
-export const MATRIX_NAMES = ["x", "w_q", "w_k", "w_v"];
 export const SMALL_MODEL_VALUES = 4096; // below this many S*D numbers the page also asks for Q, K, V and contexts
-
-export function defaultMasks() {
-  return { causal: false, window: null, padded: [], blocked: [] };
-}
 
 export function defaultState() {
   const s = {
     model: "textbook",
     text: "",
     options: {},
-    matrices: null, // textbook: {x, w_q, w_k, w_v} once a number is edited; null = the model's own
-    typed: null, // a model that reads typed-in matrices (typed.js): {kind: "scores"|"pattern", m, values|null}
-    masks: defaultMasks(),
     view: "weights",
     layer: 0, // a layer index, or "all"
     focus: null, // [layer, head] opened large
     query: null, // the query the retrieval diagram shows; null = the last position
     page: 0,
     pair: null, // [query, key] whose top heads are listed; null = none chosen
-    pin: null, // the /api/attention body pinned as A (no include, no layer); null = nothing pinned
-    source: "", // cross-attention: keys and values from this text ("" = self-attention)
-    sourcePadded: [], // source positions marked padding
-    batch: "", // a batch: one text per line ("" = one sequence)
-    item: 0, // the batch item the views show
     ...featureDefaults(), // the page features' settings (features.js)
   };
   for (const [name, panel] of registered()) if (panel.setting) s[name] = null; // a registered panel's setting
   return s;
 }
 
-// The state a person gets on choosing a model: its example text, default masks and options.
+// The state a person gets on choosing a model: its example text, options, and what a page feature sets for it (the
+// model's own masks: features.js).
 export function stateForModel(info, base = defaultState()) {
   const s = {
     ...base,
     model: info.name,
-    matrices: null,
-    typed: null,
     focus: null,
     query: null,
     page: 0,
@@ -53,12 +55,8 @@ export function stateForModel(info, base = defaultState()) {
     pair: null,
   };
   s.text = info.default_text || base.text || "the cat sat on the mat";
-  const dm = info.default_masks;
-  s.masks = dm
-    ? { causal: !!dm.causal, window: dm.window ?? null, padded: paddedFromFlags(dm.padding), blocked: dm.blocked || [] }
-    : defaultMasks();
   s.options = optionsOf(info);
-  return s;
+  return Object.assign(s, featuresForModel(info));
 }
 
 const int = (v) => {
@@ -75,74 +73,17 @@ export function encodeState(s) {
     if (v === undefined || v === null) continue;
     p.set(k, typeof v === "boolean" ? (v ? "1" : "0") : String(v));
   }
-  if (s.matrices) p.set("mx", JSON.stringify(s.matrices));
-  if (s.typed) p.set("typed", JSON.stringify(s.typed));
-  p.set("causal", s.masks.causal ? "1" : "0"); // always written: a link without it gets the model's default masks
-  if (s.masks.window != null) p.set("window", String(s.masks.window));
-  if (s.masks.padded.length) p.set("pad", s.masks.padded.join(","));
-  if (s.masks.blocked.length) p.set("block", s.masks.blocked.map(([q, k]) => `${q}-${k}`).join(","));
   if (s.view !== "weights") p.set("view", s.view);
   if (s.layer !== 0) p.set("layer", String(s.layer));
   if (s.focus) p.set("focus", `${s.focus[0]}.${s.focus[1]}`);
   if (s.query != null) p.set("query", String(s.query));
   if (s.page) p.set("page", String(s.page));
   if (s.pair && s.pair.every((v) => v != null)) p.set("pair", `${s.pair[0]}-${s.pair[1]}`);
-  if (s.pin) p.set("pin", JSON.stringify(s.pin));
   for (const [name, panel] of registered()) {
     if (panel.setting && s[name] != null) p.set(panel.setting.key, panel.setting.encode(s[name]));
   }
-  if (s.source) p.set("src", s.source);
-  if (s.source && s.sourcePadded?.length) p.set("spad", s.sourcePadded.join(","));
-  if (s.batch) p.set("batch", s.batch);
-  if (s.item) p.set("item", String(s.item));
   writeFeatureLinks(s, p);
   return p.toString();
-}
-
-function parseMatrices(raw) {
-  try {
-    const m = JSON.parse(raw);
-    // every matrix needs a row and every row a number: the editors and the request read m.x[0]
-    const ok = MATRIX_NAMES.every(
-      (k) =>
-        Array.isArray(m[k]) &&
-        m[k].length > 0 &&
-        m[k].every((r) => Array.isArray(r) && r.length > 0 && r.every((v) => typeof v === "number")),
-    );
-    return ok ? Object.fromEntries(MATRIX_NAMES.map((k) => [k, m[k]])) : null;
-  } catch {
-    return null;
-  }
-}
-
-// The typed-in matrices of a link: {kind, m, values}, m a square grid of numbers, values one row per position;
-// null when it is not that (the model's own example then runs).
-export function parseTyped(raw) {
-  const grid = (m) =>
-    Array.isArray(m) &&
-    m.length > 0 &&
-    m.every((r) => Array.isArray(r) && r.length === m[0].length && r.every(Number.isFinite));
-  try {
-    const t = JSON.parse(raw);
-    if (!t || !["scores", "pattern"].includes(t.kind) || !grid(t.m) || t.m[0].length !== t.m.length) return null;
-    const values = grid(t.values) && t.values.length === t.m.length ? t.values : null;
-    return { kind: t.kind, m: t.m, values };
-  } catch {
-    return null;
-  }
-}
-
-// The pinned A body from its JSON; null unless it is an object naming a model or carrying x.
-export function parsePin(raw) {
-  try {
-    const b = JSON.parse(raw);
-    if (!b || typeof b !== "object" || Array.isArray(b)) return null;
-    if (typeof b.model !== "string" && !Array.isArray(b.x)) return null;
-    const { include: _include, layer: _layer, ...rest } = b;
-    return rest;
-  } catch {
-    return null;
-  }
 }
 
 // Query string -> state, or null when the string names no model (the page then starts from defaults).
@@ -161,24 +102,6 @@ export function decodeState(search, optionsOf = () => ({})) {
     if (!p.has(k)) continue;
     s.options[k] = typeof dflt === "boolean" ? p.get(k) === "1" : typeof dflt === "string" ? p.get(k) : int(p.get(k));
   }
-  if (p.has("mx")) s.matrices = parseMatrices(p.get("mx"));
-  if (p.has("typed")) s.typed = parseTyped(p.get("typed"));
-  if (["causal", "window", "pad", "block"].some((k) => p.has(k))) {
-    s.masks.causal = p.get("causal") === "1";
-    const w = int(p.get("window"));
-    s.masks.window = w != null && w >= 1 ? w : null;
-    s.masks.padded = (p.get("pad") || "")
-      .split(",")
-      .map(int)
-      .filter((v) => v != null && v >= 0)
-      .sort((a, b) => a - b);
-    s.masks.blocked = (p.get("block") || "")
-      .split(",")
-      .map((c) => c.split("-").map(int))
-      .filter((c) => c.length === 2 && c.every((v) => v != null && v >= 0));
-  } else {
-    s.masks = null; // no mask in the link: the model's defaults
-  }
   if (VIEWS.includes(p.get("view"))) s.view = p.get("view");
   const layer = p.get("layer");
   s.layer = layer === "all" ? "all" : Math.max(0, int(layer) ?? 0);
@@ -189,24 +112,9 @@ export function decodeState(search, optionsOf = () => ({})) {
   s.page = Math.max(0, int(p.get("page")) ?? 0);
   const pair = (p.get("pair") || "").split("-").map(int);
   s.pair = pair.length === 2 && pair.every((v) => v != null && v >= 0) ? pair : null;
-  s.pin = p.has("pin") ? parsePin(p.get("pin")) : null;
   for (const [name, panel] of registered()) {
     if (panel.setting && p.has(panel.setting.key)) s[name] = panel.setting.decode(p.get(panel.setting.key));
   }
-  s.source = (p.get("src") || "").slice(0, 20000);
-  s.sourcePadded = (p.get("spad") || "")
-    .split(",")
-    .map(int)
-    .filter((v) => v != null && v >= 0)
-    .sort((a, b) => a - b);
-  s.batch = (p.get("batch") || "").slice(0, 20000);
-  s.item = Math.max(0, int(p.get("item")) ?? 0);
   Object.assign(s, readFeatureLinks(p));
   return s;
-}
-
-// Resize a matrix to n rows: extra rows are zeros, missing rows are dropped.
-export function fitRows(m, n) {
-  const width = m[0]?.length ?? 1;
-  return Array.from({ length: n }, (_, i) => (m[i] ? [...m[i]] : new Array(width).fill(0)));
 }

@@ -3,7 +3,8 @@
 // state = {
 //   models,          the /api/models list
 //   ui,              what the person set (state.js): the URL holds exactly this
-//   draft,           the text boxes as typed ({text, source, batch}); Run copies them into ui
+//   draft,           the text boxes as typed ({text, ...} with a page feature's boxes, features.js `draft`); Run
+//                    copies them into ui
 //   good,            ui as it was for the last run that succeeded: a failed run rolls ui back to it
 //   run,             the /api/attention run: want (a counter: a change to it asks for a run), started and answered
 //                    (the want the run in flight serves, and the last one answered: the views' drawn mark waits for
@@ -24,17 +25,12 @@
 // its failure) does to the state is answers.js's.
 
 import { answerReducers } from "./answers.js";
-import { numbersOf } from "./capabilities.js";
-import { itemResult } from "./batch.js";
 import { movedIn } from "./contrib.js";
-import { setEntry } from "./matrices.js";
-import { toggleBlocked, togglePadded } from "./masks.js";
 import { act } from "./actions.js";
-import { modelInfo, pinOf } from "./selectors.js";
+import { modelInfo, singleOf } from "./selectors.js";
 import { registered, slots, takenBy } from "./registry.js";
 import { defaultState, stateForModel } from "./state.js";
-import { exampleFields, featurePage, featureReducers, keptOnModel } from "./features.js";
-import { pos } from "./positions.js";
+import { exampleFields, featureDrafts, featurePage, featureReducers, keptOnModel, newTextFields } from "./features.js";
 
 // ---- the store ------------------------------------------------------------------------------------------------
 
@@ -84,7 +80,7 @@ export function initialState() {
   return {
     models: [],
     ui,
-    draft: { text: ui.text, source: ui.source, batch: ui.batch },
+    draft: { text: ui.text, ...featureDrafts(ui) },
     good: null,
     run: {
       want: 0,
@@ -163,17 +159,9 @@ function setPanel(s, name, fields) {
   return { ...s, panels: { ...s.panels, [name]: { ...s.panels[name], ...fields } } };
 }
 
-// What a model change keeps of ui; a registered panel's setting stays unless it drops on a model change, and a page
-// feature's as its declaration keeps it (features.js)
-const KEEP_ON_MODEL = [
-  "view",
-  // a pinned A stays (compare two models or seeds)
-  "pin",
-  // a source and a batch stay while the new model takes them
-  "source",
-  "sourcePadded",
-  "batch",
-];
+// What a model change keeps of ui's core (state.js): the matrix shown; a registered panel's setting stays unless it
+// drops on a model change, and a page feature's as its declaration keeps it (features.js)
+const KEEP_ON_MODEL = ["view"];
 
 function chooseModel(s, name, text, options, where) {
   const m = modelInfo(s, name);
@@ -202,7 +190,7 @@ const reducers = {
   restored: (s, a) => ({
     ...s,
     ui: a.ui,
-    draft: { text: a.ui.text, source: a.ui.source, batch: a.ui.batch },
+    draft: { text: a.ui.text, ...featureDrafts(a.ui) },
     run: { ...s.run, want: s.run.want + 1, action: "", where: null },
   }),
   modelChosen: (s, a) => chooseModel(s, a.name, a.text, a.options, a.where),
@@ -214,64 +202,10 @@ const reducers = {
   },
   draftTyped: (s, a) => ({ ...s, draft: { ...s.draft, [a.field]: a.value } }),
   sequenceSubmitted: (s, a) => {
-    const fields = { text: s.draft.text, source: s.draft.source, batch: s.draft.batch };
-    if (s.ui.matrices) {
-      const n = s.draft.text.trim() ? s.draft.text.trim().split(/\s+/).length : 0;
-      const x = s.ui.matrices.x;
-      const width = x[0]?.length ?? 1;
-      fields.matrices = {
-        ...s.ui.matrices,
-        x: Array.from({ length: n }, (_, i) => (x[i] ? [...x[i]] : new Array(width).fill(0))),
-      };
-    }
-    return runWith(s, fields, "new sequence", a.where);
-  },
-  sourceChanged: (s, a) =>
-    runWith(
-      s,
-      { source: s.draft.source, batch: s.draft.batch },
-      a.where === "source-input" ? "new source" : "new batch",
-      a.where,
-      {
-        skipDiff: true,
-      },
-    ),
-  causalSet: (s, a) =>
-    runWith(s, { masks: { ...s.ui.masks, causal: a.on } }, `causal ${a.on ? "on" : "off"}`, "mask-causal"),
-  windowSet: (s, a) => {
-    const window = a.on ? a.size : null;
-    return runWith(s, { masks: { ...s.ui.masks, window } }, a.on ? `window ${window}` : "window off", "mask-window");
-  },
-  blockedCleared: (s) =>
-    runWith(s, { masks: { ...s.ui.masks, blocked: [] } }, "blocked cells cleared", "blocked-clear"),
-  cellToggled: (s, a) => {
-    const was = s.ui.masks.blocked.some(([q, k]) => q === a.q && k === a.k);
-    return runWith(
-      s,
-      { masks: { ...s.ui.masks, blocked: toggleBlocked(s.ui.masks.blocked, a.q, a.k) } },
-      `cell query ${pos(a.q)} → key ${pos(a.k)} ${was ? "unblocked" : "blocked"}`,
-      a.where,
-    );
-  },
-  tokenPadded: (s, a) => {
-    const padded = togglePadded(s.ui.masks.padded, a.i);
-    const on = padded.includes(a.i);
-    return runWith(
-      s,
-      { masks: { ...s.ui.masks, padded } },
-      `position ${pos(a.i)} “${a.token ?? pos(a.i)}” ${on ? "marked padding" : "is a real token again"}`,
-      "tokens",
-    );
-  },
-  sourcePadded: (s, a) => {
-    const sourcePadded = togglePadded(s.ui.sourcePadded || [], a.i);
-    const on = sourcePadded.includes(a.i);
-    return runWith(
-      s,
-      { sourcePadded },
-      `source position ${pos(a.i)} ${on ? "marked padding" : "is a real key again"}`,
-      "source-tokens",
-    );
+    const n = s.draft.text.trim() ? s.draft.text.trim().split(/\s+/).length : 0;
+    const fields = { text: s.draft.text, ...featureDrafts(s.draft) };
+    // what a sequence of n words sets of a page feature's settings (features.js)
+    return runWith(s, { ...fields, ...newTextFields(s.ui, n) }, "new sequence", a.where);
   },
   // the moved view draws value norms and each head's contribution, which a result has only when asked for: ask
   // once, then views switch freely
@@ -292,22 +226,6 @@ const reducers = {
     const options = { ...s.ui.options, [a.key]: a.value };
     return runWith(s, { options, focus: null }, `${a.key} = ${a.value}`, `opt-${a.key}`);
   },
-  matrixEntrySet: (s, a) => {
-    const base = s.ui.matrices || numbersOf(modelInfo(s));
-    const matrices = base && setEntry(base, a.name, a.i, a.j, a.value);
-    if (!matrices) return s;
-    return runWith(
-      s,
-      { matrices },
-      `${a.name.toUpperCase()}[${a.i + 1}][${a.j + 1}] set to ${a.raw ?? a.value}`,
-      "matrix-editors",
-    );
-  },
-  matricesReset: (s) => runWith(s, { matrices: null }, "the chapter's numbers restored", "matrices-reset"),
-  typedSet: (s, a) => ({
-    ...runWith(s, { typed: a.typed, text: a.text }, a.words, "typed-matrix"),
-    draft: { ...s.draft, text: a.text },
-  }),
   pageSet: (s, a) => setUi(s, { page: Math.max(0, a.page) }),
   querySet: (s, a) => setUi(s, { query: a.query }),
   headOpened: (s, a) => {
@@ -325,19 +243,6 @@ const reducers = {
     if (a.q != null) fields.query = a.q;
     return setUi(s, fields);
   },
-  itemSet: (s, a) => {
-    if (!s.run.full || !s.run.full.config.batch) return s;
-    const result = itemResult(s.run.full, a.item);
-    // a query chosen on another item that is padding in this one: back to this item's last real position
-    const query = result.masks.padding?.[s.ui.query] === false ? null : s.ui.query;
-    const ui = { ...s.ui, item: a.item, query };
-    return {
-      ...s,
-      ui,
-      good: s.good ? { ...s.good, item: a.item, query } : s.good,
-      run: { ...s.run, result, base: result, prev: null, diff: null },
-    };
-  },
   highlightSet: (s, a) => {
     const h = a.highlight;
     const same = h === s.highlight || (h && s.highlight && h.q === s.highlight.q && h.k === s.highlight.k);
@@ -346,8 +251,6 @@ const reducers = {
   tokensOpenSet: (s, a) => ({ ...s, tokensOpen: a.open }),
   cursorSet: (s, a) => ({ ...s, cursor: a.cursor }),
   errorDismissed: (s) => ({ ...s, run: { ...s.run, error: null } }),
-  pinned: (s) => (s.run.request ? setUi(s, { pin: pinOf(s) }) : s),
-  unpinned: (s) => setUi(s, { pin: null }),
   panelSet: (s, a) => setUi(s, { [a.name]: a.value }),
   panelAsked: (s, a) => {
     // asked while a run is wanted or in flight: the fields were read off the last run, so the answer to that run
@@ -356,7 +259,7 @@ const reducers = {
     return setPanel(s, a.name, { nonce: s.panels[a.name].nonce + 1, ...(a.fields || {}), waiting });
   },
   ...answerReducers,
-  ...featureReducers({ runWith, setUi, setPanel }), // the page features' cases (features.js)
+  ...featureReducers({ runWith, setUi, setPanel, single: singleOf }), // the page features' cases (features.js)
   panelStarted: (s, a) => setPanel(s, a.name, { key: a.key, status: "loading" }),
   panelLoaded: (s, a) =>
     s.panels[a.name].key === a.key ? setPanel(s, a.name, { result: a.result, status: "ready", message: "" }) : s,
@@ -372,8 +275,7 @@ export function reducer(s, a) {
   const taken = takenBy(s, a);
   if (taken?.only) return setUi(s, { [taken.name]: taken.value });
   const next = taken ? setUi(fn(s, a), { [taken.name]: taken.value }) : fn(s, a);
-  // toggling a cell moves the grid's roving tab stop there; opening a head uses up an example's "open its head"
-  if (a.type === "cellToggled") return { ...next, cursor: [a.q, a.k] };
+  // opening a head uses up an example's "open its head"
   if (a.type === "headOpened" && s.pending.open) return { ...next, pending: { ...next.pending, open: false } };
   return next;
 }

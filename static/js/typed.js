@@ -7,7 +7,7 @@
 
 import { act } from "./actions.js";
 import { reads } from "./capabilities.js";
-import { labelsFor } from "./requests.js";
+import { labelsFor } from "./typedsettings.js";
 import { modelInfo } from "./selectors.js";
 import { within } from "./dom.js";
 

@@ -235,11 +235,13 @@ export function bindTabs(bar) {
   window.addEventListener("popstate", () => open(workspaceOf(location.search)));
 }
 
-// What an action changes, and the element that shows it: after the action, that element is brought into the
-// viewport when it is in the workspace shown and out of sight (a phone, where the answer sits below the grid).
+// What an action changes, the element that shows it, and the places acted on that show it themselves: after the
+// action, that element is brought into the viewport when it is in the workspace shown and out of sight (a phone,
+// where the answer sits below the grid), unless the person acted in a place that draws the change itself (a cell
+// blocked in the large head is hatched there: the large head stays in sight).
 export const ANSWERS = [
   [(s) => s.ui.focus, '[data-view="focus"]'],
-  [(s) => s.ui.masks, "#eligibility"],
+  [(s) => s.ui.masks, "#eligibility", ["focus-plot"]],
   [(s) => s.ui.pair, "#tophead-panel"],
   [(s) => s.ui.lesson?.feedback, "#lesson-feedback"],
 ];
@@ -280,8 +282,8 @@ export function follow(store) {
     const id = s.ui.lesson?.id ?? null;
     if (id !== (prev.ui.lesson?.id ?? null)) placeLesson(id, !!id);
     if (!prev.run.result || prev.ui.model !== s.ui.model) return; // the link's state restored, not an action
-    for (const [read, selector] of ANSWERS) {
-      if (read(s) === read(prev)) continue;
+    for (const [read, selector, drawnAt = []] of ANSWERS) {
+      if (read(s) === read(prev) || drawnAt.includes(s.run.where)) continue;
       aim = selector;
       bring(selector);
     }

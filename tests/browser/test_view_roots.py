@@ -45,6 +45,9 @@ DRAWN: dict[str, str] = {
     "busy": '[data-view="busy"][data-busy]',
     "eligibility": "#eligibility > *",
     "exporter": "#export-html[data-export-view]",
+    "numbers": "#matrix-editors table",
+    "maskcontrols": "#blocked-count:not(:empty)",
+    "moreinputs": "#batch-help:not(:empty)",
 }
 LOADING = {"status": "loading", "result": None, "message": ""}
 # What a view is drawn from here where the page's state would draw nothing new into a fresh copy: a panel's slot

@@ -73,7 +73,7 @@ test("a built request matches the API (what it sends: tests/test_js.py)", async 
   const out = plain({
     req,
     multi,
-    fit: S.fitRows(
+    fit: (await mod("numbersettings.js")).fitRows(
       [
         [1, 2],
         [3, 4],
@@ -349,7 +349,7 @@ test("view helpers", async () => {
   const rd = await mod("retrieval.js"),
     api = await mod("api.js"),
     ex = await mod("exporter.js");
-  const mx = await mod("matrices.js"),
+  const mx = await mod("numbersettings.js"),
     el = await mod("eligibility.js"),
     st = await mod("stats.js");
   const all = Array.from({ length: 72 }, (_, i) => i);
@@ -625,6 +625,7 @@ test("stats name the masked share apart from the masked weight and flag head hea
 test("experiment settings round-trip through the URL", async () => {
   const S = { ...(await mod("state.js")), ...(await mod("requests.js")) };
   const C = await mod("claimsettings.js");
+  const P = await mod("pin.js");
   const s = S.defaultState();
   Object.assign(s, {
     model: "induction",
@@ -654,9 +655,9 @@ test("experiment settings round-trip through the URL", async () => {
         "&edit=1.2.3.1@2,1.2.3@0.5,0.0.1.0@0.5&pin=%5B1%5D&pert=x,shift,1",
     ),
     pinJunk: [
-      S.parsePin('{"text": "no model"}'),
-      S.parsePin('{"model": "m", "include": ["weights"], "layer": 2}'),
-      S.parsePin("{bad"),
+      P.parsePin('{"text": "no model"}'),
+      P.parsePin('{"model": "m", "include": ["weights"], "layer": 2}'),
+      P.parsePin("{bad"),
     ],
     pert: [C.parsePerturb("q,shift,abc"), C.parsePerturb("3,token,"), C.parsePerturb("q,shift,2")],
   });
@@ -1176,7 +1177,7 @@ test("the store is one pure reducer over named actions", async () => {
     masks: { causal: true, padding: null, window: null, blocked: [] },
     layers: [{ index: 0, heads: [{ index: 0, kv_group: 0, weights: w, scores: w }] }],
   };
-  store.dispatch(S.act.runSucceeded(result, { model: "random", text: "a b c" }, store.getState().ui.masks));
+  store.dispatch(S.act.runSucceeded(result, { model: "random", text: "a b c" }, { masks: store.getState().ui.masks }));
   const good = store.getState().ui;
   store.dispatch(S.act.cellToggled(2, 0, "eligibility"));
   const toggled = store.getState();

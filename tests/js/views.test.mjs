@@ -98,7 +98,7 @@ test("the part of a parent under a finer tile", async () => {
 // test_dtype_page.py
 test("dtype goes out on attention only and round-trips through the link", async () => {
   const S = await mod("state.js");
-  const R = await mod("requests.js");
+  const R = { ...(await mod("requests.js")), ...(await mod("perturbbodies.js")) };
   const s = { ...S.defaultState(), model: "random", text: "a b c", dtype: "bfloat16" };
   const req = R.buildRequest(s, { layers: 1, d_model: 64 }, 3);
   const out = plain({
@@ -303,7 +303,7 @@ test("the formatter shifts what is printed and reads back what is typed", async 
 // test_sinks_rollout_page.py
 test("sinks round-trip through the link and go out as the body field", async () => {
   const S = await mod("state.js");
-  const R = await mod("requests.js");
+  const R = { ...(await mod("requests.js")), ...(await mod("perturbbodies.js")) };
   const back = (q) => {
     const s = S.decodeState(q);
     return [s.sinks, s.renorm, S.encodeState(s)];
@@ -336,7 +336,7 @@ test("sinks round-trip through the link and go out as the body field", async () 
 // test_chapter_page.py, test_dtype_page.py, test_experiments.py
 test("each page feature's body field reaches the bodies its declaration says", async () => {
   const S = await mod("state.js");
-  const R = await mod("requests.js");
+  const R = { ...(await mod("requests.js")), ...(await mod("perturbbodies.js")) };
   const F = await mod("features.js");
   const ui = { ...S.defaultState(), model: "induction", text: "a b c", sinks: "first", dtype: "float16" };
   const req = R.buildRequest({ ...ui, bug: "flipped_mask", scale: false, allMasked: "zero" }, { layers: 2 }, 3);
@@ -497,7 +497,7 @@ test("piece text marks what would not show", async () => {
 // test_moved_source_page.py
 test("the strip helpers scale, name the top positions, and the body is built from state", async () => {
   const C = await mod("contrib.js");
-  const R = await mod("requests.js");
+  const R = { ...(await mod("requests.js")), ...(await mod("perturbbodies.js")) };
   const S = await mod("state.js");
   const base = { ...S.defaultState(), model: "random", text: "a b c" };
   const att = {
@@ -567,8 +567,8 @@ test("the distance from the viewport", async () => {
 // test_typed_page.py
 test("the typed helpers read rows and build the body", async () => {
   const T = await mod("typed.js");
-  const R = await mod("requests.js");
-  const S = await mod("state.js");
+  const R = await mod("typedsettings.js");
+  const S = R;
   const include = ["scores", "weights", "stats", "output", "contexts", "qkv"];
   const req = { model: "given", text: "a b", include };
   const typed = {
