@@ -81,7 +81,10 @@ function maskControls(root, model) {
 
 export function render({ model, el }) {
   const root = el.attachShadow({ mode: "open" });
-  root.innerHTML = model.get("_shell");
+  // the shell is the server's own markup and CSS (wire/standalone.py widget_shell, its one text escaped there),
+  // parsed inert by DOMParser (no script of it runs) and moved into the shadow root
+  const shell = new DOMParser().parseFromString(model.get("_shell"), "text/html");
+  root.append(...[...shell.head.childNodes, ...shell.body.childNodes]);
   const $ = (id) => root.getElementById(id);
   let state = null;
   const publish = (prev, a) => {
