@@ -20,7 +20,7 @@ from server.deps import Runtime
 from server.errors import Unexpected, bad_host_page, error_body, install_error_handlers
 from server.hosts import answered_hosts
 from server.observability import Metrics, Observe
-from server.routes import guide, health, models, pages, progress, runs, train, train_experiments
+from server.routes import guide, health, models, pages, progress, runs, samples, train, train_experiments
 from server.routes.pages import DOCS_CSP, PAGE_CSP
 from server.runcache import RunCache
 from server.runstore import RunStore
@@ -338,6 +338,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(train_experiments.router)  # before the run routes: "experiments" is no run id
     app.include_router(train.router)
     app.include_router(models.router)
+    app.include_router(samples.router)
     analyses.install(app)  # every declared analysis's route (server/analyses/), and GET /api/analyses
     app.include_router(pages.router)
     app.include_router(guide.router)

@@ -135,3 +135,20 @@ def test_the_token_limit_counts_an_images_patches_before_the_forward(
     monkeypatch.setattr(ImageCheckpointModel, "run", no_forward)
     resp = client.post("/api/attention", json={"model": "digits", "sample": "digit-12"})
     assert_error(resp, 422, "sample", "got 17 tokens, limit 16", "ATTNLAB_MAX_TOKENS")
+
+
+@pytest.mark.parametrize("name", ["digit-12", "china"])
+def test_a_sample_is_served_as_a_png_of_the_pixels_it_runs_on(
+    shared_client: Callable[..., TestClient], name: str
+) -> None:
+    resp = shared_client(models=MODELS).get(f"/api/samples/{name}")
+    assert resp.status_code == 200, resp.text[:300]
+    assert resp.headers["content-type"] == "image/png"
+    served = np.asarray(Image.open(io.BytesIO(resp.content)))
+    np.testing.assert_array_equal(served, load_sample(name).pixels)
+
+
+@pytest.mark.parametrize("name", ["digit-1797", "digit-01", "mandrill", "x" * 300])
+def test_an_unknown_sample_is_a_404_naming_sample(shared_client: Callable[..., TestClient], name: str) -> None:
+    resp = shared_client(models=MODELS).get(f"/api/samples/{name}")
+    assert_error(resp, 404, "sample", "digit-1796")

@@ -65,6 +65,7 @@ OPERATIONS = [
     "GET /api/progress/{run}",
     "GET /api/runs/{run}/rows/{layer}/{head}/{query}",
     "GET /api/runs/{run}/tiles/{layer}/{head}/{z}/{x}/{y}",
+    "GET /api/samples/{name}",
     "POST /api/attention",
     "POST /api/compare",
     "POST /api/cost",
