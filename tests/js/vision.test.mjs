@@ -1,0 +1,74 @@
+// The Vision workspace's pure helpers (static/js/visiongrid.js): a patch and its token both ways, the veil's opacity
+// over each patch from a row of weights, the cursor the arrow keys move, and the 2-D window's blocked cells.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { eq, mod, none } from "./lib.mjs";
+
+const TOKENS = ["[CLS]", ...Array.from({ length: 16 }, (_, i) => `p(${Math.floor(i / 4)},${i % 4})`)];
+
+test("a patch and its token map both ways after the special tokens", async () => {
+  const { firstPatch, patchOfToken, tokenOfPatch } = await mod("visiongrid.js");
+  assert.equal(firstPatch(TOKENS), 1);
+  assert.equal(firstPatch(["[CLS]", "[DIST]", "p(0,0)"]), 2);
+  assert.equal(firstPatch(["a", "b"]), -1);
+  for (let t = 1; t < TOKENS.length; t++) {
+    const p = patchOfToken(t, [4, 4], 1);
+    assert.equal(TOKENS[t], `p(${p.row},${p.col})`);
+    assert.equal(tokenOfPatch(p.row, p.col, 4, 1), t);
+  }
+  none(patchOfToken(0, [4, 4], 1), "the [CLS] is no patch");
+  none(patchOfToken(17, [4, 4], 1), "past the grid");
+  eq(patchOfToken(6, [2, 3], 1), { row: 1, col: 2 }); // a grid wider than tall
+});
+
+test("the veil is 1 - w / max over the patches, clear on the most attended patch", async () => {
+  const { veilAlphas } = await mod("visiongrid.js");
+  // the [CLS] column's weight (0.5) is not a patch's: the veil reads the patches only
+  eq(veilAlphas([0.5, 0.1, 0.2, 0.0, 0.2], [2, 2], 1), [0.5, 0, 1, 0]);
+  eq(veilAlphas([1, 0, 0, 0, 0], [2, 2], 1), [1, 1, 1, 1]); // nothing on a patch: every patch veiled
+  const { meanRow } = await mod("visiongrid.js");
+  const heads = [{ weights: [[0.2, 0.8]] }, { weights: [[0.6, 0.4]] }];
+  const mean = meanRow(heads, 0);
+  assert.ok(Math.abs(mean[0] - 0.4) < 1e-12 && Math.abs(mean[1] - 0.6) < 1e-12, String(mean));
+});
+
+test("the arrow keys move the cursor on the grid and stop at its edges", async () => {
+  const { moveCursor } = await mod("visiongrid.js");
+  eq(moveCursor({ row: 0, col: 0 }, "ArrowRight", [4, 4]), { row: 0, col: 1 });
+  eq(moveCursor({ row: 0, col: 0 }, "ArrowUp", [4, 4]), { row: 0, col: 0 });
+  eq(moveCursor({ row: 3, col: 2 }, "ArrowDown", [4, 4]), { row: 3, col: 2 });
+  eq(moveCursor({ row: 1, col: 1 }, "End", [4, 4]), { row: 3, col: 3 });
+  none(moveCursor({ row: 1, col: 1 }, "a", [4, 4]));
+});
+
+test("a 2-D window blocks each patch from the patches more than its radius away, never the [CLS]", async () => {
+  const { blockedCells, keyBlocked, windowBlocked } = await mod("visiongrid.js");
+  const cells = windowBlocked(1, [4, 4], 1);
+  const blocked = new Set(cells.map(([q, k]) => `${q},${k}`));
+  for (let q = 0; q < 16; q++) {
+    for (let k = 0; k < 16; k++) {
+      const far = Math.max(Math.abs(Math.floor(q / 4) - Math.floor(k / 4)), Math.abs((q % 4) - (k % 4)));
+      assert.equal(blocked.has(`${q + 1},${k + 1}`), far > 1, `p${q} -> p${k}`);
+    }
+  }
+  // a corner patch sees 4 patches, an inner one 9: 16 * 16 - (4 * 4 + 8 * 6 + 4 * 9) cells blocked
+  assert.equal(cells.length, 256 - 100);
+  assert.ok(
+    cells.every(([q, k]) => q > 0 && k > 0),
+    "the [CLS] row and column are left",
+  );
+  eq(windowBlocked(3, [4, 4], 1), []); // a radius the grid fits in blocks nothing
+  eq(keyBlocked(2, 3), [
+    [0, 2],
+    [1, 2],
+    [2, 2],
+  ]);
+  // a blocked key and the window together list each cell once
+  const both = blockedCells([16], 1, [4, 4], 1, 17);
+  assert.equal(new Set(both.map(String)).size, both.length);
+  assert.ok(
+    both.some(([q, k]) => q === 0 && k === 16),
+    "the key's column, the [CLS]'s row too",
+  );
+});
