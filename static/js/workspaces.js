@@ -50,6 +50,7 @@ export const WORKSPACES = [
   { name: "lessons", label: "Lessons", main: ["lesson"], side: [], keys: [] },
   { name: "long", label: "Long input", main: ["deepzoom"], side: [], keys: ["long"] },
   { name: "train", label: "Train", main: ["train"], side: [], keys: [] },
+  { name: "vision", label: "Vision", main: ["vision"], side: [], keys: [] },
 ];
 
 export const DEFAULT_WORKSPACE = "explore";

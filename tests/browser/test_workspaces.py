@@ -17,7 +17,7 @@ from tests.browser.conftest import Device, open_workspace, wait_idle
 pytestmark = pytest.mark.browser
 
 SIZES = {"1440x900": Device(1440, 900), "390x844-touch": Device(390, 844, touch=True)}
-WORKSPACES = ["explore", "test", "inside", "mechanics", "lessons", "long", "train"]
+WORKSPACES = ["explore", "test", "inside", "mechanics", "lessons", "long", "train", "vision"]
 
 # Whether the element `sel` names is at least partly in the viewport (and laid out).
 IN_VIEW_JS = """(sel) => {

@@ -1,0 +1,369 @@
+// The Vision workspace (data-view="vision", templates/vision.html): an image model's patches as tokens, drawn over
+// the picture. The models are those GET /api/models says read pixels; the image is a shipped sample (a digit by
+// number, or a photograph), drawn from GET /api/samples/{name}, or the person's own PNG or JPEG (a file input or a
+// drop), read in the browser and sent as base64 `image`, the server's limits answering a refusal that is shown under
+// the panel's head and marks the control. One POST /api/attention (every layer's weights and rollout, the masks over
+// patches as blocked cells) answers each change; the image is drawn with its patch grid and, over each patch, a
+// veil whose opacity is 1 - w / max (visiongrid.js veilAlphas) for the row shown: the chosen patch's, the [CLS]'s, or
+// the [CLS]'s rollout, for one head or the heads averaged. Every head of the layer is a thumbnail; pressing one
+// chooses it. A patch is chosen by a click or a tap, or by the arrow keys (a cursor) and Enter, and a live line says
+// what it looks at most. Its state is its own, as the Train workspace's is: it looks up its parts inside its root
+// (dom.js within) and fetches the models the first time it is shown.
+
+import { describeError, fetchAttentionJson, fetchModels } from "./api.js";
+import { el, node, within } from "./dom.js";
+import { blockedCells, firstPatch, meanRow, moveCursor, patchOfToken, tokenOfPatch, veilAlphas } from "./visiongrid.js";
+
+const INCLUDE = ["weights", "rollout"];
+const THUMB = 96; // a head's thumbnail, in CSS pixels
+
+const labs = new WeakMap(); // root -> its state
+
+// The pixel models of a /api/models list.
+export function imageModels(models) {
+  return models.filter((m) => m.reads?.includes("pixels") && m.image);
+}
+
+function say(lab, text) {
+  lab.part("vision-status").textContent = text;
+}
+
+// A refusal under the panel's head, and the control it names marked (cleared by the next answer).
+function showError(lab, err) {
+  const { message, field } = describeError(err);
+  const box = lab.part("vision-error");
+  box.textContent = message;
+  box.hidden = false;
+  box.dataset.field = field || "";
+  const control = { image: "vision-file", sample: "vision-digit", masks: "vision-radius" }[
+    (field || "").split(/[.[]/)[0]
+  ];
+  if (control) lab.part(control).setAttribute("aria-invalid", "true");
+  say(lab, "refused");
+}
+
+function clearError(lab) {
+  const box = lab.part("vision-error");
+  box.hidden = true;
+  box.textContent = "";
+  for (const c of lab.root.querySelectorAll("[aria-invalid]")) c.removeAttribute("aria-invalid");
+}
+
+// The /api/attention body of the image shown now, with the masks over its patches once its tokens are known.
+export function visionBody(lab) {
+  const body = { model: lab.model.name, ...lab.source.body, include: INCLUDE };
+  const a = lab.answer;
+  if (a && (lab.keys.length || lab.radius != null)) {
+    const cells = blockedCells(lab.keys, lab.radius, a.config.patch_grid, firstPatch(a.tokens), a.tokens.length);
+    if (cells.length) body.masks = { blocked: cells };
+  }
+  return body;
+}
+
+async function run(lab) {
+  const asked = ++lab.asked;
+  say(lab, "computing…");
+  try {
+    const answer = await fetchAttentionJson(visionBody(lab));
+    if (asked !== lab.asked) return;
+    clearError(lab);
+    lab.answer = answer;
+    lab.shown = lab.source;
+    const grid = answer.config.patch_grid;
+    if (!patchOfToken(lab.query, grid, firstPatch(answer.tokens))) lab.query = firstPatch(answer.tokens);
+    lab.layer = Math.min(lab.layer ?? Infinity, answer.layers.length - 1);
+    say(lab, `${lab.model.name} on ${lab.source.label}: ${answer.tokens.length} tokens`);
+    draw(lab);
+  } catch (err) {
+    if (asked !== lab.asked) return;
+    showError(lab, err);
+    if (lab.shown) lab.source = lab.shown; // the image drawn stays the one the masks and the next run read
+  }
+}
+
+// A new image (or model): the masks, which name its tokens, are cleared.
+function choose(lab, source) {
+  lab.source = source;
+  lab.keys = [];
+  lab.radius = null;
+  lab.part("vision-radius").value = "";
+  run(lab);
+}
+
+function sample(name) {
+  return { body: { sample: name }, url: `/api/samples/${name}`, label: name };
+}
+
+// ---- drawing ----
+
+// The row of numbers shown over the image, [CLS] and patches alike.
+function shownRow(lab, heads) {
+  const a = lab.answer;
+  const layer = a.layers[lab.layer];
+  const map = lab.part("vision-map").value;
+  if (map === "rollout") return layer.rollout[0];
+  const q = map === "cls" ? 0 : lab.query;
+  return heads === "mean" ? meanRow(layer.heads, q) : layer.heads[heads].weights[q];
+}
+
+// The image under its grid and the veils of `row`, as an SVG in the model's input pixels.
+function picture(lab, row, { big }) {
+  const a = lab.answer;
+  const [rows, cols] = a.config.patch_grid;
+  const [h, w] = lab.model.image.size;
+  const p = lab.model.image.patch_size;
+  const first = firstPatch(a.tokens);
+  const svg = el("svg", { viewBox: `0 0 ${w} ${h}`, class: big ? "vision-svg" : "vision-thumb-svg" });
+  svg.append(
+    el("image", {
+      href: lab.shown.url,
+      x: 0,
+      y: 0,
+      width: w,
+      height: h,
+      preserveAspectRatio: "none",
+      class: "vision-pixels",
+    }),
+  );
+  const alphas = veilAlphas(row, [rows, cols], first);
+  const blocked = new Set(lab.keys);
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) {
+      const t = tokenOfPatch(r, c, cols, first);
+      const alpha = alphas[t - first];
+      const attrs = { x: c * p, y: r * p, width: p, height: p, class: "vision-veil", "fill-opacity": alpha };
+      const veil = el("rect", big ? { ...attrs, "data-token": t, "data-alpha": alpha } : attrs);
+      if (big) veil.append(el("title", {}, `${a.tokens[t]}: ${row[t].toFixed(3)}`));
+      svg.append(veil);
+      if (big && blocked.has(t)) svg.append(el("path", { d: cross(c * p, r * p, p), class: "vision-blocked" }));
+    }
+  }
+  if (!big) return svg;
+  const at = patchOfToken(lab.query, [rows, cols], first);
+  if (at && lab.part("vision-map").value === "patch")
+    svg.append(el("rect", { x: at.col * p, y: at.row * p, width: p, height: p, class: "vision-query" }));
+  if (lab.cursor)
+    svg.append(
+      el("rect", { x: lab.cursor.col * p, y: lab.cursor.row * p, width: p, height: p, class: "vision-cursor" }),
+    );
+  return svg;
+}
+
+function cross(x, y, p) {
+  return `M${x} ${y}L${x + p} ${y + p}M${x + p} ${y}L${x} ${y + p}`;
+}
+
+function draw(lab) {
+  const a = lab.answer;
+  if (!a) return;
+  const layers = a.layers.length;
+  const heads = a.layers[0].heads.length;
+  fill(
+    lab.part("vision-layer"),
+    Array.from({ length: layers }, (_, i) => [String(i), `layer ${i}`]),
+    lab.layer,
+  );
+  const names = [["mean", "averaged over heads"], ...Array.from({ length: heads }, (_, i) => [String(i), `head ${i}`])];
+  fill(lab.part("vision-head"), names, lab.head);
+  const row = shownRow(lab, lab.head);
+  const image = lab.part("vision-image");
+  image.replaceChildren(picture(lab, row, { big: true }));
+  image.dataset.query = String(lab.query);
+  image.dataset.layer = String(lab.layer);
+  image.dataset.head = String(lab.head);
+  lab.part("vision-heads").replaceChildren(
+    ...a.layers[lab.layer].heads.map((_, h) => {
+      const button = node("button", { type: "button", className: "vision-thumb" });
+      button.dataset.head = String(h);
+      button.setAttribute("aria-pressed", String(lab.head === String(h)));
+      button.setAttribute("aria-label", `head ${h} of layer ${lab.layer}`);
+      const svg = picture(lab, shownRow(lab, String(h)), { big: false });
+      svg.setAttribute("width", String(THUMB));
+      button.append(svg, node("span", { className: "small" }, `head ${h}`));
+      return button;
+    }),
+  );
+  lab.part("vision-masked").textContent = maskedLine(lab);
+  lab.part("vision-readout").textContent = readout(lab, row);
+}
+
+function fill(select, options, value) {
+  const values = options.map(([v]) => v).join();
+  if (select.dataset.values !== values) {
+    select.replaceChildren(...options.map(([v, text]) => node("option", { value: v }, text)));
+    select.dataset.values = values;
+  }
+  select.value = String(value);
+}
+
+function maskedLine(lab) {
+  const a = lab.answer;
+  const keys = lab.keys.map((k) => a.tokens[k]).join(", ");
+  const parts = [];
+  if (keys) parts.push(`blocked as keys: ${keys}`);
+  if (lab.radius != null) parts.push(`a 2-D window of ${lab.radius} patch${lab.radius === 1 ? "" : "es"}`);
+  return parts.length ? parts.join("; ") : "no masks";
+}
+
+// What the row shown looks at most, for the live line.
+function readout(lab, row) {
+  const a = lab.answer;
+  const map = lab.part("vision-map").value;
+  const who = map === "patch" ? a.tokens[lab.query] : "[CLS]";
+  const first = firstPatch(a.tokens);
+  let best = first;
+  for (let t = first; t < row.length; t++) if (row[t] > row[best]) best = t;
+  const head = lab.head === "mean" ? "heads averaged" : `head ${lab.head}`;
+  const what = map === "rollout" ? "rollout" : head;
+  const cursor = lab.cursor
+    ? ` Cursor on ${a.tokens[tokenOfPatch(lab.cursor.row, lab.cursor.col, a.config.patch_grid[1], first)]}: Enter chooses it.`
+    : "";
+  return `${who}, layer ${lab.layer}, ${what}: most on ${a.tokens[best]} (${row[best].toFixed(3)}), [CLS] ${row[0].toFixed(3)}.${cursor}`;
+}
+
+// ---- the person's acts ----
+
+function pick(lab, token) {
+  lab.query = token;
+  if (lab.part("vision-map").value !== "patch") lab.part("vision-map").value = "patch";
+  draw(lab);
+}
+
+function readFile(lab, file) {
+  if (!file) return;
+  const reader = new FileReader();
+  reader.addEventListener("load", () => {
+    const url = String(reader.result);
+    choose(lab, { body: { image: url }, url, label: file.name });
+  });
+  reader.readAsDataURL(file);
+}
+
+async function start(lab) {
+  lab.started = true;
+  say(lab, "loading the models…");
+  try {
+    const models = imageModels(await fetchModels());
+    lab.models = models;
+    const select = lab.part("vision-model");
+    select.replaceChildren(...models.map((m) => node("option", { value: m.name }, m.name)));
+    if (!models.length) {
+      say(lab, "this server holds no model that reads images (serve one with --models digits)");
+      return;
+    }
+    lab.model = models[0];
+    lab.part("vision-digit").max = String(lab.model.image.samples.digits - 1);
+    lab.part("vision-photos").replaceChildren(
+      ...lab.model.image.samples.photos.map((name) => {
+        const b = node("button", { type: "button", className: "secondary small-btn" }, name);
+        b.dataset.photo = name;
+        return b;
+      }),
+    );
+    choose(lab, sample("digit-0"));
+  } catch (err) {
+    showError(lab, err);
+  }
+}
+
+// Drawn from its own state: nothing of the page's store counts here.
+export function deps() {
+  return [];
+}
+
+export function render(root) {
+  const lab = labs.get(root);
+  if (lab && !lab.started) start(lab);
+}
+
+export function bind(root) {
+  const part = within(root);
+  const lab = {
+    root,
+    part,
+    started: false,
+    models: [],
+    model: null,
+    source: null,
+    shown: null,
+    answer: null,
+    asked: 0,
+    layer: null,
+    head: "mean",
+    query: 1,
+    cursor: null,
+    keys: [],
+    radius: null,
+  };
+  labs.set(root, lab);
+  part("vision-model").addEventListener("change", (e) => {
+    lab.model = lab.models.find((m) => m.name === e.target.value) || lab.model;
+    lab.answer = null;
+    lab.layer = null;
+    choose(lab, lab.source);
+  });
+  part("vision-digit-go").addEventListener("click", () => choose(lab, sample(`digit-${part("vision-digit").value}`)));
+  part("vision-photos").addEventListener("click", (e) => {
+    const b = e.target.closest("[data-photo]");
+    if (b) choose(lab, sample(b.dataset.photo));
+  });
+  part("vision-file").addEventListener("change", (e) => readFile(lab, e.target.files[0]));
+  const image = part("vision-image");
+  image.addEventListener("dragover", (e) => e.preventDefault());
+  image.addEventListener("drop", (e) => {
+    e.preventDefault();
+    readFile(lab, e.dataTransfer.files[0]);
+  });
+  image.addEventListener("click", (e) => {
+    const cell = e.target.closest("[data-token]");
+    if (!cell) return;
+    lab.cursor = null;
+    pick(lab, Number(cell.dataset.token));
+  });
+  image.addEventListener("keydown", (e) => {
+    const a = lab.answer;
+    if (!a) return;
+    const grid = a.config.patch_grid;
+    const first = firstPatch(a.tokens);
+    const from = lab.cursor || patchOfToken(lab.query, grid, first) || { row: 0, col: 0 };
+    if (e.key === "Enter" || e.key === " ") {
+      e.preventDefault();
+      pick(lab, tokenOfPatch(from.row, from.col, grid[1], first));
+      return;
+    }
+    const to = moveCursor(from, e.key, grid);
+    if (!to) return;
+    e.preventDefault();
+    lab.cursor = to;
+    draw(lab);
+  });
+  for (const id of ["vision-layer", "vision-head", "vision-map"]) {
+    part(id).addEventListener("change", () => {
+      lab.layer = Number(part("vision-layer").value);
+      lab.head = part("vision-head").value;
+      draw(lab);
+    });
+  }
+  part("vision-heads").addEventListener("click", (e) => {
+    const b = e.target.closest("[data-head]");
+    if (!b) return;
+    lab.head = b.dataset.head;
+    draw(lab);
+  });
+  part("vision-block").addEventListener("click", () => {
+    if (!lab.answer || !patchOfToken(lab.query, lab.answer.config.patch_grid, firstPatch(lab.answer.tokens))) return;
+    lab.keys = lab.keys.includes(lab.query) ? lab.keys.filter((k) => k !== lab.query) : [...lab.keys, lab.query];
+    run(lab);
+  });
+  part("vision-radius").addEventListener("change", (e) => {
+    const v = e.target.value.trim();
+    lab.radius = v === "" ? null : Math.max(0, Math.floor(Number(v)));
+    run(lab);
+  });
+  part("vision-clear").addEventListener("click", () => {
+    lab.keys = [];
+    lab.radius = null;
+    part("vision-radius").value = "";
+    run(lab);
+  });
+}

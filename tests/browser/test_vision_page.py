@@ -1,0 +1,147 @@
+"""The Vision workspace on one page load (/?ws=vision, 1440x900) against a real server holding `digits`: the sample
+digit is drawn from its PNG, a clicked patch veils the image as the served weights of its query row say (the heads
+averaged, then one head chosen by its thumbnail), the arrow keys and Enter choose a patch, a blocked patch and a
+2-D window are sent as blocked cells and answered with 0 on those keys, a PNG made here is uploaded and drawn, and a
+GIF is refused with the message naming `image`. Nothing waits a fixed time: each step waits for what the page shows."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from PIL import Image
+from playwright.sync_api import Page
+
+pytestmark = pytest.mark.browser
+
+IMAGE = "[data-testid=vision-image]"
+FIRST = 1  # the [CLS], then p(0,0) ... p(3,3)
+GRID = 4
+
+# Whether the element `sel` names holds the text `text`.
+HOLDS_JS = "([sel, text]) => document.querySelector(sel).textContent.includes(text)"
+ALPHAS_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-testid=vision-image] [data-token]')]
+  .map((r) => [r.dataset.token, Number(r.dataset.alpha)]))"""
+# The drawn image's own pixels, decoded: its natural size.
+PIXELS_JS = """async () => {
+  const href = document.querySelector('[data-testid=vision-image] image').getAttribute('href');
+  const img = new Image();
+  img.src = href;
+  await img.decode();
+  return [href, img.naturalWidth, img.naturalHeight];
+}"""
+
+
+def served(base: str, body: dict[str, Any]) -> dict[str, Any]:
+    resp = httpx.post(f"{base}/api/attention", json=body, timeout=60)
+    assert resp.status_code == 200, resp.text[:500]
+    answer: dict[str, Any] = resp.json()
+    return answer
+
+
+def expected_alphas(row: np.ndarray) -> dict[str, float]:
+    """The veil over each patch for a row of weights: 1 - w / max over the patches."""
+    w = row[FIRST : FIRST + GRID * GRID]
+    return {str(FIRST + i): float(1 - v / w.max()) for i, v in enumerate(w)}
+
+
+def assert_veils(page: Page, row: np.ndarray) -> None:
+    drawn = page.evaluate(ALPHAS_JS)
+    want = expected_alphas(row)
+    assert drawn.keys() == want.keys()
+    for t, alpha in want.items():
+        assert abs(drawn[t] - alpha) < 1e-6, (t, drawn[t], alpha)
+
+
+def weights(answer: dict[str, Any], layer: int) -> np.ndarray:
+    return np.array([h["weights"] for h in answer["layers"][layer]["heads"]])  # (H, S, S)
+
+
+def png(pixels: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "PNG")
+    return out.getvalue()
+
+
+def test_the_vision_workspace_draws_attention_over_the_image(page: Page, vision_server: str) -> None:
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{vision_server}/?ws=vision")
+    page.wait_for_selector(f"{IMAGE} [data-token]", timeout=20_000)
+    assert page.locator("[data-testid=vision-model]").input_value() == "digits"
+    # the sample's own pixels are drawn, 8 x 8, under the grid of 16 patches
+    href, width, height = page.evaluate(PIXELS_JS)
+    assert (href, width, height) == ("/api/samples/digit-0", 8, 8)
+    last = int(page.locator(IMAGE).get_attribute("data-layer") or -1)
+    assert last == 2
+    plain = served(vision_server, {"model": "digits", "sample": "digit-0", "include": ["weights"]})
+    w = weights(plain, last)
+
+    # a click on p(1,1) (token 6): the veils follow its row, the heads averaged
+    page.locator(f"{IMAGE} [data-token='6']").click()
+    assert page.locator(IMAGE).get_attribute("data-query") == "6"
+    assert_veils(page, w[:, 6].mean(axis=0))
+    assert "p(1,1), layer 2, heads averaged" in page.locator("[data-testid=vision-readout]").inner_text()
+    # head 2's thumbnail chooses head 2
+    page.locator("[data-testid=vision-heads] [data-head='2']").click()
+    assert page.locator(IMAGE).get_attribute("data-head") == "2"
+    assert page.locator("[data-testid=vision-heads] [data-head='2']").get_attribute("aria-pressed") == "true"
+    assert_veils(page, w[2, 6])
+    # the keyboard: the cursor moves right from p(1,1) and Enter chooses p(1,2) (token 7)
+    page.locator(IMAGE).focus()
+    page.keyboard.press("ArrowRight")
+    assert "Cursor on p(1,2)" in page.locator("[data-testid=vision-readout]").inner_text()
+    page.keyboard.press("Enter")
+    assert page.locator(IMAGE).get_attribute("data-query") == "7"
+    assert_veils(page, w[2, 7])
+
+    # p(0,3) (token 4) blocked as a key: sent as its column of cells, and answered with 0 on it in every row
+    page.locator(f"{IMAGE} [data-token='4']").click()
+    with page.expect_request(lambda r: r.url.endswith("/api/attention")) as sent:
+        page.locator("[data-testid=vision-block]").click()
+    body = sent.value.post_data_json
+    assert body["masks"]["blocked"] == [[q, 4] for q in range(1 + GRID * GRID)]
+    page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-masked]", "p(0,3)"])
+    masked = weights(served(vision_server, body), last)
+    assert np.all(masked[:, :, 4] == 0) and not np.all(w[:, :, 4] == 0)
+    page.locator(f"{IMAGE} [data-token='6']").click()
+    assert_veils(page, masked[2, 6])
+    assert page.evaluate(ALPHAS_JS)["4"] == 1  # the blocked key is veiled whole
+    # a 2-D window of radius 0: each patch sees itself (and the [CLS]) only
+    page.locator("[data-testid=vision-radius]").fill("0")
+    with page.expect_request(lambda r: r.url.endswith("/api/attention")) as sent:
+        page.locator("[data-testid=vision-radius]").press("Tab")
+    page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-masked]", "window"])
+    windowed = weights(served(vision_server, sent.value.post_data_json), last)
+    assert_veils(page, windowed[2, 6])
+    assert {t for t, a in page.evaluate(ALPHAS_JS).items() if a < 1} == {"6"}
+
+    # an upload of a small PNG made here: sent as base64, drawn from the file itself
+    pixels = np.zeros((16, 16), np.uint8)
+    pixels[2:14, 7:9] = 255  # a "1"
+    with page.expect_request(lambda r: r.url.endswith("/api/attention")) as sent:
+        page.locator("[data-testid=vision-file]").set_input_files(
+            files=[{"name": "one.png", "mimeType": "image/png", "buffer": png(pixels)}]
+        )
+    assert sent.value.post_data_json["image"].startswith("data:image/png;base64,")
+    page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-status]", "one.png"])
+    href, width, height = page.evaluate(PIXELS_JS)
+    assert href.startswith("data:image/png;base64,") and (width, height) == (16, 16)
+    assert page.locator("[data-testid=vision-masked]").inner_text() == "no masks"
+
+    # a GIF is refused: the server's message, naming image, under the panel's head, and the file control marked
+    gif = io.BytesIO()
+    Image.new("L", (8, 8)).save(gif, "GIF")
+    page.locator("[data-testid=vision-file]").set_input_files(
+        files=[{"name": "still.gif", "mimeType": "image/gif", "buffer": gif.getvalue()}]
+    )
+    error = page.locator("[data-testid=vision-error]")
+    error.wait_for(state="visible")
+    assert error.inner_text().startswith("image: ") and "GIF" in error.inner_text()
+    assert error.get_attribute("data-field") == "image"
+    assert page.locator("[data-testid=vision-file]").get_attribute("aria-invalid") == "true"
+    assert page.evaluate(PIXELS_JS)[0].startswith("data:image/png;base64,")  # the PNG drawn stays
+    assert errors == []
