@@ -4,7 +4,7 @@
 // drop), read in the browser and sent as base64 `image`, the server's limits answering a refusal that is shown under
 // the panel's head and marks the control. One POST /api/attention (every layer's weights and rollout, the masks over
 // patches as blocked cells) answers each change; the image is drawn with its patch grid and, over each patch, a
-// veil whose opacity is 1 - w / max (visiongrid.js veilAlphas) for the row shown: the chosen patch's, the [CLS]'s, or
+// veil whose opacity is 1 - w / max (visiongrid.js veilAlphas, times VEIL_MAX) for the row shown: the chosen patch's, the [CLS]'s, or
 // the [CLS]'s rollout, for one head or the heads averaged. Every head of the layer is a thumbnail; pressing one
 // chooses it. A patch is chosen by a click or a tap, or by the arrow keys (a cursor) and Enter, and a live line says
 // what it looks at most. Its state is its own, as the Train workspace's is: it looks up its parts inside its root
@@ -16,6 +16,7 @@ import { blockedCells, firstPatch, meanRow, moveCursor, patchOfToken, tokenOfPat
 
 const INCLUDE = ["weights", "rollout"];
 const THUMB = 96; // a head's thumbnail, in CSS pixels
+const VEIL_MAX = 0.85; // the veil's opacity where the weight is 0: the image stays faintly readable under it
 
 const labs = new WeakMap(); // root -> its state
 
@@ -131,7 +132,7 @@ function picture(lab, row, { big }) {
     for (let c = 0; c < cols; c++) {
       const t = tokenOfPatch(r, c, cols, first);
       const alpha = alphas[t - first];
-      const attrs = { x: c * p, y: r * p, width: p, height: p, class: "vision-veil", "fill-opacity": alpha };
+      const attrs = { x: c * p, y: r * p, width: p, height: p, class: "vision-veil", "fill-opacity": VEIL_MAX * alpha };
       const veil = el("rect", big ? { ...attrs, "data-token": t, "data-alpha": alpha } : attrs);
       if (big) veil.append(el("title", {}, `${a.tokens[t]}: ${row[t].toFixed(3)}`));
       svg.append(veil);

@@ -25,6 +25,10 @@ GRID = 4
 HOLDS_JS = "([sel, text]) => document.querySelector(sel).textContent.includes(text)"
 ALPHAS_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-testid=vision-image] [data-token]')]
   .map((r) => [r.dataset.token, Number(r.dataset.alpha)]))"""
+# Each veil's drawn opacity over its alpha: the veil's most (vision.js VEIL_MAX) wherever the alpha is not 0.
+OPACITY_JS = """() => [...document.querySelectorAll('[data-testid=vision-image] [data-token]')]
+  .filter((r) => Number(r.dataset.alpha) > 0)
+  .map((r) => Number(r.getAttribute('fill-opacity')) / Number(r.dataset.alpha))"""
 # The drawn image's own pixels, decoded: its natural size.
 PIXELS_JS = """async () => {
   const href = document.querySelector('[data-testid=vision-image] image').getAttribute('href');
@@ -54,6 +58,8 @@ def assert_veils(page: Page, row: np.ndarray) -> None:
     assert drawn.keys() == want.keys()
     for t, alpha in want.items():
         assert abs(drawn[t] - alpha) < 1e-6, (t, drawn[t], alpha)
+    ratios = page.evaluate(OPACITY_JS)
+    assert ratios and max(ratios) - min(ratios) < 1e-6 and 0.5 < ratios[0] <= 1, ratios
 
 
 def weights(answer: dict[str, Any], layer: int) -> np.ndarray:
