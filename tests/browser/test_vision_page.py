@@ -1,8 +1,9 @@
 """The Vision workspace on one page load (/?ws=vision, 1440x900) against a real server holding `digits`: the sample
 digit is drawn from its PNG, a clicked patch veils the image as the served weights of its query row say (the heads
-averaged, then one head chosen by its thumbnail), the arrow keys and Enter choose a patch, a blocked patch and a
-2-D window are sent as blocked cells and answered with 0 on those keys, a PNG made here is uploaded and drawn, and a
-GIF is refused with the message naming `image`. Nothing waits a fixed time: each step waits for what the page shows."""
+averaged, then one head chosen by its thumbnail; the [CLS]'s row and its rollout too), the arrow keys and Enter
+choose a patch, a blocked patch and a 2-D window are sent as blocked cells and answered with 0 on those keys, a PNG
+made here is uploaded and drawn, and a GIF is refused with the message naming `image`. Nothing waits a fixed time:
+each step waits for what the page shows."""
 
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, vision_
     assert (href, width, height) == ("/api/samples/digit-0", 8, 8)
     last = int(page.locator(IMAGE).get_attribute("data-layer") or -1)
     assert last == 2
-    plain = served(vision_server, {"model": "digits", "sample": "digit-0", "include": ["weights"]})
+    plain = served(vision_server, {"model": "digits", "sample": "digit-0", "include": ["weights", "rollout"]})
     w = weights(plain, last)
 
     # a click on p(1,1) (token 6): the veils follow its row, the heads averaged
@@ -95,6 +96,13 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, vision_
     page.locator("[data-testid=vision-heads] [data-head='2']").click()
     assert page.locator(IMAGE).get_attribute("data-head") == "2"
     assert page.locator("[data-testid=vision-heads] [data-head='2']").get_attribute("aria-pressed") == "true"
+    assert_veils(page, w[2, 6])
+    # the [CLS]'s row, then its rollout through the layer (heads fused), then the chosen patch's row again
+    page.locator("[data-testid=vision-map]").select_option("cls")
+    assert_veils(page, w[2, 0])
+    page.locator("[data-testid=vision-map]").select_option("rollout")
+    assert_veils(page, np.array(plain["layers"][last]["rollout"][0]))
+    page.locator("[data-testid=vision-map]").select_option("patch")
     assert_veils(page, w[2, 6])
     # the keyboard: the cursor moves right from p(1,1) and Enter chooses p(1,2) (token 7)
     page.locator(IMAGE).focus()
