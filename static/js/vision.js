@@ -3,14 +3,15 @@
 // number, or a photograph), drawn from GET /api/samples/{name}, or the person's own PNG or JPEG (a file input or a
 // drop), read in the browser and sent as base64 `image`, the server's limits answering a refusal that is shown under
 // the panel's head and marks the control. One POST /api/attention (every layer's weights and rollout, the masks over
-// patches as blocked cells) answers each change; the image is drawn with its patch grid and, over each patch, a
-// veil whose opacity is 1 - w / max (visiongrid.js veilAlphas, times VEIL_MAX) for the row shown: the chosen patch's, the [CLS]'s, or
-// the [CLS]'s rollout, for one head or the heads averaged. Every head of the layer is a thumbnail; pressing one
-// chooses it. A patch is chosen by a click or a tap, or by the arrow keys (a cursor) and Enter, and a live line says
-// what it looks at most. Its state is its own, as the Train workspace's is: it looks up its parts inside its root
-// (dom.js within) and fetches the models the first time it is shown.
+// patches as blocked cells) answers each change, or POST /api/intervene while heads are ablated (its `after` drawn).
+// The image is drawn with its patch grid and, over each patch, a veil whose opacity is 1 - w / max (visiongrid.js
+// veilAlphas, times VEIL_MAX) for the row shown: the chosen patch's, the [CLS]'s, or the [CLS]'s rollout, for one
+// head or the heads averaged. Every head of the layer is a thumbnail; pressing one chooses it. A patch is chosen by a
+// click or a tap, or by the arrow keys (a cursor) and Enter, and a live line says what it looks at most. Its state
+// is its own, as the Train workspace's is: it looks up its parts inside its root (dom.js within) and fetches the
+// models the first time it is shown.
 
-import { describeError, fetchAttentionJson, fetchModels } from "./api.js";
+import { describeError, fetchAttentionJson, fetchIntervene, fetchModels } from "./api.js";
 import { el, node, within } from "./dom.js";
 import { blockedCells, firstPatch, meanRow, moveCursor, patchOfToken, tokenOfPatch, veilAlphas } from "./visiongrid.js";
 
@@ -50,7 +51,8 @@ function clearError(lab) {
   for (const c of lab.root.querySelectorAll("[aria-invalid]")) c.removeAttribute("aria-invalid");
 }
 
-// The /api/attention body of the image shown now, with the masks over its patches once its tokens are known.
+// The /api/attention body of the image shown now, with the masks over its patches once its tokens are known, and
+// the heads ablated (then it is /api/intervene's body).
 export function visionBody(lab) {
   const body = { model: lab.model.name, ...lab.source.body, include: INCLUDE };
   const a = lab.answer;
@@ -58,6 +60,7 @@ export function visionBody(lab) {
     const cells = blockedCells(lab.keys, lab.radius, a.config.patch_grid, firstPatch(a.tokens), a.tokens.length);
     if (cells.length) body.masks = { blocked: cells };
   }
+  if (lab.ablated.length) body.ablate = lab.ablated.map(([layer, head]) => ({ layer, head }));
   return body;
 }
 
@@ -65,9 +68,14 @@ async function run(lab) {
   const asked = ++lab.asked;
   say(lab, "computing…");
   try {
-    const answer = await fetchAttentionJson(visionBody(lab));
+    const body = visionBody(lab);
+    const got = body.ablate ? await fetchIntervene(body) : await fetchAttentionJson(body);
     if (asked !== lab.asked) return;
     clearError(lab);
+    // with heads ablated, the weights drawn are the run's with them ablated, and how far the last layer's output
+    // moved at each token is kept for the live line
+    const answer = body.ablate ? got.after : got;
+    lab.moved = body.ablate ? got.final_delta : null;
     lab.answer = answer;
     lab.shown = lab.source;
     const grid = answer.config.patch_grid;
@@ -86,6 +94,7 @@ async function run(lab) {
 function choose(lab, source) {
   lab.source = source;
   lab.keys = [];
+  lab.ablated = [];
   lab.radius = null;
   lab.part("vision-radius").value = "";
   run(lab);
@@ -159,6 +168,7 @@ function draw(lab) {
   if (!a) return;
   const layers = a.layers.length;
   const heads = a.layers[0].heads.length;
+  lab.part("vision-ablate").disabled = lab.head === "mean";
   fill(
     lab.part("vision-layer"),
     Array.from({ length: layers }, (_, i) => [String(i), `layer ${i}`]),
@@ -203,6 +213,11 @@ function maskedLine(lab) {
   const parts = [];
   if (keys) parts.push(`blocked as keys: ${keys}`);
   if (lab.radius != null) parts.push(`a 2-D window of ${lab.radius} patch${lab.radius === 1 ? "" : "es"}`);
+  if (lab.ablated.length) {
+    const heads = lab.ablated.map(([l, h]) => `layer ${l} head ${h}`).join(", ");
+    const moved = lab.moved ? lab.moved[lab.query].toFixed(3) : "?";
+    parts.push(`ablated: ${heads} (the last layer's output at ${a.tokens[lab.query]} moved by ${moved})`);
+  }
   return parts.length ? parts.join("; ") : "no masks";
 }
 
@@ -295,6 +310,8 @@ export function bind(root) {
     cursor: null,
     keys: [],
     radius: null,
+    ablated: [], // [layer, head] pairs, zeroed
+    moved: null,
   };
   labs.set(root, lab);
   part("vision-model").addEventListener("change", (e) => {
@@ -361,8 +378,16 @@ export function bind(root) {
     lab.radius = v === "" ? null : Math.max(0, Math.floor(Number(v)));
     run(lab);
   });
+  part("vision-ablate").addEventListener("click", () => {
+    if (!lab.answer || lab.head === "mean") return;
+    const at = [lab.layer, Number(lab.head)];
+    const on = lab.ablated.some(([l, h]) => l === at[0] && h === at[1]);
+    lab.ablated = on ? lab.ablated.filter(([l, h]) => l !== at[0] || h !== at[1]) : [...lab.ablated, at];
+    run(lab);
+  });
   part("vision-clear").addEventListener("click", () => {
     lab.keys = [];
+    lab.ablated = [];
     lab.radius = null;
     part("vision-radius").value = "";
     run(lab);

@@ -1,9 +1,9 @@
 """The Vision workspace on one page load (/?ws=vision, 1440x900) against a real server holding `digits`: the sample
 digit is drawn from its PNG, a clicked patch veils the image as the served weights of its query row say (the heads
 averaged, then one head chosen by its thumbnail; the [CLS]'s row and its rollout too), the arrow keys and Enter
-choose a patch, a blocked patch and a 2-D window are sent as blocked cells and answered with 0 on those keys, a PNG
-made here is uploaded and drawn, and a GIF is refused with the message naming `image`. Nothing waits a fixed time:
-each step waits for what the page shows."""
+choose a patch, a blocked patch and a 2-D window are sent as blocked cells and answered with 0 on those keys, an
+ablated head is sent to /api/intervene and the run after it drawn, a PNG made here is uploaded and drawn, and a GIF
+is refused with the message naming `image`. Nothing waits a fixed time: each step waits for what the page shows."""
 
 from __future__ import annotations
 
@@ -132,6 +132,25 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, vision_
     windowed = weights(served(vision_server, sent.value.post_data_json), last)
     assert_veils(page, windowed[2, 6])
     assert {t for t, a in page.evaluate(ALPHAS_JS).items() if a < 1} == {"6"}
+
+    # the masks cleared, head 1 of layer 0 ablated: sent to /api/intervene, and its run after the ablation drawn
+    with page.expect_request(lambda r: r.url.endswith("/api/attention")):
+        page.locator("[data-testid=vision-clear]").click()
+    page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-masked]", "no masks"])
+    page.locator("[data-testid=vision-layer]").select_option("0")
+    page.locator("[data-testid=vision-heads] [data-head='1']").click()
+    with page.expect_request(lambda r: r.url.endswith("/api/intervene")) as sent:
+        page.locator("[data-testid=vision-ablate]").click()
+    body = sent.value.post_data_json
+    assert body["ablate"] == [{"layer": 0, "head": 1}] and "masks" not in body
+    page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-masked]", "ablated: layer 0 head 1"])
+    resp = httpx.post(f"{vision_server}/api/intervene", json=body, timeout=60)
+    assert resp.status_code == 200, resp.text[:500]
+    after = weights(resp.json()["after"], last)
+    assert np.abs(after - w).max() > 1e-3  # the ablation changed the last layer's weights
+    page.locator("[data-testid=vision-layer]").select_option(str(last))
+    page.locator("[data-testid=vision-heads] [data-head='2']").click()
+    assert_veils(page, after[2, 6])
 
     # an upload of a small PNG made here: sent as base64, drawn from the file itself
     pixels = np.zeros((16, 16), np.uint8)
