@@ -9,9 +9,10 @@
 // head or the heads averaged. Every head of the layer is a thumbnail; pressing one chooses it. A patch is chosen by a
 // click or a tap, or by the arrow keys (a cursor) and Enter, and a live line says what it looks at most. Its state
 // is its own, as the Train workspace's is: it looks up its parts inside its root (dom.js within) and fetches the
-// models the first time it is shown.
+// models the first time it is shown. Patching from a second image (a digit) runs POST /api/patch with the image
+// shown as the clean input and draws, for each layer, how much of the clean output each patch brings back.
 
-import { describeError, fetchAttentionJson, fetchIntervene, fetchModels } from "./api.js";
+import { analyse, describeError, fetchAttentionJson, fetchIntervene, fetchModels } from "./api.js";
 import { el, node, within } from "./dom.js";
 import { blockedCells, firstPatch, meanRow, moveCursor, patchOfToken, tokenOfPatch, veilAlphas } from "./visiongrid.js";
 
@@ -142,7 +143,7 @@ function picture(lab, row, { big }) {
       const t = tokenOfPatch(r, c, cols, first);
       const alpha = alphas[t - first];
       const attrs = { x: c * p, y: r * p, width: p, height: p, class: "vision-veil", "fill-opacity": VEIL_MAX * alpha };
-      const veil = el("rect", big ? { ...attrs, "data-token": t, "data-alpha": alpha } : attrs);
+      const veil = el("rect", { ...attrs, "data-alpha": alpha, ...(big ? { "data-token": t } : {}) });
       if (big) veil.append(el("title", {}, `${a.tokens[t]}: ${row[t].toFixed(3)}`));
       svg.append(veil);
       if (big && blocked.has(t)) svg.append(el("path", { d: cross(c * p, r * p, p), class: "vision-blocked" }));
@@ -196,6 +197,7 @@ function draw(lab) {
   );
   lab.part("vision-masked").textContent = maskedLine(lab);
   lab.part("vision-readout").textContent = readout(lab, row);
+  drawPatched(lab);
 }
 
 function fill(select, options, value) {
@@ -235,6 +237,68 @@ function readout(lab, row) {
     ? ` Cursor on ${a.tokens[tokenOfPatch(lab.cursor.row, lab.cursor.col, a.config.patch_grid[1], first)]}: Enter chooses it.`
     : "";
   return `${who}, layer ${lab.layer}, ${what}: most on ${a.tokens[best]} (${row[best].toFixed(3)}), [CLS] ${row[0].toFixed(3)}.${cursor}`;
+}
+
+// ---- patching from a second image ----
+
+// The /api/patch body: the image shown is the clean input, the digit `corrupted` the other; each layer's residual
+// stream at each position is patched in turn, the final output's distance from the clean one read.
+export function patchBody(lab, corrupted) {
+  return {
+    clean: { model: lab.model.name, ...lab.shown.body },
+    corrupted: { model: lab.model.name, sample: corrupted },
+    hook: "resid_pre",
+    metric: { kind: "output_distance" },
+  };
+}
+
+async function runPatch(lab) {
+  if (!lab.answer) return;
+  const corrupted = `digit-${lab.part("vision-corrupt").value}`;
+  const asked = ++lab.patchAsked;
+  say(lab, `patching from ${corrupted}…`);
+  try {
+    const got = await analyse("patch", patchBody(lab, corrupted));
+    if (asked !== lab.patchAsked) return;
+    clearError(lab);
+    lab.patched = { got, corrupted, shown: lab.shown };
+    say(lab, `patched from ${corrupted}: ${got.forwards} forward passes`);
+    drawPatched(lab);
+  } catch (err) {
+    if (asked === lab.patchAsked) showError(lab, err);
+  }
+}
+
+// One thumbnail a layer: the share of the change each patch's residual stream brings back (recovered, below 0 read
+// as 0) as veils over the clean image.
+function drawPatched(lab) {
+  const out = lab.part("vision-patching");
+  const p = lab.patched;
+  if (!p || p.shown !== lab.shown || !lab.answer) {
+    out.replaceChildren();
+    lab.part("vision-patch-line").textContent = "";
+    return;
+  }
+  const { got } = p;
+  const first = firstPatch(got.tokens);
+  const grid = got.recovered.map((row) => row.map((v) => v ?? 0)); // null: clean and corrupted alike
+  let best = [0, first];
+  for (let l = 0; l < grid.length; l++)
+    for (let t = first; t < grid[l].length; t++) if (grid[l][t] > grid[best[0]][best[1]]) best = [l, t];
+  out.replaceChildren(
+    ...grid.map((values, layer) => {
+      const figure = node("figure", { className: "vision-thumb" });
+      figure.dataset.layer = String(layer);
+      const svg = picture(lab, values, { big: false });
+      svg.setAttribute("width", String(THUMB));
+      figure.append(svg, node("figcaption", { className: "small" }, `before layer ${layer}`));
+      return figure;
+    }),
+  );
+  const [layer, t] = best;
+  lab.part("vision-patch-line").textContent =
+    `From ${p.corrupted} to ${lab.shown.label}: the final output is ${got.corrupted_metric.toFixed(3)} away; ` +
+    `patching ${got.tokens[t]} before layer ${layer} brings back the most (${grid[layer][t].toFixed(3)}).`;
 }
 
 // ---- the person's acts ----
@@ -312,6 +376,8 @@ export function bind(root) {
     radius: null,
     ablated: [], // [layer, head] pairs, zeroed
     moved: null,
+    patchAsked: 0,
+    patched: null, // {got: the /api/patch answer, corrupted: its sample's name, shown: the clean source}
   };
   labs.set(root, lab);
   part("vision-model").addEventListener("change", (e) => {
@@ -385,6 +451,7 @@ export function bind(root) {
     lab.ablated = on ? lab.ablated.filter(([l, h]) => l !== at[0] || h !== at[1]) : [...lab.ablated, at];
     run(lab);
   });
+  part("vision-patch").addEventListener("click", () => runPatch(lab));
   part("vision-clear").addEventListener("click", () => {
     lab.keys = [];
     lab.ablated = [];

@@ -2,8 +2,9 @@
 digit is drawn from its PNG, a clicked patch veils the image as the served weights of its query row say (the heads
 averaged, then one head chosen by its thumbnail; the [CLS]'s row and its rollout too), the arrow keys and Enter
 choose a patch, a blocked patch and a 2-D window are sent as blocked cells and answered with 0 on those keys, an
-ablated head is sent to /api/intervene and the run after it drawn, a PNG made here is uploaded and drawn, and a GIF
-is refused with the message naming `image`. Nothing waits a fixed time: each step waits for what the page shows."""
+ablated head is sent to /api/intervene and the run after it drawn, patching from digit-8 draws /api/patch's recovered
+shares, a PNG made here is uploaded and drawn, and a GIF is refused with the message naming `image`. Nothing waits
+a fixed time: each step waits for what the page shows."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ GRID = 4
 HOLDS_JS = "([sel, text]) => document.querySelector(sel).textContent.includes(text)"
 ALPHAS_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-testid=vision-image] [data-token]')]
   .map((r) => [r.dataset.token, Number(r.dataset.alpha)]))"""
+# Each layer's veils in the patching thumbnails, in token order.
+PATCHED_JS = """() => [...document.querySelectorAll('[data-testid=vision-patching] figure')]
+  .map((f) => [...f.querySelectorAll('.vision-veil')].map((r) => Number(r.dataset.alpha)))"""
 # Each veil's drawn opacity over its alpha: the veil's most (vision.js VEIL_MAX) wherever the alpha is not 0.
 OPACITY_JS = """() => [...document.querySelectorAll('[data-testid=vision-image] [data-token]')]
   .filter((r) => Number(r.dataset.alpha) > 0)
@@ -151,6 +155,21 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, vision_
     page.locator("[data-testid=vision-layer]").select_option(str(last))
     page.locator("[data-testid=vision-heads] [data-head='2']").click()
     assert_veils(page, after[2, 6])
+
+    # patching from a second image: the digit shown clean, digit-8 corrupted, each layer's recovered share drawn
+    with page.expect_request(lambda r: r.url.endswith("/api/patch")) as sent:
+        page.locator("[data-testid=vision-patch]").click()
+    body = sent.value.post_data_json
+    assert body["clean"] == {"model": "digits", "sample": "digit-0"} and body["corrupted"]["sample"] == "digit-8"
+    page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-patch-line]", "From digit-8 to digit-0"])
+    resp = httpx.post(f"{vision_server}/api/patch", json=body, timeout=60)
+    assert resp.status_code == 200, resp.text[:500]
+    recovered = np.array(resp.json()["recovered"], dtype=float)  # (layers, tokens)
+    drawn = page.evaluate(PATCHED_JS)
+    assert len(drawn) == 3
+    for layer, alphas in enumerate(drawn):
+        want = expected_alphas(np.clip(recovered[layer], 0, None))
+        assert np.allclose(alphas, list(want.values()), atol=1e-6), (layer, alphas, want)
 
     # an upload of a small PNG made here: sent as base64, drawn from the file itself
     pixels = np.zeros((16, 16), np.uint8)
