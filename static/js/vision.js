@@ -198,6 +198,20 @@ function draw(lab) {
   lab.part("vision-masked").textContent = maskedLine(lab);
   lab.part("vision-readout").textContent = readout(lab, row);
   drawPatched(lab);
+  if (lab.bring) bringImage(lab);
+}
+
+// After an act away from the image that changes it (a thumbnail, a mask, an ablation: below the image on a phone),
+// the image is brought into the viewport if it is out of it, as every act on the page leaves what it changed in
+// sight; so are the patching thumbnails once drawn.
+function bringImage(lab) {
+  lab.bring = false;
+  bring(lab.part("vision-image"));
+}
+
+function bring(element) {
+  const r = element.getBoundingClientRect();
+  if (r.bottom <= 0 || r.top >= window.innerHeight) element.scrollIntoView({ block: "nearest" });
 }
 
 function fill(select, options, value) {
@@ -264,6 +278,7 @@ async function runPatch(lab) {
     lab.patched = { got, corrupted, shown: lab.shown };
     say(lab, `patched from ${corrupted}: ${got.forwards} forward passes`);
     drawPatched(lab);
+    bring(lab.part("vision-patching"));
   } catch (err) {
     if (asked === lab.patchAsked) showError(lab, err);
   }
@@ -378,6 +393,7 @@ export function bind(root) {
     moved: null,
     patchAsked: 0,
     patched: null, // {got: the /api/patch answer, corrupted: its sample's name, shown: the clean source}
+    bring: false, // the next draw brings the image into sight
   };
   labs.set(root, lab);
   part("vision-model").addEventListener("change", (e) => {
@@ -432,16 +448,19 @@ export function bind(root) {
     const b = e.target.closest("[data-head]");
     if (!b) return;
     lab.head = b.dataset.head;
+    lab.bring = true;
     draw(lab);
   });
   part("vision-block").addEventListener("click", () => {
     if (!lab.answer || !patchOfToken(lab.query, lab.answer.config.patch_grid, firstPatch(lab.answer.tokens))) return;
     lab.keys = lab.keys.includes(lab.query) ? lab.keys.filter((k) => k !== lab.query) : [...lab.keys, lab.query];
+    lab.bring = true;
     run(lab);
   });
   part("vision-radius").addEventListener("change", (e) => {
     const v = e.target.value.trim();
     lab.radius = v === "" ? null : Math.max(0, Math.floor(Number(v)));
+    lab.bring = true;
     run(lab);
   });
   part("vision-ablate").addEventListener("click", () => {
@@ -449,6 +468,7 @@ export function bind(root) {
     const at = [lab.layer, Number(lab.head)];
     const on = lab.ablated.some(([l, h]) => l === at[0] && h === at[1]);
     lab.ablated = on ? lab.ablated.filter(([l, h]) => l !== at[0] || h !== at[1]) : [...lab.ablated, at];
+    lab.bring = true;
     run(lab);
   });
   part("vision-patch").addEventListener("click", () => runPatch(lab));
@@ -457,6 +477,7 @@ export function bind(root) {
     lab.ablated = [];
     lab.radius = null;
     part("vision-radius").value = "";
+    lab.bring = true;
     run(lab);
   });
 }

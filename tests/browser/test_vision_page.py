@@ -27,6 +27,10 @@ GRID = 4
 HOLDS_JS = "([sel, text]) => document.querySelector(sel).textContent.includes(text)"
 ALPHAS_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-testid=vision-image] [data-token]')]
   .map((r) => [r.dataset.token, Number(r.dataset.alpha)]))"""
+# Whether the element `sel` names is at least partly in the viewport; the page scrolled to put its top at the top.
+IN_VIEW_JS = """(sel) => { const r = document.querySelector(sel).getBoundingClientRect();
+  return r.height > 0 && r.bottom > 0 && r.top < innerHeight; }"""
+TOP_JS = "(sel) => scrollTo(0, document.querySelector(sel).getBoundingClientRect().top + scrollY)"
 # Each layer's veils in the patching thumbnails, in token order.
 PATCHED_JS = """() => [...document.querySelectorAll('[data-testid=vision-patching] figure')]
   .map((f) => [...f.querySelectorAll('.vision-veil')].map((r) => Number(r.dataset.alpha)))"""
@@ -96,8 +100,11 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, vision_
     assert page.locator(IMAGE).get_attribute("data-query") == "6"
     assert_veils(page, w[:, 6].mean(axis=0))
     assert "p(1,1), layer 2, heads averaged" in page.locator("[data-testid=vision-readout]").inner_text()
-    # head 2's thumbnail chooses head 2
+    # head 2's thumbnail chooses head 2, pressed with the image scrolled out of sight: the image comes back into it
+    page.evaluate(TOP_JS, "[data-testid=vision-heads]")
+    assert not page.evaluate(IN_VIEW_JS, IMAGE)
     page.locator("[data-testid=vision-heads] [data-head='2']").click()
+    assert page.evaluate(IN_VIEW_JS, IMAGE)
     assert page.locator(IMAGE).get_attribute("data-head") == "2"
     assert page.locator("[data-testid=vision-heads] [data-head='2']").get_attribute("aria-pressed") == "true"
     assert_veils(page, w[2, 6])
@@ -162,6 +169,7 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, vision_
     body = sent.value.post_data_json
     assert body["clean"] == {"model": "digits", "sample": "digit-0"} and body["corrupted"]["sample"] == "digit-8"
     page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-patch-line]", "From digit-8 to digit-0"])
+    assert page.evaluate(IN_VIEW_JS, "[data-testid=vision-patching]")
     resp = httpx.post(f"{vision_server}/api/patch", json=body, timeout=60)
     assert resp.status_code == 200, resp.text[:500]
     recovered = np.array(resp.json()["recovered"], dtype=float)  # (layers, tokens)
