@@ -428,6 +428,7 @@ export function bind(root) {
     const from = lab.cursor || patchOfToken(lab.query, grid, first) || { row: 0, col: 0 };
     if (e.key === "Enter" || e.key === " ") {
       e.preventDefault();
+      lab.cursor = null; // the cursor's patch is the chosen one now, framed as a click frames it
       pick(lab, tokenOfPatch(from.row, from.col, grid[1], first));
       return;
     }

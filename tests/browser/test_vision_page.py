@@ -121,6 +121,7 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, vision_
     assert "Cursor on p(1,2)" in page.locator("[data-testid=vision-readout]").inner_text()
     page.keyboard.press("Enter")
     assert page.locator(IMAGE).get_attribute("data-query") == "7"
+    assert page.locator("[data-testid=vision-readout]").inner_text().startswith("p(1,2), layer 2, head 2: most on")
     assert_veils(page, w[2, 7])
 
     # p(0,3) (token 4) blocked as a key: sent as its column of cells, and answered with 0 on it in every row
