@@ -3,11 +3,12 @@ digit is drawn from its PNG, a clicked patch veils the image as the served weigh
 averaged, then one head chosen by its thumbnail; the [CLS]'s row and its rollout too), the arrow keys and Enter
 choose a patch, a blocked patch and a 2-D window are sent as blocked cells and answered with 0 on those keys, an
 ablated head is sent to /api/intervene and the run after it drawn, patching from digit-8 draws /api/patch's recovered
-shares, a PNG made here is uploaded and drawn, and a GIF is refused with the message naming `image`. Nothing waits
-a fixed time: each step waits for what the page shows."""
+shares, a PNG made here is uploaded and drawn, a GIF is refused with the message naming `image`, and a PNG dropped
+on the image is run. Nothing waits a fixed time: each step waits for what the page shows."""
 
 from __future__ import annotations
 
+import base64
 import io
 from typing import Any
 
@@ -31,6 +32,14 @@ ALPHAS_JS = """() => Object.fromEntries([...document.querySelectorAll('[data-tes
 IN_VIEW_JS = """(sel) => { const r = document.querySelector(sel).getBoundingClientRect();
   return r.height > 0 && r.bottom > 0 && r.top < innerHeight; }"""
 TOP_JS = "(sel) => scrollTo(0, document.querySelector(sel).getBoundingClientRect().top + scrollY)"
+# A file dropped on the image, as a browser hands a drop to the page: [name, its bytes as base64].
+DROP_JS = """([name, b64]) => {
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const data = new DataTransfer();
+  data.items.add(new File([bytes], name, { type: "image/png" }));
+  const target = document.querySelector('[data-testid=vision-image]');
+  target.dispatchEvent(new DragEvent("drop", { dataTransfer: data, bubbles: true, cancelable: true }));
+}"""
 # Each layer's veils in the patching thumbnails, in token order.
 PATCHED_JS = """() => [...document.querySelectorAll('[data-testid=vision-patching] figure')]
   .map((f) => [...f.querySelectorAll('.vision-veil')].map((r) => Number(r.dataset.alpha)))"""
@@ -205,4 +214,8 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, vision_
     assert error.get_attribute("data-field") == "image"
     assert page.locator("[data-testid=vision-file]").get_attribute("aria-invalid") == "true"
     assert page.evaluate(PIXELS_JS)[0].startswith("data:image/png;base64,")  # the PNG drawn stays
+    # a PNG dropped on the image runs as a chosen file does, and the refusal goes
+    page.evaluate(DROP_JS, ["dropped.png", base64.b64encode(png(pixels.T.copy())).decode("ascii")])
+    page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-status]", "dropped.png"])
+    assert error.is_hidden() and page.locator("[data-testid=vision-file]").get_attribute("aria-invalid") is None
     assert errors == []
