@@ -52,12 +52,13 @@ function clearError(lab) {
   for (const c of lab.root.querySelectorAll("[aria-invalid]")) c.removeAttribute("aria-invalid");
 }
 
-// The /api/attention body of the image shown now, with the masks over its patches once its tokens are known, and
-// the heads ablated (then it is /api/intervene's body).
+// The /api/attention body of the image to show, with the masks over the patches of the image shown and its heads
+// ablated (then it is /api/intervene's body); a new image goes without them.
 export function visionBody(lab) {
   const body = { model: lab.model.name, ...lab.source.body, include: INCLUDE };
   const a = lab.answer;
-  if (a && (lab.keys.length || lab.radius != null)) {
+  if (!a || lab.source !== lab.shown) return body;
+  if (lab.keys.length || lab.radius != null) {
     const cells = blockedCells(lab.keys, lab.radius, a.config.patch_grid, firstPatch(a.tokens), a.tokens.length);
     if (cells.length) body.masks = { blocked: cells };
   }
@@ -78,6 +79,7 @@ async function run(lab) {
     const answer = body.ablate ? got.after : got;
     lab.moved = body.ablate ? got.final_delta : null;
     lab.answer = answer;
+    if (lab.source !== lab.shown) clearMasks(lab); // they named the tokens of the image shown before
     lab.shown = lab.source;
     const grid = answer.config.patch_grid;
     if (!patchOfToken(lab.query, grid, firstPatch(answer.tokens))) lab.query = firstPatch(answer.tokens);
@@ -87,18 +89,21 @@ async function run(lab) {
   } catch (err) {
     if (asked !== lab.asked) return;
     showError(lab, err);
-    if (lab.shown) lab.source = lab.shown; // the image drawn stays the one the masks and the next run read
+    if (lab.shown) lab.source = lab.shown; // the image drawn, with its masks, stays the one the next run reads
   }
 }
 
-// A new image (or model): the masks, which name its tokens, are cleared.
+// A new image: run without the masks, which are cleared once it is answered (a refused image leaves them).
 function choose(lab, source) {
   lab.source = source;
+  run(lab);
+}
+
+function clearMasks(lab) {
   lab.keys = [];
   lab.ablated = [];
   lab.radius = null;
   lab.part("vision-radius").value = "";
-  run(lab);
 }
 
 function sample(name) {
@@ -398,9 +403,10 @@ export function bind(root) {
   labs.set(root, lab);
   part("vision-model").addEventListener("change", (e) => {
     lab.model = lab.models.find((m) => m.name === e.target.value) || lab.model;
-    lab.answer = null;
+    lab.answer = null; // its masks and heads named the other model's tokens and heads
     lab.layer = null;
-    choose(lab, lab.source);
+    clearMasks(lab);
+    run(lab);
   });
   part("vision-digit-go").addEventListener("click", () => choose(lab, sample(`digit-${part("vision-digit").value}`)));
   part("vision-photos").addEventListener("click", (e) => {
@@ -474,10 +480,7 @@ export function bind(root) {
   });
   part("vision-patch").addEventListener("click", () => runPatch(lab));
   part("vision-clear").addEventListener("click", () => {
-    lab.keys = [];
-    lab.ablated = [];
-    lab.radius = null;
-    part("vision-radius").value = "";
+    clearMasks(lab);
     lab.bring = true;
     run(lab);
   });

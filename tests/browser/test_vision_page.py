@@ -200,7 +200,10 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, vision_
     page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-status]", "one.png"])
     href, width, height = page.evaluate(PIXELS_JS)
     assert href.startswith("data:image/png;base64,") and (width, height) == (16, 16)
-    assert page.locator("[data-testid=vision-masked]").inner_text() == "no masks"
+    assert page.locator("[data-testid=vision-masked]").inner_text() == "no masks"  # they named digit-0's run
+    page.locator(f"{IMAGE} [data-token='2']").click()
+    page.locator("[data-testid=vision-block]").click()
+    page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-masked]", "p(0,1)"])
 
     # a GIF is refused: the server's message, naming image, under the panel's head, and the file control marked
     gif = io.BytesIO()
@@ -213,9 +216,16 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, vision_
     assert error.inner_text().startswith("image: ") and "GIF" in error.inner_text()
     assert error.get_attribute("data-field") == "image"
     assert page.locator("[data-testid=vision-file]").get_attribute("aria-invalid") == "true"
-    assert page.evaluate(PIXELS_JS)[0].startswith("data:image/png;base64,")  # the PNG drawn stays
+    assert page.evaluate(PIXELS_JS)[0].startswith("data:image/png;base64,")  # the PNG drawn stays, its mask too
+    assert "p(0,1)" in page.locator("[data-testid=vision-masked]").inner_text()
+    page.locator("[data-testid=vision-radius]").fill("3")  # a window the grid fits in: the next run, same cells
+    with page.expect_request(lambda r: r.url.endswith("/api/attention")) as sent:
+        page.locator("[data-testid=vision-radius]").press("Tab")
+    body = sent.value.post_data_json
+    assert body["image"].startswith("data:image/png;") and body["masks"]["blocked"] == [[q, 2] for q in range(17)]
     # a PNG dropped on the image runs as a chosen file does, and the refusal goes
     page.evaluate(DROP_JS, ["dropped.png", base64.b64encode(png(pixels.T.copy())).decode("ascii")])
     page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-status]", "dropped.png"])
     assert error.is_hidden() and page.locator("[data-testid=vision-file]").get_attribute("aria-invalid") is None
+    assert page.locator("[data-testid=vision-masked]").inner_text() == "no masks"
     assert errors == []
