@@ -70,9 +70,11 @@ SERVERS: dict[str, Config] = {
         "textbook beside three checkpoints it must refuse at start: weights only as a pickle, a directory that is not "
         "there, a family it does not read",
     ),
-    "vision": Config("textbook,digits", LIMITS, "textbook beside the trained image model digits (Vision workspace)"),
     "typed_pycode": Config(
-        "textbook,given,pycode", LIMITS, "the model that reads typed-in matrices and the trained code model"
+        "textbook,given,pycode,digits",
+        LIMITS,
+        "the model that reads typed-in matrices, the trained code model and the trained image model digits (the "
+        "Vision workspace)",
     ),
 }
 
@@ -92,12 +94,6 @@ def live_server() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def trained_server() -> Iterator[str]:
     with start("trained") as base:
-        yield base
-
-
-@pytest.fixture(scope="session")
-def vision_server() -> Iterator[str]:
-    with start("vision") as base:
         yield base
 
 

@@ -90,7 +90,8 @@ def png(pixels: np.ndarray) -> bytes:
     return out.getvalue()
 
 
-def test_the_vision_workspace_draws_attention_over_the_image(page: Page, vision_server: str) -> None:
+def test_the_vision_workspace_draws_attention_over_the_image(page: Page, typed_pycode_server: str) -> None:
+    vision_server = typed_pycode_server  # it serves digits beside textbook
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{vision_server}/?ws=vision")
