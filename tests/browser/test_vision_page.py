@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -17,6 +18,8 @@ import numpy as np
 import pytest
 from PIL import Image
 from playwright.sync_api import Page
+
+from tests.browser.conftest import PHONE, Device
 
 pytestmark = pytest.mark.browser
 
@@ -230,3 +233,32 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, typed_p
     assert error.is_hidden() and page.locator("[data-testid=vision-file]").get_attribute("aria-invalid") is None
     assert page.locator("[data-testid=vision-masked]").inner_text() == "no masks"
     assert errors == []
+
+
+def test_on_a_phone_each_vision_act_leaves_what_it_changed_in_view(
+    tab_on: Callable[[Device], Page], typed_pycode_server: str
+) -> None:
+    """The in-view rule of the page (test_workspaces.py) on the Vision tab at 390x844 with touch: a tap on a patch
+    chooses it; a thumbnail, the block button and the ablate button, tapped with the image scrolled out of sight,
+    bring the image back; the patching thumbnails come into sight once drawn."""
+    page = tab_on(PHONE)
+    page.goto(f"{typed_pycode_server}/?ws=vision")
+    page.wait_for_selector(f"{IMAGE} [data-token]", timeout=20_000)
+    page.locator(f"{IMAGE} [data-token='7']").tap()
+    assert page.locator(IMAGE).get_attribute("data-query") == "7"
+    for button, answered in [
+        ("[data-testid=vision-heads] [data-head='1']", None),
+        ("[data-testid=vision-block]", "/api/attention"),
+        ("[data-testid=vision-ablate]", "/api/intervene"),
+    ]:
+        page.evaluate(TOP_JS, button)
+        assert not page.evaluate(IN_VIEW_JS, IMAGE), button
+        if answered is None:
+            page.locator(button).tap()
+        else:
+            with page.expect_response(lambda r, path=answered: r.url.endswith(path)):
+                page.locator(button).tap()
+        page.wait_for_function(IN_VIEW_JS, arg=IMAGE, timeout=5_000)
+    page.locator("[data-testid=vision-patch]").tap()
+    page.wait_for_selector("[data-testid=vision-patching] figure")
+    page.wait_for_function(IN_VIEW_JS, arg="[data-testid=vision-patching]", timeout=5_000)
