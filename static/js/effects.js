@@ -217,8 +217,14 @@ export function startEffects(store) {
         controller.abort();
         controller = null;
       }
-      // the page's first run (the link or the defaults) has nothing to wait for; later ones gather quick clicks
-      timer = setTimeout(run, s.run.answered ? DEBOUNCE_MS : 0);
+      // the page's first run (the link or the defaults) has nothing to wait for: it is asked once the action's
+      // draw is done, in the same task (a timer's task came after the page's paint and plotly's script, 30-70 ms
+      // later at 512 tokens); later ones gather quick clicks
+      if (s.run.answered) timer = setTimeout(run, DEBOUNCE_MS);
+      else {
+        const first = (timer = {}); // a later change of `want` replaces it, as clearTimeout stops a timer
+        queueMicrotask(() => timer === first && run());
+      }
     }
     // panels follow the last good run, and only once no run is asked for or in flight: an analysis asked between
     // a change and its run (the debounce) would otherwise go out with the last run's settings

@@ -47,6 +47,8 @@ WATCH = """
 SIMILARITY_DRAWN = "() => !!document.querySelector('#similarity .js-plotly-plot')"
 ANSWERED = """() => performance.getEntriesByType('resource')
   .filter((e) => e.name.endsWith('/api/attention')).map((e) => e.responseEnd)"""
+MODELS_ASKED = """() => performance.getEntriesByType('resource')
+  .filter((e) => e.name.endsWith('/api/models')).map((e) => e.initiatorType)"""
 ATTENTION_SENT = """() => performance.getEntriesByType('resource')
   .filter((e) => e.name.endsWith('/api/attention')).map((e) => e.startTime)"""
 
@@ -63,6 +65,8 @@ def test_plotly_runs_after_the_first_request_and_the_mark_waits_for_its_views(
     marks = page.evaluate("() => window.__atMarks")
     assert sent and plotly_at is not None, (sent, plotly_at)
     assert sent[0] < plotly_at, f"plotly ran at {plotly_at:.0f} ms, before the first request at {sent[0]:.0f} ms"
+    # the models list is asked as the HTML is read (its preload), not once the modules have run, and asked once
+    assert page.evaluate(MODELS_ASKED) == ["link"], page.evaluate(MODELS_ASKED)
     # the first mark comes once the large head is drawn, not before; the similarity plot, in a workspace not shown,
     # is not drawn yet: its workspace opened, it is, from the answer held (no request, no second mark)
     assert marks[0]["at"] >= plotly_at and marks[0]["focus"] and not marks[0]["similarity"], marks

@@ -1297,3 +1297,41 @@ test("the chapter settings round-trip and stay out of other endpoints", async ()
     measure: true,
   });
 });
+
+test("the page's first run is asked in the task of the action that wants it, once for the latest want", async () => {
+  const S = await mod("store.js"),
+    St = await mod("state.js"),
+    E = await mod("effects.js");
+  const model = {
+    name: "random",
+    layers: 1,
+    heads: 1,
+    options: { heads: 1, seed: 0 },
+    default_text: "a b c",
+    reads: ["text", "tokens", "x", "options"],
+    default_masks: null,
+    description: "",
+  };
+  const sent = [];
+  const fail = [];
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = (url, init) => {
+    sent.push([String(url), JSON.parse(init.body).text]);
+    return new Promise((_, reject) => fail.push(() => reject(new TypeError("Failed to fetch"))));
+  };
+  try {
+    const store = S.createStore(S.reducer, S.initialState());
+    E.startEffects(store);
+    store.dispatch(S.act.modelsLoaded([model]));
+    store.dispatch(S.act.restored(St.stateForModel(model)));
+    store.dispatch(S.act.restored({ ...St.stateForModel(model), text: "a b c d" })); // a second want, same task
+    await Promise.resolve(); // the microtasks queued so far, no timer
+    eq(sent, [["/api/attention", "a b c d"]]);
+    // the request refused: the run fails (and stops asking for its progress)
+    const failed = new Promise((done) => store.subscribe((s) => s.run.status === "error" && done()));
+    fail.forEach((f) => f());
+    await failed;
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+});
