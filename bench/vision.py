@@ -16,7 +16,7 @@ rotates every round (the median of --rounds rounds after one warm-up; the page's
     server f32    the same at float32
     server JSON   the same body with include ["weights", "rollout"] as JSON: the request the Vision tab sends
     page upload   the Vision workspace (/?ws=vision) in headless Chromium: the PNG put in its file input (a File
-                  made in the page, set with a DataTransfer, its change event dispatched; performance.now() just
+                  made in the page under a new name each time, set with a DataTransfer, its change event dispatched; performance.now() just
                   before) until the tab says it holds the image (its status line names the file; the drawing is done
                   in the same task) and the frame after it has been painted (two requestAnimationFrame callbacks).
                   The tab holds every layer's weights from that one answer but draws one layer: the image with its
