@@ -14,11 +14,13 @@ rotates every round (the median of --rounds rounds after one warm-up; the page's
                   /api/attention with `image` (the PNG as base64) and include ["weights"], the arrays form at
                   float16, on a kept-alive connection: from the request to the answer's last byte read
     server f32    the same at float32
-    server JSON   the same body with include ["weights", "rollout"] as JSON: the request the Vision tab sends
+    server JSON   the same image with include ["weights", "rollout"] as JSON: what the Vision tab asked for until
+                  it read the arrays form (it now asks the same include in the arrays form at float32)
     page upload   the Vision workspace (/?ws=vision) in headless Chromium: the PNG put in its file input (a File
-                  made in the page under a new name each time, set with a DataTransfer, its change event dispatched; performance.now() just
-                  before) until the tab says it holds the image (its status line names the file; the drawing is done
-                  in the same task) and the frame after it has been painted (two requestAnimationFrame callbacks).
+                  made in the page under a new name each time, set with a DataTransfer, its change event
+                  dispatched; performance.now() just before) until the tab says it holds the image (its status line
+                  names the file; the drawing is done in the same task) and the frame after it has been painted
+                  (two requestAnimationFrame callbacks).
                   The tab holds every layer's weights from that one answer but draws one layer: the image with its
                   veils and the twelve heads' thumbnails of the layer chosen
     page layers   then each of the 12 layers chosen in turn in the tab's layer select (its change event), each
