@@ -10,7 +10,7 @@ NODE ?= /usr/bin/node
 POSTGRES ?= $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb))
 CURL ?= /usr/bin/curl
 
-.PHONY: run test test-quick docs lint bench bench-load bench-soak bench-api bench-checkpoints bench-long bench-deepzoom bench-page bench-mask bench-train bench-widget install install-test chromium nginx postgres node curl clean
+.PHONY: run test test-quick docs lint bench bench-load bench-soak bench-api bench-checkpoints bench-long bench-deepzoom bench-page bench-mask bench-train bench-widget bench-vision install install-test chromium nginx postgres node curl clean
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -211,6 +211,10 @@ bench-mask: $(VENV)/.bench $(VENV)/.test chromium
 # (bench/README.md)
 bench-widget: $(VENV)/.bench $(VENV)/.test chromium
 	$(PY) -m bench.widget
+
+# a ViT-Base-shaped image: transformers, the engine, the server and the Vision tab drawing every layer (bench/README.md)
+bench-vision: $(VENV)/.bench $(VENV)/.test chromium
+	$(PY) -m bench.vision
 
 # the training lab: train() with snapshots against a bare PyTorch loop, and the induction phase change (bench/README.md)
 bench-train: install

@@ -12,7 +12,7 @@
 // models the first time it is shown. Patching from a second image (a digit) runs POST /api/patch with the image
 // shown as the clean input and draws, for each layer, how much of the clean output each patch brings back.
 
-import { analyse, describeError, fetchAttentionJson, fetchIntervene, fetchModels } from "./api.js";
+import { analyse, describeError, fetchAttention, fetchIntervene, fetchModels } from "./api.js";
 import { el, node, within } from "./dom.js";
 import { blockedCells, firstPatch, meanRow, moveCursor, patchOfToken, tokenOfPatch, veilAlphas } from "./visiongrid.js";
 
@@ -71,7 +71,9 @@ async function run(lab) {
   say(lab, "computing…");
   try {
     const body = visionBody(lab);
-    const got = body.ablate ? await fetchIntervene(body) : await fetchAttentionJson(body);
+    // every layer's weights in the arrays form (float32 rows, the numbers JSON would spell): a ViT-Base answer is
+    // 22 MB there against 76 MB of JSON text, which the page would parse before drawing anything
+    const got = body.ablate ? await fetchIntervene(body) : await fetchAttention(body);
     if (asked !== lab.asked) return;
     clearError(lab);
     // with heads ablated, the weights drawn are the run's with them ablated, and how far the last layer's output

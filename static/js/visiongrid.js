@@ -34,7 +34,7 @@ export function meanRow(heads, q) {
 // the patches, so that the most attended patch shows the image clear and a patch given nothing is veiled whole.
 // A row with no weight on any patch veils them all.
 export function veilAlphas(row, [rows, cols], first) {
-  const w = row.slice(first, first + rows * cols);
+  const w = Array.from(row.slice(first, first + rows * cols)); // a Float32Array row too, reckoned in doubles
   const max = Math.max(0, ...w);
   return w.map((v) => (max > 0 ? 1 - Math.max(0, v) / max : 1));
 }

@@ -20,6 +20,7 @@ from PIL import Image
 from playwright.sync_api import Page
 
 from tests.browser.conftest import PHONE, Device
+from wire.arrays import MEDIA_TYPE as ARRAYS_MEDIA_TYPE
 
 pytestmark = pytest.mark.browser
 
@@ -97,9 +98,19 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, typed_p
     vision_server = typed_pycode_server  # it serves digits beside textbook
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    accepts: list[str] = []  # the tab's runs: every layer's weights travel in the arrays form, not as JSON text
+    page.on(
+        "request",
+        lambda r: (
+            r.url.endswith("/api/attention")
+            and '"sample"' in (r.post_data or "")
+            and accepts.append(r.headers.get("accept", ""))
+        ),
+    )
     page.goto(f"{vision_server}/?ws=vision")
     page.wait_for_selector(f"{IMAGE} [data-token]", timeout=20_000)
     assert page.locator("[data-testid=vision-model]").input_value() == "digits"
+    assert accepts == [ARRAYS_MEDIA_TYPE]
     # the sample's own pixels are drawn, 8 x 8, under the grid of 16 patches
     href, width, height = page.evaluate(PIXELS_JS)
     assert (href, width, height) == ("/api/samples/digit-0", 8, 8)

@@ -72,3 +72,9 @@ test("a 2-D window blocks each patch from the patches more than its radius away,
     "the key's column, the [CLS]'s row too",
   );
 });
+
+test("a row of the arrays form (a Float32Array) veils as its numbers in a plain array do", async () => {
+  const { veilAlphas } = await mod("visiongrid.js");
+  const row = new Float32Array([0.3, 0.1, 0.7, 0.2, 0.05]);
+  assert.deepEqual(veilAlphas(row, [2, 2], 1), veilAlphas(Array.from(row), [2, 2], 1));
+});
