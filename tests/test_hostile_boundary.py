@@ -282,6 +282,7 @@ GET_SAMPLES = {
     "/api/train/{run_id}/export": "/api/train/0123456789ab/export",
     "/api/train/experiments/{experiment_id}/check": "/api/train/experiments/no-causal/check?runs=ab,cd",
     "/api/train/{run_id}/model": "/api/train/0123456789ab/model?step=0",
+    "/api/samples/{name}": "/api/samples/digit-3",
 }
 
 
