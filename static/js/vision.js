@@ -124,51 +124,126 @@ function shownRow(lab, heads) {
   return heads === "mean" ? meanRow(layer.heads, q) : layer.heads[heads].weights[q];
 }
 
-// The image under its grid and the veils of `row`, as an SVG in the model's input pixels.
-function picture(lab, row, { big }) {
+// A picture: the image under its grid and a veil over each patch, as an SVG in the model's input pixels. It is built
+// once for an image model's grid and kept: a draw sets only what changed (each veil's opacity and title, the blocked
+// crosses, the chosen patch's frame, the cursor), so that a layer, head or patch chosen paints the same elements
+// again instead of building the image and its thumbnails anew. `key` names what it was built for.
+function picture(lab, key, { big }) {
   const a = lab.answer;
   const [rows, cols] = a.config.patch_grid;
   const [h, w] = lab.model.image.size;
   const p = lab.model.image.patch_size;
   const first = firstPatch(a.tokens);
   const svg = el("svg", { viewBox: `0 0 ${w} ${h}`, class: big ? "vision-svg" : "vision-thumb-svg" });
-  svg.append(
-    el("image", {
-      href: lab.shown.url,
-      x: 0,
-      y: 0,
-      width: w,
-      height: h,
-      preserveAspectRatio: "none",
-      class: "vision-pixels",
-    }),
-  );
-  const alphas = veilAlphas(row, [rows, cols], first);
-  const blocked = new Set(lab.keys);
+  const image = el("image", { x: 0, y: 0, width: w, height: h, preserveAspectRatio: "none", class: "vision-pixels" });
+  svg.append(image);
+  const veils = [];
+  const titles = [];
   for (let r = 0; r < rows; r++) {
     for (let c = 0; c < cols; c++) {
-      const t = tokenOfPatch(r, c, cols, first);
-      const alpha = alphas[t - first];
-      const attrs = { x: c * p, y: r * p, width: p, height: p, class: "vision-veil", "fill-opacity": VEIL_MAX * alpha };
-      const veil = el("rect", { ...attrs, "data-alpha": alpha, ...(big ? { "data-token": t } : {}) });
-      if (big) veil.append(el("title", {}, `${a.tokens[t]}: ${row[t].toFixed(3)}`));
+      const veil = el("rect", { x: c * p, y: r * p, width: p, height: p, class: "vision-veil" });
+      if (big) {
+        veil.dataset.token = String(tokenOfPatch(r, c, cols, first));
+        const title = el("title");
+        title.append(document.createTextNode(""));
+        veil.append(title);
+        titles.push(title.firstChild);
+      }
       svg.append(veil);
-      if (big && blocked.has(t)) svg.append(el("path", { d: cross(c * p, r * p, p), class: "vision-blocked" }));
+      veils.push(veil);
     }
   }
-  if (!big) return svg;
-  const at = patchOfToken(lab.query, [rows, cols], first);
-  if (at && lab.part("vision-map").value === "patch")
-    svg.append(el("rect", { x: at.col * p, y: at.row * p, width: p, height: p, class: "vision-query" }));
-  if (lab.cursor)
-    svg.append(
-      el("rect", { x: lab.cursor.col * p, y: lab.cursor.row * p, width: p, height: p, class: "vision-cursor" }),
-    );
-  return svg;
+  const pic = { key, svg, image, veils, titles, alphas: [], first, grid: [rows, cols], p, href: null };
+  if (!big) return pic;
+  pic.crosses = el("g");
+  pic.query = el("rect", { width: p, height: p, class: "vision-query" });
+  pic.cursor = el("rect", { width: p, height: p, class: "vision-cursor" });
+  svg.append(pic.crosses, pic.query, pic.cursor);
+  return pic;
+}
+
+// What a picture is built for: the image model's input size and patch, the grid and where its patches start.
+function pictureKey(lab) {
+  const a = lab.answer;
+  const { size, patch_size } = lab.model.image;
+  return `${size.join("x")}/${patch_size}/${a.config.patch_grid.join("x")}/${firstPatch(a.tokens)}`;
+}
+
+// `pic` over the image shown with the veils of `row`: each veil's opacity is VEIL_MAX times its alpha (visiongrid.js
+// veilAlphas), set only where it changed.
+function paint(lab, pic, row) {
+  if (pic.href !== lab.shown.url) {
+    pic.image.setAttribute("href", lab.shown.url);
+    pic.href = lab.shown.url;
+  }
+  const alphas = veilAlphas(row, pic.grid, pic.first);
+  for (let i = 0; i < alphas.length; i++) {
+    if (pic.alphas[i] === alphas[i]) continue;
+    pic.veils[i].setAttribute("fill-opacity", String(VEIL_MAX * alphas[i]));
+    pic.veils[i].dataset.alpha = String(alphas[i]);
+  }
+  pic.alphas = alphas;
+  const a = lab.answer;
+  for (let i = 0; i < pic.titles.length; i++) {
+    const t = pic.first + i;
+    pic.titles[i].data = `${a.tokens[t]}: ${row[t].toFixed(3)}`;
+  }
+}
+
+// The large picture's marks: a cross over each patch blocked as a key, the chosen patch framed (while the map is a
+// patch's row) and the keyboard's cursor.
+function mark(lab, pic) {
+  const { p, first } = pic;
+  const crosses = [];
+  for (const t of lab.keys) {
+    const at = patchOfToken(t, pic.grid, first);
+    if (at) crosses.push(el("path", { d: cross(at.col * p, at.row * p, p), class: "vision-blocked" }));
+  }
+  pic.crosses.replaceChildren(...crosses);
+  const at = patchOfToken(lab.query, pic.grid, first);
+  place(pic.query, at && lab.part("vision-map").value === "patch" ? at : null, p);
+  place(pic.cursor, lab.cursor, p);
+}
+
+// A frame on the patch `at` ({row, col}), or out of the picture when `at` is null.
+function place(rect, at, p) {
+  if (!at) {
+    rect.setAttribute("display", "none");
+    return;
+  }
+  rect.removeAttribute("display");
+  rect.setAttribute("x", String(at.col * p));
+  rect.setAttribute("y", String(at.row * p));
 }
 
 function cross(x, y, p) {
   return `M${x} ${y}L${x + p} ${y + p}M${x + p} ${y}L${x} ${y + p}`;
+}
+
+// The heads' thumbnails of the layer shown: one button a head, kept while the heads and the grid are the same, each
+// its head's row painted over the image.
+function drawThumbs(lab, key) {
+  const a = lab.answer;
+  const heads = a.layers[lab.layer].heads.length;
+  if (lab.thumbs?.key !== key || lab.thumbs.buttons.length !== heads) {
+    const pics = [];
+    const buttons = Array.from({ length: heads }, (_, h) => {
+      const button = node("button", { type: "button", className: "vision-thumb" });
+      button.dataset.head = String(h);
+      const pic = picture(lab, key, { big: false });
+      pic.svg.setAttribute("width", String(THUMB));
+      pics.push(pic);
+      button.append(pic.svg, node("span", { className: "small" }, `head ${h}`));
+      return button;
+    });
+    lab.thumbs = { key, buttons, pics };
+    lab.part("vision-heads").replaceChildren(...buttons);
+  }
+  lab.thumbs.buttons.forEach((button, h) => {
+    button.setAttribute("aria-pressed", String(lab.head === String(h)));
+    button.setAttribute("aria-label", `head ${h} of layer ${lab.layer}`);
+    paint(lab, lab.thumbs.pics[h], shownRow(lab, String(h)));
+  });
 }
 
 function draw(lab) {
@@ -185,23 +260,16 @@ function draw(lab) {
   const names = [["mean", "averaged over heads"], ...Array.from({ length: heads }, (_, i) => [String(i), `head ${i}`])];
   fill(lab.part("vision-head"), names, lab.head);
   const row = shownRow(lab, lab.head);
+  const key = pictureKey(lab);
   const image = lab.part("vision-image");
-  image.replaceChildren(picture(lab, row, { big: true }));
+  if (lab.big?.key !== key) lab.big = picture(lab, key, { big: true });
+  if (lab.big.svg.parentNode !== image) image.replaceChildren(lab.big.svg);
+  paint(lab, lab.big, row);
+  mark(lab, lab.big);
   image.dataset.query = String(lab.query);
   image.dataset.layer = String(lab.layer);
   image.dataset.head = String(lab.head);
-  lab.part("vision-heads").replaceChildren(
-    ...a.layers[lab.layer].heads.map((_, h) => {
-      const button = node("button", { type: "button", className: "vision-thumb" });
-      button.dataset.head = String(h);
-      button.setAttribute("aria-pressed", String(lab.head === String(h)));
-      button.setAttribute("aria-label", `head ${h} of layer ${lab.layer}`);
-      const svg = picture(lab, shownRow(lab, String(h)), { big: false });
-      svg.setAttribute("width", String(THUMB));
-      button.append(svg, node("span", { className: "small" }, `head ${h}`));
-      return button;
-    }),
-  );
+  drawThumbs(lab, key);
   lab.part("vision-masked").textContent = maskedLine(lab);
   lab.part("vision-readout").textContent = readout(lab, row);
   drawPatched(lab);
@@ -299,8 +367,13 @@ function drawPatched(lab) {
   if (!p || p.shown !== lab.shown || !lab.answer) {
     out.replaceChildren();
     lab.part("vision-patch-line").textContent = "";
+    lab.patchDrawn = null;
     return;
   }
+  // drawn already: the shares follow no layer, head or patch chosen
+  const key = pictureKey(lab);
+  if (lab.patchDrawn?.p === p && lab.patchDrawn.key === key) return;
+  lab.patchDrawn = { p, key };
   const { got } = p;
   const first = firstPatch(got.tokens);
   const grid = got.recovered.map((row) => row.map((v) => v ?? 0)); // null: clean and corrupted alike
@@ -311,9 +384,10 @@ function drawPatched(lab) {
     ...grid.map((values, layer) => {
       const figure = node("figure", { className: "vision-thumb" });
       figure.dataset.layer = String(layer);
-      const svg = picture(lab, values, { big: false });
-      svg.setAttribute("width", String(THUMB));
-      figure.append(svg, node("figcaption", { className: "small" }, `before layer ${layer}`));
+      const pic = picture(lab, key, { big: false });
+      pic.svg.setAttribute("width", String(THUMB));
+      paint(lab, pic, values);
+      figure.append(pic.svg, node("figcaption", { className: "small" }, `before layer ${layer}`));
       return figure;
     }),
   );
@@ -401,6 +475,9 @@ export function bind(root) {
     patchAsked: 0,
     patched: null, // {got: the /api/patch answer, corrupted: its sample's name, shown: the clean source}
     bring: false, // the next draw brings the image into sight
+    big: null, // the image's picture, kept between draws (picture)
+    thumbs: null, // {key, buttons, pics}: the heads' thumbnails, kept between draws
+    patchDrawn: null, // {p: the patching answer drawn, key: its pictures' key}
   };
   labs.set(root, lab);
   part("vision-model").addEventListener("change", (e) => {
