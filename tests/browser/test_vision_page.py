@@ -52,12 +52,13 @@ PATCHED_JS = """() => [...document.querySelectorAll('[data-testid=vision-patchin
 OPACITY_JS = """() => [...document.querySelectorAll('[data-testid=vision-image] [data-token]')]
   .filter((r) => Number(r.dataset.alpha) > 0)
   .map((r) => Number(r.getAttribute('fill-opacity')) / Number(r.dataset.alpha))"""
-# Two veils kept aside (the image's over token t, head h's thumbnail's over token t), then, after a draw, whether
-# each is still in the page and its alpha: a layer switch paints the elements it drew before.
-KEEP_JS = """([t, h, first]) => { window.keptVeils = [
+# The image's veil over token t and head h's thumbnail (a canvas) kept aside, then, after a draw, whether each is
+# still in the page and the alpha it drew over token t: a layer switch paints the elements it drew before.
+KEEP_JS = """([t, h]) => { window.kept = [
   document.querySelector(`[data-testid=vision-image] [data-token="${t}"]`),
-  document.querySelectorAll(`[data-testid=vision-heads] [data-head="${h}"] .vision-veil`)[t - first]]; }"""
-KEPT_JS = "() => window.keptVeils.map((v) => [v.isConnected, Number(v.dataset.alpha)])"
+  document.querySelector(`[data-testid=vision-heads] [data-head="${h}"] canvas`)]; }"""
+KEPT_JS = """([t, first]) => { const [veil, thumb] = window.kept;
+  return [[veil.isConnected, Number(veil.dataset.alpha)], [thumb.isConnected, thumb.alphas[t - first]]]; }"""
 # The drawn image's own pixels, decoded: its natural size.
 PIXELS_JS = """async () => {
   const href = document.querySelector('[data-testid=vision-image] image').getAttribute('href');
@@ -186,10 +187,10 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, typed_p
     before, after_switch = expected_alphas(w[2, 6]), expected_alphas(w0[2, 6])
     t = max(before, key=lambda k: abs(before[k] - after_switch[k]))
     assert abs(before[t] - after_switch[t]) > 1e-3
-    page.evaluate(KEEP_JS, [int(t), 0, FIRST])
+    page.evaluate(KEEP_JS, [int(t), 0])
     page.locator("[data-testid=vision-layer]").select_option("0")
     assert_veils(page, w0[2, 6])
-    (image_kept, image_alpha), (thumb_kept, thumb_alpha) = page.evaluate(KEPT_JS)
+    (image_kept, image_alpha), (thumb_kept, thumb_alpha) = page.evaluate(KEPT_JS, [int(t), FIRST])
     assert image_kept and thumb_kept
     assert abs(image_alpha - after_switch[t]) < 1e-6
     assert abs(thumb_alpha - expected_alphas(w0[0, 6])[t]) < 1e-6
