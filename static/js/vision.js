@@ -286,6 +286,7 @@ function veilCanvas(lab, canvas, pixels, alphas, [rows, cols]) {
   const ch = canvas.height / rows;
   ctx.globalAlpha = 1;
   ctx.clearRect(0, 0, canvas.width, canvas.height);
+  ctx.imageSmoothingEnabled = false; // the image's pixels as squares, as .vision-pixels draws them in the SVG
   if (pixels.ready) ctx.drawImage(pixels.img, 0, 0, canvas.width, canvas.height);
   lab.accent ??= getComputedStyle(canvas).getPropertyValue("--accent").trim() || "#2a5db0";
   ctx.fillStyle = lab.accent;
