@@ -58,7 +58,7 @@ KEEP_JS = """([t, h]) => { window.kept = [
   document.querySelector(`[data-testid=vision-image] [data-token="${t}"]`),
   document.querySelector(`[data-testid=vision-heads] [data-head="${h}"] canvas`)]; }"""
 KEPT_JS = """([t, first]) => { const [veil, thumb] = window.kept;
-  return [[veil.isConnected, Number(veil.dataset.alpha)], [thumb.isConnected, thumb.alphas[t - first]]]; }"""
+  return [[veil.isConnected, Number(veil.dataset.alpha)], [!!thumb?.isConnected, thumb?.alphas?.[t - first]]]; }"""
 # The drawn image's own pixels, decoded: its natural size.
 PIXELS_JS = """async () => {
   const href = document.querySelector('[data-testid=vision-image] image').getAttribute('href');
@@ -191,7 +191,8 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, typed_p
     page.locator("[data-testid=vision-layer]").select_option("0")
     assert_veils(page, w0[2, 6])
     (image_kept, image_alpha), (thumb_kept, thumb_alpha) = page.evaluate(KEPT_JS, [int(t), FIRST])
-    assert image_kept and thumb_kept
+    assert image_kept, "the image's veil was built anew"
+    assert thumb_kept, "head 0's thumbnail was built anew"
     assert abs(image_alpha - after_switch[t]) < 1e-6
     assert abs(thumb_alpha - expected_alphas(w0[0, 6])[t]) < 1e-6
     page.locator("[data-testid=vision-heads] [data-head='1']").click()
