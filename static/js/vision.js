@@ -542,8 +542,10 @@ export function bind(root) {
     patched: null, // {got: the /api/patch answer, corrupted: its sample's name, shown: the clean source}
     bring: false, // the next draw brings the image into sight
     big: null, // the image's picture, kept between draws (picture)
-    thumbs: null, // {key, buttons, pics}: the heads' thumbnails, kept between draws
+    thumbs: null, // {key, buttons, canvases}: the heads' thumbnails, kept between draws
     patchDrawn: null, // {p: the patching answer drawn, key: its pictures' key}
+    pixels: null, // {url, img, ready}: the image shown, loaded for the thumbnails' canvases
+    accent: null, // the veils' colour on a canvas, read from the page's --accent once
   };
   labs.set(root, lab);
   part("vision-model").addEventListener("change", (e) => {
