@@ -124,51 +124,192 @@ function shownRow(lab, heads) {
   return heads === "mean" ? meanRow(layer.heads, q) : layer.heads[heads].weights[q];
 }
 
-// The image under its grid and the veils of `row`, as an SVG in the model's input pixels.
-function picture(lab, row, { big }) {
+// A picture: the image under its grid and a veil over each patch, as an SVG in the model's input pixels. It is built
+// once for an image model's grid and kept: a draw sets only what changed (each veil's opacity and title, the blocked
+// crosses, the chosen patch's frame, the cursor), so that a layer, head or patch chosen paints the same elements
+// again instead of building the image and its thumbnails anew. `key` names what it was built for.
+function picture(lab, key, { big }) {
   const a = lab.answer;
   const [rows, cols] = a.config.patch_grid;
   const [h, w] = lab.model.image.size;
   const p = lab.model.image.patch_size;
   const first = firstPatch(a.tokens);
   const svg = el("svg", { viewBox: `0 0 ${w} ${h}`, class: big ? "vision-svg" : "vision-thumb-svg" });
-  svg.append(
-    el("image", {
-      href: lab.shown.url,
-      x: 0,
-      y: 0,
-      width: w,
-      height: h,
-      preserveAspectRatio: "none",
-      class: "vision-pixels",
-    }),
-  );
-  const alphas = veilAlphas(row, [rows, cols], first);
-  const blocked = new Set(lab.keys);
+  const image = el("image", { x: 0, y: 0, width: w, height: h, preserveAspectRatio: "none", class: "vision-pixels" });
+  svg.append(image);
+  const veils = [];
+  const titles = [];
   for (let r = 0; r < rows; r++) {
     for (let c = 0; c < cols; c++) {
-      const t = tokenOfPatch(r, c, cols, first);
-      const alpha = alphas[t - first];
-      const attrs = { x: c * p, y: r * p, width: p, height: p, class: "vision-veil", "fill-opacity": VEIL_MAX * alpha };
-      const veil = el("rect", { ...attrs, "data-alpha": alpha, ...(big ? { "data-token": t } : {}) });
-      if (big) veil.append(el("title", {}, `${a.tokens[t]}: ${row[t].toFixed(3)}`));
+      const veil = el("rect", { x: c * p, y: r * p, width: p, height: p, class: "vision-veil" });
+      if (big) {
+        veil.dataset.token = String(tokenOfPatch(r, c, cols, first));
+        const title = el("title");
+        title.append(document.createTextNode(""));
+        veil.append(title);
+        titles.push(title.firstChild);
+      }
       svg.append(veil);
-      if (big && blocked.has(t)) svg.append(el("path", { d: cross(c * p, r * p, p), class: "vision-blocked" }));
+      veils.push(veil);
     }
   }
-  if (!big) return svg;
-  const at = patchOfToken(lab.query, [rows, cols], first);
-  if (at && lab.part("vision-map").value === "patch")
-    svg.append(el("rect", { x: at.col * p, y: at.row * p, width: p, height: p, class: "vision-query" }));
-  if (lab.cursor)
-    svg.append(
-      el("rect", { x: lab.cursor.col * p, y: lab.cursor.row * p, width: p, height: p, class: "vision-cursor" }),
-    );
-  return svg;
+  const pic = { key, svg, image, veils, titles, alphas: [], first, grid: [rows, cols], p, href: null };
+  if (!big) return pic;
+  pic.crosses = el("g");
+  pic.query = el("rect", { width: p, height: p, class: "vision-query" });
+  pic.cursor = el("rect", { width: p, height: p, class: "vision-cursor" });
+  svg.append(pic.crosses, pic.query, pic.cursor);
+  return pic;
+}
+
+// What a picture is built for: the image model's input size and patch, the grid and where its patches start.
+function pictureKey(lab) {
+  const a = lab.answer;
+  const { size, patch_size } = lab.model.image;
+  return `${size.join("x")}/${patch_size}/${a.config.patch_grid.join("x")}/${firstPatch(a.tokens)}`;
+}
+
+// `pic` over the image shown with the veils of `row`: each veil's opacity is VEIL_MAX times its alpha (visiongrid.js
+// veilAlphas), set only where it changed.
+function paint(lab, pic, row) {
+  if (pic.href !== lab.shown.url) {
+    pic.image.setAttribute("href", lab.shown.url);
+    pic.href = lab.shown.url;
+  }
+  const alphas = veilAlphas(row, pic.grid, pic.first);
+  for (let i = 0; i < alphas.length; i++) {
+    if (pic.alphas[i] === alphas[i]) continue;
+    pic.veils[i].setAttribute("fill-opacity", String(VEIL_MAX * alphas[i]));
+    pic.veils[i].dataset.alpha = String(alphas[i]);
+  }
+  pic.alphas = alphas;
+  const a = lab.answer;
+  for (let i = 0; i < pic.titles.length; i++) {
+    const t = pic.first + i;
+    pic.titles[i].data = `${a.tokens[t]}: ${row[t].toFixed(3)}`;
+  }
+}
+
+// The large picture's marks: a cross over each patch blocked as a key, the chosen patch framed (while the map is a
+// patch's row) and the keyboard's cursor.
+function mark(lab, pic) {
+  const { p, first } = pic;
+  const crosses = [];
+  for (const t of lab.keys) {
+    const at = patchOfToken(t, pic.grid, first);
+    if (at) crosses.push(el("path", { d: cross(at.col * p, at.row * p, p), class: "vision-blocked" }));
+  }
+  pic.crosses.replaceChildren(...crosses);
+  const at = patchOfToken(lab.query, pic.grid, first);
+  place(pic.query, at && lab.part("vision-map").value === "patch" ? at : null, p);
+  place(pic.cursor, lab.cursor, p);
+}
+
+// A frame on the patch `at` ({row, col}), or out of the picture when `at` is null.
+function place(rect, at, p) {
+  if (!at) {
+    rect.setAttribute("display", "none");
+    return;
+  }
+  rect.removeAttribute("display");
+  rect.setAttribute("x", String(at.col * p));
+  rect.setAttribute("y", String(at.row * p));
 }
 
 function cross(x, y, p) {
   return `M${x} ${y}L${x + p} ${y + p}M${x + p} ${y}L${x} ${y + p}`;
+}
+
+// The heads' thumbnails of the layer shown: one button a head, kept while the heads and the grid are the same, each
+// its head's row drawn over the image on a canvas (one bitmap a thumbnail: a layer switch repaints twelve of them,
+// where SVG veils were 2,352 elements to restyle and paint).
+function drawThumbs(lab, key) {
+  const a = lab.answer;
+  const heads = a.layers[lab.layer].heads.length;
+  if (lab.thumbs?.key !== key || lab.thumbs.buttons.length !== heads) {
+    const [h, w] = lab.model.image.size;
+    const scale = window.devicePixelRatio || 1;
+    const canvases = [];
+    const buttons = Array.from({ length: heads }, (_, i) => {
+      const button = node("button", { type: "button", className: "vision-thumb" });
+      button.dataset.head = String(i);
+      const canvas = node("canvas", { className: "vision-thumb-canvas" });
+      canvas.width = Math.round(THUMB * scale);
+      canvas.height = Math.round((THUMB * h * scale) / w);
+      canvas.style.width = `${THUMB}px`;
+      canvases.push(canvas);
+      button.append(canvas, node("span", { className: "small" }, `head ${i}`));
+      return button;
+    });
+    lab.thumbs = { key, buttons, canvases };
+    lab.part("vision-heads").replaceChildren(...buttons);
+  }
+  const grid = a.config.patch_grid;
+  const first = firstPatch(a.tokens);
+  const pixels = pixelsOf(lab);
+  lab.thumbs.buttons.forEach((button, i) => {
+    button.setAttribute("aria-pressed", String(lab.head === String(i)));
+    button.setAttribute("aria-label", `head ${i} of layer ${lab.layer}`);
+    const canvas = lab.thumbs.canvases[i];
+    const alphas = veilAlphas(shownRow(lab, String(i)), grid, first);
+    if (canvas.drawn === pixels && canvas.ready === pixels.ready && sameNumbers(canvas.alphas, alphas)) return;
+    veilCanvas(lab, canvas, pixels, alphas, grid);
+  });
+}
+
+function sameNumbers(x, y) {
+  if (!x || x.length !== y.length) return false;
+  for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+  return true;
+}
+
+// The image shown as an <img> the thumbnails draw from; once it has loaded, the thumbnails are drawn again with it.
+function pixelsOf(lab) {
+  if (lab.pixels?.url === lab.shown.url) return lab.pixels;
+  const img = new Image();
+  const pixels = { url: lab.shown.url, img, ready: false };
+  img.addEventListener("load", () => {
+    pixels.ready = true;
+    if (lab.pixels === pixels && lab.answer && lab.thumbs) drawThumbs(lab, lab.thumbs.key);
+  });
+  img.src = lab.shown.url;
+  lab.pixels = pixels;
+  return pixels;
+}
+
+// A thumbnail's canvas: the image, then over each patch a veil of the accent at VEIL_MAX times its alpha, and the
+// grid's lines, as the large picture's SVG draws them. The canvas keeps what it was drawn from: `alphas`, and the
+// image (`drawn`, `ready`: whether its pixels were in).
+function veilCanvas(lab, canvas, pixels, alphas, [rows, cols]) {
+  const ctx = canvas.getContext("2d");
+  const cw = canvas.width / cols;
+  const ch = canvas.height / rows;
+  ctx.globalAlpha = 1;
+  ctx.clearRect(0, 0, canvas.width, canvas.height);
+  ctx.imageSmoothingEnabled = false; // the image's pixels as squares, as .vision-pixels draws them in the SVG
+  if (pixels.ready) ctx.drawImage(pixels.img, 0, 0, canvas.width, canvas.height);
+  lab.accent ??= getComputedStyle(canvas).getPropertyValue("--accent").trim() || "#2a5db0";
+  ctx.fillStyle = lab.accent;
+  for (let i = 0; i < alphas.length; i++) {
+    ctx.globalAlpha = VEIL_MAX * alphas[i];
+    ctx.fillRect((i % cols) * cw, Math.floor(i / cols) * ch, cw, ch);
+  }
+  ctx.globalAlpha = 1;
+  ctx.strokeStyle = "rgba(255, 255, 255, 0.35)";
+  ctx.lineWidth = 1;
+  ctx.beginPath();
+  for (let c = 0; c <= cols; c++) {
+    ctx.moveTo(Math.round(c * cw) + 0.5, 0);
+    ctx.lineTo(Math.round(c * cw) + 0.5, canvas.height);
+  }
+  for (let r = 0; r <= rows; r++) {
+    ctx.moveTo(0, Math.round(r * ch) + 0.5);
+    ctx.lineTo(canvas.width, Math.round(r * ch) + 0.5);
+  }
+  ctx.stroke();
+  canvas.alphas = alphas;
+  canvas.drawn = pixels;
+  canvas.ready = pixels.ready;
 }
 
 function draw(lab) {
@@ -185,23 +326,16 @@ function draw(lab) {
   const names = [["mean", "averaged over heads"], ...Array.from({ length: heads }, (_, i) => [String(i), `head ${i}`])];
   fill(lab.part("vision-head"), names, lab.head);
   const row = shownRow(lab, lab.head);
+  const key = pictureKey(lab);
   const image = lab.part("vision-image");
-  image.replaceChildren(picture(lab, row, { big: true }));
+  if (lab.big?.key !== key) lab.big = picture(lab, key, { big: true });
+  if (lab.big.svg.parentNode !== image) image.replaceChildren(lab.big.svg);
+  paint(lab, lab.big, row);
+  mark(lab, lab.big);
   image.dataset.query = String(lab.query);
   image.dataset.layer = String(lab.layer);
   image.dataset.head = String(lab.head);
-  lab.part("vision-heads").replaceChildren(
-    ...a.layers[lab.layer].heads.map((_, h) => {
-      const button = node("button", { type: "button", className: "vision-thumb" });
-      button.dataset.head = String(h);
-      button.setAttribute("aria-pressed", String(lab.head === String(h)));
-      button.setAttribute("aria-label", `head ${h} of layer ${lab.layer}`);
-      const svg = picture(lab, shownRow(lab, String(h)), { big: false });
-      svg.setAttribute("width", String(THUMB));
-      button.append(svg, node("span", { className: "small" }, `head ${h}`));
-      return button;
-    }),
-  );
+  drawThumbs(lab, key);
   lab.part("vision-masked").textContent = maskedLine(lab);
   lab.part("vision-readout").textContent = readout(lab, row);
   drawPatched(lab);
@@ -299,8 +433,13 @@ function drawPatched(lab) {
   if (!p || p.shown !== lab.shown || !lab.answer) {
     out.replaceChildren();
     lab.part("vision-patch-line").textContent = "";
+    lab.patchDrawn = null;
     return;
   }
+  // drawn already: the shares follow no layer, head or patch chosen
+  const key = pictureKey(lab);
+  if (lab.patchDrawn?.p === p && lab.patchDrawn.key === key) return;
+  lab.patchDrawn = { p, key };
   const { got } = p;
   const first = firstPatch(got.tokens);
   const grid = got.recovered.map((row) => row.map((v) => v ?? 0)); // null: clean and corrupted alike
@@ -311,9 +450,10 @@ function drawPatched(lab) {
     ...grid.map((values, layer) => {
       const figure = node("figure", { className: "vision-thumb" });
       figure.dataset.layer = String(layer);
-      const svg = picture(lab, values, { big: false });
-      svg.setAttribute("width", String(THUMB));
-      figure.append(svg, node("figcaption", { className: "small" }, `before layer ${layer}`));
+      const pic = picture(lab, key, { big: false });
+      pic.svg.setAttribute("width", String(THUMB));
+      paint(lab, pic, values);
+      figure.append(pic.svg, node("figcaption", { className: "small" }, `before layer ${layer}`));
       return figure;
     }),
   );
@@ -401,6 +541,11 @@ export function bind(root) {
     patchAsked: 0,
     patched: null, // {got: the /api/patch answer, corrupted: its sample's name, shown: the clean source}
     bring: false, // the next draw brings the image into sight
+    big: null, // the image's picture, kept between draws (picture)
+    thumbs: null, // {key, buttons, canvases}: the heads' thumbnails, kept between draws
+    patchDrawn: null, // {p: the patching answer drawn, key: its pictures' key}
+    pixels: null, // {url, img, ready}: the image shown, loaded for the thumbnails' canvases
+    accent: null, // the veils' colour on a canvas, read from the page's --accent once
   };
   labs.set(root, lab);
   part("vision-model").addEventListener("change", (e) => {

@@ -1,10 +1,11 @@
 """The Vision workspace on one page load (/?ws=vision, 1440x900) against a real server holding `digits`: the sample
 digit is drawn from its PNG, a clicked patch veils the image as the served weights of its query row say (the heads
 averaged, then one head chosen by its thumbnail; the [CLS]'s row and its rollout too), the arrow keys and Enter
-choose a patch, a blocked patch and a 2-D window are sent as blocked cells and answered with 0 on those keys, an
-ablated head is sent to /api/intervene and the run after it drawn, patching from digit-8 draws /api/patch's recovered
-shares, a PNG made here is uploaded and drawn, a GIF is refused with the message naming `image`, and a PNG dropped
-on the image is run. Nothing waits a fixed time: each step waits for what the page shows."""
+choose a patch, a blocked patch and a 2-D window are sent as blocked cells and answered with 0 on those keys, a layer
+switch paints the veils it drew before (the same elements) with the new layer's weights, an ablated head is sent to
+/api/intervene and the run after it drawn, patching from digit-8 draws /api/patch's recovered shares, a PNG made here
+is uploaded and drawn, a GIF is refused with the message naming `image`, and a PNG dropped on the image is run.
+Nothing waits a fixed time: each step waits for what the page shows."""
 
 from __future__ import annotations
 
@@ -51,6 +52,13 @@ PATCHED_JS = """() => [...document.querySelectorAll('[data-testid=vision-patchin
 OPACITY_JS = """() => [...document.querySelectorAll('[data-testid=vision-image] [data-token]')]
   .filter((r) => Number(r.dataset.alpha) > 0)
   .map((r) => Number(r.getAttribute('fill-opacity')) / Number(r.dataset.alpha))"""
+# The image's veil over token t and head h's thumbnail (a canvas) kept aside, then, after a draw, whether each is
+# still in the page and the alpha it drew over token t: a layer switch paints the elements it drew before.
+KEEP_JS = """([t, h]) => { window.kept = [
+  document.querySelector(`[data-testid=vision-image] [data-token="${t}"]`),
+  document.querySelector(`[data-testid=vision-heads] [data-head="${h}"] canvas`)]; }"""
+KEPT_JS = """([t, first]) => { const [veil, thumb] = window.kept;
+  return [[veil.isConnected, Number(veil.dataset.alpha)], [!!thumb?.isConnected, thumb?.alphas?.[t - first]]]; }"""
 # The drawn image's own pixels, decoded: its natural size.
 PIXELS_JS = """async () => {
   const href = document.querySelector('[data-testid=vision-image] image').getAttribute('href');
@@ -173,7 +181,20 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, typed_p
     with page.expect_request(lambda r: r.url.endswith("/api/attention")):
         page.locator("[data-testid=vision-clear]").click()
     page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-masked]", "no masks"])
+    # layer 0 chosen: the image's veils and the thumbnails' are the same elements, painted with layer 0's weights
+    # (kept: the patch where layers 0 and 2 draw the image most apart, head 0's thumbnail over it)
+    w0 = weights(plain, 0)
+    before, after_switch = expected_alphas(w[2, 6]), expected_alphas(w0[2, 6])
+    t = max(before, key=lambda k: abs(before[k] - after_switch[k]))
+    assert abs(before[t] - after_switch[t]) > 1e-3
+    page.evaluate(KEEP_JS, [int(t), 0])
     page.locator("[data-testid=vision-layer]").select_option("0")
+    assert_veils(page, w0[2, 6])
+    (image_kept, image_alpha), (thumb_kept, thumb_alpha) = page.evaluate(KEPT_JS, [int(t), FIRST])
+    assert image_kept, "the image's veil was built anew"
+    assert thumb_kept, "head 0's thumbnail was built anew"
+    assert abs(image_alpha - after_switch[t]) < 1e-6
+    assert abs(thumb_alpha - expected_alphas(w0[0, 6])[t]) < 1e-6
     page.locator("[data-testid=vision-heads] [data-head='1']").click()
     with page.expect_request(lambda r: r.url.endswith("/api/intervene")) as sent:
         page.locator("[data-testid=vision-ablate]").click()
