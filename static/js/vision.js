@@ -1,16 +1,16 @@
-// The Vision workspace (data-view="vision", templates/vision.html): an image model's patches as tokens, drawn over
-// the picture. The models are those GET /api/models says read pixels; the image is a shipped sample (a digit by
-// number, or a photograph), drawn from GET /api/samples/{name}, or the person's own PNG or JPEG (a file input or a
-// drop), read in the browser and sent as base64 `image`, the server's limits answering a refusal that is shown under
-// the panel's head and marks the control. One POST /api/attention (every layer's weights and rollout, the masks over
-// patches as blocked cells) answers each change, or POST /api/intervene while heads are ablated (its `after` drawn).
-// The image is drawn (visionpicture.js) with its patch grid and, over each patch, a veil whose opacity is
-// 1 - w / max (visiongrid.js veilAlphas, times VEIL_MAX) for the row shown: the chosen patch's, the [CLS]'s, or
-// the [CLS]'s rollout, for one head or the heads averaged. Every head of the layer is a thumbnail; pressing one chooses it. A patch is chosen by a
-// click or a tap, or by the arrow keys (a cursor) and Enter, and a live line says what it looks at most. Its state
-// is its own, as the Train workspace's is: it looks up its parts inside its root (dom.js within) and fetches the
-// models the first time it is shown. Patching from a second image (a digit) runs POST /api/patch with the image
-// shown as the clean input and draws, for each layer, how much of the clean output each patch brings back.
+// The Vision workspace (data-view="vision", templates/vision.html): an image model's patches as tokens, drawn over the
+// picture. The models are those GET /api/models says read pixels; the image is a shipped sample (a digit by number, or
+// a photograph), drawn from GET /api/samples/{name}, or the person's own PNG or JPEG (a file input or a drop), read in
+// the browser and sent as base64 `image`, the server's limits answering a refusal that is shown under the panel's head
+// and marks the control. One POST /api/attention (every layer's weights and rollout, the masks over patches as blocked
+// cells) answers each change, or POST /api/intervene while heads are ablated (its `after` drawn). The image is drawn
+// (visionpicture.js) with its patch grid and, over each patch, a veil whose opacity is 1 - w / max (visiongrid.js
+// veilAlphas, times VEIL_MAX) for the row shown: the chosen patch's, the [CLS]'s, or the [CLS]'s rollout, for one head
+// or the heads averaged. Every head of the layer is a thumbnail; pressing one chooses it. A patch is chosen by a click
+// or a tap, or by the arrow keys (a cursor) and Enter, and a live line says what it looks at most. Its state is its
+// own, as the Train workspace's is: it looks up its parts inside its root (dom.js within) and fetches the models the
+// first time it is shown. Patching from a second image (a digit) runs POST /api/patch with the image shown as the clean
+// input and draws, for each layer, how much of the clean output each patch brings back.
 
 import { analyse, describeError, fetchAttention, fetchIntervene, fetchModels } from "./api.js";
 import { node, within } from "./dom.js";
