@@ -283,6 +283,9 @@ async function init() {
   store = createStore(reducer, initialState());
   for (const v of views) v.mod.bind?.(v.root, store);
   store.subscribe((s, prev) => draw(views, s, prev));
+  // each action that changed the state, named on the window as an "attnlab:action" event (detail: its type), for
+  // whatever embeds or drives the page (the browser tests read which actions a control performed)
+  store.subscribe((_s, _prev, a) => dispatchEvent(new CustomEvent("attnlab:action", { detail: a.type })));
   follow(store);
   // the views of the workspace opened, from the answers held: no action of the state, so no mark of one
   onOpen(() => draw(views, store.getState(), store.getState()));

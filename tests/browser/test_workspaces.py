@@ -13,91 +13,20 @@ import pytest
 from playwright.sync_api import Page
 
 from tests.browser.conftest import Device, open_workspace, wait_idle
+from tests.browser.inview import SIZES, in_view, opener, press, set_causal, shown, touch
 
 pytestmark = pytest.mark.browser
 
-SIZES = {"1440x900": Device(1440, 900), "390x844-touch": Device(390, 844, touch=True)}
 WORKSPACES = ["explore", "test", "inside", "mechanics", "lessons", "long", "train", "vision"]
-
-# Whether the element `sel` names is at least partly in the viewport (and laid out).
-IN_VIEW_JS = """(sel) => {
-  const el = document.querySelector(sel);
-  if (!el) return false;
-  const r = el.getBoundingClientRect();
-  return r.width > 0 && r.height > 0 && r.bottom > 0 && r.top < innerHeight && r.right > 0 && r.left < innerWidth;
-}"""
-
-WHERE_JS = """(sel) => {
-  const el = document.querySelector(sel);
-  if (!el) return 'missing';
-  const r = el.getBoundingClientRect();
-  return `top ${Math.round(r.top)} bottom ${Math.round(r.bottom)} of a ${innerHeight} px viewport`;
-}"""
 
 # The workspace the page's address opens on.
 OPENS_ON_JS = "async () => (await import('/static/js/workspaces.js')).workspaceOf(location.search)"
 
 
-def in_view(page: Page, selector: str, action: str) -> None:
-    """Wait until `selector` is in the viewport after `action`; say where it is when it never comes."""
-    try:
-        page.wait_for_function(IN_VIEW_JS, arg=selector, timeout=8_000)
-    except Exception as err:  # the playwright timeout, with where the element sat
-        where = page.evaluate(WHERE_JS, selector)
-        raise AssertionError(f"after {action}, {selector} is not in the viewport: {where}") from err
-
-
 @pytest.fixture(params=list(SIZES))
 def sized(request: Any, tab_on: Callable[[Device], Page], live_server: str) -> Callable[[str], Page]:
-    """Opens attnlab at `query` at one size and waits for the heads; `page.errors` holds the uncaught errors of every
-    page it opened in the test."""
-    errors: list[str] = []
-    heard: list[Page] = []
-
-    def open_(query: str) -> Page:
-        page = tab_on(SIZES[request.param])  # the same tab each time, what the page before stored forgotten
-        if page not in heard:
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            heard.append(page)
-        page.goto(f"{live_server}/{query}")
-        wait_idle(page)
-        page.errors = errors  # type: ignore[attr-defined]
-        return page
-
-    return open_
-
-
-def touch(page: Page) -> bool:
-    return page.evaluate("() => matchMedia('(pointer: coarse)').matches")  # type: ignore[no-any-return]
-
-
-def press(page: Page, selector: str) -> None:
-    """A tap on a touch screen, a click elsewhere."""
-    loc = page.locator(selector).first
-    loc.scroll_into_view_if_needed()
-    if touch(page):
-        loc.tap()
-    else:
-        loc.click()
-
-
-SHOWN_JS = """() => [...document.querySelectorAll('[data-workspace]')]
-  .filter((w) => !w.hidden).map((w) => w.dataset.workspace)"""
-
-
-def shown(page: Page) -> list[str]:
-    return page.evaluate(SHOWN_JS)
-
-
-def set_causal(page: Page, on: bool) -> None:
-    drawer = page.locator("#controls-toggle")
-    if drawer.is_visible():
-        drawer.click()
-    box = page.locator("#mask-causal")
-    if box.is_checked() != on:
-        box.click()
-    if drawer.is_visible():
-        page.locator("#controls-close").click()
+    """Opens attnlab at `query` at one size and waits for the heads (inview.opener)."""
+    return opener(tab_on, live_server, request.param)
 
 
 def test_every_action_leaves_what_it_changed_in_view(sized: Callable[[str], Page]) -> None:

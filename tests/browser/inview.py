@@ -1,0 +1,169 @@
+"""The in-view walk's parts: a step is one thing a person does on the page, the action(s) it must perform and the
+element it must leave in the viewport; `walk` performs the steps in turn, at one size, and fails on the first step
+that performs nothing, performs something else, or leaves its answer out of sight.
+
+The page names every action that changed its state as an "attnlab:action" window event (static/js/main.js);
+`walk` records them. The store's actions (static/js/actions.js `act`) are either a person's, each performed by some
+step of the walks (tests/browser/test_every_action.py checks the tables), or the page's own answers to one,
+listed in NOT_A_PERSONS with why.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from playwright.sync_api import Page
+
+from tests.browser.conftest import Device, open_workspace, wait_idle
+from tests.helpers import node
+
+SIZES = {"1440x900": Device(1440, 900), "390x844-touch": Device(390, 844, touch=True)}
+
+# Whether the element `sel` names is at least partly in the viewport (and laid out).
+IN_VIEW_JS = """(sel) => {
+  const el = document.querySelector(sel);
+  if (!el) return false;
+  const r = el.getBoundingClientRect();
+  return r.width > 0 && r.height > 0 && r.bottom > 0 && r.top < innerHeight && r.right > 0 && r.left < innerWidth;
+}"""
+
+WHERE_JS = """(sel) => {
+  const el = document.querySelector(sel);
+  if (!el) return 'missing';
+  const r = el.getBoundingClientRect();
+  return `top ${Math.round(r.top)} bottom ${Math.round(r.bottom)} of a ${innerHeight} px viewport`;
+}"""
+
+SHOWN_JS = """() => [...document.querySelectorAll('[data-workspace]')]
+  .filter((w) => !w.hidden).map((w) => w.dataset.workspace)"""
+
+# The actions the page performs from here on (installed once a page, emptied at each step).
+RECORD_JS = """() => {
+  if (!window.performedActions) {
+    window.performedActions = [];
+    addEventListener('attnlab:action', (e) => window.performedActions.push(e.detail));
+  }
+  window.performedActions.length = 0;
+}"""
+
+# The store's actions that are the page's own answers to a person's action, never a person's: why each is one.
+NOT_A_PERSONS = {
+    "modelsLoaded": "the models list came in",
+    "modelsFailed": "the models list failed",
+    "restored": "the page read its link",
+    "runStarted": "a run went out",
+    "layersTooMany": "the server said every layer at once is over its result limit",
+    "runProgress": "the server reported a run's progress",
+    "runSucceeded": "a run's answer came in",
+    "runRest": "a streamed run's other layers came in",
+    "restFailed": "a streamed run's other layers failed",
+    "runFailed": "a run failed",
+    "runTooLarge": "the server refused a run's size",
+    "panelStarted": "a panel's request went out",
+    "panelLoaded": "a panel's answer came in",
+    "panelFailed": "a panel's request failed",
+    "panelCleared": "a panel's answer no longer fits the input",
+    "trainMeasured": "the Train workspace's run reported a measure",
+}
+
+
+def in_view(page: Page, selector: str, action: str) -> None:
+    """Wait until `selector` is in the viewport after `action`; say where it is when it never comes."""
+    try:
+        page.wait_for_function(IN_VIEW_JS, arg=selector, timeout=8_000)
+    except Exception as err:  # the playwright timeout, with where the element sat
+        where = page.evaluate(WHERE_JS, selector)
+        raise AssertionError(f"after {action}, {selector} is not in the viewport: {where}") from err
+
+
+def touch(page: Page) -> bool:
+    return page.evaluate("() => matchMedia('(pointer: coarse)').matches")  # type: ignore[no-any-return]
+
+
+def press(page: Page, selector: str) -> None:
+    """A tap on a touch screen, a click elsewhere."""
+    loc = page.locator(selector).first
+    loc.scroll_into_view_if_needed()
+    if touch(page):
+        loc.tap()
+    else:
+        loc.click()
+
+
+def shown(page: Page) -> list[str]:
+    return page.evaluate(SHOWN_JS)  # type: ignore[no-any-return]
+
+
+def set_causal(page: Page, on: bool) -> None:
+    drawer = page.locator("#controls-toggle")
+    if drawer.is_visible():
+        drawer.click()
+    box = page.locator("#mask-causal")
+    if box.is_checked() != on:
+        box.click()
+    if drawer.is_visible():
+        page.locator("#controls-close").click()
+
+
+def opener(tab_on: Callable[[Device], Page], live_server: str, size: str) -> Callable[[str], Page]:
+    """Opens attnlab at `query` at one size and waits for the heads; `page.errors` holds the uncaught errors of every
+    page it opened."""
+    errors: list[str] = []
+    heard: list[Page] = []
+
+    def open_(query: str) -> Page:
+        page = tab_on(SIZES[size])  # the same tab each time, what the page before stored forgotten
+        if page not in heard:
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            heard.append(page)
+        page.goto(f"{live_server}/{query}")
+        wait_idle(page)
+        page.errors = errors  # type: ignore[attr-defined]
+        return page
+
+    return open_
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing a person does: `name` in words, the workspace it is done in, `act` doing it (through the page's own
+    controls, as a person would), `does` the store's action types it must perform (empty for a workspace with state
+    of its own, such as Vision and Train), and `answer` the element it changed, which must end in the viewport."""
+
+    name: str
+    workspace: str
+    act: Callable[[Page], None]
+    answer: str
+    does: tuple[str, ...] = ()
+
+
+def walk(page: Page, steps: list[Step]) -> None:
+    """Perform each step in turn: its workspace opened by its tab first when another is shown."""
+    for step in steps:
+        if shown(page) != [step.workspace]:
+            open_workspace(page, step.workspace)
+        page.evaluate(RECORD_JS)
+        step.act(page)
+        for kind in step.does:
+            try:
+                page.wait_for_function("(k) => window.performedActions.includes(k)", arg=kind, timeout=8_000)
+            except Exception as err:
+                got = page.evaluate("() => window.performedActions")
+                raise AssertionError(f"{step.name} performed {got}, not {kind}") from err
+        in_view(page, step.answer, step.name)
+
+
+def store_actions(root: Path) -> list[str]:
+    """The store's action types: the keys of static/js/actions.js `act`, read by node from the page's modules."""
+    actions = json.dumps(str(root / "static/js/actions.js"))
+    script = f"import({actions}).then((m) => console.log(JSON.stringify(Object.keys(m.act))))"
+    out = subprocess.run([node(), "--input-type=module", "-e", script], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def performed_by(tables: list[list[Step]]) -> set[str]:
+    return {kind for steps in tables for step in steps for kind in step.does}
