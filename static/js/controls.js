@@ -5,12 +5,13 @@
 // workspaces.js, standalone.js) do and no view does: it is the page's form, whose fields the other parts of the page
 // name by id (the drawer's toggle and scrim in the header, the field an error names: errors.js `placeFor`).
 
-import { examplesFor, exampleText } from "./examples.js";
+import { DEFAULT_ANSWER, examplesFor, exampleText } from "./examples.js";
 import { act } from "./actions.js";
 import { offered } from "./capabilities.js";
 import { layerKindsLine, modelLabel, referenceLine } from "./modelinfo.js";
 import { modelInfo } from "./selectors.js";
 import { errorControls } from "./features.js";
+import { scrollToAnswer } from "./reveal.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -158,6 +159,7 @@ export function bind(root, store) {
     const ex = examplesFor(s.models)[Number(e.target.value)];
     e.target.value = "";
     if (!ex) return;
+    scrollToAnswer(ex.answer || DEFAULT_ANSWER); // the example opens scrolled to its answer (reveal.js)
     dispatch(act.exampleChosen(ex, exampleText(ex, modelInfo(s, ex.model))));
   });
   root
