@@ -1,7 +1,7 @@
 // The examples menu: a model, a text and what to look at first. Pure: the page turns one into state.
 // An example may build its text from the model's vocabulary (`repeat`), and may name a query/key pair by its
 // words (`pair`), resolved against the model's own tokens once they come back. `answer` (a selector; DEFAULT_ANSWER
-// without one) is the panel that holds what the example asks: the page opens scrolled to it (start.js).
+// without one) is the panel that holds what the example asks: the page opens scrolled to it (reveal.js).
 
 import { offered } from "./capabilities.js";
 

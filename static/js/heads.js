@@ -3,8 +3,8 @@
 // Hover a cell: tooltip and linked row/column in every head. Click or Enter on a head: it opens large.
 // Each card carries an "ablate" toggle (its own button: pressing it never opens the head) and the head's health
 // flags from its stats: nearly uniform (the server's `dead`), identical to another head, W_Q = W_K (symmetric
-// scores), the rank of W_Q W_Kᵀ. Its parts are found in its root (dom.js `within`); the hover's tooltip, the page's
-// one, in the document.
+// scores), the rank of W_Q W_Kᵀ. Its parts are found in its root (dom.js `within`); the hover's tooltip is the page's
+// one (tooltip.js).
 
 import { halfRows } from "./arrays.js";
 import { renderBugBanner } from "./bugs.js";
@@ -27,6 +27,7 @@ import { pieceQuote } from "./piece.js";
 import { contributionStrip, stripLabel } from "./contrib.js";
 import { firstPosition, pos } from "./positions.js";
 import { keptHidden, markGiveaways } from "./giveaway.js";
+import { showTip } from "./tooltip.js";
 
 export const PAGE_SIZE = 24;
 export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 heads on a page, and for more
@@ -200,13 +201,10 @@ export function cardSink(view, head) {
   return view.view === "weights" ? sinkWeights(head, view.item) : null;
 }
 
-// The tooltip on a cell, and the row and column it lights up in every head. The tooltip is the page's one (over
-// every view, in none of them: the template's, or the exported file's), the one element this view finds in the
-// document, or in the shadow root a notebook widget draws in (the root of the element under the pointer).
+// The tooltip on a cell (the page's one: tooltip.js), and the row and column it lights up in every head.
 function hover(view, cell, event, dispatch) {
-  const tip = tooltipOf(event);
   if (!cell) {
-    tip.hidden = true;
+    showTip(null, event);
     dispatch(act.highlightSet(null));
     return;
   }
@@ -214,9 +212,7 @@ function hover(view, cell, event, dispatch) {
   const head = layer.head;
   const who = `${view.multiLayer ? `Layer ${cell.layer} · ` : ""}head ${cell.head}`;
   if (cell.sink) {
-    tip.replaceChildren(node("div", {}, who), node("div", {}, sinkHover(cell.q, cardSink(view, head)[cell.q])));
-    tip.hidden = false;
-    place(tip, event);
+    showTip([who, sinkHover(cell.q, cardSink(view, head)[cell.q])], event);
     dispatch(act.highlightSet({ q: cell.q, k: null }));
     return;
   }
@@ -229,21 +225,8 @@ function hover(view, cell, event, dispatch) {
       ? `weight ${head.weights[cell.q][cell.k].toFixed(4)}`
       : `masked · weight ${head.weights[cell.q][cell.k].toFixed(4)}`,
   ];
-  tip.replaceChildren(...lines.map((l) => node("div", {}, l)));
-  tip.hidden = false;
-  place(tip, event);
+  showTip(lines, event);
   dispatch(act.highlightSet({ q: cell.q, k: cell.k }));
-}
-
-function tooltipOf(event) {
-  const root = event && event.target && event.target.getRootNode ? event.target.getRootNode() : document;
-  return (root.getElementById ? root : document).getElementById("tooltip");
-}
-
-function place(tip, event) {
-  const x = Math.min(window.innerWidth - 300, event.clientX + 14);
-  tip.style.left = `${Math.max(0, x) + window.scrollX}px`;
-  tip.style.top = `${event.clientY + window.scrollY + 14}px`;
 }
 
 // The legend: the scale's colours with numbers under them, the masked and blocked keys.

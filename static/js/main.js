@@ -12,8 +12,11 @@
 //
 // It owns the whole document, so it looks elements up in it: the view roots (found once, each handed to its view),
 // the workspaces' tab bar, #views (busy while a run is on its way, stale after a failed one) and the element that
-// had the focus before a redraw. A view looks only inside the root it is given.
+// had the focus before a redraw. A view looks only inside the root it is given; what spans several views is the
+// page's and bound here: the controls' drawer (drawer.js) and a failed run's message beside its control
+// (actionerror.js).
 
+import { placeErrors } from "./actionerror.js";
 import { fetchModels } from "./api.js";
 import { correctCodeNote, renderCorrectCode } from "./bugs.js";
 import { numbersOf, offered, optionsOf } from "./capabilities.js";
@@ -24,6 +27,7 @@ import { shownHeld } from "./selectors.js";
 import { withLinkedSnapshot } from "./trainmodel.js";
 import { afterPaint, inSight, nextTask, split } from "./sight.js";
 import { decodeState, encodeState, stateForModel } from "./state.js";
+import { bindDrawer } from "./drawer.js";
 import { register } from "./registry.js";
 import { act, createStore, initialState, reducer } from "./store.js";
 import { bindTabs, drawsNow, follow, mount, onOpen, open, withWorkspace, workspaceOf } from "./workspaces.js";
@@ -282,7 +286,10 @@ async function init() {
   const views = await loadViews();
   store = createStore(reducer, initialState());
   for (const v of views) v.mod.bind?.(v.root, store);
+  const rootOf = (name) => views.find((v) => v.name === name).root;
+  bindDrawer(rootOf("controls"), rootOf("errors"));
   store.subscribe((s, prev) => draw(views, s, prev));
+  placeErrors(store, rootOf("errors")); // the message beside the control a failed run names, once the views drew
   // each action that changed the state, named on the window as an "attnlab:action" event (detail: its type), for
   // whatever embeds or drives the page (the browser tests read which actions a control performed)
   store.subscribe((_s, _prev, a) => dispatchEvent(new CustomEvent("attnlab:action", { detail: a.type })));

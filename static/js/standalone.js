@@ -10,13 +10,14 @@
 // dispatch (actions.js) is applied by `reduce`, the few actions a file with no server can honour; the rest are
 // dropped. Only the large head is this file's own: a canvas heatmap (heatmap.js) where the page plots with plotly.
 // An export with rollout or attention flow draws each layer's map under the view (sastacked.js), whatever is shown.
-// The file is this module's own: it finds its elements by id in its root (the document, or a notebook widget's shadow
-// root: store.root); the page's views it draws find theirs in the root it hands each one (viewRoot).
+// The file is this module's own: it finds its elements by id in its root (dom.js `within`: the document, or a
+// notebook widget's shadow root: store.root); the page's views it draws find theirs in the root it hands each one
+// (viewRoot).
 
 import { act } from "./actions.js";
 import { readArrays } from "./arrays.js";
 import { PALETTES, matrixKey } from "./colors.js";
-import { node } from "./dom.js";
+import { node, within } from "./dom.js";
 import { bind as bindHeads, render as renderHeads } from "./heads.js";
 import { cellAt, drawHeatmap, layoutFor, sizeCanvas } from "./heatmap.js";
 import { cellReasons } from "./masks.js";
@@ -31,9 +32,6 @@ import { countFrom1, pos } from "./positions.js";
 export const SHOWS = { layer: "Heads of one layer", all: "All layers", head: "One head, with retrieval" };
 export const MAX_CELL = 34;
 export const LARGE_PLOT_PX = 560; // the large head's side
-
-const $ = (id) => document.getElementById(id);
-const byId = (root, id) => root.getElementById(id);
 
 // ---- decoding ----------------------------------------------------------------------------------------------------
 
@@ -146,7 +144,7 @@ export function describeCell(view, head, cell) {
 // ---- drawing -----------------------------------------------------------------------------------------------------
 
 function showTip(lines, event, root) {
-  const tip = byId(root, "tooltip");
+  const tip = within(root)("tooltip");
   tip.hidden = !lines;
   if (!lines) return;
   tip.replaceChildren(...lines.map((line) => node("div", {}, line)));
@@ -226,7 +224,7 @@ function option(value, text, selected) {
 }
 
 function renderControls(s, root) {
-  const $ = (id) => byId(root, id);
+  const $ = within(root);
   const result = s.run.result;
   const show = $("sa-view-select");
   show.replaceChildren(
@@ -265,12 +263,12 @@ const SHOWN = {
   },
   all: {
     bind: () => {},
-    draw: (s, store) => renderOverview(byId(store.root, "overview-panel"), s, store.dispatch),
+    draw: (s, store) => renderOverview(within(store.root)("overview-panel"), s, store.dispatch),
   },
   head: {
     bind: (root, store) => bindRetrieval(root, store),
     draw: (s, store) => {
-      renderLarge(byId(store.root, "sa-large"), s, store.dispatch, store.root);
+      renderLarge(within(store.root)("sa-large"), s, store.dispatch, store.root);
       renderRetrieval(viewRoot("retrieval", store.root), s, store.dispatch);
     },
   },
@@ -284,7 +282,7 @@ function viewRoot(name, root) {
 // `store.root`: the document or shadow root the file's elements are in; `store.host`: the element that counts the
 // draws (data-drawn).
 export function render(s, store, prev = null) {
-  const $ = (id) => byId(store.root, id);
+  const $ = within(store.root);
   const root = $("sa-view");
   if (!prev || prev.show !== s.show) {
     root.replaceChildren($(`sa-${s.show}`).content.cloneNode(true));
@@ -316,7 +314,7 @@ export function summaryLine(result, state) {
 
 // The file's controls (view, layer, head, query, colours), each dispatching to `store`; bound once.
 export function bindControls(store) {
-  const $ = (id) => byId(store.root, id);
+  const $ = within(store.root);
   $("sa-view-select").addEventListener("change", (e) => store.dispatch({ type: "showSet", show: e.target.value }));
   $("layer-select").addEventListener("change", (e) => store.dispatch(act.layerSet(Number(e.target.value))));
   $("head-select").addEventListener("change", (e) => store.dispatch({ type: "headSet", head: Number(e.target.value) }));
@@ -325,7 +323,7 @@ export function bindControls(store) {
 }
 
 function fail(err) {
-  const banner = $("sa-error");
+  const banner = within(document)("sa-error");
   banner.hidden = false;
   banner.textContent = `Could not open this attnlab export: ${err && err.message ? err.message : err}`;
   document.body.dataset.drawn = "error";
@@ -333,6 +331,7 @@ function fail(err) {
 }
 
 export async function boot() {
+  const $ = within(document);
   let result;
   let shown;
   try {

@@ -95,7 +95,7 @@ function renderStatus(part, s) {
 
 // "what changed": the last toggle's changes, or, after a failure, that it changed nothing.
 export function summaryText(run) {
-  // a failure is told once, where the person acted (errors.js); here it changed nothing, so there is nothing to say
+  // a failure is told once, where the person acted (actionerror.js); here it changed nothing: nothing to say
   if (run.status === "error" && run.error) return "";
   const d = run.diff;
   if (!d || !d.comparable) return "";

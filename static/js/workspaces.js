@@ -264,7 +264,7 @@ function placeLesson(id, openIt) {
 }
 
 // Subscribed after the views' draw: the lesson's card follows its lesson, and an action's answer comes into sight.
-let steered = false; // a step of the start path (start.js scrollToAnswer) is bringing its own answer into sight
+let steered = false; // a step of the start path (reveal.js scrollToAnswer) is bringing its own answer into sight
 
 export function steer(on) {
   steered = on;

@@ -48,11 +48,24 @@ DRAWN: dict[str, str] = {
     "numbers": "#matrix-editors table",
     "maskcontrols": "#blocked-count:not(:empty)",
     "moreinputs": "#batch-help:not(:empty)",
+    "controls": "#model-select option",
+    "errors": '[data-view="errors"]:not([hidden])',
+    # the jump row (bound into the copy) hides the jump to a panel the page hides: all layers at a glance, one shown
+    "start": "button[data-jump][hidden]",
+    "vision": "#vision-status:not(:empty)",
 }
 LOADING = {"status": "loading", "result": None, "message": ""}
+RUN_ERROR = {
+    "code": "given",
+    "message": "A given failure",
+    "hint": "Nothing to fix.",
+    "field": "text",
+    "where": "sequence-input",
+    "action": "Run",
+}
 # What a view is drawn from here where the page's state would draw nothing new into a fresh copy: a panel's slot
 # (those asked by a button, drawn while their answer is on its way), settings on top of the page's (`ui`), the
-# slots of the page's own analyses (`panels`) or the models offered
+# slots of the page's own analyses (`panels`), the models offered or the run (`run`: a failed one)
 GIVEN: dict[str, dict[str, object]] = {
     "audit": {"slot": LOADING},
     "contrast": {"slot": LOADING},
@@ -67,6 +80,8 @@ GIVEN: dict[str, dict[str, object]] = {
     "deepzoom": {"ui": {"deepzoom": 1}, "models": [{"name": "given-long", "reads": ["text"]}]},
     # a model that reads a typed matrix (this server offers none)
     "typed": {"ui": {"model": "given"}, "models": [{"name": "given", "reads": ["scores"]}]},
+    # a failed run that names a control of the page's (the message beside it is the page's: actionerror.js)
+    "errors": {"run": {"error": RUN_ERROR}},
 }
 
 DRAW_DETACHED_JS = """async ([drawn, given]) => {
@@ -81,14 +96,15 @@ DRAW_DETACHED_JS = """async ([drawn, given]) => {
     holder.append(root);
     const mod = await import(`/static/js/${name}.js`);
     const g = given[name] || {};
-    const s = { ...page, models: g.models || page.models, ui: { ...page.ui, ...g.ui } };
+    const s = { ...page, models: g.models || page.models, ui: { ...page.ui, ...g.ui }, run: { ...page.run, ...g.run } };
     s.panels = { ...page.panels, ...g.panels };
     // bound first, as the page binds each view once (its listeners, and the parts it adds to its markup)
     const store = { dispatch: () => {}, getState: () => s, subscribe: () => () => {} };
     if (root.dataset.panel) mod.panel.bind?.(root, store);
     else mod.bind?.(root, store);
     const before = holder.querySelectorAll(sel).length;
-    const seen = new MutationObserver(() => {});
+    const records = []; // delivered to the observer at a microtask's end, or taken below
+    const seen = new MutationObserver((rs) => records.push(...rs));
     seen.observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });
     let error = null;
     try {
@@ -97,6 +113,7 @@ DRAW_DETACHED_JS = """async ([drawn, given]) => {
     } catch (e) {
       error = String(e);
     }
+    await Promise.resolve(); // what the draw left for a microtask (the start path's jump row) is done too
     // what changed, and inside which element with an id (still in the document or no longer)
     const where = (r) => {
       const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
@@ -109,7 +126,7 @@ DRAW_DETACHED_JS = """async ([drawn, given]) => {
       const el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
       return !!el?.closest('#js-plotly-tester') || (!el?.isConnected && el instanceof SVGElement);
     };
-    const changed = seen.takeRecords().filter((r) => !plotlys(r)).map(where);
+    const changed = [...records, ...seen.takeRecords()].filter((r) => !plotlys(r)).map(where);
     seen.disconnect();
     out[name] = { before, after: holder.querySelectorAll(sel).length, changed: changed.slice(0, 5), error };
   }
