@@ -67,11 +67,24 @@ function models(rh, font) {
   };
 }
 
+// A long diagram draws the rows its scroll box shows: up to ALL_ROWS rows every row is drawn at once; beyond, the rows
+// within ROWS_AROUND of the query and of the rows last in sight, and the others as the box scrolls to them
+// (ROWS_BEYOND more past each edge of the box). Every line is drawn: a line to a key out of sight still crosses
+// the rows in sight. At 512 tokens that is about 1,200 elements instead of 4,100 (most of the first draw's style
+// and layout was the 1,024 rows' SVG text).
+export const ALL_ROWS = 160;
+export const ROWS_AROUND = 64;
+export const ROWS_BEYOND = 24;
+const TOP = 30; // the header's height: row i starts at TOP + i * rh
+
+const drawing = new WeakMap(); // svg -> how its rows are drawn: {rowCount, rh, height, drawn, draw(i), seen}
+
 export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
   const S = view.tokens.length;
   const keys = view.keyTokens || view.tokens;
-  const rh = rowHeight(Math.max(S, keys.length));
-  const height = 34 + Math.max(S, keys.length) * rh + 8;
+  const rowCount = Math.max(S, keys.length);
+  const rh = rowHeight(rowCount);
+  const height = TOP + 4 + rowCount * rh + 8;
   svg.replaceChildren();
   const rows = retrievalRows(view, head, q);
   // wide enough for the longest "score · ✕ reasons" label: the reason text is never cut off
@@ -102,10 +115,12 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
     el("text", { x: COL.key, y: 16, class: "rd-head" }, view.keyTokens ? "Keys (source)" : "Keys"),
     el("text", { x: COL.labels, y: 16, class: "rd-head" }, head.scores ? "score · weight" : "weight"),
   );
-  const y = (i) => 30 + i * rh + rh / 2;
+  const y = (i) => TOP + i * rh + rh / 2;
   const m = models(rh, font);
   const lines = el("g", { class: "rd-lines" });
-  all.append(lines);
+  const queries = el("g", { class: "rd-queries" });
+  const keyRows = el("g", { class: "rd-keys" });
+  all.append(lines, queries, keyRows);
   const palette = PALETTES[view.palette] || PALETTES.viridis;
   const x1 = m.x1;
   const x2 = COL.key;
@@ -127,7 +142,7 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
     path.setAttribute("data-key", String(r.k));
     lines.append(path);
   }
-  for (let i = 0; i < S; i++) {
+  const queryRow = (i) => {
     const g = m.query.cloneNode(true);
     g.setAttribute("class", `rd-query${i === q ? " rd-chosen" : ""}`);
     g.setAttribute("data-query", String(i));
@@ -135,9 +150,9 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
     g.lastChild.setAttribute("y", String(y(i) + font / 3));
     g.lastChild.textContent = `${pos(i)}  ${pieceLabel(view.tokens[i], 12)}`;
     g.addEventListener("click", () => onQuery(i));
-    all.append(g);
-  }
-  for (const r of rows) {
+    return g;
+  };
+  const keyRow = (r) => {
     const chosen = view.pair && view.pair[0] === q && view.pair[1] === r.k;
     const g = m.key.cloneNode(true);
     g.setAttribute("class", `rd-key${r.eligible ? "" : " rd-masked"}${chosen ? " rd-pair" : ""}`);
@@ -156,14 +171,73 @@ export function renderRetrieval(svg, view, head, q, onQuery, onKey) {
     const s = r.score === null ? "" : `${r.score.toFixed(3)} · `;
     num.setAttribute("y", String(y(r.k) + font / 3));
     num.textContent = r.eligible ? `${s}${(r.weight ?? 0).toFixed(3)}` : `${s}✕ ${r.reasons.join("+") || "masked"}`;
-    all.append(g);
+    return g;
+  };
+  const last = drawing.get(svg);
+  const state = { rowCount, rh, height, drawn: new Uint8Array(rowCount), seen: last?.seen ?? null };
+  const queryEls = new Array(rowCount);
+  const keyEls = new Array(rowCount);
+  // row i's query and key, each put before the next row drawn below it, so the rows stay in order
+  state.draw = (i) => {
+    state.drawn[i] = 1;
+    let next = i + 1;
+    while (next < rowCount && !state.drawn[next]) next++;
+    if (i < S) queries.insertBefore((queryEls[i] = queryRow(i)), queryEls[next] ?? null);
+    if (i < rows.length) keyRows.insertBefore((keyEls[i] = keyRow(rows[i])), keyEls[next] ?? null);
+  };
+  drawing.set(svg, state);
+  if (rowCount <= ALL_ROWS) drawRows(state, 0, rowCount);
+  else {
+    drawRows(state, q - ROWS_AROUND, q + ROWS_AROUND + 1);
+    if (state.seen) drawRows(state, ...state.seen);
   }
   svg.append(all);
+  watchScroll(svg);
   svg.setAttribute(
     "aria-label",
     `Retrieval for query ${pos(q)} ${pieceQuote(view.tokens[q])}: ${rows.filter((r) => r.eligible).length} of ${keys.length} keys eligible. ` +
       "Up and down arrows choose another query.",
   );
+}
+
+// Draws the rows from..to (clamped, `to` excluded) not drawn yet.
+function drawRows(state, from, to) {
+  for (let i = Math.max(0, from); i < Math.min(state.rowCount, to); i++) if (!state.drawn[i]) state.draw(i);
+}
+
+// The rows of `svg` its scroll box (its parent) shows, ROWS_BEYOND more each side: [from, to), or null when the
+// diagram has no box (not laid out). Reads the layout.
+export function rowsInSight(svg) {
+  const state = drawing.get(svg);
+  const box = svg.parentElement;
+  if (!state || !box) return null;
+  const s = svg.getBoundingClientRect();
+  if (!s.height) return null;
+  const b = box.getBoundingClientRect();
+  const scale = s.height / state.height; // px a unit of the viewBox
+  const top = Math.max(s.top, b.top + box.clientTop) - s.top;
+  const bottom = Math.min(s.bottom, b.top + box.clientTop + box.clientHeight) - s.top;
+  const row = (px) => (px / scale - TOP) / state.rh;
+  return [Math.floor(row(top)) - ROWS_BEYOND, Math.ceil(row(bottom)) + ROWS_BEYOND];
+}
+
+// Draws the rows in sight that are not drawn yet, and remembers them for the next draw.
+function drawInSight(svg) {
+  const state = drawing.get(svg);
+  const seen = rowsInSight(svg);
+  if (!state || !seen) return;
+  state.seen = seen;
+  drawRows(state, ...seen);
+}
+
+const watched = new WeakSet();
+
+// The rows scrolled to are drawn in the frame that shows them (a scroll event comes before the frame's paint).
+function watchScroll(svg) {
+  const box = svg.parentElement;
+  if (!box || watched.has(svg)) return;
+  watched.add(svg);
+  box.addEventListener("scroll", () => drawInSight(svg), { passive: true });
 }
 
 // The context for query q: Σ_k weight_k · v_k, as rows a person can add up (only the keys with weight).
@@ -237,6 +311,7 @@ function followQuery(svg) {
   const b = box.getBoundingClientRect();
   const r = chosen.getBoundingClientRect();
   if (r.top < b.top || r.bottom > b.bottom) box.scrollTop += r.top - b.top - b.height / 2 + r.height / 2;
+  drawInSight(svg);
 }
 
 export function bind(root, store) {

@@ -433,6 +433,31 @@ def test_the_retrieval_diagram_follows_its_query_and_shows_the_context(open_page
     expect(rows.last).to_contain_text("context")
 
 
+def test_a_long_retrieval_diagram_draws_the_rows_scrolled_to(open_page: Callable[..., Page]) -> None:
+    """At 200 tokens the diagram draws the rows its box shows and the others as the box scrolls to them: wheeled to
+    its end, the last query's and the last key's rows are there, inside the box, with their tokens and the key's
+    reason; a click on the last query retrieves for it, and the last key then reads its weight."""
+    n = 200
+    page = open_page("?m=random&t=" + "+".join(f"w{i}" for i in range(n)) + "&causal=1&query=1")
+    svg = page.get_by_test_id("retrieval-diagram")
+    box = page.locator("section:has(#retrieval) .scroll")
+    last_query = page.locator(f"#retrieval g.rd-query[data-query='{n - 1}']")
+    last_key = page.locator(f"#retrieval g.rd-key[data-key='{n - 1}']")
+    box.scroll_into_view_if_needed()
+    box.hover()
+    page.mouse.wheel(0, box.evaluate("(b) => b.scrollHeight - b.clientHeight"))
+    page.wait_for_function("(b) => b.scrollTop + b.clientHeight >= b.scrollHeight - 1", arg=box.element_handle())
+    expect(last_key).to_contain_text(f"w{n - 1}")
+    expect(last_key.locator(".rd-num")).to_contain_text("✕ causal")  # query 1 cannot see the last key
+    frame = box.bounding_box()
+    for row in (last_query, last_key):
+        rect = row.locator("rect").bounding_box()
+        assert frame and rect and frame["y"] <= rect["y"] and rect["y"] + rect["height"] <= frame["y"] + frame["height"]
+    last_query.click()
+    expect(svg).to_have_attribute("data-query", str(n - 1))
+    expect(last_key.locator(".rd-num")).to_have_text(re.compile(r"^-?\d+\.\d{3} · [01]\.\d{3}$"))
+
+
 def test_a_zero_weight_line_is_grey(js_page: Page) -> None:
     out = js_page.evaluate(
         """async () => { const R = await import('/static/js/retrieval.js');
