@@ -241,10 +241,11 @@ def _sent(body: dict[str, Any]) -> dict[str, Any]:
     def take(node: dict[str, Any], prefix: str) -> dict[str, Any]:
         out = {}
         for key, value in node.items():
-            if key == "image" and isinstance(value, (bytes, bytearray, memoryview, os.PathLike)):
-                named = Path(value) if isinstance(value, os.PathLike) else None
-                data = named.read_bytes() if named is not None else bytes(value)
-                files[prefix + key] = (named.name if named else "image", data, "application/octet-stream")
+            if key == "image" and isinstance(value, os.PathLike):
+                named = Path(value)
+                files[prefix + key] = (named.name, named.read_bytes(), "application/octet-stream")
+            elif key == "image" and isinstance(value, (bytes, bytearray, memoryview)):
+                files[prefix + key] = ("image", bytes(value), "application/octet-stream")
             elif isinstance(value, dict) and not prefix:
                 out[key] = take(value, f"{key}.")
             else:
