@@ -136,7 +136,9 @@ def read_form(
     _, options = parse_options_header(content_type)
     boundary = options.get(b"boundary")
     if not boundary:
-        raise refused(422, "content-type: multipart/form-data without a boundary=...", "content-type")
+        raise refused(
+            422, "multipart/form-data without a boundary=...: send the boundary that parts the body", "content-type"
+        )
     reader = FormReader(paths, max_image_bytes)
     callbacks: Any = {name: getattr(reader, name) for name in dir(FormReader) if name.startswith("on_")}
     try:
