@@ -63,9 +63,11 @@ export function headLine(got, otherLabel, cleanLabel) {
 }
 
 // The layer x head grid as a table: a row per layer, a button per head holding its recovered share (its background
-// as strong as the share), the best cell marked. A button chooses that layer and head for the image above.
+// as strong as the share is next to the largest, as the veils read weights next to the row's largest), the best cell
+// marked. A button chooses that layer and head for the image above.
 export function headTable(got) {
   const best = bestHead(got.recovered);
+  const top = best ? share(best.value) : 0;
   const heads = got.columns;
   const head = node("tr");
   head.append(
@@ -81,10 +83,10 @@ export function headTable(got) {
       b.dataset.layer = String(layer);
       b.dataset.head = String(h);
       b.dataset.share = String(share(v));
-      b.style.setProperty("--share", String(share(v)));
+      b.style.setProperty("--share", String(top > 0 ? share(v) / top : 0)); // the strongest the largest share
       const isBest = best && best.layer === layer && best.head === h;
       if (isBest) b.classList.add("vision-best");
-      if (share(v) > 0.55) b.classList.add("vision-strong"); // light text on the strong accent
+      if (top > 0 && share(v) / top > 0.55) b.classList.add("vision-strong"); // light text on the strong accent
       b.setAttribute("aria-label", `layer ${layer} head ${h}: ${text} recovered${isBest ? ", the most" : ""}`);
       const td = node("td");
       td.append(b);

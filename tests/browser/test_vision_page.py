@@ -251,6 +251,8 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, typed_p
         assert abs(shared - float(np.clip(np.nan_to_num(recovered[layer, head]), 0, 1))) < 1e-6, (layer, head, shared)
     layer, head = np.unravel_index(np.nanargmax(recovered), recovered.shape)
     assert [(c[0], c[1]) for c in cells if c[3]] == [(layer, head)]
+    strength = "b => b.style.getPropertyValue('--share')"  # coloured next to the largest share: the best cell's is 1
+    assert page.locator("[data-testid=vision-patching] .vision-best").evaluate(strength) == "1"
     line = page.locator("[data-testid=vision-patch-line]").inner_text()
     assert f"head {head} of layer {layer} brings back the most ({recovered[layer, head]:.3f}" in line, line
     page.locator(f"[data-testid=vision-patching] [data-layer='0'][data-head='{3 - head}']").focus()
