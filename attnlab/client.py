@@ -6,6 +6,8 @@ Needs only httpx and NumPy (not torch, not the server). The analyses' methods co
 Matrices come as NumPy arrays: an analysis that answers in the arrays form (/api/attention, /api/intervene,
 /api/compare) is asked for it (`Accept: application/vnd.attnlab.arrays`); the others return their JSON as dicts.
 An error answer raises attnlab.ApiError; a transport failure (no server, a timeout) stays an httpx.TransportError.
+An `image` given as a local file (a pathlib.Path) or as bytes, at the top of the body or in a nested one
+(`clean={"image": Path("a.png")}`), is sent as a file part of a multipart/form-data request; as a str it is base64.
 
     with attnlab.Client("http://127.0.0.1:8000") as api:
         r = api.attention("random", text="the cat sat", masks={"causal": True})
@@ -15,6 +17,7 @@ An error answer raises attnlab.ApiError; a transport failure (no server, a timeo
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -155,7 +158,7 @@ class Client:
         if found is None:
             raise AttributeError(f"this server declares no analysis {name!r}; it has {', '.join(sorted(declared))}")
         if found["forms"] == ["html"]:
-            resp = self._http.post(found["path"], json=_body(model, fields), headers={"accept": "text/html"})
+            resp = self._http.post(found["path"], **_sent(_body(model, fields)), headers={"accept": "text/html"})
             _raise_for(resp)
             return resp.text
         return self._call("POST", found["path"], _body(model, fields), arrays="arrays" in found["forms"])
@@ -196,7 +199,8 @@ class Client:
         headers: dict[str, str] | None = None,
     ) -> Any:
         accept = ARRAYS_ACCEPT if arrays else "application/json"
-        resp = self._http.request(method, path, json=body, headers={"accept": accept, **(headers or {})})
+        sent = _sent(body) if body is not None else {}
+        resp = self._http.request(method, path, **sent, headers={"accept": accept, **(headers or {})})
         _raise_for(resp)
         kind = resp.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind == MEDIA_TYPE:
@@ -226,3 +230,30 @@ def _body(model: str | None, fields: dict[str, Any]) -> dict[str, Any]:
     if model is not None:
         body["model"] = model
     return body
+
+
+def _sent(body: dict[str, Any]) -> dict[str, Any]:
+    """httpx's arguments for a body: `json=` as it is, or, when an `image` is a local file or bytes, a multipart
+    form of the JSON as the part `request` and each such image as a file part named by its path (image,
+    clean.image)."""
+    files: dict[str, tuple[str, bytes, str]] = {}
+
+    def take(node: dict[str, Any], prefix: str) -> dict[str, Any]:
+        out = {}
+        for key, value in node.items():
+            if key == "image" and isinstance(value, os.PathLike):
+                named = Path(value)
+                files[prefix + key] = (named.name, named.read_bytes(), "application/octet-stream")
+            elif key == "image" and isinstance(value, (bytes, bytearray, memoryview)):
+                files[prefix + key] = ("image", bytes(value), "application/octet-stream")
+            elif isinstance(value, dict) and not prefix:
+                out[key] = take(value, f"{key}.")
+            else:
+                out[key] = value
+        return out
+
+    left = take(body, "")
+    if not files:
+        return {"json": body}
+    request = ("", json.dumps(left).encode(), "application/json")
+    return {"files": {"request": request, **files}}

@@ -39,10 +39,13 @@ class BodyLimit:
     upload is cut off as soon as it passes the limit.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, read_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, read_timeout_s: float = 10.0, uploads: frozenset[str] = frozenset()
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.read_timeout_s = read_timeout_s
+        self.uploads = uploads  # the paths that also take multipart/form-data (server/uploads.py)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -60,7 +63,7 @@ class BodyLimit:
                 await send_error(send, 403, "cross_site", CROSS_SITE, "sec-fetch-site")
                 return
         if scope["method"] == "POST" and scope["path"].startswith("/api/"):
-            refusal = json_only(headers)
+            refusal = json_only(headers, scope["path"] in self.uploads)
             if refusal is not None:
                 await send_error(send, 415, "unsupported_media_type", *refusal)
                 return
@@ -114,17 +117,22 @@ CROSS_SITE = (
 )
 
 
-def json_only(headers: dict[bytes, bytes]) -> tuple[str, str] | None:
+def json_only(headers: dict[bytes, bytes], uploads: bool = False) -> tuple[str, str] | None:
     """(message, field) when a POST to the API is not plain JSON: the API reads application/json, uncompressed,
-    and says so (a POST with no content-type is one a page of any site could send without asking)."""
+    and says so (a POST with no content-type is one a page of any site could send without asking). `uploads`: the
+    route takes an image, so multipart/form-data too (server/uploads.py; a page of another site that posts a form
+    is refused by its Sec-Fetch-Site: cross-site, before this)."""
     encoding = headers.get(b"content-encoding", b"identity").decode("latin-1").strip().lower()
     if encoding not in ("", "identity"):
         return f"content-encoding: got {encoding!r}; send the JSON body uncompressed", "content-encoding"
     kind = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
     if not kind:
         return "content-type: none given; the API reads application/json", "content-type"
+    if uploads and kind == "multipart/form-data":
+        return None
     if kind != "application/json" and not kind.endswith("+json"):
-        return f"content-type: got {kind[:100]!r}; the API reads application/json", "content-type"
+        also = " (or multipart/form-data, with an image as a file)" if uploads else ""
+        return f"content-type: got {kind[:100]!r}; the API reads application/json{also}", "content-type"
     return None
 
 
@@ -344,7 +352,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(guide.router)
     app.add_middleware(Unexpected)  # innermost: it sees what the exception handlers did not take
     app.add_middleware(HeadAsGet)  # outside Unexpected: a HEAD's 500 has no body either
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, read_timeout_s=settings.read_timeout_s)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=settings.max_body_bytes,
+        read_timeout_s=settings.read_timeout_s,
+        uploads=analyses.upload_paths(),
+    )
     app.add_middleware(Capacity, limit=settings.max_connections, load=app.state.load)  # inside the log and headers
     app.add_middleware(Hardening, allowed_hosts=app.state.allowed_hosts)
     app.add_middleware(Observe, metrics=metrics)

@@ -37,6 +37,7 @@ from server.errors import ApiError
 from server.observability import Metrics
 from server.progress import HEADER, run_id_of
 from server.stream import StreamedAnswer
+from server.uploads import REQUEST_PART, image_paths, is_multipart, read_form, with_files
 
 T = TypeVar("T")
 # How deeply a body may nest arrays and objects: the deepest body the API reads is 6 levels (a compare of two
@@ -205,22 +206,32 @@ def nesting(body: bytes) -> int:
     return deepest
 
 
-def parse_body(model: type[BaseModel], body: bytes) -> BaseModel:
-    """The JSON body validated against `model`, with FastAPI's error locations ("body", ...)."""
+def parse_body(model: type[BaseModel], body: bytes, files: dict[str, bytes] | None = None) -> BaseModel:
+    """The JSON body validated against `model`, with FastAPI's error locations ("body", ...). `files`: the body
+    came as multipart/form-data (server/uploads.py): `body` is its `request` part, and each file is set at its
+    path before the body is validated."""
+    part = "body" if files is None else REQUEST_PART
     if not body:
+        if files is not None:
+            raise ApiError(422, "invalid_request", "empty: the part `request` is the JSON body", part)
         raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
     depth = nesting(body)
     if depth > MAX_DEPTH:
         message = f"nested {depth} levels deep (arrays and objects), limit {MAX_DEPTH}"
-        raise ApiError(422, "invalid_request", message, "body")
+        raise ApiError(422, "invalid_request", message, part)
     try:
         data = json.loads(body)
-    except json.JSONDecodeError as e:
-        error = {"type": "json_invalid", "loc": ("body", e.pos), "msg": "JSON decode error", "ctx": {"error": e.msg}}
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        if files is not None:
+            raise ApiError(
+                422, "invalid_request", f"not JSON ({str(e)[:120]}): the part `request` is the JSON body", part
+            ) from e
+        at = ("body", e.pos) if isinstance(e, json.JSONDecodeError) else ("body",)
+        said = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+        error = {"type": "json_invalid", "loc": at, "msg": "JSON decode error", "ctx": {"error": said}}
         raise RequestValidationError([error]) from e
-    except UnicodeDecodeError as e:
-        error = {"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error", "ctx": {"error": str(e)}}
-        raise RequestValidationError([error]) from e
+    if files is not None:
+        data = with_files(data, files)
     try:
         return model.model_validate(data)
     except ValidationError as e:
@@ -242,12 +253,21 @@ class ComputeRoute(APIRoute):
         if analysis is None:
             raise TypeError(f"{self.endpoint.__name__}: a compute route serves a declared analysis (server/declare.py)")
         model: type[BaseModel] = analysis.request
+        images = image_paths(model)  # what a multipart body's file parts may fill (server.app.BodyLimit lets a
+        # multipart body through only to a route that has some)
+
+        def read(body: bytes, content_type: str, max_image_bytes: int) -> BaseModel:
+            """The request, from its JSON body or its multipart form (server/uploads.py)."""
+            if not is_multipart(content_type):
+                return parse_body(model, body)
+            return parse_body(model, *read_form(body, content_type, images, max_image_bytes))
 
         async def handler(request: Request) -> Response:
             ctx = analysis.context(request)
             board = ctx.runtime.progress
             run_id = run_id_of(request.headers.get(HEADER))  # a client that shows progress names its run
             body = await request.body()  # read already, whole, by server.app.BodyLimit
+            content_type = request.headers.get("content-type", "")
             pool: ComputePool = request.app.state.pool  # server/app.py lifespan
             ticket = pool.ticket()
             run = board.start(run_id, lambda: pool.ahead(ticket)) if run_id is not None else None
@@ -261,7 +281,9 @@ class ComputeRoute(APIRoute):
                     early.set_result(response)
 
             def compute() -> Response:
-                response: Response = analysis.respond(parse_body(model, body), ctx, check)
+                response: Response = analysis.respond(
+                    read(body, content_type, ctx.settings.max_image_bytes), ctx, check
+                )
                 if isinstance(response, StreamedAnswer):  # made here, frame by frame, sent as each is made
                     response.abandoned = lambda: pool.abandoned("streaming")
                     response.produce(loop, lambda: loop.call_soon_threadsafe(answered, response))

@@ -217,7 +217,8 @@ class Through(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         target = request.url.raw_path.decode("ascii")
-        got = self.client.request(request.method, target, content=request.content, headers=request.headers)
+        content = request.read()  # a multipart body (an image sent as a file) is a stream until read
+        got = self.client.request(request.method, target, content=content, headers=request.headers)
         return httpx.Response(got.status_code, headers=got.headers, content=got.content)
 
 

@@ -23,6 +23,7 @@ from server.declare import Analysis, Limit
 from server.forms import ORJSONResponse, other_forms
 from server.scheduling import ComputeRoute
 from server.schemas.errors import ANY_ROUTE, BODY, COMPUTE_ERRORS, errors
+from server.uploads import image_paths
 
 
 @cache
@@ -68,6 +69,11 @@ def declared_settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"declared": values})
 
 
+def upload_paths() -> frozenset[str]:
+    """The paths of the analyses whose body holds an image, which take multipart/form-data too (server/uploads.py)."""
+    return frozenset(a.path for a in declared() if image_paths(a.request))
+
+
 def by_name(name: str) -> Analysis:
     return {a.name: a for a in declared()}[name]
 
@@ -92,6 +98,25 @@ def endpoint(analysis: Analysis) -> Any:
     serve.__doc__ = analysis.description
     serve.analysis = analysis  # type: ignore[attr-defined]
     return serve
+
+
+def form_body(paths: tuple[str, ...]) -> dict[str, Any] | None:
+    """OpenAPI's multipart/form-data body beside the JSON one, for a route whose body holds an image
+    (server/uploads.py): the JSON body as the part `request`, and a file part per image field."""
+    if not paths:
+        return None
+    files = {
+        path: {"type": "string", "format": "binary", "description": f"a PNG or JPEG file for `{path}` in the body"}
+        for path in paths
+    }
+    request = {
+        "type": "string",
+        "contentMediaType": "application/json",
+        "description": "the JSON body, as it is sent alone; without the image fields its file parts fill",
+    }
+    schema = {"type": "object", "required": ["request"], "properties": {"request": request, **files}}
+    form = {"schema": schema, "encoding": {"request": {"contentType": "application/json"}}}
+    return {"requestBody": {"content": {"multipart/form-data": form}}}
 
 
 class AnalysisEntry(BaseModel):
@@ -129,6 +154,7 @@ def install(app: FastAPI) -> None:
             responses=responses,
             tags=list(a.tags),
             name=a.client,
+            openapi_extra=form_body(image_paths(a.request)),
         )
     listing = APIRouter(prefix="/api", tags=["meta"])
     entries = AnalysesResponse.model_validate({"analyses": [a.entry() for a in declared()]})

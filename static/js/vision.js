@@ -9,13 +9,15 @@
 // or the heads averaged. Every head of the layer is a thumbnail; pressing one chooses it. A patch is chosen by a click
 // or a tap, or by the arrow keys (a cursor) and Enter, and a live line says what it looks at most. Its state is its
 // own, as the Train workspace's is: it looks up its parts inside its root (dom.js within) and fetches the models the
-// first time it is shown. Patching from a second image (a digit) runs POST /api/patch with the image shown as the clean
-// input and draws, for each layer, how much of the clean output each patch brings back.
+// first time it is shown. Patching from a second image (a shipped digit or photograph, or the person's own file:
+// visionpatch.js) runs POST /api/patch with the image shown as the clean input and draws, per position, for each layer
+// how much of the clean output each patch brings back, or, per head, a layer x head table of the same shares.
 
-import { analyse, describeError, fetchAttention, fetchIntervene, fetchModels } from "./api.js";
+import { ApiError, analyse, describeError, fetchAttention, fetchIntervene, fetchModels } from "./api.js";
 import { node, within } from "./dom.js";
 import { blockedCells, firstPatch, moveCursor, patchOfToken, tokenOfPatch } from "./visiongrid.js";
 import { THUMB, drawThumbs, mark, paint, picture, pictureKey, shownRow } from "./visionpicture.js";
+import { headLine, headTable, otherImage, patchBody } from "./visionpatch.js";
 
 const INCLUDE = ["weights", "rollout"];
 
@@ -37,9 +39,12 @@ function showError(lab, err) {
   box.textContent = message;
   box.hidden = false;
   box.dataset.field = field || "";
-  const control = { image: "vision-file", sample: "vision-digit", masks: "vision-radius" }[
-    (field || "").split(/[.[]/)[0]
-  ];
+  const named = field || "";
+  const control =
+    { "corrupted.image": "vision-other-file", "corrupted.sample": "vision-corrupt" }[named] ??
+    { image: "vision-file", sample: "vision-digit", masks: "vision-radius", clean: "vision-file" }[
+      named.split(/[.[]/)[0]
+    ];
   if (control) lab.part(control).setAttribute("aria-invalid", "true");
   say(lab, "refused");
 }
@@ -197,28 +202,28 @@ function readout(lab, row) {
 
 // ---- patching from a second image ----
 
-// The /api/patch body: the image shown is the clean input, the digit `corrupted` the other; each layer's residual
-// stream at each position is patched in turn, the final output's distance from the clean one read.
-export function patchBody(lab, corrupted) {
-  return {
-    clean: { model: lab.model.name, ...lab.shown.body },
-    corrupted: { model: lab.model.name, sample: corrupted },
-    hook: "resid_pre",
-    metric: { kind: "output_distance" },
-  };
-}
-
 async function runPatch(lab) {
   if (!lab.answer) return;
-  const corrupted = `digit-${lab.part("vision-corrupt").value}`;
+  const part = lab.part;
+  const other = otherImage(part("vision-other").value, part("vision-corrupt").value, lab.upload);
+  if (!other) {
+    // refused here as the server refuses: the message names the field, and its control is marked
+    const [field, missing] =
+      part("vision-other").value === "file"
+        ? ["corrupted.image", "choose your other image (a PNG or JPEG) first"]
+        : ["corrupted.sample", "give the other digit's number (0 or more)"];
+    showError(lab, new ApiError(422, "invalid_request", field, `${field}: ${missing}`));
+    return;
+  }
+  const hook = part("vision-hook").value;
   const asked = ++lab.patchAsked;
-  say(lab, `patching from ${corrupted}…`);
+  say(lab, `patching from ${other.label}…`);
   try {
-    const got = await analyse("patch", patchBody(lab, corrupted));
+    const got = await analyse("patch", patchBody(lab.model.name, lab.shown, other, hook));
     if (asked !== lab.patchAsked) return;
     clearError(lab);
-    lab.patched = { got, corrupted, shown: lab.shown };
-    say(lab, `patched from ${corrupted}: ${got.forwards} forward passes`);
+    lab.patched = { got, other, shown: lab.shown };
+    say(lab, `patched from ${other.label}: ${got.forwards} forward passes`);
     drawPatched(lab);
     bring(lab.part("vision-patching"));
   } catch (err) {
@@ -242,6 +247,11 @@ function drawPatched(lab) {
   if (lab.patchDrawn?.p === p && lab.patchDrawn.key === key) return;
   lab.patchDrawn = { p, key };
   const { got } = p;
+  if (got.hook === "z") {
+    out.replaceChildren(headTable(got));
+    lab.part("vision-patch-line").textContent = headLine(got, p.other.label, lab.shown.label);
+    return;
+  }
   const first = firstPatch(got.tokens);
   const grid = got.recovered.map((row) => row.map((v) => v ?? 0)); // null: clean and corrupted alike
   let best = [0, first];
@@ -260,7 +270,7 @@ function drawPatched(lab) {
   );
   const [layer, t] = best;
   lab.part("vision-patch-line").textContent =
-    `From ${p.corrupted} to ${lab.shown.label}: the final output is ${got.corrupted_metric.toFixed(3)} away; ` +
+    `From ${p.other.label} to ${lab.shown.label}: the final output is ${got.corrupted_metric.toFixed(3)} away; ` +
     `patching ${got.tokens[t]} before layer ${layer} brings back the most (${grid[layer][t].toFixed(3)}).`;
 }
 
@@ -272,13 +282,13 @@ function pick(lab, token) {
   draw(lab);
 }
 
-function readFile(lab, file) {
+// A PNG or JPEG file read in the browser as a data URL (sent as base64 `image`, drawn from the URL), then `then`.
+function readFile(file, then) {
   if (!file) return;
   const reader = new FileReader();
-  reader.addEventListener("load", () => {
-    const url = String(reader.result);
-    choose(lab, { body: { image: url }, url, label: file.name });
-  });
+  reader.addEventListener("load", () =>
+    then({ body: { image: String(reader.result) }, url: String(reader.result), label: file.name }),
+  );
   reader.readAsDataURL(file);
 }
 
@@ -303,6 +313,12 @@ async function start(lab) {
         return b;
       }),
     );
+    const other = lab.part("vision-other");
+    const photos = lab.model.image.samples.photos.map((name) =>
+      node("option", { value: name }, `the photograph ${name}`),
+    );
+    other.replaceChildren(other.options[0], ...photos, other.options[other.options.length - 1]);
+    other.value = "digit"; // re-inserted options leave the last one selected
     choose(lab, sample("digit-0"));
   } catch (err) {
     showError(lab, err);
@@ -340,7 +356,8 @@ export function bind(root) {
     ablated: [], // [layer, head] pairs, zeroed
     moved: null,
     patchAsked: 0,
-    patched: null, // {got: the /api/patch answer, corrupted: its sample's name, shown: the clean source}
+    patched: null, // {got: the /api/patch answer, other: the corrupted image ({body, label}), shown: the clean source}
+    upload: null, // the person's other image for patching, {body: {image}, label}, once chosen
     bring: false, // the next draw brings the image into sight
     big: null, // the image's picture, kept between draws (picture)
     thumbs: null, // {key, buttons, canvases}: the heads' thumbnails, kept between draws
@@ -361,12 +378,19 @@ export function bind(root) {
     const b = e.target.closest("[data-photo]");
     if (b) choose(lab, sample(b.dataset.photo));
   });
-  part("vision-file").addEventListener("change", (e) => readFile(lab, e.target.files[0]));
+  part("vision-file").addEventListener("change", (e) => readFile(e.target.files[0], (source) => choose(lab, source)));
+  part("vision-other-file").addEventListener("change", (e) =>
+    readFile(e.target.files[0], (source) => {
+      lab.upload = source;
+      part("vision-other").value = "file";
+      part("vision-other-file").dataset.read = source.label; // read: the next patching sends it
+    }),
+  );
   const image = part("vision-image");
   image.addEventListener("dragover", (e) => e.preventDefault());
   image.addEventListener("drop", (e) => {
     e.preventDefault();
-    readFile(lab, e.dataTransfer.files[0]);
+    readFile(e.dataTransfer.files[0], (source) => choose(lab, source));
   });
   image.addEventListener("click", (e) => {
     const cell = e.target.closest("[data-token]");
@@ -427,6 +451,14 @@ export function bind(root) {
     run(lab);
   });
   part("vision-patch").addEventListener("click", () => runPatch(lab));
+  part("vision-patching").addEventListener("click", (e) => {
+    const cell = e.target.closest(".vision-cell");
+    if (!cell || !lab.answer) return;
+    lab.layer = Number(cell.dataset.layer);
+    lab.head = cell.dataset.head;
+    lab.bring = true;
+    draw(lab);
+  });
   part("vision-clear").addEventListener("click", () => {
     clearMasks(lab);
     lab.bring = true;

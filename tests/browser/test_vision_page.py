@@ -3,9 +3,11 @@ digit is drawn from its PNG, a clicked patch veils the image as the served weigh
 averaged, then one head chosen by its thumbnail; the [CLS]'s row and its rollout too), the arrow keys and Enter
 choose a patch, a blocked patch and a 2-D window are sent as blocked cells and answered with 0 on those keys, a layer
 switch paints the veils it drew before (the same elements) with the new layer's weights, an ablated head is sent to
-/api/intervene and the run after it drawn, patching from digit-8 draws /api/patch's recovered shares, a PNG made here
-is uploaded and drawn, a GIF is refused with the message naming `image`, and a PNG dropped on the image is run.
-Nothing waits a fixed time: each step waits for what the page shows."""
+/api/intervene and the run after it drawn, patching from digit-8 draws /api/patch's recovered shares (and per head,
+from a photograph, a layer x head table with its best cell named, a cell pressed by the keyboard showing that head;
+from the person's own file; a GIF there refused naming corrupted.image), a PNG made here is uploaded and drawn, a
+GIF is refused with the message naming `image`, and a PNG dropped on the image is run. Nothing waits a fixed time:
+each step waits for what the page shows."""
 
 from __future__ import annotations
 
@@ -48,6 +50,13 @@ DROP_JS = """([name, b64]) => {
 # Each layer's veils in the patching thumbnails, in token order.
 PATCHED_JS = """() => [...document.querySelectorAll('[data-testid=vision-patching] figure')]
   .map((f) => [...f.querySelectorAll('.vision-veil')].map((r) => Number(r.dataset.alpha)))"""
+# Whether the other image's file input has read the file named, and the choice is "your own image".
+READ_JS = """(name) => { const f = document.querySelector('[data-testid=vision-other-file]');
+  return f.dataset.read === name && document.querySelector('[data-testid=vision-other]').value === 'file'; }"""
+# The per-head patching table's cells: [layer, head, share, whether it is the best].
+CELLS_JS = """() => [...document.querySelectorAll('[data-testid=vision-patching] .vision-cell')]
+  .map((b) => [Number(b.dataset.layer), Number(b.dataset.head), Number(b.dataset.share),
+    b.classList.contains('vision-best')])"""
 # Each veil's drawn opacity over its alpha: the veil's most (vision.js VEIL_MAX) wherever the alpha is not 0.
 OPACITY_JS = """() => [...document.querySelectorAll('[data-testid=vision-image] [data-token]')]
   .filter((r) => Number(r.dataset.alpha) > 0)
@@ -224,6 +233,64 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, typed_p
     for layer, alphas in enumerate(drawn):
         want = expected_alphas(np.clip(recovered[layer], 0, None))
         assert np.allclose(alphas, list(want.values()), atol=1e-6), (layer, alphas, want)
+
+    # per head, from a photograph: a layer x head table of the served shares, its best cell named in words; pressing a
+    # cell (by the keyboard here) shows that layer and head above
+    page.locator("[data-testid=vision-other]").select_option("china")
+    page.locator("[data-testid=vision-hook]").select_option("z")
+    with page.expect_request(lambda r: r.url.endswith("/api/patch")) as sent:
+        page.locator("[data-testid=vision-patch]").click()
+    body = sent.value.post_data_json
+    assert body["corrupted"] == {"model": "digits", "sample": "china"} and body["hook"] == "z"
+    page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-patch-line]", "From china to digit-0"])
+    resp = httpx.post(f"{vision_server}/api/patch", json=body, timeout=60)
+    recovered = np.array([[np.nan if v is None else v for v in row] for row in resp.json()["recovered"]])
+    cells = page.evaluate(CELLS_JS)
+    assert [[c[0], c[1]] for c in cells] == [[layer, h] for layer in range(3) for h in range(4)]
+    for layer, head, shared, _ in cells:
+        assert abs(shared - float(np.clip(np.nan_to_num(recovered[layer, head]), 0, 1))) < 1e-6, (layer, head, shared)
+    layer, head = np.unravel_index(np.nanargmax(recovered), recovered.shape)
+    assert [(c[0], c[1]) for c in cells if c[3]] == [(layer, head)]
+    strength = "b => b.style.getPropertyValue('--share')"  # coloured next to the largest share: the best cell's is 1
+    assert page.locator("[data-testid=vision-patching] .vision-best").evaluate(strength) == "1"
+    line = page.locator("[data-testid=vision-patch-line]").inner_text()
+    assert f"head {head} of layer {layer} brings back the most ({recovered[layer, head]:.3f}" in line, line
+    page.locator(f"[data-testid=vision-patching] [data-layer='0'][data-head='{3 - head}']").focus()
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        "([l, h]) => { const i = document.querySelector('[data-testid=vision-image]');"
+        " return i.dataset.layer === l && i.dataset.head === h; }",
+        arg=["0", str(3 - head)],
+    )
+
+    # the person's own other image: a second file input, sent as base64 like the image shown; a GIF there is
+    # refused with the message naming corrupted.image and that input marked
+    flipped = png(
+        np.asarray(Image.open(io.BytesIO(httpx.get(f"{vision_server}/api/samples/digit-8").content)))[::-1].copy()
+    )
+    page.locator("[data-testid=vision-other-file]").set_input_files(
+        files=[{"name": "upside.png", "mimeType": "image/png", "buffer": flipped}]
+    )
+    page.wait_for_function(READ_JS, arg="upside.png")
+    with page.expect_request(lambda r: r.url.endswith("/api/patch")) as sent:
+        page.locator("[data-testid=vision-patch]").click()
+    assert (
+        sent.value.post_data_json["corrupted"]["image"] == "data:image/png;base64," + base64.b64encode(flipped).decode()
+    )
+    page.wait_for_function(HOLDS_JS, arg=["[data-testid=vision-patch-line]", "From upside.png to digit-0"])
+    gif = io.BytesIO()
+    Image.new("L", (8, 8)).save(gif, "GIF")
+    page.locator("[data-testid=vision-other-file]").set_input_files(
+        files=[{"name": "still.gif", "mimeType": "image/gif", "buffer": gif.getvalue()}]
+    )
+    page.wait_for_function(READ_JS, arg="still.gif")
+    page.locator("[data-testid=vision-patch]").click()
+    error = page.locator("[data-testid=vision-error]")
+    error.wait_for(state="visible")
+    assert error.inner_text().startswith("corrupted.image: ") and "GIF" in error.inner_text()
+    assert page.locator("[data-testid=vision-other-file]").get_attribute("aria-invalid") == "true"
+    page.locator("[data-testid=vision-other]").select_option("digit")
+    page.locator("[data-testid=vision-hook]").select_option("resid_pre")
 
     # an upload of a small PNG made here: sent as base64, drawn from the file itself
     pixels = np.zeros((16, 16), np.uint8)

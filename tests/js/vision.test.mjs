@@ -1,5 +1,6 @@
-// The Vision workspace's pure helpers (static/js/visiongrid.js): a patch and its token both ways, the veil's opacity
-// over each patch from a row of weights, the cursor the arrow keys move, and the 2-D window's blocked cells.
+// The Vision workspace's pure helpers (static/js/visiongrid.js, visionpatch.js): a patch and its token both ways,
+// the veil's opacity over each patch from a row of weights, the cursor the arrow keys move, the 2-D window's blocked
+// cells, and the /api/patch body from the image shown and the other image, per position or per head.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
@@ -77,4 +78,65 @@ test("a row of the arrays form (a Float32Array) veils as its numbers in a plain 
   const { veilAlphas } = await mod("visiongrid.js");
   const row = new Float32Array([0.3, 0.1, 0.7, 0.2, 0.05]);
   assert.deepEqual(veilAlphas(row, [2, 2], 1), veilAlphas(Array.from(row), [2, 2], 1));
+});
+
+test("the patch body sends the image shown as clean and the other image, a sample or an upload, as corrupted", async () => {
+  const { otherImage, patchBody } = await mod("visionpatch.js");
+  const shown = { body: { sample: "digit-0" }, label: "digit-0" };
+  const digit = otherImage("digit", "8", null);
+  eq(digit, { body: { sample: "digit-8" }, label: "digit-8" });
+  eq(patchBody("digits", shown, digit), {
+    clean: { model: "digits", sample: "digit-0" },
+    corrupted: { model: "digits", sample: "digit-8" },
+    hook: "resid_pre",
+    metric: { kind: "output_distance" },
+  });
+  const photo = patchBody("digits", shown, otherImage("china", "8", null), "z");
+  eq([photo.corrupted, photo.hook], [{ model: "digits", sample: "china" }, "z"]);
+  const upload = { body: { image: "data:image/png;base64,iVBOR" }, label: "mine.png" };
+  const own = patchBody(
+    "digits",
+    { body: { image: "data:image/jpeg;base64,/9j/" }, label: "a.jpg" },
+    otherImage("file", "8", upload),
+  );
+  eq(own.clean, { model: "digits", image: "data:image/jpeg;base64,/9j/" });
+  eq(own.corrupted, { model: "digits", image: "data:image/png;base64,iVBOR" });
+  // nothing to send: no file chosen yet, or no digit's number
+  for (const [choice, n] of [
+    ["file", "8"],
+    ["digit", ""],
+    ["digit", "-1"],
+    ["digit", "2.5"],
+  ]) {
+    none(otherImage(choice, n, null), `${choice} ${n}`);
+  }
+});
+
+test("a per-head answer names the head that brings back the most, the share clamped to 0..1", async () => {
+  const { bestHead, headLine, share } = await mod("visionpatch.js");
+  const got = {
+    recovered: [
+      [0.1, -0.9],
+      [0.6, null],
+    ],
+    corrupted_metric: 1.25,
+    columns: 2,
+  };
+  // a head that takes the output further away (-0.9) is larger in size, but brings nothing back
+  eq(bestHead(got.recovered), { layer: 1, head: 0, value: 0.6 });
+  assert.equal(
+    headLine(got, "china", "digit-0"),
+    "From china to digit-0: the final output is 1.250 away; head 0 of layer 1 brings back the most (0.600 of the difference).",
+  );
+  none(
+    bestHead([
+      [-0.2, null],
+      [0, -1],
+    ]),
+  );
+  assert.match(
+    headLine({ ...got, recovered: [[null, -0.1]] }, "a", "b"),
+    /no head alone brings it any of the way back/,
+  );
+  eq([share(-0.9), share(0.6), share(1.7), share(null)], [0, 0.6, 1, 0]);
 });
