@@ -211,7 +211,12 @@ function paintVeils(lab, g, shown) {
 // The image in every cell, from one copy of it at the thumbnail's size; once its pixels are in.
 function paintImage(lab, g) {
   const pixels = pixelsOf(lab, "layers", () => lab.layerGrid === g && paintImage(lab, g));
-  if (!pixels.ready || g.imageOf === pixels) return;
+  if (!pixels.ready) return;
+  // the same pixels under another name (a file chosen again) are drawn already
+  if (g.imageOf === pixels) {
+    lab.part("vision-layers").dataset.image = lab.shown.label;
+    return;
+  }
   const { w, h, cw, ch, pad } = g.geo;
   const one = document.createElement("canvas");
   one.width = w;
@@ -226,7 +231,7 @@ function paintImage(lab, g) {
   for (let layer = 0; layer < g.layers; layer++)
     for (let col = 0; col <= g.heads; col++) ctx.drawImage(one, col * cw + pad, layer * ch + pad);
   g.imageOf = pixels;
-  lab.part("vision-layers").dataset.image = pixels.label;
+  lab.part("vision-layers").dataset.image = lab.shown.label;
 }
 
 // The page's --accent as [r, g, b], read once through a one-pixel canvas (any CSS colour the stylesheet names).

@@ -163,7 +163,7 @@ function sameNumbers(x, y) {
 export function pixelsOf(lab, name, onReady) {
   if (lab.pixels?.url !== lab.shown.url) {
     const img = new Image();
-    const pixels = { url: lab.shown.url, label: lab.shown.label, img, ready: false, waiting: new Map() };
+    const pixels = { url: lab.shown.url, img, ready: false, waiting: new Map() };
     img.addEventListener("load", () => {
       pixels.ready = true;
       if (lab.pixels === pixels) for (const f of pixels.waiting.values()) f();
