@@ -17,7 +17,7 @@ import { firstPatch, meanRow, veilAlphas } from "./visiongrid.js";
 import { VEIL_MAX, pixelsOf } from "./visionpicture.js";
 
 const THUMB = 44; // a thumbnail's longer side, in CSS pixels (at most: a whole number of device pixels a patch)
-const PAD = 2; // device pixels between a thumbnail and its cell's edge
+const PAD = 2; // CSS pixels between a thumbnail and its cell's edge
 const KEYS = ["ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Home", "End"];
 
 // ---- pure helpers (tests/js/vision.test.mjs) ----
@@ -69,12 +69,13 @@ export function moveCell({ layer, col }, key, layers, cols) {
 }
 
 // Where the thumbnails lie on the canvases, in device pixels: a whole number of pixels a patch (`s`), the thumbnail
-// `w` x `h`, its cell `cw` x `ch` (PAD on every side).
+// `w` x `h`, its cell `cw` x `ch` (`pad`, PAD CSS pixels, on every side).
 export function cellGeometry([rows, cols], scale) {
   const s = Math.max(1, Math.floor((THUMB * scale) / Math.max(rows, cols)));
   const w = cols * s;
   const h = rows * s;
-  return { s, w, h, cw: w + 2 * PAD, ch: h + 2 * PAD, pad: PAD };
+  const pad = Math.max(1, Math.round(PAD * scale));
+  return { s, w, h, cw: w + 2 * pad, ch: h + 2 * pad, pad };
 }
 
 // The head a column names: a head's number as text, or "mean" for the last column.
