@@ -348,7 +348,7 @@ export function bind(root) {
     big: null, // the image's picture, kept between draws (picture)
     thumbs: null, // {key, buttons, canvases}: the heads' thumbnails, kept between draws
     patchDrawn: null, // {p: the patching answer drawn, key: its pictures' key}
-    pixels: null, // {url, img, ready}: the image shown, loaded for the thumbnails' canvases
+    pixels: null, // {url, img, ready, waiting}: the image shown, loaded once for the canvases (pixelsOf)
     accent: null, // the veils' colour on a canvas, read from the page's --accent once
     layerGrid: null, // every layer's heads (visionlayers.js), kept between draws
     accentRgb: null, // --accent as [r, g, b], for the grid's veils
