@@ -6,7 +6,8 @@
 // cells) answers each change, or POST /api/intervene while heads are ablated (its `after` drawn). The image is drawn
 // (visionpicture.js) with its patch grid and, over each patch, a veil whose opacity is 1 - w / max (visiongrid.js
 // veilAlphas, times VEIL_MAX) for the row shown: the chosen patch's, the [CLS]'s, or the [CLS]'s rollout, for one head
-// or the heads averaged. Every head of the layer is a thumbnail; pressing one chooses it. A patch is chosen by a click
+// or the heads averaged. Every head of the layer is a thumbnail, and every layer's heads a grid of them
+// (visionlayers.js); pressing one chooses it. A patch is chosen by a click
 // or a tap, or by the arrow keys (a cursor) and Enter, and a live line says what it looks at most. Its state is its
 // own, as the Train workspace's is: it looks up its parts inside its root (dom.js within) and fetches the models the
 // first time it is shown. Patching from a second image (a shipped digit or photograph, or the person's own file:
@@ -16,6 +17,7 @@
 import { ApiError, analyse, describeError, fetchAttention, fetchIntervene, fetchModels } from "./api.js";
 import { node, within } from "./dom.js";
 import { blockedCells, firstPatch, moveCursor, patchOfToken, tokenOfPatch } from "./visiongrid.js";
+import { bindLayers, drawLayers } from "./visionlayers.js";
 import { THUMB, drawThumbs, mark, paint, picture, pictureKey, shownRow } from "./visionpicture.js";
 import { headLine, headTable, otherImage, patchBody } from "./visionpatch.js";
 
@@ -142,6 +144,7 @@ function draw(lab) {
   image.dataset.layer = String(lab.layer);
   image.dataset.head = String(lab.head);
   drawThumbs(lab, key);
+  drawLayers(lab, key);
   lab.part("vision-masked").textContent = maskedLine(lab);
   lab.part("vision-readout").textContent = readout(lab, row);
   drawPatched(lab);
@@ -362,8 +365,10 @@ export function bind(root) {
     big: null, // the image's picture, kept between draws (picture)
     thumbs: null, // {key, buttons, canvases}: the heads' thumbnails, kept between draws
     patchDrawn: null, // {p: the patching answer drawn, key: its pictures' key}
-    pixels: null, // {url, img, ready}: the image shown, loaded for the thumbnails' canvases
+    pixels: null, // {url, img, ready, waiting}: the image shown, loaded once for the canvases (pixelsOf)
     accent: null, // the veils' colour on a canvas, read from the page's --accent once
+    layerGrid: null, // every layer's heads (visionlayers.js), kept between draws
+    accentRgb: null, // --accent as [r, g, b], for the grid's veils
   };
   labs.set(root, lab);
   part("vision-model").addEventListener("change", (e) => {
@@ -427,6 +432,12 @@ export function bind(root) {
     const b = e.target.closest("[data-head]");
     if (!b) return;
     lab.head = b.dataset.head;
+    lab.bring = true;
+    draw(lab);
+  });
+  bindLayers(lab, (layer, head) => {
+    lab.layer = layer;
+    lab.head = head;
     lab.bring = true;
     draw(lab);
   });

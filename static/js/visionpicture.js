@@ -7,7 +7,7 @@ import { el, node } from "./dom.js";
 import { firstPatch, meanRow, patchOfToken, tokenOfPatch, veilAlphas } from "./visiongrid.js";
 
 export const THUMB = 96; // a head's thumbnail, in CSS pixels
-const VEIL_MAX = 0.85; // the veil's opacity where the weight is 0: the image stays faintly readable under it
+export const VEIL_MAX = 0.85; // the veil's opacity where the weight is 0: the image stays faintly readable under it
 
 // The row of numbers shown over the image, [CLS] and patches alike.
 export function shownRow(lab, heads) {
@@ -141,7 +141,7 @@ export function drawThumbs(lab, key) {
   }
   const grid = a.config.patch_grid;
   const first = firstPatch(a.tokens);
-  const pixels = pixelsOf(lab);
+  const pixels = pixelsOf(lab, "thumbs", () => lab.answer && lab.thumbs && drawThumbs(lab, lab.thumbs.key));
   lab.thumbs.buttons.forEach((button, i) => {
     button.setAttribute("aria-pressed", String(lab.head === String(i)));
     button.setAttribute("aria-label", `head ${i} of layer ${lab.layer}`);
@@ -158,18 +158,22 @@ function sameNumbers(x, y) {
   return true;
 }
 
-// The image shown as an <img> the thumbnails draw from; once it has loaded, the thumbnails are drawn again with it.
-function pixelsOf(lab) {
-  if (lab.pixels?.url === lab.shown.url) return lab.pixels;
-  const img = new Image();
-  const pixels = { url: lab.shown.url, img, ready: false };
-  img.addEventListener("load", () => {
-    pixels.ready = true;
-    if (lab.pixels === pixels && lab.answer && lab.thumbs) drawThumbs(lab, lab.thumbs.key);
-  });
-  img.src = lab.shown.url;
-  lab.pixels = pixels;
-  return pixels;
+// The image shown as an <img> the canvases draw from (the heads' thumbnails, every layer's grid), loaded once for
+// both; until it has loaded, `onReady` is kept under `name` (one a drawer) and called once it has.
+export function pixelsOf(lab, name, onReady) {
+  if (lab.pixels?.url !== lab.shown.url) {
+    const img = new Image();
+    const pixels = { url: lab.shown.url, img, ready: false, waiting: new Map() };
+    img.addEventListener("load", () => {
+      pixels.ready = true;
+      if (lab.pixels === pixels) for (const f of pixels.waiting.values()) f();
+      pixels.waiting.clear();
+    });
+    img.src = lab.shown.url;
+    lab.pixels = pixels;
+  }
+  if (!lab.pixels.ready) lab.pixels.waiting.set(name, onReady);
+  return lab.pixels;
 }
 
 // A thumbnail's canvas: the image, then over each patch a veil of the accent at VEIL_MAX times its alpha, and the

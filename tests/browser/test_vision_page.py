@@ -1,13 +1,14 @@
 """The Vision workspace on one page load (/?ws=vision, 1440x900) against a real server holding `digits`: the sample
 digit is drawn from its PNG, a clicked patch veils the image as the served weights of its query row say (the heads
 averaged, then one head chosen by its thumbnail; the [CLS]'s row and its rollout too), the arrow keys and Enter
-choose a patch, a blocked patch and a 2-D window are sent as blocked cells and answered with 0 on those keys, a layer
-switch paints the veils it drew before (the same elements) with the new layer's weights, an ablated head is sent to
-/api/intervene and the run after it drawn, patching from digit-8 draws /api/patch's recovered shares (and per head,
-from a photograph, a layer x head table with its best cell named, a cell pressed by the keyboard showing that head;
-from the person's own file; a GIF there refused naming corrupted.image), a PNG made here is uploaded and drawn, a
-GIF is refused with the message naming `image`, and a PNG dropped on the image is run. Nothing waits a fixed time:
-each step waits for what the page shows."""
+choose a patch, every layer's heads are drawn at once as a grid whose thumbnails follow the chosen patch and choose
+a layer and head when pressed, a blocked patch and a 2-D window are sent as blocked cells and answered with 0 on
+those keys, a layer switch paints the veils it drew before (the same elements) with the new layer's weights, an
+ablated head is sent to /api/intervene and the run after it drawn, patching from digit-8 draws /api/patch's
+recovered shares (and per head, from a photograph, a layer x head table with its best cell named, a cell pressed by
+the keyboard showing that head; from the person's own file; a GIF there refused naming corrupted.image), a PNG made
+here is uploaded and drawn, a GIF is refused with the message naming `image`, and a PNG dropped on the image is run.
+Nothing waits a fixed time: each step waits for what the page shows."""
 
 from __future__ import annotations
 
@@ -68,6 +69,29 @@ KEEP_JS = """([t, h]) => { window.kept = [
   document.querySelector(`[data-testid=vision-heads] [data-head="${h}"] canvas`)]; }"""
 KEPT_JS = """([t, first]) => { const [veil, thumb] = window.kept;
   return [[veil.isConnected, Number(veil.dataset.alpha)], [!!thumb?.isConnected, thumb?.alphas?.[t - first]]]; }"""
+# Every layer's grid (visionlayers.js): thumbnail [layer, col]'s veils read back from its canvas, one alpha a patch
+# (the pixel at each patch's centre, over the veil's most, VEIL_MAX), and whether the image's canvas is opaque there.
+GRID_JS = """([layer, col, n]) => {
+  const veils = document.querySelector('[data-testid=vision-layers] .vision-layers-veils');
+  const image = document.querySelector('[data-testid=vision-layers] .vision-layers-image');
+  const [cw, ch, pad, s] = ['cellW', 'cellH', 'pad', 'patch'].map((k) => Number(veils.dataset[k]));
+  const at = (canvas, i) => canvas.getContext('2d').getImageData(
+    col * cw + pad + (i % n + 0.5) * s, layer * ch + pad + (Math.floor(i / n) + 0.5) * s, 1, 1).data[3];
+  const cells = Array.from({ length: n * n }, (_, i) => i);
+  return [cells.map((i) => at(veils, i) / 255 / 0.85), cells.every((i) => at(image, i) === 255)];
+}"""
+VEIL_STEP = 1 / 255 / 0.85  # a veil's alpha as a canvas keeps it: a byte
+
+
+def assert_grid_veils(page: Page, layer: int, col: int, row: np.ndarray) -> list[float]:
+    """Thumbnail [layer, col] of every layer's grid: the image drawn under it, and its veils those of `row`."""
+    drawn, opaque = page.evaluate(GRID_JS, [layer, col, GRID])
+    assert opaque, f"the image is not drawn under thumbnail {layer}, {col}"
+    want = list(expected_alphas(row).values())
+    assert np.abs(np.array(drawn) - want).max() <= VEIL_STEP, (layer, col, drawn, want)
+    return list(drawn)
+
+
 # The drawn image's own pixels, decoded: its natural size.
 PIXELS_JS = """async () => {
   const href = document.querySelector('[data-testid=vision-image] image').getAttribute('href');
@@ -164,6 +188,37 @@ def test_the_vision_workspace_draws_attention_over_the_image(page: Page, typed_p
     assert page.locator(IMAGE).get_attribute("data-query") == "7"
     assert page.locator("[data-testid=vision-readout]").inner_text().startswith("p(1,2), layer 2, head 2: most on")
     assert_veils(page, w[2, 7])
+
+    # every layer's heads at once: 3 layers x (4 heads and their mean), each drawn from the served weights of the row
+    # shown, and drawn again when another patch is chosen
+    layers_grid = page.locator("[data-testid=vision-layers]")
+    assert layers_grid.get_attribute("data-drawn") == "3x4"
+    assert layers_grid.locator("[role=row]").count() == 4  # the heads' names, then a row a layer
+    cells = layers_grid.locator("[role=gridcell]")
+    assert cells.count() == 3 * 5
+    assert cells.nth(6).get_attribute("aria-label") == "layer 1, head 1"
+    assert cells.nth(14).get_attribute("aria-label") == "layer 2, heads averaged"
+    assert cells.nth(12).get_attribute("aria-selected") == "true"  # layer 2, head 2: the one shown
+    w0, w1 = weights(plain, 0), weights(plain, 1)
+    on_seven = assert_grid_veils(page, 0, 1, w0[1, 7])
+    assert_grid_veils(page, 1, 4, w1[:, 7].mean(axis=0))
+    page.locator(f"{IMAGE} [data-token='6']").click()
+    on_six = assert_grid_veils(page, 0, 1, w0[1, 6])
+    assert np.abs(np.array(on_six) - on_seven).max() > 0.05  # the thumbnail was drawn again for p(1,1)
+    # pressing a thumbnail chooses its layer and head in the large picture; the keyboard moves and presses too
+    layers_grid.locator("[data-layer='1'][data-head='3']").click()
+    assert (page.locator(IMAGE).get_attribute("data-layer"), page.locator(IMAGE).get_attribute("data-head")) == (
+        "1",
+        "3",
+    )
+    assert_veils(page, w1[3, 6])
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowLeft")
+    assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == "layer 2, head 2"
+    page.keyboard.press("Enter")
+    assert page.locator(IMAGE).get_attribute("data-layer") == "2"
+    assert_veils(page, w[2, 6])
+    page.locator(f"{IMAGE} [data-token='7']").click()
 
     # p(0,3) (token 4) blocked as a key: sent as its column of cells, and answered with 0 on it in every row
     page.locator(f"{IMAGE} [data-token='4']").click()

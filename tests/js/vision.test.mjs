@@ -139,4 +139,83 @@ test("a per-head answer names the head that brings back the most, the share clam
     /no head alone brings it any of the way back/,
   );
   eq([share(-0.9), share(0.6), share(1.7), share(null)], [0, 0.6, 1, 0]);
+
+// Every layer's heads at once (static/js/visionlayers.js): the rows drawn, their veils as one bitmap, the keyboard.
+const LAYERS = [
+  {
+    heads: [
+      {
+        weights: [
+          [0.1, 0.6, 0.3],
+          [0.2, 0.2, 0.6],
+        ],
+      },
+      {
+        weights: [
+          [0.5, 0.5, 0],
+          [0, 0.25, 0.75],
+        ],
+      },
+    ],
+    rollout: [[0.3, 0.3, 0.4]],
+  },
+];
+
+test("each layer's grid row is its heads' rows of the token shown, then their mean or the rollout", async () => {
+  const { layerRows } = await mod("visionlayers.js");
+  eq(layerRows(LAYERS, "patch", 1), [
+    [
+      [0.2, 0.2, 0.6],
+      [0, 0.25, 0.75],
+      [0.1, 0.225, 0.675],
+    ],
+  ]);
+  eq(layerRows(LAYERS, "cls", 1)[0].slice(0, 2), [
+    [0.1, 0.6, 0.3],
+    [0.5, 0.5, 0],
+  ]); // the [CLS]'s, whatever patch
+  eq(layerRows(LAYERS, "rollout", 1)[0][2], [0.3, 0.3, 0.4]);
+});
+
+test("the veils of every thumbnail are one bitmap, a pixel a patch at the veil's most times its alpha", async () => {
+  const { veilBytes } = await mod("visionlayers.js");
+  const { VEIL_MAX } = await mod("visionpicture.js");
+  // 2 layers x 2 columns of a 1 x 2 grid: each cell's alphas [a, b]
+  const cells = [
+    [
+      [0, 1],
+      [0.5, 0.25],
+    ],
+    [
+      [1, 0],
+      [0.1, 0.9],
+    ],
+  ];
+  const { width, height, data } = veilBytes(cells, [1, 2], [10, 20, 30]);
+  assert.equal(width, 4);
+  assert.equal(height, 2);
+  const alpha = (x, y) => data[(y * width + x) * 4 + 3];
+  // row y is a layer; x is col * 2 + the patch's column
+  eq(
+    [0, 1, 2, 3].map((x) => alpha(x, 1)),
+    [1, 0, 0.1, 0.9].map((a) => Math.round(255 * VEIL_MAX * a)),
+  );
+  assert.equal(alpha(3, 0), Math.round(255 * VEIL_MAX * 0.25));
+  eq(Array.from(data.slice(0, 3)), [10, 20, 30]);
+});
+
+test("the arrow keys move the grid's tab stop and stop at its edges; each patch a whole number of pixels", async () => {
+  const { cellGeometry, headOfColumn, moveCell } = await mod("visionlayers.js");
+  eq(moveCell({ layer: 0, col: 0 }, "ArrowDown", 12, 13), { layer: 1, col: 0 });
+  eq(moveCell({ layer: 0, col: 0 }, "ArrowUp", 12, 13), { layer: 0, col: 0 });
+  eq(moveCell({ layer: 11, col: 12 }, "ArrowRight", 12, 13), { layer: 11, col: 12 });
+  eq(moveCell({ layer: 4, col: 5 }, "End", 12, 13), { layer: 4, col: 12 });
+  eq(moveCell({ layer: 4, col: 5 }, "Home", 12, 13), { layer: 4, col: 0 });
+  none(moveCell({ layer: 4, col: 5 }, "x", 12, 13));
+  const g = cellGeometry([14, 14], 1);
+  assert.equal(g.w, 14 * g.s);
+  assert.equal(g.cw, g.w + 2 * g.pad);
+  assert.ok(cellGeometry([14, 14], 2).s >= 2 * g.s, "twice the pixels a patch on a screen of twice the density");
+  assert.equal(headOfColumn(12, 12), "mean");
+  assert.equal(headOfColumn(3, 12), "3");
 });
