@@ -50,3 +50,4 @@ def test_the_share_tells_a_local_head_from_a_uniform_and_a_fixed_one() -> None:
     assert fixed_head.share == pytest.approx(9 / 16) and fixed_head.shuffled_high >= fixed_head.share
     best = most_local(found)
     assert (best.layer, best.head) == (0, 0) and best.over_uniform == pytest.approx(16 * 16 / 84)
+    assert [h.local for h in found] == [True, False, False]

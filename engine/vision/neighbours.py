@@ -14,7 +14,9 @@ W_pp (P, P) taken from the patch queries to the patch keys:
 
 A head that looks at a patch's neighbours scores well above `uniform` and above every shuffled deal; a head that
 looks everywhere alike, or at the same few patches whatever the query (the middle of the digit, say), scores about
-the same on the grid as on a shuffled one. Self is no neighbour: a head that keeps to its own patch scores 0.
+the same on the grid as on a shuffled one. A head is called local here when it does both: a share at least
+LOCAL_OVER_UNIFORM times uniform, and above the highest shuffled deal. Self is no neighbour: a head that keeps to
+its own patch scores 0.
 
 Since the share is linear in the weights, each head's weights are averaged over the images first (mean_weights),
 and every deal costs one (P, P) product.
@@ -28,6 +30,7 @@ import torch
 from torch import Tensor
 
 REACHES = (4, 8)  # the two neighbourhoods: rook's moves or king's moves
+LOCAL_OVER_UNIFORM = 2.0  # a local head's share is at least this many times a uniform head's
 
 
 def neighbours(rows: int, cols: int, reach: int = 8) -> Tensor:
@@ -69,6 +72,10 @@ class HeadLocality:
     @property
     def over_uniform(self) -> float:
         return self.share / self.uniform
+
+    @property
+    def local(self) -> bool:
+        return self.over_uniform >= LOCAL_OVER_UNIFORM and self.share > self.shuffled_high
 
 
 def locality(
