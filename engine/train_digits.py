@@ -18,7 +18,8 @@ The checkpoint directory is an ordinary Hugging Face one, loaded by anyone's cod
     config.json               ViTConfig (save_pretrained), id2label "0" ... "9"
     model.safetensors         the weights
     preprocessor_config.json  ViTImageProcessor's keys, as training used them
-    attnlab.json              the card: held-out accuracy and split, seed, steps, the command, the training time
+    attnlab.json              the card: held-out accuracy and split, seed, steps, the command, the training time,
+                              and the most local head (engine/vision/neighbours.py) over the held-out digits
 
 Same seed, same torch version, same machine: the same weights (torch's deterministic algorithms are on).
 """
@@ -42,6 +43,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from engine.vision.images import Preprocessing, preprocess
+from engine.vision.neighbours import HeadLocality, locality, most_local
 from engine.vision.samples import digits
 
 OUT = Path("engine/checkpoints/digits")
@@ -112,6 +114,38 @@ def accuracy(model: torch.nn.Module, x: Tensor, labels: Tensor) -> float:
     return float((predicted == labels).float().mean())
 
 
+def head_locality(directory: Path, reach: int = 8) -> list[HeadLocality]:
+    """Every head's neighbour share (engine/vision/neighbours.py) over the held-out digits, in one forward pass of the
+    checkpoint in `directory` as attnlab serves it (its loader, its preprocessing)."""
+    from engine.models.checkpoint import ImageCheckpointModel, load_checkpoint
+    from engine.models.run import RunInput
+
+    model = load_checkpoint("digits", directory, reference=False)
+    assert isinstance(model, ImageCheckpointModel), "a digits checkpoint is an image model"
+    images, labels = digits()
+    _, held_ids = split(len(labels))
+    run = model.run(RunInput(pixels=pixel_values(images[held_ids.numpy()])), torch.device("cpu"), torch.float32)
+    e = model.embedding
+    rows, cols = e.patch_grid(model.image_size, model.image_size)
+    weights = [layer.attn.weights for layer in run.layers]  # each (B, H, S, S)
+    return locality(weights, rows, cols, first_patch=e.lead + e.n_registers, reach=reach)
+
+
+def locality_card(found: list[HeadLocality], reach: int = 8) -> dict[str, Any]:
+    """The card's entry for the most local head: where it is and its figures, rounded as the card keeps them."""
+    best = most_local(found)
+    return {
+        "layer": best.layer,
+        "head": best.head,
+        "reach": reach,
+        "neighbour_share": round(best.share, 4),
+        "uniform": round(best.uniform, 4),
+        "shuffled_high": round(best.shuffled_high, 4),
+        "local": best.local,
+        "over": "the held-out digits; the share of a patch's weight on patches that is on its neighbours",
+    }
+
+
 def train(cfg: TrainConfig, out: Path, command: str) -> dict[str, Any]:
     """Train from cfg.seed, save the checkpoint directory `out`, return its card (also written as attnlab.json)."""
     from transformers import ViTConfig, ViTForImageClassification
@@ -166,6 +200,7 @@ def train(cfg: TrainConfig, out: Path, command: str) -> dict[str, Any]:
         "training_seconds": round(seconds, 1),
         "trained_on": f"{platform.machine()}, {torch.get_num_threads()} CPU threads, torch {torch.__version__}",
     }
+    card["most_local_head"] = locality_card(head_locality(out))
     (out / "attnlab.json").write_text(json.dumps(card, indent=2) + "\n")
     return card
 

@@ -114,6 +114,8 @@ def test_models_lists_digits_with_what_it_reads(shared_client: Callable[..., Tes
     assert digits["reads"] == ["pixels"] and digits["family"] == "vit"
     assert digits["card"]["held_out_accuracy"] == card["held_out_accuracy"]
     assert f"{card['held_out_accuracy']:.1%}" in digits["description"]
+    local = digits["card"]["most_local_head"]  # its most local head (engine/vision/neighbours.py), in words too
+    assert local == card["most_local_head"] and f"layer {local['layer']} head {local['head']}" in digits["description"]
     assert digits["image"] == {
         "channels": 1,
         "size": [8, 8],

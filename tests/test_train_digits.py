@@ -5,6 +5,7 @@ reaches 95% and is the figure its card says."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine.train_digits import main
+from engine.models.image_model import ImageCheckpointModel
+from engine.models.run import ModelRun, RunInput
+from engine.train_digits import MODEL, locality_card, main
+from engine.vision.neighbours import HeadLocality, locality
 from engine.vision.samples import digits
 from tests.helpers import ROOT
 
@@ -47,49 +51,56 @@ def test_the_committed_model_reads_95_percent_of_the_held_out_digits() -> None:
     assert sum((DIGITS / name).stat().st_size for name in FILES) < 400_000  # the committed files stay small
 
 
-def test_attnlab_reads_the_committed_model_as_transformers_does() -> None:
-    """The digits checkpoint through attnlab's own loader (the vit family), its pixels from the shipped digits by
-    attnlab's own preprocessing (engine/vision/images.py, as its preprocessor_config.json says): the classifier's
-    answers reach the card's held-out count, digit for digit."""
-    from engine.models.checkpoint import ImageCheckpointModel, load_checkpoint
-    from engine.models.run import RunInput
+@dataclass(frozen=True)
+class Held:
+    """The held-out digits through attnlab's own loader (the vit family), their pixels by attnlab's own preprocessing
+    (engine/vision/images.py, as the checkpoint's preprocessor_config.json says), in one forward pass."""
+
+    model: ImageCheckpointModel
+    run: ModelRun
+    images: np.ndarray  # (359, 8, 8) uint8
+    labels: np.ndarray  # (359,)
+
+
+def held_run(directory: Path) -> Held:
+    from engine.models.checkpoint import load_checkpoint
     from engine.vision.images import Preprocessing, preprocess
 
-    card = json.loads((DIGITS / "attnlab.json").read_text())
-    model = load_checkpoint("digits", DIGITS, reference=False)
-    assert isinstance(model, ImageCheckpointModel)
-    how = Preprocessing.from_config(model.preprocessor, num_channels=1)
-    images, labels = digits()
-    every = card["held_out"]["every"]
-    held = [i for i in range(len(labels)) if i % every == every - 1]
-    pixels = torch.stack([preprocess(images[i], how) for i in held])
-    run = model.run(RunInput(pixels=pixels), torch.device("cpu"), torch.float32)
-    logits = model.logits(run)
-    assert logits is not None and logits.shape == (len(held), 10)
-    correct = int((logits.argmax(-1).numpy() == labels[held]).sum())
-    assert correct == card["held_out"]["correct"], (correct, card["held_out"])
-    assert run.tokens[0] == "[CLS]" and run.tokens[1] == "p(0,0)" and len(run.tokens) == 1 + 16
-
-
-def test_the_cls_reads_the_strokes_in_the_first_layer() -> None:
-    """What a person sees on the digits model's first layer: the [CLS] looks where the ink is. Per head, the
-    correlation over the 16 patches between the [CLS]'s weight and the patch's ink (its mean pixel), averaged over the
-    held-out digits: at least 0.4 for the best head, and at least 0.2 more than against the next digit's ink (about
-    0.3 on this model: digits put their ink in much the same middle of the grid), so the head follows this digit's
-    strokes and not only where strokes usually are."""
-    from engine.models.checkpoint import ImageCheckpointModel, load_checkpoint
-    from engine.models.run import RunInput
-    from engine.vision.images import Preprocessing, preprocess
-
-    model = load_checkpoint("digits", DIGITS, reference=False)
+    model = load_checkpoint("digits", directory, reference=False)
     assert isinstance(model, ImageCheckpointModel)
     how = Preprocessing.from_config(model.preprocessor, num_channels=1)
     images, labels = digits()
     held = [i for i in range(len(labels)) if i % 5 == 4]
     pixels = torch.stack([preprocess(images[i], how) for i in held])
     run = model.run(RunInput(pixels=pixels), torch.device("cpu"), torch.float32)
-    cls = run.layers[0].attn.weights[:, :, 0, 1:].numpy()  # (digits, heads, 16 patches)
-    ink = np.stack([images[i].reshape(4, 2, 4, 2).mean(axis=(1, 3)).reshape(16) for i in held]).astype(np.float64)
+    return Held(model, run, images[held], labels[held])
+
+
+@pytest.fixture(scope="module")
+def held() -> Held:
+    return held_run(DIGITS)
+
+
+def test_attnlab_reads_the_committed_model_as_transformers_does(held: Held) -> None:
+    """The classifier's answers through attnlab reach the card's held-out count, digit for digit."""
+    card = json.loads((DIGITS / "attnlab.json").read_text())
+    assert len(held.labels) == card["held_out"]["count"]
+    logits = held.model.logits(held.run)
+    assert logits is not None and logits.shape == (len(held.labels), 10)
+    correct = int((logits.argmax(-1).numpy() == held.labels).sum())
+    assert correct == card["held_out"]["correct"], (correct, card["held_out"])
+    assert held.run.tokens[0] == "[CLS]" and held.run.tokens[1] == "p(0,0)" and len(held.run.tokens) == 1 + 16
+
+
+def test_the_cls_reads_the_strokes_in_the_first_layer(held: Held) -> None:
+    """What a person sees on the digits model's first layer: the [CLS] looks where the ink is. Per head, the
+    correlation over the 16 patches between the [CLS]'s weight and the patch's ink (its mean pixel), averaged over the
+    held-out digits: at least 0.4 for the best head, and at least 0.2 more than against the next digit's ink (about
+    0.3 on this model: digits put their ink in much the same middle of the grid), so the head follows this digit's
+    strokes and not only where strokes usually are."""
+    cls = held.run.layers[0].attn.weights[:, :, 0, 1:].numpy()  # (digits, heads, 16 patches)
+    ink = np.stack([image.reshape(4, 2, 4, 2).mean(axis=(1, 3)).reshape(16) for image in held.images])
+    ink = ink.astype(np.float64)
 
     def correlation(weights: np.ndarray, ink: np.ndarray) -> np.ndarray:
         w = weights - weights.mean(-1, keepdims=True)
@@ -101,6 +112,29 @@ def test_the_cls_reads_the_strokes_in_the_first_layer() -> None:
     other = correlation(cls, np.roll(ink, 1, axis=0))  # each digit's weights against the next digit's ink
     best = int(per_head.argmax())
     assert per_head[best] - other[best] >= 0.2, (per_head, other)
+
+
+def locality_of(h: Held) -> list[HeadLocality]:
+    return locality([layer.attn.weights for layer in h.run.layers], 4, 4, first_patch=1)
+
+
+def test_the_card_names_the_most_local_head_as_measured(held: Held, tmp_path: Path) -> None:
+    """The card's most local head is the one the neighbour share (engine/vision/neighbours.py) finds over the
+    held-out digits, with its figures; and on a digits model that has learnt nothing (the same shape, its initial
+    weights) every head reads as a head that weighs every patch alike, within 2%, and none is local: the measure sees
+    no locality where there is none."""
+    from transformers import ViTConfig, ViTForImageClassification
+
+    card = json.loads((DIGITS / "attnlab.json").read_text())
+    assert card["most_local_head"] == locality_card(locality_of(held))
+
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        ViTForImageClassification(ViTConfig(**MODEL)).save_pretrained(tmp_path)
+    (tmp_path / "preprocessor_config.json").write_text((DIGITS / "preprocessor_config.json").read_text())
+    untrained = locality_of(held_run(tmp_path))
+    assert len(untrained) == 3 * 4 and all(abs(h.over_uniform - 1) < 0.02 for h in untrained), untrained
+    assert not any(h.local for h in untrained)
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +152,8 @@ def test_the_script_writes_a_checkpoint_and_its_card(short_runs: tuple[Path, Pat
     card = json.loads((out / "attnlab.json").read_text())
     assert card["steps"] == 4 and card["seed"] == 1 and "--steps 4 --seed 1" in card["command"]
     assert card["training_seconds"] >= 0
+    local = card["most_local_head"]
+    assert (0 <= local["layer"] < 3, 0 <= local["head"] < 4, local["reach"]) == (True, True, 8)
     config = json.loads((out / "config.json").read_text())
     assert (config["model_type"], config["image_size"], config["patch_size"], config["num_channels"]) == (
         "vit",

@@ -21,6 +21,20 @@ from engine.models.image_model import ImageCheckpointModel
 DIRECTORY = Path(__file__).resolve().parent.parent / "checkpoints" / "digits"
 
 
+def neighbour_words(local: object) -> str:
+    """The card's most local head (engine/train_digits.py locality_card) in a sentence; "" when the card has none."""
+    if not isinstance(local, dict) or not all(k in local for k in ("layer", "head", "reach", "neighbour_share")):
+        return ""
+    where = f"layer {local['layer']} head {local['head']}"
+    figures = (
+        f"{local['neighbour_share']:.0%} of a patch's weight on its {local['reach']} neighbouring patches, against "
+        f"{local['uniform']:.0%} for a head that weighs every patch alike"
+    )
+    if local.get("local"):
+        return f" Its {where} looks at a patch's neighbours: {figures}."
+    return f" No head keeps to a patch's neighbours: the most local, {where}, puts {figures}."
+
+
 class DigitsModel(ImageCheckpointModel):
     """The built-in digit reader: an image checkpoint like any other, loaded from the directory attnlab ships."""
 
@@ -46,6 +60,7 @@ class DigitsModel(ImageCheckpointModel):
             f"{e.patch_size}x{e.patch_size} patches"
             + (f", {accuracy:.1%} of {held} held-out digits right" if isinstance(accuracy, float) and held else "")
             + ". It expects light ink on a dark ground, as the shipped digits are drawn."
+            + neighbour_words(model.card.get("most_local_head"))
         )
         model.info = replace(model.info, description=description)
         return model
