@@ -1,6 +1,7 @@
 """The in-view walk of Explore and the controls: each action a person takes there (the input, the masks, the display,
-the tokens, a head, a cell, a pair) leaves the view it changed in the viewport, at 1440x900 and on a 390x844 touch
-phone, where the controls are a drawer over the views.
+the tokens, a head, a cell, a pair), and on the run it leads to (pinned to compare with, its head types found and
+sorted), leaves the view it changed in the viewport, at 1440x900 and on a 390x844 touch phone, where the controls are
+a drawer over the views.
 
 One page per size walks the steps in turn, on the fast `random` and `textbook` models.
 """
@@ -109,6 +110,14 @@ def keys(selector: str, key: str) -> Callable[[Page], None]:
     return do
 
 
+def find_heads(text: str) -> Callable[[Page], None]:
+    def do(page: Page) -> None:
+        settled(page)
+        page.locator("#ht-find").fill(text)
+
+    return do
+
+
 def hover(selector: str) -> Callable[[Page], None]:
     def do(page: Page) -> None:
         settled(page)
@@ -210,6 +219,17 @@ STEPS: list[Step] = [
         "the batch's second item", "explore", lambda p: p.locator("#batch-item").select_option("1"), HEADS, ("itemSet",)
     ),
     Step("a token hovered", "explore", hover("#tokens [data-testid=token]:nth-child(3)"), "#tokens", ("highlightSet",)),
+    # the two workspaces Explore's run leads to: a run pinned to compare with (Test), the head types (Inside)
+    Step("this run pinned as A", "test", tap("#pin-a"), "#compare-panel", ("pinned",)),
+    Step("the run unpinned", "test", tap("#unpin"), "#compare-panel", ("unpinned",)),
+    Step("heads found by name", "inside", find_heads("H1"), "#headtypes-panel", ("headFilterSet",)),
+    Step(
+        "a column of head types sorted",
+        "inside",
+        tap("#headtypes-panel button[data-sort]"),
+        "#headtypes-panel",
+        ("headSorted",),
+    ),
 ]
 
 
