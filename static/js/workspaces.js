@@ -237,8 +237,20 @@ export function bindTabs(bar) {
 }
 
 // The fields of ui whose change redraws every head: a new sequence, the textbook's numbers, a model's options (the
-// random layer's heads), another page of heads (the grid's height changes), the display's settings, a source, a batch.
-const HEADS_FIELDS = ["text", "matrices", "options", "page", "view", "palette", "scoreScale", "scale", "allMasked"];
+// random layer's heads), another layer, another page of heads (the grid's height changes), the display's settings,
+// a source, a batch.
+const HEADS_FIELDS = [
+  "text",
+  "matrices",
+  "options",
+  "layer",
+  "page",
+  "view",
+  "palette",
+  "scoreScale",
+  "scale",
+  "allMasked",
+];
 const INPUT_FIELDS = ["source", "batch", "item"];
 
 // What an action changes, the element that shows it, and the places acted on that show it themselves: after the
