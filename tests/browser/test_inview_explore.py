@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import Page
 
 from tests.browser.conftest import Device
-from tests.browser.inview import SIZES, Step, opener, press, walk
+from tests.browser.inview import SIZES, Step, opener, press, touch, walk
 
 pytestmark = pytest.mark.browser
 
@@ -26,16 +26,16 @@ ELIGIBILITY = "#eligibility"
 LONG_TEXT = " ".join(["the cat sat on the mat and the dog ran to the park"] * 5)
 
 
-def in_drawer(do: Callable[[Page], None]) -> Callable[[Page], None]:
-    """`do` in the controls: on a phone the drawer is opened first and closed after (unless `do` closed it)."""
+def in_drawer(do: Callable[[Page], None], close: bool = True) -> Callable[[Page], None]:
+    """`do` in the controls: on a phone the drawer is opened first (unless it is open) and closed after (unless `do`
+    closed it, or `close` is False: what the step changed is in the drawer)."""
 
     def act(page: Page) -> None:
-        drawer = page.locator("#controls-toggle")
-        narrow = drawer.is_visible()
-        if narrow:
+        narrow = page.locator("#controls-toggle").is_visible()
+        if narrow and not page.evaluate("() => document.body.classList.contains('drawer-open')"):
             press(page, "#controls-toggle")
         do(page)
-        if narrow and page.locator("#controls-close").is_visible():
+        if close and narrow and page.locator("#controls-close").is_visible():
             press(page, "#controls-close")
 
     return act
@@ -80,6 +80,29 @@ def matrix_entry(page: Page) -> None:
     box = page.locator("#matrix-editors input").first
     box.fill("0.5")
     box.press("Tab")
+
+
+def sequence(text: str) -> Callable[[Page], None]:
+    def do(page: Page) -> None:
+        page.locator("#sequence-input").fill(text)
+        press(page, "#run-button")
+
+    return in_drawer(do)
+
+
+def emptied(page: Page) -> None:
+    """A number of X emptied while the failed run's message stands (the message beside the control has no ✕ where the
+    controls sit beside the views): the cell's own message replaces it."""
+    page.wait_for_function("() => !!document.getElementById('action-error')")
+    box = page.locator("#matrix-editors input").first
+    box.fill("")
+    box.press("Tab")
+
+
+def retyped(page: Page) -> None:
+    matrix_entry(page)
+    page.locator("#sequence-input").fill("x1 x2 x3 x4 x5")
+    press(page, "#run-button")
 
 
 def source(text: str) -> Callable[[Page], None]:
@@ -134,7 +157,12 @@ def settled(page: Page) -> None:
 def tap(selector: str) -> Callable[[Page], None]:
     def do(page: Page) -> None:
         settled(page)
-        press(page, selector)
+        # the locator's own tap or click: it waits for the element again when a run's redraw replaced it
+        el = page.locator(selector).first
+        if touch(page):
+            el.tap()
+        else:
+            el.click()
 
     return do
 
@@ -151,6 +179,23 @@ STEPS: list[Step] = [
         in_drawer(lambda p: p.locator("#matrices-reset").click()),
         HEADS,
         ("matricesReset",),
+    ),
+    Step(
+        "more words than the textbook has positions",
+        "explore",
+        sequence("a b c d e f g"),
+        HEADS,
+        ("sequenceSubmitted",),
+    ),
+    Step(
+        "the error replaced by a cell's own",
+        "explore",
+        in_drawer(emptied, close=False),
+        "#matrix-error",
+        ("errorDismissed",),
+    ),
+    Step(
+        "the cell and the words mended", "explore", in_drawer(retyped), HEADS, ("matrixEntrySet", "sequenceSubmitted")
     ),
     Step(
         "an example chosen",

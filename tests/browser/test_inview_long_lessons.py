@@ -58,6 +58,7 @@ def long_run(page: Page) -> None:
 
 
 def aggregate(page: Page) -> None:
+    settled(page)
     page.get_by_test_id("dz-agg").select_option("mean")
 
 
