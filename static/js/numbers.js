@@ -43,7 +43,8 @@ export function render(root, s, dispatch) {
       // this cell's error is the one that stands: an older run's message no longer names what is wrong
       if (s.run.error) dispatch(act.errorDismissed());
       showCellErrors(root);
-      bringIntoSight(part("matrix-error")); // under the editors: below the fold of a phone's drawer
+      // under the editors: below the fold of a phone's drawer (the controls a modal over the views)
+      if (root.closest('[aria-modal="true"]')) bringIntoSight(part("matrix-error"));
       return false;
     }
     errors.delete(key);
