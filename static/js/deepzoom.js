@@ -387,6 +387,10 @@ function bindPanel(root, store) {
   // the blocks' largest or mean weight: the overview, the backdrop and the tiles of the other kind, where the view is
   part("dz-agg").addEventListener("change", () => {
     local.agg = part("dz-agg").value === "mean" ? "mean" : "max";
+    // on a phone the canvas it repaints sits below the toolbar, out of sight
+    const canvas = part("dz-canvas");
+    const r = canvas.getBoundingClientRect();
+    if (r.bottom <= 0 || r.top >= window.innerHeight) canvas.scrollIntoView({ block: "nearest" });
     local.repaint();
   });
 

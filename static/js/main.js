@@ -243,6 +243,7 @@ function drawnMarks(s) {
   if (owed.drawn && !plotly.held) {
     owed.drawn = false;
     performance.mark("attnlab:drawn");
+    window.dispatchEvent(new Event("attnlab:drawn")); // workspaces.js follow: an answer redrawn out of sight
   }
   if (plotly.layers && !plotly.held && !s.run.rest && s.run.answered === s.run.want) {
     plotly.layers = false;

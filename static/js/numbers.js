@@ -43,6 +43,8 @@ export function render(root, s, dispatch) {
       // this cell's error is the one that stands: an older run's message no longer names what is wrong
       if (s.run.error) dispatch(act.errorDismissed());
       showCellErrors(root);
+      // under the editors: below the fold of a phone's drawer (the controls a modal over the views)
+      if (root.closest('[aria-modal="true"]')) bringIntoSight(part("matrix-error"));
       return false;
     }
     errors.delete(key);
@@ -51,6 +53,11 @@ export function render(root, s, dispatch) {
     return true;
   });
   showCellErrors(root);
+}
+
+function bringIntoSight(el) {
+  const r = el.getBoundingClientRect();
+  if (r.top < 0 || r.bottom > window.innerHeight) el.scrollIntoView({ block: "nearest" });
 }
 
 // Each errored cell: its box keeps what was typed, marked invalid; the line under the editors names the cells.

@@ -236,13 +236,32 @@ export function bindTabs(bar) {
   window.addEventListener("popstate", () => open(workspaceOf(location.search)));
 }
 
+// The fields of ui whose change redraws every head: a new sequence, the textbook's numbers, a model's options (the
+// random layer's heads), another layer, another page of heads (the grid's height changes), the display's settings,
+// a source, a batch.
+const HEADS_FIELDS = [
+  "text",
+  "matrices",
+  "options",
+  "layer",
+  "page",
+  "view",
+  "palette",
+  "scoreScale",
+  "scale",
+  "allMasked",
+];
+const INPUT_FIELDS = ["source", "batch", "item"];
+
 // What an action changes, the element that shows it, and the places acted on that show it themselves: after the
 // action, that element is brought into the viewport when it is in the workspace shown and out of sight (a phone,
 // where the answer sits below the grid), unless the person acted in a place that draws the change itself (a cell
 // blocked in the large head is hatched there: the large head stays in sight).
 export const ANSWERS = [
   [(s) => s.ui.focus, '[data-view="focus"]'],
+  ...[...HEADS_FIELDS, ...INPUT_FIELDS].map((field) => [(s) => s.ui[field], "#heads-grid"]),
   [(s) => s.ui.masks, "#eligibility", ["focus-plot"]],
+  [(s) => s.ui.sourcePadded, "#eligibility"],
   [(s) => s.ui.pair, "#tophead-panel"],
   [(s) => s.ui.lesson?.feedback, "#lesson-feedback"],
 ];
@@ -275,6 +294,7 @@ export function steer(on) {
 export function follow(store) {
   placeLesson(store.getState().ui.lesson?.id ?? null, false);
   let aim = null; // the selector of the last action's answer, until its run is drawn
+  let due = null; // that selector again, until every view of the run is drawn
   const bring = (selector) => {
     const el = steered ? null : document.querySelector(selector);
     if (el && drawsNow(el) && el.getClientRects().length && outOfSight(el)) el.scrollIntoView({ block: "nearest" });
@@ -282,8 +302,15 @@ export function follow(store) {
   store.subscribe((s, prev) => {
     const id = s.ui.lesson?.id ?? null;
     if (id !== (prev.ui.lesson?.id ?? null)) placeLesson(id, !!id);
-    if (!prev.run.result || prev.ui.model !== s.ui.model) return; // the link's state restored, not an action
-    for (const [read, selector, drawnAt = []] of ANSWERS) {
+    if (!prev.run.result) return; // the link's state restored, not an action
+    if (prev.ui.model !== s.ui.model || (s.run.where === "example-select" && s.run.want !== prev.run.want)) {
+      aim = "#heads-grid"; // another model or an example: every head is new (its other answers start afresh)
+      bring(aim);
+      return;
+    }
+    // a run's answer is not an action: the fields it hands back (the masks as sent) are the ones asked already
+    const answer = s.run.answered !== prev.run.answered;
+    for (const [read, selector, drawnAt = []] of answer ? [] : ANSWERS) {
       if (read(s) === read(prev) || drawnAt.includes(s.run.where)) continue;
       aim = selector;
       bring(selector);
@@ -291,7 +318,14 @@ export function follow(store) {
     if (aim && s.run.status !== "loading" && s.run.answered === s.run.want && s.run !== prev.run) {
       const selector = aim;
       aim = null;
+      due = selector;
       requestAnimationFrame(() => bring(selector));
     }
+  });
+  // the views out of sight draw after the paint (sight.js): one that shrank there (fewer heads) can leave the answer
+  // above the viewport, so it is brought again once every view is drawn
+  window.addEventListener("attnlab:drawn", () => {
+    if (due) bring(due);
+    due = null;
   });
 }
