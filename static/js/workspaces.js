@@ -245,6 +245,16 @@ export const ANSWERS = [
   [(s) => s.ui.masks, "#eligibility", ["focus-plot"]],
   [(s) => s.ui.pair, "#tophead-panel"],
   [(s) => s.ui.lesson?.feedback, "#lesson-feedback"],
+  // the controls' settings that redraw every head (a classic bug, the sinks hidden, the count of positions, the
+  // precision): the heads, above the controls' lower fields once the page is scrolled down to reach them
+  [(s) => s.ui.bug, '[data-view="heads"]'],
+  [(s) => s.ui.sinks, '[data-view="heads"]'],
+  [(s) => s.ui.from1, '[data-view="heads"]'],
+  [(s) => s.ui.dtype, '[data-view="heads"]'],
+  // a patching cell opened: its detail under the grid (below the fold on a phone)
+  [(s) => s.ui.patch?.cell, "#patch-cell"],
+  // a weight edit added under the large head: the line of the edits in force under its form
+  [(s) => s.ui.edits, "#edit-shown"],
 ];
 
 function outOfSight(el) {

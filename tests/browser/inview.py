@@ -132,13 +132,15 @@ def opener(tab_on: Callable[[Device], Page], live_server: str, size: str) -> Cal
 class Step:
     """One thing a person does: `name` in words, the workspace it is done in, `act` doing it (through the page's own
     controls, as a person would), `does` the store's action types it must perform (empty for a workspace with state
-    of its own, such as Vision and Train), and `answer` the element it changed, which must end in the viewport."""
+    of its own, such as Vision and Train), and `answer` the element it changed, which must end in the viewport;
+    `controls` the controls (data-testid or id) of a workspace with state of its own that the step operates."""
 
     name: str
     workspace: str
     act: Callable[[Page], None]
     answer: str
     does: tuple[str, ...] = ()
+    controls: tuple[str, ...] = ()
 
 
 def walk(page: Page, steps: list[Step]) -> None:
