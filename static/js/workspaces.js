@@ -255,6 +255,11 @@ export const ANSWERS = [
   [(s) => s.ui.patch?.cell, "#patch-cell"],
   // a weight edit added under the large head: the line of the edits in force under its form
   [(s) => s.ui.edits, "#edit-shown"],
+  // a panel's button pressed (its slot's nonce counts the presses): the panel's answer, under its button
+  [(s) => s.panels["cost.measure"]?.nonce, "#cost-measured"],
+  [(s) => s.panels["cost.lengths"]?.nonce, "#cost-lengths-out"],
+  [(s) => s.panels.audit?.nonce, "#audit-summary"],
+  [(s) => s.panels.qkterms?.nonce, "#qk-body"],
 ];
 
 function outOfSight(el) {
