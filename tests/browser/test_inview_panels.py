@@ -55,13 +55,21 @@ def pressing(selector: str) -> Callable[[Page], None]:
     """A press on `selector` once the page is idle (the answers to the step before drawn, its controls among them)."""
 
     def act(page: Page) -> None:
-        wait_idle(page)
+        settle(page)
         press(page, selector)
 
     return act
 
 
+def settle(page: Page) -> None:
+    """Wait until the page is idle: the run drawn and no analysis on its way (the busy indicator says none), so that
+    the controls about to be pressed are the ones the answers drew."""
+    wait_idle(page)
+    page.wait_for_function("() => document.getElementById('busy').dataset.busy === ''")
+
+
 def add_edit(page: Page) -> None:
+    settle(page)
     press(page, "[data-testid=head-heatmap]")
     page.locator("#edit-weight").fill("0.9")
     press(page, "#edit-add")
