@@ -37,10 +37,10 @@ VISION_JS = """() => {
     document.querySelectorAll('[data-testid=vision-patching] figure').length]);
 }"""
 
-# What the Train workspace shows: column A's run, snapshots and step, and the kept runs.
+# What the Train workspace shows: each column's run, snapshots and step, and the kept runs.
 TRAIN_JS = """() => {
-  const a = document.querySelector('[data-testid=train-col-a]');
-  return JSON.stringify([a.dataset.run, a.dataset.status, a.dataset.snapshots, a.dataset.step,
+  const [a, b] = ['a', 'b'].map((side) => document.querySelector(`[data-testid=train-col-${side}]`).dataset);
+  return JSON.stringify([a.run, a.status, a.snapshots, a.step, b.run, b.step,
     document.querySelector('[data-testid=train-runs]').textContent]);
 }"""
 
@@ -119,9 +119,14 @@ def train_run(page: Page) -> None:
     assert col.get_attribute("data-status") == "finished", page.locator("[data-testid=train-status]").inner_text()
 
 
-def scrub(page: Page) -> None:
-    page.locator("[data-testid=train-scrub-a]").scroll_into_view_if_needed()
-    page.locator("[data-testid=train-scrub-a]").fill("0")
+def scrub(side: str) -> Callable[[Page], None]:
+    """Column `side`'s scrubber to its first snapshot."""
+
+    def act(page: Page) -> None:
+        page.locator(f"[data-testid=train-scrub-{side}]").scroll_into_view_if_needed()
+        page.locator(f"[data-testid=train-scrub-{side}]").fill("0")
+
+    return act
 
 
 def refresh(page: Page) -> None:
@@ -194,7 +199,7 @@ STEPS: list[Step] = [
         COL_A,
         controls=("train-knobs", "train-into", "train-start"),
     ),
-    Step("its first snapshot", "train", train(scrub), "[data-testid=train-heads-a]", controls=("train-scrub-a",)),
+    Step("its first snapshot", "train", train(scrub("a")), "[data-testid=train-heads-a]", controls=("train-scrub-a",)),
     Step(
         "the kept runs refreshed",
         "train",
@@ -208,6 +213,13 @@ STEPS: list[Step] = [
         lambda p: press(p, "[data-testid=train-runs] li >> text=Show in B"),
         "[data-testid=train-heads-b] [data-testid=head-heatmap]",
         controls=("train-runs",),
+    ),
+    Step(
+        "column B's first snapshot",
+        "train",
+        train(scrub("b")),
+        "[data-testid=train-heads-b]",
+        controls=("train-scrub-b",),
     ),
     Step(
         "its step opened in Explore",
