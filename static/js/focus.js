@@ -260,6 +260,7 @@ export function deps(s) {
     s.ui.focus,
     s.ui.query,
     s.ui.pair,
+    s.ui.edits,
     s.cursor,
   ];
 }
@@ -345,6 +346,18 @@ export function render(root, s) {
   const pair = view.pair && view.pair.every((v) => v != null) ? view.pair : [Math.min(view.query, S - 1), 0];
   part("edit-query").value = String(pair[0]);
   part("edit-key").value = String(pair[1]);
+  renderEdits(part("edit-shown"), s.ui.edits, view);
+}
+
+// The edits in force, under the form that adds them: what "Add edit" changed, in sight where it was pressed (their
+// effect is drawn in Test's interventions panel).
+function renderEdits(line, edits, view) {
+  const at = (i) => positionLabel(view.tokens, i);
+  const named = edits.map(
+    (e) => `${headName(e.layer, e.head, view.multiLayer)} ${at(e.query)}→${at(e.key)} = ${e.weight}`,
+  );
+  line.hidden = !edits.length;
+  line.textContent = edits.length ? `In force: ${named.join(", ")}. Their effect: Test, Interventions.` : "";
 }
 
 // Whether a plotly click came from a finger: the event plotly hands on, else the device's main pointer.

@@ -64,11 +64,12 @@ export function paddedFromFlags(flags) {
 // Drop padding and blocked cells that fall outside a sequence of seqLen positions (keyLen key columns: a
 // cross-attention source can be longer or shorter than the queries).
 export function clampMasks(masks, seqLen, keyLen = seqLen) {
-  return {
-    ...masks,
-    padded: (masks.padded || []).filter((p) => p >= 0 && p < seqLen),
-    blocked: (masks.blocked || []).filter(([q, k]) => q >= 0 && k >= 0 && q < seqLen && k < keyLen),
-  };
+  const padded = (masks.padded || []).filter((p) => p >= 0 && p < seqLen);
+  const blocked = (masks.blocked || []).filter(([q, k]) => q >= 0 && k >= 0 && q < seqLen && k < keyLen);
+  // nothing clamped: the same object, so that a run's answer (which settles the masks it was sent) changes no mask
+  // of the state (workspaces.js brings the eligibility grid into sight when they change)
+  if (masks.padded?.length === padded.length && masks.blocked?.length === blocked.length) return masks;
+  return { ...masks, padded, blocked };
 }
 
 // The API's masks object for the page's masks, clamped to seqLen positions when the page knows it (0: it does not,

@@ -264,6 +264,21 @@ export const ANSWERS = [
   [(s) => s.ui.sourcePadded, "#eligibility"],
   [(s) => s.ui.pair, "#tophead-panel"],
   [(s) => s.ui.lesson?.feedback, "#lesson-feedback"],
+  // the controls' settings that redraw every head (a classic bug, the sinks hidden, the count of positions, the
+  // precision): the heads, above the controls' lower fields once the page is scrolled down to reach them
+  [(s) => s.ui.bug, '[data-view="heads"]'],
+  [(s) => s.ui.sinks, '[data-view="heads"]'],
+  [(s) => s.ui.from1, '[data-view="heads"]'],
+  [(s) => s.ui.dtype, '[data-view="heads"]'],
+  // a patching cell opened: its detail under the grid (below the fold on a phone)
+  [(s) => s.ui.patch?.cell, "#patch-cell"],
+  // a weight edit added under the large head: the line of the edits in force under its form
+  [(s) => s.ui.edits, "#edit-shown"],
+  // a panel's button pressed (its slot's nonce counts the presses): the panel's answer, under its button
+  [(s) => s.panels["cost.measure"]?.nonce, "#cost-measured"],
+  [(s) => s.panels["cost.lengths"]?.nonce, "#cost-lengths-out"],
+  [(s) => s.panels.audit?.nonce, "#audit-summary"],
+  [(s) => s.panels.qkterms?.nonce, "#qk-body"],
 ];
 
 function outOfSight(el) {

@@ -189,6 +189,11 @@ test("mask edits are pure", async () => {
   none(out.none);
   eq(out.back, [1, 2]);
   eq(out.clamp, { causal: true, padded: [0], blocked: [[1, 1]] });
+  // masks within the sequence come back as the same object: a run's answer, which settles the masks it was sent,
+  // changes no mask of the state (and brings no eligibility grid into sight)
+  const inside = { causal: true, padded: [1], blocked: [[0, 0]] };
+  assert.equal(M.clampMasks(inside, 3), inside);
+  eq(M.clampMasks({ causal: true }, 3), { causal: true, padded: [], blocked: [] });
   eq([out.rows, out.split], [[0], ["a", "b", "c"]]);
   const d = out.diff;
   assert.ok(d.comparable);

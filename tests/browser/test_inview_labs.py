@@ -1,0 +1,243 @@
+"""The in-view walk of the Vision and Train workspaces, which keep state of their own (no store actions): each
+control a person operates changes what its answer shows (the step checks that itself), and that answer ends in the
+viewport, at 1440x900 and on a 390x844 touch phone (tests/browser/inview.py `walk`).
+
+One page a size, on the server that holds the `digits` image model, walks Vision and then Train: a run of a few
+steps of the smallest shape from the knobs.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+from playwright.sync_api import Page
+
+from tests.browser.conftest import Device
+from tests.browser.inview import SIZES, Step, opener, press, walk
+
+pytestmark = pytest.mark.browser
+
+IMAGE = "[data-testid=vision-image]"
+COL_A = "[data-testid=train-col-a]"
+
+# What the Vision workspace shows: its image's picture, the patch, layer, head and map chosen, the readout, the
+# masks' line and the patching thumbnails.
+VISION_JS = """() => {
+  const img = document.querySelector('[data-testid=vision-image]');
+  const pic = img.querySelector('image');
+  return JSON.stringify([pic && (pic.getAttribute('href') || '').slice(0, 80), img.dataset.query, img.dataset.layer,
+    img.dataset.head, document.querySelector('[data-testid=vision-map]').value,
+    document.querySelector('[data-testid=vision-readout]').textContent,
+    document.querySelector('[data-testid=vision-masked]').textContent,
+    document.querySelectorAll('[data-testid=vision-patching] figure').length]);
+}"""
+
+# What the Train workspace shows: each column's run, snapshots and step, and the kept runs.
+TRAIN_JS = """() => {
+  const [a, b] = ['a', 'b'].map((side) => document.querySelector(`[data-testid=train-col-${side}]`).dataset);
+  return JSON.stringify([a.run, a.status, a.snapshots, a.step, b.run, b.step,
+    document.querySelector('[data-testid=train-runs]').textContent]);
+}"""
+
+
+def changing(probe: str, act: Callable[[Page], None]) -> Callable[[Page], None]:
+    """`act`, then a wait until what `probe` reads of the workspace differs from before it: the act changed it."""
+
+    def step(page: Page) -> None:
+        page.wait_for_function(
+            "() => !document.querySelector('[data-testid=vision-status]')?.textContent.includes('…')"
+        )
+        before = page.evaluate(probe)
+        act(page)
+        page.wait_for_function(f"(b) => ({probe})() !== b", arg=before, timeout=20_000)
+
+    return step
+
+
+def vision(act: Callable[[Page], None]) -> Callable[[Page], None]:
+    return changing(VISION_JS, act)
+
+
+def pick(selector: str, value: str) -> Callable[[Page], None]:
+    def act(page: Page) -> None:
+        page.locator(selector).scroll_into_view_if_needed()
+        page.locator(selector).select_option(value)
+
+    return act
+
+
+def typed(selector: str, value: str, then: str | None = None) -> Callable[[Page], None]:
+    """`value` typed into `selector`, then `then` pressed (or Enter, which commits the field)."""
+
+    def act(page: Page) -> None:
+        box = page.locator(selector)
+        box.scroll_into_view_if_needed()
+        box.fill(value)
+        if then:
+            press(page, then)
+        else:
+            box.press("Enter")
+
+    return act
+
+
+def png() -> bytes:
+    out = io.BytesIO()
+    Image.fromarray((np.indices((8, 8)).sum(axis=0) * 16).astype(np.uint8)).save(out, "PNG")
+    return out.getvalue()
+
+
+def upload(page: Page) -> None:
+    page.locator("[data-testid=vision-file]").set_input_files(
+        files=[{"name": "diagonal.png", "mimeType": "image/png", "buffer": png()}]
+    )
+
+
+def cursor_enter(page: Page) -> None:
+    page.locator(IMAGE).focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+
+
+def train_run(page: Page) -> None:
+    knobs = {"layers": "1", "heads": "1", "width": "16", "positions": "8", "batch": "2", "warmup": "0"}
+    for name, value in {**knobs, "steps": "20", "snapshot_every": "10"}.items():
+        page.locator(f"#train-{name}").fill(value)
+    page.locator("#train-into").select_option("a")
+    press(page, "[data-testid=train-start]")
+    page.wait_for_function(
+        "(s) => ['finished', 'failed', 'cancelled'].includes(document.querySelector(s).dataset.status)",
+        arg=COL_A,
+        timeout=60_000,
+    )
+    col = page.locator(COL_A)
+    assert col.get_attribute("data-status") == "finished", page.locator("[data-testid=train-status]").inner_text()
+
+
+def scrub(side: str) -> Callable[[Page], None]:
+    """Column `side`'s scrubber to its first snapshot."""
+
+    def act(page: Page) -> None:
+        page.locator(f"[data-testid=train-scrub-{side}]").scroll_into_view_if_needed()
+        page.locator(f"[data-testid=train-scrub-{side}]").fill("0")
+
+    return act
+
+
+def refresh(page: Page) -> None:
+    """The kept runs asked again: the list drawn anew from the server's, the run trained first in it."""
+    old = page.locator("[data-testid=train-runs] li").first.element_handle()
+    press(page, "#train-refresh")
+    page.wait_for_function("(li) => !li.isConnected", arg=old)
+    page.wait_for_selector("[data-testid=train-runs] li")
+
+
+def train(act: Callable[[Page], None]) -> Callable[[Page], None]:
+    return changing(TRAIN_JS, act)
+
+
+STEPS: list[Step] = [
+    # Vision: an image chosen (a digit, a photo, a file of one's own), a patch chosen (pressed, or by the keys),
+    # what is shown of it, masks and an ablation, and patching from a second image
+    Step(
+        "a digit shown",
+        "vision",
+        vision(typed("#vision-digit", "3", "#vision-digit-go")),
+        IMAGE,
+        controls=("vision-digit", "vision-digit-go"),
+    ),
+    Step(
+        "a photo shown",
+        "vision",
+        vision(lambda p: press(p, "#vision-photos [data-photo]")),
+        IMAGE,
+        controls=("vision-photos",),
+    ),
+    Step("an image of one's own", "vision", vision(upload), IMAGE, controls=("vision-file",)),
+    Step("a patch pressed", "vision", vision(lambda p: press(p, f"{IMAGE} [data-token='6']")), IMAGE),
+    Step("a patch chosen by the keys", "vision", vision(cursor_enter), IMAGE, controls=("vision-image",)),
+    Step("a head chosen", "vision", vision(pick("#vision-head", "1")), IMAGE, controls=("vision-head",)),
+    Step("the [CLS]'s attention shown", "vision", vision(pick("#vision-map", "cls")), IMAGE, controls=("vision-map",)),
+    Step("the patch's attention again", "vision", vision(pick("#vision-map", "patch")), IMAGE),
+    Step("a layer chosen", "vision", vision(pick("#vision-layer", "0")), IMAGE, controls=("vision-layer",)),
+    Step(
+        "a head's thumbnail pressed",
+        "vision",
+        vision(lambda p: press(p, "[data-testid=vision-heads] [data-head='2']")),
+        IMAGE,
+        controls=("vision-heads",),
+    ),
+    Step(
+        "the patch blocked as a key",
+        "vision",
+        vision(lambda p: press(p, "#vision-block")),
+        IMAGE,
+        controls=("vision-block",),
+    ),
+    Step("a 2-D window", "vision", vision(typed("#vision-radius", "1")), IMAGE, controls=("vision-radius",)),
+    Step(
+        "the head ablated", "vision", vision(lambda p: press(p, "#vision-ablate")), IMAGE, controls=("vision-ablate",)
+    ),
+    Step("the masks cleared", "vision", vision(lambda p: press(p, "#vision-clear")), IMAGE, controls=("vision-clear",)),
+    Step(
+        "patched from a second image",
+        "vision",
+        vision(typed("#vision-corrupt", "8", "#vision-patch")),
+        "[data-testid=vision-patching]",
+        controls=("vision-corrupt", "vision-patch"),
+    ),
+    # Train: a run of a few steps from the knobs into column A, its first snapshot, the kept runs
+    Step(
+        "a run trained from the knobs",
+        "train",
+        train(train_run),
+        COL_A,
+        controls=("train-knobs", "train-into", "train-start"),
+    ),
+    Step("its first snapshot", "train", train(scrub("a")), "[data-testid=train-heads-a]", controls=("train-scrub-a",)),
+    Step(
+        "the kept runs refreshed",
+        "train",
+        refresh,
+        "[data-testid=train-runs]",
+        controls=("train-refresh",),
+    ),
+    Step(
+        "a kept run shown in column B",
+        "train",
+        lambda p: press(p, "[data-testid=train-runs] li >> text=Show in B"),
+        "[data-testid=train-heads-b] [data-testid=head-heatmap]",
+        controls=("train-runs",),
+    ),
+    Step(
+        "column B's first snapshot",
+        "train",
+        train(scrub("b")),
+        "[data-testid=train-heads-b]",
+        controls=("train-scrub-b",),
+    ),
+    Step(
+        "its step opened in Explore",
+        "train",
+        lambda p: press(p, "[data-testid=train-open-a]"),
+        "[data-workspace=explore] [data-testid=head-heatmap]",
+        controls=("train-open-a",),
+    ),
+]
+
+
+@pytest.fixture(params=list(SIZES))
+def sized(request: Any, tab_on: Callable[[Device], Page], typed_pycode_server: str) -> Callable[[str], Page]:
+    return opener(tab_on, typed_pycode_server, request.param)
+
+
+def test_every_lab_act_leaves_what_it_changed_in_view(sized: Callable[[str], Page]) -> None:
+    page = sized("?ws=vision")
+    page.wait_for_selector(f"{IMAGE} [data-token]", timeout=20_000)
+    walk(page, STEPS)
+    assert page.errors == []  # type: ignore[attr-defined]

@@ -1,0 +1,114 @@
+"""The in-view walk of the Mechanics workspace: decoding step by step, generating, the cost of a shape, the scale
+sweep and the audit record, at 1440x900 and on a 390x844 touch phone, each leave the element it changed in the
+viewport (tests/browser/inview.py `walk`).
+
+One page a size, on the trained `induction` model (it predicts tokens, so the page offers generating), walks the
+table in turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page
+
+from tests.browser.conftest import Device
+from tests.browser.inview import SIZES, Step, opener, press, walk
+from tests.browser.test_inview_panels import pressing
+
+pytestmark = pytest.mark.browser
+
+
+def gen_run(page: Page) -> None:
+    page.locator("#gen-tokens").scroll_into_view_if_needed()
+    page.locator("#gen-tokens").fill("3")
+    press(page, "#gen-run")
+
+
+def cost_shape(page: Page) -> None:
+    page.locator("#cost-batch").scroll_into_view_if_needed()
+    page.locator("#cost-batch").fill("3")
+    page.locator("#cost-batch").press("Enter")
+
+
+def cost_lengths(page: Page) -> None:
+    page.locator("#cost-lengths").scroll_into_view_if_needed()
+    page.locator("#cost-lengths").fill("8, 16")
+    press(page, "#cost-lengths-measure")
+    # its table drawn: the panel has stopped growing under the buttons below it
+    page.wait_for_selector("[data-testid=cost-lengths-out] table.cost-lengths-table")
+
+
+STEPS: list[Step] = [
+    Step(
+        "decoding step by step",
+        "mechanics",
+        pressing("#decode-run"),
+        "[data-testid=decode-step]",
+        ("decodeSet",),
+        ("decode-run",),
+    ),
+    Step(
+        "the next decoding step",
+        "mechanics",
+        pressing("#decode-next"),
+        "[data-testid=decode-step]",
+        ("decodeStepSet",),
+        ("decode-next",),
+    ),
+    Step(
+        "the decoding played",
+        "mechanics",
+        pressing("#decode-play"),
+        "[data-testid=decode-step]",
+        ("playSet",),
+        ("decode-play",),
+    ),
+    Step("tokens generated", "mechanics", gen_run, "[data-testid=decode-step]", ("decodeGenSet",), ("gen-run",)),
+    Step(
+        "the sweep drawn",
+        "mechanics",
+        pressing("#sweep-draw"),
+        "[data-testid=scale-sweep]",
+        ("panelSet",),
+        ("sweep-draw",),
+    ),
+    Step(
+        "the audit exported",
+        "mechanics",
+        pressing("#audit-export"),
+        "[data-testid=audit-summary]",
+        ("panelAsked",),
+        ("audit-export",),
+    ),
+    Step("a shape costed", "mechanics", cost_shape, "#cost-table", ("panelSet",), ("cost-batch",)),
+    Step(
+        "the cost measured here",
+        "mechanics",
+        pressing("#cost-measure"),
+        "[data-testid=cost-measured]",
+        ("panelAsked",),
+        ("cost-measure",),
+    ),
+    Step(
+        "dense against blockwise measured",
+        "mechanics",
+        cost_lengths,
+        "[data-testid=cost-lengths-out]",
+        ("panelAsked",),
+        ("cost-lengths", "cost-lengths-measure"),
+    ),
+]
+
+
+@pytest.fixture(params=list(SIZES))
+def sized(request: Any, tab_on: Callable[[Device], Page], trained_server: str) -> Callable[[str], Page]:
+    return opener(tab_on, trained_server, request.param)
+
+
+def test_every_mechanics_action_leaves_what_it_changed_in_view(sized: Callable[[str], Page]) -> None:
+    page = sized("?m=induction&ws=mechanics")
+    walk(page, STEPS)
+    assert page.errors == []  # type: ignore[attr-defined]
