@@ -139,6 +139,7 @@ test("a per-head answer names the head that brings back the most, the share clam
     /no head alone brings it any of the way back/,
   );
   eq([share(-0.9), share(0.6), share(1.7), share(null)], [0, 0.6, 1, 0]);
+});
 
 // Every layer's heads at once (static/js/visionlayers.js): the rows drawn, their veils as one bitmap, the keyboard.
 const LAYERS = [
