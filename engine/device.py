@@ -20,6 +20,9 @@ def resolve_device(choice: str) -> torch.device:
         raise RuntimeError("device 'cuda' was asked for but torch sees no CUDA GPU; use 'auto' or 'cpu'")
     if choice not in ("cpu", "cuda"):
         raise ValueError(f"device must be auto, cpu or cuda; got {choice!r}")
+    if choice == "cuda":  # float32 means float32 on a GPU too: no TensorFloat-32 in matmuls or convolutions (a
+        torch.backends.cuda.matmul.allow_tf32 = False  # ViT's patch embedding), whose 10-bit mantissa would move
+        torch.backends.cudnn.allow_tf32 = False  # weights by about 1e-3 and break the equivalence with transformers
     return torch.device(choice)
 
 
