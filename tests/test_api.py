@@ -53,6 +53,29 @@ def test_health_reports_device_and_versions(client: TestClient) -> None:
     assert body["limits"] == {**{name: getattr(Settings(), name) for name in asks}, **declared}
 
 
+def test_health_answers_from_a_checkout_that_was_never_installed(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run with PYTHONPATH pointing at a checkout (as on a GPU machine with no pip install), there is no package
+    metadata: the version comes from the checkout's pyproject.toml, where a 500 came before."""
+    from importlib.metadata import PackageNotFoundError
+
+    from server.routes import health
+
+    def missing(name: str) -> str:
+        raise PackageNotFoundError(name)
+
+    monkeypatch.setattr(health, "version", missing)
+    health.attnlab_version.cache_clear()
+    try:
+        r = client.get("/api/health")
+    finally:
+        health.attnlab_version.cache_clear()
+    assert r.status_code == 200, r.text
+    pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
+    assert f'version = "{r.json()["version"]}"' in pyproject
+
+
 def test_models_lists_each_loaded_model(client: TestClient) -> None:
     models = {m["name"]: m for m in client.get("/api/models").json()["models"]}
     assert set(models) == {"textbook", "random", "custom"}

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
-from importlib.metadata import version
+import tomllib
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 import torch
 from fastapi import APIRouter, Request, Response
@@ -20,11 +23,22 @@ LIMITS = tuple(
 )
 
 
+@cache
+def attnlab_version() -> str:
+    """The installed package's version; a server run from a checkout that was never installed (PYTHONPATH set to
+    it) reads the checkout's pyproject.toml instead of answering /api/health with a 500."""
+    try:
+        return version("attnlab")
+    except PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+
+
 @router.get("/api/health", response_model=HealthResponse)
 async def health(runtime: RuntimeDep, models: ModelsDep, settings: SettingsDep) -> HealthResponse:
     return HealthResponse(
         status="ok",
-        version=version("attnlab"),
+        version=attnlab_version(),
         device=str(runtime.device),
         dtype=str(runtime.dtype).removeprefix("torch."),
         torch=torch.__version__,
