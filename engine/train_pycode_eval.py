@@ -22,11 +22,12 @@ def held_out_loss(model: Any, tok: Tokenizer, texts: list[str], context: int) ->
     the number of tokens predicted."""
     eot = tok.token_to_id(EOT)
     total, count = 0.0, 0
+    device = next(model.parameters()).device
     model.eval()
     for text in texts:
         ids = tok.encode(text, add_special_tokens=False).ids
         for start in range(0, len(ids), context - 1):
-            window = torch.tensor([[eot, *ids[start : start + context - 1]]])
+            window = torch.tensor([[eot, *ids[start : start + context - 1]]], device=device)
             if window.shape[1] < 2:
                 continue
             logits = model(input_ids=window).logits[0, :-1]
