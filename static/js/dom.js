@@ -39,3 +39,9 @@ export function widthOf(el, fallback) {
 export function within(root) {
   return (id) => root.querySelector(`#${id}`);
 }
+
+// An element an action changed, scrolled just into the viewport when it lies wholly outside it (above or below).
+export function bringIntoView(element) {
+  const r = element.getBoundingClientRect();
+  if (r.bottom <= 0 || r.top >= window.innerHeight) element.scrollIntoView({ block: "nearest" });
+}

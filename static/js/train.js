@@ -15,7 +15,7 @@
 import { act } from "./actions.js";
 import { describeError, parse } from "./api.js";
 import { scaleFor } from "./colors.js";
-import { el, node, within } from "./dom.js";
+import { bringIntoView, el, node, within } from "./dom.js";
 import { keptHidden, markGiveaways } from "./giveaway.js";
 import { renderHeads } from "./heads.js";
 import { lessonOf } from "./lessons.js";
@@ -100,7 +100,19 @@ async function api(path, options = {}) {
 
 function makeColumn(lab, side, root) {
   const part = (role) => root.querySelector(`[data-role=${role}]`);
-  const col = { lab, side, root, part, run: null, status: "", snapshots: [], at: -1, follow: true, source: null };
+  const col = {
+    lab,
+    side,
+    root,
+    part,
+    run: null,
+    status: "",
+    snapshots: [],
+    at: -1,
+    follow: true,
+    source: null,
+    bring: false, // a kept run shown here: its heads are brought into sight once drawn
+  };
   part("scrub").addEventListener("input", (e) => {
     col.at = Number(e.target.value);
     col.follow = col.at === col.snapshots.length - 1;
@@ -182,6 +194,10 @@ function drawColumn(col) {
   if (snap) exp.href = `/api/train/${run.id}/export?step=${snap.step}`;
   drawHeads(col, snap);
   drawCurves(col);
+  if (col.bring && snap?.probe) {
+    col.bring = false;
+    bringIntoView(part("heads"));
+  }
 }
 
 // Every head's map of the probe at the snapshot picked, in the heads grid's own cards.
@@ -472,7 +488,10 @@ async function refreshRuns(lab) {
       });
       const shows = SIDES.map((side) => {
         const b = node("button", { type: "button", className: "secondary small-btn" }, `Show in ${side.toUpperCase()}`);
-        b.addEventListener("click", () => follow(lab.cols[side], run));
+        b.addEventListener("click", () => {
+          follow(lab.cols[side], run);
+          lab.cols[side].bring = true; // its heads come into sight once drawn (the list may reach far below them)
+        });
         return b;
       });
       const exp = node("a", { href: `/api/train/${run.id}/export`, className: "small" }, "Export");

@@ -15,7 +15,7 @@
 // how much of the clean output each patch brings back, or, per head, a layer x head table of the same shares.
 
 import { ApiError, analyse, describeError, fetchAttention, fetchIntervene, fetchModels } from "./api.js";
-import { node, within } from "./dom.js";
+import { bringIntoView, node, within } from "./dom.js";
 import { blockedCells, firstPatch, moveCursor, patchOfToken, tokenOfPatch } from "./visiongrid.js";
 import { bindLayers, drawLayers } from "./visionlayers.js";
 import { THUMB, drawThumbs, mark, paint, picture, pictureKey, shownRow } from "./visionpicture.js";
@@ -156,12 +156,7 @@ function draw(lab) {
 // sight; so are the patching thumbnails once drawn.
 function bringImage(lab) {
   lab.bring = false;
-  bring(lab.part("vision-image"));
-}
-
-function bring(element) {
-  const r = element.getBoundingClientRect();
-  if (r.bottom <= 0 || r.top >= window.innerHeight) element.scrollIntoView({ block: "nearest" });
+  bringIntoView(lab.part("vision-image"));
 }
 
 function fill(select, options, value) {
@@ -228,7 +223,7 @@ async function runPatch(lab) {
     lab.patched = { got, other, shown: lab.shown };
     say(lab, `patched from ${other.label}: ${got.forwards} forward passes`);
     drawPatched(lab);
-    bring(lab.part("vision-patching"));
+    bringIntoView(lab.part("vision-patching"));
   } catch (err) {
     if (asked === lab.patchAsked) showError(lab, err);
   }
