@@ -149,6 +149,10 @@ run: install docs
 # mypy (about 30-45 s on a cold cache, on one core) runs beside the linters and the start of the test suite, which
 # leave the second core idle much of that time; its report is printed once pytest is done, and a type error fails
 # the target as before (`make lint` reports it without the suite).
+# The suite runs in TEST_WORKERS pytest-xdist processes, a test file to a worker (its module's servers and apps
+# started once): a browser test keeps about 0.65 of a core busy (Chromium, the server and the test wait on each
+# other), so two workers on two cores finish it in about two thirds of the time one takes.
+TEST_WORKERS ?= 2
 test: install-test docs chromium nginx postgres node curl $(PRETTIER)
 	typed=$$(mktemp); \
 	$(VENV)/bin/mypy >$$typed 2>&1 & mypy=$$!; \
@@ -156,7 +160,7 @@ test: install-test docs chromium nginx postgres node curl $(PRETTIER)
 	  && $(VENV)/bin/ruff format --check attnlab engine server wire tests bench \
 	  && $(PRETTIER) --check $(JS_SOURCES) \
 	  && $(VENV)/bin/hadolint -t warning Dockerfile \
-	  && $(PY) -m pytest; tested=$$?; \
+	  && $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile; tested=$$?; \
 	wait $$mypy; checked=$$?; \
 	echo "mypy:"; cat $$typed; rm -f $$typed; \
 	[ $$tested = 0 ] && [ $$checked = 0 ]

@@ -10,13 +10,16 @@ os.environ.setdefault("ATTNLAB_CHECK_ANSWERS", "1")
 pytest_plugins = ["tests.fixtures"]
 
 # the training lab's runs (ATTNLAB_DATA_DIR: its database and snapshots) kept in a directory of the session's own,
-# never in the home directory of whoever runs the suite
-if "ATTNLAB_DATA_DIR" not in os.environ:
+# never in the home directory of whoever runs the suite. Each pytest-xdist worker (PYTEST_XDIST_WORKER) makes its own
+# although it inherits the directory its controller made: two workers' servers on one database list each other's
+# runs in the training lab's kept runs.
+_worker = os.environ.get("PYTEST_XDIST_WORKER")
+if "ATTNLAB_DATA_DIR" not in os.environ or _worker:
     import atexit
     import shutil
     import tempfile
 
-    _data_dir = tempfile.mkdtemp(prefix="attnlab-data-")
+    _data_dir = tempfile.mkdtemp(prefix=f"attnlab-data-{_worker or 'main'}-")
     os.environ["ATTNLAB_DATA_DIR"] = _data_dir
     atexit.register(shutil.rmtree, _data_dir, True)
 

@@ -9,7 +9,8 @@ An app in this process costs tens of milliseconds to build (every route's declar
 that use one: a module's tests that check only the answers to their own requests share one per distinct settings
 (`shared_client`, or a module-scoped `client`).
 
-`STARTED` counts the server processes and apps the session started; the terminal summary prints it.
+`STARTED` counts the server processes and apps the session started (every pytest-xdist worker's, summed); the terminal
+summary prints it.
 """
 
 from __future__ import annotations
@@ -220,6 +221,17 @@ class Through(httpx.BaseTransport):
         content = request.read()  # a multipart body (an image sent as a file) is a stream until read
         got = self.client.request(request.method, target, content=content, headers=request.headers)
         return httpx.Response(got.status_code, headers=got.headers, content=got.content)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: its counts go to the controller, which prints the sum
+        workeroutput["attnlab_started"] = dict(STARTED)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    STARTED.update(getattr(node, "workeroutput", {}).get("attnlab_started", {}))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
