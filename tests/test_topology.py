@@ -319,8 +319,10 @@ def test_a_replica_killed_mid_run_costs_no_request_and_recovers(topology: tuple[
         # Stop the victim first so that requests are provably inside it when it dies: nginx has sent them, they
         # sit unread in its sockets. SIGKILL then resets those connections, as when a container dies mid-request.
         victim.signal(signal.SIGSTOP)
-        until(lambda: unread_bytes(victim.port) > 0, "a request sent to the stopped replica", 20)
-        victim.kill()
+        try:
+            until(lambda: unread_bytes(victim.port) > 0, "a request sent to the stopped replica", 20)
+        finally:  # killed even when the wait fails: a replica left stopped would hang the module's next tests
+            victim.kill()
         stream.wait_for(len(stream.done) + 40)
     sent = len(stream.done)
     failures = stream.failures()

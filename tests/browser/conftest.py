@@ -247,7 +247,13 @@ def _record(page: Page, log: PageLog) -> None:
             log.api_bodies.append(req.post_data_json)
 
     page.on("request", on_request)
-    page.on("console", lambda m: log.console_errors.append(m.text) if m.type == "error" else None)
+
+    def on_console(m: Any) -> None:
+        if m.type == "error":  # "Failed to load resource" names no resource in its text: its location does
+            where = (m.location or {}).get("url")
+            log.console_errors.append(f"{m.text} ({where})" if where else m.text)
+
+    page.on("console", on_console)
     page.on("pageerror", lambda e: log.page_errors.append(str(e)))
 
     def on_dialog(d: Any) -> None:
