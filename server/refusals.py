@@ -6,7 +6,9 @@
 
 and `refuse_fields`, for the fields an endpoint cannot honour. Each check reads the request, the settings and what
 the step before gave (the model, the encoding's shape); none runs a model's forward pass, and nothing here reads
-the plan, which is made only of a request that every check has let through.
+the plan, which is made only of a request that every check has let through. Three steps hand on what they settled
+as they check it: `choose_model` the model, `sink_positions` the key positions `sinks` hides, and `request_runtime`
+the runtime in the request's dtype.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from wire.arrays import STREAM_MEDIA_TYPE
 NEEDS_PROJECTIONS = ("qkv", "audit")
 # include items made from the contexts: they need value vectors to mix
 NEEDS_VALUES = ("contexts", "output", "final", "value_norms", "head_contributions")
+# fields that make a request more than one sequence, or a classic bug on purpose: refused where an endpoint reads one
+# sequence as it is
 ONE_SEQUENCE = ("texts", "source", "demo_bug")
 
 # ---- model ---------------------------------------------------------------------------------------------------------
@@ -114,25 +118,13 @@ def check_limits(req: AttentionRequest, settings: Settings, dtype: torch.dtype) 
             _check_magnitude(src.x, "source.x", dtype)
     if req.weights is not None:
         _check_weights(req.weights, settings, dtype)
-    for field, value in (("heads", req.heads), ("kv_heads", req.kv_heads)):
-        if value is not None and value > settings.max_heads:
-            raise ApiError(
-                422,
-                "too_large",
-                f"got {value}, limit {settings.max_heads} (set by ATTNLAB_MAX_HEADS on this server)",
-                field,
-            )
+    _check_heads(req.heads, "heads", settings)
+    _check_heads(req.kv_heads, "kv_heads", settings)
     if req.options is not None:
         if req.options.d_model is not None:
             _check_width(req.options.d_model, "options.d_model", settings)
-        for field, value in (("options.heads", req.options.heads), ("options.kv_heads", req.options.kv_heads)):
-            if value is not None and value > settings.max_heads:
-                raise ApiError(
-                    422,
-                    "too_large",
-                    f"got {value}, limit {settings.max_heads} (set by ATTNLAB_MAX_HEADS on this server)",
-                    field,
-                )
+        _check_heads(req.options.heads, "options.heads", settings)
+        _check_heads(req.options.kv_heads, "options.kv_heads", settings)
 
 
 def _check_width(width: int, field: str, settings: Settings) -> None:
@@ -141,6 +133,16 @@ def _check_width(width: int, field: str, settings: Settings) -> None:
             422,
             "too_large",
             f"got width {width}, limit {settings.max_width} (set by ATTNLAB_MAX_WIDTH on this server)",
+            field,
+        )
+
+
+def _check_heads(heads: int | None, field: str, settings: Settings) -> None:
+    if heads is not None and heads > settings.max_heads:
+        raise ApiError(
+            422,
+            "too_large",
+            f"got {heads}, limit {settings.max_heads} (set by ATTNLAB_MAX_HEADS on this server)",
             field,
         )
 

@@ -1,7 +1,7 @@
 """One request, one plan: server/plan.py reads a request's fields in one order (model -> input -> encoding -> layers
--> include -> precision/dtype -> budgets) and refuses the first that cannot be honoured, so a body with two
-mistakes is refused for the one read first, whichever endpoint it is sent to. The plan it makes is frozen: the run
-and the answer read it, never the request's fields again."""
+-> include -> precision/dtype -> budgets) and refuses the first that cannot be honoured (the checks are
+server/refusals.py), so a body with two mistakes is refused for the one read first, whichever endpoint it is sent
+to. The plan it makes is frozen: the run and the answer read it, never the request's fields again."""
 
 from __future__ import annotations
 
