@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 
 from server.errors import ApiError
-from server.plan import refuse_fields
+from server.refusals import refuse_fields
 from server.schemas import AttentionRequest, ExportRequest
 from server.serialize import FLOAT16_MAX
 from wire.arrays import write_arrays

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-import server.plan
+import server.refusals
 from tests.helpers import assert_error
 
 RANDOM = {"model": "random", "text": "the cat sat on the mat today", "options": {"d_model": 32, "heads": 4}}
@@ -85,7 +85,7 @@ def test_the_magnitude_check_reads_the_requests_dtype(client: TestClient) -> Non
 def test_a_dtype_the_device_cannot_run_is_a_422_naming_dtype(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(server.plan, "_cannot_run", lambda device, dtype: "no half-precision kernels")
+    monkeypatch.setattr(server.refusals, "_cannot_run", lambda device, dtype: "no half-precision kernels")
     got = client.post("/api/attention", json={**RANDOM, "dtype": "float16"})
     err = assert_error(got, 422, "dtype", "no half-precision kernels")
     assert "cpu" in err["message"]
@@ -96,7 +96,7 @@ def test_this_cpu_runs_every_dtype() -> None:
     import torch
 
     for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
-        assert server.plan._cannot_run("cpu", dtype) is None, dtype
+        assert server.refusals._cannot_run("cpu", dtype) is None, dtype
 
 
 def test_endpoints_that_compute_in_the_servers_dtype_refuse_another_by_name(client: TestClient) -> None:

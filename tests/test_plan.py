@@ -1,7 +1,7 @@
 """One request, one plan: server/plan.py reads a request's fields in one order (model -> input -> encoding -> layers
--> include -> precision/dtype -> budgets) and refuses the first that cannot be honoured, so a body with two
-mistakes is refused for the one read first, whichever endpoint it is sent to. The plan it makes is frozen: the run
-and the answer read it, never the request's fields again."""
+-> include -> precision/dtype -> budgets) and refuses the first that cannot be honoured (the checks are
+server/refusals.py), so a body with two mistakes is refused for the one read first, whichever endpoint it is sent
+to. The plan it makes is frozen: the run and the answer read it, never the request's fields again."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-import server.plan
+import server.refusals
 from server.plan import Plan, make_plan
 from server.schemas import AttentionRequest
 from tests.fixtures import make_app_client
@@ -63,7 +63,7 @@ TWO_MISTAKES = [
 def test_a_body_with_two_mistakes_is_refused_for_the_one_read_first(
     client: TestClient, monkeypatch: pytest.MonkeyPatch, why: str, path: str, body: dict[str, Any], field: str
 ) -> None:
-    monkeypatch.setattr(server.plan, "_cannot_run", lambda device, dtype: "no half-precision kernels")
+    monkeypatch.setattr(server.refusals, "_cannot_run", lambda device, dtype: "no half-precision kernels")
     assert_error(client.post(path, json=body), 422, field)
 
 
@@ -73,7 +73,7 @@ def test_each_mistake_alone_is_refused_by_its_own_name(
 ) -> None:
     """The negative control of the test above: the later mistake is refused too once the first is mended, so each
     row holds two real mistakes."""
-    monkeypatch.setattr(server.plan, "_cannot_run", lambda device, dtype: "no half-precision kernels")
+    monkeypatch.setattr(server.refusals, "_cannot_run", lambda device, dtype: "no half-precision kernels")
     mended = {
         "model": {**body, "model": "textbook"},
         "scores": {**body, "scores": [row[:3] for row in SCORES_9[:3]]},

@@ -16,7 +16,8 @@ from engine.interventions import Interventions
 from server.analyses.perturb import SENTENCE
 from server.declare import Analysis, Context, answer_of
 from server.errors import ApiError
-from server.plan import make_plan, refuse_fields
+from server.plan import make_plan
+from server.refusals import refuse_fields
 from server.schemas.attention import AttentionRequest, AttentionResult, Strict
 from server.serialize import as_numpy, check_result_size, result_size
 

@@ -12,7 +12,8 @@ from engine.analysis.decode import CacheFormula, DecodeStep, decode
 from engine.analysis.generate import GeneratedToken, Sampling
 from server.declare import Analysis, Context, Limit, answer_of
 from server.errors import ApiError
-from server.plan import ONE_SEQUENCE, make_plan, refuse_fields
+from server.plan import make_plan
+from server.refusals import ONE_SEQUENCE, refuse_fields
 from server.schemas.attention import AttentionRequest
 from server.schemas.ints import Count, Index
 from server.serialize import check_result_size

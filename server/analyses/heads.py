@@ -24,7 +24,8 @@ from engine.models import AttentionModel, RunInput
 from server.config import Settings
 from server.declare import Analysis, Context, Limit
 from server.errors import ApiError
-from server.plan import ONE_SEQUENCE, cached_run, check_limits, choose_model, make_plan, refuse_fields, to_run_input
+from server.plan import cached_run, make_plan, to_run_input
+from server.refusals import ONE_SEQUENCE, check_limits, choose_model, refuse_fields
 from server.schemas.attention import AttentionRequest, Strict, Text
 from server.schemas.ints import INT64_MAX, Index
 

@@ -15,7 +15,8 @@ from engine.interventions import EdgeEdit as EngineEdgeEdit
 from engine.interventions import HeadAblation, Interventions
 from server.analyses.perturb import INDUCTION, LayerDelta
 from server.declare import Analysis, Context
-from server.plan import make_plan, refuse_fields
+from server.plan import make_plan
+from server.refusals import refuse_fields
 from server.schemas.attention import AttentionRequest, AttentionResult, Strict
 from server.schemas.ints import Index
 from server.serialize import layer_delta_list

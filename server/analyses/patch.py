@@ -13,7 +13,8 @@ from engine.errors import InputError
 from server.analyses.compare import naming
 from server.declare import Analysis, Context, Limit
 from server.errors import ApiError
-from server.plan import ONE_SEQUENCE, Plan, make_plan, refuse_fields
+from server.plan import Plan, make_plan
+from server.refusals import ONE_SEQUENCE, refuse_fields
 from server.schemas.attention import AttentionRequest, Position, Strict, Text
 
 INDUCTION_CLEAN = "red ball king river frog red ball king"

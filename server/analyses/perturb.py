@@ -13,7 +13,8 @@ from engine.analysis.perturb_batch import PADDING_TOLERANCE
 from engine.analysis.perturb_kernel import REACH_THRESHOLD, Change, Check, Leak
 from server.declare import Analysis, Context, answer_of
 from server.errors import ApiError
-from server.plan import make_plan, refuse_fields
+from server.plan import make_plan
+from server.refusals import refuse_fields
 from server.schemas.attention import AttentionRequest, BugOut, Strict, Text
 from server.schemas.ints import Index
 from server.serialize import bug_body, layer_delta_list

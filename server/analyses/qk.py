@@ -10,7 +10,8 @@ from pydantic import Field
 
 from engine.analysis.qk import QKAttribution, Term, qk_attribution
 from server.declare import Analysis, Context, answer_of
-from server.plan import ONE_SEQUENCE, cached_run, make_plan, refuse_fields
+from server.plan import cached_run, make_plan
+from server.refusals import ONE_SEQUENCE, refuse_fields
 from server.schemas.attention import AttentionRequest
 from server.schemas.ints import Index
 

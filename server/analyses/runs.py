@@ -17,7 +17,8 @@ from engine.long import RunShape, long_run, run_shape, sink_mass
 from engine.tiles import PYRAMID_BYTES
 from server.declare import Analysis, Context, Limit
 from server.errors import ApiError
-from server.plan import check_limits, choose_model, to_run_input
+from server.plan import to_run_input
+from server.refusals import check_limits, choose_model
 from server.schemas import AttentionRequest
 
 # the fields of the /api/attention body a long run reads; any other one set is a 422 that names it

@@ -14,7 +14,8 @@ from engine.analysis.scale_trained import TrainedHeadScale, trained_scales
 from engine.analysis.sweep import SweepRow, scale_sweep, sweep_values
 from server.declare import Analysis, Context, Limit, answer_of
 from server.errors import ApiError
-from server.plan import Plan, choose_model, make_plan
+from server.plan import Plan, make_plan
+from server.refusals import choose_model
 from server.schemas.attention import AttentionRequest, Strict, Text
 
 MAX_TRAINED = 8  # models one sweep may measure
