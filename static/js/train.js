@@ -111,6 +111,7 @@ function makeColumn(lab, side, root) {
     at: -1,
     follow: true,
     source: null,
+    page: 0, // the page of heads shown when a run has more heads than a page holds
     bring: false, // a kept run shown here: its heads are brought into sight once drawn
   };
   part("scrub").addEventListener("input", (e) => {
@@ -128,13 +129,28 @@ function makeColumn(lab, side, root) {
     }
   });
   part("open").addEventListener("click", () => openInExplore(col));
+  // the pager's buttons turn the column's page of heads (renderHeads keeps it within the pages)
+  const turn = (by) => {
+    col.page = Math.max(0, col.page + by);
+    drawHeads(col, col.snapshots[col.at] ?? null);
+    bringTop(part("heads")); // the pager sits below the heads: the page turned is shown from its first head
+  };
+  part("prev").addEventListener("click", () => turn(-1));
+  part("next").addEventListener("click", () => turn(1));
   return col;
+}
+
+// `element` scrolled to the viewport's top when its top is out of sight (on a phone the columns lie one under the
+// other, below the knobs).
+function bringTop(element) {
+  const top = element.getBoundingClientRect().top;
+  if (top < 0 || top >= window.innerHeight) element.scrollIntoView({ block: "start" });
 }
 
 // Follow run {id, name} in `col`: its stored snapshots first, then each as it comes, until its end.
 function follow(col, run) {
   col.source?.close();
-  Object.assign(col, { run, status: "queued", error: null, snapshots: [], at: -1, follow: true });
+  Object.assign(col, { run, status: "queued", error: null, snapshots: [], at: -1, follow: true, page: 0 });
   const source = new EventSource(`/api/train/${run.id}/events`);
   col.source = source;
   source.addEventListener("status", (e) => {
@@ -208,7 +224,8 @@ function drawHeads(col, snap) {
     grid.dataset.step = "";
     return;
   }
-  if (grid.dataset.step === String(snap.step) && grid.dataset.run === col.run.id) return;
+  const page = String(col.page);
+  if (grid.dataset.step === String(snap.step) && grid.dataset.run === col.run.id && grid.dataset.page === page) return;
   snap.heads ??= decodeProbe(snap.probe);
   const { tokens, layers } = snap.heads;
   const causal = col.run.spec?.causal !== false;
@@ -224,7 +241,7 @@ function drawHeads(col, snap) {
     scoreScale: "global",
     multiLayer: layers.length > 1,
     heads: layers.flatMap((heads, layer) => heads.map((head) => ({ layer, head }))),
-    page: 0,
+    page: col.page,
     nHeads: layers[0]?.length ?? 0,
     kvGroups: layers[0]?.length ?? 0,
     scale: scaleFor("weights", palette, 0),
@@ -245,6 +262,7 @@ function drawHeads(col, snap) {
   }
   grid.dataset.step = String(snap.step);
   grid.dataset.run = col.run.id;
+  grid.dataset.page = page;
 }
 
 function drawCurves(col) {
@@ -567,8 +585,10 @@ export function bind(root, store) {
     e.preventDefault();
     for (const input of part("train-knobs").querySelectorAll("[aria-invalid]")) input.removeAttribute("aria-invalid");
     try {
-      const started = await startRun(lab, specOf(e.target), part("train-into").value);
+      const side = part("train-into").value;
+      const started = await startRun(lab, specOf(e.target), side);
       say(lab, `started ${started.name}`);
+      bringTop(lab.cols[side].root); // the column that shows the run, in sight as it starts
     } catch (err) {
       // a knob the server refused (past a limit, heads not dividing the width) is marked, and the focus goes there
       const { message, field } = describeError(err);

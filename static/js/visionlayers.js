@@ -13,7 +13,7 @@
 // image's label) are set once each canvas is painted, for the bench and the tests to wait on.
 
 import { node } from "./dom.js";
-import { firstPatch, meanRow, veilAlphas } from "./visiongrid.js";
+import { firstPatch, meanRow, moveCursor, veilAlphas } from "./visiongrid.js";
 import { VEIL_MAX, pixelsOf } from "./visionpicture.js";
 
 const THUMB = 44; // a thumbnail's longer side, in CSS pixels (at most: a whole number of device pixels a patch)
@@ -54,18 +54,14 @@ export function veilBytes(cells, [rows, cols], rgb) {
 }
 
 // The cell a key moves to from {layer, col} on a grid of `layers` x `cols`, kept on it (Home and End: the row's first
-// and last); null for any other key.
+// and last); null for any other key. The one-image view's cursor moves it (visiongrid.js), Home and End on the
+// layer's row alone.
 export function moveCell({ layer, col }, key, layers, cols) {
-  const to = {
-    ArrowUp: [layer - 1, col],
-    ArrowDown: [layer + 1, col],
-    ArrowLeft: [layer, col - 1],
-    ArrowRight: [layer, col + 1],
-    Home: [layer, 0],
-    End: [layer, cols - 1],
-  }[key];
-  if (!to) return null;
-  return { layer: Math.min(layers - 1, Math.max(0, to[0])), col: Math.min(cols - 1, Math.max(0, to[1])) };
+  const alongRow = key === "Home" || key === "End";
+  const to = alongRow
+    ? moveCursor({ row: 0, col }, key, [1, cols])
+    : moveCursor({ row: layer, col }, key, [layers, cols]);
+  return to && { layer: alongRow ? layer : to.row, col: to.col };
 }
 
 // Where the thumbnails lie on the canvases, in device pixels: a whole number of pixels a patch (`s`), the thumbnail

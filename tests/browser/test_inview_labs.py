@@ -24,6 +24,8 @@ pytestmark = pytest.mark.browser
 
 IMAGE = "[data-testid=vision-image]"
 COL_A = "[data-testid=train-col-a]"
+COL_B = "[data-testid=train-col-b]"
+PATCHING = "[data-testid=vision-patching]"
 
 # What the Vision workspace shows: its image's picture, the patch, layer, head and map chosen, the readout, the
 # masks' line and the patching thumbnails.
@@ -43,6 +45,12 @@ TRAIN_JS = """() => {
   return JSON.stringify([a.run, a.status, a.snapshots, a.step, b.run, b.step,
     document.querySelector('[data-testid=train-runs]').textContent]);
 }"""
+
+
+# What the patching shows: its line, its view's text (a head table's shares) and pictures.
+PATCH_JS = """() => JSON.stringify([document.querySelector('[data-testid=vision-patch-line]').textContent,
+  document.querySelector('[data-testid=vision-patching]').textContent,
+  document.querySelectorAll('[data-testid=vision-patching] figure').length])"""
 
 
 def changing(probe: str, act: Callable[[Page], None]) -> Callable[[Page], None]:
@@ -98,6 +106,30 @@ def upload(page: Page) -> None:
     )
 
 
+def inverted_png() -> bytes:
+    """Another image of one's own: the diagonal's shades turned over."""
+    out = io.BytesIO()
+    Image.fromarray((255 - np.indices((8, 8)).sum(axis=0) * 16).astype(np.uint8)).save(out, "PNG")
+    return out.getvalue()
+
+
+def patched(choose: Callable[[Page], None]) -> Callable[[Page], None]:
+    """The other image (or the hook) chosen by `choose`, then Patch pressed: the patching's line and view change."""
+
+    def act(page: Page) -> None:
+        choose(page)
+        press(page, "#vision-patch")
+
+    return changing(PATCH_JS, act)
+
+
+def other_file(page: Page) -> None:
+    page.locator("#vision-other-file").set_input_files(
+        files=[{"name": "turned.png", "mimeType": "image/png", "buffer": inverted_png()}]
+    )
+    page.wait_for_function("() => document.querySelector('#vision-other-file').dataset.read === 'turned.png'")
+
+
 def cursor_enter(page: Page) -> None:
     page.locator(IMAGE).focus()
     page.keyboard.press("ArrowDown")
@@ -139,6 +171,38 @@ def refresh(page: Page) -> None:
 
 def train(act: Callable[[Page], None]) -> Callable[[Page], None]:
     return changing(TRAIN_JS, act)
+
+
+def wide_run(page: Page) -> None:
+    """A long run of 26 heads (more than a page of 24) into column B, followed until its first snapshot's heads."""
+    knobs = {"layers": "1", "heads": "26", "width": "26", "positions": "8", "batch": "2", "warmup": "0"}
+    for name, value in {**knobs, "steps": "20000", "snapshot_every": "100"}.items():
+        page.locator(f"#train-{name}").fill(value)
+    page.locator("#train-into").select_option("b")
+    press(page, "[data-testid=train-start]")
+    page.wait_for_function(
+        "(s) => document.querySelector(s).dataset.status === 'running' && "
+        "!document.querySelector(`${s} [data-role=pager]`).hidden",
+        arg=COL_B,
+        timeout=30_000,
+    )
+
+
+def turned(role: str) -> Callable[[Page], None]:
+    """Column B's pager turned by its `role` button: the page's label says other heads."""
+
+    def act(page: Page) -> None:
+        label = f"{COL_B} [data-role=page-label]"
+        before = page.locator(label).inner_text()
+        press(page, f"{COL_B} [data-role={role}]")
+        page.wait_for_function("([s, b]) => document.querySelector(s).textContent !== b", arg=[label, before])
+
+    return act
+
+
+def cancel(page: Page) -> None:
+    press(page, "[data-testid=train-cancel-b]")
+    page.wait_for_function("(s) => document.querySelector(s).dataset.status === 'cancelled'", arg=COL_B)
 
 
 STEPS: list[Step] = [
@@ -183,13 +247,33 @@ STEPS: list[Step] = [
     Step(
         "the head ablated", "vision", vision(lambda p: press(p, "#vision-ablate")), IMAGE, controls=("vision-ablate",)
     ),
+    # the one image model chosen again: its masks and ablation, which named its tokens and heads, are cleared
+    Step("the model chosen", "vision", vision(pick("#vision-model", "digits")), IMAGE, controls=("vision-model",)),
+    Step("a 2-D window again", "vision", vision(typed("#vision-radius", "1")), IMAGE),
     Step("the masks cleared", "vision", vision(lambda p: press(p, "#vision-clear")), IMAGE, controls=("vision-clear",)),
     Step(
         "patched from a second image",
         "vision",
         vision(typed("#vision-corrupt", "8", "#vision-patch")),
-        "[data-testid=vision-patching]",
+        PATCHING,
         controls=("vision-corrupt", "vision-patch"),
+    ),
+    Step(
+        "patched from a photograph",
+        "vision",
+        patched(lambda p: p.locator("#vision-other").select_option(index=1)),
+        PATCHING,
+        controls=("vision-other",),
+    ),
+    Step(
+        "patched from an image of one's own", "vision", patched(other_file), PATCHING, controls=("vision-other-file",)
+    ),
+    Step(
+        "patched head by head",
+        "vision",
+        patched(lambda p: p.locator("#vision-hook").select_option("z")),
+        PATCHING,
+        controls=("vision-hook",),
     ),
     # Train: a run of a few steps from the knobs into column A, its first snapshot, the kept runs
     Step(
@@ -221,6 +305,23 @@ STEPS: list[Step] = [
         "[data-testid=train-heads-b]",
         controls=("train-scrub-b",),
     ),
+    # a long run of more heads than a page holds into column B: its pager turned both ways, the run cancelled
+    Step("a run of 26 heads started in column B", "train", wide_run, "[data-testid=train-heads-b]"),
+    Step(
+        "column B's next heads",
+        "train",
+        turned("next"),
+        "[data-testid=train-heads-b]",
+        controls=("[data-role=next]",),
+    ),
+    Step(
+        "column B's first heads again",
+        "train",
+        turned("prev"),
+        "[data-testid=train-heads-b]",
+        controls=("[data-role=prev]",),
+    ),
+    Step("column B's run cancelled", "train", cancel, COL_B, controls=("train-cancel-b",)),
     Step(
         "its step opened in Explore",
         "train",
