@@ -32,12 +32,8 @@ FILLED = re.compile(r"\{\{.*?\}\}")  # a value the template fills in (a loop's `
 # is seen, and so that a new control without a step still fails. An entry a walk comes to operate must leave (the
 # test fails on a stale one).
 NOT_WALKED_YET = {
-    "panel contrast": ["contrast-text"],
     "panel deepzoom": ["[data-zoom=in]", "[data-zoom=out]", "[data-zoom=fit]"],
     "panel patch": [
-        "patch-position",
-        "patch-token",
-        "patch-hook",
         "patch-metric",
         "patch-ld-position",
         "patch-ld-correct",
@@ -53,7 +49,6 @@ NOT_WALKED_YET = {
         "cost-reset",
     ],
     "panel sweep": ["sweep-variance", "sweep-variance-range"],
-    "panel rollout": ["rollout-method", "rollout-resid"],
     "workspace train": ["train-cancel-*", "[data-role=prev]", "[data-role=next]"],
     "workspace vision": ["vision-model", "vision-other", "vision-other-file", "vision-hook"],
 }
