@@ -39,16 +39,6 @@ NOT_WALKED_YET = {
         "patch-ld-correct",
         "patch-ld-wrong",
     ],
-    "panel cost": [
-        "cost-heads",
-        "cost-kv_heads",
-        "cost-seq_len",
-        "cost-d_model",
-        "cost-layers",
-        "cost-dtype",
-        "cost-reset",
-    ],
-    "panel sweep": ["sweep-variance", "sweep-variance-range"],
     "workspace train": ["train-cancel-*", "[data-role=prev]", "[data-role=next]"],
     "workspace vision": ["vision-model", "vision-other", "vision-other-file", "vision-hook"],
 }
