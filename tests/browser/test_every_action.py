@@ -33,12 +33,6 @@ FILLED = re.compile(r"\{\{.*?\}\}")  # a value the template fills in (a loop's `
 # test fails on a stale one).
 NOT_WALKED_YET = {
     "panel deepzoom": ["[data-zoom=in]", "[data-zoom=out]", "[data-zoom=fit]"],
-    "panel patch": [
-        "patch-metric",
-        "patch-ld-position",
-        "patch-ld-correct",
-        "patch-ld-wrong",
-    ],
     "workspace train": ["train-cancel-*", "[data-role=prev]", "[data-role=next]"],
     "workspace vision": ["vision-model", "vision-other", "vision-other-file", "vision-hook"],
 }

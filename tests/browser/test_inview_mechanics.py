@@ -56,6 +56,18 @@ def cost_lengths(page: Page) -> None:
     page.wait_for_selector("[data-testid=cost-lengths-out] table.cost-lengths-table")
 
 
+def patch_by_logit_diff(page: Page) -> None:
+    """A token patched and scored by the logit difference at a position: a model that predicts tokens offers that
+    score, so it is walked here, on the induction model, rather than in the Test walk on `random`."""
+    page.locator("#patch-token").scroll_into_view_if_needed()
+    page.locator("#patch-token").fill("moon")
+    page.locator("#patch-metric").select_option("logit_diff")
+    page.locator("#patch-ld-position").select_option(index=1)
+    page.locator("#patch-ld-correct").fill("river")
+    page.locator("#patch-ld-wrong").fill("frog")
+    press(page, "#patch-run")
+
+
 STEPS: list[Step] = [
     Step(
         "decoding step by step",
@@ -137,6 +149,14 @@ STEPS: list[Step] = [
         "[data-testid=cost-lengths-out]",
         ("panelAsked",),
         ("cost-lengths", "cost-lengths-measure"),
+    ),
+    Step(
+        "a token patched, scored by the logit difference",
+        "test",
+        patch_by_logit_diff,
+        "[data-testid=patch-grid][data-metric=logit_diff]",
+        ("panelSet",),
+        ("patch-metric", "patch-ld-position", "patch-ld-correct", "patch-ld-wrong"),
     ),
 ]
 
