@@ -270,6 +270,9 @@ export const ANSWERS = [
   [(s) => s.ui.sinks, '[data-view="heads"]'],
   [(s) => s.ui.from1, '[data-view="heads"]'],
   [(s) => s.ui.dtype, '[data-view="heads"]'],
+  // a token patched: its grid under the form, once the patching answers (the form's scoring fields can push it
+  // below the fold on a phone)
+  [(s) => s.panels.patch?.result, "#patch-grid"],
   // a patching cell opened: its detail under the grid (below the fold on a phone)
   [(s) => s.ui.patch?.cell, "#patch-cell"],
   // a weight edit added under the large head: the line of the edits in force under its form

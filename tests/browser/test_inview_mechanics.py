@@ -27,10 +27,25 @@ def gen_run(page: Page) -> None:
     press(page, "#gen-run")
 
 
+COST_SHAPE = {"batch": "3", "heads": "8", "kv_heads": "2", "seq_len": "64", "d_model": "128", "layers": "3"}
+
+
 def cost_shape(page: Page) -> None:
+    """Another shape typed into the cost form, field by field (each one's change costs the shape so far), then
+    another dtype chosen."""
     page.locator("#cost-batch").scroll_into_view_if_needed()
-    page.locator("#cost-batch").fill("3")
-    page.locator("#cost-batch").press("Enter")
+    for field, value in COST_SHAPE.items():
+        page.locator(f"#cost-{field}").fill(value)
+        page.locator(f"#cost-{field}").press("Enter")
+    page.locator("#cost-dtype").select_option("bfloat16")
+
+
+def sweep_variance(page: Page) -> None:
+    """The variance typed into its box, then moved with its slider."""
+    page.locator("#sweep-variance").scroll_into_view_if_needed()
+    page.locator("#sweep-variance").fill("2")
+    page.locator("#sweep-variance").press("Enter")
+    page.locator("#sweep-variance-range").fill("3")
 
 
 def cost_lengths(page: Page) -> None:
@@ -39,6 +54,18 @@ def cost_lengths(page: Page) -> None:
     press(page, "#cost-lengths-measure")
     # its table drawn: the panel has stopped growing under the buttons below it
     page.wait_for_selector("[data-testid=cost-lengths-out] table.cost-lengths-table")
+
+
+def patch_by_logit_diff(page: Page) -> None:
+    """A token patched and scored by the logit difference at a position: a model that predicts tokens offers that
+    score, so it is walked here, on the induction model, rather than in the Test walk on `random`."""
+    page.locator("#patch-token").scroll_into_view_if_needed()
+    page.locator("#patch-token").fill("moon")
+    page.locator("#patch-metric").select_option("logit_diff")
+    page.locator("#patch-ld-position").select_option(index=1)
+    page.locator("#patch-ld-correct").fill("river")
+    page.locator("#patch-ld-wrong").fill("frog")
+    press(page, "#patch-run")
 
 
 STEPS: list[Step] = [
@@ -83,7 +110,30 @@ STEPS: list[Step] = [
         ("panelAsked",),
         ("audit-export",),
     ),
-    Step("a shape costed", "mechanics", cost_shape, "#cost-table", ("panelSet",), ("cost-batch",)),
+    Step(
+        "the sweep's variance set",
+        "mechanics",
+        sweep_variance,
+        "[data-testid=scale-sweep]",
+        ("panelSet",),
+        ("sweep-variance", "sweep-variance-range"),
+    ),
+    Step(
+        "a shape costed",
+        "mechanics",
+        cost_shape,
+        "#cost-table",
+        ("panelSet",),
+        (*(f"cost-{field}" for field in COST_SHAPE), "cost-dtype"),
+    ),
+    Step(
+        "the run's shape costed again",
+        "mechanics",
+        pressing("#cost-reset"),
+        "#cost-table",
+        ("panelSet",),
+        ("cost-reset",),
+    ),
     Step(
         "the cost measured here",
         "mechanics",
@@ -99,6 +149,14 @@ STEPS: list[Step] = [
         "[data-testid=cost-lengths-out]",
         ("panelAsked",),
         ("cost-lengths", "cost-lengths-measure"),
+    ),
+    Step(
+        "a token patched, scored by the logit difference",
+        "test",
+        patch_by_logit_diff,
+        "[data-testid=patch-grid][data-metric=logit_diff]",
+        ("panelSet",),
+        ("patch-metric", "patch-ld-position", "patch-ld-correct", "patch-ld-wrong"),
     ),
 ]
 

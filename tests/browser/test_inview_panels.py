@@ -87,8 +87,11 @@ def add_edit(page: Page) -> None:
 
 
 def patch_run(page: Page) -> None:
-    page.locator("#patch-token").scroll_into_view_if_needed()
+    """The second position corrupted into another token, the attention outputs patched, as one form."""
+    page.locator("#patch-position").scroll_into_view_if_needed()
+    page.locator("#patch-position").select_option(index=1)
     page.locator("#patch-token").fill("zebra")
+    page.locator("#patch-hook").select_option("attn_out")
     press(page, "#patch-run")
 
 
@@ -176,9 +179,23 @@ STEPS: list[Step] = [
     ),
     # a claim tested, a token patched, a contrast run
     Step("a claim tested", "test", pressing("#perturb-run"), "#perturb-verdict", ("perturbSet",), ("perturb-run",)),
-    Step("a token patched", "test", patch_run, "[data-testid=patch-grid]", ("panelSet",), ("patch-run",)),
+    Step(
+        "a token patched",
+        "test",
+        patch_run,
+        "[data-testid=patch-grid]",
+        ("panelSet",),
+        ("patch-position", "patch-token", "patch-hook", "patch-run"),
+    ),
     Step("a patching cell opened", "test", patch_cell, "[data-testid=patch-cell]", ("panelSet",), ("patch-grid",)),
-    Step("a contrast run", "test", contrast_run, "[data-testid=contrast-result]", ("panelSet",), ("contrast-run",)),
+    Step(
+        "a contrast run",
+        "test",
+        contrast_run,
+        "[data-testid=contrast-result]",
+        ("panelSet",),
+        ("contrast-text", "contrast-run"),
+    ),
     # inside the model: the rollout shown, a score explained
     Step(
         "the rollout shown",
@@ -195,6 +212,22 @@ STEPS: list[Step] = [
         "[data-testid=rollout-grid]",
         ("panelSet",),
         ("rollout-fuse",),
+    ),
+    Step(
+        "rollout without the residual",
+        "inside",
+        pressing("#rollout-resid"),
+        "[data-testid=rollout-grid]",
+        ("panelSet",),
+        ("rollout-resid",),
+    ),
+    Step(
+        "rollout as flow",
+        "inside",
+        pick("#rollout-method", "flow"),
+        "[data-testid=rollout-grid]",
+        ("panelSet",),
+        ("rollout-method",),
     ),
     Step(
         "a score explained",
