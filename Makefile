@@ -151,8 +151,8 @@ run: install docs
 # the target as before (`make lint` reports it without the suite).
 # The suite runs in TEST_WORKERS pytest-xdist processes, a test file to a worker (its module's servers and apps
 # started once): a browser test keeps about 0.65 of a core busy (Chromium, the server and the test wait on each
-# other), and two workers kept 1.2 of this machine's two cores busy, so a third fills more of the idle time.
-TEST_WORKERS ?= 3
+# other), so two workers on two cores finish it in about two thirds of the time one takes.
+TEST_WORKERS ?= 2
 test: install-test docs chromium nginx postgres node curl $(PRETTIER)
 	typed=$$(mktemp); \
 	$(VENV)/bin/mypy >$$typed 2>&1 & mypy=$$!; \
