@@ -52,7 +52,6 @@ import math
 import os
 import random
 import sys
-import sysconfig
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -60,18 +59,24 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer
 from torch import Tensor
 
 from engine.models.pycode import DEFAULT_TEXT
+from engine.train_pycode_data import (
+    HELD_OUT,
+    REPEAT_EVERY,
+    RUN_LENGTHS,
+    ExtraCode,
+    batch,
+    extra_files,
+    read,
+    stdlib_files,
+    token_stream,
+    train_tokenizer,
+    word_pieces,
+)
 from engine.train_pycode_eval import EOT, held_out_loss, measure_heads, measure_reference
-
-VOCAB_SIZE = 2048
-MAX_FILE_BYTES = 300_000
-SKIP_DIRS = frozenset({"site-packages", "encodings", "pydoc_data"})
-# Held out of training (tokenizer included); the card's held_out_loss is measured on these.
-HELD_OUT = ("textwrap.py", "heapq.py", "fractions.py", "json/decoder.py", "shlex.py", "graphlib.py")
-REPEAT_EVERY = 8  # one row in 8 is a random run of pieces repeated (induction)
 
 
 @dataclass(frozen=True)
@@ -99,54 +104,9 @@ class TrainConfig:
     repeat_until: float = 1.0  # ... and they end early once the later copies' loss falls below this (nats)
     bf16: bool = False  # matmuls in bfloat16 under torch.autocast (weights, optimiser and loss in float32)
     stdlib: str | None = None  # the standard library read (a directory); None: the running Python's
+    extra: tuple[str, ...] = ()  # more directories of Python that train beside it (the tokenizer stays the stdlib's)
+    repeat_copies: int = 0  # 0: a repeated run fills its row; N: 2 to N copies of it inside a code window
     device: str = "cpu"  # where to train: cpu, or cuda (the card's held-out loss is measured there too)
-
-
-def stdlib_files(root: Path | None = None) -> tuple[list[Path], list[Path]]:
-    """(training files, held-out files) of the standard library, sorted by path."""
-    root = root or Path(sysconfig.get_paths()["stdlib"])
-    found = sorted(
-        p
-        for p in root.rglob("*.py")
-        if not SKIP_DIRS.intersection(p.relative_to(root).parts[:-1])
-        and not p.name.startswith("_sysconfigdata")
-        and p.stat().st_size <= MAX_FILE_BYTES
-    )
-    held = [root / name for name in HELD_OUT]
-    return [p for p in found if p not in held], held
-
-
-def read(path: Path) -> str:
-    return path.read_text(encoding="utf-8", errors="replace")
-
-
-def train_tokenizer(texts: list[str], vocab_size: int = VOCAB_SIZE) -> Tokenizer:
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[EOT],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(texts, trainer=trainer)
-    eot = tok.token_to_id(EOT)
-    tok.post_processor = processors.TemplateProcessing(
-        single=f"{EOT} $A", pair=f"{EOT} $A {EOT} $B", special_tokens=[(EOT, eot)]
-    )
-    return tok
-
-
-def token_stream(tok: Tokenizer, texts: list[str]) -> Tensor:
-    """Every text's ids (no special tokens), each followed by <|endoftext|>, as one long 1-D tensor."""
-    eot = tok.token_to_id(EOT)
-    assert eot is not None, EOT
-    ids: list[int] = []
-    for enc in tok.encode_batch(texts, add_special_tokens=False):
-        ids.extend(enc.ids)
-        ids.append(eot)
-    return torch.tensor(ids, dtype=torch.long)
 
 
 def make_model(cfg: PycodeConfig, vocab_size: int, eot: int) -> Any:  # a LlamaForCausalLM
@@ -172,34 +132,6 @@ def make_model(cfg: PycodeConfig, vocab_size: int, eot: int) -> Any:  # a LlamaF
     return model
 
 
-def batch(
-    rng: random.Random,
-    stream: Tensor,
-    cfg: PycodeConfig,
-    size: int,
-    vocab: int,
-    step: int,
-    repeat_every: int = REPEAT_EVERY,
-    pool: list[int] | None = None,
-) -> Tensor:
-    """(size, context): <|endoftext|> (id 0), then a window of the stream; every repeat_every-th row a random run
-    of pieces (from `pool`, else any id but 0) repeated instead."""
-    rows = []
-    for i in range(size):
-        if (step * size + i) % repeat_every == repeat_every - 1:
-            length = rng.randint(8, 64)
-            if pool is None:
-                run = [rng.randrange(1, vocab) for _ in range(length)]  # id 0 is <|endoftext|>
-            else:
-                run = [rng.choice(pool) for _ in range(length)]
-            body = (run * (cfg.context // length + 1))[: cfg.context - 1]
-            rows.append(torch.tensor([0, *body]))
-        else:
-            start = rng.randrange(0, len(stream) - cfg.context)
-            rows.append(torch.cat([torch.tensor([0]), stream[start : start + cfg.context - 1]]))
-    return torch.stack(rows)
-
-
 def lr_at(step: int, cfg: TrainConfig) -> float:
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
@@ -210,17 +142,6 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 def loss_of(model: Any, tokens: Tensor) -> Tensor:
     logits = model(input_ids=tokens).logits  # (B, S, V)
     return F.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
-
-
-def word_pieces(tok: Tokenizer) -> list[int]:
-    """Ids of whole-word pieces (ASCII letters, 2 or more, a leading space allowed): the kind of piece the probe of
-    /api/heads draws for a checkpoint (engine/models/checkpoint_model.py token_pool)."""
-    out = []
-    for i in range(1, tok.get_vocab_size()):
-        label = tok.decode([i]).strip()
-        if label.isascii() and label.isalpha() and len(label) > 1:
-            out.append(i)
-    return out
 
 
 def train(
@@ -242,6 +163,11 @@ def train(
     tok = Tokenizer.from_file(str(Path(cfg.init) / "tokenizer.json")) if cfg.init else train_tokenizer(train_texts)
     eot = tok.token_to_id(EOT)
     assert eot == 0, eot
+    extras: list[ExtraCode] = []
+    for directory in cfg.extra:  # trained on, never in the tokenizer, so its pieces stay the standard library's
+        paths, read_as = extra_files(Path(directory), held_texts)
+        train_files, train_texts = train_files + paths, train_texts + [read(p) for p in paths]
+        extras.append(read_as)
     stream = token_stream(tok, train_texts)
     print(f"{len(train_files)} files, {len(stream)} training tokens, vocab {tok.get_vocab_size()}", flush=True)
     if cfg.init:
@@ -259,7 +185,10 @@ def train(
         for group in opt.param_groups:
             group["lr"] = lr_at(step, cfg)
         every = 1 if step < first else cfg.repeat_every
-        tokens = batch(rng, stream, model_cfg, cfg.batch_size, tok.get_vocab_size(), step, every, pool).to(device)
+        rows, later_mask = batch(
+            rng, stream, model_cfg.context, cfg.batch_size, tok.get_vocab_size(), step, every, pool, cfg.repeat_copies
+        )
+        tokens, later_mask = rows.to(device), later_mask.to(device)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
             logits = model(input_ids=tokens).logits
         per = F.cross_entropy(logits[:, :-1].float().flatten(0, 1), tokens[:, 1:].flatten(), reduction="none").view(
@@ -274,7 +203,7 @@ def train(
         repeated = torch.tensor(
             [(step * cfg.batch_size + i) % every == every - 1 for i in range(tokens.shape[0])], device=device
         )
-        later = float(per[repeated][:, model_cfg.context // 2 :].mean()) if bool(repeated.any()) else float("nan")
+        later = float(per[later_mask].mean()) if bool(later_mask.any()) else float("nan")
         if step < first and later < cfg.repeat_until:
             first = step + 1
             print(f"step {step:5d}  induction formed (later copies {later:.3f} nats): code rows from here", flush=True)
@@ -298,17 +227,24 @@ def train(
     torch.nn.Module.to(model, "cpu")  # saved and measured as attnlab serves it
     seconds = time.perf_counter() - started
     card = {
-        "description": "a small LLaMA-family code model trained by attnlab on the Python standard library",
+        "description": "a small LLaMA-family code model trained by attnlab on the Python standard library"
+        + (" and more Python (extra_code)" if extras else ""),
         "held_out_loss": round(held, 4),
         "held_out_unit": "nats per token",
         "held_out_files": list(HELD_OUT),
         "held_out_tokens": held_tokens,
         "train_files": len(train_files),
         "train_tokens": len(stream),
+        **({"extra_code": [asdict(e) for e in extras]} if extras else {}),
         "tokens_seen": cfg.steps * cfg.batch_size * model_cfg.context,
         "repeat_rows": (
-            f"1 row in {cfg.repeat_every}: a random run of 8-64 {'whole-word ' if cfg.repeat_words else ''}pieces "
-            "repeated to the end of the context (for induction)"
+            f"1 row in {cfg.repeat_every}: a random run of {RUN_LENGTHS[0]}-{RUN_LENGTHS[1]} "
+            f"{'whole-word ' if cfg.repeat_words else ''}pieces "
+            + (
+                f"copied 2 to {cfg.repeat_copies} times inside a code window (for induction)"
+                if cfg.repeat_copies
+                else "repeated to the end of the context (for induction)"
+            )
         ),
         "steps": cfg.steps,
         "repeat_first_steps": first,
@@ -388,6 +324,10 @@ def main(argv: list[str] | None = None) -> None:
         "--stdlib", type=Path, default=None, help="read this standard library (default: the running one)"
     )
     parser.add_argument("--eval-every", type=int, default=0, help="print the held-out loss every N steps")
+    parser.add_argument(
+        "--extra", type=Path, action="append", default=[], help="also train on this directory's .py files (repeatable)"
+    )
+    parser.add_argument("--repeat-copies", type=int, default=0, help="2 to N copies of a run in a code window")
     for field in fields(PycodeConfig):  # the model's shape: --layers, --d-model, --heads, --kv-heads, --d-ff, --context
         parser.add_argument("--" + field.name.replace("_", "-"), type=int, default=field.default)
     args = parser.parse_args(argv)
@@ -424,6 +364,8 @@ def main(argv: list[str] | None = None) -> None:
                 stdlib=str(args.stdlib) if args.stdlib else None,
                 batch_size=args.batch_size,
                 weight_decay=args.weight_decay,
+                extra=tuple(str(p) for p in args.extra),
+                repeat_copies=args.repeat_copies,
             ),
             args.out,
             save_every=args.save_every,

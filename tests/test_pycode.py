@@ -4,17 +4,20 @@ card claims, measured again through the API."""
 from __future__ import annotations
 
 import json
+import random
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from fastapi.testclient import TestClient
 
 from engine.models.checkpoint import load_checkpoint
 from engine.models.pycode import DIRECTORY, PycodeModel, heads_line
 from engine.models.reference import compare
-from engine.train_pycode import DEFAULT_TEXT, PycodeConfig, TrainConfig, stdlib_files, train
+from engine.train_pycode import DEFAULT_TEXT, PycodeConfig, TrainConfig, train
+from engine.train_pycode_data import RUN_LENGTHS, batch, definitions, extra_files, stdlib_files
 from tests.fixtures import make_app_client
 
 CARD = json.loads((DIRECTORY / "attnlab.json").read_text())
@@ -24,8 +27,13 @@ CARD = json.loads((DIRECTORY / "attnlab.json").read_text())
 def test_the_script_trains_a_tiny_model_that_loads(tmp_path: Path) -> None:
     root = Path(sysconfig.get_paths()["stdlib"])
     files = ([root / "heapq.py", root / "bisect.py", root / "colorsys.py"], [root / "textwrap.py"])
+    extra = tmp_path / "extra"
+    (extra / "pkg").mkdir(parents=True)
+    (extra / "pkg" / "colours.py").write_text((root / "colorsys.py").read_text())
+    (extra / "pkg" / "wrapping.py").write_text((root / "textwrap.py").read_text())  # a vendored held-out file
     tiny = PycodeConfig(layers=2, d_model=32, heads=4, kv_heads=2, d_ff=64, context=128)
-    card = train(tiny, TrainConfig(steps=3, batch_size=2), tmp_path, files=files)
+    card = train(tiny, TrainConfig(steps=3, batch_size=2, extra=(str(extra),)), tmp_path / "out", files=files)
+    tmp_path = tmp_path / "out"
     for name in ("config.json", "model.safetensors", "tokenizer.json", "attnlab.json"):
         assert (tmp_path / name).is_file(), name
     model = load_checkpoint("tiny", tmp_path)
@@ -34,6 +42,44 @@ def test_the_script_trains_a_tiny_model_that_loads(tmp_path: Path) -> None:
     assert 0 < card["held_out_loss"] < 20 and card["held_out_tokens"] > 0
     assert model.reference is not None and model.reference["max_abs_diff"]["output"] < 1e-4
     assert set(card["heads"]) >= {"previous_token", "induction", "bracket_match"}
+    [read_as] = card["extra_code"]
+    assert (read_as["files"], read_as["left_out"]) == (1, 1) and read_as["bytes"] == (
+        root / "colorsys.py"
+    ).stat().st_size
+    assert card["train_files"] == 4
+
+
+@pytest.mark.parametrize("copies", [0, 3])
+def test_repeated_rows_mark_the_targets_an_induction_head_can_predict(copies: int) -> None:
+    stream = torch.randint(1, 2048, (20_000,))
+    rows, later = batch(random.Random(copies), stream, 256, 16, 2048, 0, 2, list(range(5, 300)), copies)
+    assert rows.shape == (16, 256) and later.shape == (16, 255) and bool((rows[:, 0] == 0).all())
+    assert not later[0::2].any()  # code rows
+    for row, marked in zip(rows[1::2], later[1::2], strict=True):
+        targets = marked.nonzero().flatten() + 1
+        assert len(targets) >= RUN_LENGTHS[0]
+        if copies == 0:
+            assert int(targets[0]) == 129 and int(targets[-1]) == 255
+        # some period of 8-64 pieces explains every marked target, and no period explains the unmarked code
+        periods = [
+            p for p in range(RUN_LENGTHS[0], RUN_LENGTHS[1] + 1) if bool((row[targets] == row[targets - p]).all())
+        ]
+        assert periods, "no period explains the marked targets"
+        if copies:
+            assert int(marked.sum()) <= (copies - 1) * periods[0]
+
+
+def test_extra_code_leaves_out_any_file_holding_a_held_out_definition(tmp_path: Path) -> None:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    held = (root / "heapq.py").read_text()
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_text("import os\n\n" + held.split("def heappop")[0][-2000:] + "\n")
+    (tmp_path / "heapq.py").write_text("y = 2\n")  # a held-out file's name
+    kept, read_as = extra_files(tmp_path, [held])
+    copied = bool(definitions((tmp_path / "b.py").read_text()) & definitions(held))
+    assert [p.name for p in kept] == (["a.py"] if copied else ["a.py", "b.py"])
+    assert copied and read_as.left_out == 2 and read_as.files == 1 and read_as.bytes == 6
+    assert len(read_as.sha256) == 64
 
 
 def test_held_out_files_are_not_trained_on() -> None:

@@ -156,7 +156,7 @@ def text_tokenizer() -> Tokenizer:
 def text_streams() -> tuple[Tensor, Tensor]:
     """(training ids, held-out ids): the standard library's .py files as train_pycode reads them, training files in
     path order up to TEXT_CHARS characters, each text followed by <|endoftext|>."""
-    from engine.train_pycode import read, stdlib_files, token_stream
+    from engine.train_pycode_data import read, stdlib_files, token_stream
 
     train_files, held = stdlib_files(Path(sysconfig.get_paths()["stdlib"]))
     texts: list[str] = []
