@@ -167,3 +167,4 @@ def test_description_says_which_heads_it_has_and_which_it_lacks() -> None:
     assert "no induction head (best 0.04" in line and "previous-token" not in line
     described = PycodeModel.build(None).info.description
     assert heads_line(CARD) in described and f"{CARD['held_out_loss']:.2f} nats per token" in described
+    assert f"standard library and {len(CARD['extra_code'])} packages' Python" in described

@@ -88,6 +88,7 @@ class PycodeModel(CheckpointModel):
             f"pycode: a {model.info.n_layers}-layer LLaMA-family code model (rotary positions, RMSNorm, SwiGLU, "
             f"{model.info.n_heads} heads over {model.info.n_kv_heads} K/V groups, width {model.info.d_model}) "
             "trained by attnlab on the Python standard library"
+            + (f" and {len(card['extra_code'])} packages' Python" if card.get("extra_code") else "")
             + (f", held-out loss {loss:.2f} nats per token" if isinstance(loss, int | float) else "")
             + heads_line(card)
             + "."

@@ -2,9 +2,10 @@
 then check what the head that carries most attends to, and why (the QK terms of that score).
 
 The text repeats a function, so the second "height" is predicted by induction. Corrupting the first "ight" (8)
-takes the cue away; the head grid of z patches then puts the induction head L3H3 first (it recovers 0.52 of the
-loss difference, measured on the committed checkpoint), whose query at the second " he" (15) attends to 8, the
-token after the first " he", and whose score there comes most from L2H1 (the previous-token head) on the key side.
+into "idth" takes the cue away; scored by the logit difference "ight" minus "idth" at the second " he" (15), the
+head grid of z patches then puts the card's induction head first (L4H7 recovers 0.27 of the difference on the
+committed checkpoint, the rest spread over the other heads of layer 4), whose query at 15 attends to 8, the token
+after the first " he", and whose score there comes most from the card's previous-token head (L3H7) on the key side.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 from playwright.sync_api import Page, expect
 
+from engine.models.pycode import DIRECTORY
 from tests.browser.conftest import open_workspace, wait_idle
 from tests.helpers import script_body
 from wire.arrays import MEDIA_TYPE, read_arrays
@@ -25,6 +27,10 @@ pytestmark = pytest.mark.browser
 
 TEXT = "def area(width, height):\n    return width * height\n\n\ndef area(width, height):\n    return width * height\n"
 CORRUPT_AT, CORRUPT_TO = 8, "idth"  # the first "ight" of " he" "ight"
+SCORED_AT = 15  # the second " he": the logit of "ight" (what induction predicts) minus "idth"
+HEADS = json.loads((DIRECTORY / "attnlab.json").read_text())["heads"]
+INDUCTION = tuple(int(i) for i in HEADS["induction"]["head"].split("."))  # (layer, head) as the card measured
+PREVIOUS = "L{}H{}".format(*HEADS["previous_token"]["head"].split("."))
 
 
 @pytest.fixture
@@ -46,37 +52,43 @@ def test_corrupt_a_token_find_the_heads_that_carry_it_and_see_why_one_attends_wh
     page.locator("#patch-position").select_option(str(CORRUPT_AT))
     page.get_by_test_id("patch-token").fill(CORRUPT_TO)
     page.locator("#patch-hook").select_option("z")
+    page.get_by_test_id("patch-metric").select_option("logit_diff")
+    page.get_by_test_id("patch-ld-position").select_option(str(SCORED_AT))
+    page.get_by_test_id("patch-ld-correct").fill("ight")
+    page.get_by_test_id("patch-ld-wrong").fill(CORRUPT_TO)
     with page.expect_response("**/api/patch") as resp:
         page.get_by_test_id("patch-run").click()
     assert resp.value.status == 200, resp.value.text()
     sent = resp.value.request.post_data_json
     assert sent["clean"]["tokens"][CORRUPT_AT] == "ight" and sent["corrupted"]["tokens"][CORRUPT_AT] == CORRUPT_TO
+    assert sent["metric"] == {"kind": "logit_diff", "position": SCORED_AT, "correct": "ight", "wrong": CORRUPT_TO}
     grid = resp.value.json()
     recovered = np.array([[np.nan if v is None else v for v in row] for row in grid["recovered"]])
     best = np.unravel_index(np.nanargmax(np.abs(recovered)), recovered.shape)
-    assert tuple(int(i) for i in best) == (3, 3) and recovered[3, 3] > 0.4  # the induction head carries most
+    assert tuple(int(i) for i in best) == INDUCTION and recovered[INDUCTION] > 0.2  # the induction head carries most
+    layer, index = INDUCTION
     plot = page.get_by_test_id("patch-grid")
-    expect(plot).to_have_attribute("data-best", "3.3")
+    expect(plot).to_have_attribute("data-best", f"{layer}.{index}")
     # 2. open that cell: the clean, corrupted and patched maps of L3H3
     plot.focus()
     with page.expect_response("**/api/patch/run") as run:
         plot.press("Enter")
     assert run.value.status == 200, run.value.text()
     cell = page.get_by_test_id("patch-cell")
-    expect(cell).to_have_attribute("data-cell", "3.3")
-    expect(cell).to_have_attribute("data-head", "3")
+    expect(cell).to_have_attribute("data-cell", f"{layer}.{index}")
+    expect(cell).to_have_attribute("data-head", str(index))
     expect(page.get_by_test_id("patch-map")).to_have_count(3)
-    # 3. what L3H3 attends to from the second " he", and why: the QK terms of that score
+    # 3. what the induction head attends to from the second " he", and why: the QK terms of that score
     with page.expect_request("**/api/attention") as att:
-        page.goto(f"{page.url.split('?')[0]}?m=pycode&t={quote(TEXT)}&layer=3&focus=3.3&pair=15-8")
+        page.goto(f"{page.url.split('?')[0]}?m=pycode&t={quote(TEXT)}&layer={layer}&focus={layer}.{index}&pair=15-8")
     wait_idle(page)
     sent = att.value.post_data_json
-    assert sent["first_layer"] == 3  # the layer shown comes first
+    assert sent["first_layer"] == layer  # the layer shown comes first
     # the page's answer, as a script reads it (the page's own came streamed, downloaded in its worker)
     got = page.request.post(att.value.url, data=script_body(sent), headers={"accept": MEDIA_TYPE})
     body = read_arrays(got.body())
-    layer3 = next(layer for layer in body["layers"] if layer["index"] == 3)
-    head = next(h for h in layer3["heads"] if h["index"] == 3)
+    shown = next(one for one in body["layers"] if one["index"] == layer)
+    head = next(h for h in shown["heads"] if h["index"] == index)
     row = np.asarray(head["weights"][15], dtype=np.float64)
     assert body["tokens"][15] == " he" and int(row.argmax()) == 8 and row[8] > 0.5  # induction: the token after " he"
     open_workspace(page, "inside")  # why this query matches this key
@@ -84,10 +96,10 @@ def test_corrupt_a_token_find_the_heads_that_carry_it_and_see_why_one_attends_wh
         page.get_by_test_id("qk-explain").click()
     assert qk.value.status == 200, qk.value.text()
     terms = qk.value.json()
-    assert (terms["layer"], terms["head"], terms["query"], terms["key"]) == (3, 3, 15, 8)
+    assert (terms["layer"], terms["head"], terms["query"], terms["key"]) == (layer, index, 15, 8)
     assert abs(terms["total"] - terms["score"]) < 1e-3  # the terms add up to the score
-    assert terms["terms"][0]["key_source"] == "L2H1"  # the previous-token head wrote the key
-    expect(page.locator("#qk-terms tr").nth(1)).to_contain_text("L2H1")
+    assert terms["terms"][0]["key_source"] == PREVIOUS  # the previous-token head wrote the key
+    expect(page.locator("#qk-terms tr").nth(1)).to_contain_text(PREVIOUS)
     expect(page.locator("#qk-status")).to_contain_text(f"sum to {terms['total']:.2f}")
 
 
