@@ -1,5 +1,6 @@
 // The JSON API the page is built on: GET /api/models, POST /api/attention, /api/heads, /api/heads/top, /api/perturb,
-// /api/intervene, /api/compare, /api/decode and each declared analysis by its name (`analyse`).
+// /api/intervene, /api/compare, /api/decode and each declared analysis by its name (`analyse`); the training lab's
+// routes through `callJson`.
 // Errors come back as {"error": {status, code, field, message, details}}; `describeError` turns one into plain words.
 // The page's own attention run comes in the arrays form (arrays.js: matrices as Float32Array rows, no number parsed
 // from text), float16 when it is large; its errors are JSON as everywhere else.
@@ -84,6 +85,16 @@ export async function parse(resp) {
   const e = body && body.error;
   if (e) throw apiError({ ...e, status: e.status ?? resp.status });
   throw new ApiError(resp.status, "http_error", null, `The server answered ${resp.status} ${resp.statusText}.`);
+}
+
+// A JSON call of a route the page drives itself (the training lab's /api/train...): GET unless `options.method` says
+// otherwise, a POST's or PATCH's body sent as JSON; the answer's JSON, null for a 204 (a run deleted), or the
+// ApiError of its error body.
+export async function callJson(path, options = {}) {
+  const sends = options.method && options.method !== "GET"; // the API reads a POST's or PATCH's body as JSON
+  const headers = { accept: "application/json", ...(sends ? { "content-type": "application/json" } : {}) };
+  const resp = await fetch(path, { ...options, headers });
+  return resp.status === 204 ? null : parse(resp);
 }
 
 export async function fetchModels() {

@@ -5,7 +5,8 @@
 // with the phase change marked where the induction score jumps) and every head's map of the probe at the snapshot
 // the scrubber picks, drawn by the heads grid's own renderHeads. The six ready-made experiments start their runs in
 // one click and say what to look at, then whether the claim held (GET /api/train/experiments/{id}/check). A
-// snapshot opens as the model train:RUN@STEP in Explore; the kept runs are listed with rename, delete and export.
+// snapshot opens as the model train:RUN@STEP in Explore; the kept runs are listed with rename, delete and export
+// (trainruns.js, drawn into its own part of the root).
 // Its runs are its own state, not the store's: the store is only told of a snapshot opened as a model. It looks
 // up its parts inside its root (dom.js within), and fetches its lists the first time it is shown. What it has
 // measured of the experiment started last goes to the store too (act.trainMeasured, trainmeasures.js), where a
@@ -13,7 +14,7 @@
 // and, until it is answered, the experiments' notes and the claim's verdict are hidden (giveaway.js).
 
 import { act } from "./actions.js";
-import { describeError, parse } from "./api.js";
+import { callJson, describeError } from "./api.js";
 import { scaleFor } from "./colors.js";
 import { bringIntoView, el, node, within } from "./dom.js";
 import { keptHidden, markGiveaways } from "./giveaway.js";
@@ -21,6 +22,7 @@ import { renderHeads } from "./heads.js";
 import { lessonOf } from "./lessons.js";
 import { snapshotModel } from "./trainmodel.js";
 import { CURVES, curveLines, curveOf, decodeProbe, niceScale, phaseChange } from "./trainplot.js";
+import { bindRuns } from "./trainruns.js";
 import { open as openWorkspace } from "./workspaces.js";
 
 // The form's knobs, TrainSpec's fields with its defaults (POST /api/train checks each against the server's limits).
@@ -89,13 +91,6 @@ function knobInput(k) {
   return wrap;
 }
 
-async function api(path, options = {}) {
-  const sends = options.method && options.method !== "GET"; // the API reads a POST's or PATCH's body as JSON
-  const headers = { accept: "application/json", ...(sends ? { "content-type": "application/json" } : {}) };
-  const resp = await fetch(path, { ...options, headers });
-  return resp.status === 204 ? null : parse(resp);
-}
-
 // ---- one column: a run followed ----
 
 function makeColumn(lab, side, root) {
@@ -123,7 +118,7 @@ function makeColumn(lab, side, root) {
     if (!col.run) return;
     part("cancel").disabled = true;
     try {
-      await api(`/api/train/${col.run.id}/cancel`, { method: "POST" });
+      await callJson(`/api/train/${col.run.id}/cancel`, { method: "POST" });
     } catch (err) {
       say(lab, describeError(err).message);
     }
@@ -177,7 +172,7 @@ function follow(col, run) {
     publish(col.lab);
     startWaiting(col.lab);
     ended(col.lab);
-    refreshRuns(col.lab);
+    col.lab.refreshRuns();
   });
   source.addEventListener("error", () => {
     if (source.readyState === EventSource.CLOSED && col.source === source) {
@@ -369,7 +364,17 @@ async function openInExplore(col) {
   }
 }
 
-// ---- the lab: form, experiments, kept runs ----
+// A kept run deleted (trainruns.js): a column that showed it shows no run.
+function forgetRun(lab, id) {
+  for (const col of Object.values(lab.cols)) {
+    if (col.run?.id !== id) continue;
+    col.source?.close();
+    Object.assign(col, { run: null, status: "", snapshots: [], at: -1, source: null });
+    drawColumn(col);
+  }
+}
+
+// ---- the lab: form, experiments, and the kept runs' list (trainruns.js) ----
 
 function say(lab, text) {
   lab.part("train-status").textContent = text;
@@ -380,7 +385,7 @@ function say(lab, text) {
 async function startRun(lab, body, side) {
   let started;
   try {
-    started = await api("/api/train", { method: "POST", body: JSON.stringify(body) });
+    started = await callJson("/api/train", { method: "POST", body: JSON.stringify(body) });
   } catch (err) {
     if (err.status !== 429 || !Object.values(lab.cols).some((c) => c.run && !ENDED.has(c.status))) throw err;
     const col = lab.cols[side];
@@ -391,7 +396,7 @@ async function startRun(lab, body, side) {
     return new Promise((resolve, reject) => lab.waiting.push({ body, side, resolve, reject }));
   }
   follow(lab.cols[side], { id: started.id, name: started.name, spec: body });
-  refreshRuns(lab);
+  lab.refreshRuns();
   return started;
 }
 
@@ -453,7 +458,7 @@ async function ended(lab) {
   lab.pending = null;
   const claim = lab.part("train-claim");
   try {
-    const out = await api(`/api/train/experiments/${p.exp.id}/check?runs=${p.ids.join(",")}`);
+    const out = await callJson(`/api/train/experiments/${p.exp.id}/check?runs=${p.ids.join(",")}`);
     const figure = out.figure == null ? "not a number" : String(Number(out.figure.toPrecision(3)));
     claim.dataset.held = String(out.held);
     claim.textContent =
@@ -480,69 +485,12 @@ function drawExperiments(lab) {
   );
 }
 
-async function refreshRuns(lab) {
-  let runs;
-  try {
-    runs = (await api("/api/train")).runs;
-  } catch (err) {
-    say(lab, describeError(err).message);
-    return;
-  }
-  const list = lab.part("train-runs");
-  list.replaceChildren(
-    ...runs.map((run) => {
-      const li = node("li", { className: "train-run" });
-      li.dataset.run = run.id;
-      const name = node("input", { type: "text", value: run.name, maxLength: 200, className: "train-name" });
-      name.setAttribute("aria-label", `Name of run ${run.id}`);
-      const rename = node("button", { type: "button", className: "secondary small-btn" }, "Rename");
-      rename.addEventListener("click", async () => {
-        try {
-          await api(`/api/train/${run.id}`, { method: "PATCH", body: JSON.stringify({ name: name.value }) });
-          refreshRuns(lab);
-        } catch (err) {
-          say(lab, describeError(err).message);
-        }
-      });
-      const shows = SIDES.map((side) => {
-        const b = node("button", { type: "button", className: "secondary small-btn" }, `Show in ${side.toUpperCase()}`);
-        b.addEventListener("click", () => {
-          follow(lab.cols[side], run);
-          lab.cols[side].bring = true; // its heads come into sight once drawn (the list may reach far below them)
-        });
-        return b;
-      });
-      const exp = node("a", { href: `/api/train/${run.id}/export`, className: "small" }, "Export");
-      exp.hidden = !run.steps.length;
-      const del = node("button", { type: "button", className: "secondary small-btn" }, "Delete");
-      del.addEventListener("click", async () => {
-        try {
-          await api(`/api/train/${run.id}`, { method: "DELETE" });
-          for (const col of Object.values(lab.cols)) {
-            if (col.run?.id !== run.id) continue;
-            col.source?.close();
-            Object.assign(col, { run: null, status: "", snapshots: [], at: -1, source: null });
-            drawColumn(col);
-          }
-          refreshRuns(lab);
-        } catch (err) {
-          say(lab, describeError(err).message);
-        }
-      });
-      const meta = node("span", { className: "muted small" }, ` ${run.status} · ${run.steps.length} snapshots `);
-      li.append(name, rename, meta, ...shows, exp, del);
-      return li;
-    }),
-  );
-  list.dataset.count = String(runs.length);
-}
-
 // Fetched the first time the workspace is shown: the experiments and the kept runs.
 async function startLab(lab) {
   lab.started = true;
-  refreshRuns(lab);
+  lab.refreshRuns();
   try {
-    lab.experiments = (await api("/api/train/experiments")).experiments;
+    lab.experiments = (await callJson("/api/train/experiments")).experiments;
     drawExperiments(lab);
   } catch (err) {
     say(lab, describeError(err).message);
@@ -577,6 +525,7 @@ export function bind(root, store) {
     keyCurve: null,
     asked: null,
     started: false,
+    refreshRuns: null, // the kept runs fetched and drawn again (trainruns.js bindRuns)
   };
   labs.set(root, lab);
   part("train-knobs").replaceChildren(...KNOBS.map(knobInput));
@@ -600,5 +549,12 @@ export function bind(root, store) {
       }
     }
   });
-  part("train-refresh").addEventListener("click", () => refreshRuns(lab));
+  lab.refreshRuns = bindRuns(part("train-kept"), SIDES, {
+    show(run, side) {
+      follow(lab.cols[side], run);
+      lab.cols[side].bring = true; // its heads come into sight once drawn (the list may reach far below them)
+    },
+    forget: (id) => forgetRun(lab, id),
+    say: (text) => say(lab, text),
+  });
 }

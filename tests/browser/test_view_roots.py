@@ -4,7 +4,9 @@ One page load: once the page has drawn its first answer, every view in DRAWN is 
 page's own state, into a fresh copy of its markup (its data-view or data-panel element as the server sends it) held
 in a div that is not in the document. The view must draw into that copy (what DRAWN names appears inside it), and a
 MutationObserver on the document's body must record nothing while it draws: a view that looked its parts up in the
-whole document would draw into the page's copy instead.
+whole document would draw into the page's copy instead. The Train workspace's kept runs (static/js/trainruns.js, a
+part of the train view that fetches its list) are drawn the same way into a copy of their part, once their list has
+come, while nothing changes in the page's Train workspace.
 """
 
 from __future__ import annotations
@@ -140,6 +142,26 @@ DEEPZOOM_OFFERS_JS = """() => {
   return [...root.querySelectorAll('#dz-model option')].map((o) => o.value);
 }"""
 
+# The kept runs' part of the Train workspace bound into a copy outside the document and drawn from the server's list:
+# how many rows it drew, what it counted, what it said, and what changed meanwhile in the page's Train workspace.
+KEPT_RUNS_DETACHED_JS = """async () => {
+  const { bindRuns } = await import('/static/js/trainruns.js');
+  const sent = new DOMParser().parseFromString(await (await fetch('/')).text(), 'text/html');
+  const root = document.importNode(sent.querySelector('[data-view="train"] #train-kept'), true);
+  const holder = document.createElement('div');
+  holder.append(root);
+  const said = [];
+  const refresh = bindRuns(root, ['a', 'b'], { show: () => {}, forget: () => {}, say: (text) => said.push(text) });
+  const records = [];
+  const seen = new MutationObserver((rs) => records.push(...rs));
+  seen.observe(document.querySelector('[data-view="train"]'), { subtree: true, childList: true, attributes: true });
+  await refresh();
+  const changed = [...records, ...seen.takeRecords()].length;
+  seen.disconnect();
+  const list = holder.querySelector('#train-runs');
+  return { rows: list.querySelectorAll('li[data-run]').length, count: list.dataset.count ?? null, said, changed };
+}"""
+
 
 def test_each_view_draws_into_a_detached_root_and_nothing_else(open_page: Callable[..., Page]) -> None:
     page = open_page("")
@@ -153,3 +175,6 @@ def test_each_view_draws_into_a_detached_root_and_nothing_else(open_page: Callab
     # list of its own) left the page's panel what it had
     offered = page.evaluate(DEEPZOOM_OFFERS_JS)
     assert "given-long" not in offered, offered
+    kept = page.evaluate(KEPT_RUNS_DETACHED_JS)
+    assert kept["said"] == [] and kept["changed"] == 0, kept
+    assert kept["count"] is not None and int(kept["count"]) == kept["rows"], kept
