@@ -121,8 +121,10 @@ test("dtype goes out on attention only and round-trips through the link", async 
 // test_first_visit.py
 test("first visit reads the link and the stored mark", async () => {
   const S = await mod("start.js");
-  const f = S.firstVisit;
+  const read = [];
+  const f = (search, mark) => S.firstVisit(search, () => (read.push(search), mark));
   eq([f("", null), f("?m=random", null), f("", "1"), f("?", null)], [true, false, false, true]);
+  eq(read, ["", "", "?"]); // a link with state never reads the stored mark
 });
 
 // test_flow_batch_page.py
