@@ -181,6 +181,12 @@ function chooseModel(s, name, text, options, where) {
   };
 }
 
+// Whether a model choice is of the model in use with what ui already has: its text (when it names one) and options.
+function sameModel(ui, { name, text, options }) {
+  if (name !== ui.model || (text && text !== ui.text)) return false;
+  return Object.entries(options || {}).every(([k, v]) => ui.options[k] === v);
+}
+
 const reducers = {
   modelsLoaded: (s, a) => ({ ...s, models: a.models }),
   modelsFailed: (s, a) => ({
@@ -193,7 +199,9 @@ const reducers = {
     draft: { text: a.ui.text, ...featureDrafts(a.ui) },
     run: { ...s.run, want: s.run.want + 1, action: "", where: null },
   }),
-  modelChosen: (s, a) => chooseModel(s, a.name, a.text, a.options, a.where),
+  // the model in use chosen again, asking nothing it does not already have (the same text and options): nothing
+  // changes, no run (a person re-picking it keeps their masks, options and text); another model starts afresh
+  modelChosen: (s, a) => (sameModel(s.ui, a) ? s : chooseModel(s, a.name, a.text, a.options, a.where)),
   exampleChosen: (s, a) => {
     const ex = a.example;
     let next = chooseModel(s, ex.model, a.text, ex.options, "example-select");

@@ -18,6 +18,12 @@ pytestmark = pytest.mark.browser
 
 RANDOM = "?m=random&t=the+cat+sat+on+the+mat"
 Action = Callable[[Callable[[], None]], dict[str, Any]]
+# What the page's store holds of a run: the runs wanted so far, the heads option and the words run.
+STORE_JS = """async () => {
+  const { pageState } = await import('/static/js/main.js');
+  const s = pageState();
+  return { want: s.run.want, heads: s.ui.options.heads, text: s.ui.text };
+}"""
 
 
 def upper_triangle(n: int) -> set[tuple[int, int]]:
@@ -62,6 +68,11 @@ def test_typing_a_sequence_and_running_draws_one_heatmap_per_head(
     expect(page.get_by_test_id("head-heatmap")).to_have_count(8)
     expect(page.get_by_test_id("token")).to_have_text(["0one", "1two", "2three", "3four", "4five", "5six", "6seven"])
     assert page.locator("[data-testid=head-heatmap] canvas").count() == 8
+    # the model in use chosen again (its change event fires all the same): no run wanted, the heads and words kept;
+    # the store answers the change event before select_option returns
+    before = page.evaluate(STORE_JS)
+    page.get_by_test_id("model-select").select_option("random")
+    assert page.evaluate(STORE_JS) == before == {"want": before["want"], "heads": 8, "text": body["text"]}
 
 
 def test_causal_toggle_sends_a_causal_request_and_masks_the_upper_triangle(
