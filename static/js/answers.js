@@ -7,6 +7,7 @@ import { resolvePair } from "./examples.js";
 import { keepValid } from "./interventions.js";
 import { diffResults } from "./masks.js";
 import { slots } from "./registry.js";
+import { pageIn } from "./selectors.js";
 
 export const answerReducers = {
   // a new run: the layers of the last one still on their way are not waited for any more
@@ -23,7 +24,8 @@ export const answerReducers = {
   layersTooMany: (s, a) => ({ ...s, run: { ...s.run, oneLayer: a.key } }),
   runSucceeded: (s, a) => {
     const r = s.run;
-    const ui = settle({ ...s.ui, ...a.sent }, a.result);
+    // the layer shown of a streamed answer: the grid's page waits for every layer (runRest)
+    const ui = settle({ ...s.ui, ...a.sent }, a.result, !a.partial);
     const result = itemResult(a.result, ui.item);
     const layerIndex = ui.layer === "all" ? (ui.focus ? ui.focus[0] : 0) : ui.layer;
     const diff = r.skipDiff ? null : diffResults(r.result, a.result, layerIndex);
@@ -60,7 +62,10 @@ export const answerReducers = {
     const fresh = itemResult(a.result, s.ui.item);
     const drawn = new Map(s.run.result.layers.map((l) => [l.index, l]));
     const result = { ...fresh, layers: fresh.layers.map((l) => drawn.get(l.index) ?? l) };
-    return { ...s, run: { ...s.run, rest: null, progress: null, result, full: a.result } };
+    const run = { ...s.run, rest: null, progress: null, result, full: a.result };
+    const page = pageIn(result, s.ui);
+    if (page === s.ui.page) return { ...s, run };
+    return { ...s, ui: { ...s.ui, page }, good: s.good && { ...s.good, page }, run };
   },
   // the layer shown came and the others did not (the connection dropped): the page keeps what it holds, and says so
   restFailed: (s, a) => ({
@@ -123,8 +128,9 @@ export function askedDuringRun(s) {
 }
 
 // Keep ui inside what a new result allows (a query past the end, a head that no longer exists, a pair that
-// falls off, interventions on heads that are gone).
-export function settle(ui, result) {
+// falls off, interventions on heads that are gone, and, with `whole` (every layer shown is in), a heads page past
+// the last: fewer heads than before, a smaller model's or a link's page).
+export function settle(ui, result, whole = true) {
   const S = result.tokens.length;
   const K = result.source_tokens ? result.source_tokens.length : S;
   const out = { ...ui };
@@ -139,6 +145,7 @@ export function settle(ui, result) {
     if (!layer || h >= layer.heads.length) out.focus = null;
   }
   out.item = Math.min(out.item, (result.config.batch || 1) - 1);
+  if (whole) out.page = pageIn(result, out);
   out.ablate = keepValid(out.ablate, L, H);
   out.edits = keepValid(out.edits, L, H).filter((e) => e.query < S && e.key < S);
   return out;

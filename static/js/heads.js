@@ -22,25 +22,17 @@ import {
   sizeCanvas,
 } from "./heatmap.js";
 import { act } from "./actions.js";
-import { selectView, shownDeps } from "./selectors.js";
+import { PAGE_SIZE, pageOf, selectView, shownDeps } from "./selectors.js";
 import { pieceQuote } from "./piece.js";
 import { contributionStrip, stripLabel } from "./contrib.js";
 import { firstPosition, pos } from "./positions.js";
 import { keptHidden, markGiveaways } from "./giveaway.js";
 import { showTip } from "./tooltip.js";
 
-export const PAGE_SIZE = 24;
 export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 heads on a page, and for more
 export const THUMB_PX = 150; // at most this many px a side, whatever the length: a long sequence is downsampled
 export const MAX_CELL = 34;
 export const MIN_CARD_PX = 165; // a card narrower than this is too small to read
-
-// The heads on a page: [{layer, head}] in layer-major order.
-export function pageOf(all, page, size = PAGE_SIZE) {
-  const pages = Math.max(1, Math.ceil(all.length / size));
-  const p = Math.min(Math.max(0, page), pages - 1);
-  return { page: p, pages, items: all.slice(p * size, (p + 1) * size) };
-}
 
 export const CARD_CHROME_PX = 24;
 

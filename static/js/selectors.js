@@ -108,6 +108,27 @@ export function defaultQuery(tokens, eligible, padded = []) {
   return tokens.length - 1;
 }
 
+export const PAGE_SIZE = 24; // heads on a page of the heads grid
+
+// The heads on a page: [{layer, head}] in layer-major order; a page past the last is the last.
+export function pageOf(all, page, size = PAGE_SIZE) {
+  const pages = Math.max(1, Math.ceil(all.length / size));
+  const p = Math.min(Math.max(0, page), pages - 1);
+  return { page: p, pages, items: all.slice(p * size, (p + 1) * size) };
+}
+
+// The layers of result `r` the views show for ui: every one, or the one chosen (the first, where `r` lacks it).
+export function shownLayers(r, ui) {
+  const layers = ui.layer === "all" ? r.layers : r.layers.filter((l) => l.index === ui.layer);
+  return layers.length ? layers : r.layers.slice(0, 1);
+}
+
+// The heads grid's page of ui with result `r`: ui.page, or the last page where fewer heads are shown than it needs.
+export function pageIn(r, ui) {
+  const heads = shownLayers(r, ui).flatMap((l) => l.heads);
+  return pageOf(heads, ui.page).page;
+}
+
 const viewCache = new WeakMap(); // state.run -> ui -> view: a pure function's memo, cleared with the state it reads
 
 // Everything the matrix views draw: the heads shown, the large head, the scale, the query. Pure in the state.
@@ -122,8 +143,7 @@ export function selectView(s) {
   const hit = byUi.get(s.ui);
   if (hit) return hit;
   const ui = s.ui;
-  const layers = ui.layer === "all" ? r.layers : r.layers.filter((l) => l.index === ui.layer);
-  const shown = layers.length ? layers : r.layers.slice(0, 1);
+  const shown = shownLayers(r, ui);
   const heads = shown.flatMap((l) => l.heads.map((head) => ({ layer: l.index, head })));
   // one layer shown: the eligibility it attended under (a local layer's own window narrows the answer's grid)
   const eligible = (shown.length === 1 && shown[0].eligible) || r.eligible;

@@ -14,7 +14,8 @@
 //            stats, the analyses' requests and the exports read it; a layer switch keeps it or closes it
 //   query    the query position the large head, the retrieval diagram, the claim and the exports share; opening a
 //            head sets it
-//   page     the heads grid's page of the layer shown: a layer switch and an opened head (core actions) set it back
+//   page     the heads grid's page of the layer shown: a layer switch and an opened head (core actions) set it back,
+//            and an answer with fewer heads than it needs brings it back to its last page (answers.js settle)
 //   pair     the [query, key] whose top heads are listed: picked in the large head, the retrieval diagram or top
 //            heads, and read by QK terms, contrast, the analyses' requests and the workspaces' link keys
 

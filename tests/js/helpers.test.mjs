@@ -356,12 +356,13 @@ test("view helpers", async () => {
     ex = await mod("exporter.js");
   const mx = await mod("numbersettings.js"),
     el = await mod("eligibility.js"),
-    st = await mod("stats.js");
+    st = await mod("stats.js"),
+    sel = await mod("selectors.js");
   const all = Array.from({ length: 72 }, (_, i) => i);
   const m = { x: [[1]], w_q: [[1]], w_k: [[1]], w_v: [[1]] };
   const out = plain({
-    p0: heads.pageOf(all, 0),
-    p9: heads.pageOf(all, 9),
+    p0: sel.pageOf(all, 0),
+    p9: sel.pageOf(all, 9),
     cells: [heads.cellSize(5, 1), heads.cellSize(200, 24)],
     thumb: heads.THUMB_PX,
     vis: [flow.visibleHeads(4), flow.visibleHeads(12)],

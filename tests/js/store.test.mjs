@@ -1,6 +1,6 @@
-// The store's reducer (static/js/store.js) on what a person does to the model, called directly on plain states
-// (tests/test_js.py runs this file with node's test runner). The page behind it is walked in Chromium by
-// tests/browser/test_page.py.
+// The store's reducer (static/js/store.js, answers.js) on what a person does to the model and the heads grid's
+// page, called directly on plain states (tests/test_js.py runs this file with node's test runner). The page behind
+// them is walked in Chromium by tests/browser/test_page.py and tests/browser/test_inview_explore.py.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
@@ -83,4 +83,44 @@ test("the model in use chosen again changes nothing and runs nothing; another mo
     [changed.ui.model, changed.ui.text, changed.ui.options.heads, changed.draft.text, changed.run.want],
     ["other", "other text", 2, "other text", set.run.want + 1],
   );
+});
+
+test("a heads page past the last comes back to the last once an answer shows fewer heads", async () => {
+  const { S, reduce } = await pureReducer();
+  const St = await mod("state.js");
+  const deep = entry("deep", 6, 12);
+  const sent = (s) => ({ masks: s.ui.masks });
+  // the ui a link gives, with the model's own where it names none (main.js restoredUi)
+  const linked = (query) => {
+    const base = St.stateForModel(deep);
+    const ui = St.decodeState(query, () => deep.options);
+    return { ...ui, options: { ...base.options, ...ui.options }, masks: ui.masks ?? base.masks };
+  };
+  let s = reduce(S.initialState(), S.act.modelsLoaded([deep]));
+  // a link to every layer's third page (72 heads: pages 0, 1 and 2) answered whole
+  s = reduce(s, S.act.restored(linked("?m=deep&t=a&layer=all&page=2")));
+  s = reduce(s, S.act.runSucceeded(answer("deep", 6, 12), { model: "deep" }, sent(s)));
+  eq([s.ui.page, s.good.page], [2, 2]);
+  // 2 heads a layer (12 heads, one page): page 0, and the link says no page
+  s = reduce(s, S.act.optionSet("heads", 2));
+  s = reduce(s, S.act.runSucceeded(answer("deep", 6, 2), { model: "deep" }, sent(s)));
+  eq([s.ui.page, s.good.page, St.encodeState(s.ui).includes("page=")], [0, 0, false]);
+
+  // a link's page past the last (9 of 3 pages) comes back to the last, which the link then names
+  s = reduce(s, S.act.restored(linked("?m=deep&t=a&layer=all&page=9&heads=12")));
+  s = reduce(s, S.act.runSucceeded(answer("deep", 6, 12), { model: "deep" }, sent(s)));
+  eq([s.ui.page, new URLSearchParams(St.encodeState(s.ui)).get("page")], [2, "2"]);
+
+  // streamed, all 72 heads: the layer shown first (12 heads) keeps the page for the layers still to come
+  s = reduce(s, S.act.sequenceSubmitted("run-button"));
+  let head = reduce(s, S.act.runSucceeded(answer("deep", 6, 12, [0]), { model: "deep" }, sent(s), true));
+  eq([head.ui.page, head.run.rest], [2, "loading"]);
+  s = reduce(head, S.act.runRest(answer("deep", 6, 12)));
+  eq([s.ui.page, s.good.page, s.run.rest], [2, 2, null]);
+  // 4 heads a layer, streamed: the page waits for the other layers, and 24 heads in all are one page
+  s = reduce(s, S.act.optionSet("heads", 4));
+  head = reduce(s, S.act.runSucceeded(answer("deep", 6, 4, [0]), { model: "deep" }, sent(s), true));
+  eq(head.ui.page, 2);
+  s = reduce(head, S.act.runRest(answer("deep", 6, 4)));
+  eq([s.ui.page, s.good.page, St.encodeState(s.ui).includes("page=")], [0, 0, false]);
 });
