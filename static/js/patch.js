@@ -78,15 +78,29 @@ export function patchRequest(attention, tokens, value, predicts) {
   };
 }
 
-// The cell that recovers most, and a one-line reading of the grid.
+// The cell that recovers most: the largest recovered share, signed ({layer, column, value}; null when no cell has
+// one). A share below 0 is a patch that takes the output further from the clean run: it never outranks one that
+// brings the output back.
 export function bestCell(r) {
   let best = null;
   r.recovered.forEach((row, layer) =>
     row.forEach((v, c) => {
-      if (v != null && (!best || Math.abs(v) > Math.abs(best.value))) best = { layer, column: c, value: v };
+      if (v != null && (!best || v > best.value)) best = { layer, column: c, value: v };
     }),
   );
   return best;
+}
+
+// The cell whose patch takes the output furthest from the clean run: the most negative recovered share, or null when
+// no share is below 0.
+export function mostNegativeCell(r) {
+  let worst = null;
+  r.recovered.forEach((row, layer) =>
+    row.forEach((v, c) => {
+      if (v != null && v < 0 && (!worst || v < worst.value)) worst = { layer, column: c, value: v };
+    }),
+  );
+  return worst;
 }
 
 export function columnLabel(r, c) {
@@ -112,13 +126,33 @@ export function cellText(v) {
   return Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(2);
 }
 
-export function patchSummary(r) {
+// A cell named in the summary: "L1 H2" or "L0 position 3 king".
+function cellName(r, cell) {
+  return `L${cell.layer} ${BY_POSITION.includes(r.hook) ? "position " : ""}${columnLabel(r, cell.column)}`;
+}
+
+// The best cell in words: the one that recovers most, or, when no cell recovers any of the difference, that.
+export function bestWords(r) {
   const b = bestCell(r);
+  if (!b) return "Most recovered by one cell: none (–).";
+  if (b.value > 0) return `Most recovered by one cell: ${cellName(r, b)} (${b.value.toFixed(3)}).`;
+  return `No one cell recovers any of the difference; the largest share is ${cellName(r, b)} (${b.value.toFixed(3)}).`;
+}
+
+// The most negative cell in words ("" when no share is below 0): named apart from the best, as the harm it does.
+export function mostNegativeWords(r) {
+  const w = mostNegativeCell(r);
+  return w
+    ? `Most negative: ${cellName(r, w)} (${w.value.toFixed(3)}), a patch that takes the output further from the clean run.`
+    : "";
+}
+
+export function patchSummary(r) {
   const metric = metricWords(r.metric, r.tokens);
-  const cell = b ? `L${b.layer} ${BY_POSITION.includes(r.hook) ? "position " : ""}${columnLabel(r, b.column)}` : "none";
+  const worst = mostNegativeWords(r);
   return (
     `Clean ${metric} ${r.clean_metric.toFixed(3)}, corrupted ${r.corrupted_metric.toFixed(3)}. ` +
-    `Most recovered by one cell: ${cell} (${b ? b.value.toFixed(3) : "–"}). ` +
+    `${bestWords(r)} ${worst ? `${worst} ` : ""}` +
     `${r.rows * r.columns} cells, ${r.forwards} forward passes in one request. Each cell prints the ${metricName(r.metric)} ` +
     "with that one activation patched; its colour is the share of the difference recovered."
   );
@@ -262,6 +296,8 @@ export const panel = {
       if (window.Plotly && grid.dataset.drawn) window.Plotly.purge(grid);
       grid.dataset.drawn = "";
       grid.dataset.best = "";
+      grid.dataset.bestValue = "";
+      grid.dataset.mostNegative = "";
       grid.dataset.cursor = "";
       grid.tabIndex = -1;
       renderCell(part("patch-cell"), null);
@@ -277,6 +313,8 @@ export const panel = {
     grid.dataset.hook = r.hook;
     grid.dataset.best = b ? `${b.layer}.${b.column}` : "";
     grid.dataset.bestValue = b ? String(b.value) : "";
+    const w = mostNegativeCell(r);
+    grid.dataset.mostNegative = w ? `${w.layer}.${w.column}` : "";
     grid.dataset.recovered = JSON.stringify(r.recovered);
     grid.dataset.metric = shown.metric?.kind ?? "";
     grid.setAttribute(

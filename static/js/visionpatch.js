@@ -42,7 +42,7 @@ export function share(value) {
 }
 
 // The cell that brings back the most: the largest recovered share ({layer, head, value}), or null when none is above 0
-// (the patching panel's bestCell ranks by size, a share below 0 too; here the table names what brings the output back).
+// (ranked as the patching panel's bestCell ranks, which keeps a largest share at or below 0 too, for Enter to open).
 export function bestHead(recovered) {
   let best = null;
   recovered.forEach((row, layer) =>

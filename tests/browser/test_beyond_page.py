@@ -95,13 +95,14 @@ def test_the_head_grid_opens_from_the_link_and_draws_what_the_server_measured(op
     expect(grid).to_have_attribute("data-hook", "z")
     recovered = json.loads(grid.get_attribute("data-recovered") or "[]")
     assert recovered == api["recovered"] and len(recovered) == 2 and len(recovered[0]) == 4  # layers x heads
-    best = max(
-        ((v, f"{layer}.{h}") for layer, row in enumerate(recovered) for h, v in enumerate(row)), key=lambda t: abs(t[0])
-    )
+    cells = [(v, f"{layer}.{h}") for layer, row in enumerate(recovered) for h, v in enumerate(row) if v is not None]
+    best = max(cells, key=lambda t: t[0])  # the share recovered, signed: a cell below 0 takes the output away
     expect(grid).to_have_attribute("data-best", best[1])
     layer, head = best[1].split(".")
     summary = page.locator("#patch-summary")
     expect(summary).to_contain_text(f"Most recovered by one cell: L{layer} H{head} ({best[0]:.3f})")
+    worst = min(cells, key=lambda t: t[0])
+    expect(grid).to_have_attribute("data-most-negative", worst[1] if worst[0] < 0 else "")
     expect(summary).to_contain_text("10 forward passes in one request")
     expect(summary).to_contain_text(f"Clean next-token loss {api['clean_metric']:.3f}")
 

@@ -64,7 +64,7 @@ def test_corrupt_a_token_find_the_heads_that_carry_it_and_see_why_one_attends_wh
     assert sent["metric"] == {"kind": "logit_diff", "position": SCORED_AT, "correct": "ight", "wrong": CORRUPT_TO}
     grid = resp.value.json()
     recovered = np.array([[np.nan if v is None else v for v in row] for row in grid["recovered"]])
-    best = np.unravel_index(np.nanargmax(np.abs(recovered)), recovered.shape)
+    best = np.unravel_index(np.nanargmax(recovered), recovered.shape)
     assert tuple(int(i) for i in best) == INDUCTION and recovered[INDUCTION] > 0.2  # the induction head carries most
     layer, index = INDUCTION
     plot = page.get_by_test_id("patch-grid")

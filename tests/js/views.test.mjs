@@ -55,6 +55,44 @@ test("the patch setting round-trips and the body is built from the tokens on scr
   eq(out.ldNoPredict.metric, { kind: "output_distance" });
 });
 
+// test_beyond_page.py
+test("the best patched cell is the one that recovers most, and a cell that takes the output away is named apart", async () => {
+  const P = await mod("patch.js");
+  // L0H1 takes the output 3.5 times the difference further from the clean run; L1H0 brings back 0.6 of it
+  const grid = (recovered) => ({
+    hook: "z",
+    tokens: ["a", "b"],
+    metric: { kind: "loss" },
+    clean_metric: 1,
+    corrupted_metric: 2,
+    rows: recovered.length,
+    columns: recovered[0].length,
+    forwards: 2 + recovered.length * recovered[0].length,
+    recovered,
+  });
+  const mixed = grid([
+    [0.1, -3.5],
+    [0.6, null],
+  ]);
+  eq(P.bestCell(mixed), { layer: 1, column: 0, value: 0.6 });
+  eq(P.mostNegativeCell(mixed), { layer: 0, column: 1, value: -3.5 });
+  const summary = P.patchSummary(mixed);
+  assert.ok(summary.includes("Most recovered by one cell: L1 H0 (0.600)."), summary);
+  assert.ok(summary.includes("Most negative: L0 H1 (-3.500), a patch that takes the output further"), summary);
+  // nothing below 0: no cell named most negative
+  const positive = grid([[0.2, 0.9]]);
+  eq([P.bestCell(positive), P.mostNegativeCell(positive)], [{ layer: 0, column: 1, value: 0.9 }, null]);
+  assert.ok(!P.patchSummary(positive).includes("Most negative"), P.patchSummary(positive));
+  // every share at or below 0: the largest is still the one Enter opens, but no cell is said to recover any
+  const harmful = grid([[-0.2, -4, 0]]);
+  eq(P.bestCell(harmful), { layer: 0, column: 2, value: 0 });
+  const words = P.patchSummary(harmful);
+  assert.ok(words.includes("No one cell recovers any of the difference; the largest share is L0 H2 (0.000)."), words);
+  assert.ok(!words.includes("Most recovered"), words);
+  assert.ok(words.includes("Most negative: L0 H1 (-4.000)"), words);
+  none(P.bestCell(grid([[null, null]])));
+});
+
 // test_blockwise_page.py
 test("the online softmax helper matches a softmax", async () => {
   const b = await mod("blockwise.js");
