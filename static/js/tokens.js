@@ -2,13 +2,14 @@
 // hovering one lights its row and column up in every head; the chips are one tab stop, the arrow keys,
 // Home and End move between them), the batch bar, the next-word predictions, the run's
 // status and the "what changed" line (the page dimmed while a run is on its way, or marked stale after a failed
-// one, is main.js's). A long list shows its first TOKENS_SHOWN chips until opened.
+// one, is main.js's). A long list shows its first TOKENS_SHOWN chips until opened. A hover (state.highlight) draws
+// nothing again: it moves the "lit" class between the chips already drawn.
 
 import { renderBatchBar } from "./batch.js";
 import { act } from "./actions.js";
 import { selectView, tokenMasks } from "./selectors.js";
 import { pieceQuote, pieceTitle, renderPiece, specialAt } from "./piece.js";
-import { pos } from "./positions.js";
+import { firstPosition, pos } from "./positions.js";
 import { within } from "./dom.js";
 
 export const TOKENS_SHOWN = 48; // beyond this many tokens the list starts collapsed
@@ -21,7 +22,8 @@ export function moveToken(i, key, n) {
   return key in MOVES ? Math.max(0, Math.min(n - 1, i + MOVES[key])) : null;
 }
 
-export function deps(s) {
+// What the view draws from but the highlight: while these stay, a hover only moves the "lit" class between chips.
+function drawDeps(s) {
   return [
     s.run.result,
     s.run.status,
@@ -31,14 +33,31 @@ export function deps(s) {
     s.ui.masks,
     s.ui.sourcePadded,
     s.ui.item,
-    s.highlight,
     s.panels.nextWords,
     s.tokensOpen,
   ];
 }
 
+export function deps(s) {
+  return [...drawDeps(s), s.highlight];
+}
+
+// Each root's last whole draw: its drawDeps and the count positions were printed in.
+const drawnFrom = new WeakMap();
+
+function sameAs(a, b) {
+  return !!b && a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
 export function render(root, s, dispatch) {
   const part = within(root);
+  const from = [...drawDeps(s), firstPosition()];
+  if (sameAs(from, drawnFrom.get(root))) {
+    // only the highlight changed (a hover over a head, a cell or a chip): the chips stay, their "lit" class moves
+    lightTokens(part("tokens"), s.highlight);
+    return;
+  }
+  drawnFrom.set(root, from);
   const r = s.run.result;
   renderStatus(part, s);
   if (!r) return;
@@ -118,6 +137,21 @@ function renderSummary(part, s) {
   p.classList.toggle("bad", s.run.status === "error");
 }
 
+// Whether chip i is lit by the highlight {q, k} (null: none is).
+export function litAt(lit, i) {
+  return !!lit && (lit.q === i || lit.k === i);
+}
+
+// The highlight on chips already drawn: "lit" taken from the chips it left and put on the ones it reaches (at most
+// two each way); no chip is drawn again.
+export function lightTokens(root, lit) {
+  for (const b of root.querySelectorAll("button.lit[data-index]")) {
+    if (!litAt(lit, Number(b.dataset.index))) b.classList.remove("lit");
+  }
+  if (!lit) return;
+  for (const i of new Set([lit.q, lit.k])) root.querySelector(`button[data-index="${i}"]`)?.classList.add("lit");
+}
+
 // The chip that holds the list's one tab stop (the last one focused), per list.
 const stopOf = new WeakMap();
 
@@ -154,7 +188,7 @@ export function renderTokens(root, view, handlers) {
     b.tabIndex = i === stop ? 0 : -1;
     const padded = view.masks.padded.includes(i);
     b.classList.toggle("padded", padded);
-    b.classList.toggle("lit", !!lit && (lit.q === i || lit.k === i));
+    b.classList.toggle("lit", litAt(lit, i));
     b.setAttribute("aria-pressed", padded ? "true" : "false");
     b.title = padded
       ? `Position ${pos(i)} is padding: click to make it a real token`

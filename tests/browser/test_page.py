@@ -308,6 +308,8 @@ def test_hovering_a_cell_shows_query_key_score_and_weight(open_page: Callable[..
     box = fig.locator("canvas").bounding_box()
     assert box
     g = json.loads(layout)
+    # the token chips before any hover: a hover moves their "lit" class, it never draws them again
+    page.evaluate("() => { window.chipsBeforeHover = [...document.querySelectorAll('[data-testid=token]')]; }")
     page.mouse.move(box["x"] + g["left"] + g["cell"] * 1.5, box["y"] + g["top"] + g["cell"] * 3.5)
     tip = page.locator("#tooltip")
     expect(tip).to_be_visible()
@@ -315,10 +317,21 @@ def test_hovering_a_cell_shows_query_key_score_and_weight(open_page: Callable[..
     expect(tip).to_contain_text("query 3 “on” → key 1 “cat”")
     expect(tip).to_contain_text("score")
     expect(tip).to_contain_text("weight")
-    lit = page.get_by_test_id("token").evaluate_all(
-        "els => els.filter(e => e.classList.contains('lit')).map(e => e.dataset.index)"
+    lit_js = "els => els.filter(e => e.classList.contains('lit')).map(e => e.dataset.index)"
+    assert page.get_by_test_id("token").evaluate_all(lit_js) == ["1", "3"]
+    # another cell, query 4 "the" -> key 2 "sat": the light moves to those two chips, the same elements as before
+    page.mouse.move(box["x"] + g["left"] + g["cell"] * 2.5, box["y"] + g["top"] + g["cell"] * 4.5)
+    expect(tip).to_contain_text("query 4 “the” → key 2 “sat”")
+    expect(page.get_by_test_id("token").nth(4)).to_have_class(re.compile(r"\blit\b"))
+    assert page.get_by_test_id("token").evaluate_all(lit_js) == ["2", "4"]
+    kept = page.evaluate(
+        """() => {
+          const now = [...document.querySelectorAll('[data-testid=token]')];
+          const before = window.chipsBeforeHover;
+          return [before.length, now.length, before.filter((c, i) => c === now[i] && c.isConnected).length];
+        }"""
     )
-    assert lit == ["1", "3"]
+    assert kept == [6, 6, 6], kept  # [chips before, chips now, chips that are the very elements of before]
 
 
 def test_hovering_a_token_lights_its_row_and_column_in_every_head(open_page: Callable[..., Page]) -> None:
