@@ -30,6 +30,8 @@ function drawDeps(s) {
     s.run.rest,
     s.run.error,
     s.run.diff,
+    s.run.full, // the batch bar
+    s.run.lastAction, // the "what changed" line
     s.ui.masks,
     s.ui.sourcePadded,
     s.ui.item,
