@@ -101,5 +101,6 @@ export function renderBatchBar(root, view) {
       return b;
     }),
   );
-  if (focused != null) chips.querySelector(`[data-index="${focused}"]`)?.focus();
+  // kept on the chip it was on, without scrolling the page to it (a redraw can come while an answer below is shown)
+  if (focused != null) chips.querySelector(`[data-index="${focused}"]`)?.focus({ preventScroll: true });
 }

@@ -202,7 +202,7 @@ function focusKey(root) {
 function refocus(root, key) {
   if (!key) return;
   const el = root.querySelector(`[data-focus="${CSS.escape(key)}"]`);
-  if (el) el.focus();
+  if (el) el.focus({ preventScroll: true }); // a redraw keeps the focus where it was, and the page where it is
 }
 
 // Scroll the table's box to the opened head's row once each time another head is opened.

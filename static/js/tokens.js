@@ -215,7 +215,9 @@ export function renderTokens(root, view, handlers) {
     b.addEventListener("mouseenter", () => handlers.onHover(i));
     b.addEventListener("mouseleave", () => handlers.onHover(null));
     root.append(b);
-    if (focused === String(i)) b.focus();
+    // the focus stays on the chip it was on, without scrolling to it: a draw of the chips can come while the page
+    // shows an answer further down (a draw out of sight waits for the paint), and must not pull the page back up
+    if (focused === String(i)) b.focus({ preventScroll: true });
   });
 }
 

@@ -113,7 +113,7 @@ export function renderTopHeads(root, view, on) {
   if (active) {
     const el =
       root.querySelector(`#${CSS.escape(active)}`) || root.querySelector(`[data-focus="${CSS.escape(active)}"]`);
-    if (el) el.focus();
+    if (el) el.focus({ preventScroll: true }); // a redraw keeps the focus where it was, and the page where it is
   }
 }
 

@@ -342,6 +342,23 @@ def test_hovering_a_token_lights_its_row_and_column_in_every_head(open_page: Cal
     page.mouse.move(5, 5)
     for i in range(4):
         expect(page.get_by_test_id("head-heatmap").nth(i)).to_have_attribute("data-highlight", "")
+    # a chip keeps the focus through a whole draw of the chips without scrolling the page to it: the page has
+    # brought an answer further down into sight by then (a draw of the tokens waits for the paint while they are
+    # out of sight, and used to pull the page back up to the focused chip)
+    kept = page.evaluate(
+        """async () => {
+          const { pageState } = await import('/static/js/main.js');
+          const tokens = await import('/static/js/tokens.js');
+          const root = document.querySelector('[data-view="tokens"]');
+          root.querySelector('[data-index="2"]').focus();
+          window.scrollTo(0, document.documentElement.scrollHeight);
+          const y = window.scrollY;
+          const s = pageState();
+          tokens.render(root, { ...s, tokensOpen: !s.tokensOpen }, () => {}); // another chips list: a whole draw
+          return { y, after: window.scrollY, focused: document.activeElement.dataset.index ?? null };
+        }"""
+    )
+    assert kept["y"] > 0 and kept["after"] == kept["y"] and kept["focused"] == "2", kept
 
 
 def test_clicking_a_head_opens_it_large(open_page: Callable[..., Page]) -> None:
