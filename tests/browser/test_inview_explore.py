@@ -100,8 +100,8 @@ def sequence(text: str) -> Callable[[Page], None]:
 
 
 def emptied(page: Page) -> None:
-    """A number of X emptied while the failed run's message stands (the message beside the control has no ✕ where the
-    controls sit beside the views): the cell's own message replaces it."""
+    """A number of X emptied while the failed run's message stands (left standing, not put away with its ✕): the
+    cell's own message replaces it."""
     page.wait_for_function("() => !!document.getElementById('action-error')")
     box = page.locator("#matrix-editors input").first
     box.fill("")

@@ -214,7 +214,7 @@ def test_phone_an_error_in_the_closed_drawer_floats_a_line_that_opens_it(phone: 
     open_drawer(page)
     page.locator("#opt-heads").fill("7")
     with page.expect_response(lambda r: r.url.endswith("/api/attention")):
-        page.locator("#opt-heads").dispatch_event("change")
+        page.locator("#opt-heads").press("Tab")  # the box's change, as a person leaves it
     wait_idle(page)
     assert shown(page, "must divide by heads") == ["action-error"]  # beside the field, in the open drawer
     page.keyboard.press("Escape")
@@ -230,6 +230,16 @@ def test_phone_an_error_in_the_closed_drawer_floats_a_line_that_opens_it(phone: 
     assert drawer_open(page)
     expect(page.get_by_test_id("action-error")).to_be_in_viewport()
     assert shown(page, "must divide by heads") == ["action-error"]
+    # the message's own ✕, a finger's target on screen, puts it away (the banner's ✕ is hidden with the banner)
+    dismiss = page.get_by_test_id("action-error-dismiss")
+    box = dismiss.bounding_box()
+    assert box and box["width"] >= 44 and box["height"] >= 44
+    assert box["x"] >= 0 and box["y"] >= 0 and box["y"] + box["height"] <= PHONE.height
+    assert hit(page, box["x"] + box["width"] / 2, box["y"] + box["height"] / 2) == "button.act-error-dismiss"
+    tap(page, "[data-testid=action-error-dismiss]")
+    expect(page.get_by_test_id("action-error")).to_have_count(0)
+    expect(banner).to_be_hidden()
+    expect(page.locator("#opt-heads")).to_have_value("4")  # back at the run the views show
 
 
 def test_an_emptied_matrix_cell_is_an_error_at_that_cell(
