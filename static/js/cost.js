@@ -15,7 +15,10 @@ import { PLOT_CONFIG } from "./plotly.js";
 
 // Okabe–Ito colours (colour-blind safe), with a dash pattern each so the lines part without colour too.
 export const COST_COLORS = { scores: "#d55e00", kv: "#0072b2", now: "#009e73", limit: "#cc79a7", memory: "#000000" };
-export const COST_PLOT_HEIGHT = 340;
+// The figure's height, the same with or without measured lengths: their four legend entries wrap the legend into
+// more rows (about 80 px on a phone), which the figure holds from the start (the plot is that much taller until
+// they come), so what sits under the plot (the lengths box and its button) stays put when a measurement comes in.
+export const COST_PLOT_HEIGHT = 420;
 export const COST_FIELDS = ["batch", "heads", "kv_heads", "seq_len", "d_model", "layers"];
 export const DTYPES = ["float32", "float64", "bfloat16", "float16"];
 
@@ -229,8 +232,7 @@ export function costFigure(r, lengths = null) {
   // the annotations that mark two vertical lines share a row when those lines are far apart; else the second drops
   if (annotations.length > 1 && lim.max_tokens && Math.abs(log(lim.max_tokens) - log(S)) < 0.6) annotations[1].y = 0.9;
   const layout = {
-    // the measured lengths' four entries wrap the legend into more rows: the figure grows so the plot does not shrink
-    height: COST_PLOT_HEIGHT + (extra.xs.length ? 80 : 0),
+    height: COST_PLOT_HEIGHT, // the measured lengths' legend rows come out of the plot's share of it
     margin: { l: 70, r: 20, t: 28, b: 48 },
     xaxis: { type: "log", title: { text: "sequence length S (tokens)", standoff: 8 }, range: xRange, automargin: true },
     yaxis: { type: "log", title: { text: "bytes" }, range: yRange, exponentformat: "SI" },

@@ -48,12 +48,43 @@ def sweep_variance(page: Page) -> None:
     page.locator("#sweep-variance-range").fill("3")
 
 
+# Where each element of `selectors` sits on the screen the person sees (its box against the visual viewport), read
+# every frame from now until window.stopTracking(), which answers the positions each one took, in turn.
+TRACK_JS = """(selectors) => {
+  const seen = Object.fromEntries(selectors.map((s) => [s, []]));
+  let on = true;
+  const frame = () => {
+    for (const s of selectors) {
+      const r = document.querySelector(s).getBoundingClientRect();
+      const at = [r.left - visualViewport.offsetLeft, r.top - visualViewport.offsetTop, r.width, r.height]
+        .map(Math.round).join(' ');
+      if (seen[s].at(-1) !== at) seen[s].push(at);
+    }
+    if (on) requestAnimationFrame(frame);
+  };
+  frame();
+  window.stopTracking = () => { on = false; frame(); return seen; };
+}"""
+
+
 def cost_lengths(page: Page) -> None:
+    """The lengths typed and measured: the box and its button, which the person presses next for other lengths, stay
+    where they were while the answer comes in (its table under them, its points on the plot above them), and the
+    page does not widen for the table."""
     page.locator("#cost-lengths").scroll_into_view_if_needed()
     page.locator("#cost-lengths").fill("8, 16")
+    page.locator("#cost-lengths-measure").scroll_into_view_if_needed()
+    bar = ["#cost-lengths", "#cost-lengths-measure"]
+    page.evaluate(TRACK_JS, bar)
     press(page, "#cost-lengths-measure")
-    # its table drawn: the panel has stopped growing under the buttons below it
+    # its table and its points on the plot drawn, and a frame laid out after them
     page.wait_for_selector("[data-testid=cost-lengths-out] table.cost-lengths-table")
+    page.wait_for_function("() => document.getElementById('cost-plot').dataset.measuredLengths === '2'")
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    moved = {s: at for s, at in page.evaluate("() => window.stopTracking()").items() if len(at) != 1}
+    assert moved == {}, f"moved as the measurement came in (x y width height): {moved}"
+    wide = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert wide <= 0, f"the page scrolls {wide} px sideways with the lengths' table"
 
 
 def patch_by_logit_diff(page: Page) -> None:
