@@ -41,6 +41,8 @@ class Device:
 
 DESKTOP = Device(1400, 900)
 PHONE = Device(390, 844, touch=True, scale=2)  # a phone: touch, a mobile viewport, two device pixels a px
+# The screens a page is walked on (tests/browser/inview.py `walk`), named as the tests' ids show them.
+SIZES = {"1440x900": Device(1440, 900), "390x844-touch": Device(390, 844, touch=True)}
 
 
 @pytest.fixture(scope="session")
@@ -384,3 +386,24 @@ def phone_at(tab_on: Callable[[Device], Page]) -> Iterator[Callable[[str, str], 
 
     yield open_
     assert not log.page_errors, log.page_errors
+
+
+@pytest.fixture(params=list(SIZES))
+def sized(request: pytest.FixtureRequest, tab_on: Callable[[Device], Page]) -> Callable[[str, str], Page]:
+    """Each of SIZES in turn: `sized(base, query)` opens attnlab at `query` on the server at `base`, at that size, and
+    waits for the heads; `page.errors` holds the uncaught errors of every page it opened."""
+    device = SIZES[request.param]
+    errors: list[str] = []
+    heard: list[Page] = []
+
+    def open_(base: str, query: str) -> Page:
+        page = tab_on(device)  # the same tab each time, what the page before stored forgotten
+        if page not in heard:
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            heard.append(page)
+        page.goto(f"{base}/{query}")
+        wait_idle(page)
+        page.errors = errors  # type: ignore[attr-defined]
+        return page
+
+    return open_

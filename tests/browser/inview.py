@@ -1,6 +1,7 @@
 """The in-view walk's parts: a step is one thing a person does on the page, the action(s) it must perform and the
 element it must leave in the viewport; `walk` performs the steps in turn, at one size, and fails on the first step
-that performs nothing, performs something else, or leaves its answer out of sight.
+that performs nothing, performs something else, or leaves its answer out of sight. A walk's test opens its page with
+the `sized` fixture (tests/browser/conftest.py), once at each screen of its SIZES.
 
 The page names every action that changed its state as an "attnlab:action" window event (static/js/main.js);
 `walk` records them. The store's actions (static/js/actions.js `act`) are either a person's, each performed by some
@@ -18,10 +19,8 @@ from pathlib import Path
 
 from playwright.sync_api import Page
 
-from tests.browser.conftest import Device, open_workspace, wait_idle
+from tests.browser.conftest import open_workspace
 from tests.helpers import node
-
-SIZES = {"1440x900": Device(1440, 900), "390x844-touch": Device(390, 844, touch=True)}
 
 # Whether the element `sel` names is at least partly in the viewport (and laid out).
 IN_VIEW_JS = """(sel) => {
@@ -107,25 +106,6 @@ def set_causal(page: Page, on: bool) -> None:
         box.click()
     if drawer.is_visible():
         page.locator("#controls-close").click()
-
-
-def opener(tab_on: Callable[[Device], Page], live_server: str, size: str) -> Callable[[str], Page]:
-    """Opens attnlab at `query` at one size and waits for the heads; `page.errors` holds the uncaught errors of every
-    page it opened."""
-    errors: list[str] = []
-    heard: list[Page] = []
-
-    def open_(query: str) -> Page:
-        page = tab_on(SIZES[size])  # the same tab each time, what the page before stored forgotten
-        if page not in heard:
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            heard.append(page)
-        page.goto(f"{live_server}/{query}")
-        wait_idle(page)
-        page.errors = errors  # type: ignore[attr-defined]
-        return page
-
-    return open_
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,11 @@ One page per size walks the steps in turn, on the fast `random` and `textbook` m
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from playwright.sync_api import Page
 
-from tests.browser.conftest import Device
-from tests.browser.inview import SIZES, Step, opener, press, touch, walk
+from tests.browser.inview import Step, press, touch, walk
 
 pytestmark = pytest.mark.browser
 
@@ -287,13 +285,9 @@ STEPS: list[Step] = [
 ]
 
 
-@pytest.fixture(params=list(SIZES))
-def sized(request: Any, tab_on: Callable[[Device], Page], live_server: str) -> Callable[[str], Page]:
-    """Opens attnlab at `query` at one size and waits for the heads (inview.opener)."""
-    return opener(tab_on, live_server, request.param)
-
-
-def test_explore_and_the_controls_leave_what_they_changed_in_view(sized: Callable[[str], Page]) -> None:
-    page = sized("")
+def test_explore_and_the_controls_leave_what_they_changed_in_view(
+    sized: Callable[[str, str], Page], live_server: str
+) -> None:
+    page = sized(live_server, "")
     walk(page, STEPS)
     assert page.errors == []  # type: ignore[attr-defined]

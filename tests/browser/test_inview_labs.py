@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import pytest
 from PIL import Image
 from playwright.sync_api import Page
 
-from tests.browser.conftest import Device
-from tests.browser.inview import SIZES, Step, opener, press, walk
+from tests.browser.inview import Step, press, walk
 
 pytestmark = pytest.mark.browser
 
@@ -332,13 +330,10 @@ STEPS: list[Step] = [
 ]
 
 
-@pytest.fixture(params=list(SIZES))
-def sized(request: Any, tab_on: Callable[[Device], Page], typed_pycode_server: str) -> Callable[[str], Page]:
-    return opener(tab_on, typed_pycode_server, request.param)
-
-
-def test_every_lab_act_leaves_what_it_changed_in_view(sized: Callable[[str], Page]) -> None:
-    page = sized("?ws=vision")
+def test_every_lab_act_leaves_what_it_changed_in_view(
+    sized: Callable[[str, str], Page], typed_pycode_server: str
+) -> None:
+    page = sized(typed_pycode_server, "?ws=vision")
     page.wait_for_selector(f"{IMAGE} [data-token]", timeout=20_000)
     walk(page, STEPS)
     assert page.errors == []  # type: ignore[attr-defined]

@@ -9,13 +9,11 @@ table in turn.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from playwright.sync_api import Page
 
-from tests.browser.conftest import Device
-from tests.browser.inview import SIZES, Step, opener, press, walk
+from tests.browser.inview import Step, press, walk
 from tests.browser.test_inview_panels import pressing
 
 pytestmark = pytest.mark.browser
@@ -192,12 +190,9 @@ STEPS: list[Step] = [
 ]
 
 
-@pytest.fixture(params=list(SIZES))
-def sized(request: Any, tab_on: Callable[[Device], Page], trained_server: str) -> Callable[[str], Page]:
-    return opener(tab_on, trained_server, request.param)
-
-
-def test_every_mechanics_action_leaves_what_it_changed_in_view(sized: Callable[[str], Page]) -> None:
-    page = sized("?m=induction&ws=mechanics")
+def test_every_mechanics_action_leaves_what_it_changed_in_view(
+    sized: Callable[[str, str], Page], trained_server: str
+) -> None:
+    page = sized(trained_server, "?m=induction&ws=mechanics")
     walk(page, STEPS)
     assert page.errors == []  # type: ignore[attr-defined]

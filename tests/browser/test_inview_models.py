@@ -6,13 +6,11 @@ the viewport, at 1440x900 and on a 390x844 touch phone.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from playwright.sync_api import Page
 
-from tests.browser.conftest import Device
-from tests.browser.inview import SIZES, Step, opener, press, walk
+from tests.browser.inview import Step, press, walk
 from tests.browser.test_inview_explore import HEADS, choose, in_drawer
 
 pytestmark = pytest.mark.browser
@@ -33,17 +31,10 @@ TYPED_STEPS: list[Step] = [
 STEPS = LAYER_STEPS + TYPED_STEPS
 
 
-@pytest.fixture(params=list(SIZES))
-def size(request: Any) -> str:
-    return str(request.param)
-
-
 def test_a_models_own_controls_leave_the_heads_in_view(
-    size: str, tab_on: Callable[[Device], Page], trained_server: str, typed_pycode_server: str
+    sized: Callable[[str, str], Page], trained_server: str, typed_pycode_server: str
 ) -> None:
-    page = opener(tab_on, trained_server, size)("?m=induction")
-    walk(page, LAYER_STEPS)
-    errors = page.errors  # type: ignore[attr-defined]
-    page = opener(tab_on, typed_pycode_server, size)("?m=given")
+    walk(sized(trained_server, "?m=induction"), LAYER_STEPS)
+    page = sized(typed_pycode_server, "?m=given")
     walk(page, TYPED_STEPS)
-    assert errors == page.errors == []  # type: ignore[attr-defined]
+    assert page.errors == []  # type: ignore[attr-defined]

@@ -8,13 +8,12 @@ One page a size, on the default `random` model, walks the table in turn.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from playwright.sync_api import Page
 
-from tests.browser.conftest import Device, wait_idle
-from tests.browser.inview import SIZES, Step, opener, press, touch, walk
+from tests.browser.conftest import wait_idle
+from tests.browser.inview import Step, press, touch, walk
 
 pytestmark = pytest.mark.browser
 
@@ -240,12 +239,7 @@ STEPS: list[Step] = [
 ]
 
 
-@pytest.fixture(params=list(SIZES))
-def sized(request: Any, tab_on: Callable[[Device], Page], live_server: str) -> Callable[[str], Page]:
-    return opener(tab_on, live_server, request.param)
-
-
-def test_every_panel_action_leaves_what_it_changed_in_view(sized: Callable[[str], Page]) -> None:
-    page = sized("")
+def test_every_panel_action_leaves_what_it_changed_in_view(sized: Callable[[str, str], Page], live_server: str) -> None:
+    page = sized(live_server, "")
     walk(page, STEPS)
     assert page.errors == []  # type: ignore[attr-defined]

@@ -7,13 +7,12 @@ One page walks the actions per size (plus one for /?long=1 and one for a lesson)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from playwright.sync_api import Page
 
-from tests.browser.conftest import Device, open_workspace, wait_idle
-from tests.browser.inview import SIZES, in_view, opener, press, set_causal, shown, touch
+from tests.browser.conftest import open_workspace, wait_idle
+from tests.browser.inview import in_view, press, set_causal, shown, touch
 
 pytestmark = pytest.mark.browser
 
@@ -23,14 +22,8 @@ WORKSPACES = ["explore", "test", "inside", "mechanics", "lessons", "long", "trai
 OPENS_ON_JS = "async () => (await import('/static/js/workspaces.js')).workspaceOf(location.search)"
 
 
-@pytest.fixture(params=list(SIZES))
-def sized(request: Any, tab_on: Callable[[Device], Page], live_server: str) -> Callable[[str], Page]:
-    """Opens attnlab at `query` at one size and waits for the heads (inview.opener)."""
-    return opener(tab_on, live_server, request.param)
-
-
-def test_every_action_leaves_what_it_changed_in_view(sized: Callable[[str], Page]) -> None:
-    page = sized("")
+def test_every_action_leaves_what_it_changed_in_view(sized: Callable[[str, str], Page], live_server: str) -> None:
+    page = sized(live_server, "")
     assert shown(page) == ["explore"]
     # every view sits in one workspace; only the start path and the tab bar are outside them
     outside = page.evaluate(
@@ -92,12 +85,12 @@ def test_every_action_leaves_what_it_changed_in_view(sized: Callable[[str], Page
     assert page.errors == []  # type: ignore[attr-defined]
 
 
-def test_a_link_and_a_lesson_open_where_they_are_answered(sized: Callable[[str], Page]) -> None:
-    page = sized("?long=1")
+def test_a_link_and_a_lesson_open_where_they_are_answered(sized: Callable[[str, str], Page], live_server: str) -> None:
+    page = sized(live_server, "?long=1")
     assert shown(page) == ["long"]
     in_view(page, "[data-testid=deepzoom]", "opening /?long=1")
 
-    page = sized("?lesson=lab-1")
+    page = sized(live_server, "?lesson=lab-1")
     assert shown(page) == ["explore"]
     in_view(page, "[data-testid=lesson-task]", "opening /?lesson=lab-1")
     # the card sits in the workspace of the view it sets up, right above it
@@ -107,7 +100,7 @@ def test_a_link_and_a_lesson_open_where_they_are_answered(sized: Callable[[str],
     page.wait_for_function("() => document.querySelector('[data-testid=lesson-feedback]').textContent.trim() !== ''")
     in_view(page, "[data-testid=lesson-feedback]", "a lesson's answer checked")
     # a link to a panel of another workspace opens there, its views drawn from that link alone
-    page = sized("?m=textbook&pert=q,direction,1")
+    page = sized(live_server, "?m=textbook&pert=q,direction,1")
     assert shown(page) == ["test"]
     in_view(page, "#claims-panel", "opening a claim's link")
     assert page.errors == []  # type: ignore[attr-defined]
