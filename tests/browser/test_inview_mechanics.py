@@ -65,6 +65,25 @@ TRACK_JS = """(selectors) => {
 }"""
 
 
+def moves(page: Page) -> dict[str, list[str]]:
+    """What TRACK_JS saw move since it started, read once a frame has been laid out after the answer: each element
+    that took more than one position, with those positions."""
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    return {s: at for s, at in page.evaluate("() => window.stopTracking()").items() if len(at) != 1}
+
+
+def cost_measure(page: Page) -> None:
+    """The shape measured here, "Measure here" in the middle of the screen: it, the lengths box and "Measure both
+    here", which the person presses next, stay where they were while the answer comes in (neither the answer's
+    lines nor the page brought to them move them)."""
+    page.evaluate("() => document.getElementById('cost-measure').scrollIntoView({ block: 'center' })")
+    page.evaluate(TRACK_JS, ["#cost-measure", "#cost-lengths", "#cost-lengths-measure"])
+    press(page, "#cost-measure")
+    page.wait_for_selector("[data-testid=cost-measured] .cost-measured-line")  # the answer, not its loading line
+    moved = moves(page)
+    assert moved == {}, f"moved as the measurement came in (x y width height): {moved}"
+
+
 def cost_lengths(page: Page) -> None:
     """The lengths typed and measured: the box and its button, which the person presses next for other lengths, stay
     where they were while the answer comes in (its table under them, its points on the plot above them), and the
@@ -78,8 +97,7 @@ def cost_lengths(page: Page) -> None:
     # its table and its points on the plot drawn, and a frame laid out after them
     page.wait_for_selector("[data-testid=cost-lengths-out] table.cost-lengths-table")
     page.wait_for_function("() => document.getElementById('cost-plot').dataset.measuredLengths === '2'")
-    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
-    moved = {s: at for s, at in page.evaluate("() => window.stopTracking()").items() if len(at) != 1}
+    moved = moves(page)
     assert moved == {}, f"moved as the measurement came in (x y width height): {moved}"
     wide = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert wide <= 0, f"the page scrolls {wide} px sideways with the lengths' table"
@@ -166,7 +184,7 @@ STEPS: list[Step] = [
     Step(
         "the cost measured here",
         "mechanics",
-        pressing("#cost-measure"),
+        cost_measure,
         "[data-testid=cost-measured]",
         ("panelAsked",),
         ("cost-measure",),
