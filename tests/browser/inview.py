@@ -70,6 +70,35 @@ NOT_A_PERSONS = {
 }
 
 
+# The page has settled after an action: the run it asked is answered and drawn (every layer of a streamed one), no
+# panel's request is in flight, and no view waits to draw. The next step acts only then, so its own click cannot land
+# while the last step's answer redraws what it clicks (a chip drawn anew between the press and the release takes no
+# click), and the answer's place is read once it has its final layout.
+SETTLED_JS = """async () => {
+  const { pageState } = await import('/static/js/main.js');
+  const s = pageState();
+  if (!s) return false;
+  const run = s.run;
+  const panels = Object.values(s.panels).every((p) => !p || p.status !== 'loading');
+  return run.answered === run.want && run.status !== 'loading' && !run.rest && panels
+    && document.getElementById('views').getAttribute('aria-busy') === 'false';
+}"""
+
+
+def settled(page: Page, action: str) -> None:
+    """Wait until the page has settled after `action` (SETTLED_JS); say what is still on its way when it does not."""
+    try:
+        page.wait_for_function(SETTLED_JS, timeout=30_000)
+    except Exception as err:
+        state = page.evaluate(
+            """async () => { const { pageState } = await import('/static/js/main.js'); const s = pageState();
+            return { run: [s.run.status, s.run.answered, s.run.want, !!s.run.rest],
+              loading: Object.entries(s.panels).filter(([, p]) => p && p.status === 'loading').map(([n]) => n),
+              busy: document.getElementById('views').getAttribute('aria-busy') }; }"""
+        )
+        raise AssertionError(f"after {action}, the page did not settle: {state}") from err
+
+
 def in_view(page: Page, selector: str, action: str) -> None:
     """Wait until `selector` is in the viewport after `action`; say where it is when it never comes."""
     try:
@@ -136,6 +165,7 @@ def walk(page: Page, steps: list[Step]) -> None:
             except Exception as err:
                 got = page.evaluate("() => window.performedActions")
                 raise AssertionError(f"{step.name} performed {got}, not {kind}") from err
+        settled(page, step.name)
         in_view(page, step.answer, step.name)
 
 
