@@ -156,12 +156,21 @@ export function lightTokens(root, lit) {
 
 // The chip that holds the list's one tab stop (the last one focused), per list.
 const stopOf = new WeakMap();
+// The handlers of each list's last draw: a chip kept from an earlier draw calls these, not the ones it was made with.
+const handlersOf = new WeakMap();
+// What each chip's text was drawn from (its piece, whether it is special, its printed position).
+const drawnAs = new WeakMap();
 
+// The chips of `view.tokens` in `root`, kept where they are: a draw updates the chips already there and adds or
+// removes only the difference, so an element under the pointer stays the same element. A run landing between the
+// press and the release of a click used to draw every chip anew, and the click, its press on a chip that was gone,
+// was lost.
 export function renderTokens(root, view, handlers) {
   const focused = root.contains(document.activeElement) ? document.activeElement.dataset.index : null;
   const lit = view.lit || null;
   const stop = Math.min(stopOf.get(root) ?? 0, Math.max(0, view.tokens.length - 1));
   stopOf.set(root, stop);
+  handlersOf.set(root, handlers);
   if (!root.dataset.keys) {
     // bound once a list: arrows move the focus (and the tab stop) along the chips
     root.dataset.keys = "1";
@@ -180,13 +189,11 @@ export function renderTokens(root, view, handlers) {
       for (const b of root.querySelectorAll("button[data-index]")) b.tabIndex = b === at ? 0 : -1;
     });
   }
-  root.replaceChildren();
+  const kept = [...root.children];
+  for (const extra of kept.slice(view.tokens.length)) extra.remove();
   view.tokens.forEach((token, i) => {
-    const b = document.createElement("button");
-    b.type = "button";
+    const b = kept[i] ?? newChip(root, i);
     b.className = "token";
-    b.setAttribute("data-testid", "token");
-    b.dataset.index = String(i);
     b.tabIndex = i === stop ? 0 : -1;
     const padded = view.masks.padded.includes(i);
     b.classList.toggle("padded", padded);
@@ -195,30 +202,46 @@ export function renderTokens(root, view, handlers) {
     b.title = padded
       ? `Position ${pos(i)} is padding: click to make it a real token`
       : `Click to mark position ${pos(i)} as padding`;
+    b.removeAttribute("aria-disabled");
     if (view.locked) {
       // a batch item's padding comes from its length, not from a click
       b.setAttribute("aria-disabled", "true");
       b.title = padded ? `Position ${pos(i)} pads this item to the batch's longest text` : `Position ${pos(i)}`;
     }
-    const idx = document.createElement("span");
-    idx.className = "idx";
-    idx.textContent = String(pos(i));
     const special = !!view.special?.(i);
-    const text = renderPiece(token, { special, tag: "span" });
-    text.classList.add("text");
-    text.title = "";
     b.classList.toggle("special", special);
     b.title = `${pieceTitle(token, special)}\n${b.title}`;
     b.setAttribute("aria-label", `${pos(i)} ${pieceTitle(token, special)}`);
-    b.append(idx, text);
-    if (!view.locked) b.addEventListener("click", () => handlers.onPad(i));
-    b.addEventListener("mouseenter", () => handlers.onHover(i));
-    b.addEventListener("mouseleave", () => handlers.onHover(null));
-    root.append(b);
+    const as = `${pos(i)}\u0000${special}\u0000${token}`;
+    if (drawnAs.get(b) !== as) {
+      drawnAs.set(b, as);
+      const idx = document.createElement("span");
+      idx.className = "idx";
+      idx.textContent = String(pos(i));
+      const text = renderPiece(token, { special, tag: "span" });
+      text.classList.add("text");
+      text.title = "";
+      b.replaceChildren(idx, text);
+    }
     // the focus stays on the chip it was on, without scrolling to it: a draw of the chips can come while the page
     // shows an answer further down (a draw out of sight waits for the paint), and must not pull the page back up
-    if (focused === String(i)) b.focus({ preventScroll: true });
+    if (focused === String(i) && document.activeElement !== b) b.focus({ preventScroll: true });
   });
+}
+
+// A chip for position `i`, appended to `root`; its listeners call the list's handlers of the time.
+function newChip(root, i) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.setAttribute("data-testid", "token");
+  b.dataset.index = String(i);
+  b.addEventListener("click", () => {
+    if (b.getAttribute("aria-disabled") !== "true") handlersOf.get(root).onPad(i);
+  });
+  b.addEventListener("mouseenter", () => handlersOf.get(root).onHover(i));
+  b.addEventListener("mouseleave", () => handlersOf.get(root).onHover(null));
+  root.append(b);
+  return b;
 }
 
 // What a model that predicts tokens (induction) expects next at each position: the result's `config.next_word`

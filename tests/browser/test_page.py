@@ -354,11 +354,16 @@ def test_hovering_a_token_lights_its_row_and_column_in_every_head(open_page: Cal
           window.scrollTo(0, document.documentElement.scrollHeight);
           const y = window.scrollY;
           const s = pageState();
+          const before = [...root.querySelectorAll('[data-testid=token]')];
           tokens.render(root, { ...s, tokensOpen: !s.tokensOpen }, () => {}); // another chips list: a whole draw
-          return { y, after: window.scrollY, focused: document.activeElement.dataset.index ?? null };
+          const now = [...root.querySelectorAll('[data-testid=token]')];
+          const same = now.length === before.length && now.every((c, i) => c === before[i]);
+          return { y, after: window.scrollY, focused: document.activeElement.dataset.index ?? null, same };
         }"""
     )
     assert kept["y"] > 0 and kept["after"] == kept["y"] and kept["focused"] == "2", kept
+    # ... and the whole draw keeps the chips themselves (a click pressed on one before it still lands after it)
+    assert kept["same"], kept
 
 
 def test_clicking_a_head_opens_it_large(open_page: Callable[..., Page]) -> None:
