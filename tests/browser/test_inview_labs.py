@@ -134,12 +134,17 @@ def cursor_enter(page: Page) -> None:
     page.keyboard.press("Enter")
 
 
-def train_run(page: Page) -> None:
-    knobs = {"layers": "1", "heads": "1", "width": "16", "positions": "8", "batch": "2", "warmup": "0"}
-    for name, value in {**knobs, "steps": "20", "snapshot_every": "10"}.items():
-        page.locator(f"#train-{name}").fill(value)
-    page.locator("#train-into").select_option("a")
+def start_run(page: Page, into: str, heads: int, width: int, steps: int, snapshot_every: int) -> None:
+    """A run of one layer over 8 positions, trained from the knobs into column `into` ("a" or "b")."""
+    knobs = {"layers": 1, "heads": heads, "width": width, "positions": 8, "batch": 2, "warmup": 0}
+    for name, value in {**knobs, "steps": steps, "snapshot_every": snapshot_every}.items():
+        page.locator(f"#train-{name}").fill(str(value))
+    page.locator("#train-into").select_option(into)
     press(page, "[data-testid=train-start]")
+
+
+def train_run(page: Page) -> None:
+    start_run(page, "a", heads=1, width=16, steps=20, snapshot_every=10)
     page.wait_for_function(
         "(s) => ['finished', 'failed', 'cancelled'].includes(document.querySelector(s).dataset.status)",
         arg=COL_A,
@@ -173,11 +178,7 @@ def train(act: Callable[[Page], None]) -> Callable[[Page], None]:
 
 def wide_run(page: Page) -> None:
     """A long run of 26 heads (more than a page of 24) into column B, followed until its first snapshot's heads."""
-    knobs = {"layers": "1", "heads": "26", "width": "26", "positions": "8", "batch": "2", "warmup": "0"}
-    for name, value in {**knobs, "steps": "20000", "snapshot_every": "100"}.items():
-        page.locator(f"#train-{name}").fill(value)
-    page.locator("#train-into").select_option("b")
-    press(page, "[data-testid=train-start]")
+    start_run(page, "b", heads=26, width=26, steps=20000, snapshot_every=100)
     page.wait_for_function(
         "(s) => document.querySelector(s).dataset.status === 'running' && "
         "!document.querySelector(`${s} [data-role=pager]`).hidden",
