@@ -66,7 +66,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
-from torch import Tensor
 
 from engine.models.pycode import DEFAULT_TEXT
 from engine.train_pycode_data import (
@@ -143,11 +142,6 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
         return cfg.lr * (step + 1) / cfg.warmup
     progress = min(1.0, (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup))
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
-
-
-def loss_of(model: Any, tokens: Tensor) -> Tensor:
-    logits = model(input_ids=tokens).logits  # (B, S, V)
-    return F.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
 
 
 def train(
