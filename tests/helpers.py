@@ -12,11 +12,12 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -291,3 +292,12 @@ def read_events(lines: Iterator[str], last: str = "end", step: int | None = None
             if kind == last and (step is None or data.get("step") == step):
                 return out
     raise AssertionError(f"the stream closed before its {last} event: {[k for k, _ in out]}")
+
+
+T = TypeVar("T")
+
+
+def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """asyncio.run on a thread of its own: the browser tests' sync Playwright leaves a running loop in this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()

@@ -14,10 +14,9 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -27,15 +26,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from server.config import Settings
 from server.transport import HeadDeadline, WriteDeadline, connection_options, protocol
-from tests.helpers import assert_error, occupy, raw_post, serve_process, until, uvicorn_here
-
-T = TypeVar("T")
-
-
-def run_async(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """asyncio.run on a thread of its own: the browser tests' sync Playwright leaves a running loop in this one."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(lambda: asyncio.run(make())).result()
+from tests.helpers import assert_error, occupy, raw_post, run_async, serve_process, until, uvicorn_here
 
 
 def metric(base: str, name: str, **labels: str) -> float:
@@ -63,11 +54,11 @@ def count_runs(app: FastAPI, model: str) -> list[int]:
 
 @pytest.mark.slow  # dozens of heavy requests
 def test_a_request_waiting_for_a_slot_holds_no_thread() -> None:
-    """44 computations queue behind one slot; the page, its scripts and health answer at once (the shared thread
-    pool has 40 threads: when each waiting request held one, they answered only after 20 computations)."""
-    heavy = {"model": "random", "text": " ".join(["word"] * 160), "options": {"d_model": 256, "heads": 16}}
-    heavy["include"] = ["weights"]
-    with uvicorn_here(max_concurrent=1, queue_timeout_s=120) as (base, _):
+    """44 computations queue behind a held compute slot; the page, its scripts and health answer while not one of
+    them has run (the shared thread pool has 40 threads: were each waiting request to hold one, the light requests
+    would wait for the slot, and time out here)."""
+    body = {"model": "random", "text": "a b c d", "include": ["weights"]}
+    with uvicorn_here(max_concurrent=1, queue_timeout_s=120) as (base, app):
 
         async def scenario() -> tuple[list[int], dict[str, int]]:
             finished: list[int] = []
@@ -75,25 +66,25 @@ def test_a_request_waiting_for_a_slot_holds_no_thread() -> None:
             async with httpx.AsyncClient(base_url=base, timeout=120, limits=limits) as c:
 
                 async def one(i: int) -> int:
-                    r = await c.post("/api/attention", json=heavy)
+                    r = await c.post("/api/attention", json=body)
                     finished.append(i)
                     return r.status_code
 
-                tasks = [asyncio.create_task(one(i)) for i in range(44)]
-                while metric(base, "attnlab_queue_depth") < 30:  # the queue has formed
-                    await asyncio.sleep(0.02)
                 light: dict[str, int] = {}
-                for path in ("/api/health", "/", "/static/js/main.js", "/api/models"):
-                    r = await c.get(path)
-                    assert r.status_code == 200, (path, r.status_code)
-                    light[path] = len(finished)  # computations done by the time it answered
+                with occupy(app.state.pool):  # the only slot stays busy until every light request has answered
+                    tasks = [asyncio.create_task(one(i)) for i in range(44)]
+                    while metric(base, "attnlab_queue_depth") < 44:  # every computation waits for the slot
+                        await asyncio.sleep(0.02)
+                    for path in ("/api/health", "/", "/static/js/main.js", "/api/models"):
+                        r = await c.get(path, timeout=20)
+                        assert r.status_code == 200, (path, r.status_code)
+                        light[path] = len(finished)  # computations done by the time it answered
                 statuses = await asyncio.gather(*tasks)
                 return statuses, light
 
         statuses, light = run_async(scenario)
     assert statuses == [200] * 44
-    print(f"computations finished when each light request answered: {light}")
-    assert all(done <= 8 for done in light.values()), light
+    assert light == dict.fromkeys(("/api/health", "/", "/static/js/main.js", "/api/models"), 0), light
 
 
 def test_a_client_that_goes_away_while_waiting_is_not_computed() -> None:
