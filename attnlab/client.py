@@ -79,10 +79,13 @@ class Client:
         headers = {"x-attnlab-run": run} if run is not None else None
         return self._call("POST", "/api/attention", _body(model, fields), arrays=True, headers=headers)
 
-    def progress(self, run: str) -> dict[str, Any]:
+    def progress(self, run: str, *, wait_ms: int = 0) -> dict[str, Any]:
         """GET /api/progress/{run}: where a named run is: `stage` (queued, layers, writing, done, failed), `ahead`
-        (while queued: how many requests wait before it), `done` of `total` layers, `elapsed_ms`."""
-        return self._call("GET", f"/api/progress/{run}")
+        (while queued: how many requests wait before it), `done` of `total` layers, `elapsed_ms`. `wait_ms` (up to
+        10000): how long the server waits for a run it has not received yet before the 404 (asked from another
+        thread just after the run was sent, the ask can arrive first)."""
+        query = f"?wait_ms={wait_ms}" if wait_ms else ""
+        return self._call("GET", f"/api/progress/{run}{query}")
 
     def runs(self, model: str | None = None, *, run: str | None = None, **fields: Any) -> dict[str, Any]:
         """POST /api/runs: a long run (up to the server's ATTNLAB_MAX_RUN_TOKENS) kept under the name `run` (8 to 64

@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     declared: dict[str, Any] = Field(default_factory=dict)
     max_concurrent: int = Field(2, ge=1)  # computations at once; later ones wait
     queue_timeout_s: float = Field(30.0, gt=0)  # how long a request waits for a free slot before a 503
+    # how long GET /api/progress/{run}?wait_ms may wait for a run that has not arrived yet before its 404: the ask
+    # and the run travel on different connections, and the ask can arrive first
+    max_progress_wait_ms: int = Field(10_000, ge=0, le=60_000)
     cache_bytes: int = Field(512 * 1024 * 1024, ge=0)  # recent forward passes kept for the requests that repeat them
     read_timeout_s: float = Field(10.0, gt=0)  # time for a request head, and for its body, to arrive
     # a request head's bytes and lines (the request line and each header): past either a 431, the rest never read

@@ -2,12 +2,15 @@
 writing the answer, done or failed.
 
 A client that wants to show progress names its run with the X-Attnlab-Run header (8 to 64 letters, digits, - or _)
-and asks GET /api/progress/{run} while it waits. The board keeps the newest `keep` runs only, so a client that never
-asks costs a few bytes, and runs are not listed: only whoever chose the name can ask for it.
+and asks GET /api/progress/{run} while it waits. It asks on another connection than the run's, so its first ask can
+reach the server before the run does; `wait_ms` on the ask bridges that (`arrival`). The board keeps the newest
+`keep` runs only, so a client that never asks costs a few bytes, and runs are not listed: only whoever chose the
+name can ask for it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 import time
@@ -26,6 +29,7 @@ HEADER = "x-attnlab-run"
 RUN_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
 RunName = Annotated[str, Path(pattern=RUN_ID.pattern)]
 FINAL = ("done", "failed")
+ARRIVAL_POLL_S = 0.02  # how often a waiting ask looks for its run
 
 
 @dataclass
@@ -90,6 +94,15 @@ class ProgressBoard:
                 "ahead": ahead,
                 "elapsed_ms": elapsed,
             }
+
+    async def arrival(self, run_id: str, wait_ms: int) -> dict[str, object] | None:
+        """`get`, after waiting up to `wait_ms` for a run not on the board yet to arrive (its request sent, its
+        body still on the way); None when it has not arrived by then. Looks every ARRIVAL_POLL_S, so a wait costs
+        at most wait_ms / 20 lookups and never holds the loop."""
+        deadline = time.monotonic() + wait_ms / 1000
+        while (got := self.get(run_id)) is None and time.monotonic() < deadline:
+            await asyncio.sleep(min(ARRIVAL_POLL_S, max(0.0, deadline - time.monotonic())))
+        return got
 
 
 def run_id_of(value: str | None) -> str | None:

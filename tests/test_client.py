@@ -285,6 +285,10 @@ def test_client_names_a_run_and_follows_its_progress(api: attnlab.Client) -> Non
     with pytest.raises(attnlab.ApiError) as e:
         api.progress("never-named-01")
     assert e.value.status == 404 and e.value.field == "run"
+    with pytest.raises(attnlab.ApiError) as e:
+        api.progress("never-named-01", wait_ms=20)
+    assert e.value.status == 404 and "after waiting 20 ms" in str(e.value)
+    assert api.progress("client-run-01", wait_ms=5000)["stage"] == "done"
 
 
 def test_client_runs_a_long_input_and_reads_its_tiles_and_rows(api: attnlab.Client, base: str) -> None:

@@ -48,6 +48,8 @@ SETTINGS: dict[str, Any] = {
     # the figure's example (2,000 samples x 16 keys x widths 1 to 256: 10.9 million products) passes; the default
     # widths (1 to 512, 32.7 million), which most generated bodies leave in place, are refused before any work
     "max_sweep_values": 11_000_000,
+    # an ask for an unknown run's progress waits at most this long before its 404
+    "max_progress_wait_ms": 20,
     # a generated training run that passes its checks trains a few steps of a tiny model
     "train_max_steps": 3,
     "train_max_parameters": 20_000,

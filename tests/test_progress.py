@@ -5,6 +5,7 @@ slots."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -15,7 +16,7 @@ import pytest
 
 from engine import progress as engine_progress
 from server.progress import ProgressBoard
-from tests.helpers import assert_error, occupy, raw_post, until, uvicorn_here
+from tests.helpers import assert_error, occupy, raw_post, run_async, until, uvicorn_here
 
 WORDS = " ".join(["the", "cat", "sat", "on", "a", "mat"] * 50)  # 302 minilm tokens: a run of a second or so
 
@@ -167,3 +168,31 @@ def test_run_names_outside_the_pattern_are_refused(header: str) -> None:
     with pytest.raises(ApiError) as e:
         run_id_of(header)
     assert e.value.field == "x-attnlab-run" and e.value.status == 422
+
+
+def test_an_ask_that_reaches_the_server_before_its_run_waits_for_it() -> None:
+    """The page asks for a run's progress on another connection than the run's, and either can be taken first: an
+    ask with `wait_ms` waits for the run to arrive, and answers the run as soon as it has; without the run it is
+    still a 404, after its wait."""
+
+    async def scenario() -> tuple[bool, dict[str, object] | None, dict[str, object] | None]:
+        board = ProgressBoard()
+        ask = asyncio.ensure_future(board.arrival("late-run-01", 10_000))
+        for _ in range(5):  # the ask has looked, found nothing, and waits
+            await asyncio.sleep(0)
+        waiting = not ask.done()
+        board.start("late-run-01")
+        got = await asyncio.wait_for(ask, 5)
+        return waiting, got, await board.arrival("never-run-01", 30)
+
+    waiting, got, never = run_async(scenario)
+    assert waiting and got is not None and got["stage"] == "queued", got
+    assert never is None
+    with uvicorn_here("textbook") as (base, _), httpx.Client(base_url=base, timeout=60) as c:
+        late = assert_error(c.get("/api/progress/never-named-run?wait_ms=50"), 404, "run")
+        assert "after waiting 50 ms" in late["message"], late
+        assert_error(c.get("/api/progress/never-named-run?wait_ms=10001"), 422, "wait_ms", "10000")
+        assert_error(c.get("/api/progress/never-named-run?wait_ms=1.5"), 422, "wait_ms")
+        # a run that has arrived is answered at once, wait or not
+        c.post("/api/attention", json={"model": "textbook"}, headers={"x-attnlab-run": "here-run-01"})
+        assert c.get("/api/progress/here-run-01?wait_ms=10000").json()["stage"] == "done"

@@ -229,8 +229,11 @@ export async function readBody(resp, onProgress) {
 }
 
 // Where a named run is on the server: {stage: queued | layers | writing | done | failed, done, total, ahead, elapsed_ms}.
-export async function fetchProgress(run, signal) {
-  return parse(await fetch(`/api/progress/${run}`, { headers: { accept: "application/json" }, signal }));
+// The run travels on another connection and can reach the server after this ask: the server waits up to `waitMs`
+// for it before answering 404.
+export async function fetchProgress(run, signal, waitMs = 0) {
+  const url = `/api/progress/${run}${waitMs ? `?wait_ms=${waitMs}` : ""}`;
+  return parse(await fetch(url, { headers: { accept: "application/json" }, signal }));
 }
 
 // A name for a run (X-Attnlab-Run): 24 random hex digits (crypto.getRandomValues works on plain http too).

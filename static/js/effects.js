@@ -21,6 +21,9 @@ import { clampedMasks, modelInfo, sameInput } from "./selectors.js";
 export const DEBOUNCE_MS = 80;
 export const PROGRESS_MS = 100;
 export const FOLLOW_AFTER_MS = 300; // a run shorter than this never asks for its progress
+// how long the server may wait for the run to arrive when asked for its progress: the run's request and the ask
+// travel on different connections, and the browser or the server can take the later one first
+const ARRIVAL_WAIT_MS = 5000;
 export const FOLLOW_MS = 250;
 
 // How many positions the request will have, when the page knows without asking: whitespace models split the text
@@ -79,17 +82,21 @@ export function startEffects(store) {
       const asked = performance.now();
       let told = 0;
       let answering = false;
+      let asking = false; // one ask at a time: an ask may wait on the server for the run to arrive
       following = setInterval(async () => {
-        if (answering || controller !== mine || performance.now() - asked < FOLLOW_AFTER_MS) return;
+        if (asking || answering || controller !== mine || performance.now() - asked < FOLLOW_AFTER_MS) return;
+        asking = true;
         try {
-          const p = await fetchProgress(run, mine.signal);
+          const p = await fetchProgress(run, mine.signal, ARRIVAL_WAIT_MS);
           if (!answering && controller === mine && p.stage !== "done" && p.stage !== "failed") {
             store.dispatch(act.runProgress(p.stage, p.done, p.total, p.ahead ?? null));
           }
         } catch (err) {
-          // a server that does not know the run (an older one, or one that has not received it): stop asking; the
-          // indicator counts seconds
+          // a server that does not know the run even after waiting for it (an older server, or one the run never
+          // reached): stop asking; the indicator counts seconds
           if (err instanceof ApiError) clearInterval(following);
+        } finally {
+          asking = false;
         }
       }, FOLLOW_MS);
       let headBytes = 0; // a streamed run: the bytes through its first layer, and its layer count

@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -232,8 +233,9 @@ def test_while_the_server_computes_the_page_shows_its_stage(page: Page, page_log
     now: list[tuple[str, int, int, int | None]] = [("queued", 0, 0, 2)]
 
     def progress(route: Route) -> None:
-        run = route.request.url.rsplit("/", 1)[1]
-        asked.append(run)
+        url = urlsplit(route.request.url)
+        run = url.path.rsplit("/", 1)[1]
+        asked.append(f"{run}?{url.query}")  # the ask waits on the server for a run not yet in
         stage, done, total, ahead = now[-1]
         body = {"run": run, "stage": stage, "done": done, "total": total, "ahead": ahead, "elapsed_ms": 1.0}
         route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
@@ -255,7 +257,7 @@ def test_while_the_server_computes_the_page_shows_its_stage(page: Page, page_log
     expect(label).to_have_text("Writing the answer…", timeout=10_000)
     assert held, "the run never asked"
     name = held[0].request.headers.get("x-attnlab-run")
-    assert name and re.fullmatch(r"page-[0-9a-f]{24}", name) and set(asked) == {name}, (name, asked)
+    assert name and re.fullmatch(r"page-[0-9a-f]{24}", name) and set(asked) == {f"{name}?wait_ms=5000"}, (name, asked)
     for route in held:
         route.continue_()
     page.unroute("**/api/attention")
