@@ -5,7 +5,8 @@
 // picks the pair. On touch a tap shows the cell's numbers in the readout under the plot, whose buttons block it or
 // pick it. By keyboard the plot is one tab stop: the arrow keys move a cell cursor (announced in the readout), Enter
 // or Space blocks or unblocks, Shift+Enter picks the pair. Under it: the row and column sums, and the form that sets
-// one weight (an intervention). The cells as data (labels, paths, hover text, the image) are in focuscells.js.
+// one weight (an intervention). The cells as data (labels, paths, hover text, the image) are in focuscells.js. A
+// large head's first plot waits for the first paint, which shows its cells sketched on a canvas (`sketch`).
 
 import { renderSums } from "./bugs.js";
 import { noteWidth, widthOf, within } from "./dom.js";
@@ -22,6 +23,7 @@ import {
   changedPath,
   focusMargins,
   focusShapes,
+  headCanvas,
   headImage,
   hoverTexts,
   maskPath,
@@ -60,6 +62,74 @@ function textWidth(size) {
   measurer ??= document.createElement("canvas").getContext("2d");
   measurer.font = `${size}px ${FONT_FAMILY}`;
   return (text) => measurer.measureText(text).width;
+}
+
+// The plot's size: as wide as its element, about as tall, within FOCUS_HEIGHT.
+function plotSize(el) {
+  const width = widthOf(el, 480);
+  return { width, height: Math.round(Math.min(FOCUS_HEIGHT.max, Math.max(FOCUS_HEIGHT.min, width * 0.9))) };
+}
+
+// The axes' labels, as many as fit along each (the length the plot had last time, else a guess from its size), and
+// the margins that hold them, for a plot of `size` (plotSize). `withSink` adds a sink column's label to the keys'.
+function axesOf(el, view, { width, height }, withSink = (t) => t) {
+  const S = view.tokens.length;
+  const keys = view.keyTokens || view.tokens;
+  const font = S > 16 ? 9 : 11;
+  const guess = Math.max(120, Math.min(width - 160, height - 120));
+  const xLen = el._fullLayout?.xaxis?._length || guess;
+  const xTicks = withSink(ticksOf(tickLabels(keys), tickEvery(keys.length, xLen, font * TICK_PX.x)));
+  const yTicks = ticksOf(
+    tickLabels(view.tokens),
+    tickEvery(S, el._fullLayout?.yaxis?._length || guess, font * TICK_PX.y),
+  );
+  return { font, xTicks, yTicks, margin: focusMargins(xTicks.ticktext, yTicks.ticktext, font, textWidth(font)) };
+}
+
+// A first picture of a large head whose plot is not made yet (SKETCH_CELLS cells or more): its cells' colours on a
+// canvas where the plot will put them, so that the first paint shows the head; `render` makes the plot (axes'
+// labels, colour bar, hover, clicks) after that paint (main.js), which takes away the sketch. A head with a sink
+// column or keys of its own, a plot already made, or a small head (plotted at once) is not sketched: false.
+export const SKETCH_CELLS = 128 * 128;
+
+export function sketch(root, s) {
+  const view = selectView(s);
+  const el = within(root)("focus-plot");
+  if (!view || el._fullLayout || view.keyTokens) return false;
+  const head = view.focusHead;
+  const S = view.tokens.length;
+  if (S * S < SKETCH_CELLS || (view.view === "weights" && sinkWeights(head, view.item))) return false;
+  if (el.sketched === view && el.querySelector(":scope > .focus-sketch")) return true; // drawn already (held for plotly)
+  el.sketched = view;
+  const key = matrixKey(view.view);
+  const { width, height } = plotSize(el);
+  const { margin } = axesOf(el, view, { width, height });
+  // the cells are square (the axes share a scale) and centred in the plot's area, as plotly places them
+  const across = width - margin.l - margin.r;
+  const down = height - margin.t - margin.b;
+  const cell = Math.min(across, down) / S;
+  const canvas = headCanvas(halfRows(head, key) ?? head[key], view.eligible, headScale(view, head), S, S);
+  canvas.className = "focus-sketch";
+  Object.assign(canvas.style, {
+    left: `${margin.l + (across - cell * S) / 2}px`,
+    top: `${margin.t + (down - cell * S) / 2}px`,
+    width: `${cell * S}px`,
+    height: `${cell * S}px`,
+  });
+  el.querySelector(":scope > .focus-sketch")?.remove();
+  el.prepend(canvas);
+  el.style.minHeight = `${height}px`;
+  const [fl, fh] = view.focus;
+  within(root)("focus-title").textContent = view.multiLayer ? `Layer ${fl} · head ${fh}, large` : `Head ${fh}, large`;
+  return true;
+}
+
+// The sketch taken away once the plot is made over it.
+function unsketch(el) {
+  const drawn = el.querySelector(":scope > .focus-sketch");
+  if (!drawn) return;
+  drawn.remove();
+  el.style.minHeight = "";
 }
 
 export function renderFocus(el, reset, view, head, layer) {
@@ -136,8 +206,7 @@ export function renderFocus(el, reset, view, head, layer) {
   const sink = view.view === "weights" ? sinkWeights(head, view.item) : null;
   const sinkCol = sink ? sinkColumn(sink, scale, K, ink) : null;
   if (sinkCol) traces.push(sinkCol.trace);
-  const width = widthOf(el, 480);
-  const height = Math.round(Math.min(FOCUS_HEIGHT.max, Math.max(FOCUS_HEIGHT.min, width * 0.9)));
+  const { width, height } = plotSize(el);
   // what the last toggle changed: one path whatever the number of cells, never a shape per cell (130,816 dotted
   // rectangles at 512 tokens froze the tab for minutes)
   const cellPx = Math.min(width, height) / Math.max(S, K);
@@ -146,15 +215,7 @@ export function renderFocus(el, reset, view, head, layer) {
   if (sinkCol) shapes.push(sinkCol.shape);
   const withSink = (t) =>
     sinkCol ? { tickvals: [...t.tickvals, sinkCol.tick.value], ticktext: [...t.ticktext, sinkCol.tick.text] } : t;
-  // as many labels as fit along each axis (the length the plot had last time, else a guess from its width)
-  const font = S > 16 ? 9 : 11;
-  const prevLen = el._fullLayout?.xaxis?._length;
-  const guess = Math.max(120, Math.min(width - 160, height - 120));
-  const xTicks = withSink(ticksOf(tickLabels(keys), tickEvery(K, prevLen || guess, font * TICK_PX.x)));
-  const yTicks = ticksOf(
-    tickLabels(view.tokens),
-    tickEvery(S, el._fullLayout?.yaxis?._length || guess, font * TICK_PX.y),
-  );
+  const { font, xTicks, yTicks, margin } = axesOf(el, view, { width, height }, withSink);
   const axis = (title, t) => ({
     title: { text: title, standoff: 6 },
     tickmode: "array",
@@ -171,7 +232,7 @@ export function renderFocus(el, reset, view, head, layer) {
   const bg = ink.panel;
   const layout = {
     height,
-    margin: focusMargins(xTicks.ticktext, yTicks.ticktext, font, textWidth(font)),
+    margin,
     xaxis: {
       ...axis(view.keyTokens ? "Key position (source)" : "Key position", xTicks),
       side: "bottom",
@@ -229,7 +290,10 @@ export function renderFocus(el, reset, view, head, layer) {
     if (Object.keys(fit).length) Promise.resolve(window.Plotly.relayout(el, fit)).then(done);
     else done();
   };
-  Promise.resolve(window.Plotly.react(el, traces, layout, PLOT_CONFIG)).then(fitTicks);
+  Promise.resolve(window.Plotly.react(el, traces, layout, PLOT_CONFIG)).then(() => {
+    unsketch(el);
+    fitTicks();
+  });
   plainHoverColours(el);
   if (!el.dataset.clicks && clicked) {
     el.on("plotly_click", clicked); // on the first plot: plotly gives the element `on` when it first plots

@@ -207,6 +207,11 @@ export function hoverTexts(view, head) {
 // A 512 x 512 heatmap trace made plotly colour 262,144 cells in JS on every draw (536 ms of a 1.4 s page at 512
 // tokens); an image of the same pixels is painted by paintPixels in one pass and drawn by the browser.
 export function headImage(matrix, eligible, scale, rows, cols) {
+  return headCanvas(matrix, eligible, scale, rows, cols).toDataURL("image/png");
+}
+
+// The same pixels on a canvas of cols x rows (focus.js sketch shows it before plotly's first plot).
+export function headCanvas(matrix, eligible, scale, rows, cols) {
   const canvas = document.createElement("canvas");
   canvas.width = cols;
   canvas.height = rows;
@@ -214,7 +219,7 @@ export function headImage(matrix, eligible, scale, rows, cols) {
   const img = ctx.createImageData(cols, rows);
   paintPixels(img.data, matrix, eligible, scale, rows, cols);
   ctx.putImageData(img, 0, 0);
-  return canvas.toDataURL("image/png");
+  return canvas;
 }
 
 // A value printed in each cell, in the ink that reads on its colour (only when the cells are wide enough).

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, Route, expect
 
 from tests.browser.conftest import PageLog
 
@@ -41,6 +41,9 @@ AT_MARKS = """
 """
 
 DRAWN_COUNT = "() => performance.getEntriesByName('attnlab:drawn').length"
+VISIBLE = "() => performance.getEntriesByName('attnlab:visible').length > 0"
+# 160 positions: a large head of 160 x 160 cells, over focus.js's SKETCH_CELLS (128 x 128)
+LONG = "?m=random&t=" + "+".join(f"w{i % 37}" for i in range(160))
 
 
 def at_marks(page: Page) -> list[dict[str, Any]]:
@@ -89,4 +92,46 @@ def test_a_view_scrolled_into_sight_draws_with_the_views_in_sight(
     page.wait_for_function(f"(n) => ({DRAWN_COUNT})() > n", arg=n, timeout=20_000)
     seen = next(m for m in at_marks(page)[before:] if m["name"] == "attnlab:visible")
     assert seen["focus"] == 2, seen
+    assert page_log.console_errors == [] and page_log.page_errors == []
+
+
+def test_a_large_head_is_sketched_in_the_first_paint_and_plotted_after(
+    page: Page, page_log: PageLog, live_server: str
+) -> None:
+    """A large head in sight, before its first plot: its cells on a canvas where the plot puts them, in the paint
+    that `attnlab:visible` marks (here plotly is held back, so the plot can only come after); once plotly is in, the
+    plot, with the same pixels in the same place, and the sketch gone."""
+    held: list[Route] = []
+    page.route("**/vendor/plotly.min.js", lambda route: held.append(route))
+    page.goto(f"{live_server}/{LONG}")
+    page.wait_for_function(VISIBLE, timeout=20_000)
+    plot = page.locator("#focus-plot")
+    sketch = plot.locator(":scope > canvas.focus-sketch")
+    expect(sketch).to_have_count(1)
+    assert plot.evaluate("(el) => !el._fullLayout && !el.drawn")  # not plotted: only sketched
+    assert sketch.evaluate("(c) => [c.width, c.height]") == [160, 160]
+    pixels = sketch.evaluate("(c) => c.toDataURL('image/png')")
+    at = sketch.bounding_box()
+    assert at and at["width"] > 100 and at["height"] == at["width"], at
+    for route in held:
+        route.continue_()
+    page.wait_for_function(f"() => ({DRAWN_COUNT})() > 0", timeout=20_000)
+    expect(sketch).to_have_count(0)
+    assert plot.evaluate("(el) => el.style.minHeight") == ""
+    image = plot.locator("image").first  # plotly's image trace: the head's cells, one pixel each
+    assert image.get_attribute("href") == pixels
+    placed = image.bounding_box()
+    assert placed and all(abs(placed[k] - at[k]) <= 2 for k in ("x", "y", "width", "height")), (at, placed)
+    assert page_log.console_errors == [] and page_log.page_errors == []
+
+
+def test_a_small_head_is_plotted_without_a_sketch(page: Page, page_log: PageLog, live_server: str) -> None:
+    page.add_init_script(
+        """new MutationObserver(() => { if (document.querySelector('.focus-sketch')) window.__sketched = true; })
+          .observe(document, { childList: true, subtree: true });"""
+    )
+    page.goto(f"{live_server}/{RANDOM}")
+    page.wait_for_function(f"() => ({DRAWN_COUNT})() > 0", timeout=20_000)
+    assert page.evaluate("() => !!document.getElementById('focus-plot')._fullLayout")
+    assert page.evaluate("() => window.__sketched") is None
     assert page_log.console_errors == [] and page_log.page_errors == []
