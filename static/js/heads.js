@@ -28,6 +28,7 @@ import { contributionStrip, stripLabel } from "./contrib.js";
 import { firstPosition, pos } from "./positions.js";
 import { keptHidden, markGiveaways } from "./giveaway.js";
 import { showTip } from "./tooltip.js";
+import { MARGIN_PX } from "./sight.js";
 
 export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 heads on a page, and for more
 export const THUMB_PX = 150; // at most this many px a side, whatever the length: a long sequence is downsampled
@@ -134,7 +135,49 @@ export function measure(root) {
   noteWidth(within(root)("heads-grid"));
 }
 
-export function render(root, s, dispatch) {
+// A first picture of a page of heads that takes long to paint (SKETCH_CELLS cells or more in all): every card, with
+// only the thumbnails in sight painted; `render`, after the paint (main.js), paints the others. False (nothing done)
+// when the page is small or drawn already.
+export const SKETCH_CELLS = 4 * 256 * 256;
+
+export function sketch(root, s, dispatch) {
+  const view = selectView(s);
+  if (!view) return false;
+  const S = view.tokens.length;
+  const K = (view.keyTokens || view.tokens).length;
+  if (pageOf(view.heads, view.page).items.length * S * K < SKETCH_CELLS) return false;
+  const last = drawn.get(within(root)("heads-grid"));
+  if (last && sameKey(last.key, drawKey(s))) return false;
+  render(root, s, dispatch, (card) => {
+    const box = card.fig.getBoundingClientRect();
+    return box.bottom >= -MARGIN_PX && box.top <= window.innerHeight + MARGIN_PX;
+  });
+  return true;
+}
+
+// What the grid's cards are drawn from: a draw with the same key only moves the highlight.
+function drawKey(s) {
+  return [
+    s.run.result,
+    s.run.diff,
+    s.ui.view,
+    s.ui.palette,
+    s.ui.scoreScale,
+    s.ui.layer,
+    s.ui.page,
+    s.ui.focus,
+    s.ui.ablate,
+    firstPosition(),
+  ];
+}
+
+function sameKey(a, b) {
+  return a.every((x, i) => x === b[i]);
+}
+
+// `paintNow(card)`: whether a card's thumbnail is painted in this draw (every one, except in a sketch); a draw of
+// the same key paints the ones still unpainted.
+export function render(root, s, dispatch, paintNow = () => true) {
   const part = within(root);
   markGiveaways(root, s, ["symmetric"]); // a lesson that asks which head is symmetric keeps the badge out of sight
   const view = selectView(s);
@@ -149,20 +192,13 @@ export function render(root, s, dispatch) {
     `Heads: ${view.view} · ${view.heads.length} head${view.heads.length === 1 ? "" : "s"}` +
     (view.multiLayer ? (s.ui.layer === "all" ? " · all layers" : ` · layer ${s.ui.layer}`) : "");
   const grid = part("heads-grid");
-  const key = [
-    r,
-    s.run.diff,
-    s.ui.view,
-    s.ui.palette,
-    s.ui.scoreScale,
-    s.ui.layer,
-    s.ui.page,
-    s.ui.focus,
-    s.ui.ablate,
-    firstPosition(),
-  ];
+  const key = drawKey(s);
   const last = drawn.get(grid);
-  if (last && last.key.every((x, i) => x === key[i])) {
+  if (last && sameKey(last.key, key)) {
+    paintHeads(
+      last.cards.filter((card) => !card.painted),
+      view,
+    );
     highlightHeads(last.cards, s.highlight);
     return;
   }
@@ -172,7 +208,7 @@ export function render(root, s, dispatch) {
     // a state with no ablation list (an exported file's: no server to run an intervention) offers none
     onAblate: s.ui.ablate ? (layer, head) => dispatch(act.ablationToggled(layer, head)) : null,
   };
-  const cards = renderHeads(grid, part("heads-pager"), view, handlers);
+  const cards = renderHeads(grid, part("heads-pager"), view, handlers, paintNow);
   drawn.set(grid, { key, cards });
   highlightHeads(cards, s.highlight);
 }
@@ -275,8 +311,9 @@ function maskedList(eligible) {
   return maskedLists.get(eligible);
 }
 
-// Returns the cards drawn: [{fig, canvas, ctx, layout, item, scale, base, lit}].
-export function renderHeads(root, pager, view, handlers) {
+// Returns the cards drawn: [{fig, canvas, ctx, layout, item, scale, base, lit, painted}]; `paintNow(card)` says which
+// thumbnails are painted now (the others are left for paintHeads).
+export function renderHeads(root, pager, view, handlers, paintNow = () => true) {
   const { items, page, pages } = pageOf(view.heads, view.page);
   root.replaceChildren();
   const cards = [];
@@ -377,7 +414,7 @@ export function renderHeads(root, pager, view, handlers) {
       }
     });
   }
-  paintHeads(cards, view);
+  paintHeads(cards.filter(paintNow), view);
   pager.hidden = pages <= 1;
   pager.querySelector("[data-role=page-label]").textContent =
     `Heads ${page * PAGE_SIZE + 1}–${page * PAGE_SIZE + items.length} of ${view.heads.length}`;
@@ -406,6 +443,7 @@ export function paintHeads(cards, view) {
     });
     card.base = null;
     card.lit = false;
+    card.painted = true;
   }
 }
 

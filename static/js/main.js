@@ -6,7 +6,7 @@
 // and `bind(root, store)` (its event listeners, once). An element with a `data-panel` attribute is an analysis
 // panel: the module of that name exports its one declaration, `panel` (registry.js), registered before the store is
 // made. A view that reads a size exports `measure(root)` (dom.js noteWidth), called before any view of the draw
-// writes. A view whose draw is slow may export `sketch(root, state)`: a quick first picture of what it will draw
+// writes. A view whose draw is slow may export `sketch(root, state, dispatch)`: a quick first picture of what it will draw
 // (true when it made one), painted with the views in sight; its render then comes first after that paint. Adding an analysis panel: its module and its element in the template. The views in sight draw first; the
 // ones below the fold once those are painted (sight.js). Each view sits in one workspace (workspaces.js WORKSPACES):
 // only the shown workspace's views draw, the others when they are opened, from the answers already held.
@@ -176,14 +176,14 @@ function draw(views, s, prev) {
       }
       // a view that sketches what it draws (a large head's first plot): the sketch in this paint, its draw first
       // after it
-      if (item[0].mod.sketch?.(item[0].root, s)) sketched.push(item);
+      if (item[0].mod.sketch?.(item[0].root, s, store.dispatch)) sketched.push(item);
       else render(item[0], s, item[1]);
       wrote = true;
     }
   });
   // where the views in sight have put them: a view held for plotly that is in sight holds the visible mark, unless
   // it sketched what it will plot (read at each draw: a large head held before the run is in has nothing to sketch)
-  plotly.inSight = held.filter((v) => inSight(v) && !v.mod.sketch?.(v.root, s)).length > 0;
+  plotly.inSight = held.filter((v) => inSight(v) && !v.mod.sketch?.(v.root, s, store.dispatch)).length > 0;
   waiting.views = [...sketched, ...later].map(([v]) => v);
   const qs = withWorkspace(encodeState(s.ui));
   if (s.run.want > 0 && location.search !== `?${qs}`) history.replaceState(null, "", `?${qs}`); // once the link is read

@@ -135,3 +135,47 @@ def test_a_small_head_is_plotted_without_a_sketch(page: Page, page_log: PageLog,
     assert page.evaluate("() => !!document.getElementById('focus-plot')._fullLayout")
     assert page.evaluate("() => window.__sketched") is None
     assert page_log.console_errors == [] and page_log.page_errors == []
+
+
+# What the heads' thumbnails hold when the first paint is marked: each card's canvas painted (any pixel not
+# transparent) or not, and whether the card is within the margin of sight (sight.js MARGIN_PX)
+PAINTED_AT_VISIBLE = """
+(() => {
+  const mark = performance.mark.bind(performance);
+  performance.mark = (name, ...rest) => {
+    if (name === "attnlab:visible" && !window.__cards) {
+      window.__cards = [...document.querySelectorAll("[data-testid=head-heatmap]")].map((fig) => {
+        const c = fig.querySelector("canvas");
+        const px = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+        let painted = false;
+        for (let i = 3; i < px.length && !painted; i += 4) painted = px[i] !== 0;
+        const box = fig.getBoundingClientRect();
+        return { painted, inSight: box.bottom >= -200 && box.top <= innerHeight + 200 };
+      });
+    }
+    return mark(name, ...rest);
+  };
+})();
+"""
+
+
+def test_a_large_page_of_heads_paints_the_thumbnails_in_sight_first(
+    page: Page, page_log: PageLog, live_server: str
+) -> None:
+    """Eight heads of 192 x 192 cells (over heads.js's SKETCH_CELLS in all): the first paint has every card, the
+    thumbnails in sight painted and the ones below the fold not yet; once every view is drawn, every thumbnail is."""
+    page.add_init_script(PAINTED_AT_VISIBLE)
+    page.goto(f"{live_server}/?m=random&heads=8&t=" + "+".join(f"w{i % 37}" for i in range(192)))
+    page.wait_for_function(f"() => ({DRAWN_COUNT})() > 0", timeout=20_000)
+    cards = page.evaluate("() => window.__cards")
+    assert len(cards) == 8, cards
+    seen = [c for c in cards if c["inSight"]]
+    below = [c for c in cards if not c["inSight"]]
+    assert seen and below, cards  # the test's window holds some of the grid, not all of it
+    assert all(c["painted"] for c in seen) and not any(c["painted"] for c in below), cards
+    painted = page.evaluate(
+        """() => [...document.querySelectorAll("[data-testid=head-heatmap] canvas")].map((c) =>
+          c.getContext("2d").getImageData(0, 0, c.width, c.height).data.some((v, i) => i % 4 === 3 && v !== 0))"""
+    )
+    assert painted == [True] * 8
+    assert page_log.console_errors == [] and page_log.page_errors == []
