@@ -149,6 +149,14 @@ function render(v, s, deps) {
   performance.measure(`attnlab:view:${v.name}`, { start: t0 });
 }
 
+// The view's sketch (its quick first picture), when it has one and makes one: timed as its draws are.
+function sketch(v, s) {
+  const t0 = performance.now();
+  if (!v.mod.sketch?.(v.root, s, store.dispatch)) return false;
+  performance.measure(`attnlab:view:${v.name}`, { start: t0 });
+  return true;
+}
+
 // keep focus where the person was: a redraw that replaces the focused element focuses its successor
 function keepingFocus(fn) {
   const active = document.activeElement;
@@ -176,14 +184,14 @@ function draw(views, s, prev) {
       }
       // a view that sketches what it draws (a large head's first plot): the sketch in this paint, its draw first
       // after it
-      if (item[0].mod.sketch?.(item[0].root, s, store.dispatch)) sketched.push(item);
+      if (sketch(item[0], s)) sketched.push(item);
       else render(item[0], s, item[1]);
       wrote = true;
     }
   });
   // where the views in sight have put them: a view held for plotly that is in sight holds the visible mark, unless
   // it sketched what it will plot (read at each draw: a large head held before the run is in has nothing to sketch)
-  plotly.inSight = held.filter((v) => inSight(v) && !v.mod.sketch?.(v.root, s, store.dispatch)).length > 0;
+  plotly.inSight = held.filter((v) => inSight(v) && !sketch(v, s)).length > 0;
   waiting.views = [...sketched, ...later].map(([v]) => v);
   const qs = withWorkspace(encodeState(s.ui));
   if (s.run.want > 0 && location.search !== `?${qs}`) history.replaceState(null, "", `?${qs}`); // once the link is read
