@@ -158,7 +158,10 @@ def walk(page: Page, steps: list[Step]) -> None:
         if shown(page) != [step.workspace]:
             open_workspace(page, step.workspace)
         page.evaluate(RECORD_JS)
-        step.act(page)
+        try:
+            step.act(page)
+        except Exception as err:  # the step named: a walk's steps share a few helpers, which the traceback names
+            raise AssertionError(f"step {step.name!r} failed: {err}") from err
         for kind in step.does:
             try:
                 page.wait_for_function("(k) => window.performedActions.includes(k)", arg=kind, timeout=8_000)
