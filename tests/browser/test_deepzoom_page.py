@@ -75,11 +75,17 @@ def frame(page: Page) -> int:
     return int(page.get_by_test_id("dz-level").get_attribute("data-frame") or 0)
 
 
+def drawn_since(page: Page, before: int) -> None:
+    """Wait for a frame after frame `before`: a move asked of the view is drawn in the next animation frame, so until
+    then its tiles are not asked and the minimap shows the view before it."""
+    page.wait_for_function("(n) => Number(document.getElementById('dz-level').dataset.frame) > n", arg=before)
+
+
 def press(page: Page, key: str) -> None:
     """Press a key on the canvas and wait for the frame it draws."""
     before = frame(page)
     page.get_by_test_id("dz-canvas").press(key)
-    page.wait_for_function("(n) => Number(document.getElementById('dz-level').dataset.frame) > n", arg=before)
+    drawn_since(page, before)
 
 
 def zoom_to_deepest(page: Page, levels: int) -> None:
@@ -208,7 +214,9 @@ def test_deepzoom_pasted_text_zooms_to_exact_weights(page: Page, page_log: PageL
     minimap = page.get_by_test_id("dz-minimap")
     size = minimap.evaluate("(c) => c.drawn.size")
     since = len(page_log.requests)
+    before = frame(page)
     minimap.click(position={"x": size * 0.2, "y": size * 0.85})
+    drawn_since(page, before)
     settle(page)
     view = view_state(page)["view"]
     rect = minimap.evaluate("(c) => c.drawn.rect")
@@ -363,9 +371,9 @@ def test_deepzoom_5000_words_wheel_drag_pinch_token_list_and_fit(
     tokens.evaluate("(el) => { el.scrollTop = 4000 * 20; }")
     expect(rows.first).to_have_attribute("data-index", "4000")
     assert rows.count() < 40
-    row = rows.first
-    q = int(row.get_attribute("data-index") or -1)
-    row.click()
+    # that row, by its index: the list redraws its rows as it scrolls, so "the first row" can be another by the click
+    q = 4000
+    tokens.locator(f".dz-token[data-index='{q}']").click()
     expect(page.get_by_test_id("dz-row-title")).to_have_text(f"{q} “{run['tokens'][q]}”")
     top = page.get_by_test_id("dz-top").locator("li[data-key]")
     expect(top.first).to_be_visible()
