@@ -114,21 +114,13 @@ export function cellSize(seqLen, headsOnPage, available = 900, labels = true) {
 
 const drawn = new WeakMap(); // grid element -> {key, cards}: what this view last painted, to repaint only the highlight
 
+// What the cards show besides the result: their view, colours, page, the head open and the ablations.
+function cardFields(s) {
+  return [s.run.diff, s.ui.view, s.ui.palette, s.ui.scoreScale, s.ui.layer, s.ui.page, s.ui.focus, s.ui.ablate];
+}
+
 export function deps(s) {
-  return [
-    ...shownDeps(s),
-    s.run.diff,
-    s.run.notice,
-    s.ui.view,
-    s.ui.palette,
-    s.ui.scoreScale,
-    s.ui.layer,
-    s.ui.page,
-    s.ui.focus,
-    s.ui.ablate,
-    s.highlight,
-    keptHidden(s),
-  ];
+  return [...shownDeps(s), ...cardFields(s), s.run.notice, s.highlight, keptHidden(s)];
 }
 
 export function measure(root) {
@@ -157,18 +149,7 @@ export function sketch(root, s, dispatch) {
 
 // What the grid's cards are drawn from: a draw with the same key only moves the highlight.
 function drawKey(s) {
-  return [
-    s.run.result,
-    s.run.diff,
-    s.ui.view,
-    s.ui.palette,
-    s.ui.scoreScale,
-    s.ui.layer,
-    s.ui.page,
-    s.ui.focus,
-    s.ui.ablate,
-    firstPosition(),
-  ];
+  return [s.run.result, ...cardFields(s), firstPosition()];
 }
 
 function sameKey(a, b) {
