@@ -257,10 +257,18 @@ class Stream:
     stop: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
     counter: int = 0
+    going: threading.Event = field(default_factory=threading.Event)  # cleared: threads wait before their next request
+    parked: int = 0  # threads waiting on `going`, none of their requests in flight
 
     def run(self) -> None:
         with httpx.Client(base_url=self.url, timeout=60) as client:
             while not self.stop.is_set():
+                if not self.going.is_set():
+                    with self.lock:
+                        self.parked += 1
+                    self.going.wait()
+                    with self.lock:
+                        self.parked -= 1
                 with self.lock:
                     if self.counter >= self.limit:
                         return
@@ -275,6 +283,7 @@ class Stream:
                 self.stop.wait(0.05)  # pace each thread: the machine is shared, the traffic bounded
 
     def __enter__(self) -> Stream:
+        self.going.set()
         self.workers = [threading.Thread(target=self.run, daemon=True) for _ in range(self.threads)]
         for w in self.workers:
             w.start()
@@ -282,6 +291,7 @@ class Stream:
 
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
+        self.going.set()
         for w in self.workers:
             w.join(timeout=90)
 
@@ -290,6 +300,14 @@ class Stream:
         while len(self.done) < count:
             assert time.monotonic() < deadline, f"only {len(self.done)} of {count} requests answered in {timeout} s"
             time.sleep(0.02)
+
+    def park(self, timeout: float = 30) -> None:
+        """Every thread's request answered and none sent until `resume`: the replicas hold no request of ours."""
+        self.going.clear()
+        until(lambda: self.parked == self.threads, f"all {self.threads} threads waiting, nothing in flight", timeout)
+
+    def resume(self) -> None:
+        self.going.set()
 
     def failures(self) -> list[tuple[int, str]]:
         with self.lock:
@@ -318,7 +336,12 @@ def test_a_replica_killed_mid_run_costs_no_request_and_recovers(topology: tuple[
         stream.wait_for(20)
         # Stop the victim first so that requests are provably inside it when it dies: nginx has sent them, they
         # sit unread in its sockets. SIGKILL then resets those connections, as when a container dies mid-request.
+        # It is stopped idle: a request it had already read when stopped would count as busy in nginx's least_conn
+        # forever, and with two such the other threads' requests would never tie with it and never be sent to it.
+        # Idle, it ties with the other replica at the first request, and one of the first two is sent to it.
+        stream.park()
         victim.signal(signal.SIGSTOP)
+        stream.resume()
         try:
             until(lambda: unread_bytes(victim.port) > 0, "a request sent to the stopped replica", 20)
         finally:  # killed even when the wait fails: a replica left stopped would hang the module's next tests
