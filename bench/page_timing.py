@@ -40,6 +40,12 @@ class Traffic:
             except Exception:  # an aborted request has no sizes, nor at times the worker's streamed one
                 size = 0
                 unknown += 1
+            else:
+                # every answer of the API's POSTs has a body: a size of 0 is Chromium not reporting one, as it does
+                # at times for the worker's streamed answer (counted as 0 it made a 79 MB stream read "29.8 kB")
+                resp = r.response() if r.method == "POST" and size == 0 else None
+                if resp is not None and resp.status == 200:
+                    unknown += 1
             path = r.url.split("://", 1)[-1].split("/", 1)[-1].split("?", 1)[0]
             if r.method == "POST":
                 posts[f"/{path}"] = posts.get(f"/{path}", 0) + 1
