@@ -121,6 +121,33 @@ def test_phone_drawer_closes_after_an_example_and_after_run(phone: Callable[[str
     assert not drawer_open(page)
 
 
+# The control with the focus, when something else is drawn over its middle (the drawer's sticky head): what is there.
+OBSCURED_JS = """() => { const el = document.activeElement; const r = el.getBoundingClientRect();
+  const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+  return top && (top === el || el.contains(top) || top.contains(el)) ? null
+    : `${el.id || el.outerHTML.slice(0, 80)} under ${top ? top.className || top.tagName : 'nothing'}`; }"""
+
+
+def test_phone_drawer_never_hides_the_focused_control_under_its_head(phone: Callable[[str], Page]) -> None:
+    """Going back up the drawer with the keyboard, each control is scrolled to below the drawer's sticky head, not
+    under it."""
+    page = phone(RANDOM)
+    open_drawer(page)
+    page.locator("#controls-close").focus()
+    page.keyboard.press("Shift+Tab")  # round to the drawer's last control, at its bottom
+    seen, hidden = [], []
+    while (focused := page.evaluate("() => document.activeElement.id || document.activeElement.tagName")) != (
+        "controls-close"
+    ):
+        seen.append(focused)
+        assert len(seen) < 80, f"Shift+Tab never reached the drawer's head: {seen}"
+        if (what := page.evaluate(OBSCURED_JS)) is not None:
+            hidden.append(what)
+        page.keyboard.press("Shift+Tab")
+    assert len(seen) > 20 and "run-button" in seen and "model-select" in seen, seen
+    assert hidden == [], hidden
+
+
 def test_phone_drawer_keeps_focus_inside_and_escape_gives_it_back(phone: Callable[[str], Page]) -> None:
     page = phone(RANDOM)
     open_drawer(page)
