@@ -250,6 +250,30 @@ def test_minilm_example_ranks_the_heads_that_link_it_to_animal(open_trained: Ope
     expect(page.locator("#focus-plot")).to_have_attribute("data-head", head or "")
 
 
+def test_the_pair_pickers_hold_every_position_once_reached_for(open_trained: Open) -> None:
+    """A position picker of top heads holds "choose…" and its position until it is focused or pressed, then every
+    position, its choice kept; the keyboard and a press then choose among them all."""
+    page = open_trained("")
+    choose_example(page, MINILM_EXAMPLE)
+    expect(page.get_by_test_id("top-heads").locator("button")).to_have_count(10)
+    tokens = page.get_by_test_id("token").locator(".text").all_text_contents()
+    it, animal = tokens.index("it"), tokens.index("animal")
+    options = "(s) => document.querySelector(s).options.length"
+    expect(page.locator("#pair-query")).to_have_value(str(it))
+    assert page.evaluate(options, "#pair-query") == 2  # "choose…" and the position chosen, nothing else drawn
+    page.locator("#pair-query").focus()
+    assert page.evaluate(options, "#pair-query") == len(tokens) + 1
+    expect(page.locator("#pair-query")).to_have_value(str(it))
+    page.keyboard.press("ArrowUp")  # the position before it, among all of them
+    expect(page).to_have_url(re.compile(rf"pair={it - 1}-{animal}"))
+    expect(page.locator("#pair-query")).to_have_value(str(it - 1))
+    # the key's picker, drawn again with the new pair, fills on a press as on a focus
+    page.locator("#pair-key").dispatch_event("pointerdown")
+    assert page.evaluate(options, "#pair-key") == len(tokens) + 1
+    page.locator("#pair-key").select_option(str(animal + 1))
+    expect(page).to_have_url(re.compile(rf"pair={it - 1}-{animal + 1}"))
+
+
 def test_induction_example_repeats_words_from_the_vocabulary(
     open_trained: Open, models: dict[str, dict[str, Any]]
 ) -> None:
