@@ -172,6 +172,16 @@ def refresh(page: Page) -> None:
     page.wait_for_selector("[data-testid=train-runs] li")
 
 
+def show_in_b(page: Page) -> None:
+    """The first kept run shown in column B, read to its end: its heads are drawn at its first snapshot, and the
+    others follow on the run's events. The next step scrubs back to the first, which it could not see change if
+    column B were still at that snapshot, the others still on their way."""
+    press(page, "[data-testid=train-runs] li >> text=Show in B")
+    page.wait_for_function(
+        "(s) => ['finished', 'failed', 'cancelled'].includes(document.querySelector(s).dataset.status)", arg=COL_B
+    )
+
+
 def train(act: Callable[[Page], None]) -> Callable[[Page], None]:
     return changing(TRAIN_JS, act)
 
@@ -293,7 +303,7 @@ STEPS: list[Step] = [
     Step(
         "a kept run shown in column B",
         "train",
-        lambda p: press(p, "[data-testid=train-runs] li >> text=Show in B"),
+        show_in_b,
         "[data-testid=train-heads-b] [data-testid=head-heatmap]",
         controls=("train-runs",),
     ),
