@@ -28,7 +28,7 @@ import { contributionStrip, stripLabel } from "./contrib.js";
 import { firstPosition, pos } from "./positions.js";
 import { keptHidden, markGiveaways } from "./giveaway.js";
 import { showTip } from "./tooltip.js";
-import { MARGIN_PX } from "./sight.js";
+import { distance } from "./sight.js";
 
 export const TARGET_PLOT_PX = { few: 190, many: 130 }; // plot side for <= 4 heads on a page, and for more
 export const THUMB_PX = 150; // at most this many px a side, whatever the length: a long sequence is downsampled
@@ -140,10 +140,8 @@ export function sketch(root, s, dispatch) {
   if (pageOf(view.heads, view.page).items.length * S * K < SKETCH_CELLS) return false;
   const last = drawn.get(within(root)("heads-grid"));
   if (last && sameKey(last.key, drawKey(s))) return false;
-  render(root, s, dispatch, (card) => {
-    const box = card.fig.getBoundingClientRect();
-    return box.bottom >= -MARGIN_PX && box.top <= window.innerHeight + MARGIN_PX;
-  });
+  // in sight (sight.js: within its margin), or with no box to place it by: painted now
+  render(root, s, dispatch, (card) => !distance(card.fig.getBoundingClientRect(), window.innerHeight));
   return true;
 }
 

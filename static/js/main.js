@@ -6,9 +6,10 @@
 // and `bind(root, store)` (its event listeners, once). An element with a `data-panel` attribute is an analysis
 // panel: the module of that name exports its one declaration, `panel` (registry.js), registered before the store is
 // made. A view that reads a size exports `measure(root)` (dom.js noteWidth), called before any view of the draw
-// writes. A view whose draw is slow may export `sketch(root, state, dispatch)`: a quick first picture of what it will draw
-// (true when it made one), painted with the views in sight; its render then comes first after that paint. Adding an analysis panel: its module and its element in the template. The views in sight draw first; the
-// ones below the fold once those are painted (sight.js). Each view sits in one workspace (workspaces.js WORKSPACES):
+// writes. A view whose draw is slow may export `sketch(root, state, dispatch)`: a quick first picture of what it
+// will draw (true when it made one), painted with the views in sight; its render then comes first after that paint.
+// Adding an analysis panel: its module and its element in the template. The views in sight draw first; the ones
+// below the fold once those are painted (sight.js). Each view sits in one workspace (workspaces.js WORKSPACES):
 // only the shown workspace's views draw, the others when they are opened, from the answers already held.
 //
 // It owns the whole document, so it looks elements up in it: the view roots (found once, each handed to its view),

@@ -14,7 +14,8 @@ export function positionLabel(tokens, i) {
   return `${pos(i)} ${pieceLabel(tokens[i] ?? "", 16)}`;
 }
 
-const choices = new WeakMap(); // tokens -> [count, a <select> holding "choose…" and one option a position]: cloned, not rebuilt
+// tokens -> {[the first position's number]: a <select> of "choose…" and an option a position}: cloned, not rebuilt
+const choices = new WeakMap();
 
 // Every position's <option> (a select cloned from the one kept for these tokens).
 function everyPosition(tokens) {

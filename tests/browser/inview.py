@@ -108,6 +108,19 @@ def in_view(page: Page, selector: str, action: str) -> None:
         raise AssertionError(f"after {action}, {selector} is not in the viewport: {where}") from err
 
 
+# What is drawn over the middle of the focused element (a sticky header over a scroll box, say); null when nothing is.
+FOCUS_COVERED_JS = """() => { const el = document.activeElement; const r = el.getBoundingClientRect();
+  const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+  const what = el.id || el.textContent.trim().slice(0, 40) || el.tagName;
+  return top && (top === el || el.contains(top) || top.contains(el)) ? null
+    : `${what} under ${top ? top.tagName + '.' + top.className : 'nothing'}`; }"""
+
+
+def focus_covered(page: Page) -> str | None:
+    """The focused element and what covers it, when something does; None when the element is itself in sight."""
+    return page.evaluate(FOCUS_COVERED_JS)  # type: ignore[no-any-return]
+
+
 def touch(page: Page) -> bool:
     return page.evaluate("() => matchMedia('(pointer: coarse)').matches")  # type: ignore[no-any-return]
 

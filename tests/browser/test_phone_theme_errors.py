@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import FloatRect, Page, expect
 
 from tests.browser.conftest import PHONE, Device, open_workspace, wait_idle
+from tests.browser.inview import focus_covered
 
 pytestmark = pytest.mark.browser
 
@@ -121,13 +122,6 @@ def test_phone_drawer_closes_after_an_example_and_after_run(phone: Callable[[str
     assert not drawer_open(page)
 
 
-# The control with the focus, when something else is drawn over its middle (the drawer's sticky head): what is there.
-OBSCURED_JS = """() => { const el = document.activeElement; const r = el.getBoundingClientRect();
-  const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
-  return top && (top === el || el.contains(top) || top.contains(el)) ? null
-    : `${el.id || el.outerHTML.slice(0, 80)} under ${top ? top.className || top.tagName : 'nothing'}`; }"""
-
-
 def test_phone_drawer_never_hides_the_focused_control_under_its_head(phone: Callable[[str], Page]) -> None:
     """Going back up the drawer with the keyboard, each control is scrolled to below the drawer's sticky head, not
     under it."""
@@ -141,7 +135,7 @@ def test_phone_drawer_never_hides_the_focused_control_under_its_head(phone: Call
     ):
         seen.append(focused)
         assert len(seen) < 80, f"Shift+Tab never reached the drawer's head: {seen}"
-        if (what := page.evaluate(OBSCURED_JS)) is not None:
+        if (what := focus_covered(page)) is not None:
             hidden.append(what)
         page.keyboard.press("Shift+Tab")
     assert len(seen) > 20 and "run-button" in seen and "model-select" in seen, seen

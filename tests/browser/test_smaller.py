@@ -15,6 +15,7 @@ import pytest
 from playwright.sync_api import Page, Route, ViewportSize, expect
 
 from tests.browser.conftest import open_workspace, wait_idle
+from tests.browser.inview import focus_covered
 
 pytestmark = pytest.mark.browser
 
@@ -96,13 +97,6 @@ def test_a_head_tapped_in_the_head_types_table_on_a_phone_is_scrolled_into_view(
     _open_from_table(page, lambda b: b.tap())
 
 
-# The focused element, when something else is drawn over its middle (a sticky table head): what is there.
-OBSCURED_JS = """() => { const el = document.activeElement; const r = el.getBoundingClientRect();
-  const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
-  return top && (top === el || el.contains(top) || top.contains(el)) ? null
-    : `${el.textContent.trim().slice(0, 40)} under ${top ? top.tagName + '.' + top.className : 'nothing'}`; }"""
-
-
 def test_going_back_up_the_head_types_table_never_hides_a_row_under_its_head(open_trained: Open) -> None:
     """The table scrolls under a sticky head: Shift+Tab from its last row up, each row's button is scrolled to
     below the head, not under it."""
@@ -115,7 +109,7 @@ def test_going_back_up_the_head_types_table_never_hides_a_row_under_its_head(ope
     while page.evaluate(inside):
         seen += 1
         assert seen < 400, "Shift+Tab never left the table"
-        if (what := page.evaluate(OBSCURED_JS)) is not None:
+        if (what := focus_covered(page)) is not None:
             hidden.append(what)
         page.keyboard.press("Shift+Tab")
     assert seen >= 72, f"{seen} rows' controls for minilm's 72 heads"
