@@ -267,7 +267,13 @@ def test_the_pair_pickers_hold_every_position_once_reached_for(open_trained: Ope
     page.keyboard.press("ArrowUp")  # the position before it, among all of them
     expect(page).to_have_url(re.compile(rf"pair={it - 1}-{animal}"))
     expect(page.locator("#pair-query")).to_have_value(str(it - 1))
-    # the key's picker, drawn again with the new pair, fills on a press as on a focus
+    # the key's picker, drawn again with the new pair's ranking, fills on a press as on a focus (pressed once that
+    # ranking is in: the view's next draw makes new pickers)
+    page.wait_for_function(
+        "(q) => { const t = document.querySelector('.th-status').textContent;"
+        " return t.includes(`query ${q} `) && t.includes('highest first'); }",
+        arg=it - 1,
+    )
     page.locator("#pair-key").dispatch_event("pointerdown")
     assert page.evaluate(options, "#pair-key") == len(tokens) + 1
     page.locator("#pair-key").select_option(str(animal + 1))
