@@ -9,6 +9,7 @@ steps of the smallest shape from the knobs.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -175,10 +176,18 @@ def refresh(page: Page) -> None:
 def show_in_b(page: Page) -> None:
     """The first kept run shown in column B, read to its end: its heads are drawn at its first snapshot, and the
     others follow on the run's events. The next step scrubs back to the first, which it could not see change if
-    column B were still at that snapshot, the others still on their way."""
+    column B were still at that snapshot, the others still on their way. A kept run's events tell its status
+    ("finished") before its snapshots, so the column has read them all once it holds as many as its row counts."""
+    row = page.locator("[data-testid=train-runs] li").first
+    counted = re.search(r"(\d+) snapshots", row.inner_text())
+    assert counted, row.inner_text()
+    kept = int(counted.group(1))
+    assert kept >= 2, f"the kept run has {kept} snapshots: too few to scrub back to its first"
     press(page, "[data-testid=train-runs] li >> text=Show in B")
     page.wait_for_function(
-        "(s) => ['finished', 'failed', 'cancelled'].includes(document.querySelector(s).dataset.status)", arg=COL_B
+        "([s, n]) => { const d = document.querySelector(s).dataset;"
+        " return ['finished', 'failed', 'cancelled'].includes(d.status) && Number(d.snapshots) === n; }",
+        arg=[COL_B, kept],
     )
 
 
