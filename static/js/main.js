@@ -105,10 +105,23 @@ function findByKey(key) {
 }
 
 // A view that plots with plotly waits for it (plotly.js): its draw is held, and so is the mark, until plotly is here.
+// `asked`: plotly's script is asked for (once), for `views` (every view, set by init). It runs once the page's first
+// run is answered and drawn as far as it can be without it: in the task after the paint of the views in sight (a
+// large head sketched there is plotted after), or at once when a view in sight has nothing to show but its plot.
+// Asked with the run instead, its 60-190 ms of the main thread ran while the server computed the first layer and the
+// page read it in, on the same cores.
 // `layers`: a streamed run's other layers are in and their "attnlab:layers" mark is still owed.
 // `inSight`: a view held is in sight, which holds the "attnlab:visible" mark too; `wasInSight`, while the views held
 // are drawn once plotly is here: whether one was (else the views in sight were marked visible already).
-const plotly = { ready: !!window.Plotly, held: false, inSight: false, wasInSight: null, layers: false };
+const plotly = {
+  ready: !!window.Plotly,
+  asked: false,
+  views: [],
+  held: false,
+  inSight: false,
+  wasInSight: null,
+  layers: false,
+};
 
 // The views due that were out of sight (sight.js), nearest first: drawn in tasks of their own once the views in
 // sight are painted. `visible` and `drawn`: the marks owed for the action drawn, made once what they promise is.
@@ -194,13 +207,13 @@ function draw(views, s, prev) {
   // it sketched what it will plot (read at each draw: a large head held before the run is in has nothing to sketch)
   plotly.inSight = held.filter((v) => inSight(v) && !sketch(v, s)).length > 0;
   waiting.views = [...sketched, ...later].map(([v]) => v);
+  const coming = s.run.status === "loading" || s.run.answered !== s.run.want;
   const qs = withWorkspace(encodeState(s.ui));
   if (s.run.want > 0 && location.search !== `?${qs}`) history.replaceState(null, "", `?${qs}`); // once the link is read
   // the marks of an action: once per action, so not while the action's run is still to come (asked for, in its
   // debounce or in flight), only when its answer is drawn; for a streamed run, when the layer shown is (its other
   // layers come after: "attnlab:layers" once they are drawn too). "attnlab:visible" once every view in sight is
   // painted, "attnlab:drawn" once every view is (the analysis panels follow on their own).
-  const coming = s.run.status === "loading" || s.run.answered !== s.run.want;
   if (coming) owed.visible = owed.drawn = false; // the action drawn is superseded
   const rest = !!prev && restEvent(prev, s);
   const arrived = !!prev && !shownHeld(prev) && shownHeld(s); // a layer switched to while it was on its way
@@ -219,6 +232,9 @@ function draw(views, s, prev) {
     waiting.going = true;
     afterPaint(step);
   }
+  // plotly for the views held, once a run is answered: at once when one in sight has nothing else to show, else
+  // after the paint (step)
+  if (answered(s) && (plotly.inSight || !waiting.going)) askPlotly();
   busy(s);
 }
 
@@ -247,6 +263,7 @@ function step() {
       } else if (v.mod.needsPlotly && !plotly.ready) plotly.held = true;
     }
   });
+  if (answered(s)) askPlotly(); // the views in sight are painted: plotly runs now, for the views held
   if (waiting.views.length) return nextTask(step);
   waiting.going = false;
   drawnMarks(s);
@@ -301,6 +318,7 @@ async function init() {
   bindTabs(tabs);
   open(workspaceOf(location.search));
   const views = await loadViews();
+  plotly.views = views;
   store = createStore(reducer, initialState());
   for (const v of views) v.mod.bind?.(v.root, store);
   const rootOf = (name) => views.find((v) => v.name === name).root;
@@ -323,13 +341,24 @@ async function init() {
   const listed = await withLinkedSnapshot(models, location.search); // a link to a training run's snapshot
   store.dispatch(act.modelsLoaded(listed));
   store.dispatch(act.restored(restoredUi(listed)));
-  // the first run is asked: plotly compiles and runs while the server computes
+}
+
+// Whether views are held for plotly and the page has its first run's answer (or its failure) to draw, and no
+// other run on its way: what askPlotly waits for.
+function answered(s) {
+  return plotly.held && s.run.want > 0 && s.run.status !== "loading" && s.run.answered === s.run.want;
+}
+
+// plotly's script asked for and run, once; the views held for it drawn when it is here.
+function askPlotly() {
+  if (plotly.asked) return;
+  plotly.asked = true;
   const drawHeld = () => {
     plotly.ready = true;
     if (!plotly.held) return;
     plotly.wasInSight = plotly.inSight;
     plotly.held = plotly.inSight = false;
-    draw(views, store.getState(), null);
+    draw(plotly.views, store.getState(), null);
     plotly.wasInSight = null;
   };
   loadPlotly().then(drawHeld, (e) => {

@@ -1,5 +1,6 @@
-// plotly.min.js (4.8 MB; 120-190 ms of the main thread to compile and run) is loaded once the page has sent its
-// first request, so that it runs while the server computes instead of before the page can ask. index.html only
+// plotly.min.js (4.8 MB; 60-190 ms of the main thread to compile and run) is run once the page's first run is
+// answered and its views in sight are drawn as far as they can be without it (main.js askPlotly), so that it runs
+// neither before the page can ask nor beside the server's forward and the first layer's download. index.html only
 // preloads it (the bytes, not the run). The views that plot with it export `needsPlotly`: main.js holds their
 // draw, and the "attnlab:drawn" mark, until it is here.
 

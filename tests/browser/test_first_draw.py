@@ -1,5 +1,6 @@
-"""The page's first draw: plotly (4.8 MB of script) runs after the page has sent its first request, while the
-server computes, and the views that plot with it hold the `attnlab:drawn` mark until they have drawn."""
+"""The page's first draw: plotly (4.8 MB of script) runs once the page's first run is answered and its views in
+sight are drawn as far as they can be without it, and the views that plot with it hold the `attnlab:drawn` mark
+until they have drawn."""
 
 from __future__ import annotations
 
@@ -45,6 +46,17 @@ WATCH = """
 })();
 """
 
+# When plotly's script element was put in the page (main.js askPlotly), page time.
+SCRIPT_WATCH = """
+new MutationObserver(() => {
+  if (window.__plotlyAsked === undefined && document.querySelector("script[src*='plotly.min.js']")) {
+    window.__plotlyAsked = performance.now();
+  }
+}).observe(document, { childList: true, subtree: true });
+"""
+# 160 positions: a large head of 160 x 160 cells, which the first paint sketches (focus.js SKETCH_CELLS: 128 x 128)
+LONG = "?m=random&t=" + "+".join(f"w{i % 37}" for i in range(160))
+
 SIMILARITY_DRAWN = "() => !!document.querySelector('#similarity .js-plotly-plot')"
 ANSWERED = """() => performance.getEntriesByType('resource')
   .filter((e) => e.name.endsWith('/api/attention')).map((e) => e.responseEnd)"""
@@ -75,6 +87,29 @@ def test_plotly_runs_after_the_first_request_and_the_mark_waits_for_its_views(
     open_workspace(page, "inside")
     page.wait_for_function(SIMILARITY_DRAWN, timeout=20_000)
     assert len(page_log.requests) == asked and len(page.evaluate("() => window.__atMarks")) == 1
+    assert page_log.console_errors == [] and page_log.page_errors == []
+
+
+@pytest.mark.parametrize(("query", "sketched"), [(RANDOM, False), (LONG, True)], ids=["6 tokens", "160 tokens"])
+def test_plotly_is_asked_for_once_the_answer_is_in_and_after_the_paint_that_sketches_the_large_head(
+    page: Page, page_log: PageLog, live_server: str, query: str, sketched: bool
+) -> None:
+    """Asked with the run, plotly's script ran beside the server's forward and the first layer's download. A small
+    head has nothing to show but its plot: plotly is asked for as soon as the answer is in. A large head is sketched
+    in the paint that `attnlab:visible` marks, and plotly asked for after it."""
+    page.add_init_script(SCRIPT_WATCH)
+    page.goto(f"{live_server}/{query}")
+    page.wait_for_function("() => performance.getEntriesByName('attnlab:drawn').length > 0", timeout=20_000)
+    asked = page.evaluate("() => window.__plotlyAsked")
+    answered = page.evaluate(ANSWERED)
+    visible = page.evaluate("() => performance.getEntriesByName('attnlab:visible')[0].startTime")
+    assert asked is not None and answered, (asked, answered)
+    assert asked >= answered[0], f"plotly asked for at {asked:.0f} ms, before the answer was in at {answered[0]:.0f}"
+    if sketched:
+        assert asked >= visible, f"plotly asked for at {asked:.0f} ms, before the first paint's mark at {visible:.0f}"
+    else:
+        assert asked <= visible, f"the first paint's mark at {visible:.0f} ms came before plotly, asked at {asked:.0f}"
+    assert page.evaluate("() => !!document.getElementById('focus-plot')._fullLayout")
     assert page_log.console_errors == [] and page_log.page_errors == []
 
 
