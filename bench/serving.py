@@ -31,11 +31,16 @@ def free_port() -> int:
 
 @contextmanager
 def attnlab_server(
-    threads: int, log: Path, models: str = "minilm", env: dict[str, str] | None = None, pids: list[int] | None = None
+    threads: int,
+    log: Path,
+    models: str = "minilm",
+    env: dict[str, str] | None = None,
+    pids: list[int] | None = None,
+    root: Path = ROOT,
 ) -> Iterator[int]:
     """`attnlab serve` on a free loopback port with `models` (minilm), on the CPU, with no run cache; yields the
     port. `env`: more ATTNLAB_ settings; `pids`: the server's process id is put in it (its memory, read by
-    bench/checkpoints.py)."""
+    bench/checkpoints.py); `root`: the checkout it serves (this one; bench/page_ab.py serves another beside it)."""
     port = free_port()
     exe = Path(sys.executable).with_name("attnlab")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "server"]
@@ -48,12 +53,12 @@ def attnlab_server(
         "MKL_NUM_THREADS": str(threads),
         # the checkout the benchmark runs from is the one served, not the one the environment was installed from
         # (an editable install of another checkout, whose console script imports that checkout's server)
-        "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])]),
         **(env or {}),
     }
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [*cmd, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=out, stderr=out, cwd=ROOT
+            [*cmd, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env, stdout=out, stderr=out, cwd=root
         )
     if pids is not None:
         pids.append(proc.pid)

@@ -247,6 +247,8 @@ function step() {
     owed.visible = false;
     performance.mark("attnlab:visible");
   }
+  if (waiting.views.some((v) => v.mod.needsPlotly && !plotly.ready)) plotly.held = true; // a sketched one first
+  if (answered(s)) askPlotly(); // the views in sight are painted: plotly runs now, for the views held
   const t0 = performance.now();
   const more = () => performance.now() - t0 < STEP_MS && !pending?.();
   keepingFocus(() => {
@@ -263,7 +265,7 @@ function step() {
       } else if (v.mod.needsPlotly && !plotly.ready) plotly.held = true;
     }
   });
-  if (answered(s)) askPlotly(); // the views in sight are painted: plotly runs now, for the views held
+  if (answered(s)) askPlotly();
   if (waiting.views.length) return nextTask(step);
   waiting.going = false;
   drawnMarks(s);
