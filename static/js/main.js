@@ -35,6 +35,7 @@ import { act, createStore, initialState, reducer } from "./store.js";
 import { bindTabs, drawsNow, follow, mount, onOpen, open, withWorkspace, workspaceOf } from "./workspaces.js";
 
 let store = null; // made once the panels are registered: their slots and settings are part of its state
+let pageViews = []; // every view, once loaded (init): what is drawn again once plotly is here
 
 // The state the page draws from now (null before the store is made): a view drawn from it into a root of its own
 // (a copy of its markup anywhere, in the document or not) shows what the page shows.
@@ -105,7 +106,7 @@ function findByKey(key) {
 }
 
 // A view that plots with plotly waits for it (plotly.js): its draw is held, and so is the mark, until plotly is here.
-// `asked`: plotly's script is asked for (once), for `views` (every view, set by init). It runs once the page's first
+// `asked`: plotly's script is asked for (once). It runs once the page's first
 // run is answered and drawn as far as it can be without it: in the task after the paint of the views in sight (a
 // large head sketched there is plotted after), or at once when a view in sight has nothing to show but its plot.
 // Asked with the run instead, its 60-190 ms of the main thread ran while the server computed the first layer and the
@@ -113,15 +114,7 @@ function findByKey(key) {
 // `layers`: a streamed run's other layers are in and their "attnlab:layers" mark is still owed.
 // `inSight`: a view held is in sight, which holds the "attnlab:visible" mark too; `wasInSight`, while the views held
 // are drawn once plotly is here: whether one was (else the views in sight were marked visible already).
-const plotly = {
-  ready: !!window.Plotly,
-  asked: false,
-  views: [],
-  held: false,
-  inSight: false,
-  wasInSight: null,
-  layers: false,
-};
+const plotly = { ready: !!window.Plotly, asked: false, held: false, inSight: false, wasInSight: null, layers: false };
 
 // The views due that were out of sight (sight.js), nearest first: drawn in tasks of their own once the views in
 // sight are painted. `visible` and `drawn`: the marks owed for the action drawn, made once what they promise is.
@@ -247,8 +240,10 @@ function step() {
     owed.visible = false;
     performance.mark("attnlab:visible");
   }
-  if (waiting.views.some((v) => v.mod.needsPlotly && !plotly.ready)) plotly.held = true; // a sketched one first
-  if (answered(s)) askPlotly(); // the views in sight are painted: plotly runs now, for the views held
+  // the views in sight are painted: the waiting ones that plot (a large head sketched in that paint comes first)
+  // are held for plotly, which is asked for now
+  if (waiting.views.some((v) => v.mod.needsPlotly && !plotly.ready)) plotly.held = true;
+  if (answered(s)) askPlotly();
   const t0 = performance.now();
   const more = () => performance.now() - t0 < STEP_MS && !pending?.();
   keepingFocus(() => {
@@ -262,10 +257,9 @@ function step() {
         } catch (err) {
           reportError(err); // the page's error, as a throw in a draw was; the views after it still draw
         }
-      } else if (v.mod.needsPlotly && !plotly.ready) plotly.held = true;
+      }
     }
   });
-  if (answered(s)) askPlotly();
   if (waiting.views.length) return nextTask(step);
   waiting.going = false;
   drawnMarks(s);
@@ -320,7 +314,7 @@ async function init() {
   bindTabs(tabs);
   open(workspaceOf(location.search));
   const views = await loadViews();
-  plotly.views = views;
+  pageViews = views;
   store = createStore(reducer, initialState());
   for (const v of views) v.mod.bind?.(v.root, store);
   const rootOf = (name) => views.find((v) => v.name === name).root;
@@ -360,7 +354,7 @@ function askPlotly() {
     if (!plotly.held) return;
     plotly.wasInSight = plotly.inSight;
     plotly.held = plotly.inSight = false;
-    draw(plotly.views, store.getState(), null);
+    draw(pageViews, store.getState(), null);
     plotly.wasInSight = null;
   };
   loadPlotly().then(drawHeld, (e) => {
